@@ -1,0 +1,90 @@
+//! The shape of an n-server PIR scheme.
+//!
+//! A client turns one or more block indices into one query per server ([`MultiServerScheme::query`]),
+//! each server answers from its copy of the database ([`MultiServerScheme::answer`]) and the
+//! client decodes all answers into the blocks ([`MultiServerScheme::decode`]). Every scheme also
+//! encodes its queries and answers to bytes; those bodies travel inside the [`crate::wire`]
+//! envelope. Adding a scheme means implementing this trait, giving it a [`SchemeId`], and
+//! registering it in the conformance tests of `pir-xor`.
+
+use rand::CryptoRng;
+
+use crate::{Database, DbShape, Error};
+
+/// Identifies a scheme on the wire (one byte of every envelope).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum SchemeId {
+    /// Messages that belong to no scheme: errors, manifest fetches.
+    Control = 0,
+    /// Chor et al. k-server XOR PIR (upPIR, seed 000).
+    Chor = 1,
+    /// RAID-PIR (seed 001, section 3.2).
+    RaidPir = 2,
+}
+
+impl SchemeId {
+    /// Parses the scheme byte of an envelope.
+    pub fn from_byte(byte: u8) -> Result<Self, Error> {
+        match byte {
+            0 => Ok(Self::Control),
+            1 => Ok(Self::Chor),
+            2 => Ok(Self::RaidPir),
+            other => Err(Error::WrongScheme { found: other, expected: 2 }),
+        }
+    }
+
+    /// A human name for messages and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Control => "control",
+            Self::Chor => "chor",
+            Self::RaidPir => "raid-pir",
+        }
+    }
+}
+
+/// An n-server PIR scheme over a database of a fixed [`DbShape`].
+pub trait MultiServerScheme {
+    /// What one server receives.
+    type Query;
+    /// What one server sends back.
+    type Answer;
+    /// What the client keeps between [`Self::query`] and [`Self::decode`].
+    type ClientState;
+
+    /// The scheme's wire id.
+    fn id(&self) -> SchemeId;
+    /// The database shape the scheme was built for.
+    fn shape(&self) -> DbShape;
+    /// `n`, the number of servers one query goes to.
+    fn servers(&self) -> usize;
+    /// Most blocks one query can retrieve.
+    fn max_blocks_per_query(&self) -> usize;
+
+    /// Makes one query per server for `indices` (one or more blocks, as the scheme allows).
+    fn query(
+        &self,
+        indices: &[usize],
+        rng: &mut impl CryptoRng,
+    ) -> Result<(Vec<Self::Query>, Self::ClientState), Error>;
+    /// What a server answers to `query` from `db`.
+    fn answer(&self, db: &Database, query: &Self::Query) -> Result<Self::Answer, Error>;
+    /// Decodes the answers of all servers (in server order) into the blocks, in the order of
+    /// the indices given to [`Self::query`].
+    fn decode(
+        &self,
+        state: &Self::ClientState,
+        answers: &[Self::Answer],
+    ) -> Result<Vec<Vec<u8>>, Error>;
+
+    /// The wire body of a query.
+    fn encode_query(&self, query: &Self::Query) -> Vec<u8>;
+    /// Parses a query body, checking every length against the parameters.
+    fn decode_query(&self, bytes: &[u8]) -> Result<Self::Query, Error>;
+    /// The wire body of an answer.
+    fn encode_answer(&self, answer: &Self::Answer) -> Vec<u8>;
+    /// Parses the answer body of the server that received `query`.
+    fn decode_answer(&self, query: &Self::Query, bytes: &[u8]) -> Result<Self::Answer, Error>;
+}

@@ -1,0 +1,337 @@
+//! The wire format: one envelope for every message, and a small checked codec.
+//!
+//! ```text
+//! envelope = magic "PIRw" (4 bytes)
+//!          | version u16 LE (= 1)
+//!          | scheme  u8   (SchemeId: 0 control, 1 Chor, 2 RAID-PIR)
+//!          | kind    u8   (MessageKind)
+//!          | length  u32 LE (bytes of body that follow; must equal what is left)
+//!          | body
+//! ```
+//!
+//! All integers are little-endian, written explicitly (never native byte order). A decoder
+//! checks the magic, the version, the kind and the length *before* it looks at the body, and a
+//! body decoder checks every length against the parameters before allocating anything.
+//! Malformed input is an [`Error`], never a panic.
+
+use crate::{Error, SchemeId};
+
+/// First bytes of every message.
+pub const MAGIC: [u8; 4] = *b"PIRw";
+/// The only envelope version this build speaks.
+pub const VERSION: u16 = 1;
+/// Size of the envelope header.
+pub const HEADER_LEN: usize = 12;
+
+/// What a message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MessageKind {
+    /// Client to server: one or more PIR queries.
+    Query = 1,
+    /// Server to client: the answers, signed.
+    Answer = 2,
+    /// Server to client: why a request was refused.
+    Error = 3,
+    /// Client to server: send me the signed manifest.
+    ManifestRequest = 4,
+    /// Server to client: the signed manifest.
+    Manifest = 5,
+}
+
+impl MessageKind {
+    /// Parses the kind byte.
+    pub fn from_byte(byte: u8) -> Result<Self, Error> {
+        match byte {
+            1 => Ok(Self::Query),
+            2 => Ok(Self::Answer),
+            3 => Ok(Self::Error),
+            4 => Ok(Self::ManifestRequest),
+            5 => Ok(Self::Manifest),
+            other => Err(Error::Malformed(format!("unknown message kind {other}"))),
+        }
+    }
+}
+
+/// A decoded envelope: the header fields and a borrowed body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Envelope<'a> {
+    /// The scheme the body belongs to.
+    pub scheme: SchemeId,
+    /// What the body is.
+    pub kind: MessageKind,
+    /// The body, exactly `length` bytes.
+    pub body: &'a [u8],
+}
+
+/// Wraps `body` in an envelope.
+pub fn encode_envelope(scheme: SchemeId, kind: MessageKind, body: &[u8]) -> Vec<u8> {
+    let mut w = Writer::with_capacity(HEADER_LEN + body.len());
+    w.bytes(&MAGIC);
+    w.u16(VERSION);
+    w.u8(scheme as u8);
+    w.u8(kind as u8);
+    // Bodies are bounded far below 4 GiB by the parameters (see `decode_envelope`).
+    w.u32(u32::try_from(body.len()).unwrap_or(u32::MAX));
+    w.bytes(body);
+    w.into_bytes()
+}
+
+/// Parses an envelope, refusing bodies longer than `max_body` before touching them.
+pub fn decode_envelope(bytes: &[u8], max_body: usize) -> Result<Envelope<'_>, Error> {
+    let mut r = Reader::new(bytes);
+    if r.take(4)? != MAGIC {
+        return Err(Error::WrongMagic);
+    }
+    let version = r.u16()?;
+    if version != VERSION {
+        return Err(Error::WrongVersion { found: version, supported: VERSION });
+    }
+    let scheme = SchemeId::from_byte(r.u8()?)?;
+    let kind = MessageKind::from_byte(r.u8()?)?;
+    let len = r.u32()? as usize;
+    if len > max_body {
+        return Err(Error::Oversized { len, limit: max_body });
+    }
+    if r.remaining() != len {
+        return if r.remaining() < len {
+            Err(Error::Truncated { needed: len - r.remaining() })
+        } else {
+            Err(Error::WrongLength(format!(
+                "envelope declares {len} body bytes but {} follow",
+                r.remaining()
+            )))
+        };
+    }
+    Ok(Envelope { scheme, kind, body: r.take(len)? })
+}
+
+/// Why a server refused a request; carried in an [`MessageKind::Error`] body as
+/// `code u16 LE | message length u16 LE | UTF-8 message`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The request bytes were malformed.
+    BadRequest = 1,
+    /// The query was made for another release or database shape.
+    WrongDatabase = 2,
+    /// The scheme is not served here.
+    UnsupportedScheme = 3,
+    /// The server failed; retry elsewhere.
+    Internal = 4,
+}
+
+/// Longest error message a server sends or a client accepts.
+pub const MAX_ERROR_MESSAGE: usize = 1024;
+
+/// Encodes an error body (message truncated to [`MAX_ERROR_MESSAGE`] bytes on a char boundary).
+pub fn encode_error(code: ErrorCode, message: &str) -> Vec<u8> {
+    let mut end = message.len().min(MAX_ERROR_MESSAGE);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut w = Writer::with_capacity(4 + end);
+    w.u16(code as u16);
+    w.u16(end as u16);
+    w.bytes(&message.as_bytes()[..end]);
+    w.into_bytes()
+}
+
+/// Decodes an error body into its raw code and message.
+pub fn decode_error(body: &[u8]) -> Result<(u16, String), Error> {
+    let mut r = Reader::new(body);
+    let code = r.u16()?;
+    let len = r.u16()? as usize;
+    if len > MAX_ERROR_MESSAGE {
+        return Err(Error::Oversized { len, limit: MAX_ERROR_MESSAGE });
+    }
+    let text = std::str::from_utf8(r.take(len)?)
+        .map_err(|_| Error::Malformed("error message is not UTF-8".into()))?
+        .to_owned();
+    r.finish()?;
+    Ok((code, text))
+}
+
+/// Appends little-endian integers and bytes to a buffer.
+#[derive(Debug, Default)]
+pub struct Writer {
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    /// An empty writer with room for `capacity` bytes.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self { buf: Vec::with_capacity(capacity) }
+    }
+    /// Appends one byte.
+    pub fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+    /// Appends a u16, little-endian.
+    pub fn u16(&mut self, v: u16) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Appends a u32, little-endian.
+    pub fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Appends a u64, little-endian.
+    pub fn u64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Appends raw bytes.
+    pub fn bytes(&mut self, v: &[u8]) {
+        self.buf.extend_from_slice(v);
+    }
+    /// Appends a u16 length and then the bytes (callers keep `v` under 64 KiB).
+    pub fn short_bytes(&mut self, v: &[u8]) {
+        self.u16(u16::try_from(v.len()).unwrap_or(u16::MAX));
+        self.bytes(&v[..v.len().min(usize::from(u16::MAX))]);
+    }
+    /// The bytes written so far.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+/// Reads little-endian integers and bytes from untrusted input; every read is bounds-checked.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    /// Starts reading `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self { rest: bytes }
+    }
+    /// Bytes not yet read.
+    pub fn remaining(&self) -> usize {
+        self.rest.len()
+    }
+    /// Takes the next `n` bytes.
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+        if self.rest.len() < n {
+            return Err(Error::Truncated { needed: n - self.rest.len() });
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+    /// Takes a fixed-size array.
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], Error> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+    /// Reads one byte.
+    pub fn u8(&mut self) -> Result<u8, Error> {
+        Ok(self.take(1)?[0])
+    }
+    /// Reads a little-endian u16.
+    pub fn u16(&mut self) -> Result<u16, Error> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+    /// Reads a little-endian u32.
+    pub fn u32(&mut self) -> Result<u32, Error> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    /// Reads a little-endian u64.
+    pub fn u64(&mut self) -> Result<u64, Error> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    /// Reads a u16 length and that many bytes, refusing lengths above `max`.
+    pub fn short_bytes(&mut self, max: usize) -> Result<&'a [u8], Error> {
+        let len = usize::from(self.u16()?);
+        if len > max {
+            return Err(Error::Oversized { len, limit: max });
+        }
+        self.take(len)
+    }
+    /// Succeeds only if everything was read.
+    pub fn finish(&self) -> Result<(), Error> {
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::WrongLength(format!("{} unexpected trailing bytes", self.rest.len())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn envelope_round_trip() {
+        let bytes = encode_envelope(SchemeId::Chor, MessageKind::Query, b"hello");
+        assert_eq!(&bytes[..4], b"PIRw");
+        assert_eq!(bytes.len(), HEADER_LEN + 5);
+        let env = decode_envelope(&bytes, 100).unwrap();
+        assert_eq!(env.scheme, SchemeId::Chor);
+        assert_eq!(env.kind, MessageKind::Query);
+        assert_eq!(env.body, b"hello");
+    }
+
+    #[test]
+    fn envelope_rejects_every_malformed_class() {
+        let good = encode_envelope(SchemeId::RaidPir, MessageKind::Answer, &[7; 32]);
+        // truncated header and truncated body
+        assert!(matches!(decode_envelope(&good[..5], 100), Err(Error::Truncated { .. })));
+        assert!(matches!(decode_envelope(&good[..good.len() - 1], 100), Err(Error::Truncated { .. })));
+        // oversized
+        assert!(matches!(decode_envelope(&good, 31), Err(Error::Oversized { len: 32, limit: 31 })));
+        // trailing bytes
+        let mut long = good.clone();
+        long.push(0);
+        assert!(matches!(decode_envelope(&long, 100), Err(Error::WrongLength(_))));
+        // wrong magic
+        let mut bad = good.clone();
+        bad[0] = b'X';
+        assert_eq!(decode_envelope(&bad, 100), Err(Error::WrongMagic));
+        // wrong version
+        let mut bad = good.clone();
+        bad[4] = 2;
+        assert_eq!(decode_envelope(&bad, 100), Err(Error::WrongVersion { found: 2, supported: 1 }));
+        // unknown scheme
+        let mut bad = good.clone();
+        bad[6] = 99;
+        assert!(matches!(decode_envelope(&bad, 100), Err(Error::WrongScheme { found: 99, .. })));
+        // unknown kind
+        let mut bad = good;
+        bad[7] = 42;
+        assert!(matches!(decode_envelope(&bad, 100), Err(Error::Malformed(_))));
+    }
+
+    #[test]
+    fn error_body_round_trip_and_limits() {
+        let body = encode_error(ErrorCode::WrongDatabase, "stale release");
+        assert_eq!(decode_error(&body).unwrap(), (2, "stale release".to_string()));
+        let long = "é".repeat(MAX_ERROR_MESSAGE);
+        let (_, text) = decode_error(&encode_error(ErrorCode::Internal, &long)).unwrap();
+        assert!(text.len() <= MAX_ERROR_MESSAGE);
+        let mut bad = encode_error(ErrorCode::BadRequest, "x");
+        bad[4] = 0xff;
+        assert!(decode_error(&bad).is_err());
+        assert!(decode_error(&[1]).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = decode_envelope(&bytes, 32);
+            let _ = decode_error(&bytes);
+        }
+
+        #[test]
+        fn envelope_round_trips(body in proptest::collection::vec(any::<u8>(), 0..300), kind in 1u8..=5, scheme in 0u8..=2) {
+            let kind = MessageKind::from_byte(kind).unwrap();
+            let scheme = SchemeId::from_byte(scheme).unwrap();
+            let bytes = encode_envelope(scheme, kind, &body);
+            let env = decode_envelope(&bytes, 300).unwrap();
+            prop_assert_eq!(env, Envelope { scheme, kind, body: &body });
+        }
+    }
+}
