@@ -1,0 +1,113 @@
+//! TLS 1.3 where the mirror's identity is its Ed25519 key from the signed mirror list.
+//!
+//! The server presents a self-signed certificate for its key (made with rcgen). The client
+//! does not use certificate authorities: it checks the handshake's CertificateVerify signature
+//! under the *pinned* public key, so only the holder of that mirror's secret key can complete
+//! the handshake. Both sides speak TLS 1.3 only, with the `ring` provider.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+use crate::{KeyError, PublicKey, SecretKey};
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A server configuration presenting a self-signed certificate for `key`.
+pub fn server_config(key: &SecretKey) -> Result<Arc<rustls::ServerConfig>, KeyError> {
+    let crypto = |e: &dyn std::fmt::Display| KeyError::Crypto(format!("TLS set-up: {e}"));
+    let pkcs8 = PrivatePkcs8KeyDer::from(key.pkcs8().to_vec());
+    let key_pair = rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&pkcs8, &rcgen::PKCS_ED25519)
+        .map_err(|e| crypto(&e))?;
+    let params = rcgen::CertificateParams::new(vec!["pir-mirror".to_string()]).map_err(|e| crypto(&e))?;
+    let cert = params.self_signed(&key_pair).map_err(|e| crypto(&e))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| crypto(&e))?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], PrivateKeyDer::Pkcs8(pkcs8))
+        .map_err(|e| crypto(&e))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A client configuration that accepts exactly the server holding `pinned`'s secret key.
+pub fn client_config(pinned: PublicKey) -> Result<Arc<rustls::ClientConfig>, KeyError> {
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| KeyError::Crypto(format!("TLS set-up: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PinnedKey(pinned)))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The server name to put in the TLS ClientHello; identity is checked by key, not by name.
+pub fn server_name() -> ServerName<'static> {
+    // "pir-mirror" is a valid DNS name, so the conversion cannot fail.
+    #[allow(clippy::expect_used)]
+    ServerName::try_from("pir-mirror").expect("valid DNS name")
+}
+
+#[derive(Debug)]
+struct PinnedKey(PublicKey);
+
+/// DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410 section 4), followed by the key.
+const ED25519_SPKI_PREFIX: [u8; 12] = [0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00];
+
+impl ServerCertVerifier for PinnedKey {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        // Early, readable failure when a different mirror answers; the binding that matters is
+        // the handshake signature checked below under the pinned key.
+        let mut spki = ED25519_SPKI_PREFIX.to_vec();
+        spki.extend_from_slice(&self.0 .0);
+        if end_entity.as_ref().windows(spki.len()).any(|w| w == spki.as_slice()) {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(format!(
+                "server's key is not the pinned mirror key {}",
+                self.0.fingerprint()
+            )))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Err(rustls::Error::General("TLS 1.2 is not allowed".into()))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        _cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        if dss.scheme != SignatureScheme::ED25519 {
+            return Err(rustls::Error::General("mirror must sign with Ed25519".into()));
+        }
+        self.0
+            .verify(message, dss.signature())
+            .map(|()| HandshakeSignatureValid::assertion())
+            .map_err(|_| rustls::Error::General("handshake signature is not from the pinned mirror key".into()))
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        vec![SignatureScheme::ED25519]
+    }
+}
