@@ -1,1 +1,22 @@
-//! placeholder
+//! `pir-client`: fetch blocks privately from several mirrors.
+//!
+//! Main items:
+//! - [`Transport`]: how one request envelope reaches mirror `i` and its reply comes back;
+//!   [`HttpsTransport`] is the real one (TLS 1.3 pinned to each mirror's key from the signed
+//!   mirror list). Tests and the demo wrap it to inject faults or record what mirrors saw.
+//! - [`retrieve`]: runs a [`pir_core::MultiServerScheme`] over the mirrors, checks every
+//!   answer's signature and every block against a caller-supplied check (the manifest hash),
+//!   goes around mirrors that are down, and when a block is wrong, finds which mirror lied by
+//!   re-asking with that mirror swapped for a spare, keeping its signed answer as [`Evidence`].
+//! - [`Evidence`]: a mirror's signed request/answer pair that anyone holding the release can
+//!   check ([`evidence::check`]).
+//!
+//! What it does not do: parse manifests or mirror lists (the application does), or write files.
+
+pub mod evidence;
+pub mod retrieve;
+pub mod transport;
+
+pub use evidence::{Evidence, Verdict};
+pub use retrieve::{retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions};
+pub use transport::{fetch_manifest, HttpsTransport, Transport, TransportError};

@@ -18,6 +18,7 @@ pub mod database;
 pub mod error;
 pub mod glossary;
 pub mod hex;
+pub mod protocol;
 pub mod scheme;
 pub mod wire;
 

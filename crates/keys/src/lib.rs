@@ -70,6 +70,14 @@ pub fn sha256_parts(parts: &[&[u8]]) -> [u8; 32] {
     out
 }
 
+/// The digest a mirror signs for every answer: SHA-256 over the domain
+/// `"pir-answer-v1"`, the release id, the SHA-256 of the whole request envelope and the SHA-256
+/// of the answer payload. Anyone holding the release can recompute the correct answer to the
+/// request, so a signature on a wrong answer is proof that the mirror cheated.
+pub fn answer_statement(release_id: &[u8; 32], request: &[u8], answer_payload: &[u8]) -> [u8; 32] {
+    sha256_parts(&[b"pir-answer-v1", release_id, &sha256(request), &sha256(answer_payload)])
+}
+
 /// An Ed25519 secret key (PKCS#8 v2 document, as `ring` produces it).
 pub struct SecretKey {
     pkcs8: Vec<u8>,

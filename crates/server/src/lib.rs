@@ -1,1 +1,21 @@
-//! placeholder
+//! `pir-server`: what a mirror runs.
+//!
+//! - [`Service`] is sans-I/O: it turns the bytes of one request into the bytes of one reply
+//!   (a signed answer batch, the manifest, or an error), using the schemes of `pir-xor` over a
+//!   [`pir_core::Database`]. It never logs or stores anything derived from a query; its
+//!   [`Metrics`] count requests, queries, bytes and time only.
+//! - [`runtime`] puts a `Service` on the network: HTTPS (TLS 1.3, rustls with `ring`, the
+//!   mirror's Ed25519 key as its identity), many concurrent clients, a bounded pool of scan
+//!   workers, a health endpoint that does not touch the database, and optional plain-HTTP
+//!   file downloads for legacy clients.
+//!
+//! What it does not do: parse release manifests or choose what to serve (the application and
+//! the CLI do that), or keep any per-client state.
+
+pub mod metrics;
+pub mod runtime;
+pub mod service;
+
+pub use metrics::Metrics;
+pub use runtime::{start, RunningServer, ServerOptions};
+pub use service::{Reply, Service};

@@ -1,0 +1,206 @@
+//! Getting request envelopes to mirrors and replies back.
+
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use pir_core::wire::{self, MessageKind};
+use pir_core::SchemeId;
+use pir_keys::PublicKey;
+
+/// How long to wait for a mirror to accept a connection and finish the TLS handshake.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one request may take (a full scan of a large database included).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why a request did not produce a reply envelope.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The mirror URL is not usable.
+    #[error("bad mirror URL {0}")]
+    Url(String),
+    /// TCP connection failed or timed out.
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// TLS failed; includes "this is not the pinned mirror key".
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
+    /// HTTP failed, timed out, or the reply was too large or not an envelope.
+    #[error("HTTP exchange failed: {0}")]
+    Http(String),
+}
+
+/// Sends one request envelope to mirror `mirror` (an index into the transport's mirror list)
+/// and returns its reply envelope, whatever its HTTP status.
+pub trait Transport: Send + Sync + 'static {
+    /// One request, one reply of at most `max_reply` bytes.
+    fn exchange(
+        &self,
+        mirror: usize,
+        request: Vec<u8>,
+        max_reply: usize,
+    ) -> impl Future<Output = Result<Vec<u8>, TransportError>> + Send;
+}
+
+struct Endpoint {
+    authority: String,
+    tls: tokio_rustls::TlsConnector,
+    idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
+}
+
+/// HTTPS to each mirror, pinned to its Ed25519 key, with keep-alive connection reuse.
+pub struct HttpsTransport {
+    endpoints: Vec<Endpoint>,
+}
+
+impl std::fmt::Debug for HttpsTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.endpoints.iter().map(|e| e.authority.as_str()).collect();
+        f.debug_struct("HttpsTransport").field("mirrors", &names).finish()
+    }
+}
+
+/// `https://host:port[/]` to `host:port`.
+pub fn authority_of(url: &str) -> Result<String, TransportError> {
+    let rest = url.strip_prefix("https://").ok_or_else(|| TransportError::Url(format!("{url}: must start with https://")))?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.is_empty() || rest.contains('/') || !rest.contains(':') {
+        return Err(TransportError::Url(format!("{url}: expected https://HOST:PORT")));
+    }
+    Ok(rest.to_string())
+}
+
+impl HttpsTransport {
+    /// A transport for `mirrors`, each an `https://host:port` URL and the key it must hold.
+    pub fn new(mirrors: &[(String, PublicKey)]) -> Result<Self, TransportError> {
+        let endpoints = mirrors
+            .iter()
+            .map(|(url, key)| {
+                let config = pir_keys::tls::client_config(*key).map_err(|e| TransportError::Tls(e.to_string()))?;
+                Ok(Endpoint {
+                    authority: authority_of(url)?,
+                    tls: tokio_rustls::TlsConnector::from(config),
+                    idle: Mutex::new(Vec::new()),
+                })
+            })
+            .collect::<Result<_, TransportError>>()?;
+        Ok(Self { endpoints })
+    }
+
+    async fn connect(endpoint: &Endpoint) -> Result<SendRequest<Full<Bytes>>, TransportError> {
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&endpoint.authority))
+            .await
+            .map_err(|_| TransportError::Connect("timed out".into()))?
+            .map_err(|e| TransportError::Connect(e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
+        let tls = tokio::time::timeout(CONNECT_TIMEOUT, endpoint.tls.connect(pir_keys::tls::server_name(), tcp))
+            .await
+            .map_err(|_| TransportError::Tls("timed out".into()))?
+            .map_err(|e| TransportError::Tls(e.to_string()))?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| TransportError::Http(e.to_string()))?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(sender)
+    }
+
+    fn take_idle(endpoint: &Endpoint) -> Option<SendRequest<Full<Bytes>>> {
+        let mut idle = endpoint.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        while let Some(sender) = idle.pop() {
+            if !sender.is_closed() {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    async fn exchange_on(
+        endpoint: &Endpoint,
+        request: Vec<u8>,
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        let mut sender = match Self::take_idle(endpoint) {
+            Some(sender) => sender,
+            None => Self::connect(endpoint).await?,
+        };
+        sender.ready().await.map_err(|e| TransportError::Http(e.to_string()))?;
+        let http_request = http::Request::builder()
+            .method(http::Method::POST)
+            .uri("/pir/v1")
+            .header(http::header::HOST, &endpoint.authority)
+            .header(http::header::CONTENT_TYPE, "application/x-pir")
+            .body(Full::new(Bytes::from(request)))
+            .map_err(|e| TransportError::Http(e.to_string()))?;
+        let response = sender.send_request(http_request).await.map_err(|e| TransportError::Http(e.to_string()))?;
+        let status = response.status();
+        let body = Limited::new(response.into_body(), max_reply)
+            .collect()
+            .await
+            .map_err(|e| TransportError::Http(format!("reading reply (limit {max_reply} bytes): {e}")))?
+            .to_bytes();
+        if !body.starts_with(&wire::MAGIC) {
+            return Err(TransportError::Http(format!("HTTP {status} without a pir reply")));
+        }
+        endpoint.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(sender);
+        Ok(body.to_vec())
+    }
+}
+
+impl Transport for HttpsTransport {
+    async fn exchange(&self, mirror: usize, request: Vec<u8>, max_reply: usize) -> Result<Vec<u8>, TransportError> {
+        let endpoint = self
+            .endpoints
+            .get(mirror)
+            .ok_or_else(|| TransportError::Url(format!("no mirror number {mirror}")))?;
+        tokio::time::timeout(REQUEST_TIMEOUT, Self::exchange_on(endpoint, request, max_reply))
+            .await
+            .map_err(|_| TransportError::Http("request timed out".into()))?
+    }
+}
+
+/// Asks mirror `mirror` for the signed manifest (at most `max_bytes`); the caller verifies it.
+pub async fn fetch_manifest<T: Transport>(
+    transport: &T,
+    mirror: usize,
+    max_bytes: usize,
+) -> Result<Vec<u8>, TransportError> {
+    let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
+    let reply = transport.exchange(mirror, request, max_bytes + wire::HEADER_LEN).await?;
+    let envelope = wire::decode_envelope(&reply, max_bytes).map_err(|e| TransportError::Http(e.to_string()))?;
+    match envelope.kind {
+        MessageKind::Manifest => Ok(envelope.body.to_vec()),
+        MessageKind::Error => {
+            let (_, message) = wire::decode_error(envelope.body).map_err(|e| TransportError::Http(e.to_string()))?;
+            Err(TransportError::Http(format!("mirror refused: {message}")))
+        }
+        other => Err(TransportError::Http(format!("unexpected reply kind {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authority_parsing() {
+        assert_eq!(authority_of("https://127.0.0.1:8443").unwrap(), "127.0.0.1:8443");
+        assert_eq!(authority_of("https://mirror.example:443/").unwrap(), "mirror.example:443");
+        assert!(authority_of("http://127.0.0.1:80").is_err());
+        assert!(authority_of("https://host").is_err());
+        assert!(authority_of("https://host:1/path").is_err());
+    }
+
+    #[test]
+    fn transport_is_shareable() {
+        // The transport is shared between concurrent tasks.
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<std::sync::Arc<HttpsTransport>>();
+    }
+}

@@ -1,0 +1,154 @@
+//! The mirror protocol carried inside [`crate::wire`] envelopes: batches of scheme queries and
+//! signed batches of answers, scheme-agnostic.
+//!
+//! ```text
+//! Query body   = release_id [32] | count u16 (1..=MAX_BATCH) | count x (len u32 | scheme query body)
+//! Answer body  = payload | signature [64]
+//! payload      = release_id [32] | count u16 | count x (len u32 | scheme answer body)
+//! ```
+//! The release id is the SHA-256 of the signed manifest, so a query made for another release is
+//! refused instead of answered from the wrong data. The signature is the mirror's Ed25519
+//! signature over a digest of (release id, the whole request envelope, the payload), computed by
+//! `pir-keys`; with it a client can prove to anyone holding the release that a mirror answered
+//! wrongly (upPIR, seed 000, section 4.2).
+
+use crate::wire::{Reader, Writer};
+use crate::Error;
+
+/// Most queries in one request: bounds server work per request and the client's memory.
+pub const MAX_BATCH: usize = 64;
+/// Length of a release id (SHA-256).
+pub const RELEASE_ID_LEN: usize = 32;
+/// Length of the answer signature (Ed25519).
+pub const SIGNATURE_LEN: usize = 64;
+
+/// A decoded query batch; the queries borrow from the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryBatch<'a> {
+    /// The release the queries were made for.
+    pub release_id: [u8; RELEASE_ID_LEN],
+    /// Scheme query bodies, in order.
+    pub queries: Vec<&'a [u8]>,
+}
+
+/// Encodes a query batch body.
+pub fn encode_query_batch(release_id: &[u8; RELEASE_ID_LEN], queries: &[Vec<u8>]) -> Vec<u8> {
+    let total: usize = queries.iter().map(|q| q.len() + 4).sum();
+    let mut w = Writer::with_capacity(RELEASE_ID_LEN + 2 + total);
+    w.bytes(release_id);
+    w.u16(queries.len() as u16);
+    for q in queries {
+        w.u32(q.len() as u32);
+        w.bytes(q);
+    }
+    w.into_bytes()
+}
+
+/// Decodes a query batch body (each query's own length is checked by its scheme).
+pub fn decode_query_batch(body: &[u8]) -> Result<QueryBatch<'_>, Error> {
+    let mut r = Reader::new(body);
+    let release_id = r.array()?;
+    let count = usize::from(r.u16()?);
+    if count == 0 || count > MAX_BATCH {
+        return Err(Error::Malformed(format!("batch of {count} queries; allowed 1..={MAX_BATCH}")));
+    }
+    let mut queries = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = r.u32()? as usize;
+        queries.push(r.take(len)?);
+    }
+    r.finish()?;
+    Ok(QueryBatch { release_id, queries })
+}
+
+/// Encodes the signed part of an answer body.
+pub fn encode_answer_payload(release_id: &[u8; RELEASE_ID_LEN], answers: &[Vec<u8>]) -> Vec<u8> {
+    let total: usize = answers.iter().map(|a| a.len() + 4).sum();
+    let mut w = Writer::with_capacity(RELEASE_ID_LEN + 2 + total + SIGNATURE_LEN);
+    w.bytes(release_id);
+    w.u16(answers.len() as u16);
+    for a in answers {
+        w.u32(a.len() as u32);
+        w.bytes(a);
+    }
+    w.into_bytes()
+}
+
+/// A decoded answer batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerBatch<'a> {
+    /// The signed bytes (everything before the signature).
+    pub payload: &'a [u8],
+    /// The release the mirror answered from.
+    pub release_id: [u8; RELEASE_ID_LEN],
+    /// Scheme answer bodies, in query order.
+    pub answers: Vec<&'a [u8]>,
+    /// The mirror's signature.
+    pub signature: [u8; SIGNATURE_LEN],
+}
+
+/// Decodes an answer body, refusing answers longer than `max_answer` bytes each.
+pub fn decode_answer_batch(body: &[u8], max_answer: usize) -> Result<AnswerBatch<'_>, Error> {
+    if body.len() < SIGNATURE_LEN {
+        return Err(Error::Truncated { needed: SIGNATURE_LEN - body.len() });
+    }
+    let (payload, sig) = body.split_at(body.len() - SIGNATURE_LEN);
+    let mut r = Reader::new(payload);
+    let release_id = r.array()?;
+    let count = usize::from(r.u16()?);
+    if count == 0 || count > MAX_BATCH {
+        return Err(Error::Malformed(format!("batch of {count} answers; allowed 1..={MAX_BATCH}")));
+    }
+    let mut answers = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = r.u32()? as usize;
+        if len > max_answer {
+            return Err(Error::Oversized { len, limit: max_answer });
+        }
+        answers.push(r.take(len)?);
+    }
+    r.finish()?;
+    let mut signature = [0u8; SIGNATURE_LEN];
+    signature.copy_from_slice(sig);
+    Ok(AnswerBatch { payload, release_id, answers, signature })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn query_batch_round_trip_and_limits() {
+        let id = [9u8; 32];
+        let body = encode_query_batch(&id, &[vec![1, 2], vec![3]]);
+        let batch = decode_query_batch(&body).unwrap();
+        assert_eq!(batch.release_id, id);
+        assert_eq!(batch.queries, vec![&[1u8, 2][..], &[3u8][..]]);
+        assert!(decode_query_batch(&body[..body.len() - 1]).is_err());
+        assert!(decode_query_batch(&encode_query_batch(&id, &[])).is_err());
+        let too_many = vec![vec![0u8]; MAX_BATCH + 1];
+        assert!(decode_query_batch(&encode_query_batch(&id, &too_many)).is_err());
+    }
+
+    #[test]
+    fn answer_batch_round_trip_and_limits() {
+        let id = [3u8; 32];
+        let mut body = encode_answer_payload(&id, &[vec![5; 64]]);
+        body.extend_from_slice(&[7u8; 64]);
+        let batch = decode_answer_batch(&body, 64).unwrap();
+        assert_eq!(batch.answers, vec![&[5u8; 64][..]]);
+        assert_eq!(batch.signature, [7u8; 64]);
+        assert_eq!(batch.payload, &body[..body.len() - 64]);
+        assert!(matches!(decode_answer_batch(&body, 63), Err(Error::Oversized { .. })));
+        assert!(decode_answer_batch(&body[..60], 64).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode_query_batch(&bytes);
+            let _ = decode_answer_batch(&bytes, 1000);
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! The sans-I/O mirror service: request bytes in, reply bytes out.
+//!
+//! One request is one [`pir_core::wire`] envelope: a manifest request, or a batch of queries of
+//! one scheme ([`pir_core::protocol`]). Every length is checked against the database shape
+//! before anything is allocated; a malformed request gets an error envelope and the service
+//! keeps serving everyone else. Answers are signed with the mirror's key over the request and
+//! the answer (upPIR, seed 000, section 4.2), so a client can prove a wrong answer.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use pir_core::protocol::{self, MAX_BATCH, RELEASE_ID_LEN};
+use pir_core::wire::{self, ErrorCode, MessageKind};
+use pir_core::{Database, Error, SchemeId};
+use pir_keys::SecretKey;
+
+use crate::Metrics;
+
+/// A reply: an HTTP-like status and the envelope bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// 200 for answers and manifests, 400 for refused requests, 500 for internal failures.
+    pub status: u16,
+    /// A complete wire envelope.
+    pub body: Vec<u8>,
+}
+
+/// A mirror's state: the database, the signed manifest it serves, and its key.
+pub struct Service {
+    database: Database,
+    release_id: [u8; RELEASE_ID_LEN],
+    manifest: Vec<u8>,
+    key: SecretKey,
+    legacy_files: BTreeMap<String, (usize, usize)>,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").field("shape", &self.database.shape()).finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    /// A service for `database`, identified by `release_id` (the SHA-256 of `manifest`, the
+    /// signed manifest bytes it hands to clients), signing with `key`.
+    pub fn new(database: Database, release_id: [u8; 32], manifest: Vec<u8>, key: SecretKey) -> Self {
+        Self { database, release_id, manifest, key, legacy_files: BTreeMap::new(), metrics: Metrics::default() }
+    }
+
+    /// Registers files for plain legacy downloads: `(name, byte offset, length)` in the database
+    /// region. Fails if a range lies outside the region.
+    pub fn with_legacy_files(
+        mut self,
+        files: impl IntoIterator<Item = (String, usize, usize)>,
+    ) -> Result<Self, Error> {
+        let total = self.database.shape().total_bytes();
+        for (name, offset, len) in files {
+            if offset.checked_add(len).is_none_or(|end| end > total) {
+                return Err(Error::InvalidParameter(format!("file {name} lies outside the database")));
+            }
+            self.legacy_files.insert(name, (offset, len));
+        }
+        Ok(self)
+    }
+
+    /// The bytes of a legacy file, if registered.
+    pub fn legacy_file(&self, name: &str) -> Option<&[u8]> {
+        let &(offset, len) = self.legacy_files.get(name)?;
+        Some(&self.database.bytes()[offset..offset + len])
+    }
+
+    /// The signed manifest bytes.
+    pub fn manifest(&self) -> &[u8] {
+        &self.manifest
+    }
+
+    /// The release this mirror serves.
+    pub fn release_id(&self) -> &[u8; RELEASE_ID_LEN] {
+        &self.release_id
+    }
+
+    /// The database being served.
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Largest request envelope this service reads; anything bigger is refused unread.
+    pub fn max_request_bytes(&self) -> usize {
+        wire::HEADER_LEN + RELEASE_ID_LEN + 2 + MAX_BATCH * (4 + pir_xor::serve::max_query_body(self.database.shape()))
+    }
+
+    /// A health line that does not touch the database.
+    pub fn health(&self) -> String {
+        let shape = self.database.shape();
+        format!(
+            "ok release={} blocks={} block_size={}\n",
+            pir_core::hex::encode(&self.release_id),
+            shape.block_count(),
+            shape.block_size()
+        )
+    }
+
+    /// Handles one request.
+    pub fn handle(&self, request: &[u8]) -> Reply {
+        let started = Instant::now();
+        let (reply, queries) = match self.dispatch(request) {
+            Ok((body, queries)) => (Reply { status: 200, body }, queries),
+            Err((code, message)) => {
+                let status = if code == ErrorCode::Internal { 500 } else { 400 };
+                let body = wire::encode_envelope(
+                    SchemeId::Control,
+                    MessageKind::Error,
+                    &wire::encode_error(code, &message),
+                );
+                (Reply { status, body }, 0)
+            }
+        };
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.metrics.record(request.len(), reply.body.len(), queries, reply.status != 200, micros);
+        reply
+    }
+
+    fn dispatch(&self, request: &[u8]) -> Result<(Vec<u8>, usize), (ErrorCode, String)> {
+        let bad = |e: Error| (ErrorCode::BadRequest, e.to_string());
+        let envelope = wire::decode_envelope(request, self.max_request_bytes()).map_err(bad)?;
+        match envelope.kind {
+            MessageKind::ManifestRequest => {
+                if !envelope.body.is_empty() {
+                    return Err(bad(Error::WrongLength("a manifest request has an empty body".into())));
+                }
+                Ok((wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, &self.manifest), 0))
+            }
+            MessageKind::Query => {
+                if !matches!(envelope.scheme, SchemeId::Chor | SchemeId::RaidPir) {
+                    return Err((
+                        ErrorCode::UnsupportedScheme,
+                        format!("scheme {} is not served here", envelope.scheme.name()),
+                    ));
+                }
+                let batch = protocol::decode_query_batch(envelope.body).map_err(bad)?;
+                if batch.release_id != self.release_id {
+                    return Err((
+                        ErrorCode::WrongDatabase,
+                        format!(
+                            "this mirror serves release {}; fetch the current manifest",
+                            pir_core::hex::encode(&self.release_id[..8])
+                        ),
+                    ));
+                }
+                let answers = batch
+                    .queries
+                    .iter()
+                    .map(|query| pir_xor::serve::answer_body(&self.database, envelope.scheme, query))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| match e {
+                        Error::DatabaseMismatch(_) => (ErrorCode::WrongDatabase, e.to_string()),
+                        other => bad(other),
+                    })?;
+                let mut body = protocol::encode_answer_payload(&self.release_id, &answers);
+                let statement = pir_keys::answer_statement(&self.release_id, request, &body);
+                body.extend_from_slice(&self.key.sign(&statement));
+                Ok((wire::encode_envelope(envelope.scheme, MessageKind::Answer, &body), answers.len()))
+            }
+            other => Err(bad(Error::WrongKind { found: other as u8, expected: MessageKind::Query as u8 })),
+        }
+    }
+}
