@@ -1,1 +1,37 @@
-//! placeholder
+//! `pir-xor`: multi-server XOR PIR schemes over a [`pir_core::Database`].
+//!
+//! Several non-colluding servers each hold a copy of the database; the client sends each one a
+//! query that on its own is (pseudo)random, every server XORs the blocks its query selects, and
+//! the client XORs the answers into the block it wanted.
+//!
+//! Main items:
+//! - [`Chor`]: Chor et al. k-server PIR as in upPIR (seed 000): one `B`-bit vector per server,
+//!   private unless all `n` servers collude.
+//! - [`RaidPir`]: RAID-PIR (seed 001, sections 3.2 and 3.2.1): chunks, redundancy `r` and
+//!   seed-compressed queries, private against `r - 1` colluding servers, with an
+//!   [`AnswerMode`] for single- or multi-block queries.
+//! - [`prg`]: the pinned AES-128-CTR generator that expands RAID-PIR seeds.
+//! - [`serve`]: the server entry point on wire bodies, for mirrors that play any position.
+//!
+//! Both schemes implement [`pir_core::MultiServerScheme`], including their wire bodies.
+//! Notation (`B`, `b`, `n`, `r`, `c`) is defined in [`pir_core::glossary`].
+//!
+//! What it does not do: no I/O (sockets, files), no threads and no logging; randomness is passed
+//! in by the caller, and the wire envelope, signatures and transport live in other crates.
+
+pub mod chor;
+pub mod prg;
+pub mod raid;
+pub mod serve;
+
+pub use chor::{Chor, ChorAnswer, ChorQuery, ChorState};
+pub use raid::{AnswerMode, RaidAnswer, RaidPir, RaidQuery, RaidState};
+
+/// Fewest servers a query goes to: XOR PIR needs at least two non-colluding servers
+/// (seed 000, section 4; seed 001, section 3.2).
+pub const MIN_SERVERS: usize = 2;
+
+/// Most servers one query goes to. Far above deployed mirror counts (upPIR, seed 000, uses a
+/// handful of mirrors per query); it bounds the client's work, the per-query state and the
+/// `u16` server fields on the wire.
+pub const MAX_SERVERS: usize = 64;

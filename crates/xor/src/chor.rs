@@ -1,0 +1,324 @@
+//! Chor et al. k-server XOR PIR, as deployed by upPIR (seed 000, section 4).
+//!
+//! The client wants block `idx` of `B`. Servers `0..n-1` each receive a `B`-bit vector:
+//! servers `0..=n-2` uniformly random vectors, server `n-1` their XOR with bit `idx` flipped.
+//! Every server answers with the XOR of the blocks whose bit is set; the XOR of all `n` answers
+//! is block `idx`, because every other block is selected an even number of times.
+//!
+//! Privacy: any `n - 1` servers together see independent uniformly random vectors, so the index
+//! stays hidden unless *all* `n` servers collude. Work and answer size (`b` bytes) do not depend
+//! on the index. Communication is `B` bits up and `b` bytes down per server.
+//!
+//! Query body (little-endian):
+//!
+//! ```text
+//! block_count u64 | block_size u32 | bits: ceil(B / 8) bytes, LSB-first, bits past B zero
+//! ```
+//!
+//! Answer body: exactly `b` bytes.
+
+use pir_core::bits::{self, BitVec};
+use pir_core::wire::{Reader, Writer};
+use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use rand::CryptoRng;
+
+pub use crate::{MAX_SERVERS, MIN_SERVERS};
+
+/// Bytes of the fixed query header: `block_count u64 | block_size u32`.
+pub const QUERY_HEADER_LEN: usize = 8 + 4;
+
+/// The Chor et al. scheme over a database of a fixed shape with `n` servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chor {
+    shape: DbShape,
+    servers: usize,
+}
+
+/// What one server receives: a `B`-bit vector selecting the blocks to XOR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChorQuery {
+    /// Bit `i` set means "XOR block `i` into the answer"; exactly `B` bits.
+    pub bits: BitVec,
+}
+
+/// What one server sends back: the XOR of the selected blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChorAnswer {
+    /// Exactly `b` bytes.
+    pub block: Vec<u8>,
+}
+
+/// What the client keeps between [`Chor::query`](MultiServerScheme::query) and
+/// [`Chor::decode`](MultiServerScheme::decode).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ChorState {
+    index: usize,
+}
+
+impl std::fmt::Debug for ChorState {
+    // The index is the one secret of the protocol; keep it out of debug output and logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChorState").finish_non_exhaustive()
+    }
+}
+
+impl ChorState {
+    /// The requested block indices, in request order (one for Chor).
+    pub fn indices(&self) -> &[usize] {
+        std::slice::from_ref(&self.index)
+    }
+}
+
+impl Chor {
+    /// Builds the scheme for `servers` servers (`MIN_SERVERS..=MAX_SERVERS`).
+    pub fn new(shape: DbShape, servers: usize) -> Result<Chor, Error> {
+        if !(MIN_SERVERS..=MAX_SERVERS).contains(&servers) {
+            return Err(Error::InvalidParameter(format!(
+                "Chor needs between {MIN_SERVERS} and {MAX_SERVERS} servers, got {servers}"
+            )));
+        }
+        Ok(Chor { shape, servers })
+    }
+
+    /// Exact length of a query body for `shape`.
+    pub fn query_body_len(shape: DbShape) -> usize {
+        QUERY_HEADER_LEN + bits::byte_len(shape.block_count())
+    }
+
+    /// Answers a query body without knowing `n` (the answer does not depend on it): what a
+    /// mirror runs. Checks the shape in the body against `db` before allocating anything.
+    pub(crate) fn answer_body(db: &Database, body: &[u8]) -> Result<Vec<u8>, Error> {
+        let scheme = Chor {
+            shape: db.shape(),
+            servers: MIN_SERVERS,
+        };
+        let query = scheme.decode_query(body)?;
+        let answer = scheme.answer(db, &query)?;
+        Ok(scheme.encode_answer(&answer))
+    }
+}
+
+/// Reads `block_count u64 | block_size u32` and checks them against `shape`.
+pub(crate) fn check_shape_header(reader: &mut Reader<'_>, shape: DbShape) -> Result<(), Error> {
+    let block_count = reader.u64()?;
+    let block_size = reader.u32()?;
+    if block_count != shape.block_count() as u64 || block_size as usize != shape.block_size() {
+        return Err(Error::DatabaseMismatch(format!(
+            "query is for {block_count} blocks of {block_size} bytes, this database has {} blocks of {} bytes",
+            shape.block_count(),
+            shape.block_size()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes `block_count u64 | block_size u32`.
+pub(crate) fn write_shape_header(writer: &mut Writer, shape: DbShape) {
+    writer.u64(shape.block_count() as u64);
+    // `DbShape` bounds the block size by 16 MiB, so it fits in a u32.
+    writer.u32(u32::try_from(shape.block_size()).unwrap_or(u32::MAX));
+}
+
+impl MultiServerScheme for Chor {
+    type Query = ChorQuery;
+    type Answer = ChorAnswer;
+    type ClientState = ChorState;
+
+    fn id(&self) -> SchemeId {
+        SchemeId::Chor
+    }
+
+    fn shape(&self) -> DbShape {
+        self.shape
+    }
+
+    fn servers(&self) -> usize {
+        self.servers
+    }
+
+    fn max_blocks_per_query(&self) -> usize {
+        1
+    }
+
+    fn query(
+        &self,
+        indices: &[usize],
+        rng: &mut impl CryptoRng,
+    ) -> Result<(Vec<ChorQuery>, ChorState), Error> {
+        let &[index] = indices else {
+            return Err(Error::InvalidParameter(format!(
+                "Chor retrieves exactly one block per query, got {} indices",
+                indices.len()
+            )));
+        };
+        let block_count = self.shape.block_count();
+        if index >= block_count {
+            return Err(Error::InvalidParameter(format!(
+                "block index out of range (database has {block_count} blocks)"
+            )));
+        }
+        let mut last = BitVec::zeros(block_count);
+        let mut queries = Vec::with_capacity(self.servers);
+        for _ in 0..self.servers - 1 {
+            let bits = BitVec::random(block_count, rng);
+            last.xor_assign(&bits);
+            queries.push(ChorQuery { bits });
+        }
+        last.flip(index);
+        queries.push(ChorQuery { bits: last });
+        Ok((queries, ChorState { index }))
+    }
+
+    fn answer(&self, db: &Database, query: &ChorQuery) -> Result<ChorAnswer, Error> {
+        if db.shape() != self.shape {
+            return Err(Error::DatabaseMismatch(
+                "the database shape differs from the scheme's".into(),
+            ));
+        }
+        if query.bits.len() != self.shape.block_count() {
+            return Err(Error::WrongLength(format!(
+                "query has {} bits, the database has {} blocks",
+                query.bits.len(),
+                self.shape.block_count()
+            )));
+        }
+        let mut block = vec![0u8; self.shape.block_size()];
+        pir_kernels::xor_rows(db.bytes(), query.bits.ones(), &mut block);
+        Ok(ChorAnswer { block })
+    }
+
+    fn decode(&self, _state: &ChorState, answers: &[ChorAnswer]) -> Result<Vec<Vec<u8>>, Error> {
+        if answers.len() != self.servers {
+            return Err(Error::WrongLength(format!(
+                "expected {} answers, got {}",
+                self.servers,
+                answers.len()
+            )));
+        }
+        let mut block = vec![0u8; self.shape.block_size()];
+        for answer in answers {
+            if answer.block.len() != block.len() {
+                return Err(Error::WrongLength(format!(
+                    "answer has {} bytes, expected {}",
+                    answer.block.len(),
+                    block.len()
+                )));
+            }
+            pir_kernels::xor_into(&mut block, &answer.block);
+        }
+        Ok(vec![block])
+    }
+
+    fn encode_query(&self, query: &ChorQuery) -> Vec<u8> {
+        let mut writer = Writer::with_capacity(QUERY_HEADER_LEN + query.bits.as_bytes().len());
+        write_shape_header(&mut writer, self.shape);
+        writer.bytes(query.bits.as_bytes());
+        writer.into_bytes()
+    }
+
+    fn decode_query(&self, bytes: &[u8]) -> Result<ChorQuery, Error> {
+        let mut reader = Reader::new(bytes);
+        check_shape_header(&mut reader, self.shape)?;
+        // The length is exact, so it is checked before `from_wire` copies the bits.
+        let need = bits::byte_len(self.shape.block_count());
+        if reader.remaining() < need {
+            return Err(Error::Truncated {
+                needed: need - reader.remaining(),
+            });
+        }
+        let bits = BitVec::from_wire(self.shape.block_count(), reader.take(need)?)?;
+        reader.finish()?;
+        Ok(ChorQuery { bits })
+    }
+
+    fn encode_answer(&self, answer: &ChorAnswer) -> Vec<u8> {
+        answer.block.clone()
+    }
+
+    fn decode_answer(&self, _query: &ChorQuery, bytes: &[u8]) -> Result<ChorAnswer, Error> {
+        if bytes.len() != self.shape.block_size() {
+            return Err(Error::WrongLength(format!(
+                "answer has {} bytes, expected {}",
+                bytes.len(),
+                self.shape.block_size()
+            )));
+        }
+        Ok(ChorAnswer {
+            block: bytes.to_vec(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    fn setup(block_count: u64, servers: usize) -> (Chor, Database, ChaCha20Rng) {
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let shape = DbShape::new(block_count, 64).unwrap();
+        let db = Database::random(shape, &mut rng);
+        (Chor::new(shape, servers).unwrap(), db, rng)
+    }
+
+    #[test]
+    fn rejects_bad_server_counts_and_indices() {
+        let shape = DbShape::new(10, 64).unwrap();
+        assert!(Chor::new(shape, 1).is_err());
+        assert!(Chor::new(shape, MAX_SERVERS + 1).is_err());
+        let chor = Chor::new(shape, 2).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(0);
+        assert!(chor.query(&[10], &mut rng).is_err());
+        assert!(chor.query(&[1, 2], &mut rng).is_err());
+        assert!(chor.query(&[], &mut rng).is_err());
+    }
+
+    #[test]
+    fn every_index_decodes() {
+        for servers in [2, 3, 5] {
+            let (chor, db, mut rng) = setup(13, servers);
+            for index in 0..13 {
+                let (queries, state) = chor.query(&[index], &mut rng).unwrap();
+                assert_eq!(queries.len(), servers);
+                let answers: Vec<_> = queries
+                    .iter()
+                    .map(|q| chor.answer(&db, q).unwrap())
+                    .collect();
+                assert_eq!(
+                    chor.decode(&state, &answers).unwrap(),
+                    vec![db.block(index).to_vec()]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn query_body_round_trips_and_checks_tail() {
+        let (chor, _, mut rng) = setup(13, 3);
+        let (queries, _) = chor.query(&[4], &mut rng).unwrap();
+        for query in &queries {
+            let body = chor.encode_query(query);
+            assert_eq!(body.len(), Chor::query_body_len(chor.shape()));
+            assert_eq!(&chor.decode_query(&body).unwrap(), query);
+        }
+        let mut body = chor.encode_query(&queries[0]);
+        // B = 13: bits 13..16 of the last byte must be zero.
+        *body.last_mut().unwrap() |= 0x80;
+        assert!(matches!(chor.decode_query(&body), Err(Error::Malformed(_))));
+    }
+
+    #[test]
+    fn decode_rejects_wrong_answer_counts_and_lengths() {
+        let (chor, db, mut rng) = setup(5, 2);
+        let (queries, state) = chor.query(&[0], &mut rng).unwrap();
+        let mut answers: Vec<_> = queries
+            .iter()
+            .map(|q| chor.answer(&db, q).unwrap())
+            .collect();
+        assert!(chor.decode(&state, &answers[..1]).is_err());
+        answers[1].block.pop();
+        assert!(chor.decode(&state, &answers).is_err());
+        assert!(chor.decode_answer(&queries[0], &[0; 63]).is_err());
+    }
+}

@@ -1,0 +1,782 @@
+//! RAID-PIR (Demmler, Herzberg, Schneider 2014; seed 001, sections 3.2 and 3.2.1).
+//!
+//! The `B` blocks are split into `c` chunks; each chunk is processed by `r` of the `n` servers.
+//! For every chunk one of its servers (the *flip server*) receives an explicit bit vector (the
+//! *flip chunk*), the other `r - 1` receive pseudorandom bits expanded from a 128-bit seed
+//! ([`crate::prg`]), so a server receives one seed plus its flip chunks instead of `B` bits.
+//! The client picks the flip chunks so that, per chunk, all `r` selections XOR to the unit
+//! vector of the wanted block; the XOR of the servers' answers is then that block.
+//!
+//! # Layout (notation of [`pir_core::glossary`])
+//!
+//! - Chunk of block `i`: `j = i mod c`, position inside the chunk `p = i / c`; chunk `j` holds
+//!   `k_j = ceil((B - j) / c)` blocks, so every chunk is non-empty because `c <= B`.
+//!
+//!   **Deviation from the thesis**, which uses contiguous chunks `C_j = B_{kj} .. B_{kj+k-1}`:
+//!   the chunk sets here are still a fixed, public partition of the blocks, so the security
+//!   argument is unchanged; but consecutive blocks of a file fall in different chunks, so one
+//!   multi-block query (section 3.2.1, up to `c` chunk-disjoint blocks) fetches up to `c`
+//!   consecutive blocks, and the number of queries needed for a file depends only on its block
+//!   count, never on where the file sits in the database.
+//! - Chunk `j` is processed by the `r` distinct servers `(j + t) mod n`, `t = 0..r`; its flip
+//!   server is `j mod n` (`t = 0`). Server `s` processes chunk `j` iff `(s - j) mod n < r`.
+//!   (The thesis lets server `i` process `C_i .. C_{i+r-1}`; this is the same rotation with
+//!   the roles mirrored, and it extends to `c != n`.)
+//! - Seed expansion for server `s`: the stream `prg::expand(seed_s)` is cut, in increasing `j`,
+//!   over the chunks `s` processes that are not its flip chunks; each takes the next
+//!   `ceil(k_j / 8)` bytes, bit `p` LSB-first, bits past `k_j` ignored.
+//!
+//! # Privacy
+//!
+//! Every chunk is seen by `r` distinct servers; any `r - 1` of them miss at least one: either a
+//! PRG server, whose fresh seed masks the flip chunk, or the flip server, without which they
+//! only see their own seeds. So the index stays hidden from any `r - 1` colluding servers. A
+//! server's work and answer size depend only on `(n, r, c, B, b)`, its position and the mode,
+//! never on the index. The [`AnswerMode`] must be chosen by policy, never from the indices.
+//!
+//! # Wire format (little-endian)
+//!
+//! ```text
+//! query  = block_count u64 | block_size u32 | n u16 | r u16 | c u32 | server u16
+//!        | mode u8 (0 Single, 1 PerChunk) | seed 16 bytes
+//!        | flip chunks of this server, increasing j, ceil(k_j / 8) bytes each, tail bits zero
+//! answer = Single: b bytes; PerChunk: (chunks processed by the server) * b bytes, increasing j
+//! ```
+
+use pir_core::bits::{self, BitVec};
+use pir_core::wire::{Reader, Writer};
+use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use rand::CryptoRng;
+
+use crate::chor::{check_shape_header, write_shape_header};
+use crate::prg::{self, Seed, SEED_LEN};
+pub use crate::{MAX_SERVERS, MIN_SERVERS};
+
+/// Most chunks `c`: bounds the blocks one multi-block query returns, the per-chunk answer
+/// count of one server, and the flip-chunk overhead of a query body (at most one partial byte
+/// per chunk). Section 3.2.1 of seed 001 allows up to `c` blocks per query.
+pub const MAX_CHUNKS: usize = 256;
+
+/// Bytes of the fixed query header, up to and including the seed:
+/// `8 + 4 + 2 + 2 + 4 + 2 + 1 + 16`.
+pub const QUERY_HEADER_LEN: usize = 8 + 4 + 2 + 2 + 4 + 2 + 1 + SEED_LEN;
+
+/// How servers answer, chosen by the client's policy (never from the indices it wants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AnswerMode {
+    /// Each server returns one block, the XOR over all its chunks: one index per query
+    /// (section 3.2).
+    Single,
+    /// Each server returns one block per chunk it processes, increasing chunk number: up to
+    /// `c` chunk-disjoint indices per query (section 3.2.1).
+    PerChunk,
+}
+
+impl AnswerMode {
+    /// The mode's wire byte.
+    pub fn to_byte(self) -> u8 {
+        match self {
+            AnswerMode::Single => 0,
+            AnswerMode::PerChunk => 1,
+        }
+    }
+
+    /// Parses a mode byte from the wire.
+    pub fn from_byte(byte: u8) -> Result<AnswerMode, Error> {
+        match byte {
+            0 => Ok(AnswerMode::Single),
+            1 => Ok(AnswerMode::PerChunk),
+            other => Err(Error::Malformed(format!(
+                "unknown RAID-PIR answer mode {other}"
+            ))),
+        }
+    }
+}
+
+/// RAID-PIR over a database of a fixed shape with parameters `n`, `r`, `c` and a mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaidPir {
+    shape: DbShape,
+    servers: usize,
+    redundancy: usize,
+    chunks: usize,
+    mode: AnswerMode,
+}
+
+/// What server `server` receives: its seed and its flip chunks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaidQuery {
+    /// The receiving server's position `s`, `0..n`.
+    pub server: usize,
+    /// Fresh random seed; expands to the sub-queries of the chunks `s` processes but does not
+    /// flip.
+    pub seed: Seed,
+    /// One vector per flip chunk of `s` (chunks `j` with `j mod n == s`), increasing `j`,
+    /// `k_j` bits each.
+    pub flips: Vec<BitVec>,
+}
+
+/// What one server sends back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaidAnswer {
+    /// `b`-byte blocks: one in [`AnswerMode::Single`], one per processed chunk (increasing
+    /// chunk number) in [`AnswerMode::PerChunk`].
+    pub blocks: Vec<Vec<u8>>,
+}
+
+/// What the client keeps between [`RaidPir::query`](MultiServerScheme::query) and
+/// [`RaidPir::decode`](MultiServerScheme::decode).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RaidState {
+    indices: Vec<usize>,
+}
+
+impl std::fmt::Debug for RaidState {
+    // The indices are the one secret of the protocol; keep them out of debug output and logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaidState").finish_non_exhaustive()
+    }
+}
+
+impl RaidState {
+    /// The requested block indices, in request order.
+    pub fn indices(&self) -> &[usize] {
+        &self.indices
+    }
+}
+
+/// The header fields of a query body, as read from untrusted bytes (not yet validated).
+struct Header {
+    servers: u16,
+    redundancy: u16,
+    chunks: u32,
+    server: u16,
+    mode: AnswerMode,
+    seed: Seed,
+}
+
+/// Reads the query header after checking the shape fields against `shape`.
+fn read_header(reader: &mut Reader<'_>, shape: DbShape) -> Result<Header, Error> {
+    check_shape_header(reader, shape)?;
+    Ok(Header {
+        servers: reader.u16()?,
+        redundancy: reader.u16()?,
+        chunks: reader.u32()?,
+        server: reader.u16()?,
+        mode: AnswerMode::from_byte(reader.u8()?)?,
+        seed: reader.array()?,
+    })
+}
+
+impl RaidPir {
+    /// Builds the scheme: `2 <= n <= MAX_SERVERS`, `2 <= r <= n`, `1 <= c <= min(B, MAX_CHUNKS)`.
+    pub fn new(
+        shape: DbShape,
+        servers: usize,
+        redundancy: usize,
+        chunks: usize,
+        mode: AnswerMode,
+    ) -> Result<RaidPir, Error> {
+        if !(MIN_SERVERS..=MAX_SERVERS).contains(&servers) {
+            return Err(Error::InvalidParameter(format!(
+                "RAID-PIR needs between {MIN_SERVERS} and {MAX_SERVERS} servers, got {servers}"
+            )));
+        }
+        if !(2..=servers).contains(&redundancy) {
+            return Err(Error::InvalidParameter(format!(
+                "RAID-PIR redundancy r = {redundancy} must be between 2 and n = {servers}"
+            )));
+        }
+        let max_chunks = shape.block_count().min(MAX_CHUNKS);
+        if !(1..=max_chunks).contains(&chunks) {
+            return Err(Error::InvalidParameter(format!(
+                "RAID-PIR chunk count c = {chunks} must be between 1 and {max_chunks} (min of B and {MAX_CHUNKS})"
+            )));
+        }
+        Ok(RaidPir {
+            shape,
+            servers,
+            redundancy,
+            chunks,
+            mode,
+        })
+    }
+
+    /// Builds the scheme named by a query body's header, for a mirror holding a database of
+    /// `shape`: the shape must match, the parameters must be valid (a peer error otherwise).
+    /// Reads only the fixed-size header and allocates nothing.
+    pub(crate) fn for_query_body(shape: DbShape, body: &[u8]) -> Result<RaidPir, Error> {
+        let header = read_header(&mut Reader::new(body), shape)?;
+        RaidPir::new(
+            shape,
+            usize::from(header.servers),
+            usize::from(header.redundancy),
+            header.chunks as usize,
+            header.mode,
+        )
+        .map_err(|error| match error {
+            // Parameters read from the wire are the peer's fault, not the caller's.
+            Error::InvalidParameter(message) => Error::Malformed(message),
+            other => other,
+        })
+    }
+
+    /// `r`, the number of servers that process each chunk.
+    pub fn redundancy(&self) -> usize {
+        self.redundancy
+    }
+
+    /// `c`, the number of chunks.
+    pub fn chunks(&self) -> usize {
+        self.chunks
+    }
+
+    /// How servers answer.
+    pub fn mode(&self) -> AnswerMode {
+        self.mode
+    }
+
+    /// The chunk of block `index`: `index mod c`.
+    pub fn chunk_of(&self, index: usize) -> usize {
+        index % self.chunks
+    }
+
+    /// `k_j = ceil((B - j) / c)`, the number of blocks in chunk `chunk` (0 past the last chunk).
+    pub fn chunk_len(&self, chunk: usize) -> usize {
+        if chunk >= self.chunks {
+            return 0;
+        }
+        (self.shape.block_count() - chunk).div_ceil(self.chunks)
+    }
+
+    /// True iff server `server` processes chunk `chunk`: `(server - chunk) mod n < r`
+    /// (false for a server or chunk outside the parameters).
+    pub fn processes(&self, server: usize, chunk: usize) -> bool {
+        self.offset(server, chunk) < self.redundancy
+    }
+
+    /// `(server - chunk) mod n`: 0 for the flip server, `1..r` for the PRG servers;
+    /// `usize::MAX` for a server or chunk outside the parameters.
+    fn offset(&self, server: usize, chunk: usize) -> usize {
+        if server >= self.servers || chunk >= self.chunks {
+            return usize::MAX;
+        }
+        (server + self.servers - chunk % self.servers) % self.servers
+    }
+
+    /// The chunks server `server` processes, increasing.
+    pub fn processed_chunks(&self, server: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.chunks).filter(move |&chunk| self.processes(server, chunk))
+    }
+
+    /// The flip chunks of server `server` (`j mod n == server`), increasing.
+    pub fn flip_chunks(&self, server: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.chunks).filter(move |&chunk| self.offset(server, chunk) == 0)
+    }
+
+    /// The chunks whose sub-queries server `server` expands from its seed, increasing.
+    fn seeded_chunks(&self, server: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.chunks)
+            .filter(move |&chunk| (1..self.redundancy).contains(&self.offset(server, chunk)))
+    }
+
+    /// Exact length of the query body for server `server`.
+    pub fn query_body_len(&self, server: usize) -> usize {
+        QUERY_HEADER_LEN
+            + self
+                .flip_chunks(server)
+                .map(|chunk| bits::byte_len(self.chunk_len(chunk)))
+                .sum::<usize>()
+    }
+
+    /// Exact length of the answer body of server `server`.
+    pub fn answer_body_len(&self, server: usize) -> usize {
+        let blocks = match self.mode {
+            AnswerMode::Single => 1,
+            AnswerMode::PerChunk => self.processed_chunks(server).count(),
+        };
+        blocks * self.shape.block_size()
+    }
+
+    /// Upper bound on a RAID-PIR query body for `shape`, any valid parameters: the flip chunks
+    /// of one server hold at most `ceil(B / 8)` bytes of bits plus one partial byte per chunk.
+    pub fn max_query_body(shape: DbShape) -> usize {
+        QUERY_HEADER_LEN + bits::byte_len(shape.block_count()) + shape.block_count().min(MAX_CHUNKS)
+    }
+
+    /// The sub-queries server `server` derives from `seed`: `(chunk, k_j bits)` for every
+    /// chunk it processes but does not flip, increasing chunk (layout in the module doc).
+    fn expand_subqueries(&self, server: usize, seed: &Seed) -> Result<Vec<(usize, BitVec)>, Error> {
+        let chunks: Vec<usize> = self.seeded_chunks(server).collect();
+        let total = chunks
+            .iter()
+            .map(|&chunk| bits::byte_len(self.chunk_len(chunk)))
+            .sum();
+        let mut stream = vec![0u8; total];
+        prg::expand(seed, &mut stream);
+        let mut offset = 0;
+        chunks
+            .into_iter()
+            .map(|chunk| {
+                let len = self.chunk_len(chunk);
+                let bits = BitVec::from_prefix_truncating(len, &stream[offset..])?;
+                offset += bits::byte_len(len);
+                Ok((chunk, bits))
+            })
+            .collect()
+    }
+
+    /// Checks a query against the parameters (it may have been built by hand).
+    fn check_query(&self, query: &RaidQuery) -> Result<(), Error> {
+        if query.server >= self.servers {
+            return Err(Error::Malformed(format!(
+                "query for server {} but the scheme has {} servers",
+                query.server, self.servers
+            )));
+        }
+        let expected: Vec<usize> = self
+            .flip_chunks(query.server)
+            .map(|chunk| self.chunk_len(chunk))
+            .collect();
+        let found: Vec<usize> = query.flips.iter().map(BitVec::len).collect();
+        if expected != found {
+            return Err(Error::WrongLength(format!(
+                "flip chunks of {found:?} bits, the parameters need {expected:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks the requested indices against the mode and the chunk rule of section 3.2.1.
+    fn check_indices(&self, indices: &[usize]) -> Result<(), Error> {
+        let allowed = self.max_blocks_per_query();
+        if indices.is_empty() || indices.len() > allowed {
+            return Err(Error::InvalidParameter(format!(
+                "this RAID-PIR mode retrieves 1 to {allowed} blocks per query, got {}",
+                indices.len()
+            )));
+        }
+        let mut used = vec![false; self.chunks];
+        for &index in indices {
+            if index >= self.shape.block_count() {
+                return Err(Error::InvalidParameter(format!(
+                    "block index out of range (database has {} blocks)",
+                    self.shape.block_count()
+                )));
+            }
+            let chunk = self.chunk_of(index);
+            if std::mem::replace(&mut used[chunk], true) {
+                return Err(Error::InvalidParameter(
+                    "blocks of one RAID-PIR query must lie in distinct chunks (index mod c)".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Position of `chunk` in the per-chunk answer of `server` (its rank among the processed
+    /// chunks), or `None` if the server does not process it.
+    fn answer_slot(&self, server: usize, chunk: usize) -> Option<usize> {
+        self.processes(server, chunk).then(|| {
+            self.processed_chunks(server)
+                .take_while(|&c| c < chunk)
+                .count()
+        })
+    }
+
+    fn check_answers(&self, answers: &[RaidAnswer]) -> Result<(), Error> {
+        if answers.len() != self.servers {
+            return Err(Error::WrongLength(format!(
+                "expected {} answers, got {}",
+                self.servers,
+                answers.len()
+            )));
+        }
+        for (server, answer) in answers.iter().enumerate() {
+            let blocks = self.answer_body_len(server) / self.shape.block_size();
+            if answer.blocks.len() != blocks
+                || answer
+                    .blocks
+                    .iter()
+                    .any(|block| block.len() != self.shape.block_size())
+            {
+                return Err(Error::WrongLength(format!(
+                    "answer of server {server} does not have {blocks} blocks of {} bytes",
+                    self.shape.block_size()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl MultiServerScheme for RaidPir {
+    type Query = RaidQuery;
+    type Answer = RaidAnswer;
+    type ClientState = RaidState;
+
+    fn id(&self) -> SchemeId {
+        SchemeId::RaidPir
+    }
+
+    fn shape(&self) -> DbShape {
+        self.shape
+    }
+
+    fn servers(&self) -> usize {
+        self.servers
+    }
+
+    fn max_blocks_per_query(&self) -> usize {
+        match self.mode {
+            AnswerMode::Single => 1,
+            AnswerMode::PerChunk => self.chunks,
+        }
+    }
+
+    /// Randomness use (pinned by a known-answer test): one 16-byte `fill_bytes` per server,
+    /// servers in order.
+    fn query(
+        &self,
+        indices: &[usize],
+        rng: &mut impl CryptoRng,
+    ) -> Result<(Vec<RaidQuery>, RaidState), Error> {
+        self.check_indices(indices)?;
+        let mut seeds = vec![[0u8; SEED_LEN]; self.servers];
+        for seed in &mut seeds {
+            rng.fill_bytes(seed);
+        }
+        // flip_j = XOR of the other r - 1 servers' sub-queries for chunk j, then e_idx.
+        let mut flips: Vec<BitVec> = (0..self.chunks)
+            .map(|chunk| BitVec::zeros(self.chunk_len(chunk)))
+            .collect();
+        for (server, seed) in seeds.iter().enumerate() {
+            for (chunk, bits) in self.expand_subqueries(server, seed)? {
+                flips[chunk].xor_assign(&bits);
+            }
+        }
+        for &index in indices {
+            flips[self.chunk_of(index)].flip(index / self.chunks);
+        }
+        let mut queries: Vec<RaidQuery> = seeds
+            .into_iter()
+            .enumerate()
+            .map(|(server, seed)| RaidQuery {
+                server,
+                seed,
+                flips: Vec::new(),
+            })
+            .collect();
+        for (chunk, bits) in flips.into_iter().enumerate() {
+            queries[chunk % self.servers].flips.push(bits);
+        }
+        Ok((
+            queries,
+            RaidState {
+                indices: indices.to_vec(),
+            },
+        ))
+    }
+
+    fn answer(&self, db: &Database, query: &RaidQuery) -> Result<RaidAnswer, Error> {
+        if db.shape() != self.shape {
+            return Err(Error::DatabaseMismatch(
+                "the database shape differs from the scheme's".into(),
+            ));
+        }
+        self.check_query(query)?;
+        // selectors[j]: the bits server s applies to chunk j, if it processes j.
+        let mut selectors: Vec<Option<BitVec>> = vec![None; self.chunks];
+        for (chunk, bits) in self.flip_chunks(query.server).zip(&query.flips) {
+            selectors[chunk] = Some(bits.clone());
+        }
+        for (chunk, bits) in self.expand_subqueries(query.server, &query.seed)? {
+            selectors[chunk] = Some(bits);
+        }
+        let chunks = self.chunks;
+        // One pass over the database in row order, so the scan stays sequential.
+        let selected = |row: &usize| {
+            selectors[row % chunks]
+                .as_ref()
+                .is_some_and(|bits| bits.get(row / chunks))
+        };
+        let block_size = self.shape.block_size();
+        let rows = (0..self.shape.block_count()).filter(selected);
+        let blocks = match self.mode {
+            AnswerMode::Single => {
+                let mut block = vec![0u8; block_size];
+                pir_kernels::xor_rows(db.bytes(), rows, &mut block);
+                vec![block]
+            }
+            AnswerMode::PerChunk => {
+                let mut slots = vec![usize::MAX; chunks];
+                let mut count = 0;
+                for chunk in self.processed_chunks(query.server) {
+                    slots[chunk] = count;
+                    count += 1;
+                }
+                let mut blocks = vec![vec![0u8; block_size]; count];
+                for row in rows {
+                    // Selected rows lie in processed chunks, which all have a slot.
+                    pir_kernels::xor_into(&mut blocks[slots[row % chunks]], db.block(row));
+                }
+                blocks
+            }
+        };
+        Ok(RaidAnswer { blocks })
+    }
+
+    fn decode(&self, state: &RaidState, answers: &[RaidAnswer]) -> Result<Vec<Vec<u8>>, Error> {
+        self.check_answers(answers)?;
+        let block_size = self.shape.block_size();
+        match self.mode {
+            AnswerMode::Single => {
+                let mut block = vec![0u8; block_size];
+                for answer in answers {
+                    pir_kernels::xor_into(&mut block, &answer.blocks[0]);
+                }
+                Ok(vec![block])
+            }
+            AnswerMode::PerChunk => state
+                .indices
+                .iter()
+                .map(|&index| {
+                    let chunk = self.chunk_of(index);
+                    let mut block = vec![0u8; block_size];
+                    for t in 0..self.redundancy {
+                        let server = (chunk + t) % self.servers;
+                        let slot = self.answer_slot(server, chunk).ok_or_else(|| {
+                            Error::InvalidParameter("client state does not match the scheme".into())
+                        })?;
+                        pir_kernels::xor_into(&mut block, &answers[server].blocks[slot]);
+                    }
+                    Ok(block)
+                })
+                .collect(),
+        }
+    }
+
+    fn encode_query(&self, query: &RaidQuery) -> Vec<u8> {
+        let mut writer = Writer::with_capacity(self.query_body_len(query.server));
+        write_shape_header(&mut writer, self.shape);
+        // n <= 64, r <= n, c <= 256 and server < n (checked in `new` and by the caller's
+        // query), so these conversions never saturate for a query of this scheme.
+        writer.u16(u16::try_from(self.servers).unwrap_or(u16::MAX));
+        writer.u16(u16::try_from(self.redundancy).unwrap_or(u16::MAX));
+        writer.u32(u32::try_from(self.chunks).unwrap_or(u32::MAX));
+        writer.u16(u16::try_from(query.server).unwrap_or(u16::MAX));
+        writer.u8(self.mode.to_byte());
+        writer.bytes(&query.seed);
+        for flip in &query.flips {
+            writer.bytes(flip.as_bytes());
+        }
+        writer.into_bytes()
+    }
+
+    fn decode_query(&self, bytes: &[u8]) -> Result<RaidQuery, Error> {
+        let limit = RaidPir::max_query_body(self.shape);
+        if bytes.len() > limit {
+            return Err(Error::Oversized {
+                len: bytes.len(),
+                limit,
+            });
+        }
+        let mut reader = Reader::new(bytes);
+        let header = read_header(&mut reader, self.shape)?;
+        if usize::from(header.servers) != self.servers
+            || usize::from(header.redundancy) != self.redundancy
+            || header.chunks as usize != self.chunks
+            || header.mode != self.mode
+        {
+            return Err(Error::Malformed(format!(
+                "query parameters (n {}, r {}, c {}, mode {:?}) differ from this scheme's \
+                 (n {}, r {}, c {}, mode {:?})",
+                header.servers,
+                header.redundancy,
+                header.chunks,
+                header.mode,
+                self.servers,
+                self.redundancy,
+                self.chunks,
+                self.mode
+            )));
+        }
+        let server = usize::from(header.server);
+        if server >= self.servers {
+            return Err(Error::Malformed(format!(
+                "query for server {server} but the scheme has {} servers",
+                self.servers
+            )));
+        }
+        let need = self.query_body_len(server) - QUERY_HEADER_LEN;
+        if reader.remaining() < need {
+            return Err(Error::Truncated {
+                needed: need - reader.remaining(),
+            });
+        }
+        let flips = self
+            .flip_chunks(server)
+            .map(|chunk| {
+                let len = self.chunk_len(chunk);
+                BitVec::from_wire(len, reader.take(bits::byte_len(len))?)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        reader.finish()?;
+        Ok(RaidQuery {
+            server,
+            seed: header.seed,
+            flips,
+        })
+    }
+
+    fn encode_answer(&self, answer: &RaidAnswer) -> Vec<u8> {
+        answer.blocks.concat()
+    }
+
+    fn decode_answer(&self, query: &RaidQuery, bytes: &[u8]) -> Result<RaidAnswer, Error> {
+        if query.server >= self.servers {
+            return Err(Error::InvalidParameter(
+                "query names a server outside the scheme".into(),
+            ));
+        }
+        let expected = self.answer_body_len(query.server);
+        if bytes.len() != expected {
+            return Err(Error::WrongLength(format!(
+                "answer has {} bytes, expected {expected}",
+                bytes.len()
+            )));
+        }
+        let blocks = bytes
+            .chunks_exact(self.shape.block_size())
+            .map(<[u8]>::to_vec)
+            .collect();
+        Ok(RaidAnswer { blocks })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    fn scheme(block_count: u64, n: usize, r: usize, c: usize, mode: AnswerMode) -> RaidPir {
+        RaidPir::new(DbShape::new(block_count, 64).unwrap(), n, r, c, mode).unwrap()
+    }
+
+    #[test]
+    fn parameter_rules() {
+        let shape = DbShape::new(10, 64).unwrap();
+        let single = AnswerMode::Single;
+        assert!(RaidPir::new(shape, 1, 2, 1, single).is_err());
+        assert!(RaidPir::new(shape, MAX_SERVERS + 1, 2, 1, single).is_err());
+        assert!(RaidPir::new(shape, 3, 1, 3, single).is_err());
+        assert!(RaidPir::new(shape, 3, 4, 3, single).is_err());
+        assert!(RaidPir::new(shape, 3, 2, 0, single).is_err());
+        assert!(RaidPir::new(shape, 3, 2, 11, single).is_err());
+        assert!(RaidPir::new(shape, 3, 3, 10, single).is_ok());
+        let big = DbShape::new(1000, 64).unwrap();
+        assert!(RaidPir::new(big, 3, 2, MAX_CHUNKS + 1, single).is_err());
+        assert!(RaidPir::new(big, 3, 2, MAX_CHUNKS, single).is_ok());
+    }
+
+    #[test]
+    fn chunks_partition_blocks_and_each_is_seen_by_r_servers() {
+        for (b, n, r, c) in [(20, 3, 2, 3), (7, 4, 4, 7), (100, 5, 3, 2), (9, 2, 2, 9)] {
+            let raid = scheme(b, n, r, c, AnswerMode::Single);
+            let total: usize = (0..c).map(|j| raid.chunk_len(j)).sum();
+            assert_eq!(total, b as usize);
+            assert_eq!(raid.chunk_len(c), 0);
+            assert!(!raid.processes(n, 0) && raid.processed_chunks(n).next().is_none());
+            for j in 0..c {
+                assert!(raid.chunk_len(j) >= 1);
+                let seen: Vec<usize> = (0..n).filter(|&s| raid.processes(s, j)).collect();
+                assert_eq!(seen.len(), r);
+                let flippers: Vec<usize> = (0..n)
+                    .filter(|&s| raid.flip_chunks(s).any(|x| x == j))
+                    .collect();
+                assert_eq!(flippers, vec![j % n]);
+            }
+        }
+    }
+
+    #[test]
+    fn thesis_example_layout() {
+        // Figure 3.1 of seed 001: n = 4, B = 24, c = 4, r = 3 (k = 6 per chunk).
+        let raid = scheme(24, 4, 3, 4, AnswerMode::Single);
+        assert_eq!(
+            (0..4).map(|j| raid.chunk_len(j)).collect::<Vec<_>>(),
+            vec![6; 4]
+        );
+        assert_eq!(raid.processed_chunks(0).collect::<Vec<_>>(), vec![0, 2, 3]);
+        assert_eq!(raid.seeded_chunks(0).collect::<Vec<_>>(), vec![2, 3]);
+        // Block 9 lies in chunk 1 at position 2.
+        assert_eq!((raid.chunk_of(9), 9 / raid.chunks()), (1, 2));
+    }
+
+    #[test]
+    fn single_and_multi_block_queries_decode() {
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let shape = DbShape::new(23, 128).unwrap();
+        let db = Database::random(shape, &mut rng);
+        for mode in [AnswerMode::Single, AnswerMode::PerChunk] {
+            let raid = RaidPir::new(shape, 4, 3, 5, mode).unwrap();
+            let requests: Vec<Vec<usize>> = match mode {
+                AnswerMode::Single => (0..23).map(|i| vec![i]).collect(),
+                AnswerMode::PerChunk => vec![vec![0], vec![7, 3, 10, 4], vec![22, 20, 21, 18, 19]],
+            };
+            for indices in requests {
+                let (queries, state) = raid.query(&indices, &mut rng).unwrap();
+                let answers: Vec<_> = queries
+                    .iter()
+                    .map(|q| raid.answer(&db, q).unwrap())
+                    .collect();
+                let expected: Vec<Vec<u8>> =
+                    indices.iter().map(|&i| db.block(i).to_vec()).collect();
+                assert_eq!(raid.decode(&state, &answers).unwrap(), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_bad_index_sets() {
+        let mut rng = ChaCha20Rng::seed_from_u64(0);
+        let single = scheme(20, 3, 2, 3, AnswerMode::Single);
+        assert!(single.query(&[0, 1], &mut rng).is_err());
+        assert!(single.query(&[], &mut rng).is_err());
+        assert!(single.query(&[20], &mut rng).is_err());
+        let multi = scheme(20, 3, 2, 3, AnswerMode::PerChunk);
+        assert!(multi.query(&[0, 1, 2], &mut rng).is_ok());
+        assert!(multi.query(&[0, 3], &mut rng).is_err());
+        assert!(multi.query(&[0, 1, 2, 4], &mut rng).is_err());
+    }
+
+    #[test]
+    fn answer_rejects_hand_built_queries_that_do_not_fit() {
+        let raid = scheme(20, 3, 2, 3, AnswerMode::Single);
+        let db = Database::zeroed(raid.shape());
+        let mut rng = ChaCha20Rng::seed_from_u64(0);
+        let (mut queries, _) = raid.query(&[5], &mut rng).unwrap();
+        queries[0].flips[0] = BitVec::zeros(3);
+        assert!(raid.answer(&db, &queries[0]).is_err());
+        queries[1].server = 3;
+        assert!(raid.answer(&db, &queries[1]).is_err());
+        queries[2].flips.push(BitVec::zeros(6));
+        assert!(raid.answer(&db, &queries[2]).is_err());
+    }
+
+    #[test]
+    fn body_lengths_stay_under_the_global_bound() {
+        for (b, n, r, c) in [
+            (1, 2, 2, 1),
+            (300, 2, 2, 256),
+            (300, 64, 2, 1),
+            (17, 5, 3, 17),
+        ] {
+            let raid = scheme(b, n, r, c, AnswerMode::PerChunk);
+            for server in 0..n {
+                assert!(raid.query_body_len(server) <= RaidPir::max_query_body(raid.shape()));
+            }
+        }
+    }
+}
