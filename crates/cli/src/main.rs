@@ -1,1 +1,305 @@
-fn main() {}
+//! The `pir` binary: parse flags, build a validated configuration, call the libraries, map
+//! errors to messages and exit codes. See `cli.rs` for the commands.
+
+mod cli;
+mod demo;
+mod error;
+mod mirror_config;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use pir_keys::{PublicKey, SecretKey};
+use pir_updates::fetch::SchemeChoice;
+use pir_updates::{release, Manifest, MirrorList};
+
+use crate::cli::{
+    Cli, Command, EvidenceCommand, MirrorCommand, MirrorListCommand, ReleaseCommand, SchemeArg,
+};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            return error::report(&anyhow::Error::new(e).context("cannot start the async runtime"))
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => error::report(&e),
+    }
+}
+
+async fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Demo(args) => demo::run(args).await,
+        Command::Keygen(args) => keygen(&args.out),
+        Command::Release(ReleaseCommand::Build(args)) => {
+            let key = SecretKey::load(&args.key)?;
+            let options = release::BuildOptions {
+                block_size: args.block_size,
+                size_classes: args.size_classes,
+                progress: !args.quiet,
+            };
+            let report = release::build(&args.dir, &key, &args.out, &options)
+                .with_context(|| format!("building a release from {}", args.dir.display()))?;
+            println!(
+                "release {}: {} files, {} bytes of payload in {} blocks of {} bytes ({} bytes)",
+                args.out.display(),
+                report.files,
+                report.payload_bytes,
+                report.block_count,
+                report.block_size,
+                report.database_bytes
+            );
+            println!("block size: {}", report.block_size_reason);
+            Ok(())
+        }
+        Command::Release(ReleaseCommand::Show(args)) => {
+            show_release(&args.release, args.vendor_pub.as_deref())
+        }
+        Command::Mirror(MirrorCommand::Serve(args)) => {
+            let config = mirror_config::resolve(args)?;
+            serve_mirror(config).await
+        }
+        Command::MirrorList(MirrorListCommand::Build(args)) => {
+            let vendor = SecretKey::load(&args.vendor_key)?;
+            let mirrors = args
+                .mirrors
+                .iter()
+                .map(|arg| pir_updates::mirrors::parse_mirror_arg(arg))
+                .collect::<Result<Vec<_>, _>>()?;
+            let list = MirrorList {
+                created_unix: unix_now(),
+                mirrors,
+            };
+            let bytes = list.encode_signed(&vendor);
+            MirrorList::decode_verified(&bytes, &vendor.public())
+                .context("the list we just signed does not verify")?;
+            std::fs::write(&args.out, bytes)
+                .with_context(|| format!("writing {}", args.out.display()))?;
+            println!(
+                "mirror list {}: {} mirrors, signed by vendor key {}",
+                args.out.display(),
+                list.mirrors.len(),
+                vendor.public().fingerprint()
+            );
+            Ok(())
+        }
+        Command::Fetch(args) => {
+            let vendor = PublicKey::load(&args.vendor_pub)?;
+            let listed = pir_updates::fetch::load_mirror_list(&args.mirrors, &vendor)?.len();
+            let servers = args.servers.unwrap_or(listed.min(3));
+            if servers > listed {
+                bail!("--servers {servers} but the mirror list has only {listed} mirrors");
+            }
+            let choice = match args.scheme {
+                SchemeArg::Chor => SchemeChoice::Chor { servers },
+                SchemeArg::RaidPir => SchemeChoice::RaidPir {
+                    servers,
+                    redundancy: args.redundancy,
+                    chunks: args.chunks.unwrap_or(servers),
+                },
+            };
+            let (fetched, evidence) = pir_updates::fetch::fetch_to_file(
+                &args.name,
+                &args.mirrors,
+                &vendor,
+                &args.out,
+                choice,
+            )
+            .await?;
+            for incident in &fetched.incidents {
+                eprintln!("warning: mirror {} {}", incident.url, incident.what);
+            }
+            for path in &evidence {
+                eprintln!(
+                    "warning: evidence kept: {} (check it with `pir evidence check`)",
+                    path.display()
+                );
+            }
+            let sent: u64 = fetched.stats.iter().map(|s| s.bytes_sent).sum();
+            let received: u64 = fetched.stats.iter().map(|s| s.bytes_received).sum();
+            println!(
+                "fetched {} -> {} ({} bytes, {} blocks, {} queries per mirror, {} bytes sent, {} received, {:.1} ms)",
+                args.name,
+                args.out.display(),
+                fetched.bytes.len(),
+                fetched.blocks,
+                fetched.queries,
+                sent,
+                received,
+                fetched.elapsed.as_secs_f64() * 1e3
+            );
+            println!("privacy: {}", choice.assumption());
+            Ok(())
+        }
+        Command::Evidence(EvidenceCommand::Check(args)) => {
+            check_evidence(&args.evidence, &args.release)
+        }
+    }
+}
+
+fn keygen(out: &Path) -> Result<()> {
+    let key = SecretKey::generate()?;
+    let secret = out.with_extension("key");
+    let public = out.with_extension("pub");
+    if public.exists() {
+        bail!("{} already exists; choose another name", public.display());
+    }
+    key.save(&secret)?;
+    key.public().save(&public)?;
+    println!(
+        "wrote {} (secret, keep it private) and {} (fingerprint {})",
+        secret.display(),
+        public.display(),
+        key.public().fingerprint()
+    );
+    Ok(())
+}
+
+fn show_release(dir: &Path, vendor_pub: Option<&Path>) -> Result<()> {
+    let path = dir.join(release::MANIFEST_FILE);
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let manifest = match vendor_pub {
+        Some(pub_path) => Manifest::decode_verified(&bytes, &PublicKey::load(pub_path)?)?,
+        None => Manifest::decode_unverified(&bytes)?,
+    };
+    println!(
+        "release id  {}",
+        pir_core::hex::encode(&Manifest::release_id(&bytes))
+    );
+    println!(
+        "signature   {}",
+        if vendor_pub.is_some() {
+            "verified"
+        } else {
+            "not checked (pass --vendor-pub)"
+        }
+    );
+    println!(
+        "blocks      {} x {} bytes",
+        manifest.block_count, manifest.block_size
+    );
+    println!("files       {}", manifest.files.len());
+    for file in &manifest.files {
+        println!(
+            "  {:>12} bytes  {:>6} blocks  {}",
+            file.size, file.block_count, file.name
+        );
+    }
+    Ok(())
+}
+
+async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
+    let key = SecretKey::load(&config.key)?;
+    eprintln!(
+        "opening {} (checking every block against the manifest: {})",
+        config.release.display(),
+        !config.skip_verify
+    );
+    let release = release::open(&config.release, None, !config.skip_verify)?;
+    let files = release.manifest.files.len();
+    let shape = release.database.shape();
+    let legacy: Vec<(String, usize, usize)> = if config.legacy_http.is_some() {
+        release
+            .manifest
+            .files
+            .iter()
+            .map(|f| {
+                (
+                    f.name.clone(),
+                    f.first_block as usize * shape.block_size(),
+                    f.size as usize,
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let tls = pir_keys::tls::server_config(&key)?;
+    let service = pir_server::Service::new(
+        release.database,
+        release.release_id,
+        release.manifest_bytes,
+        SecretKey::from_pkcs8(key.pkcs8())?,
+    )
+    .with_legacy_files(legacy)?;
+    let mut options = pir_server::ServerOptions::new(config.listen);
+    options.legacy_listen = config.legacy_http;
+    if let Some(workers) = config.workers {
+        options.workers = workers;
+    }
+    let running = pir_server::start(Arc::new(service), tls, options)
+        .await
+        .context("starting the mirror")?;
+    println!(
+        "mirror serving release {} ({files} files, {} blocks of {} bytes) at https://{} with key {}",
+        pir_core::hex::encode(&release.release_id[..8]),
+        shape.block_count(),
+        shape.block_size(),
+        running.addr,
+        key.public().fingerprint()
+    );
+    if let Some(addr) = running.legacy_addr {
+        println!("legacy downloads (NOT private) at http://{addr}/files/NAME");
+    }
+    println!(
+        "health: https://{}/health  metrics: https://{}/metrics  (Ctrl-C stops)",
+        running.addr, running.addr
+    );
+    running.run_until_ctrl_c().await;
+    Ok(())
+}
+
+fn check_evidence(path: &Path, release_dir: &Path) -> Result<()> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let evidence = pir_client::Evidence::decode(&bytes)
+        .with_context(|| format!("{} is not an evidence file", path.display()))?;
+    let release = release::open(release_dir, None, false)?;
+    if evidence.release_id != release.release_id {
+        bail!(
+            "the evidence is for release {}, not {}",
+            pir_core::hex::encode(&evidence.release_id[..8]),
+            pir_core::hex::encode(&release.release_id[..8])
+        );
+    }
+    match pir_client::evidence::check(&evidence, &release.database)? {
+        pir_client::Verdict::Cheated { query } => {
+            println!(
+                "CHEATED: mirror {} (key {}) signed a wrong answer to query {query} of the batch",
+                evidence.url,
+                evidence.key.fingerprint()
+            );
+        }
+        pir_client::Verdict::Correct => println!(
+            "correct: every answer mirror {} signed is right",
+            evidence.url
+        ),
+        pir_client::Verdict::NotSigned => println!(
+            "not signed by mirror {}'s key: proves nothing about it",
+            evidence.url
+        ),
+    }
+    Ok(())
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

@@ -52,8 +52,19 @@ pub enum Verdict {
 
 impl Evidence {
     /// Evidence of `mirror`'s reply to `request`.
-    pub fn new(mirror: &MirrorInfo, release_id: [u8; 32], request: Vec<u8>, reply: Vec<u8>) -> Self {
-        Self { url: mirror.url.clone(), key: mirror.key, release_id, request, reply }
+    pub fn new(
+        mirror: &MirrorInfo,
+        release_id: [u8; 32],
+        request: Vec<u8>,
+        reply: Vec<u8>,
+    ) -> Self {
+        Self {
+            url: mirror.url.clone(),
+            key: mirror.key,
+            release_id,
+            request,
+            reply,
+        }
     }
 
     /// The evidence file bytes.
@@ -79,7 +90,10 @@ impl Evidence {
         }
         let version = r.u16()?;
         if version != VERSION {
-            return Err(Error::WrongVersion { found: version, supported: VERSION });
+            return Err(Error::WrongVersion {
+                found: version,
+                supported: VERSION,
+            });
         }
         let url = std::str::from_utf8(r.short_bytes(4096)?)
             .map_err(|_| Error::Malformed("URL is not UTF-8".into()))?
@@ -89,14 +103,23 @@ impl Evidence {
         let part = |r: &mut Reader<'_>| -> Result<Vec<u8>, Error> {
             let len = r.u32()? as usize;
             if len > MAX_PART {
-                return Err(Error::Oversized { len, limit: MAX_PART });
+                return Err(Error::Oversized {
+                    len,
+                    limit: MAX_PART,
+                });
             }
             Ok(r.take(len)?.to_vec())
         };
         let request = part(&mut r)?;
         let reply = part(&mut r)?;
         r.finish()?;
-        Ok(Self { url, key, release_id, request, reply })
+        Ok(Self {
+            url,
+            key,
+            release_id,
+            request,
+            reply,
+        })
     }
 }
 
@@ -105,17 +128,23 @@ impl Evidence {
 pub fn check(evidence: &Evidence, database: &Database) -> Result<Verdict, Error> {
     let envelope = wire::decode_envelope(&evidence.reply, evidence.reply.len())?;
     if envelope.kind != MessageKind::Answer {
-        return Err(Error::WrongKind { found: envelope.kind as u8, expected: MessageKind::Answer as u8 });
+        return Err(Error::WrongKind {
+            found: envelope.kind as u8,
+            expected: MessageKind::Answer as u8,
+        });
     }
     let answers = protocol::decode_answer_batch(envelope.body, envelope.body.len())?;
-    let statement = pir_keys::answer_statement(&evidence.release_id, &evidence.request, answers.payload);
+    let statement =
+        pir_keys::answer_statement(&evidence.release_id, &evidence.request, answers.payload);
     if evidence.key.verify(&statement, &answers.signature).is_err() {
         return Ok(Verdict::NotSigned);
     }
     let request = wire::decode_envelope(&evidence.request, evidence.request.len())?;
     let queries = protocol::decode_query_batch(request.body)?;
     if answers.answers.len() != queries.queries.len() {
-        return Ok(Verdict::Cheated { query: answers.answers.len().min(queries.queries.len()) });
+        return Ok(Verdict::Cheated {
+            query: answers.answers.len().min(queries.queries.len()),
+        });
     }
     for (k, (query, answer)) in queries.queries.iter().zip(&answers.answers).enumerate() {
         let correct = pir_xor::serve::answer_body(database, request.scheme, query)?;

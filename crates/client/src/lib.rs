@@ -18,5 +18,7 @@ pub mod retrieve;
 pub mod transport;
 
 pub use evidence::{Evidence, Verdict};
-pub use retrieve::{retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions};
+pub use retrieve::{
+    retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions,
+};
 pub use transport::{fetch_manifest, HttpsTransport, Transport, TransportError};

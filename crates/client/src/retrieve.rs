@@ -129,7 +129,11 @@ pub enum FetchError {
 /// Groups `indices` into rounds of at most `per_round` blocks, no two in the same chunk.
 /// Round `t` takes the `t`-th requested index of every chunk, so the number of rounds is the
 /// largest number of requested blocks in one chunk.
-pub fn plan_rounds(indices: &[usize], per_round: usize, chunk_of: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
+pub fn plan_rounds(
+    indices: &[usize],
+    per_round: usize,
+    chunk_of: impl Fn(usize) -> usize,
+) -> Vec<Vec<usize>> {
     if per_round <= 1 {
         return indices.iter().map(|&i| vec![i]).collect();
     }
@@ -137,7 +141,8 @@ pub fn plan_rounds(indices: &[usize], per_round: usize, chunk_of: impl Fn(usize)
     let mut used: Vec<std::collections::HashSet<usize>> = Vec::new();
     for &index in indices {
         let chunk = chunk_of(index);
-        let slot = (0..rounds.len()).find(|&t| rounds[t].len() < per_round && !used[t].contains(&chunk));
+        let slot =
+            (0..rounds.len()).find(|&t| rounds[t].len() < per_round && !used[t].contains(&chunk));
         match slot {
             Some(t) => {
                 rounds[t].push(index);
@@ -191,9 +196,13 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
     ) -> Result<Attempt, AttemptError> {
         let n = assignment.len();
         let mut states = Vec::with_capacity(rounds.len());
-        let mut queries: Vec<Vec<S::Query>> = (0..n).map(|_| Vec::with_capacity(rounds.len())).collect();
+        let mut queries: Vec<Vec<S::Query>> =
+            (0..n).map(|_| Vec::with_capacity(rounds.len())).collect();
         for round in rounds {
-            let (per_server, state) = self.scheme.query(round, rng).map_err(AttemptError::Scheme)?;
+            let (per_server, state) = self
+                .scheme
+                .query(round, rng)
+                .map_err(AttemptError::Scheme)?;
             states.push(state);
             for (position, query) in per_server.into_iter().enumerate() {
                 queries[position].push(query);
@@ -218,7 +227,12 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
             let transport = self.transport.clone();
             let mirror = assignment[position];
             let request = request.clone();
-            exchanges.spawn(async move { (position, transport.exchange(mirror, request, max_reply).await) });
+            exchanges.spawn(async move {
+                (
+                    position,
+                    transport.exchange(mirror, request, max_reply).await,
+                )
+            });
         }
         let mut replies = vec![Vec::new(); n];
         let mut answers: Vec<Vec<S::Answer>> = (0..n).map(|_| Vec::new()).collect();
@@ -233,12 +247,23 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
             stats.queries += rounds.len() as u64;
             stats.bytes_sent += requests[position].len() as u64;
             match result {
-                Err(error) => failures.push((position, PositionFailure::Unusable(error.to_string()), Vec::new(), Vec::new())),
+                Err(error) => failures.push((
+                    position,
+                    PositionFailure::Unusable(error.to_string()),
+                    Vec::new(),
+                    Vec::new(),
+                )),
                 Ok(reply) => {
                     stats.bytes_received += reply.len() as u64;
-                    match self.check_reply(mirror, &requests[position], &reply, &queries[position]) {
+                    match self.check_reply(mirror, &requests[position], &reply, &queries[position])
+                    {
                         Ok(decoded) => answers[position] = decoded,
-                        Err(failure) => failures.push((position, failure, requests[position].clone(), reply.clone())),
+                        Err(failure) => failures.push((
+                            position,
+                            failure,
+                            requests[position].clone(),
+                            reply.clone(),
+                        )),
                     }
                     replies[position] = reply;
                 }
@@ -246,21 +271,32 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
         }
         // Positions that never reported (a panicked task) are failures too.
         for position in 0..n {
-            let reported = !replies[position].is_empty() || failures.iter().any(|f| f.0 == position);
+            let reported =
+                !replies[position].is_empty() || failures.iter().any(|f| f.0 == position);
             if !reported {
-                failures.push((position, PositionFailure::Unusable("request task failed".into()), Vec::new(), Vec::new()));
+                failures.push((
+                    position,
+                    PositionFailure::Unusable("request task failed".into()),
+                    Vec::new(),
+                    Vec::new(),
+                ));
             }
         }
         if !failures.is_empty() {
             return Err(AttemptError::Mirrors(failures));
         }
 
-        let mut per_position: Vec<std::vec::IntoIter<S::Answer>> = answers.into_iter().map(Vec::into_iter).collect();
+        let mut per_position: Vec<std::vec::IntoIter<S::Answer>> =
+            answers.into_iter().map(Vec::into_iter).collect();
         let mut blocks = Vec::with_capacity(rounds.len());
         let mut bad = Vec::new();
         for (t, state) in states.iter().enumerate() {
-            let round_answers: Vec<S::Answer> = per_position.iter_mut().filter_map(Iterator::next).collect();
-            let decoded = self.scheme.decode(state, &round_answers).map_err(AttemptError::Scheme)?;
+            let round_answers: Vec<S::Answer> =
+                per_position.iter_mut().filter_map(Iterator::next).collect();
+            let decoded = self
+                .scheme
+                .decode(state, &round_answers)
+                .map_err(AttemptError::Scheme)?;
             for (k, block) in decoded.iter().enumerate() {
                 if !(self.verify)(rounds[t][k], block) {
                     bad.push((t, k));
@@ -268,7 +304,12 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
             }
             blocks.push(decoded);
         }
-        Ok(Attempt { blocks, bad, requests, replies })
+        Ok(Attempt {
+            blocks,
+            bad,
+            requests,
+            replies,
+        })
     }
 
     fn check_reply(
@@ -286,19 +327,30 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
                 let message = wire::decode_error(envelope.body)
                     .map(|(_, m)| m)
                     .unwrap_or_else(|e| format!("malformed error message: {e}"));
-                return Err(PositionFailure::Unusable(format!("refused the query: {message}")));
+                return Err(PositionFailure::Unusable(format!(
+                    "refused the query: {message}"
+                )));
             }
-            other => return Err(PositionFailure::Unusable(format!("sent an unexpected {other:?} message"))),
+            other => {
+                return Err(PositionFailure::Unusable(format!(
+                    "sent an unexpected {other:?} message"
+                )))
+            }
         }
         let batch = protocol::decode_answer_batch(envelope.body, self.options.max_answer)
             .map_err(|e| PositionFailure::Unusable(format!("sent a malformed answer: {e}")))?;
-        let statement = pir_keys::answer_statement(&self.options.release_id, request, batch.payload);
+        let statement =
+            pir_keys::answer_statement(&self.options.release_id, request, batch.payload);
         self.mirrors[mirror]
             .key
             .verify(&statement, &batch.signature)
-            .map_err(|_| PositionFailure::Unusable("sent an answer whose signature does not verify".into()))?;
+            .map_err(|_| {
+                PositionFailure::Unusable("sent an answer whose signature does not verify".into())
+            })?;
         if batch.release_id != self.options.release_id {
-            return Err(PositionFailure::Signed("signed an answer for another release".into()));
+            return Err(PositionFailure::Signed(
+                "signed an answer for another release".into(),
+            ));
         }
         if batch.answers.len() != queries.len() {
             return Err(PositionFailure::Signed(format!(
@@ -331,9 +383,19 @@ pub async fn retrieve<S: MultiServerScheme, T: Transport>(
 ) -> Result<Retrieval, FetchError> {
     let n = scheme.servers();
     if mirrors.len() < n {
-        return Err(FetchError::NotEnoughMirrors { need: n, have: mirrors.len() });
+        return Err(FetchError::NotEnoughMirrors {
+            need: n,
+            have: mirrors.len(),
+        });
     }
-    let mut this = Retriever { scheme, transport, mirrors, options, stats: vec![MirrorStats::default(); mirrors.len()], verify };
+    let mut this = Retriever {
+        scheme,
+        transport,
+        mirrors,
+        options,
+        stats: vec![MirrorStats::default(); mirrors.len()],
+        verify,
+    };
     let mut assignment: Vec<usize> = (0..n).collect();
     let mut spares: VecDeque<usize> = (n..mirrors.len()).collect();
     let mut incidents: Vec<Incident> = Vec::new();
@@ -350,12 +412,22 @@ pub async fn retrieve<S: MultiServerScheme, T: Transport>(
                         let (what, evidence) = match failure {
                             PositionFailure::Unusable(what) => (what, None),
                             PositionFailure::Signed(what) => {
-                                let ev = Evidence::new(&mirrors[mirror], options.release_id, request, reply);
+                                let ev = Evidence::new(
+                                    &mirrors[mirror],
+                                    options.release_id,
+                                    request,
+                                    reply,
+                                );
                                 (what, Some(ev))
                             }
                         };
                         tracing::warn!(mirror = %mirrors[mirror].url, %what, "mirror failed; trying a spare");
-                        incidents.push(Incident { mirror, url: mirrors[mirror].url.clone(), what: what.clone(), evidence });
+                        incidents.push(Incident {
+                            mirror,
+                            url: mirrors[mirror].url.clone(),
+                            what: what.clone(),
+                            evidence,
+                        });
                         match spares.pop_front() {
                             Some(spare) => assignment[position] = spare,
                             None => {
@@ -373,7 +445,15 @@ pub async fn retrieve<S: MultiServerScheme, T: Transport>(
             let decoded = if attempt.bad.is_empty() {
                 attempt.blocks
             } else {
-                this.isolate(&mut assignment, &mut spares, group, &attempt, &mut incidents, rng).await?
+                this.isolate(
+                    &mut assignment,
+                    &mut spares,
+                    group,
+                    &attempt,
+                    &mut incidents,
+                    rng,
+                )
+                .await?
             };
             for (round, round_blocks) in group.iter().zip(decoded) {
                 blocks.extend(round.iter().copied().zip(round_blocks));
@@ -381,7 +461,12 @@ pub async fn retrieve<S: MultiServerScheme, T: Transport>(
             break;
         }
     }
-    Ok(Retrieval { blocks, incidents, stats: this.stats, assignment })
+    Ok(Retrieval {
+        blocks,
+        incidents,
+        stats: this.stats,
+        assignment,
+    })
 }
 
 impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
@@ -420,7 +505,12 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
                         "sent a wrong answer: block {first_bad_block} failed its manifest hash, and verified once this mirror was replaced"
                     );
                     tracing::warn!(mirror = %self.mirrors[culprit].url, "mirror sent a wrong answer");
-                    incidents.push(Incident { mirror: culprit, url: self.mirrors[culprit].url.clone(), what, evidence: Some(evidence) });
+                    incidents.push(Incident {
+                        mirror: culprit,
+                        url: self.mirrors[culprit].url.clone(),
+                        what,
+                        evidence: Some(evidence),
+                    });
                     assignment[position] = spare;
                     let mut blocks = failed.blocks.clone();
                     for (k, &t) in bad_rounds.iter().enumerate() {
@@ -438,13 +528,21 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
                         let what = match failure {
                             PositionFailure::Unusable(w) | PositionFailure::Signed(w) => w,
                         };
-                        incidents.push(Incident { mirror, url: self.mirrors[mirror].url.clone(), what, evidence: None });
+                        incidents.push(Incident {
+                            mirror,
+                            url: self.mirrors[mirror].url.clone(),
+                            what,
+                            evidence: None,
+                        });
                         spares.retain(|&s| s != mirror);
                     }
                 }
             }
         }
-        let suspects: Vec<String> = assignment.iter().map(|&m| self.mirrors[m].url.clone()).collect();
+        let suspects: Vec<String> = assignment
+            .iter()
+            .map(|&m| self.mirrors[m].url.clone())
+            .collect();
         for (position, &mirror) in assignment.iter().enumerate() {
             incidents.push(Incident {
                 mirror,
@@ -458,7 +556,11 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
                 )),
             });
         }
-        Err(FetchError::WrongBlock { block: first_bad_block, suspects, incidents: std::mem::take(incidents) })
+        Err(FetchError::WrongBlock {
+            block: first_bad_block,
+            suspects,
+            incidents: std::mem::take(incidents),
+        })
     }
 }
 

@@ -60,17 +60,27 @@ pub struct HttpsTransport {
 
 impl std::fmt::Debug for HttpsTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.endpoints.iter().map(|e| e.authority.as_str()).collect();
-        f.debug_struct("HttpsTransport").field("mirrors", &names).finish()
+        let names: Vec<&str> = self
+            .endpoints
+            .iter()
+            .map(|e| e.authority.as_str())
+            .collect();
+        f.debug_struct("HttpsTransport")
+            .field("mirrors", &names)
+            .finish()
     }
 }
 
 /// `https://host:port[/]` to `host:port`.
 pub fn authority_of(url: &str) -> Result<String, TransportError> {
-    let rest = url.strip_prefix("https://").ok_or_else(|| TransportError::Url(format!("{url}: must start with https://")))?;
+    let rest = url
+        .strip_prefix("https://")
+        .ok_or_else(|| TransportError::Url(format!("{url}: must start with https://")))?;
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     if rest.is_empty() || rest.contains('/') || !rest.contains(':') {
-        return Err(TransportError::Url(format!("{url}: expected https://HOST:PORT")));
+        return Err(TransportError::Url(format!(
+            "{url}: expected https://HOST:PORT"
+        )));
     }
     Ok(rest.to_string())
 }
@@ -81,7 +91,8 @@ impl HttpsTransport {
         let endpoints = mirrors
             .iter()
             .map(|(url, key)| {
-                let config = pir_keys::tls::client_config(*key).map_err(|e| TransportError::Tls(e.to_string()))?;
+                let config = pir_keys::tls::client_config(*key)
+                    .map_err(|e| TransportError::Tls(e.to_string()))?;
                 Ok(Endpoint {
                     authority: authority_of(url)?,
                     tls: tokio_rustls::TlsConnector::from(config),
@@ -93,15 +104,21 @@ impl HttpsTransport {
     }
 
     async fn connect(endpoint: &Endpoint) -> Result<SendRequest<Full<Bytes>>, TransportError> {
-        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&endpoint.authority))
-            .await
-            .map_err(|_| TransportError::Connect("timed out".into()))?
-            .map_err(|e| TransportError::Connect(e.to_string()))?;
+        let tcp = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio::net::TcpStream::connect(&endpoint.authority),
+        )
+        .await
+        .map_err(|_| TransportError::Connect("timed out".into()))?
+        .map_err(|e| TransportError::Connect(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
-        let tls = tokio::time::timeout(CONNECT_TIMEOUT, endpoint.tls.connect(pir_keys::tls::server_name(), tcp))
-            .await
-            .map_err(|_| TransportError::Tls("timed out".into()))?
-            .map_err(|e| TransportError::Tls(e.to_string()))?;
+        let tls = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            endpoint.tls.connect(pir_keys::tls::server_name(), tcp),
+        )
+        .await
+        .map_err(|_| TransportError::Tls("timed out".into()))?
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| TransportError::Http(e.to_string()))?;
@@ -112,7 +129,10 @@ impl HttpsTransport {
     }
 
     fn take_idle(endpoint: &Endpoint) -> Option<SendRequest<Full<Bytes>>> {
-        let mut idle = endpoint.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut idle = endpoint
+            .idle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         while let Some(sender) = idle.pop() {
             if !sender.is_closed() {
                 return Some(sender);
@@ -130,7 +150,10 @@ impl HttpsTransport {
             Some(sender) => sender,
             None => Self::connect(endpoint).await?,
         };
-        sender.ready().await.map_err(|e| TransportError::Http(e.to_string()))?;
+        sender
+            .ready()
+            .await
+            .map_err(|e| TransportError::Http(e.to_string()))?;
         let http_request = http::Request::builder()
             .method(http::Method::POST)
             .uri("/pir/v1")
@@ -138,30 +161,49 @@ impl HttpsTransport {
             .header(http::header::CONTENT_TYPE, "application/x-pir")
             .body(Full::new(Bytes::from(request)))
             .map_err(|e| TransportError::Http(e.to_string()))?;
-        let response = sender.send_request(http_request).await.map_err(|e| TransportError::Http(e.to_string()))?;
+        let response = sender
+            .send_request(http_request)
+            .await
+            .map_err(|e| TransportError::Http(e.to_string()))?;
         let status = response.status();
         let body = Limited::new(response.into_body(), max_reply)
             .collect()
             .await
-            .map_err(|e| TransportError::Http(format!("reading reply (limit {max_reply} bytes): {e}")))?
+            .map_err(|e| {
+                TransportError::Http(format!("reading reply (limit {max_reply} bytes): {e}"))
+            })?
             .to_bytes();
         if !body.starts_with(&wire::MAGIC) {
-            return Err(TransportError::Http(format!("HTTP {status} without a pir reply")));
+            return Err(TransportError::Http(format!(
+                "HTTP {status} without a pir reply"
+            )));
         }
-        endpoint.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(sender);
+        endpoint
+            .idle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(sender);
         Ok(body.to_vec())
     }
 }
 
 impl Transport for HttpsTransport {
-    async fn exchange(&self, mirror: usize, request: Vec<u8>, max_reply: usize) -> Result<Vec<u8>, TransportError> {
+    async fn exchange(
+        &self,
+        mirror: usize,
+        request: Vec<u8>,
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
         let endpoint = self
             .endpoints
             .get(mirror)
             .ok_or_else(|| TransportError::Url(format!("no mirror number {mirror}")))?;
-        tokio::time::timeout(REQUEST_TIMEOUT, Self::exchange_on(endpoint, request, max_reply))
-            .await
-            .map_err(|_| TransportError::Http("request timed out".into()))?
+        tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            Self::exchange_on(endpoint, request, max_reply),
+        )
+        .await
+        .map_err(|_| TransportError::Http("request timed out".into()))?
     }
 }
 
@@ -172,15 +214,21 @@ pub async fn fetch_manifest<T: Transport>(
     max_bytes: usize,
 ) -> Result<Vec<u8>, TransportError> {
     let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
-    let reply = transport.exchange(mirror, request, max_bytes + wire::HEADER_LEN).await?;
-    let envelope = wire::decode_envelope(&reply, max_bytes).map_err(|e| TransportError::Http(e.to_string()))?;
+    let reply = transport
+        .exchange(mirror, request, max_bytes + wire::HEADER_LEN)
+        .await?;
+    let envelope = wire::decode_envelope(&reply, max_bytes)
+        .map_err(|e| TransportError::Http(e.to_string()))?;
     match envelope.kind {
         MessageKind::Manifest => Ok(envelope.body.to_vec()),
         MessageKind::Error => {
-            let (_, message) = wire::decode_error(envelope.body).map_err(|e| TransportError::Http(e.to_string()))?;
+            let (_, message) = wire::decode_error(envelope.body)
+                .map_err(|e| TransportError::Http(e.to_string()))?;
             Err(TransportError::Http(format!("mirror refused: {message}")))
         }
-        other => Err(TransportError::Http(format!("unexpected reply kind {other:?}"))),
+        other => Err(TransportError::Http(format!(
+            "unexpected reply kind {other:?}"
+        ))),
     }
 }
 
@@ -190,8 +238,14 @@ mod tests {
 
     #[test]
     fn authority_parsing() {
-        assert_eq!(authority_of("https://127.0.0.1:8443").unwrap(), "127.0.0.1:8443");
-        assert_eq!(authority_of("https://mirror.example:443/").unwrap(), "mirror.example:443");
+        assert_eq!(
+            authority_of("https://127.0.0.1:8443").unwrap(),
+            "127.0.0.1:8443"
+        );
+        assert_eq!(
+            authority_of("https://mirror.example:443/").unwrap(),
+            "mirror.example:443"
+        );
         assert!(authority_of("http://127.0.0.1:80").is_err());
         assert!(authority_of("https://host").is_err());
         assert!(authority_of("https://host:1/path").is_err());

@@ -28,7 +28,10 @@ pub fn byte_len(len: usize) -> usize {
 impl BitVec {
     /// All-zero vector of `len` bits.
     pub fn zeros(len: usize) -> Self {
-        Self { len, bytes: vec![0; byte_len(len)] }
+        Self {
+            len,
+            bytes: vec![0; byte_len(len)],
+        }
     }
 
     /// Uniformly random vector of `len` bits.
@@ -44,10 +47,13 @@ impl BitVec {
     /// (used for PRG output, whose tail bits are simply ignored).
     pub fn from_prefix_truncating(len: usize, bytes: &[u8]) -> Result<Self, Error> {
         let need = byte_len(len);
-        let prefix = bytes
-            .get(..need)
-            .ok_or_else(|| Error::Truncated { needed: need.saturating_sub(bytes.len()) })?;
-        let mut v = Self { len, bytes: prefix.to_vec() };
+        let prefix = bytes.get(..need).ok_or_else(|| Error::Truncated {
+            needed: need.saturating_sub(bytes.len()),
+        })?;
+        let mut v = Self {
+            len,
+            bytes: prefix.to_vec(),
+        };
         v.clear_tail();
         Ok(v)
     }
@@ -62,11 +68,16 @@ impl BitVec {
                 bytes.len()
             )));
         }
-        let v = Self { len, bytes: bytes.to_vec() };
+        let v = Self {
+            len,
+            bytes: bytes.to_vec(),
+        };
         let mut canonical = v.clone();
         canonical.clear_tail();
         if canonical != v {
-            return Err(Error::Malformed("bit vector has bits set past its length".into()));
+            return Err(Error::Malformed(
+                "bit vector has bits set past its length".into(),
+            ));
         }
         Ok(v)
     }
@@ -122,9 +133,14 @@ impl BitVec {
 
     /// Indices of the set bits, in increasing order.
     pub fn ones(&self) -> impl Iterator<Item = usize> + '_ {
-        self.bytes.iter().enumerate().flat_map(|(byte_index, &byte)| {
-            (0..8).filter(move |bit| byte >> bit & 1 == 1).map(move |bit| byte_index * 8 + bit)
-        })
+        self.bytes
+            .iter()
+            .enumerate()
+            .flat_map(|(byte_index, &byte)| {
+                (0..8)
+                    .filter(move |bit| byte >> bit & 1 == 1)
+                    .map(move |bit| byte_index * 8 + bit)
+            })
     }
 }
 

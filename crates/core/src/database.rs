@@ -54,7 +54,10 @@ impl DbShape {
         block_count
             .checked_mul(block_size)
             .ok_or_else(|| Error::InvalidParameter("database size overflows".into()))?;
-        Ok(Self { block_count, block_size })
+        Ok(Self {
+            block_count,
+            block_size,
+        })
     }
 
     /// `B`, the number of blocks.
@@ -87,7 +90,9 @@ pub struct Database {
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Database").field("shape", &self.shape).finish_non_exhaustive()
+        f.debug_struct("Database")
+            .field("shape", &self.shape)
+            .finish_non_exhaustive()
     }
 }
 
@@ -95,7 +100,10 @@ impl Database {
     /// An all-zero database of the given shape, on the heap.
     pub fn zeroed(shape: DbShape) -> Self {
         let lines = shape.total_bytes() / LINE;
-        Self { shape, storage: Storage::Owned(vec![Line([0; LINE]); lines]) }
+        Self {
+            shape,
+            storage: Storage::Owned(vec![Line([0; LINE]); lines]),
+        }
     }
 
     /// Copies `bytes` into a new database; `bytes` must be exactly `B * b` long.
@@ -134,9 +142,14 @@ impl Database {
             )));
         }
         if bytes.as_ptr() as usize % LINE != 0 {
-            return Err(Error::InvalidParameter("database region is not 64-byte aligned".into()));
+            return Err(Error::InvalidParameter(
+                "database region is not 64-byte aligned".into(),
+            ));
         }
-        Ok(Self { shape, storage: Storage::Shared(region) })
+        Ok(Self {
+            shape,
+            storage: Storage::Shared(region),
+        })
     }
 
     /// The shape of this database.

@@ -17,14 +17,18 @@ pub fn encode(bytes: &[u8]) -> String {
 pub fn decode(text: &str) -> Result<Vec<u8>, Error> {
     let text = text.trim();
     if text.len() % 2 != 0 {
-        return Err(Error::Malformed("hex string has an odd number of digits".into()));
+        return Err(Error::Malformed(
+            "hex string has an odd number of digits".into(),
+        ));
     }
     let digit = |c: u8| -> Result<u8, Error> {
         match c {
             b'0'..=b'9' => Ok(c - b'0'),
             b'a'..=b'f' => Ok(c - b'a' + 10),
             b'A'..=b'F' => Ok(c - b'A' + 10),
-            _ => Err(Error::Malformed("hex string has a non-hex character".into())),
+            _ => Err(Error::Malformed(
+                "hex string has a non-hex character".into(),
+            )),
         }
     };
     text.as_bytes()

@@ -50,7 +50,9 @@ pub fn decode_query_batch(body: &[u8]) -> Result<QueryBatch<'_>, Error> {
     let release_id = r.array()?;
     let count = usize::from(r.u16()?);
     if count == 0 || count > MAX_BATCH {
-        return Err(Error::Malformed(format!("batch of {count} queries; allowed 1..={MAX_BATCH}")));
+        return Err(Error::Malformed(format!(
+            "batch of {count} queries; allowed 1..={MAX_BATCH}"
+        )));
     }
     let mut queries = Vec::with_capacity(count);
     for _ in 0..count {
@@ -58,7 +60,10 @@ pub fn decode_query_batch(body: &[u8]) -> Result<QueryBatch<'_>, Error> {
         queries.push(r.take(len)?);
     }
     r.finish()?;
-    Ok(QueryBatch { release_id, queries })
+    Ok(QueryBatch {
+        release_id,
+        queries,
+    })
 }
 
 /// Encodes the signed part of an answer body.
@@ -90,27 +95,39 @@ pub struct AnswerBatch<'a> {
 /// Decodes an answer body, refusing answers longer than `max_answer` bytes each.
 pub fn decode_answer_batch(body: &[u8], max_answer: usize) -> Result<AnswerBatch<'_>, Error> {
     if body.len() < SIGNATURE_LEN {
-        return Err(Error::Truncated { needed: SIGNATURE_LEN - body.len() });
+        return Err(Error::Truncated {
+            needed: SIGNATURE_LEN - body.len(),
+        });
     }
     let (payload, sig) = body.split_at(body.len() - SIGNATURE_LEN);
     let mut r = Reader::new(payload);
     let release_id = r.array()?;
     let count = usize::from(r.u16()?);
     if count == 0 || count > MAX_BATCH {
-        return Err(Error::Malformed(format!("batch of {count} answers; allowed 1..={MAX_BATCH}")));
+        return Err(Error::Malformed(format!(
+            "batch of {count} answers; allowed 1..={MAX_BATCH}"
+        )));
     }
     let mut answers = Vec::with_capacity(count);
     for _ in 0..count {
         let len = r.u32()? as usize;
         if len > max_answer {
-            return Err(Error::Oversized { len, limit: max_answer });
+            return Err(Error::Oversized {
+                len,
+                limit: max_answer,
+            });
         }
         answers.push(r.take(len)?);
     }
     r.finish()?;
     let mut signature = [0u8; SIGNATURE_LEN];
     signature.copy_from_slice(sig);
-    Ok(AnswerBatch { payload, release_id, answers, signature })
+    Ok(AnswerBatch {
+        payload,
+        release_id,
+        answers,
+        signature,
+    })
 }
 
 #[cfg(test)]
@@ -140,7 +157,10 @@ mod tests {
         assert_eq!(batch.answers, vec![&[5u8; 64][..]]);
         assert_eq!(batch.signature, [7u8; 64]);
         assert_eq!(batch.payload, &body[..body.len() - 64]);
-        assert!(matches!(decode_answer_batch(&body, 63), Err(Error::Oversized { .. })));
+        assert!(matches!(
+            decode_answer_batch(&body, 63),
+            Err(Error::Oversized { .. })
+        ));
         assert!(decode_answer_batch(&body[..60], 64).is_err());
     }
 

@@ -31,7 +31,10 @@ impl SchemeId {
             0 => Ok(Self::Control),
             1 => Ok(Self::Chor),
             2 => Ok(Self::RaidPir),
-            other => Err(Error::WrongScheme { found: other, expected: 2 }),
+            other => Err(Error::WrongScheme {
+                found: other,
+                expected: 2,
+            }),
         }
     }
 

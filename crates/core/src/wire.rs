@@ -85,17 +85,25 @@ pub fn decode_envelope(bytes: &[u8], max_body: usize) -> Result<Envelope<'_>, Er
     }
     let version = r.u16()?;
     if version != VERSION {
-        return Err(Error::WrongVersion { found: version, supported: VERSION });
+        return Err(Error::WrongVersion {
+            found: version,
+            supported: VERSION,
+        });
     }
     let scheme = SchemeId::from_byte(r.u8()?)?;
     let kind = MessageKind::from_byte(r.u8()?)?;
     let len = r.u32()? as usize;
     if len > max_body {
-        return Err(Error::Oversized { len, limit: max_body });
+        return Err(Error::Oversized {
+            len,
+            limit: max_body,
+        });
     }
     if r.remaining() != len {
         return if r.remaining() < len {
-            Err(Error::Truncated { needed: len - r.remaining() })
+            Err(Error::Truncated {
+                needed: len - r.remaining(),
+            })
         } else {
             Err(Error::WrongLength(format!(
                 "envelope declares {len} body bytes but {} follow",
@@ -103,7 +111,11 @@ pub fn decode_envelope(bytes: &[u8], max_body: usize) -> Result<Envelope<'_>, Er
             )))
         };
     }
-    Ok(Envelope { scheme, kind, body: r.take(len)? })
+    Ok(Envelope {
+        scheme,
+        kind,
+        body: r.take(len)?,
+    })
 }
 
 /// Why a server refused a request; carried in an [`MessageKind::Error`] body as
@@ -144,7 +156,10 @@ pub fn decode_error(body: &[u8]) -> Result<(u16, String), Error> {
     let code = r.u16()?;
     let len = r.u16()? as usize;
     if len > MAX_ERROR_MESSAGE {
-        return Err(Error::Oversized { len, limit: MAX_ERROR_MESSAGE });
+        return Err(Error::Oversized {
+            len,
+            limit: MAX_ERROR_MESSAGE,
+        });
     }
     let text = std::str::from_utf8(r.take(len)?)
         .map_err(|_| Error::Malformed("error message is not UTF-8".into()))?
@@ -162,7 +177,9 @@ pub struct Writer {
 impl Writer {
     /// An empty writer with room for `capacity` bytes.
     pub fn with_capacity(capacity: usize) -> Self {
-        Self { buf: Vec::with_capacity(capacity) }
+        Self {
+            buf: Vec::with_capacity(capacity),
+        }
     }
     /// Appends one byte.
     pub fn u8(&mut self, v: u8) {
@@ -213,7 +230,9 @@ impl<'a> Reader<'a> {
     /// Takes the next `n` bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
         if self.rest.len() < n {
-            return Err(Error::Truncated { needed: n - self.rest.len() });
+            return Err(Error::Truncated {
+                needed: n - self.rest.len(),
+            });
         }
         let (head, tail) = self.rest.split_at(n);
         self.rest = tail;
@@ -254,7 +273,10 @@ impl<'a> Reader<'a> {
         if self.rest.is_empty() {
             Ok(())
         } else {
-            Err(Error::WrongLength(format!("{} unexpected trailing bytes", self.rest.len())))
+            Err(Error::WrongLength(format!(
+                "{} unexpected trailing bytes",
+                self.rest.len()
+            )))
         }
     }
 }
@@ -279,14 +301,26 @@ mod tests {
     fn envelope_rejects_every_malformed_class() {
         let good = encode_envelope(SchemeId::RaidPir, MessageKind::Answer, &[7; 32]);
         // truncated header and truncated body
-        assert!(matches!(decode_envelope(&good[..5], 100), Err(Error::Truncated { .. })));
-        assert!(matches!(decode_envelope(&good[..good.len() - 1], 100), Err(Error::Truncated { .. })));
+        assert!(matches!(
+            decode_envelope(&good[..5], 100),
+            Err(Error::Truncated { .. })
+        ));
+        assert!(matches!(
+            decode_envelope(&good[..good.len() - 1], 100),
+            Err(Error::Truncated { .. })
+        ));
         // oversized
-        assert!(matches!(decode_envelope(&good, 31), Err(Error::Oversized { len: 32, limit: 31 })));
+        assert!(matches!(
+            decode_envelope(&good, 31),
+            Err(Error::Oversized { len: 32, limit: 31 })
+        ));
         // trailing bytes
         let mut long = good.clone();
         long.push(0);
-        assert!(matches!(decode_envelope(&long, 100), Err(Error::WrongLength(_))));
+        assert!(matches!(
+            decode_envelope(&long, 100),
+            Err(Error::WrongLength(_))
+        ));
         // wrong magic
         let mut bad = good.clone();
         bad[0] = b'X';
@@ -294,21 +328,36 @@ mod tests {
         // wrong version
         let mut bad = good.clone();
         bad[4] = 2;
-        assert_eq!(decode_envelope(&bad, 100), Err(Error::WrongVersion { found: 2, supported: 1 }));
+        assert_eq!(
+            decode_envelope(&bad, 100),
+            Err(Error::WrongVersion {
+                found: 2,
+                supported: 1
+            })
+        );
         // unknown scheme
         let mut bad = good.clone();
         bad[6] = 99;
-        assert!(matches!(decode_envelope(&bad, 100), Err(Error::WrongScheme { found: 99, .. })));
+        assert!(matches!(
+            decode_envelope(&bad, 100),
+            Err(Error::WrongScheme { found: 99, .. })
+        ));
         // unknown kind
         let mut bad = good;
         bad[7] = 42;
-        assert!(matches!(decode_envelope(&bad, 100), Err(Error::Malformed(_))));
+        assert!(matches!(
+            decode_envelope(&bad, 100),
+            Err(Error::Malformed(_))
+        ));
     }
 
     #[test]
     fn error_body_round_trip_and_limits() {
         let body = encode_error(ErrorCode::WrongDatabase, "stale release");
-        assert_eq!(decode_error(&body).unwrap(), (2, "stale release".to_string()));
+        assert_eq!(
+            decode_error(&body).unwrap(),
+            (2, "stale release".to_string())
+        );
         let long = "é".repeat(MAX_ERROR_MESSAGE);
         let (_, text) = decode_error(&encode_error(ErrorCode::Internal, &long)).unwrap();
         assert!(text.len() <= MAX_ERROR_MESSAGE);

@@ -28,7 +28,11 @@ pub fn xor_into(acc: &mut [u8], src: &[u8]) {
             ^ u64::from_ne_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]);
         a.copy_from_slice(&x.to_ne_bytes());
     }
-    for (a, s) in acc_words.into_remainder().iter_mut().zip(src_words.remainder()) {
+    for (a, s) in acc_words
+        .into_remainder()
+        .iter_mut()
+        .zip(src_words.remainder())
+    {
         *a ^= s;
     }
 }

@@ -75,7 +75,12 @@ pub fn sha256_parts(parts: &[&[u8]]) -> [u8; 32] {
 /// of the answer payload. Anyone holding the release can recompute the correct answer to the
 /// request, so a signature on a wrong answer is proof that the mirror cheated.
 pub fn answer_statement(release_id: &[u8; 32], request: &[u8], answer_payload: &[u8]) -> [u8; 32] {
-    sha256_parts(&[b"pir-answer-v1", release_id, &sha256(request), &sha256(answer_payload)])
+    sha256_parts(&[
+        b"pir-answer-v1",
+        release_id,
+        &sha256(request),
+        &sha256(answer_payload),
+    ])
 }
 
 /// An Ed25519 secret key (PKCS#8 v2 document, as `ring` produces it).
@@ -86,7 +91,9 @@ pub struct SecretKey {
 
 impl std::fmt::Debug for SecretKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SecretKey").field("public", &self.public()).finish_non_exhaustive()
+        f.debug_struct("SecretKey")
+            .field("public", &self.public())
+            .finish_non_exhaustive()
     }
 }
 
@@ -102,7 +109,10 @@ impl SecretKey {
     pub fn from_pkcs8(pkcs8: &[u8]) -> Result<Self, KeyError> {
         let pair = Ed25519KeyPair::from_pkcs8(pkcs8)
             .map_err(|e| KeyError::Format(format!("not an Ed25519 PKCS#8 key: {e}")))?;
-        Ok(Self { pkcs8: pkcs8.to_vec(), pair })
+        Ok(Self {
+            pkcs8: pkcs8.to_vec(),
+            pair,
+        })
     }
 
     /// The PKCS#8 document (for TLS).
@@ -138,7 +148,8 @@ impl SecretKey {
 
     /// Reads a `.key` file.
     pub fn load(path: &Path) -> Result<Self, KeyError> {
-        Self::from_text(&read(path)?).map_err(|e| KeyError::Format(format!("{}: {e}", path.display())))
+        Self::from_text(&read(path)?)
+            .map_err(|e| KeyError::Format(format!("{}: {e}", path.display())))
     }
 
     /// Writes a `.key` file readable only by its owner.
@@ -187,13 +198,16 @@ impl PublicKey {
 
     /// Reads a `.pub` file.
     pub fn load(path: &Path) -> Result<Self, KeyError> {
-        Self::from_text(&read(path)?).map_err(|e| KeyError::Format(format!("{}: {e}", path.display())))
+        Self::from_text(&read(path)?)
+            .map_err(|e| KeyError::Format(format!("{}: {e}", path.display())))
     }
 
     /// Writes a `.pub` file.
     pub fn save(&self, path: &Path) -> Result<(), KeyError> {
-        std::fs::write(path, self.to_text())
-            .map_err(|source| KeyError::Io { path: path.display().to_string(), source })
+        std::fs::write(path, self.to_text()).map_err(|source| KeyError::Io {
+            path: path.display().to_string(),
+            source,
+        })
     }
 }
 
@@ -204,12 +218,22 @@ fn strip_header<'a>(text: &'a str, header: &str, what: &str) -> Result<&'a str, 
         Some(first) if first.starts_with("pir-ed25519-") => {
             return Err(KeyError::Format(format!(
                 "this file holds a {}, expected a {what}",
-                if first.contains("secret") { "secret key" } else { "public key" }
+                if first.contains("secret") {
+                    "secret key"
+                } else {
+                    "public key"
+                }
             )))
         }
-        _ => return Err(KeyError::Format(format!("not a pir {what} file (first line should be {header})"))),
+        _ => {
+            return Err(KeyError::Format(format!(
+                "not a pir {what} file (first line should be {header})"
+            )))
+        }
     }
-    let body = lines.next().ok_or_else(|| KeyError::Format(format!("{what} file has no key line")))?;
+    let body = lines
+        .next()
+        .ok_or_else(|| KeyError::Format(format!("{what} file has no key line")))?;
     if lines.any(|l| !l.trim().is_empty()) {
         return Err(KeyError::Format(format!("{what} file has extra lines")));
     }
@@ -217,12 +241,18 @@ fn strip_header<'a>(text: &'a str, header: &str, what: &str) -> Result<&'a str, 
 }
 
 fn read(path: &Path) -> Result<String, KeyError> {
-    std::fs::read_to_string(path).map_err(|source| KeyError::Io { path: path.display().to_string(), source })
+    std::fs::read_to_string(path).map_err(|source| KeyError::Io {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
     use std::io::Write;
-    let io = |source| KeyError::Io { path: path.display().to_string(), source };
+    let io = |source| KeyError::Io {
+        path: path.display().to_string(),
+        source,
+    };
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -256,8 +286,14 @@ mod tests {
         assert_eq!(loaded.public(), key.public());
         assert_eq!(PublicKey::load(&ppath).unwrap(), key.public());
         // swapped files give a clear error
-        assert!(SecretKey::load(&ppath).unwrap_err().to_string().contains("holds a public key"));
-        assert!(PublicKey::load(&kpath).unwrap_err().to_string().contains("holds a secret key"));
+        assert!(SecretKey::load(&ppath)
+            .unwrap_err()
+            .to_string()
+            .contains("holds a public key"));
+        assert!(PublicKey::load(&kpath)
+            .unwrap_err()
+            .to_string()
+            .contains("holds a secret key"));
     }
 
     #[test]

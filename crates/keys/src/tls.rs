@@ -23,7 +23,8 @@ pub fn server_config(key: &SecretKey) -> Result<Arc<rustls::ServerConfig>, KeyEr
     let pkcs8 = PrivatePkcs8KeyDer::from(key.pkcs8().to_vec());
     let key_pair = rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&pkcs8, &rcgen::PKCS_ED25519)
         .map_err(|e| crypto(&e))?;
-    let params = rcgen::CertificateParams::new(vec!["pir-mirror".to_string()]).map_err(|e| crypto(&e))?;
+    let params =
+        rcgen::CertificateParams::new(vec!["pir-mirror".to_string()]).map_err(|e| crypto(&e))?;
     let cert = params.self_signed(&key_pair).map_err(|e| crypto(&e))?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -58,7 +59,9 @@ pub fn server_name() -> ServerName<'static> {
 struct PinnedKey(PublicKey);
 
 /// DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410 section 4), followed by the key.
-const ED25519_SPKI_PREFIX: [u8; 12] = [0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00];
+const ED25519_SPKI_PREFIX: [u8; 12] = [
+    0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+];
 
 impl ServerCertVerifier for PinnedKey {
     fn verify_server_cert(
@@ -73,7 +76,11 @@ impl ServerCertVerifier for PinnedKey {
         // the handshake signature checked below under the pinned key.
         let mut spki = ED25519_SPKI_PREFIX.to_vec();
         spki.extend_from_slice(&self.0 .0);
-        if end_entity.as_ref().windows(spki.len()).any(|w| w == spki.as_slice()) {
+        if end_entity
+            .as_ref()
+            .windows(spki.len())
+            .any(|w| w == spki.as_slice())
+        {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::General(format!(
@@ -99,12 +106,18 @@ impl ServerCertVerifier for PinnedKey {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         if dss.scheme != SignatureScheme::ED25519 {
-            return Err(rustls::Error::General("mirror must sign with Ed25519".into()));
+            return Err(rustls::Error::General(
+                "mirror must sign with Ed25519".into(),
+            ));
         }
         self.0
             .verify(message, dss.signature())
             .map(|()| HandshakeSignatureValid::assertion())
-            .map_err(|_| rustls::Error::General("handshake signature is not from the pinned mirror key".into()))
+            .map_err(|_| {
+                rustls::Error::General(
+                    "handshake signature is not from the pinned mirror key".into(),
+                )
+            })
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

@@ -18,12 +18,20 @@ pub struct Metrics {
 
 impl Metrics {
     /// Records one handled request.
-    pub fn record(&self, bytes_in: usize, bytes_out: usize, queries: usize, error: bool, micros: u64) {
+    pub fn record(
+        &self,
+        bytes_in: usize,
+        bytes_out: usize,
+        queries: usize,
+        error: bool,
+        micros: u64,
+    ) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.queries.fetch_add(queries as u64, Ordering::Relaxed);
         self.errors.fetch_add(u64::from(error), Ordering::Relaxed);
         self.bytes_in.fetch_add(bytes_in as u64, Ordering::Relaxed);
-        self.bytes_out.fetch_add(bytes_out as u64, Ordering::Relaxed);
+        self.bytes_out
+            .fetch_add(bytes_out as u64, Ordering::Relaxed);
         self.scan_micros.fetch_add(micros, Ordering::Relaxed);
     }
 

@@ -50,8 +50,14 @@ pub struct ServerOptions {
 impl ServerOptions {
     /// Options with one worker per core and no legacy listener.
     pub fn new(listen: SocketAddr) -> Self {
-        let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        Self { listen, legacy_listen: None, workers }
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        Self {
+            listen,
+            legacy_listen: None,
+            workers,
+        }
     }
 }
 
@@ -93,7 +99,10 @@ pub async fn start(
     tls: Arc<rustls::ServerConfig>,
     options: ServerOptions,
 ) -> std::io::Result<RunningServer> {
-    let state = AppState { service: service.clone(), workers: Arc::new(Semaphore::new(options.workers.max(1))) };
+    let state = AppState {
+        service: service.clone(),
+        workers: Arc::new(Semaphore::new(options.workers.max(1))),
+    };
     let limit = service.max_request_bytes();
     let app = Router::new()
         .route("/pir/v1", post(pir_request))
@@ -126,7 +135,12 @@ pub async fn start(
         }
         None => None,
     };
-    Ok(RunningServer { addr, legacy_addr, stop, tasks })
+    Ok(RunningServer {
+        addr,
+        legacy_addr,
+        stop,
+        tasks,
+    })
 }
 
 async fn accept_loop(
@@ -155,14 +169,20 @@ async fn accept_loop(
         connections.spawn(async move {
             let builder = hyper::server::conn::http1::Builder::new();
             let result = match tls {
-                Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => builder.serve_connection(TokioIo::new(stream), service).await,
-                    Ok(Err(error)) => {
-                        tracing::debug!(%error, "TLS handshake failed");
-                        return;
+                Some(acceptor) => {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(stream)) => {
+                            builder
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await
+                        }
+                        Ok(Err(error)) => {
+                            tracing::debug!(%error, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
                     }
-                    Err(_) => return,
-                },
+                }
                 None => builder.serve_connection(TokioIo::new(tcp), service).await,
             };
             if let Err(error) = result {
@@ -208,11 +228,19 @@ async fn metrics(State(state): State<AppState>) -> String {
 
 async fn legacy_file(State(state): State<AppState>, Path(name): Path<String>) -> Response {
     match state.service.legacy_file(&name) {
-        Some(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes.to_vec()).into_response(),
+        Some(bytes) => (
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            bytes.to_vec(),
+        )
+            .into_response(),
         None => (StatusCode::NOT_FOUND, "no such file in this release\n").into_response(),
     }
 }
 
 async fn legacy_manifest(State(state): State<AppState>) -> Response {
-    ([(header::CONTENT_TYPE, "application/octet-stream")], state.service.manifest().to_vec()).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        state.service.manifest().to_vec(),
+    )
+        .into_response()
 }

@@ -37,15 +37,29 @@ pub struct Service {
 
 impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Service").field("shape", &self.database.shape()).finish_non_exhaustive()
+        f.debug_struct("Service")
+            .field("shape", &self.database.shape())
+            .finish_non_exhaustive()
     }
 }
 
 impl Service {
     /// A service for `database`, identified by `release_id` (the SHA-256 of `manifest`, the
     /// signed manifest bytes it hands to clients), signing with `key`.
-    pub fn new(database: Database, release_id: [u8; 32], manifest: Vec<u8>, key: SecretKey) -> Self {
-        Self { database, release_id, manifest, key, legacy_files: BTreeMap::new(), metrics: Metrics::default() }
+    pub fn new(
+        database: Database,
+        release_id: [u8; 32],
+        manifest: Vec<u8>,
+        key: SecretKey,
+    ) -> Self {
+        Self {
+            database,
+            release_id,
+            manifest,
+            key,
+            legacy_files: BTreeMap::new(),
+            metrics: Metrics::default(),
+        }
     }
 
     /// Registers files for plain legacy downloads: `(name, byte offset, length)` in the database
@@ -57,7 +71,9 @@ impl Service {
         let total = self.database.shape().total_bytes();
         for (name, offset, len) in files {
             if offset.checked_add(len).is_none_or(|end| end > total) {
-                return Err(Error::InvalidParameter(format!("file {name} lies outside the database")));
+                return Err(Error::InvalidParameter(format!(
+                    "file {name} lies outside the database"
+                )));
             }
             self.legacy_files.insert(name, (offset, len));
         }
@@ -92,7 +108,10 @@ impl Service {
 
     /// Largest request envelope this service reads; anything bigger is refused unread.
     pub fn max_request_bytes(&self) -> usize {
-        wire::HEADER_LEN + RELEASE_ID_LEN + 2 + MAX_BATCH * (4 + pir_xor::serve::max_query_body(self.database.shape()))
+        wire::HEADER_LEN
+            + RELEASE_ID_LEN
+            + 2
+            + MAX_BATCH * (4 + pir_xor::serve::max_query_body(self.database.shape()))
     }
 
     /// A health line that does not touch the database.
@@ -112,7 +131,11 @@ impl Service {
         let (reply, queries) = match self.dispatch(request) {
             Ok((body, queries)) => (Reply { status: 200, body }, queries),
             Err((code, message)) => {
-                let status = if code == ErrorCode::Internal { 500 } else { 400 };
+                let status = if code == ErrorCode::Internal {
+                    500
+                } else {
+                    400
+                };
                 let body = wire::encode_envelope(
                     SchemeId::Control,
                     MessageKind::Error,
@@ -122,7 +145,13 @@ impl Service {
             }
         };
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.metrics.record(request.len(), reply.body.len(), queries, reply.status != 200, micros);
+        self.metrics.record(
+            request.len(),
+            reply.body.len(),
+            queries,
+            reply.status != 200,
+            micros,
+        );
         reply
     }
 
@@ -132,9 +161,14 @@ impl Service {
         match envelope.kind {
             MessageKind::ManifestRequest => {
                 if !envelope.body.is_empty() {
-                    return Err(bad(Error::WrongLength("a manifest request has an empty body".into())));
+                    return Err(bad(Error::WrongLength(
+                        "a manifest request has an empty body".into(),
+                    )));
                 }
-                Ok((wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, &self.manifest), 0))
+                Ok((
+                    wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, &self.manifest),
+                    0,
+                ))
             }
             MessageKind::Query => {
                 if !matches!(envelope.scheme, SchemeId::Chor | SchemeId::RaidPir) {
@@ -156,7 +190,9 @@ impl Service {
                 let answers = batch
                     .queries
                     .iter()
-                    .map(|query| pir_xor::serve::answer_body(&self.database, envelope.scheme, query))
+                    .map(|query| {
+                        pir_xor::serve::answer_body(&self.database, envelope.scheme, query)
+                    })
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| match e {
                         Error::DatabaseMismatch(_) => (ErrorCode::WrongDatabase, e.to_string()),
@@ -165,9 +201,15 @@ impl Service {
                 let mut body = protocol::encode_answer_payload(&self.release_id, &answers);
                 let statement = pir_keys::answer_statement(&self.release_id, request, &body);
                 body.extend_from_slice(&self.key.sign(&statement));
-                Ok((wire::encode_envelope(envelope.scheme, MessageKind::Answer, &body), answers.len()))
+                Ok((
+                    wire::encode_envelope(envelope.scheme, MessageKind::Answer, &body),
+                    answers.len(),
+                ))
             }
-            other => Err(bad(Error::WrongKind { found: other as u8, expected: MessageKind::Query as u8 })),
+            other => Err(bad(Error::WrongKind {
+                found: other as u8,
+                expected: MessageKind::Query as u8,
+            })),
         }
     }
 }

@@ -1,0 +1,514 @@
+//! The signed mirror list (upPIR, seed 000, section 4.1).
+//!
+//! "The vendor's server is also responsible for providing the manifest and a current list of
+//! mirrors": a client learns which mirrors exist, and the Ed25519 key of each, from a list the
+//! vendor signs. The key matters twice: every TLS connection to a mirror is pinned to it (the
+//! encrypted channel of section 4.3), and mirrors sign their answers with it, so a client can
+//! prove to a third party that a mirror misbehaved. Privacy rests on the client's chosen
+//! mirrors not colluding, so a forged list (all mirrors run by one attacker) must be refused.
+//!
+//! # Format (version 1, all integers little-endian)
+//!
+//! | field           | size        | meaning                                                   |
+//! |-----------------|-------------|-----------------------------------------------------------|
+//! | magic           | 4           | `PIRL`                                                    |
+//! | version         | u16         | [`MIRROR_LIST_FORMAT_VERSION`] (= 1)                      |
+//! | created_unix    | u64         | seconds since 1970 when the vendor signed the list        |
+//! | count           | u16         | mirrors that follow, 1 to [`MAX_MIRRORS`]                 |
+//! | per mirror: url | u16 + bytes | `https://host:port`, at most [`MAX_URL_LEN`] bytes        |
+//! | per mirror: key | 32          | the mirror's Ed25519 public key                           |
+//! | signature       | 64          | Ed25519 over `"pir-mirror-list-v1"` followed by every preceding byte |
+//!
+//! Decoding checks the signature first, then every count against the remaining bytes, then
+//! that every URL is well formed and that no URL or key appears twice (two entries for one
+//! mirror would let it answer two of a client's "independent" queries).
+
+use std::collections::HashSet;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+
+use pir_core::wire::{Reader, Writer};
+use pir_keys::{PublicKey, SecretKey, PUBLIC_KEY_LEN};
+
+use crate::manifest::{signing_message, split_signature};
+use crate::UpdateError;
+
+/// The mirror list format version this build writes and reads.
+pub const MIRROR_LIST_FORMAT_VERSION: u16 = 1;
+
+/// First bytes of every mirror list.
+pub const MIRROR_LIST_MAGIC: [u8; 4] = *b"PIRL";
+
+/// Domain-separation prefix of the signed message (see the manifest's).
+pub const MIRROR_LIST_SIGNING_CONTEXT: &[u8] = b"pir-mirror-list-v1";
+
+/// Most mirrors in one list: a client queries a handful (Chor PIR needs one per share), and
+/// the bound keeps a hostile list from making a client allocate or connect without limit.
+pub const MAX_MIRRORS: usize = 64;
+
+/// Longest mirror URL, in bytes.
+pub const MAX_URL_LEN: usize = 2048;
+
+/// Required URL scheme: every mirror connection is TLS (section 4.3's encrypted channel).
+const HTTPS: &str = "https://";
+
+/// Smallest encoding of one entry: `https://a:1` with its length, plus a key.
+const MIN_ENTRY_LEN: usize = 2 + HTTPS.len() + 3 + PUBLIC_KEY_LEN;
+
+/// One mirror: where it answers and the key its TLS handshakes and answers are signed with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorEntry {
+    /// `https://host:port`.
+    pub url: String,
+    /// The mirror's Ed25519 public key.
+    pub key: PublicKey,
+}
+
+/// The vendor's list of mirrors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorList {
+    /// When the vendor signed the list, in seconds since 1970.
+    pub created_unix: u64,
+    /// The mirrors.
+    pub mirrors: Vec<MirrorEntry>,
+}
+
+impl MirrorList {
+    /// The bytes of the mirror list file, signed by `vendor`.
+    ///
+    /// Encoding does not validate; build entries with [`parse_mirror_arg`] and keep to
+    /// [`MAX_MIRRORS`], since every decoder validates.
+    pub fn encode_signed(&self, vendor: &SecretKey) -> Vec<u8> {
+        let urls: usize = self.mirrors.iter().map(|m| m.url.len()).sum();
+        let mut w =
+            Writer::with_capacity(16 + self.mirrors.len() * (2 + PUBLIC_KEY_LEN) + urls + 64);
+        w.bytes(&MIRROR_LIST_MAGIC);
+        w.u16(MIRROR_LIST_FORMAT_VERSION);
+        w.u64(self.created_unix);
+        // More than 65535 mirrors is refused by every decoder anyway.
+        w.u16(u16::try_from(self.mirrors.len()).unwrap_or(u16::MAX));
+        for mirror in &self.mirrors {
+            w.short_bytes(mirror.url.as_bytes());
+            w.bytes(&mirror.key.0);
+        }
+        let mut bytes = w.into_bytes();
+        let signature = vendor.sign(&signing_message(MIRROR_LIST_SIGNING_CONTEXT, &bytes));
+        bytes.extend_from_slice(&signature);
+        bytes
+    }
+
+    /// Checks the vendor's signature, then parses and validates the list.
+    pub fn decode_verified(bytes: &[u8], vendor: &PublicKey) -> Result<MirrorList, UpdateError> {
+        let (body, signature) = split_signature(bytes, "mirror list")?;
+        if vendor
+            .verify(
+                &signing_message(MIRROR_LIST_SIGNING_CONTEXT, body),
+                signature,
+            )
+            .is_err()
+        {
+            if !body.starts_with(&MIRROR_LIST_MAGIC) {
+                return Err(not_a_list());
+            }
+            return Err(UpdateError::Signature(format!(
+                "the mirror list's signature does not verify under vendor key {}: it was \
+                 modified after signing or signed by another vendor; fetch it again and check \
+                 that you use this vendor's public key",
+                vendor.fingerprint()
+            )));
+        }
+        parse_body(body)
+    }
+}
+
+/// Parses a `URL=PATH/TO/MIRROR.pub` command-line argument and loads the key file.
+///
+/// URL must be `https://host:port` (an optional trailing `/` is dropped, nothing else may
+/// follow); host is an IPv4 address, a bracketed IPv6 address or a DNS name.
+pub fn parse_mirror_arg(arg: &str) -> Result<MirrorEntry, UpdateError> {
+    let (url, key_path) = arg.split_once('=').ok_or_else(|| {
+        UpdateError::Input(format!(
+            "mirror {arg:?} should be URL=KEYFILE, for example \
+             https://mirror1.example.org:8443=mirror1.pub"
+        ))
+    })?;
+    check_mirror_url(url)
+        .map_err(|why| UpdateError::Input(format!("mirror URL {url:?}: {why}")))?;
+    if key_path.is_empty() {
+        return Err(UpdateError::Input(format!(
+            "mirror {url}: no key file after '='; give the mirror's .pub file"
+        )));
+    }
+    let key = PublicKey::load(Path::new(key_path))?;
+    Ok(MirrorEntry {
+        url: url.strip_suffix('/').unwrap_or(url).to_owned(),
+        key,
+    })
+}
+
+/// Checks that `url` is `https://host:port` with an optional trailing `/`.
+pub fn check_mirror_url(url: &str) -> Result<(), String> {
+    if url.len() > MAX_URL_LEN {
+        return Err(format!("longer than {MAX_URL_LEN} bytes"));
+    }
+    let rest = url
+        .strip_prefix(HTTPS)
+        .ok_or("must start with https:// (mirrors are only reached over TLS)")?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if let Some(c) = rest.chars().find(|c| matches!(c, '/' | '?' | '#' | '@')) {
+        return Err(format!(
+            "must be https://host:port with no path, query or user ({c:?} found)"
+        ));
+    }
+    let port = if let Some(bracketed) = rest.strip_prefix('[') {
+        let (host, after) = bracketed
+            .split_once(']')
+            .ok_or("IPv6 address lacks its closing ']'")?;
+        host.parse::<Ipv6Addr>()
+            .map_err(|_| format!("{host:?} is not an IPv6 address"))?;
+        after
+            .strip_prefix(':')
+            .ok_or("needs a port, as in https://[::1]:8443")?
+    } else {
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or("needs a port, as in https://mirror.example.org:8443")?;
+        if host.parse::<Ipv4Addr>().is_err() {
+            check_dns_name(host)?;
+        }
+        port
+    };
+    match port.parse::<u16>() {
+        Ok(p) if p != 0 && port.bytes().all(|b| b.is_ascii_digit()) => Ok(()),
+        _ => Err(format!("port {port:?} must be a number from 1 to 65535")),
+    }
+}
+
+/// A DNS name: dot-separated labels of 1 to 63 letters, digits and inner hyphens, at most 253
+/// bytes in all.
+fn check_dns_name(host: &str) -> Result<(), String> {
+    let valid_label = |label: &str| {
+        (1..=63).contains(&label.len())
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    if host.is_empty() || host.len() > 253 || !host.split('.').all(valid_label) {
+        return Err(format!("{host:?} is not an IP address or a host name"));
+    }
+    Ok(())
+}
+
+fn not_a_list() -> UpdateError {
+    UpdateError::Format("this is not a pir mirror list (it does not start with PIRL)".into())
+}
+
+fn wire(e: pir_core::Error) -> UpdateError {
+    UpdateError::Format(format!("mirror list: {e}"))
+}
+
+/// Parses the unsigned body, checking the count against the bytes left before allocating.
+fn parse_body(body: &[u8]) -> Result<MirrorList, UpdateError> {
+    let bad = |what: String| UpdateError::Format(format!("mirror list: {what}"));
+    let mut r = Reader::new(body);
+    if r.take(4).map_err(|_| not_a_list())? != MIRROR_LIST_MAGIC {
+        return Err(not_a_list());
+    }
+    let version = r.u16().map_err(wire)?;
+    if version != MIRROR_LIST_FORMAT_VERSION {
+        return Err(bad(format!(
+            "format version {version} is not supported (this build reads version \
+             {MIRROR_LIST_FORMAT_VERSION}); upgrade pir"
+        )));
+    }
+    let created_unix = r.u64().map_err(wire)?;
+    let count = usize::from(r.u16().map_err(wire)?);
+    if count == 0 || count > MAX_MIRRORS {
+        return Err(bad(format!(
+            "{count} mirrors; a list holds 1 to {MAX_MIRRORS}"
+        )));
+    }
+    if count * MIN_ENTRY_LEN > r.remaining() {
+        return Err(bad(format!(
+            "declares {count} mirrors but only {} bytes follow; the file is truncated",
+            r.remaining()
+        )));
+    }
+    let mut mirrors = Vec::with_capacity(count);
+    let mut urls = HashSet::with_capacity(count);
+    let mut keys = HashSet::with_capacity(count);
+    for _ in 0..count {
+        let url = r.short_bytes(MAX_URL_LEN).map_err(wire)?;
+        let url = std::str::from_utf8(url)
+            .map_err(|_| bad("a mirror URL is not UTF-8".into()))?
+            .to_owned();
+        check_mirror_url(&url).map_err(|why| bad(format!("mirror URL {url:?}: {why}")))?;
+        let key = PublicKey(r.array().map_err(wire)?);
+        // Host names and IPv6 digits are case-insensitive; a trailing '/' changes nothing.
+        if !urls.insert(url.trim_end_matches('/').to_ascii_lowercase()) {
+            return Err(bad(format!("mirror {url} is listed twice")));
+        }
+        if !keys.insert(key) {
+            return Err(bad(format!(
+                "key {} is listed for two mirrors",
+                key.fingerprint()
+            )));
+        }
+        mirrors.push(MirrorEntry { url, key });
+    }
+    r.finish().map_err(wire)?;
+    Ok(MirrorList {
+        created_unix,
+        mirrors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{other_key, vendor_key};
+    use proptest::prelude::*;
+
+    fn key(byte: u8) -> PublicKey {
+        PublicKey([byte; 32])
+    }
+
+    fn sample() -> MirrorList {
+        MirrorList {
+            created_unix: 1_700_000_000,
+            mirrors: vec![
+                MirrorEntry {
+                    url: "https://127.0.0.1:8443".into(),
+                    key: key(1),
+                },
+                MirrorEntry {
+                    url: "https://mirror.example.org:443".into(),
+                    key: key(2),
+                },
+                MirrorEntry {
+                    url: "https://[::1]:9000".into(),
+                    key: key(3),
+                },
+            ],
+        }
+    }
+
+    fn sign_raw(body: &[u8]) -> Vec<u8> {
+        let mut bytes = body.to_vec();
+        bytes.extend_from_slice(
+            &vendor_key().sign(&signing_message(MIRROR_LIST_SIGNING_CONTEXT, body)),
+        );
+        bytes
+    }
+
+    fn body_of(list: &MirrorList) -> Vec<u8> {
+        let bytes = list.encode_signed(&vendor_key());
+        bytes[..bytes.len() - 64].to_vec()
+    }
+
+    #[test]
+    fn round_trip_and_known_answer() {
+        let list = sample();
+        let bytes = list.encode_signed(&vendor_key());
+        assert_eq!(
+            MirrorList::decode_verified(&bytes, &vendor_key().public()).unwrap(),
+            list
+        );
+        assert_eq!(
+            pir_core::hex::encode(&bytes[..20]),
+            "5049524c010000f1536500000000030016006874"
+        );
+        assert_eq!(
+            pir_core::hex::encode(&pir_keys::sha256(&bytes)),
+            crate::testutil::MIRROR_LIST_KAT_SHA256
+        );
+    }
+
+    #[test]
+    fn every_flipped_byte_fails_verification() {
+        let bytes = sample().encode_signed(&vendor_key());
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x80;
+            assert!(
+                MirrorList::decode_verified(&bad, &vendor_key().public()).is_err(),
+                "byte {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_key_and_truncation_fail() {
+        let bytes = sample().encode_signed(&vendor_key());
+        let other = other_key().public();
+        let err = MirrorList::decode_verified(&bytes, &other).unwrap_err();
+        assert!(matches!(err, UpdateError::Signature(_)));
+        assert!(err.to_string().contains(&other.fingerprint()));
+        for len in 0..bytes.len() {
+            assert!(MirrorList::decode_verified(&bytes[..len], &vendor_key().public()).is_err());
+        }
+        let err = MirrorList::decode_verified(&[7; 100], &vendor_key().public()).unwrap_err();
+        assert!(err.to_string().contains("not a pir mirror list"));
+    }
+
+    #[test]
+    fn fail_cases_are_rejected() {
+        let good = body_of(&sample());
+        let patched = |offset: usize, value: &[u8]| {
+            let mut body = good.clone();
+            body[offset..offset + value.len()].copy_from_slice(value);
+            body
+        };
+        let with = |change: fn(&mut MirrorList)| {
+            let mut list = sample();
+            change(&mut list);
+            body_of(&list)
+        };
+        let mut trailing = good.clone();
+        trailing.push(0);
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("fail_bad_magic", patched(0, b"PIRM")),
+            ("fail_version_0", patched(4, &0u16.to_le_bytes())),
+            ("fail_count_zero", patched(14, &0u16.to_le_bytes())),
+            ("fail_count_too_many", patched(14, &65u16.to_le_bytes())),
+            ("fail_count_past_end", patched(14, &4u16.to_le_bytes())),
+            ("fail_url_length_huge", patched(16, &u16::MAX.to_le_bytes())),
+            ("fail_trailing_byte", trailing),
+            ("fail_truncated_key", good[..good.len() - 1].to_vec()),
+            ("fail_empty_list", with(|l| l.mirrors.clear())),
+            (
+                "fail_http_url",
+                with(|l| l.mirrors[0].url = "http://127.0.0.1:8443".into()),
+            ),
+            (
+                "fail_url_with_path",
+                with(|l| l.mirrors[0].url = "https://a.org:1/x".into()),
+            ),
+            (
+                "fail_url_no_port",
+                with(|l| l.mirrors[0].url = "https://a.org".into()),
+            ),
+            (
+                "fail_duplicate_url",
+                with(|l| l.mirrors[1].url = l.mirrors[0].url.clone()),
+            ),
+            (
+                "fail_duplicate_url_slash",
+                with(|l| l.mirrors[1].url = "https://127.0.0.1:8443/".into()),
+            ),
+            (
+                "fail_duplicate_key",
+                with(|l| l.mirrors[1].key = l.mirrors[0].key),
+            ),
+            (
+                "fail_65_mirrors",
+                with(|l| {
+                    l.mirrors = (0..65u8)
+                        .map(|i| MirrorEntry {
+                            url: format!("https://m{i}.org:1"),
+                            key: key(i),
+                        })
+                        .collect()
+                }),
+            ),
+        ];
+        for (name, body) in cases {
+            assert!(
+                MirrorList::decode_verified(&sign_raw(&body), &vendor_key().public()).is_err(),
+                "{name}"
+            );
+        }
+        MirrorList::decode_verified(&sign_raw(&good), &vendor_key().public()).unwrap();
+    }
+
+    #[test]
+    fn mirror_urls() {
+        for ok in [
+            "https://127.0.0.1:8443",
+            "https://127.0.0.1:8443/",
+            "https://[::1]:1",
+            "https://mirror-1.example.org:65535",
+            "https://localhost:80",
+        ] {
+            check_mirror_url(ok).unwrap();
+        }
+        for bad in [
+            "http://a.org:1",
+            "https://a.org",
+            "https://a.org:0",
+            "https://a.org:65536",
+            "https://a.org:+1",
+            "https://a.org:1/path",
+            "https://a.org:1//",
+            "https://a.org:1?x",
+            "https://u@a.org:1",
+            "https://:1",
+            "https://-a.org:1",
+            "https://a..org:1",
+            "https://a_b.org:1",
+            "https://[::1:1",
+            "https://[zz]:1",
+            "https://[::1]",
+            "https://[::1]x:1",
+        ] {
+            assert!(check_mirror_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mirror_args() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m1.pub");
+        let public = other_key().public();
+        public.save(&path).unwrap();
+        let entry =
+            parse_mirror_arg(&format!("https://127.0.0.1:8443/={}", path.display())).unwrap();
+        assert_eq!(
+            entry,
+            MirrorEntry {
+                url: "https://127.0.0.1:8443".into(),
+                key: public
+            }
+        );
+        assert!(matches!(
+            parse_mirror_arg("https://127.0.0.1:8443"),
+            Err(UpdateError::Input(_))
+        ));
+        assert!(matches!(
+            parse_mirror_arg("https://127.0.0.1:8443="),
+            Err(UpdateError::Input(_))
+        ));
+        assert!(matches!(
+            parse_mirror_arg(&format!("http://127.0.0.1:8443={}", path.display())),
+            Err(UpdateError::Input(_))
+        ));
+        let missing = dir.path().join("missing.pub");
+        assert!(matches!(
+            parse_mirror_arg(&format!("https://127.0.0.1:8443={}", missing.display())),
+            Err(UpdateError::Keys(_))
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = MirrorList::decode_verified(&bytes, &vendor_key().public());
+            let _ = parse_body(&bytes);
+        }
+
+        #[test]
+        fn mutated_bodies_never_panic(at in any::<prop::sample::Index>(), value in any::<u8>()) {
+            let mut body = body_of(&sample());
+            let i = at.index(body.len());
+            body[i] = value;
+            let _ = parse_body(&body);
+        }
+
+        #[test]
+        fn random_urls_never_panic(url in "https://[a-z0-9.:\\[\\]/-]{0,30}") {
+            let _ = check_mirror_url(&url);
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Command-line flags. Parsing only: every command is carried out in `main.rs` by the library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Private information retrieval you can deploy.
+///
+/// `pir` lets a client download a file from several untrusted mirrors so that no mirror learns
+/// which file it fetched. Start with `pir demo`, which needs no set-up.
+///
+/// Privacy assumptions (read them before relying on `pir`):
+///   Chor:     as long as at least one of the mirrors you ask does not collude with the
+///             others, none of them learns which file you fetched.
+///   RAID-PIR: with redundancy r, as long as no r of the mirrors you ask collude, none of
+///             them learns which file you fetched. (Default: 3 mirrors, r = 2.)
+/// Mirrors do learn how many blocks you fetched; build releases with --size-classes so that
+/// this reveals only a size class.
+#[derive(Debug, Parser)]
+#[command(name = "pir", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// Log level for diagnostics on stderr (error, warn, info, debug).
+    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
+    pub log: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the whole system locally: a sample release, 3 mirrors on 127.0.0.1, one private fetch.
+    Demo(DemoArgs),
+    /// Make an Ed25519 key pair NAME.key (secret, mode 0600) and NAME.pub.
+    Keygen(KeygenArgs),
+    /// Vendor: build and inspect releases.
+    #[command(subcommand)]
+    Release(ReleaseCommand),
+    /// Mirror: serve a release privately over HTTPS.
+    #[command(subcommand)]
+    Mirror(MirrorCommand),
+    /// Vendor: write the signed list of mirrors clients may use.
+    #[command(name = "mirror-list", subcommand)]
+    MirrorList(MirrorListCommand),
+    /// Client: fetch one file of the release privately.
+    Fetch(FetchArgs),
+    /// Check a mirror's signed answer (saved by `pir fetch`) against the release.
+    #[command(subcommand)]
+    Evidence(EvidenceCommand),
+}
+
+/// `pir demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Files in the generated sample release.
+    #[arg(long, default_value_t = 300)]
+    pub files: usize,
+    /// Seed of the sample release (same seed, same bytes).
+    #[arg(long, default_value_t = 2026)]
+    pub seed: u64,
+    /// File to fetch (default: a mid-sized one).
+    #[arg(long)]
+    pub file: Option<String>,
+    /// Scheme to fetch with.
+    #[arg(long, value_enum, default_value_t = SchemeArg::RaidPir)]
+    pub scheme: SchemeArg,
+}
+
+/// `pir keygen`.
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Writes OUT.key and OUT.pub; refuses to overwrite an existing OUT.key.
+    #[arg(long, value_name = "NAME")]
+    pub out: PathBuf,
+}
+
+/// `pir release ...`.
+#[derive(Debug, Subcommand)]
+pub enum ReleaseCommand {
+    /// Pack every file under DIR into a release (database + signed manifest).
+    ///
+    /// Files are packed in byte order of their relative paths, each starting on a block
+    /// boundary. Block size rule (override with --block-size): the largest power of two from
+    /// 64 B to 1 MiB whose padding adds at most 10% to the release (upPIR section 5.4: every
+    /// block fetched costs one full scan, so bigger blocks fetch faster).
+    Build(ReleaseBuildArgs),
+    /// Print a release's manifest summary.
+    Show(ReleaseShowArgs),
+}
+
+/// `pir release build`.
+#[derive(Debug, Args)]
+pub struct ReleaseBuildArgs {
+    /// Directory whose files make the release.
+    pub dir: PathBuf,
+    /// The vendor's secret key (from `pir keygen`).
+    #[arg(long, value_name = "VENDOR.key")]
+    pub key: PathBuf,
+    /// Output directory (must not exist, or be empty).
+    #[arg(long, value_name = "RELEASE")]
+    pub out: PathBuf,
+    /// Block size in bytes (a multiple of 64) instead of the automatic rule.
+    #[arg(long, value_name = "BYTES")]
+    pub block_size: Option<usize>,
+    /// Pad every file to a power-of-two number of blocks so its size reveals only a class.
+    #[arg(long)]
+    pub size_classes: bool,
+    /// Do not draw a progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `pir release show`.
+#[derive(Debug, Args)]
+pub struct ReleaseShowArgs {
+    /// The release directory.
+    pub release: PathBuf,
+    /// Verify the manifest signature with this vendor key.
+    #[arg(long, value_name = "VENDOR.pub")]
+    pub vendor_pub: Option<PathBuf>,
+}
+
+/// `pir mirror ...`.
+#[derive(Debug, Subcommand)]
+pub enum MirrorCommand {
+    /// Serve a release: PIR answers and the manifest over HTTPS, /health, /metrics.
+    ///
+    /// The database is memory-mapped and every block is checked against the manifest before
+    /// serving. TLS uses the mirror key, which clients pin from the signed mirror list; every
+    /// answer is signed with it. The server never logs anything derived from a query.
+    /// Settings can come from a TOML file (--config); flags override it.
+    Serve(MirrorServeArgs),
+}
+
+/// `pir mirror serve`.
+#[derive(Debug, Args)]
+pub struct MirrorServeArgs {
+    /// TOML file with any of: release, key, listen, legacy_http, workers, skip_verify.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The release directory (from `pir release build`).
+    #[arg(long, value_name = "RELEASE")]
+    pub release: Option<PathBuf>,
+    /// The mirror's secret key (from `pir keygen`).
+    #[arg(long, value_name = "MIRROR.key")]
+    pub key: Option<PathBuf>,
+    /// HTTPS address to listen on.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Also serve plain, NOT private, downloads at http://ADDR/files/NAME for old clients.
+    #[arg(long, value_name = "ADDR")]
+    pub legacy_http: Option<SocketAddr>,
+    /// Answers computed at once (default: number of cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Skip checking every block against the manifest at start-up.
+    #[arg(long)]
+    pub skip_verify: bool,
+}
+
+/// `pir mirror-list ...`.
+#[derive(Debug, Subcommand)]
+pub enum MirrorListCommand {
+    /// Sign a list of mirrors (URL and key each) with the vendor key.
+    Build(MirrorListBuildArgs),
+}
+
+/// `pir mirror-list build`.
+#[derive(Debug, Args)]
+pub struct MirrorListBuildArgs {
+    /// The vendor's secret key.
+    #[arg(long, value_name = "VENDOR.key")]
+    pub vendor_key: PathBuf,
+    /// A mirror as https://HOST:PORT=MIRROR.pub; repeat for each mirror. Mirrors beyond the
+    /// number a query needs are spares, used when one is down or caught cheating.
+    #[arg(long = "mirror", value_name = "URL=MIRROR.pub", required = true)]
+    pub mirrors: Vec<String>,
+    /// Output file.
+    #[arg(long, value_name = "MIRRORS")]
+    pub out: PathBuf,
+}
+
+/// The schemes a client can fetch with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemeArg {
+    /// RAID-PIR: seed-compressed queries, each mirror scans r/n of the data; private while no r of the mirrors asked collude.
+    RaidPir,
+    /// Chor: private while at least one of the mirrors asked does not collude with the others.
+    Chor,
+}
+
+/// `pir fetch`.
+#[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// Name of the file in the release (as listed by `pir release show`).
+    pub name: String,
+    /// The signed mirror list (from `pir mirror-list build`).
+    #[arg(long, value_name = "MIRRORS")]
+    pub mirrors: PathBuf,
+    /// The vendor's public key; the mirror list and manifest must be signed by it.
+    #[arg(long, value_name = "VENDOR.pub")]
+    pub vendor_pub: PathBuf,
+    /// Where to write the file; written atomically, never partially.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Scheme.
+    #[arg(long, value_enum, default_value_t = SchemeArg::RaidPir)]
+    pub scheme: SchemeArg,
+    /// Mirrors asked per query (default: 3, or fewer if the list is shorter); the rest are spares.
+    #[arg(long)]
+    pub servers: Option<usize>,
+    /// RAID-PIR redundancy r (2 <= r <= servers): privacy holds unless r of them collude.
+    #[arg(long, default_value_t = 2)]
+    pub redundancy: usize,
+    /// RAID-PIR chunks c (default: servers); one query fetches up to c blocks.
+    #[arg(long)]
+    pub chunks: Option<usize>,
+}
+
+/// `pir evidence ...`.
+#[derive(Debug, Subcommand)]
+pub enum EvidenceCommand {
+    /// Recompute the answers in an evidence file from the release and say whether the mirror cheated.
+    Check(EvidenceCheckArgs),
+}
+
+/// `pir evidence check`.
+#[derive(Debug, Args)]
+pub struct EvidenceCheckArgs {
+    /// The evidence file written by `pir fetch`.
+    pub evidence: PathBuf,
+    /// The release the answers should have come from.
+    #[arg(long, value_name = "RELEASE")]
+    pub release: PathBuf,
+}

@@ -1,0 +1,28 @@
+//! Turning errors into messages and exit codes.
+//!
+//! Exit codes: 0 success; 1 failure; 2 bad command line (clap); 3 a mirror failed or
+//! cheated and the fetch could not complete (evidence files, if any, are named).
+
+use std::process::ExitCode;
+
+use pir_updates::UpdateError;
+
+/// Prints `error` with its causes and returns the exit code.
+pub fn report(error: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {error}");
+    for cause in error.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+    match error.downcast_ref::<UpdateError>() {
+        Some(UpdateError::FetchFailed { evidence, .. }) => {
+            for path in evidence {
+                eprintln!(
+                    "  evidence kept: {} (check it with `pir evidence check`)",
+                    path.display()
+                );
+            }
+            ExitCode::from(3)
+        }
+        _ => ExitCode::from(1),
+    }
+}
