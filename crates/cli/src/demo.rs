@@ -169,7 +169,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
             .map(|(_, r)| r)
             .collect();
         println!(
-            "      mirror {}: {} requests, sent {} / received {}",
+            "      mirror {}: {} HTTPS request(s), sent {} / received {}",
             mirror + 1,
             stats.requests,
             human(stats.bytes_sent),
@@ -178,11 +178,15 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         describe_queries(&requests);
     }
     println!(
-        "      every mirror's query is {} whichever of the {} files is asked for; privacy: {}",
-        "the same size and uniformly random-looking",
-        manifest.files.len(),
-        choice.assumption()
+        "      each query is the same size, and its bits look uniformly random, whichever block is asked for;"
     );
+    println!(
+        "      the number of queries reveals only the file's block count ({} of the {} files have {} blocks)",
+        manifest.files.iter().filter(|f| f.block_count == fetched.blocks).count(),
+        manifest.files.len(),
+        fetched.blocks
+    );
+    println!("      privacy: {}", choice.assumption());
 
     for server in servers {
         server.shutdown().await;
@@ -236,8 +240,18 @@ fn describe_queries(requests: &[&Vec<u8>]) {
         .map(|b| u64::from(b.count_ones()))
         .sum();
     let total: u64 = bodies.iter().map(|b| b.len() as u64 * 8).sum();
-    println!("        {} queries of {} random bytes each; first begins {}...; {:.1}% of all their bits are 1",
-        bodies.len(), first.len(), bits.trim_end(), 100.0 * ones as f64 / total.max(1) as f64);
+    println!(
+        "        {} {} of {} random bytes each; first begins {}...; {:.1}% of all their bits are 1",
+        bodies.len(),
+        if bodies.len() == 1 {
+            "query"
+        } else {
+            "queries"
+        },
+        first.len(),
+        bits.trim_end(),
+        100.0 * ones as f64 / total.max(1) as f64
+    );
 }
 
 fn human(bytes: u64) -> String {

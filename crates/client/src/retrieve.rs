@@ -270,9 +270,8 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
             }
         }
         // Positions that never reported (a panicked task) are failures too.
-        for position in 0..n {
-            let reported =
-                !replies[position].is_empty() || failures.iter().any(|f| f.0 == position);
+        for (position, reply) in replies.iter().enumerate() {
+            let reported = !reply.is_empty() || failures.iter().any(|f| f.0 == position);
             if !reported {
                 failures.push((
                     position,
