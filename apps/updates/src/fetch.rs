@@ -212,29 +212,38 @@ pub fn load_mirror_list(path: &Path, vendor: &PublicKey) -> Result<Vec<MirrorInf
         .collect())
 }
 
-/// Fetches the signed manifest from the first mirror that answers and verifies it with the
-/// vendor key. Returns the manifest and its release id.
+/// Fetches the signed manifest from the first mirror that sends one with a valid vendor
+/// signature. A mirror that sends a tampered manifest is skipped (and named in the error if no
+/// mirror sends a valid one). Returns the manifest and its release id.
 pub async fn load_manifest<T: Transport>(
     transport: &T,
     mirrors: &[MirrorInfo],
     vendor: &PublicKey,
 ) -> Result<(Manifest, [u8; 32]), UpdateError> {
     let mut failures = Vec::new();
+    let mut tampered = false;
     for (i, mirror) in mirrors.iter().enumerate() {
         match pir_client::fetch_manifest(transport, i, MAX_MANIFEST_BYTES).await {
-            Ok(bytes) => {
-                let manifest = Manifest::decode_verified(&bytes, vendor).map_err(|e| {
-                    UpdateError::Signature(format!("manifest from {}: {e}", mirror.url))
-                })?;
-                return Ok((manifest, Manifest::release_id(&bytes)));
-            }
+            Ok(bytes) => match Manifest::decode_verified(&bytes, vendor) {
+                Ok(manifest) => return Ok((manifest, Manifest::release_id(&bytes))),
+                Err(e) => {
+                    tracing::warn!(mirror = %mirror.url, "manifest rejected: {e}");
+                    tampered = true;
+                    failures.push(format!(
+                        "{} sent a manifest that was rejected: {e}",
+                        mirror.url
+                    ));
+                }
+            },
             Err(e) => failures.push(format!("{}: {e}", mirror.url)),
         }
     }
-    Err(UpdateError::Input(format!(
-        "no mirror sent the manifest: {}",
-        failures.join("; ")
-    )))
+    let message = format!("no mirror sent a valid manifest: {}", failures.join("; "));
+    Err(if tampered {
+        UpdateError::Signature(message)
+    } else {
+        UpdateError::Input(message)
+    })
 }
 
 /// Writes `bytes` to `out` atomically: a temporary file in the same directory, synced, then

@@ -1,0 +1,393 @@
+//! End-to-end: the real `pir` binary as vendor, three or four mirror processes on 127.0.0.1,
+//! and the real client, over HTTPS.
+
+mod support;
+
+use std::io::{Read, Write};
+
+use support::{dead_url, ok, partial_files, run, Mirror, World};
+
+fn fetch_args<'a>(name: &'a str, mirrors: &'a str, world: &'a World, out: &'a str) -> Vec<String> {
+    [
+        "fetch",
+        name,
+        "--mirrors",
+        mirrors,
+        "--vendor-pub",
+        &world.path("vendor.pub"),
+        "--out",
+        out,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn three_good_mirrors(world: &World) -> Vec<Mirror> {
+    let release = world.path("release");
+    (0..3)
+        .map(|i| Mirror::start(&release, &world.path(&format!("m{i}.key")), &[]))
+        .collect()
+}
+
+#[test]
+fn every_file_fetched_privately_is_byte_equal() {
+    let world = World::new(3);
+    let mirrors = three_good_mirrors(&world);
+    let list: Vec<(String, String)> = mirrors
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.url.clone(), format!("m{i}")))
+        .collect();
+    let list = world.mirror_list("mirrors.pir", &list);
+    for (k, (name, bytes)) in world.files.iter().enumerate() {
+        let out = world.path(&format!("out-raid-{k}"));
+        let stdout = ok(&args(&fetch_args(name, &list, &world, &out)));
+        assert!(stdout.contains("privacy: RAID-PIR"), "{stdout}");
+        assert_eq!(
+            &std::fs::read(&out).unwrap(),
+            bytes,
+            "RAID-PIR fetch of {name}"
+        );
+    }
+    // Chor, and RAID-PIR with other parameters, on a multi-block file.
+    let (name, bytes) = &world.files[6];
+    let out = world.path("out-chor");
+    let mut chor = fetch_args(name, &list, &world, &out);
+    chor.extend(["--scheme", "chor"].map(String::from));
+    let stdout = ok(&args(&chor));
+    assert!(
+        stdout.contains("at least one of the mirrors asked does not collude"),
+        "{stdout}"
+    );
+    assert_eq!(&std::fs::read(&out).unwrap(), bytes);
+    let out = world.path("out-raid-r3");
+    let mut r3 = fetch_args(name, &list, &world, &out);
+    r3.extend(["--redundancy", "3", "--chunks", "5"].map(String::from));
+    ok(&args(&r3));
+    assert_eq!(&std::fs::read(&out).unwrap(), bytes);
+    // A name that is not in the release is a clear error and writes nothing.
+    let out = world.path("out-missing");
+    let result = run(&args(&fetch_args("no/such/file", &list, &world, &out)));
+    assert!(!result.status.success());
+    assert!(String::from_utf8_lossy(&result.stderr).contains("no file named"));
+    assert!(!std::path::Path::new(&out).exists());
+}
+
+/// A mirror serving corrupted data (and signing its wrong answers).
+fn cheating_mirror(world: &World, key: &str) -> Mirror {
+    let bad = world.copy_release("bad-release");
+    let db = bad.join("database.bin");
+    let mut bytes = std::fs::read(&db).unwrap();
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte ^= (i as u8).wrapping_mul(167) | 1;
+    }
+    std::fs::write(&db, bytes).unwrap();
+    Mirror::start(
+        &bad.to_string_lossy(),
+        &world.path(&format!("{key}.key")),
+        &["--skip-verify"],
+    )
+}
+
+#[test]
+fn cheating_mirror_is_named_and_its_signed_answer_proves_it() {
+    let world = World::new(4);
+    let bad = cheating_mirror(&world, "m0");
+    let release = world.path("release");
+    let good: Vec<Mirror> = (1..4)
+        .map(|i| Mirror::start(&release, &world.path(&format!("m{i}.key")), &[]))
+        .collect();
+    let (name, bytes) = &world.files[4];
+
+    // With a spare: the fetch succeeds through honest mirrors, names the cheater, keeps evidence.
+    let mut list = vec![(bad.url.clone(), "m0".to_string())];
+    list.extend(
+        good.iter()
+            .enumerate()
+            .map(|(i, m)| (m.url.clone(), format!("m{}", i + 1))),
+    );
+    let list_path = world.mirror_list("with-spare.pir", &list);
+    let out = world.path("fetched.deb");
+    let result = run(&args(&fetch_args(name, &list_path, &world, &out)));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert_eq!(&std::fs::read(&out).unwrap(), bytes);
+    assert!(
+        stderr.contains(&bad.url) && stderr.contains("wrong answer"),
+        "{stderr}"
+    );
+    for m in &good {
+        assert!(
+            !stderr.contains(&format!("mirror {} sent", m.url)),
+            "honest mirror blamed: {stderr}"
+        );
+    }
+    let evidence: Vec<_> = std::fs::read_dir(world.dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(".evidence-"))
+        .collect();
+    assert_eq!(evidence.len(), 1, "{evidence:?}");
+    let verdict = ok(&[
+        "evidence",
+        "check",
+        &evidence[0].to_string_lossy(),
+        "--release",
+        &release,
+    ]);
+    assert!(
+        verdict.contains("CHEATED") && verdict.contains(&bad.url),
+        "{verdict}"
+    );
+
+    // Without a spare: the fetch fails with exit code 3, names the suspects, leaves no file.
+    let list_path = world.mirror_list("no-spare.pir", &list[..3]);
+    let out_dir = world.dir.path().join("no-spare");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("fetched.deb").to_string_lossy().into_owned();
+    let result = run(&args(&fetch_args(name, &list_path, &world, &out)));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("failed its manifest hash") && stderr.contains(&bad.url),
+        "{stderr}"
+    );
+    assert!(
+        !std::path::Path::new(&out).exists(),
+        "a wrong file was written"
+    );
+    assert!(
+        partial_files(&out_dir).is_empty(),
+        "partial file left behind"
+    );
+    assert!(stderr.contains("evidence kept"), "{stderr}");
+}
+
+#[test]
+fn down_mirror_is_named_or_replaced_by_a_spare() {
+    let world = World::new(4);
+    let mirrors = three_good_mirrors(&world);
+    let dead = dead_url();
+    let (name, bytes) = &world.files[5];
+
+    let mut list = vec![(dead.clone(), "m3".to_string())];
+    list.extend(
+        mirrors
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.url.clone(), format!("m{i}"))),
+    );
+    let with_spare = world.mirror_list("with-spare.pir", &list);
+    let out = world.path("via-spare");
+    let result = run(&args(&fetch_args(name, &with_spare, &world, &out)));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert_eq!(&std::fs::read(&out).unwrap(), bytes);
+    assert!(
+        stderr.contains(&dead) && stderr.contains("cannot connect"),
+        "{stderr}"
+    );
+
+    let no_spare = world.mirror_list("no-spare.pir", &list[..3]);
+    let out = world.path("no-spare-out");
+    let result = run(&args(&fetch_args(name, &no_spare, &world, &out)));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(!result.status.success());
+    assert!(
+        stderr.contains(&format!("mirror {dead} failed")),
+        "{stderr}"
+    );
+    assert!(!std::path::Path::new(&out).exists());
+    assert!(partial_files(world.dir.path()).is_empty());
+}
+
+#[test]
+fn tampered_mirror_list_and_manifest_are_rejected() {
+    let world = World::new(3);
+    let mirrors = three_good_mirrors(&world);
+    let list: Vec<(String, String)> = mirrors
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.url.clone(), format!("m{i}")))
+        .collect();
+    let list_path = world.mirror_list("mirrors.pir", &list);
+    let (name, _) = &world.files[1];
+
+    // One flipped byte anywhere in the mirror list.
+    let mut bytes = std::fs::read(&list_path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    let tampered = world.path("tampered.pir");
+    std::fs::write(&tampered, bytes).unwrap();
+    let out = world.path("out");
+    let result = run(&args(&fetch_args(name, &tampered, &world, &out)));
+    assert!(!result.status.success());
+    assert!(
+        String::from_utf8_lossy(&result.stderr).contains("signature"),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert!(!std::path::Path::new(&out).exists());
+
+    // A mirror list signed by someone else.
+    ok(&["keygen", "--out", &world.path("intruder")]);
+    let mut forged = vec![
+        "mirror-list".to_string(),
+        "build".into(),
+        "--vendor-key".into(),
+        world.path("intruder.key"),
+        "--out".into(),
+        world.path("forged.pir"),
+    ];
+    forged.extend([
+        "--mirror".to_string(),
+        format!("{}={}", mirrors[0].url, world.path("m0.pub")),
+    ]);
+    ok(&args(&forged));
+    let result = run(&args(&fetch_args(
+        name,
+        &world.path("forged.pir"),
+        &world,
+        &out,
+    )));
+    assert!(!result.status.success());
+
+    // Mirrors that serve a tampered manifest.
+    let bad = world.copy_release("tampered-release");
+    let manifest = bad.join("manifest.pir");
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    let at = bytes.len() - 100; // inside the block hashes
+    bytes[at] ^= 0x80;
+    std::fs::write(&manifest, bytes).unwrap();
+    let bad_path = bad.to_string_lossy().into_owned();
+    let bad_mirrors: Vec<Mirror> = (0..3)
+        .map(|i| {
+            Mirror::start(
+                &bad_path,
+                &world.path(&format!("m{i}.key")),
+                &["--skip-verify"],
+            )
+        })
+        .collect();
+    let list: Vec<(String, String)> = bad_mirrors
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.url.clone(), format!("m{i}")))
+        .collect();
+    let list_path = world.mirror_list("bad-mirrors.pir", &list);
+    let result = run(&args(&fetch_args(name, &list_path, &world, &out)));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(!result.status.success());
+    assert!(
+        stderr.contains("manifest") && stderr.contains("rejected"),
+        "{stderr}"
+    );
+    assert!(!std::path::Path::new(&out).exists());
+}
+
+#[test]
+fn mirror_with_wrong_key_is_refused_by_tls() {
+    let world = World::new(3);
+    let mirrors = three_good_mirrors(&world);
+    // The list pins another key for mirror 0's URL.
+    ok(&["keygen", "--out", &world.path("other")]);
+    let list = vec![
+        (mirrors[0].url.clone(), "other".to_string()),
+        (mirrors[1].url.clone(), "m1".to_string()),
+        (mirrors[2].url.clone(), "m2".to_string()),
+    ];
+    let list_path = world.mirror_list("wrong-key.pir", &list);
+    let out = world.path("out");
+    let result = run(&args(&fetch_args(
+        &world.files[2].0,
+        &list_path,
+        &world,
+        &out,
+    )));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(!result.status.success());
+    assert!(
+        stderr.contains(&mirrors[0].url) && stderr.contains("TLS"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn legacy_http_serves_plain_files() {
+    let world = World::new(1);
+    let mirror = Mirror::start(
+        &world.path("release"),
+        &world.path("m0.key"),
+        &["--legacy-http", "127.0.0.1:0"],
+    );
+    let addr = mirror.legacy.expect("legacy address");
+    let (name, bytes) = &world.files[5];
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET /files/{name} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(response.starts_with(b"HTTP/1.1 200"));
+    assert_eq!(&response[split..], &bytes[..]);
+}
+
+#[test]
+fn release_show_and_bad_inputs_give_clear_errors() {
+    let world = World::new(1);
+    let shown = ok(&[
+        "release",
+        "show",
+        &world.path("release"),
+        "--vendor-pub",
+        &world.path("vendor.pub"),
+    ]);
+    assert!(
+        shown.contains("verified") && shown.contains("pool/main/a/apt_2.6.1_amd64.deb"),
+        "{shown}"
+    );
+    // Swapped key files, an existing output, a bad block size.
+    let result = run(&[
+        "release",
+        "build",
+        &world.path("src"),
+        "--key",
+        &world.path("vendor.pub"),
+        "--out",
+        &world.path("r2"),
+    ]);
+    assert!(String::from_utf8_lossy(&result.stderr).contains("public key"));
+    let result = run(&[
+        "release",
+        "build",
+        &world.path("src"),
+        "--key",
+        &world.path("vendor.key"),
+        "--out",
+        &world.path("release"),
+    ]);
+    assert!(!result.status.success());
+    let result = run(&[
+        "release",
+        "build",
+        &world.path("src"),
+        "--key",
+        &world.path("vendor.key"),
+        "--out",
+        &world.path("r3"),
+        "--block-size",
+        "100",
+    ]);
+    assert!(!result.status.success());
+    let result = run(&["keygen", "--out", &world.path("vendor")]);
+    assert!(!result.status.success(), "keygen must not overwrite a key");
+}

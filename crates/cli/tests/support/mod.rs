@@ -1,0 +1,206 @@
+//! Shared set-up for the end-to-end tests: the real `pir` binary, real mirror processes on
+//! 127.0.0.1, real files.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use rand::{RngCore, SeedableRng};
+
+/// The `pir` binary built for this test run.
+pub fn pir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pir"))
+}
+
+/// Runs `pir` with `args`, returning its output.
+pub fn run(args: &[&str]) -> Output {
+    pir().args(args).output().expect("run pir")
+}
+
+/// Runs `pir` with `args` and asserts success.
+pub fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "pir {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A source directory with files of assorted sizes (deterministic from a seed).
+pub fn write_source(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(42);
+    let sizes: &[(&str, usize)] = &[
+        ("empty.txt", 0),
+        ("one-byte", 1),
+        ("exact-block.bin", 4096),
+        ("block-plus-one.bin", 4097),
+        ("pool/main/a/apt_2.6.1_amd64.deb", 150_000),
+        ("pool/main/b/bash_5.2.15_amd64.deb", 33_333),
+        ("pool/main/l/libc6_2.36-9_amd64.deb", 400_001),
+        ("pool/main/z/zlib1g_1.2.13_amd64.deb", 9_000),
+        ("docs/README", 1_234),
+    ];
+    let mut files = Vec::new();
+    for &(name, size) in sizes {
+        let mut bytes = vec![0u8; size];
+        rng.fill_bytes(&mut bytes);
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        files.push((name.to_string(), bytes));
+    }
+    files
+}
+
+/// A vendor, a release and mirror keys in a temporary directory.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+impl World {
+    /// Keys `vendor` and `m0..m{mirrors}`, a source tree and a release built with 4 KiB blocks.
+    pub fn new(mirror_keys: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let files = write_source(&src);
+        let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+        ok(&["keygen", "--out", &p("vendor")]);
+        for i in 0..mirror_keys {
+            ok(&["keygen", "--out", &p(&format!("m{i}"))]);
+        }
+        ok(&[
+            "release",
+            "build",
+            &p("src"),
+            "--key",
+            &p("vendor.key"),
+            "--out",
+            &p("release"),
+            "--block-size",
+            "4096",
+            "--quiet",
+        ]);
+        Self { dir, files }
+    }
+
+    /// A path inside the world.
+    pub fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_string_lossy().into_owned()
+    }
+
+    /// A copy of the release directory under a new name.
+    pub fn copy_release(&self, name: &str) -> PathBuf {
+        let to = self.dir.path().join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(self.dir.path().join("release")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+        to
+    }
+
+    /// Signs a mirror list of `(url, key name)` pairs into `name`.
+    pub fn mirror_list(&self, name: &str, mirrors: &[(String, String)]) -> String {
+        let out = self.path(name);
+        let vendor_key = self.path("vendor.key");
+        let mut args = vec![
+            "mirror-list".to_string(),
+            "build".into(),
+            "--vendor-key".into(),
+            vendor_key,
+            "--out".into(),
+            out.clone(),
+        ];
+        for (url, key) in mirrors {
+            args.push("--mirror".into());
+            args.push(format!("{url}={}", self.path(&format!("{key}.pub"))));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(&args);
+        out
+    }
+}
+
+/// A `pir mirror serve` child process, killed on drop.
+pub struct Mirror {
+    child: Child,
+    pub url: String,
+    pub legacy: Option<SocketAddr>,
+}
+
+impl Mirror {
+    /// Starts a mirror of `release` with key `key_path` on a free port; `extra` flags appended.
+    pub fn start(release: &str, key_path: &str, extra: &[&str]) -> Self {
+        let mut child = pir()
+            .args([
+                "mirror",
+                "serve",
+                "--release",
+                release,
+                "--key",
+                key_path,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn mirror");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().expect("mirror printed nothing").unwrap();
+        let url = first
+            .split_whitespace()
+            .find(|w| w.starts_with("https://"))
+            .unwrap_or_else(|| panic!("no URL in {first:?}"))
+            .to_string();
+        let mut legacy = None;
+        if extra.contains(&"--legacy-http") {
+            let line = lines.next().unwrap().unwrap();
+            let addr = line
+                .split("http://")
+                .nth(1)
+                .unwrap()
+                .split('/')
+                .next()
+                .unwrap();
+            legacy = Some(addr.parse().unwrap());
+        }
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Self { child, url, legacy }
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A URL where nothing listens (bound, then released).
+pub fn dead_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("https://{addr}")
+}
+
+/// Files in `dir` whose names start with `.` and contain `partial` (leftovers of a failed write).
+pub fn partial_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("partial"))
+        .collect()
+}
