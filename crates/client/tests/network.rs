@@ -1,0 +1,215 @@
+//! Client and server over real HTTPS on 127.0.0.1, in one process: malformed requests are
+//! refused without harming other clients, answers are signed, replies have index-independent
+//! sizes, and the retrieval isolates a cheating mirror with a fault-injecting transport.
+
+use std::sync::Arc;
+
+use pir_client::{
+    retrieve, HttpsTransport, MirrorInfo, RetrieveOptions, Transport, TransportError,
+};
+use pir_core::protocol;
+use pir_core::wire::{self, MessageKind};
+use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
+use pir_keys::SecretKey;
+use pir_server::{RunningServer, ServerOptions, Service};
+use pir_xor::{AnswerMode, Chor, RaidPir};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+const RELEASE: [u8; 32] = [7; 32];
+
+fn database() -> Database {
+    let shape = DbShape::new(37, 128).unwrap();
+    Database::random(shape, &mut ChaCha20Rng::seed_from_u64(1))
+}
+
+async fn start_mirror() -> (RunningServer, MirrorInfo) {
+    let key = SecretKey::generate().unwrap();
+    let service = Service::new(
+        database(),
+        RELEASE,
+        b"manifest bytes".to_vec(),
+        SecretKey::from_pkcs8(key.pkcs8()).unwrap(),
+    );
+    let tls = pir_keys::tls::server_config(&key).unwrap();
+    let server = pir_server::start(
+        Arc::new(service),
+        tls,
+        ServerOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
+    let info = MirrorInfo {
+        url: format!("https://{}", server.addr),
+        key: key.public(),
+    };
+    (server, info)
+}
+
+fn transport(mirrors: &[MirrorInfo]) -> Arc<HttpsTransport> {
+    let pins: Vec<_> = mirrors.iter().map(|m| (m.url.clone(), m.key)).collect();
+    Arc::new(HttpsTransport::new(&pins).unwrap())
+}
+
+fn error_message(reply: &[u8]) -> String {
+    let envelope = wire::decode_envelope(reply, reply.len()).unwrap();
+    assert_eq!(envelope.kind, MessageKind::Error);
+    wire::decode_error(envelope.body).unwrap().1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_errors_and_the_server_keeps_serving() {
+    let (server, info) = start_mirror().await;
+    let t = transport(std::slice::from_ref(&info));
+    let db = database();
+    let chor = Chor::new(db.shape(), 2).unwrap();
+    let (queries, _) = chor
+        .query(&[3], &mut ChaCha20Rng::seed_from_u64(2))
+        .unwrap();
+    let body = protocol::encode_query_batch(&RELEASE, &[chor.encode_query(&queries[0])]);
+    let good = wire::encode_envelope(SchemeId::Chor, MessageKind::Query, &body);
+
+    let mut wrong_magic = good.clone();
+    wrong_magic[0] = b'X';
+    let mut wrong_version = good.clone();
+    wrong_version[4] = 9;
+    let wrong_scheme = wire::encode_envelope(SchemeId::Control, MessageKind::Query, &body);
+    let truncated = good[..good.len() - 3].to_vec();
+    let mut wrong_release = good.clone();
+    wrong_release[wire::HEADER_LEN] ^= 1;
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (wrong_magic, "magic"),
+        (wrong_version, "version"),
+        (wrong_scheme, "not served"),
+        (truncated, "truncated"),
+        (wrong_release, "release"),
+        (b"garbage".to_vec(), "magic"),
+    ];
+    for (request, expect) in cases {
+        let reply = t.exchange(0, request, 1 << 20).await.unwrap();
+        let message = error_message(&reply);
+        assert!(
+            message.contains(expect),
+            "{message:?} should mention {expect:?}"
+        );
+    }
+    // A request far above the size limit is refused without being read into an answer.
+    let huge = wire::encode_envelope(SchemeId::Chor, MessageKind::Query, &vec![0u8; 4 << 20]);
+    // (An accepted body would come back as an error envelope, i.e. `Ok`.)
+    assert!(t.exchange(0, huge, 1 << 20).await.is_err());
+
+    // After all that, a good request is answered and signed.
+    let reply = t.exchange(0, good.clone(), 1 << 20).await.unwrap();
+    let envelope = wire::decode_envelope(&reply, reply.len()).unwrap();
+    assert_eq!(envelope.kind, MessageKind::Answer);
+    let batch = protocol::decode_answer_batch(envelope.body, 128).unwrap();
+    let statement = pir_keys::answer_statement(&RELEASE, &good, batch.payload);
+    info.key.verify(&statement, &batch.signature).unwrap();
+    assert_eq!(
+        batch.answers[0],
+        &pir_xor::serve::answer_body(&db, SchemeId::Chor, &chor.encode_query(&queries[0])).unwrap()
+            [..]
+    );
+
+    // The manifest is served as is.
+    let manifest = pir_client::fetch_manifest(t.as_ref(), 0, 1024)
+        .await
+        .unwrap();
+    assert_eq!(manifest, b"manifest bytes");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reply_size_does_not_depend_on_the_index() {
+    let (server, info) = start_mirror().await;
+    let t = transport(std::slice::from_ref(&info));
+    let shape = database().shape();
+    let raid = RaidPir::new(shape, 3, 2, 3, AnswerMode::PerChunk).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let mut sizes = std::collections::BTreeSet::new();
+    for index in [0usize, 5, 17, 36] {
+        let (queries, _) = raid.query(&[index], &mut rng).unwrap();
+        for query in &queries {
+            let body = protocol::encode_query_batch(&RELEASE, &[raid.encode_query(query)]);
+            let request = wire::encode_envelope(SchemeId::RaidPir, MessageKind::Query, &body);
+            let reply = t.exchange(0, request.clone(), 1 << 20).await.unwrap();
+            sizes.insert((query.server, request.len(), reply.len()));
+        }
+    }
+    // One (request size, reply size) per server position, whatever the index.
+    assert_eq!(sizes.len(), 3, "{sizes:?}");
+    server.shutdown().await;
+}
+
+/// A transport that flips one bit in every answer from one mirror, as a broken mirror or
+/// anything between it and TLS would: the client must attribute it to that mirror, replace it
+/// by the spare, and still return the right blocks.
+struct FlipBits {
+    inner: Arc<HttpsTransport>,
+    bad: usize,
+}
+
+impl Transport for FlipBits {
+    async fn exchange(
+        &self,
+        mirror: usize,
+        request: Vec<u8>,
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        let mut reply = self.inner.exchange(mirror, request, max_reply).await?;
+        if mirror == self.bad {
+            let at = wire::HEADER_LEN + protocol::RELEASE_ID_LEN + 2 + 4 + 1;
+            reply[at] ^= 0x10;
+        }
+        Ok(reply)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_answers_are_attributed_to_their_mirror() {
+    let mut servers = Vec::new();
+    let mut mirrors = Vec::new();
+    for _ in 0..4 {
+        let (server, info) = start_mirror().await;
+        servers.push(server);
+        mirrors.push(info);
+    }
+    let db = database();
+    let raid = RaidPir::new(db.shape(), 3, 2, 3, AnswerMode::Single).unwrap();
+    let options = RetrieveOptions {
+        release_id: RELEASE,
+        max_answer: db.shape().block_size(),
+    };
+    let verify = |index: usize, block: &[u8]| block == db.block(index);
+    let rounds = vec![vec![11usize], vec![12]];
+    let t = Arc::new(FlipBits {
+        inner: transport(&mirrors),
+        bad: 1,
+    });
+    let got = retrieve(
+        &raid,
+        t,
+        &mirrors,
+        &options,
+        &rounds,
+        &verify,
+        &mut ChaCha20Rng::seed_from_u64(4),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        got.blocks,
+        vec![(11, db.block(11).to_vec()), (12, db.block(12).to_vec())]
+    );
+    assert_eq!(got.incidents.len(), 1);
+    assert_eq!(got.incidents[0].mirror, 1);
+    assert!(
+        got.incidents[0].what.contains("signature"),
+        "{}",
+        got.incidents[0].what
+    );
+    assert_eq!(got.assignment, vec![0, 3, 2]);
+    for server in servers {
+        server.shutdown().await;
+    }
+}
