@@ -1,6 +1,8 @@
 //! End-to-end: the real `pir` binary as vendor, three or four mirror processes on 127.0.0.1,
 //! and the real client, over HTTPS.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
 mod support;
 
 use std::io::{Read, Write};

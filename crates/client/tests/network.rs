@@ -2,6 +2,8 @@
 //! refused without harming other clients, answers are signed, replies have index-independent
 //! sizes, and the retrieval isolates a cheating mirror with a fault-injecting transport.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
 use std::sync::Arc;
 
 use pir_client::{
