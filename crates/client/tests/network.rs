@@ -215,3 +215,99 @@ async fn tampered_answers_are_attributed_to_their_mirror() {
         server.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_at_once_all_get_their_blocks() {
+    let mut servers = Vec::new();
+    let mut mirrors = Vec::new();
+    for _ in 0..3 {
+        let (server, info) = start_mirror().await;
+        servers.push(server);
+        mirrors.push(info);
+    }
+    let db = Arc::new(database());
+    let mut clients = tokio::task::JoinSet::new();
+    for client in 0..16usize {
+        let mirrors = mirrors.clone();
+        let db = db.clone();
+        clients.spawn(async move {
+            let raid = RaidPir::new(db.shape(), 3, 2, 3, AnswerMode::PerChunk).unwrap();
+            let options = RetrieveOptions {
+                release_id: RELEASE,
+                max_answer: 3 * db.shape().block_size(),
+            };
+            let verify = |index: usize, block: &[u8]| block == db.block(index);
+            let wanted: Vec<usize> = (0..5).map(|k| (client * 7 + k) % 37).collect();
+            let rounds = pir_client::retrieve::plan_rounds(&wanted, 3, |i| raid.chunk_of(i));
+            let mut rng = ChaCha20Rng::seed_from_u64(100 + client as u64);
+            let got = retrieve(
+                &raid,
+                transport(&mirrors),
+                &mirrors,
+                &options,
+                &rounds,
+                &verify,
+                &mut rng,
+            )
+            .await
+            .unwrap();
+            assert!(got.incidents.is_empty());
+            let mut indices: Vec<usize> = got.blocks.iter().map(|(i, _)| *i).collect();
+            indices.sort();
+            let mut expected = wanted.clone();
+            expected.sort();
+            assert_eq!(indices, expected);
+        });
+    }
+    while let Some(result) = clients.join_next().await {
+        result.unwrap();
+    }
+    for server in servers {
+        server.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_check_tells_correct_forged_and_wrong_answers_apart() {
+    use pir_client::evidence::{check, Verdict};
+    use pir_client::Evidence;
+
+    let (server, info) = start_mirror().await;
+    let t = transport(std::slice::from_ref(&info));
+    let db = database();
+    let chor = Chor::new(db.shape(), 2).unwrap();
+    let (queries, _) = chor
+        .query(&[9], &mut ChaCha20Rng::seed_from_u64(5))
+        .unwrap();
+    let body = protocol::encode_query_batch(&RELEASE, &[chor.encode_query(&queries[1])]);
+    let request = wire::encode_envelope(SchemeId::Chor, MessageKind::Query, &body);
+    let reply = t.exchange(0, request.clone(), 1 << 20).await.unwrap();
+
+    let honest = Evidence::new(&info, RELEASE, request.clone(), reply.clone());
+    assert_eq!(check(&honest, &db).unwrap(), Verdict::Correct);
+
+    // Changing the answer after the fact breaks the mirror's signature: proves nothing.
+    let mut forged_reply = reply.clone();
+    forged_reply[wire::HEADER_LEN + protocol::RELEASE_ID_LEN + 2 + 4] ^= 1;
+    let forged = Evidence::new(&info, RELEASE, request.clone(), forged_reply);
+    assert_eq!(check(&forged, &db).unwrap(), Verdict::NotSigned);
+
+    // A mirror that signs an answer computed from other data is caught.
+    let key = SecretKey::generate().unwrap();
+    let other = Database::random(db.shape(), &mut ChaCha20Rng::seed_from_u64(99));
+    let liar = Service::new(
+        other,
+        RELEASE,
+        Vec::new(),
+        SecretKey::from_pkcs8(key.pkcs8()).unwrap(),
+    );
+    let lie = liar.handle(&request);
+    assert_eq!(lie.status, 200);
+    let liar_info = MirrorInfo {
+        url: "https://liar:1".into(),
+        key: key.public(),
+    };
+    let caught = Evidence::new(&liar_info, RELEASE, request, lie.body);
+    assert_eq!(check(&caught, &db).unwrap(), Verdict::Cheated { query: 0 });
+    server.shutdown().await;
+}
