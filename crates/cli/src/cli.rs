@@ -18,7 +18,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Mirrors do learn how many blocks you fetched; build releases with --size-classes so that
 /// this reveals only a size class.
 #[derive(Debug, Parser)]
-#[command(name = "pir", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "pir",
+    version,
+    propagate_version = true,
+    max_term_width = 100,
+    verbatim_doc_comment
+)]
 pub struct Cli {
     /// Log level for diagnostics on stderr (error, warn, info, debug).
     #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]

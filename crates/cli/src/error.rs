@@ -9,9 +9,14 @@ use pir_updates::UpdateError;
 
 /// Prints `error` with its causes and returns the exit code.
 pub fn report(error: &anyhow::Error) -> ExitCode {
-    eprintln!("error: {error}");
+    let top = error.to_string();
+    eprintln!("error: {top}");
     for cause in error.chain().skip(1) {
-        eprintln!("  caused by: {cause}");
+        let cause = cause.to_string();
+        // Many errors already quote their cause; do not print it twice.
+        if !top.contains(&cause) {
+            eprintln!("  caused by: {cause}");
+        }
     }
     match error.downcast_ref::<UpdateError>() {
         Some(UpdateError::FetchFailed { evidence, .. }) => {

@@ -8,6 +8,8 @@
 //! workers = 8                    # optional, default: cores
 //! skip_verify = false            # optional
 //! ```
+//!
+//! Relative paths in the file are taken relative to the file's directory.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,8 +48,13 @@ pub fn resolve(args: MirrorServeArgs) -> Result<MirrorConfig> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            toml::from_str::<FileConfig>(&text)
-                .with_context(|| format!("{} is not a valid mirror config", path.display()))?
+            let mut file = toml::from_str::<FileConfig>(&text)
+                .with_context(|| format!("{} is not a valid mirror config", path.display()))?;
+            // Relative paths in the file are relative to the file, not to where we run.
+            let base = path.parent().unwrap_or(std::path::Path::new(""));
+            file.release = file.release.map(|p| base.join(p));
+            file.key = file.key.map(|p| base.join(p));
+            file
         }
         None => FileConfig::default(),
     };

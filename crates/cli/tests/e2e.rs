@@ -393,3 +393,41 @@ fn release_show_and_bad_inputs_give_clear_errors() {
     let result = run(&["keygen", "--out", &world.path("vendor")]);
     assert!(!result.status.success(), "keygen must not overwrite a key");
 }
+
+#[test]
+fn mirror_runs_from_a_config_file_with_relative_paths() {
+    let world = World::new(3);
+    let config = world.dir.path().join("mirror.toml");
+    std::fs::write(
+        &config,
+        "release = \"release\"\nkey = \"m0.key\"\nlisten = \"127.0.0.1:0\"\nworkers = 2\n",
+    )
+    .unwrap();
+    let from_file = Mirror::start_with(&["--config", &config.to_string_lossy()]);
+    let others: Vec<Mirror> = (1..3)
+        .map(|i| {
+            Mirror::start(
+                &world.path("release"),
+                &world.path(&format!("m{i}.key")),
+                &[],
+            )
+        })
+        .collect();
+    let mut list = vec![(from_file.url.clone(), "m0".to_string())];
+    list.extend(
+        others
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.url.clone(), format!("m{}", i + 1))),
+    );
+    let list = world.mirror_list("mirrors.pir", &list);
+    let (name, bytes) = &world.files[3];
+    let out = world.path("out");
+    ok(&args(&fetch_args(name, &list, &world, &out)));
+    assert_eq!(&std::fs::read(&out).unwrap(), bytes);
+
+    std::fs::write(&config, "release = \"release\"\nbogus = 1\n").unwrap();
+    let result = run(&["mirror", "serve", "--config", &config.to_string_lossy()]);
+    assert!(!result.status.success());
+    assert!(String::from_utf8_lossy(&result.stderr).contains("unknown field"));
+}

@@ -138,18 +138,24 @@ pub struct Mirror {
 impl Mirror {
     /// Starts a mirror of `release` with key `key_path` on a free port; `extra` flags appended.
     pub fn start(release: &str, key_path: &str, extra: &[&str]) -> Self {
+        let mut args = vec![
+            "--release",
+            release,
+            "--key",
+            key_path,
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(extra);
+        Self::start_with(&args)
+    }
+
+    /// Starts `pir mirror serve ARGS` (which must make it listen on a free port).
+    pub fn start_with(args: &[&str]) -> Self {
+        let extra = args;
         let mut child = pir()
-            .args([
-                "mirror",
-                "serve",
-                "--release",
-                release,
-                "--key",
-                key_path,
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .args(extra)
+            .args(["mirror", "serve"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
