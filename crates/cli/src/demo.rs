@@ -153,8 +153,9 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     if fetched.bytes != original {
         bail!("the fetched file differs from the original");
     }
-    println!("      got {} bytes in {} blocks with {} queries per mirror, {:.1} ms; SHA-256 matches the manifest and the bytes match the original",
-        fetched.bytes.len(), fetched.blocks, fetched.queries, fetched.elapsed.as_secs_f64() * 1e3);
+    println!("      got {} bytes in {} blocks with {} {} per mirror, {:.1} ms; SHA-256 matches the manifest and the bytes match the original",
+        fetched.bytes.len(), fetched.blocks, fetched.queries, if fetched.queries == 1 { "query" } else { "queries" },
+        fetched.elapsed.as_secs_f64() * 1e3);
 
     println!("[5/5] what each mirror saw:");
     let seen = transport

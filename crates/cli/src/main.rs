@@ -134,12 +134,13 @@ async fn run(command: Command) -> Result<()> {
             let sent: u64 = fetched.stats.iter().map(|s| s.bytes_sent).sum();
             let received: u64 = fetched.stats.iter().map(|s| s.bytes_received).sum();
             println!(
-                "fetched {} -> {} ({} bytes, {} blocks, {} queries per mirror, {} bytes sent, {} received, {:.1} ms)",
+                "fetched {} -> {} ({} bytes, {} blocks, {} quer{} per mirror, {} bytes sent, {} received, {:.1} ms)",
                 args.name,
                 args.out.display(),
                 fetched.bytes.len(),
                 fetched.blocks,
                 fetched.queries,
+                if fetched.queries == 1 { "y" } else { "ies" },
                 sent,
                 received,
                 fetched.elapsed.as_secs_f64() * 1e3
