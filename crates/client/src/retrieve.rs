@@ -520,8 +520,9 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
                 Ok(_) => position += 1,
                 Err(AttemptError::Scheme(e)) => return Err(FetchError::Scheme(e)),
                 Err(AttemptError::Mirrors(failures)) => {
-                    // A spare (or another mirror) failed during the trial: drop failed spares and
-                    // try this position again with the next one.
+                    // The spare failed during the trial: drop it and try this position again
+                    // with the next spare. If a mirror already in use failed instead, there is
+                    // nobody left to compare against: give up naming it.
                     for (p, failure, _, _) in failures {
                         let mirror = trial[p];
                         let what = match failure {
@@ -530,10 +531,18 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
                         incidents.push(Incident {
                             mirror,
                             url: self.mirrors[mirror].url.clone(),
-                            what,
+                            what: what.clone(),
                             evidence: None,
                         });
-                        spares.retain(|&s| s != mirror);
+                        if mirror == spare {
+                            spares.retain(|&s| s != mirror);
+                        } else {
+                            return Err(FetchError::MirrorFailed {
+                                url: self.mirrors[mirror].url.clone(),
+                                reason: what,
+                                incidents: std::mem::take(incidents),
+                            });
+                        }
                     }
                 }
             }
