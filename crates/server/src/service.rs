@@ -213,3 +213,111 @@ impl Service {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pir_core::{DbShape, MultiServerScheme};
+    use rand::SeedableRng;
+
+    fn service() -> (Service, SecretKey) {
+        let shape = DbShape::new(20, 64).unwrap();
+        let db = Database::random(shape, &mut rand_chacha::ChaCha20Rng::seed_from_u64(1));
+        let key = SecretKey::generate().unwrap();
+        let copy = SecretKey::from_pkcs8(key.pkcs8()).unwrap();
+        (
+            Service::new(db, [5; 32], b"signed manifest".to_vec(), copy),
+            key,
+        )
+    }
+
+    fn query(service: &Service, index: usize) -> Vec<u8> {
+        let chor = pir_xor::Chor::new(service.database().shape(), 2).unwrap();
+        let (queries, _) = chor
+            .query(
+                &[index],
+                &mut rand_chacha::ChaCha20Rng::seed_from_u64(index as u64),
+            )
+            .unwrap();
+        let body = protocol::encode_query_batch(
+            &[5; 32],
+            &[
+                chor.encode_query(&queries[0]),
+                chor.encode_query(&queries[1]),
+            ],
+        );
+        wire::encode_envelope(SchemeId::Chor, MessageKind::Query, &body)
+    }
+
+    #[test]
+    fn answers_are_signed_and_sized_independently_of_the_index() {
+        let (service, key) = service();
+        let mut sizes = std::collections::BTreeSet::new();
+        for index in [0, 7, 18] {
+            let request = query(&service, index);
+            let reply = service.handle(&request);
+            assert_eq!(reply.status, 200);
+            let envelope = wire::decode_envelope(&reply.body, reply.body.len()).unwrap();
+            let batch = protocol::decode_answer_batch(envelope.body, 64).unwrap();
+            assert_eq!(batch.answers.len(), 2);
+            let statement = pir_keys::answer_statement(&[5; 32], &request, batch.payload);
+            key.public().verify(&statement, &batch.signature).unwrap();
+            // The signature binds the request: another request does not verify.
+            let other =
+                pir_keys::answer_statement(&[5; 32], &query(&service, index + 1), batch.payload);
+            assert!(key.public().verify(&other, &batch.signature).is_err());
+            sizes.insert(reply.body.len());
+        }
+        assert_eq!(sizes.len(), 1);
+        assert_eq!(service.metrics().queries(), 6);
+    }
+
+    #[test]
+    fn refusals_are_error_envelopes_and_counted() {
+        let (service, _) = service();
+        let manifest = service.handle(&wire::encode_envelope(
+            SchemeId::Control,
+            MessageKind::ManifestRequest,
+            &[],
+        ));
+        assert_eq!(manifest.status, 200);
+        assert!(manifest.body.ends_with(b"signed manifest"));
+        let cases = [
+            wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, b"x"),
+            wire::encode_envelope(SchemeId::Chor, MessageKind::Answer, b""),
+            wire::encode_envelope(SchemeId::Control, MessageKind::Query, b""),
+            b"PIRw".to_vec(),
+            query(&service, 1)[..40].to_vec(),
+        ];
+        for request in &cases {
+            let reply = service.handle(request);
+            assert_eq!(reply.status, 400);
+            let envelope = wire::decode_envelope(&reply.body, reply.body.len()).unwrap();
+            assert_eq!(envelope.kind, MessageKind::Error);
+            let (_, message) = wire::decode_error(envelope.body).unwrap();
+            assert!(!message.is_empty());
+        }
+        assert_eq!(service.metrics().errors(), cases.len() as u64);
+        assert!(service
+            .metrics()
+            .render()
+            .contains(&format!("pir_errors_total {}", cases.len())));
+        // And it still answers.
+        assert_eq!(service.handle(&query(&service, 3)).status, 200);
+    }
+
+    #[test]
+    fn legacy_files_are_bounds_checked() {
+        let (service, _) = service();
+        let bytes = service.database().bytes()[64..164].to_vec();
+        let service = service
+            .with_legacy_files([("a".to_string(), 64, 100)])
+            .unwrap();
+        assert_eq!(service.legacy_file("a").unwrap(), &bytes[..]);
+        assert!(service.legacy_file("b").is_none());
+        let (service, _) = self::service();
+        assert!(service
+            .with_legacy_files([("x".to_string(), 1200, 200)])
+            .is_err());
+    }
+}
