@@ -26,6 +26,12 @@ pub fn report(error: &anyhow::Error) -> ExitCode {
                     path.display()
                 );
             }
+            if evidence.len() > 1 {
+                eprintln!(
+                    "  note: each evidence file alone reveals nothing about what you fetched, but these \
+                     files together do; never hand all of them to the same party"
+                );
+            }
             ExitCode::from(3)
         }
         _ => ExitCode::from(1),
