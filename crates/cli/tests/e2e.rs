@@ -29,6 +29,15 @@ fn args(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// `(url, key name)` pairs for a mirror list: mirror `k` holds key `m{first_key + k}`.
+fn entries(mirrors: &[Mirror], first_key: usize) -> Vec<(String, String)> {
+    mirrors
+        .iter()
+        .enumerate()
+        .map(|(k, m)| (m.url.clone(), format!("m{}", first_key + k)))
+        .collect()
+}
+
 fn three_good_mirrors(world: &World) -> Vec<Mirror> {
     let release = world.path("release");
     (0..3)
@@ -40,11 +49,7 @@ fn three_good_mirrors(world: &World) -> Vec<Mirror> {
 fn every_file_fetched_privately_is_byte_equal() {
     let world = World::new(3);
     let mirrors = three_good_mirrors(&world);
-    let list: Vec<(String, String)> = mirrors
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.url.clone(), format!("m{i}")))
-        .collect();
+    let list: Vec<(String, String)> = entries(&mirrors, 0);
     let list = world.mirror_list("mirrors.pir", &list);
     for (k, (name, bytes)) in world.files.iter().enumerate() {
         let out = world.path(&format!("out-raid-{k}"));
@@ -108,11 +113,7 @@ fn cheating_mirror_is_named_and_its_signed_answer_proves_it() {
 
     // With a spare: the fetch succeeds through honest mirrors, names the cheater, keeps evidence.
     let mut list = vec![(bad.url.clone(), "m0".to_string())];
-    list.extend(
-        good.iter()
-            .enumerate()
-            .map(|(i, m)| (m.url.clone(), format!("m{}", i + 1))),
-    );
+    list.extend(entries(&good, 1));
     let list_path = world.mirror_list("with-spare.pir", &list);
     let out = world.path("fetched.deb");
     let result = run(&args(&fetch_args(name, &list_path, &world, &out)));
@@ -179,12 +180,7 @@ fn down_mirror_is_named_or_replaced_by_a_spare() {
     let (name, bytes) = &world.files[5];
 
     let mut list = vec![(dead.clone(), "m3".to_string())];
-    list.extend(
-        mirrors
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.url.clone(), format!("m{i}"))),
-    );
+    list.extend(entries(&mirrors, 0));
     let with_spare = world.mirror_list("with-spare.pir", &list);
     let out = world.path("via-spare");
     let result = run(&args(&fetch_args(name, &with_spare, &world, &out)));
@@ -213,11 +209,7 @@ fn down_mirror_is_named_or_replaced_by_a_spare() {
 fn tampered_mirror_list_and_manifest_are_rejected() {
     let world = World::new(3);
     let mirrors = three_good_mirrors(&world);
-    let list: Vec<(String, String)> = mirrors
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.url.clone(), format!("m{i}")))
-        .collect();
+    let list: Vec<(String, String)> = entries(&mirrors, 0);
     let list_path = world.mirror_list("mirrors.pir", &list);
     let (name, _) = &world.files[1];
 
@@ -277,11 +269,7 @@ fn tampered_mirror_list_and_manifest_are_rejected() {
             )
         })
         .collect();
-    let list: Vec<(String, String)> = bad_mirrors
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.url.clone(), format!("m{i}")))
-        .collect();
+    let list: Vec<(String, String)> = entries(&bad_mirrors, 0);
     let list_path = world.mirror_list("bad-mirrors.pir", &list);
     let result = run(&args(&fetch_args(name, &list_path, &world, &out)));
     let stderr = String::from_utf8_lossy(&result.stderr);
@@ -414,12 +402,7 @@ fn mirror_runs_from_a_config_file_with_relative_paths() {
         })
         .collect();
     let mut list = vec![(from_file.url.clone(), "m0".to_string())];
-    list.extend(
-        others
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.url.clone(), format!("m{}", i + 1))),
-    );
+    list.extend(entries(&others, 1));
     let list = world.mirror_list("mirrors.pir", &list);
     let (name, bytes) = &world.files[3];
     let out = world.path("out");
