@@ -1,0 +1,1 @@
+//! `pir-breach`: private credential checks. Work in progress.

@@ -1,0 +1,1 @@
+//! `pir-bench`: the measurements behind `pir bench`. Work in progress.

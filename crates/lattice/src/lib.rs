@@ -1,0 +1,1 @@
+//! `pir-lattice`: single-server lattice PIR (SimplePIR, DoublePIR). Work in progress.
