@@ -11,9 +11,14 @@ use rand::RngCore;
 
 use crate::Error;
 
-/// Alignment and granularity of the database region, in bytes (one cache line, one AVX-512
-/// register). Block sizes are multiples of it so every block starts on a line.
+/// Alignment of the database region, in bytes (one cache line, one AVX-512 register).
+/// Release blocks are multiples of it so every block starts on a line.
 pub const LINE: usize = 64;
+
+/// Granularity of block sizes, in bytes (one AVX2 register): the smallest block the engine
+/// scans. 32-byte blocks are the natural record for hash-set lookups (RAID-PIR, seed 001,
+/// evaluates 2^20 and 2^24 blocks of 32 bytes); two of them share a cache line.
+pub const BLOCK_GRANULE: usize = 32;
 
 /// Largest block size we accept (16 MiB): upPIR (seed 000, section 5.4) finds goodput peaks at
 /// 1-2 MiB; anything far above that only wastes padding and client bandwidth.
@@ -36,7 +41,7 @@ pub struct DbShape {
 }
 
 impl DbShape {
-    /// Validates and builds a shape: `B >= 1`, `b` a positive multiple of 64 up to
+    /// Validates and builds a shape: `B >= 1`, `b` a positive multiple of 32 up to
     /// [`MAX_BLOCK_SIZE`], `B <= 2^32`, and `B * b` addressable.
     pub fn new(block_count: u64, block_size: usize) -> Result<Self, Error> {
         if block_count == 0 || block_count > MAX_BLOCK_COUNT {
@@ -44,9 +49,9 @@ impl DbShape {
                 "block count {block_count} must be between 1 and {MAX_BLOCK_COUNT}"
             )));
         }
-        if block_size == 0 || block_size % LINE != 0 || block_size > MAX_BLOCK_SIZE {
+        if block_size == 0 || block_size % BLOCK_GRANULE != 0 || block_size > MAX_BLOCK_SIZE {
             return Err(Error::InvalidParameter(format!(
-                "block size {block_size} must be a positive multiple of {LINE} up to {MAX_BLOCK_SIZE}"
+                "block size {block_size} must be a positive multiple of {BLOCK_GRANULE} up to {MAX_BLOCK_SIZE}"
             )));
         }
         let block_count = usize::try_from(block_count)
@@ -99,7 +104,7 @@ impl std::fmt::Debug for Database {
 impl Database {
     /// An all-zero database of the given shape, on the heap.
     pub fn zeroed(shape: DbShape) -> Self {
-        let lines = shape.total_bytes() / LINE;
+        let lines = shape.total_bytes().div_ceil(LINE);
         Self {
             shape,
             storage: Storage::Owned(vec![Line([0; LINE]); lines]),
@@ -160,7 +165,7 @@ impl Database {
     /// The whole region, `B * b` bytes, 64-byte aligned.
     pub fn bytes(&self) -> &[u8] {
         match &self.storage {
-            Storage::Owned(lines) => bytemuck::cast_slice(lines),
+            Storage::Owned(lines) => &bytemuck::cast_slice(lines)[..self.shape.total_bytes()],
             Storage::Shared(region) => (**region).as_ref(),
         }
     }
@@ -174,14 +179,18 @@ impl Database {
     /// Mutable access to the whole region of an owned database; `None` for a shared region.
     pub fn try_bytes_mut(&mut self) -> Option<&mut [u8]> {
         match &mut self.storage {
-            Storage::Owned(lines) => Some(bytemuck::cast_slice_mut(lines)),
+            Storage::Owned(lines) => {
+                Some(&mut bytemuck::cast_slice_mut(lines)[..self.shape.total_bytes()])
+            }
             Storage::Shared(_) => None,
         }
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
         match &mut self.storage {
-            Storage::Owned(lines) => bytemuck::cast_slice_mut(lines),
+            Storage::Owned(lines) => {
+                &mut bytemuck::cast_slice_mut(lines)[..self.shape.total_bytes()]
+            }
             Storage::Shared(_) => unreachable!("only called on databases built by `zeroed`"),
         }
     }
@@ -196,6 +205,10 @@ mod tests {
         assert!(DbShape::new(0, 64).is_err());
         assert!(DbShape::new(1, 0).is_err());
         assert!(DbShape::new(1, 65).is_err());
+        assert!(DbShape::new(1, 48).is_err());
+        let odd = DbShape::new(3, 32).unwrap();
+        let db = Database::zeroed(odd);
+        assert_eq!(db.bytes().len(), 96);
         assert!(DbShape::new(1, MAX_BLOCK_SIZE + 64).is_err());
         assert!(DbShape::new(MAX_BLOCK_COUNT + 1, 64).is_err());
         let shape = DbShape::new(10, 128).unwrap();

@@ -4,7 +4,7 @@
 //! | symbol | meaning |
 //! |---|---|
 //! | `B` | number of blocks in the database (`block_count`) |
-//! | `b` | block size in bytes (`block_size`), a multiple of [`crate::LINE`] = 64 |
+//! | `b` | block size in bytes (`block_size`), a multiple of [`crate::BLOCK_GRANULE`] = 32 (releases use multiples of [`crate::LINE`] = 64) |
 //! | `n` | number of servers (mirrors) that take part in one query (`servers`) |
 //! | `k` | Chor: every one of the `n` servers must collude to learn the index |
 //! | `c` | RAID-PIR: number of chunks the blocks are split into (`chunks`) |

@@ -1,7 +1,7 @@
 //! `pir-core`: the vocabulary every `pir` scheme shares.
 //!
 //! Main types:
-//! - [`Database`]: `B` blocks of `b` bytes (`b` a multiple of 64) in one 64-byte-aligned region,
+//! - [`Database`]: `B` blocks of `b` bytes (`b` a multiple of 32) in one 64-byte-aligned region,
 //!   owned on the heap or borrowed from a memory map supplied by the caller.
 //! - [`MultiServerScheme`]: the shape of an n-server PIR scheme (one message per server from an
 //!   index, one answer per server, decode).
@@ -22,6 +22,6 @@ pub mod protocol;
 pub mod scheme;
 pub mod wire;
 
-pub use database::{Database, DbShape, LINE};
+pub use database::{Database, DbShape, BLOCK_GRANULE, LINE};
 pub use error::Error;
 pub use scheme::{MultiServerScheme, SchemeId};

@@ -22,6 +22,12 @@ pub enum SchemeId {
     Chor = 1,
     /// RAID-PIR (seed 001, section 3.2).
     RaidPir = 2,
+    /// SimplePIR (Henzinger et al. 2023), single-server LWE.
+    SimplePir = 3,
+    /// DoublePIR (Henzinger et al. 2023), SimplePIR with a second layer over the hint.
+    DoublePir = 4,
+    /// Private credential checks (seed 001, sections 3.3, 3.4 and 4.3).
+    Breach = 5,
 }
 
 impl SchemeId {
@@ -31,6 +37,9 @@ impl SchemeId {
             0 => Ok(Self::Control),
             1 => Ok(Self::Chor),
             2 => Ok(Self::RaidPir),
+            3 => Ok(Self::SimplePir),
+            4 => Ok(Self::DoublePir),
+            5 => Ok(Self::Breach),
             other => Err(Error::WrongScheme {
                 found: other,
                 expected: 2,
@@ -44,6 +53,9 @@ impl SchemeId {
             Self::Control => "control",
             Self::Chor => "chor",
             Self::RaidPir => "raid-pir",
+            Self::SimplePir => "simplepir",
+            Self::DoublePir => "doublepir",
+            Self::Breach => "breach",
         }
     }
 }
