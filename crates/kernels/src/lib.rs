@@ -4,6 +4,9 @@
 //! Main items:
 //! - [`Backend`]: portable, AVX2 or AVX-512, chosen at run time (see [`backend`]).
 //! - [`xor`]: `acc ^= row` scans for Chor and RAID-PIR answers.
+//! - [`russians`]: four-Russians tables (build by Gray code, one lookup per group of rows).
+//! - [`batch`]: one pass over the database for many queries.
+//! - [`memory`]: the plain read every speed is compared with.
 //! - [`matvec`]: matrix-vector products mod 2^32 for the lattice schemes.
 //! - [`map`]: read-only memory maps of database files.
 //!
@@ -11,11 +14,50 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+/// Defines `pub fn name(backend: Backend, args...)` that runs one generic body compiled three
+/// times: for the portable target, with AVX2, and with AVX-512 (the compiler vectorises the
+/// same Rust for each). The AVX versions run only after the CPU was checked for the feature.
+macro_rules! multiversioned {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+        $(#[$meta])*
+        $vis fn $name(backend: $crate::Backend, $($arg: $ty),*) $(-> $ret)? {
+            #[inline(always)]
+            fn generic($($arg: $ty),*) $(-> $ret)? $body
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            fn avx2($($arg: $ty),*) $(-> $ret)? {
+                generic($($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx512bw")]
+            fn avx512($($arg: $ty),*) $(-> $ret)? {
+                generic($($arg),*)
+            }
+            match backend {
+                #[cfg(target_arch = "x86_64")]
+                $crate::Backend::Avx512 if $crate::Backend::Avx512.is_available() => {
+                    // SAFETY: the CPU supports AVX-512 F and BW, checked in the guard above.
+                    unsafe { avx512($($arg),*) }
+                }
+                #[cfg(target_arch = "x86_64")]
+                $crate::Backend::Avx2 if $crate::Backend::Avx2.is_available() => {
+                    // SAFETY: the CPU supports AVX2, checked in the guard above.
+                    unsafe { avx2($($arg),*) }
+                }
+                _ => generic($($arg),*),
+            }
+        }
+    };
+}
+
 pub mod backend;
+pub mod batch;
 pub mod map;
+pub mod memory;
 pub mod matvec;
+pub mod russians;
 pub mod xor;
 
 pub use backend::Backend;
 pub use map::map_readonly;
-pub use xor::{xor_into, xor_rows};
+pub use xor::{scan, scan_parallel, scan_with, xor_into, xor_into_with, xor_rows, Selection};

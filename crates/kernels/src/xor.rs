@@ -1,32 +1,307 @@
-//! XOR of rows into accumulators: the inner loop of Chor and RAID-PIR answers.
+//! XOR scans: the inner loop of Chor and RAID-PIR answers.
+//!
+//! A database is `B` rows of `b` bytes in one region. A query selects rows with one bit each,
+//! in the interleaved chunk layout of RAID-PIR: with `c` chunks, row `r` belongs to chunk
+//! `r mod c` at position `r / c`, and the query carries one LSB-first bit vector per chunk
+//! ([`Selection`]). Chor is the case `c = 1`. A scan XORs every selected row into the
+//! accumulator of its chunk: `accs` holds `c` slots of `b` bytes, slot `j` at `j * b`.
+//!
+//! Two loops, both multiversioned (the same Rust compiled for the portable target, for AVX2
+//! and for AVX-512, chosen by [`Backend`]):
+//! - rows of 256 bytes or more: visit the set bits only and XOR whole rows (the unselected
+//!   half of the rows is never read);
+//! - smaller rows: branch-free, `acc ^= row & mask` for every row, because a mispredicted
+//!   branch per 32-byte row would cost more than the memory it saves.
 
-/// `acc ^= src`, byte for byte. Panics if the lengths differ (callers size both from the same
-/// validated block size).
-pub fn xor_into(acc: &mut [u8], src: &[u8]) {
-    assert_eq!(acc.len(), src.len(), "xor_into: length mismatch");
-    let mut acc_words = acc.chunks_exact_mut(8);
-    let mut src_words = src.chunks_exact(8);
-    for (a, s) in (&mut acc_words).zip(&mut src_words) {
-        let x = u64::from_ne_bytes([a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]])
-            ^ u64::from_ne_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]);
-        a.copy_from_slice(&x.to_ne_bytes());
+use std::ops::Range;
+
+use crate::Backend;
+
+/// Rows of at least this many bytes are scanned by visiting set bits only.
+pub const SPARSE_ROW_BYTES: usize = 256;
+
+/// One query's row selection: one LSB-first bit vector per chunk.
+///
+/// Chunk `j` holds rows `j, j + c, j + 2c, ...`; bit `k` of its vector selects row `j + k c`.
+/// Missing bytes read as zero, so an empty vector selects nothing (a chunk the server does not
+/// process).
+#[derive(Debug, Clone, Copy)]
+pub struct Selection<'a> {
+    chunks: &'a [&'a [u8]],
+}
+
+impl<'a> Selection<'a> {
+    /// A selection over `chunks.len()` chunks (at least one).
+    pub fn new(chunks: &'a [&'a [u8]]) -> Self {
+        assert!(!chunks.is_empty(), "a selection needs at least one chunk");
+        Self { chunks }
     }
-    for (a, s) in acc_words
-        .into_remainder()
-        .iter_mut()
-        .zip(src_words.remainder())
-    {
-        *a ^= s;
+
+    /// `c`, the number of chunks.
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// The bit vector of chunk `j`.
+    pub fn chunk(&self, j: usize) -> &'a [u8] {
+        self.chunks[j]
+    }
+
+    /// Whether row `row` is selected.
+    #[inline(always)]
+    pub fn bit(&self, row: usize) -> bool {
+        let c = self.chunks.len();
+        bit_at(self.chunks[row % c], row / c)
+    }
+}
+
+#[inline(always)]
+fn bit_at(bits: &[u8], k: usize) -> bool {
+    bits.get(k >> 3).is_some_and(|byte| (byte >> (k & 7)) & 1 == 1)
+}
+
+/// Little-endian 64-bit word `w` of an LSB-first bit vector (zero past its end).
+#[inline(always)]
+pub(crate) fn word_at(bits: &[u8], w: usize) -> u64 {
+    let start = w * 8;
+    match bits.get(start..start + 8) {
+        Some(bytes) => {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(bytes);
+            u64::from_le_bytes(word)
+        }
+        None => {
+            let mut word = [0u8; 8];
+            if let Some(tail) = bits.get(start..) {
+                word[..tail.len()].copy_from_slice(tail);
+            }
+            u64::from_le_bytes(word)
+        }
+    }
+}
+
+/// `acc ^= src`, byte for byte, with the current backend. Panics if the lengths differ
+/// (callers size both from the same validated block size).
+pub fn xor_into(acc: &mut [u8], src: &[u8]) {
+    xor_into_with(Backend::current(), acc, src);
+}
+
+multiversioned! {
+    /// [`xor_into`] with a chosen backend (falls back to portable if the CPU lacks it).
+    pub fn xor_into_with(acc: &mut [u8], src: &[u8]) {
+        assert_eq!(acc.len(), src.len(), "xor_into: length mismatch");
+        xor_in(acc, src);
+    }
+}
+
+multiversioned! {
+    /// `out = a ^ b` with a chosen backend. Panics if the lengths differ.
+    pub fn xor3_with(out: &mut [u8], a: &[u8], b: &[u8]) {
+        assert!(
+            out.len() == a.len() && a.len() == b.len(),
+            "xor3: length mismatch"
+        );
+        xor3(out, a, b);
+    }
+}
+
+/// `acc ^= src` over the common length; inlined into each backend's loop.
+#[inline(always)]
+pub(crate) fn xor_in(acc: &mut [u8], src: &[u8]) {
+    for (a, s) in acc.iter_mut().zip(src) {
+        *a ^= *s;
+    }
+}
+
+/// `acc ^= src & mask` (mask 0x00 or 0xFF).
+#[inline(always)]
+fn xor_in_masked(acc: &mut [u8], src: &[u8], mask: u8) {
+    for (a, s) in acc.iter_mut().zip(src) {
+        *a ^= *s & mask;
+    }
+}
+
+/// `out = a ^ b` over the common length.
+#[inline(always)]
+pub(crate) fn xor3(out: &mut [u8], a: &[u8], b: &[u8]) {
+    for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
+        *o = *x ^ *y;
     }
 }
 
 /// XORs rows `rows` (each `acc.len()` bytes, numbered from the start of `region`) into `acc`.
 /// Panics if a row lies outside the region (callers derive rows from validated parameters).
 pub fn xor_rows(region: &[u8], rows: impl IntoIterator<Item = usize>, acc: &mut [u8]) {
+    let backend = Backend::current();
     let b = acc.len();
     for row in rows {
-        xor_into(acc, &region[row * b..(row + 1) * b]);
+        xor_into_with(backend, acc, &region[row * b..(row + 1) * b]);
     }
+}
+
+/// Scans rows `rows` of `region` (rows of `b` bytes) with the current backend, XORing each
+/// selected row into the slot of its chunk in `accs` (`c * b` bytes).
+///
+/// Panics if `region` is shorter than `rows.end * b` or `accs` is not `c * b` bytes.
+pub fn scan(selection: Selection<'_>, region: &[u8], b: usize, rows: Range<usize>, accs: &mut [u8]) {
+    scan_with(Backend::current(), selection, region, b, rows, accs);
+}
+
+/// [`scan`] with a chosen backend.
+pub fn scan_with(
+    backend: Backend,
+    selection: Selection<'_>,
+    region: &[u8],
+    b: usize,
+    rows: Range<usize>,
+    accs: &mut [u8],
+) {
+    assert!(b > 0, "scan: zero row size");
+    assert!(rows.end * b <= region.len(), "scan: rows outside the region");
+    assert_eq!(accs.len(), selection.chunk_count() * b, "scan: accumulator size");
+    if rows.is_empty() {
+        return;
+    }
+    if b >= SPARSE_ROW_BYTES {
+        scan_sparse(backend, selection, region, b, rows, accs);
+    } else if selection.chunk_count() == 1 {
+        scan_dense_single(backend, selection.chunk(0), region, b, rows, accs);
+    } else {
+        scan_dense(backend, selection, region, b, rows, accs);
+    }
+}
+
+multiversioned! {
+    /// Large rows: XOR only the selected ones.
+    fn scan_sparse(selection: Selection<'_>, region: &[u8], b: usize, rows: Range<usize>, accs: &mut [u8]) {
+        let c = selection.chunk_count();
+        if c == 1 {
+            let bits = selection.chunk(0);
+            let first_word = rows.start / 64;
+            let last_word = (rows.end - 1) / 64;
+            for w in first_word..=last_word {
+                let mut word = word_at(bits, w);
+                // Clip to the range.
+                if w == first_word {
+                    word &= u64::MAX << (rows.start % 64);
+                }
+                if w == last_word && rows.end % 64 != 0 {
+                    word &= u64::MAX >> (64 - rows.end % 64);
+                }
+                while word != 0 {
+                    let row = w * 64 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    xor_in(accs, &region[row * b..(row + 1) * b]);
+                }
+            }
+        } else {
+            let mut j = rows.start % c;
+            let mut k = rows.start / c;
+            for row in rows {
+                if bit_at(selection.chunk(j), k) {
+                    xor_in(&mut accs[j * b..(j + 1) * b], &region[row * b..(row + 1) * b]);
+                }
+                j += 1;
+                if j == c {
+                    j = 0;
+                    k += 1;
+                }
+            }
+        }
+    }
+}
+
+multiversioned! {
+    /// Small rows, one chunk: branch-free masked XOR, bits read a word at a time.
+    fn scan_dense_single(bits: &[u8], region: &[u8], b: usize, rows: Range<usize>, accs: &mut [u8]) {
+        let mut row = rows.start;
+        while row < rows.end {
+            let word = word_at(bits, row / 64) >> (row % 64);
+            let stop = ((row / 64 + 1) * 64).min(rows.end);
+            let mut shifted = word;
+            for r in row..stop {
+                let mask = 0u8.wrapping_sub((shifted & 1) as u8);
+                shifted >>= 1;
+                xor_in_masked(accs, &region[r * b..(r + 1) * b], mask);
+            }
+            row = stop;
+        }
+    }
+}
+
+multiversioned! {
+    /// Small rows, several chunks: branch-free masked XOR into the row's chunk slot.
+    fn scan_dense(selection: Selection<'_>, region: &[u8], b: usize, rows: Range<usize>, accs: &mut [u8]) {
+        let c = selection.chunk_count();
+        let mut j = rows.start % c;
+        let mut k = rows.start / c;
+        for row in rows {
+            let mask = 0u8.wrapping_sub(u8::from(bit_at(selection.chunk(j), k)));
+            xor_in_masked(&mut accs[j * b..(j + 1) * b], &region[row * b..(row + 1) * b], mask);
+            j += 1;
+            if j == c {
+                j = 0;
+                k += 1;
+            }
+        }
+    }
+}
+
+/// Scans `rows` with every thread of the current rayon pool, each on its own share of rows;
+/// returns the `c * b` accumulators of the whole range.
+pub fn scan_parallel(selection: Selection<'_>, region: &[u8], b: usize, rows: Range<usize>) -> Vec<u8> {
+    let backend = Backend::current();
+    let slots = selection.chunk_count() * b;
+    let threads = rayon::current_num_threads().max(1);
+    // Shares are whole 64-row words of every chunk so each thread reads its bits word-wise.
+    let granule = 64 * selection.chunk_count();
+    let parts = split_rows(rows, threads, granule);
+    let partials: Vec<Vec<u8>> = rayon_map(&parts, |part| {
+        let mut accs = vec![0u8; slots];
+        scan_with(backend, selection, region, b, part.clone(), &mut accs);
+        accs
+    });
+    fold(partials, slots, backend)
+}
+
+/// Splits `rows` into at most `parts` ranges whose inner boundaries are multiples of `granule`.
+pub fn split_rows(rows: Range<usize>, parts: usize, granule: usize) -> Vec<Range<usize>> {
+    let len = rows.len();
+    if len == 0 {
+        return Vec::new();
+    }
+    let granule = granule.max(1);
+    let per = len.div_ceil(parts.max(1)).div_ceil(granule) * granule;
+    let mut out = Vec::new();
+    let mut start = rows.start;
+    while start < rows.end {
+        // Align the first boundary to the granule counted from row 0.
+        let mut end = (start + per).min(rows.end);
+        if end < rows.end {
+            end -= end % granule;
+            if end <= start {
+                end = (start + granule).min(rows.end);
+            }
+        }
+        out.push(start..end);
+        start = end;
+    }
+    out
+}
+
+/// Runs `f` on every item in parallel on the current rayon pool, keeping order.
+pub(crate) fn rayon_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync + Send) -> Vec<R> {
+    use rayon::prelude::*;
+    items.par_iter().map(f).collect()
+}
+
+/// XORs equal-length buffers together.
+pub(crate) fn fold(mut partials: Vec<Vec<u8>>, len: usize, backend: Backend) -> Vec<u8> {
+    let mut total = partials.pop().unwrap_or_else(|| vec![0u8; len]);
+    for part in &partials {
+        xor_into_with(backend, &mut total, part);
+    }
+    total
 }
 
 #[cfg(test)]
@@ -34,14 +309,87 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The obviously correct scan: row by row, bit by bit.
+    fn reference(selection: Selection<'_>, region: &[u8], b: usize, rows: Range<usize>) -> Vec<u8> {
+        let c = selection.chunk_count();
+        let mut accs = vec![0u8; c * b];
+        for row in rows {
+            if selection.bit(row) {
+                let j = row % c;
+                for i in 0..b {
+                    accs[j * b + i] ^= region[row * b + i];
+                }
+            }
+        }
+        accs
+    }
+
+    fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
     proptest! {
         #[test]
-        fn xor_into_matches_bytewise(a in proptest::collection::vec(any::<u8>(), 0..200), seed in any::<u8>()) {
-            let b: Vec<u8> = a.iter().enumerate().map(|(i, x)| x.wrapping_mul(31).wrapping_add(i as u8 ^ seed)).collect();
-            let mut acc = a.clone();
-            xor_into(&mut acc, &b);
+        fn xor_into_matches_bytewise(a in proptest::collection::vec(any::<u8>(), 0..300), seed in any::<u64>()) {
+            let b = pseudo_random(a.len(), seed);
             let expect: Vec<u8> = a.iter().zip(&b).map(|(x, y)| x ^ y).collect();
-            prop_assert_eq!(acc, expect);
+            for backend in Backend::available() {
+                let mut acc = a.clone();
+                xor_into_with(backend, &mut acc, &b);
+                prop_assert_eq!(&acc, &expect);
+                let mut out = vec![0u8; a.len()];
+                xor3_with(backend, &mut out, &a, &b);
+                prop_assert_eq!(&out, &expect);
+            }
+        }
+
+        #[test]
+        fn every_backend_scans_like_the_reference(
+            rows in 1usize..700,
+            b32 in prop::sample::select(vec![1usize, 2, 3, 8, 12]),
+            c in 1usize..6,
+            start_frac in 0.0f64..1.0,
+            seed in any::<u64>(),
+        ) {
+            let b = 32 * b32;
+            let region = pseudo_random(rows * b, seed);
+            let chunk_bits: Vec<Vec<u8>> = (0..c)
+                .map(|j| pseudo_random(rows.div_ceil(c).div_ceil(8), seed ^ (j as u64 + 1)))
+                .collect();
+            let refs: Vec<&[u8]> = chunk_bits.iter().map(|v| v.as_slice()).collect();
+            let selection = Selection::new(&refs);
+            let start = ((rows as f64) * start_frac) as usize;
+            let expect = reference(selection, &region, b, start..rows);
+            for backend in Backend::available() {
+                let mut accs = vec![0u8; c * b];
+                scan_with(backend, selection, &region, b, start..rows, &mut accs);
+                prop_assert_eq!(&accs, &expect, "backend {:?}", backend);
+            }
+            let whole = reference(selection, &region, b, 0..rows);
+            prop_assert_eq!(scan_parallel(selection, &region, b, 0..rows), whole);
+        }
+
+        #[test]
+        fn split_rows_covers_the_range(start in 0usize..1000, len in 0usize..5000, parts in 1usize..9, granule in 1usize..200) {
+            let ranges = split_rows(start..start + len, parts, granule);
+            let mut next = start;
+            for r in &ranges {
+                prop_assert_eq!(r.start, next);
+                prop_assert!(r.end > r.start);
+                next = r.end;
+            }
+            prop_assert_eq!(next, start + len);
+            for r in ranges.iter().skip(1) {
+                prop_assert_eq!(r.start % granule, 0);
+            }
         }
     }
 
@@ -54,4 +402,10 @@ mod tests {
         assert_eq!(acc, expect);
     }
 
+    #[test]
+    fn bits_past_the_vector_read_as_zero() {
+        assert_eq!(word_at(&[0xff, 0x01], 0), 0x01ff);
+        assert_eq!(word_at(&[0xff], 1), 0);
+        assert!(!bit_at(&[0xff], 8));
+    }
 }

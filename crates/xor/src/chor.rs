@@ -85,13 +85,18 @@ impl Chor {
         QUERY_HEADER_LEN + bits::byte_len(shape.block_count())
     }
 
+    /// The scheme as a mirror sees it: answers do not depend on `n`.
+    pub(crate) fn for_mirror(shape: DbShape) -> Chor {
+        Chor {
+            shape,
+            servers: MIN_SERVERS,
+        }
+    }
+
     /// Answers a query body without knowing `n` (the answer does not depend on it): what a
     /// mirror runs. Checks the shape in the body against `db` before allocating anything.
     pub(crate) fn answer_body(db: &Database, body: &[u8]) -> Result<Vec<u8>, Error> {
-        let scheme = Chor {
-            shape: db.shape(),
-            servers: MIN_SERVERS,
-        };
+        let scheme = Chor::for_mirror(db.shape());
         let query = scheme.decode_query(body)?;
         let answer = scheme.answer(db, &query)?;
         Ok(scheme.encode_answer(&answer))
@@ -183,7 +188,13 @@ impl MultiServerScheme for Chor {
             )));
         }
         let mut block = vec![0u8; self.shape.block_size()];
-        pir_kernels::xor_rows(db.bytes(), query.bits.ones(), &mut block);
+        pir_kernels::scan(
+            pir_kernels::Selection::new(&[query.bits.as_bytes()]),
+            db.bytes(),
+            self.shape.block_size(),
+            0..self.shape.block_count(),
+            &mut block,
+        );
         Ok(ChorAnswer { block })
     }
 

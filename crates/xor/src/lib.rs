@@ -12,19 +12,23 @@
 //!   [`AnswerMode`] for single- or multi-block queries.
 //! - [`prg`]: the pinned AES-128-CTR generator that expands RAID-PIR seeds.
 //! - [`serve`]: the server entry point on wire bodies, for mirrors that play any position.
+//! - [`engine`]: the fast server path: parallel SIMD scans, four-Russians tables and batches.
 //!
 //! Both schemes implement [`pir_core::MultiServerScheme`], including their wire bodies.
 //! Notation (`B`, `b`, `n`, `r`, `c`) is defined in [`pir_core::glossary`].
 //!
-//! What it does not do: no I/O (sockets, files), no threads and no logging; randomness is passed
+//! What it does not do: no I/O (sockets, files), no threads of its own (the engine's parallel
+//! kernels run on the caller's rayon pool) and no logging; randomness is passed
 //! in by the caller, and the wire envelope, signatures and transport live in other crates.
 
 pub mod chor;
+pub mod engine;
 pub mod prg;
 pub mod raid;
 pub mod serve;
 
 pub use chor::{Chor, ChorAnswer, ChorQuery, ChorState};
+pub use engine::{Engine, EngineOptions, Prepared, Russians};
 pub use raid::{AnswerMode, RaidAnswer, RaidPir, RaidQuery, RaidState};
 
 /// Fewest servers a query goes to: XOR PIR needs at least two non-colluding servers

@@ -384,6 +384,54 @@ impl RaidPir {
         })
     }
 
+    /// The rows server `query.server` XORs: one bit vector per chunk (`k_j` bits for chunk `j`,
+    /// empty for the chunks it does not process), in the layout of [`pir_kernels::Selection`].
+    /// Checks the query against the parameters first.
+    pub fn selection(&self, query: &RaidQuery) -> Result<Vec<BitVec>, Error> {
+        self.check_query(query)?;
+        let mut selection = vec![BitVec::zeros(0); self.chunks];
+        for (chunk, bits) in self.flip_chunks(query.server).zip(&query.flips) {
+            selection[chunk] = bits.clone();
+        }
+        for (chunk, bits) in self.expand_subqueries(query.server, &query.seed)? {
+            selection[chunk] = bits;
+        }
+        Ok(selection)
+    }
+
+    /// Whether this query's answer is one XOR of every selected row (so four-Russians tables
+    /// over consecutive rows can answer it).
+    pub fn sums_all_chunks(&self) -> bool {
+        self.mode == AnswerMode::Single
+    }
+
+    /// The answer of `server` from the per-chunk sums of its selection (`c * b` bytes, chunk
+    /// `j` at `j * b`, as the scan kernels write them).
+    pub fn answer_from_chunk_sums(&self, server: usize, sums: &[u8]) -> RaidAnswer {
+        let b = self.shape.block_size();
+        let blocks = match self.mode {
+            AnswerMode::Single => {
+                let mut block = vec![0u8; b];
+                for sum in sums.chunks_exact(b) {
+                    pir_kernels::xor_into(&mut block, sum);
+                }
+                vec![block]
+            }
+            AnswerMode::PerChunk => self
+                .processed_chunks(server)
+                .map(|chunk| sums[chunk * b..(chunk + 1) * b].to_vec())
+                .collect(),
+        };
+        RaidAnswer { blocks }
+    }
+
+    /// The answer from one XOR of all selected rows (only for [`AnswerMode::Single`]).
+    pub fn answer_from_total(&self, total: Vec<u8>) -> RaidAnswer {
+        RaidAnswer {
+            blocks: vec![total],
+        }
+    }
+
     fn check_answers(&self, answers: &[RaidAnswer]) -> Result<(), Error> {
         if answers.len() != self.servers {
             return Err(Error::WrongLength(format!(
@@ -484,46 +532,18 @@ impl MultiServerScheme for RaidPir {
                 "the database shape differs from the scheme's".into(),
             ));
         }
-        self.check_query(query)?;
-        // selectors[j]: the bits server s applies to chunk j, if it processes j.
-        let mut selectors: Vec<Option<BitVec>> = vec![None; self.chunks];
-        for (chunk, bits) in self.flip_chunks(query.server).zip(&query.flips) {
-            selectors[chunk] = Some(bits.clone());
-        }
-        for (chunk, bits) in self.expand_subqueries(query.server, &query.seed)? {
-            selectors[chunk] = Some(bits);
-        }
-        let chunks = self.chunks;
-        // One pass over the database in row order, so the scan stays sequential.
-        let selected = |row: &usize| {
-            selectors[row % chunks]
-                .as_ref()
-                .is_some_and(|bits| bits.get(row / chunks))
-        };
-        let block_size = self.shape.block_size();
-        let rows = (0..self.shape.block_count()).filter(selected);
-        let blocks = match self.mode {
-            AnswerMode::Single => {
-                let mut block = vec![0u8; block_size];
-                pir_kernels::xor_rows(db.bytes(), rows, &mut block);
-                vec![block]
-            }
-            AnswerMode::PerChunk => {
-                let mut slots = vec![usize::MAX; chunks];
-                let mut count = 0;
-                for chunk in self.processed_chunks(query.server) {
-                    slots[chunk] = count;
-                    count += 1;
-                }
-                let mut blocks = vec![vec![0u8; block_size]; count];
-                for row in rows {
-                    // Selected rows lie in processed chunks, which all have a slot.
-                    pir_kernels::xor_into(&mut blocks[slots[row % chunks]], db.block(row));
-                }
-                blocks
-            }
-        };
-        Ok(RaidAnswer { blocks })
+        let selection = self.selection(query)?;
+        let refs: Vec<&[u8]> = selection.iter().map(BitVec::as_bytes).collect();
+        let b = self.shape.block_size();
+        let mut sums = vec![0u8; self.chunks * b];
+        pir_kernels::scan(
+            pir_kernels::Selection::new(&refs),
+            db.bytes(),
+            b,
+            0..self.shape.block_count(),
+            &mut sums,
+        );
+        Ok(self.answer_from_chunk_sums(query.server, &sums))
     }
 
     fn decode(&self, state: &RaidState, answers: &[RaidAnswer]) -> Result<Vec<Vec<u8>>, Error> {

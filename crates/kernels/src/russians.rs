@@ -1,0 +1,324 @@
+//! The method of four Russians for XOR scans (RAID-PIR, seed 001, sections 2.3 and 3.2.2).
+//!
+//! Rows are taken in groups of `t` rows of the same chunk: super-group `s` covers rows
+//! `s c t .. (s + 1) c t`, and chunk `j`'s group in it is rows `(s t + u) c + j` for
+//! `u = 0..t` (with `c = 1`, simply `t` consecutive rows). For every group a table holds the
+//! XOR of every non-empty subset of its rows, `2^t - 1` entries of `b` bytes, built with a
+//! Gray-code walk so each entry costs one XOR of two earlier ones. A query then reads one
+//! entry per group (chosen by its `t` selection bits) instead of up to `t` rows: `B / t` rows
+//! of reads instead of `B`, for `(2^t - 1) / t` times the database in memory (t = 4: 3.75x,
+//! t = 8: 31.9x). Missing rows past the end of the database count as zero rows.
+//!
+//! The same Gray-code tables, built on the fly per group of 4 rows and shared by every query
+//! of a batch, are the core of [`crate::batch`].
+
+use std::ops::Range;
+
+use crate::xor::{rayon_map, xor3, xor_in, Selection};
+use crate::Backend;
+
+/// Group sizes the tables support (they divide 8, so a group's bits never straddle a byte).
+pub const GROUP_SIZES: [usize; 4] = [1, 2, 4, 8];
+
+/// The shape of a four-Russians table: `rows` rows of `b` bytes, `c` chunks, groups of `t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RussiansLayout {
+    rows: usize,
+    b: usize,
+    c: usize,
+    t: usize,
+}
+
+impl RussiansLayout {
+    /// A layout, or `None` if `t` is not in [`GROUP_SIZES`], a size is zero, or the table
+    /// size overflows.
+    pub fn new(rows: usize, b: usize, c: usize, t: usize) -> Option<Self> {
+        if !GROUP_SIZES.contains(&t) || rows == 0 || b == 0 || c == 0 {
+            return None;
+        }
+        let layout = Self { rows, b, c, t };
+        layout.checked_table_bytes().map(|_| layout)
+    }
+
+    /// `t`, rows per group.
+    pub fn group_size(&self) -> usize {
+        self.t
+    }
+
+    /// Number of super-groups, `ceil(B / (c t))`.
+    pub fn super_groups(&self) -> usize {
+        self.rows.div_ceil(self.c * self.t)
+    }
+
+    /// Entries per group, `2^t - 1` (the empty subset is not stored).
+    pub fn entries(&self) -> usize {
+        (1 << self.t) - 1
+    }
+
+    fn checked_table_bytes(&self) -> Option<usize> {
+        self.super_groups()
+            .checked_mul(self.c)?
+            .checked_mul(self.entries())?
+            .checked_mul(self.b)
+    }
+
+    /// Bytes of one super-group's tables.
+    pub fn super_group_bytes(&self) -> usize {
+        self.c * self.entries() * self.b
+    }
+
+    /// Bytes of the whole table, about `(2^t - 1) / t` times the database.
+    pub fn table_bytes(&self) -> usize {
+        self.super_groups() * self.super_group_bytes()
+    }
+
+    /// The memory cost of group size `t` as a multiple of the database size, `(2^t - 1) / t`.
+    pub fn memory_factor(t: usize) -> f64 {
+        ((1u64 << t) - 1) as f64 / t as f64
+    }
+}
+
+/// Builds the whole table for `region` with every thread of the current rayon pool, calling
+/// `progress(done, total)` in super-groups as it goes.
+pub fn build_parallel(
+    layout: RussiansLayout,
+    region: &[u8],
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Vec<u8> {
+    use rayon::prelude::*;
+    let backend = Backend::current();
+    let mut table = vec![0u8; layout.table_bytes()];
+    let per = layout.super_group_bytes();
+    // Work in runs of super-groups so progress calls stay cheap.
+    let run = (64 << 20) / per.max(1) + 1;
+    let total = layout.super_groups();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    table
+        .par_chunks_mut(per * run)
+        .enumerate()
+        .for_each(|(i, part)| {
+            let first = i * run;
+            let count = part.len() / per;
+            build_with(backend, layout, region, first..first + count, part);
+            let now = done.fetch_add(count, std::sync::atomic::Ordering::Relaxed) + count;
+            progress(now, total);
+        });
+    table
+}
+
+multiversioned! {
+    /// Builds the tables of super-groups `groups` into `out` (exactly their bytes).
+    pub fn build_with(layout: RussiansLayout, region: &[u8], groups: Range<usize>, out: &mut [u8]) {
+        let RussiansLayout { rows, b, c, t } = layout;
+        assert!(rows * b <= region.len(), "four Russians: region too short");
+        assert_eq!(out.len(), groups.len() * layout.super_group_bytes(), "four Russians: table slice");
+        let entries = layout.entries();
+        for (n, s) in groups.enumerate() {
+            for j in 0..c {
+                let group = &mut out[(n * c + j) * entries * b..][..entries * b];
+                gray_fill(group, b, t, |u| {
+                    let row = (s * t + u) * c + j;
+                    (row < rows).then(|| &region[row * b..(row + 1) * b])
+                });
+            }
+        }
+    }
+}
+
+/// Fills `table` (`2^t - 1` entries of `width` bytes; entry `i - 1` holds the XOR of the
+/// rows whose bits are set in `i`) by a Gray-code walk: consecutive codes differ in one row,
+/// so each entry is one XOR of the previous entry and that row. `row(u)` is `None` for a
+/// missing (zero) row.
+#[inline(always)]
+pub(crate) fn gray_fill<'r>(
+    table: &mut [u8],
+    width: usize,
+    t: usize,
+    row: impl Fn(usize) -> Option<&'r [u8]>,
+) {
+    let mut previous = 0usize;
+    for i in 1..(1usize << t) {
+        let code = i ^ (i >> 1);
+        let changed = i.trailing_zeros() as usize;
+        let out_at = (code - 1) * width;
+        match (previous, row(changed)) {
+            (0, Some(r)) => table[out_at..out_at + width].copy_from_slice(r),
+            (0, None) => table[out_at..out_at + width].fill(0),
+            (p, added) => {
+                let prev_at = (p - 1) * width;
+                let (out, prev) = if out_at > prev_at {
+                    let (lo, hi) = table.split_at_mut(out_at);
+                    (&mut hi[..width], &lo[prev_at..prev_at + width])
+                } else {
+                    let (lo, hi) = table.split_at_mut(prev_at);
+                    (&mut lo[out_at..out_at + width], &hi[..width])
+                };
+                match added {
+                    Some(r) => xor3(out, prev, r),
+                    None => out.copy_from_slice(prev),
+                }
+            }
+        }
+        previous = code;
+    }
+}
+
+/// The `t` selection bits of group `s` in a chunk's bit vector (`t` divides 8).
+#[inline(always)]
+pub(crate) fn group_bits(bits: &[u8], s: usize, t: usize) -> usize {
+    let bit = s * t;
+    bits.get(bit / 8)
+        .map_or(0, |byte| usize::from(byte >> (bit % 8)) & ((1 << t) - 1))
+}
+
+/// Answers one query from the table: XORs one entry per group of super-groups `groups` into
+/// the chunk slots of `accs` (`c * b` bytes).
+pub fn scan(
+    layout: RussiansLayout,
+    selection: Selection<'_>,
+    table: &[u8],
+    groups: Range<usize>,
+    accs: &mut [u8],
+) {
+    scan_with(Backend::current(), layout, selection, table, groups, accs);
+}
+
+multiversioned! {
+    /// [`scan`] with a chosen backend. A table over consecutive rows (`c = 1`) also answers a
+    /// selection with several chunks, as one XOR of all its selected rows (the group's bits
+    /// are gathered from the chunks they belong to); `accs` is then one slot of `b` bytes.
+    pub fn scan_with(layout: RussiansLayout, selection: Selection<'_>, table: &[u8], groups: Range<usize>, accs: &mut [u8]) {
+        let RussiansLayout { b, c, t, .. } = layout;
+        let gathered = selection.chunk_count() != c;
+        assert!(!gathered || c == 1, "four Russians: chunk count");
+        assert_eq!(table.len(), layout.table_bytes(), "four Russians: table size");
+        assert_eq!(accs.len(), c * b, "four Russians: accumulator size");
+        let entries = layout.entries();
+        for s in groups {
+            for j in 0..c {
+                let index = if gathered {
+                    (0..t).fold(0, |index, u| index | usize::from(selection.bit(s * t + u)) << u)
+                } else {
+                    group_bits(selection.chunk(j), s, t)
+                };
+                if index != 0 {
+                    let at = ((s * c + j) * entries + index - 1) * b;
+                    xor_in(&mut accs[j * b..(j + 1) * b], &table[at..at + b]);
+                }
+            }
+        }
+    }
+}
+
+/// Answers one query from the table with every thread of the current rayon pool.
+pub fn scan_parallel(layout: RussiansLayout, selection: Selection<'_>, table: &[u8]) -> Vec<u8> {
+    let backend = Backend::current();
+    let slots = if selection.chunk_count() == layout.c {
+        layout.c * layout.b
+    } else {
+        layout.b
+    };
+    let parts = crate::xor::split_rows(0..layout.super_groups(), rayon::current_num_threads(), 8);
+    let partials = rayon_map(&parts, |part| {
+        let mut accs = vec![0u8; slots];
+        scan_with(backend, layout, selection, table, part.clone(), &mut accs);
+        accs
+    });
+    crate::xor::fold(partials, slots, backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gray_table_holds_every_subset() {
+        let rows: Vec<Vec<u8>> = (0..4).map(|u| vec![1u8 << u; 32]).collect();
+        let mut table = vec![0u8; 15 * 32];
+        gray_fill(&mut table, 32, 4, |u| Some(rows[u].as_slice()));
+        for i in 1..16usize {
+            assert_eq!(table[(i - 1) * 32], i as u8, "entry {i}");
+        }
+        // A missing row contributes nothing.
+        gray_fill(&mut table, 32, 4, |u| (u != 2).then(|| rows[u].as_slice()));
+        for i in 1..16usize {
+            assert_eq!(table[(i - 1) * 32], (i & !4) as u8, "entry {i}");
+        }
+    }
+
+    #[test]
+    fn layout_rules_and_memory_factor() {
+        assert!(RussiansLayout::new(10, 32, 1, 3).is_none());
+        assert!(RussiansLayout::new(0, 32, 1, 4).is_none());
+        let l = RussiansLayout::new(10, 64, 1, 4).unwrap();
+        assert_eq!(l.super_groups(), 3);
+        assert_eq!(l.table_bytes(), 3 * 15 * 64);
+        assert_eq!(RussiansLayout::memory_factor(4), 3.75);
+        assert!(RussiansLayout::new(usize::MAX / 2, 1 << 20, 1, 8).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn table_scan_matches_the_plain_scan(
+            rows in 1usize..300,
+            b32 in 1usize..10,
+            c in 1usize..5,
+            t in prop::sample::select(GROUP_SIZES.to_vec()),
+            seed in any::<u64>(),
+        ) {
+            let b = 32 * b32;
+            let region = pseudo_random(rows * b, seed);
+            let chunk_bits: Vec<Vec<u8>> = (0..c)
+                .map(|j| {
+                    let len = rows.saturating_sub(j).div_ceil(c);
+                    let mut bits = pseudo_random(len.div_ceil(8), seed ^ (j as u64 + 7));
+                    // Bits past the chunk's end are zero, as pir-xor guarantees.
+                    for k in len..bits.len() * 8 {
+                        bits[k / 8] &= !(1 << (k % 8));
+                    }
+                    bits
+                })
+                .collect();
+            let refs: Vec<&[u8]> = chunk_bits.iter().map(|v| v.as_slice()).collect();
+            let selection = Selection::new(&refs);
+            let mut expect = vec![0u8; c * b];
+            crate::xor::scan_with(Backend::Portable, selection, &region, b, 0..rows, &mut expect);
+            let layout = RussiansLayout::new(rows, b, c, t).unwrap();
+            let table = build_parallel(layout, &region, &|_, _| {});
+            for backend in Backend::available() {
+                let mut accs = vec![0u8; c * b];
+                scan_with(backend, layout, selection, &table, 0..layout.super_groups(), &mut accs);
+                prop_assert_eq!(&accs, &expect, "backend {:?}", backend);
+                let mut built = vec![0u8; layout.table_bytes()];
+                build_with(backend, layout, &region, 0..layout.super_groups(), &mut built);
+                prop_assert_eq!(&built, &table);
+            }
+            prop_assert_eq!(scan_parallel(layout, selection, &table), expect.clone());
+            // A table over consecutive rows answers the same selection as one sum.
+            let flat = RussiansLayout::new(rows, b, 1, t).unwrap();
+            let flat_table = build_parallel(flat, &region, &|_, _| {});
+            let mut total = vec![0u8; b];
+            for slot in expect.chunks_exact(b) {
+                crate::xor::xor_into_with(Backend::Portable, &mut total, slot);
+            }
+            for backend in Backend::available() {
+                let mut acc = vec![0u8; b];
+                scan_with(backend, flat, selection, &flat_table, 0..flat.super_groups(), &mut acc);
+                prop_assert_eq!(&acc, &total, "gathered, backend {:?}", backend);
+            }
+        }
+    }
+}

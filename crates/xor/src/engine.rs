@@ -1,0 +1,346 @@
+//! The server engine: answers Chor and RAID-PIR query bodies against one database, one query
+//! at a time or many in one pass, with the fastest method for the database's shape.
+//!
+//! - **Plain scan** ([`pir_kernels::xor`]): every thread of the caller's rayon pool scans a
+//!   share of the rows with the best SIMD backend.
+//! - **Four Russians** ([`pir_kernels::russians`], seed 001, section 2.3): a table of
+//!   `(2^t - 1) / t` times the database answers a query with one lookup per `t` rows. It wins
+//!   for large blocks, where a lookup streams a whole block, and loses for small ones, where
+//!   random lookups cost more than streaming `t` rows; [`Russians::Auto`] uses it from
+//!   [`RUSSIANS_MIN_BLOCK`] bytes up, within a memory limit. It answers Chor queries and
+//!   RAID-PIR queries in [`AnswerMode::Single`](crate::AnswerMode::Single) (one XOR of all
+//!   selected rows); per-chunk answers use the plain scan.
+//! - **Batches** ([`pir_kernels::batch`]): queries answered together share one pass over the
+//!   database; each answer is exactly the one the query gets alone.
+//!
+//! Parallelism comes from the `*_parallel` kernels, which run on the caller's rayon pool: the
+//! engine itself spawns nothing, and a server sizes the pool.
+
+use pir_core::bits::BitVec;
+use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use pir_kernels::russians::RussiansLayout;
+use pir_kernels::Selection;
+
+use crate::chor::Chor;
+use crate::raid::RaidPir;
+use crate::serve::max_query_body;
+
+/// Smallest block size at which [`Russians::Auto`] uses four-Russians tables: below it the
+/// random table lookups lose to a streaming scan. Measured with `pir bench` on a 2-core AMD
+/// EPYC (Zen 4) VM; see the crossover table in ARCHITECTURE.md.
+pub const RUSSIANS_MIN_BLOCK: usize = 1024;
+
+/// Group size `t` that [`Russians::Auto`] uses (memory 3.75 x the database).
+pub const RUSSIANS_AUTO_GROUP: usize = 4;
+
+/// Whether to precompute four-Russians tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Russians {
+    /// Never; every query is a plain scan.
+    Off,
+    /// From [`RUSSIANS_MIN_BLOCK`]-byte blocks up, with `t` = [`RUSSIANS_AUTO_GROUP`], if the
+    /// table fits the memory limit.
+    Auto,
+    /// Always, with this group size (1, 2, 4 or 8), if the table fits the memory limit.
+    Group(usize),
+}
+
+/// How an [`Engine`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Four-Russians tables.
+    pub russians: Russians,
+    /// Largest table to build, in bytes.
+    pub russians_memory_limit: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            russians: Russians::Auto,
+            russians_memory_limit: 8 << 30,
+        }
+    }
+}
+
+/// A database with its precomputed tables.
+pub struct Engine {
+    database: Database,
+    russians: Option<(RussiansLayout, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("shape", &self.database.shape())
+            .field("russians", &self.russians_group())
+            .finish()
+    }
+}
+
+/// A query body, decoded and checked against the database, ready to scan.
+#[derive(Debug)]
+pub struct Prepared {
+    scheme: Kind,
+    selection: Vec<BitVec>,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Chor(Chor),
+    Raid { raid: RaidPir, server: usize },
+}
+
+impl Prepared {
+    /// The number of chunks `c` of its selection (1 for Chor).
+    pub fn chunk_count(&self) -> usize {
+        self.selection.len()
+    }
+
+    fn sums_all_chunks(&self) -> bool {
+        match &self.scheme {
+            Kind::Chor(_) => true,
+            Kind::Raid { raid, .. } => raid.sums_all_chunks(),
+        }
+    }
+
+    fn refs(&self) -> Vec<&[u8]> {
+        self.selection.iter().map(BitVec::as_bytes).collect()
+    }
+
+    /// Encodes the answer body from the per-chunk sums (`c * b` bytes).
+    fn finish_from_sums(&self, sums: &[u8]) -> Vec<u8> {
+        match &self.scheme {
+            Kind::Chor(chor) => chor.encode_answer(&crate::ChorAnswer {
+                block: sums.to_vec(),
+            }),
+            Kind::Raid { raid, server } => {
+                raid.encode_answer(&raid.answer_from_chunk_sums(*server, sums))
+            }
+        }
+    }
+
+    /// Encodes the answer body from the XOR of all selected rows (`b` bytes).
+    fn finish_from_total(&self, total: Vec<u8>) -> Vec<u8> {
+        match &self.scheme {
+            Kind::Chor(chor) => chor.encode_answer(&crate::ChorAnswer { block: total }),
+            Kind::Raid { raid, .. } => raid.encode_answer(&raid.answer_from_total(total)),
+        }
+    }
+}
+
+impl Engine {
+    /// An engine over `database`, building four-Russians tables as `options` ask (reporting
+    /// `progress(done, total)` while it builds, since 1 GiB of blocks takes seconds).
+    pub fn new(
+        database: Database,
+        options: EngineOptions,
+        progress: &(dyn Fn(usize, usize) + Sync),
+    ) -> Engine {
+        let shape = database.shape();
+        let russians = Self::plan_russians(shape, options).map(|layout| {
+            let table = pir_kernels::russians::build_parallel(layout, database.bytes(), progress);
+            (layout, table)
+        });
+        Engine { database, russians }
+    }
+
+    /// The table layout `options` lead to for `shape`, if any.
+    pub fn plan_russians(shape: DbShape, options: EngineOptions) -> Option<RussiansLayout> {
+        let t = match options.russians {
+            Russians::Off => return None,
+            Russians::Auto if shape.block_size() < RUSSIANS_MIN_BLOCK => return None,
+            Russians::Auto => RUSSIANS_AUTO_GROUP,
+            Russians::Group(t) => t,
+        };
+        RussiansLayout::new(shape.block_count(), shape.block_size(), 1, t)
+            .filter(|layout| layout.table_bytes() <= options.russians_memory_limit)
+    }
+
+    /// The database.
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
+    /// The group size `t` of the four-Russians table in use, if any.
+    pub fn russians_group(&self) -> Option<usize> {
+        self.russians.as_ref().map(|(layout, _)| layout.group_size())
+    }
+
+    /// Bytes of the four-Russians table (0 without one).
+    pub fn russians_table_bytes(&self) -> usize {
+        self.russians.as_ref().map_or(0, |(_, table)| table.len())
+    }
+
+    /// Decodes and checks a query body of `scheme`; nothing is allocated before the body's
+    /// parameters are checked against the database shape.
+    pub fn prepare(&self, scheme: SchemeId, body: &[u8]) -> Result<Prepared, Error> {
+        let shape = self.database.shape();
+        if body.len() > max_query_body(shape) {
+            return Err(Error::Oversized {
+                len: body.len(),
+                limit: max_query_body(shape),
+            });
+        }
+        match scheme {
+            SchemeId::Chor => {
+                let chor = Chor::for_mirror(shape);
+                let query = chor.decode_query(body)?;
+                Ok(Prepared {
+                    scheme: Kind::Chor(chor),
+                    selection: vec![query.bits],
+                })
+            }
+            SchemeId::RaidPir => {
+                let raid = RaidPir::for_query_body(shape, body)?;
+                let query = raid.decode_query(body)?;
+                let selection = raid.selection(&query)?;
+                Ok(Prepared {
+                    scheme: Kind::Raid {
+                        raid,
+                        server: query.server,
+                    },
+                    selection,
+                })
+            }
+            other => Err(Error::WrongScheme {
+                found: other as u8,
+                expected: SchemeId::RaidPir as u8,
+            }),
+        }
+    }
+
+    /// Answers one prepared query with every thread of the current rayon pool.
+    pub fn answer(&self, prepared: &Prepared) -> Vec<u8> {
+        let refs = prepared.refs();
+        let selection = Selection::new(&refs);
+        let region = self.database.bytes();
+        let b = self.database.shape().block_size();
+        match &self.russians {
+            Some((layout, table)) if prepared.sums_all_chunks() => prepared.finish_from_total(
+                pir_kernels::russians::scan_parallel(*layout, selection, table),
+            ),
+            _ => prepared.finish_from_sums(&pir_kernels::scan_parallel(
+                selection,
+                region,
+                b,
+                0..self.database.shape().block_count(),
+            )),
+        }
+    }
+
+    /// Answers all prepared queries, sharing one pass over the database among the queries
+    /// with the same chunk count; returns the answer bodies in order.
+    pub fn answer_batch(&self, prepared: &[Prepared]) -> Vec<Vec<u8>> {
+        if prepared.len() == 1 {
+            return vec![self.answer(&prepared[0])];
+        }
+        let b = self.database.shape().block_size();
+        let rows = 0..self.database.shape().block_count();
+        let mut answers: Vec<Option<Vec<u8>>> = vec![None; prepared.len()];
+        let mut counts: Vec<usize> = prepared.iter().map(Prepared::chunk_count).collect();
+        counts.sort_unstable();
+        counts.dedup();
+        for c in counts {
+            let members: Vec<usize> = (0..prepared.len())
+                .filter(|&i| prepared[i].chunk_count() == c)
+                .collect();
+            let refs: Vec<Vec<&[u8]>> = members.iter().map(|&i| prepared[i].refs()).collect();
+            let selections: Vec<Selection<'_>> = refs.iter().map(|r| Selection::new(r)).collect();
+            let sums = pir_kernels::batch::scan_parallel(
+                &selections,
+                self.database.bytes(),
+                b,
+                rows.clone(),
+            );
+            for (n, &i) in members.iter().enumerate() {
+                answers[i] = Some(prepared[i].finish_from_sums(&sums[n * c * b..(n + 1) * c * b]));
+            }
+        }
+        answers.into_iter().flatten().collect()
+    }
+
+    /// [`Engine::prepare`] then [`Engine::answer`].
+    pub fn answer_body(&self, scheme: SchemeId, body: &[u8]) -> Result<Vec<u8>, Error> {
+        Ok(self.answer(&self.prepare(scheme, body)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AnswerMode;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    fn queries(shape: DbShape, rng: &mut ChaCha20Rng) -> Vec<(SchemeId, Vec<u8>)> {
+        let mut out = Vec::new();
+        let chor = Chor::new(shape, 2).unwrap();
+        let (qs, _) = chor.query(&[shape.block_count() / 2], rng).unwrap();
+        out.push((SchemeId::Chor, chor.encode_query(&qs[0])));
+        for (c, mode) in [(1, AnswerMode::Single), (3, AnswerMode::Single), (3, AnswerMode::PerChunk)] {
+            let raid = RaidPir::new(shape, 3, 2, c.min(shape.block_count()), mode).unwrap();
+            let (qs, _) = raid.query(&[shape.block_count() - 1], rng).unwrap();
+            for q in &qs {
+                out.push((SchemeId::RaidPir, raid.encode_query(q)));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_method_gives_the_reference_answer() {
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        for (rows, b) in [(1usize, 32usize), (37, 32), (200, 64), (129, 1024), (50, 4096)] {
+            let shape = DbShape::new(rows as u64, b).unwrap();
+            let db = Database::random(shape, &mut rng);
+            let reference: Vec<Vec<u8>> = queries(shape, &mut rng.clone())
+                .iter()
+                .map(|(scheme, body)| crate::serve::answer_body(&db, *scheme, body).unwrap())
+                .collect();
+            let bodies = queries(shape, &mut rng);
+            for russians in [Russians::Off, Russians::Auto, Russians::Group(2), Russians::Group(8)] {
+                let options = EngineOptions { russians, ..EngineOptions::default() };
+                let engine = Engine::new(Database::from_bytes(shape, db.bytes()).unwrap(), options, &|_, _| {});
+                let prepared: Vec<Prepared> = bodies
+                    .iter()
+                    .map(|(scheme, body)| engine.prepare(*scheme, body).unwrap())
+                    .collect();
+                for (p, expect) in prepared.iter().zip(&reference) {
+                    assert_eq!(&engine.answer(p), expect, "{rows}x{b} {russians:?}");
+                }
+                assert_eq!(engine.answer_batch(&prepared), reference, "{rows}x{b} batch");
+            }
+        }
+    }
+
+    #[test]
+    fn auto_uses_tables_for_large_blocks_only_and_within_the_limit() {
+        let small = DbShape::new(1000, 32).unwrap();
+        let large = DbShape::new(1000, 4096).unwrap();
+        let options = EngineOptions::default();
+        assert!(Engine::plan_russians(small, options).is_none());
+        assert_eq!(Engine::plan_russians(large, options).map(|l| l.group_size()), Some(4));
+        let tight = EngineOptions { russians_memory_limit: 1 << 20, ..options };
+        assert!(Engine::plan_russians(large, tight).is_none());
+        let forced = EngineOptions { russians: Russians::Group(8), ..options };
+        assert_eq!(Engine::plan_russians(small, forced).map(|l| l.group_size()), Some(8));
+        let off = EngineOptions { russians: Russians::Off, ..options };
+        assert!(Engine::plan_russians(large, off).is_none());
+    }
+
+    #[test]
+    fn refuses_bad_bodies_before_scanning() {
+        let shape = DbShape::new(64, 64).unwrap();
+        let engine = Engine::new(Database::zeroed(shape), EngineOptions::default(), &|_, _| {});
+        assert!(engine.prepare(SchemeId::Chor, &[]).is_err());
+        assert!(matches!(
+            engine.prepare(SchemeId::Chor, &vec![0u8; 1 << 20]),
+            Err(Error::Oversized { .. })
+        ));
+        assert!(matches!(
+            engine.prepare(SchemeId::SimplePir, &[0u8; 8]),
+            Err(Error::WrongScheme { .. })
+        ));
+    }
+}
