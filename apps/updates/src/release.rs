@@ -322,6 +322,17 @@ pub fn open(
     vendor: Option<&PublicKey>,
     verify_blocks: bool,
 ) -> Result<Release, UpdateError> {
+    open_with(release_dir, vendor, verify_blocks, false)
+}
+
+/// [`open`], optionally locking the database in RAM (`mlock`, see
+/// [`pir_kernels::map_locked`]) so a mirror's scans never wait for the disk.
+pub fn open_with(
+    release_dir: &Path,
+    vendor: Option<&PublicKey>,
+    verify_blocks: bool,
+    lock_in_ram: bool,
+) -> Result<Release, UpdateError> {
     let manifest_path = release_dir.join(MANIFEST_FILE);
     let manifest_bytes = fs::read(&manifest_path).map_err(UpdateError::io_at(&manifest_path))?;
     let manifest = match vendor {
@@ -344,7 +355,12 @@ pub fn open(
             shape.total_bytes()
         )));
     }
-    let map = pir_kernels::map_readonly(&file).map_err(UpdateError::io_at(&db_path))?;
+    let map = if lock_in_ram {
+        pir_kernels::map_locked(&file)
+    } else {
+        pir_kernels::map_readonly(&file)
+    }
+    .map_err(UpdateError::io_at(&db_path))?;
     let region: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(map);
     let database = Database::from_region(shape, region)?;
 

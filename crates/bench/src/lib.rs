@@ -1,1 +1,373 @@
-//! `pir-bench`: the measurements behind `pir bench`. Work in progress.
+//! `pir-bench`: the measurements behind `pir bench`.
+//!
+//! Every row is a server's time on one database shape, in one mode, next to a plain read of
+//! the same bytes measured in the same run (`../shared/GUIDE.md`, measurement rules): the runs
+//! alternate between the read and the server work so both see the same machine, and each
+//! number is the median of the runs. Modes:
+//! - `plain`: one query, the SIMD scan (four Russians off);
+//! - `four-russians`: one query from a precomputed table of group size `t`;
+//! - `batched-x64`: 64 queries in one pass; its GB/s is the effective throughput,
+//!   64 x the database size over the wall time.
+//!
+//! Server time includes decoding and expanding the query (the AES-CTR seed expansion of
+//! RAID-PIR) and encoding the answer, as a mirror does it, but not the network.
+
+use std::time::{Duration, Instant};
+
+use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
+use pir_xor::engine::{Engine, EngineOptions, Prepared, Russians};
+use pir_xor::{AnswerMode, Chor, RaidPir};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use serde::Serialize;
+
+/// One database shape of the standard set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Its name on the command line and in the output.
+    pub name: &'static str,
+    /// `B`.
+    pub blocks: usize,
+    /// `b`, in bytes.
+    pub block_size: usize,
+    /// The scheme its queries use.
+    pub scheme: SchemeId,
+}
+
+/// The shapes of the issue and of the papers: RAID-PIR's hash-set shapes (2^20 and 2^24 blocks
+/// of 32 bytes), 2^18 blocks of 4 KiB (1 GiB), 1 GiB of 1 MiB blocks (upPIR's sweet spot) and
+/// RAID-PIR's 1.07 GB of 4 KiB blocks with RAID-PIR queries (n = 2, r = 2, c = 2).
+pub const SHAPES: [Shape; 5] = [
+    Shape {
+        name: "2^20x32B",
+        blocks: 1 << 20,
+        block_size: 32,
+        scheme: SchemeId::Chor,
+    },
+    Shape {
+        name: "2^24x32B",
+        blocks: 1 << 24,
+        block_size: 32,
+        scheme: SchemeId::Chor,
+    },
+    Shape {
+        name: "2^18x4KiB",
+        blocks: 1 << 18,
+        block_size: 4096,
+        scheme: SchemeId::Chor,
+    },
+    Shape {
+        name: "1GiB-1MiB",
+        blocks: 1 << 10,
+        block_size: 1 << 20,
+        scheme: SchemeId::Chor,
+    },
+    Shape {
+        name: "1.07GB-4KiB-raid",
+        blocks: 1 << 18,
+        block_size: 4096,
+        scheme: SchemeId::RaidPir,
+    },
+];
+
+/// A server mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// One query, plain SIMD scan.
+    Plain,
+    /// One query from a four-Russians table of group size `t`.
+    FourRussians(usize),
+    /// This many queries in one pass.
+    Batched(usize),
+}
+
+impl Mode {
+    /// Its name in the output.
+    pub fn name(self) -> String {
+        match self {
+            Mode::Plain => "plain".into(),
+            Mode::FourRussians(t) => format!("four-russians-t{t}"),
+            Mode::Batched(k) => format!("batched-x{k}"),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Shapes to run (all of [`SHAPES`] if empty).
+    pub shapes: Vec<Shape>,
+    /// Modes to run.
+    pub modes: Vec<Mode>,
+    /// Thread counts to run each row with (1 = one core).
+    pub threads: Vec<usize>,
+    /// Timed runs per row (the median is reported).
+    pub runs: usize,
+}
+
+/// One measured row, as printed and as `--json` writes it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Shape name.
+    pub shape: String,
+    /// Scheme name.
+    pub scheme: String,
+    /// Mode name.
+    pub mode: String,
+    /// Threads used by the server work and the read alike.
+    pub threads: usize,
+    /// SIMD backend.
+    pub backend: String,
+    /// Database bytes.
+    pub database_bytes: usize,
+    /// Median server time, ms.
+    pub median_ms: f64,
+    /// Database bytes (times the number of queries, for batches) per second of server time.
+    pub gb_per_s: f64,
+    /// A plain read of the same bytes with the same threads, same run.
+    pub memory_read_gb_per_s: f64,
+    /// `gb_per_s / memory_read_gb_per_s`.
+    pub ratio: f64,
+    /// Extra memory the mode needs (the four-Russians table), bytes.
+    pub extra_memory_bytes: usize,
+    /// Time to build that extra memory, seconds.
+    pub setup_s: f64,
+    /// Runs behind the median.
+    pub runs: usize,
+}
+
+/// The median of some durations, in milliseconds.
+pub fn median_ms(mut samples: Vec<Duration>) -> f64 {
+    samples.sort_unstable();
+    match samples.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => samples[n / 2].as_secs_f64() * 1e3,
+        n => (samples[n / 2 - 1] + samples[n / 2]).as_secs_f64() * 1e3 / 2.0,
+    }
+}
+
+/// A random database of `shape`, filled with the AES-CTR PRG (fast enough for gigabytes).
+pub fn random_database(shape: DbShape, seed: u8) -> Database {
+    let mut db = Database::zeroed(shape);
+    if let Some(bytes) = db.try_bytes_mut() {
+        use rayon::prelude::*;
+        bytes
+            .par_chunks_mut(64 << 20)
+            .enumerate()
+            .for_each(|(i, part)| {
+                let mut key = [seed; 16];
+                key[..8].copy_from_slice(&(i as u64).to_le_bytes());
+                pir_xor::prg::expand(&key, part);
+            });
+    }
+    db
+}
+
+// The standard shapes and indices are valid by construction.
+#[allow(clippy::expect_used)]
+/// `count` query bodies for `shape`'s scheme, for random indices (one server's view each).
+pub fn query_bodies(shape: &Shape, db: DbShape, count: usize, rng: &mut ChaCha20Rng) -> Vec<Vec<u8>> {
+    use rand::Rng;
+    (0..count)
+        .map(|_| {
+            let index = rng.random_range(0..db.block_count());
+            match shape.scheme {
+                SchemeId::RaidPir => {
+                    let raid = RaidPir::new(db, 2, 2, 2, AnswerMode::Single)
+                        .expect("RAID-PIR n=2 r=2 c=2 fits every standard shape");
+                    let (queries, _) = raid.query(&[index], rng).expect("index in range");
+                    raid.encode_query(&queries[0])
+                }
+                _ => {
+                    let chor = Chor::new(db, 2).expect("two servers");
+                    let (queries, _) = chor.query(&[index], rng).expect("index in range");
+                    chor.encode_query(&queries[0])
+                }
+            }
+        })
+        .collect()
+}
+
+// Building a pool of a few threads only fails if the OS refuses threads; nothing to go on with.
+#[allow(clippy::expect_used)]
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a rayon pool of a few threads can always be built")
+}
+
+// Shapes are the standard valid ones; queries are made here for this database.
+#[allow(clippy::expect_used)]
+/// Runs every requested row, calling `report` after each.
+pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
+    let shapes: Vec<Shape> = if options.shapes.is_empty() {
+        SHAPES.to_vec()
+    } else {
+        options.shapes.clone()
+    };
+    let runs = options.runs.max(1);
+    let mut rows = Vec::new();
+    let mut rng = ChaCha20Rng::seed_from_u64(2026);
+    for shape in &shapes {
+        let db_shape = DbShape::new(shape.blocks as u64, shape.block_size)
+            .expect("standard shapes are valid");
+        let bytes = db_shape.total_bytes();
+        let mut database = Some(random_database(db_shape, 0x5a));
+        for &mode in &options.modes {
+            let russians = match mode {
+                Mode::FourRussians(t) => Russians::Group(t),
+                _ => Russians::Off,
+            };
+            let engine_options = EngineOptions {
+                russians,
+                russians_memory_limit: usize::MAX,
+            };
+            let db = database.take().unwrap_or_else(|| random_database(db_shape, 0x5a));
+            let started = Instant::now();
+            let engine = pool(options.threads.iter().copied().max().unwrap_or(1))
+                .install(|| Engine::new(db, engine_options, &|_, _| {}));
+            let setup_s = started.elapsed().as_secs_f64();
+            let queries = match mode {
+                Mode::Batched(k) => k,
+                _ => 1,
+            };
+            for &threads in &options.threads {
+                let pool = pool(threads);
+                let mut server = Vec::new();
+                let mut reads = Vec::new();
+                // One untimed warm-up of each, then alternate.
+                for run in 0..=runs {
+                    let bodies = query_bodies(shape, db_shape, queries, &mut rng);
+                    let read_time = pool.install(|| {
+                        let t = Instant::now();
+                        std::hint::black_box(pir_kernels::memory::read_parallel(
+                            engine.database().bytes(),
+                        ));
+                        t.elapsed()
+                    });
+                    let server_time = pool.install(|| {
+                        let t = Instant::now();
+                        let prepared: Vec<Prepared> = bodies
+                            .iter()
+                            .map(|body| engine.prepare(shape.scheme, body).expect("valid query"))
+                            .collect();
+                        std::hint::black_box(engine.answer_batch(&prepared));
+                        t.elapsed()
+                    });
+                    if run > 0 {
+                        reads.push(read_time);
+                        server.push(server_time);
+                    }
+                }
+                let median = median_ms(server);
+                let read_ms = median_ms(reads);
+                let gb_per_s = (bytes * queries) as f64 / (median * 1e6);
+                let memory_read_gb_per_s = bytes as f64 / (read_ms * 1e6);
+                let row = Row {
+                    shape: shape.name.into(),
+                    scheme: shape.scheme.name().into(),
+                    mode: mode.name(),
+                    threads,
+                    backend: pir_kernels::Backend::current().name().into(),
+                    database_bytes: bytes,
+                    median_ms: median,
+                    gb_per_s,
+                    memory_read_gb_per_s,
+                    ratio: gb_per_s / memory_read_gb_per_s,
+                    extra_memory_bytes: engine.russians_table_bytes(),
+                    setup_s,
+                    runs,
+                };
+                report(&row);
+                rows.push(row);
+            }
+            drop(engine);
+        }
+    }
+    rows
+}
+
+/// The header of the text table.
+pub fn table_header() -> String {
+    format!(
+        "{:<17} {:<9} {:<18} {:>3} {:>10} {:>9} {:>12} {:>6}  {}",
+        "shape", "scheme", "mode", "thr", "median ms", "GB/s", "read GB/s", "ratio", "extra memory"
+    )
+}
+
+/// One row of the text table.
+pub fn table_line(row: &Row) -> String {
+    let extra = if row.extra_memory_bytes > 0 {
+        format!(
+            "{:.2} GiB table ({:.2}x db), built in {:.1} s",
+            row.extra_memory_bytes as f64 / (1u64 << 30) as f64,
+            row.extra_memory_bytes as f64 / row.database_bytes as f64,
+            row.setup_s
+        )
+    } else {
+        "-".into()
+    };
+    format!(
+        "{:<17} {:<9} {:<18} {:>3} {:>10.2} {:>9.2} {:>12.2} {:>6.2}  {}",
+        row.shape,
+        row.scheme,
+        row.mode,
+        row.threads,
+        row.median_ms,
+        row.gb_per_s,
+        row.memory_read_gb_per_s,
+        row.ratio,
+        extra
+    )
+}
+
+/// Looks a shape up by name.
+pub fn shape_named(name: &str) -> Option<Shape> {
+    SHAPES.into_iter().find(|s| s.name.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        let ms = |v: &[u64]| v.iter().map(|&x| Duration::from_millis(x)).collect::<Vec<_>>();
+        assert_eq!(median_ms(ms(&[5, 1, 3])), 3.0);
+        assert_eq!(median_ms(ms(&[4, 1, 3, 2])), 2.5);
+        assert!(median_ms(Vec::new()).is_nan());
+    }
+
+    #[test]
+    fn a_small_run_reports_every_row_with_consistent_numbers() {
+        let shape = Shape {
+            name: "test",
+            blocks: 4096,
+            block_size: 64,
+            scheme: SchemeId::RaidPir,
+        };
+        let options = BenchOptions {
+            shapes: vec![shape],
+            modes: vec![Mode::Plain, Mode::FourRussians(4), Mode::Batched(4)],
+            threads: vec![1, 2],
+            runs: 3,
+        };
+        let mut seen = 0;
+        let rows = run(&options, &mut |_| seen += 1);
+        assert_eq!(rows.len(), 6);
+        assert_eq!(seen, 6);
+        for row in &rows {
+            assert!(row.median_ms > 0.0);
+            let expect = row.gb_per_s / row.memory_read_gb_per_s;
+            assert!((row.ratio - expect).abs() < 1e-9);
+            let json = serde_json::to_value(row).unwrap();
+            for field in ["shape", "scheme", "mode", "median_ms", "gb_per_s", "memory_read_gb_per_s", "ratio"] {
+                assert!(json.get(field).is_some(), "{field}");
+            }
+        }
+        assert_eq!(rows[2].extra_memory_bytes, 64 * 1024 * 15);
+        assert!(shape_named("2^24x32b").is_some());
+        assert!(shape_named("nope").is_none());
+    }
+}

@@ -55,6 +55,45 @@ pub enum Command {
     /// Check a mirror's signed answer (saved by `pir fetch`) against the release.
     #[command(subcommand)]
     Evidence(EvidenceCommand),
+    /// Measure server speed against this machine's memory bandwidth.
+    Bench(BenchArgs),
+}
+
+/// `pir bench`.
+///
+/// Runs the standard shapes (or one) in each mode and prints, per row: the median server time
+/// over --runs runs, GB/s, a plain read of the same bytes with the same threads measured in the
+/// same run, and their ratio. Batched rows report effective throughput (queries x database
+/// size / time). Four-Russians rows build a table of (2^t - 1)/t x the database first
+/// (t = 4: 3.75x, t = 8: 31.9x); rows whose table would not fit in memory are skipped.
+/// The full set needs about 6 GiB of memory and a few minutes.
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct BenchArgs {
+    /// Run one shape: 2^20x32B, 2^24x32B, 2^18x4KiB, 1GiB-1MiB or 1.07GB-4KiB-raid.
+    #[arg(long, value_name = "NAME")]
+    pub shape: Option<String>,
+    /// Modes: plain, four-russians, batched (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "plain,four-russians,batched")]
+    pub modes: Vec<String>,
+    /// Four-Russians group size t (1, 2, 4 or 8).
+    #[arg(long, default_value_t = 4)]
+    pub group: usize,
+    /// Queries per batch in batched mode.
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Thread counts to run (comma-separated; default: 1 and all cores).
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// Timed runs per row; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Print one JSON object per row instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Kernel backend: portable, avx2 or avx512 (default: the best this CPU has).
+    #[arg(long)]
+    pub backend: Option<String>,
 }
 
 /// `pir demo`.
@@ -141,9 +180,25 @@ pub enum MirrorCommand {
 }
 
 /// `pir mirror serve`.
+///
+/// Speed settings (all also in the --config file):
+/// - workers: threads that scan the database together for each pass (default: all cores).
+/// - batch_window_ms: requests arriving within this many ms of the first waiting one are
+///   answered in ONE pass over the database (default 2; 0 batches only what is already
+///   queued). Each answer is exactly what the query gets alone.
+/// - max_batch: most requests per pass (default 64).
+/// - four_russians: auto | off | 1 | 2 | 4 | 8. Precomputes, for every group of t blocks, the
+///   XOR of each subset, so a query reads B/t blocks instead of B. Costs (2^t - 1)/t x the
+///   database in RAM (t = 4: 3.75x, t = 8: 31.9x) and a build at start-up. auto uses t = 4
+///   for blocks of 1 KiB and more (below that it is slower than the plain scan on our
+///   measurements) when the table fits four_russians_memory_gib.
+/// - four_russians_memory_gib: largest table to build (default 4).
+/// - lock_in_ram: mlock the database so it is never paged out (needs `ulimit -l`).
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct MirrorServeArgs {
-    /// TOML file with any of: release, key, listen, legacy_http, workers, skip_verify.
+    /// TOML file with any of: release, key, listen, legacy_http, workers, skip_verify,
+    /// batch_window_ms, max_batch, four_russians, four_russians_memory_gib, lock_in_ram.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The release directory (from `pir release build`).
@@ -158,12 +213,27 @@ pub struct MirrorServeArgs {
     /// Also serve plain, NOT private, downloads at http://ADDR/files/NAME for old clients.
     #[arg(long, value_name = "ADDR")]
     pub legacy_http: Option<SocketAddr>,
-    /// Answers computed at once (default: number of cores).
+    /// Threads that scan the database (default: number of cores).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Skip checking every block against the manifest at start-up.
     #[arg(long)]
     pub skip_verify: bool,
+    /// Batching window in milliseconds (default 2).
+    #[arg(long, value_name = "MS")]
+    pub batch_window_ms: Option<u64>,
+    /// Most requests answered in one pass (default 64).
+    #[arg(long, value_name = "N")]
+    pub max_batch: Option<usize>,
+    /// Four-Russians tables: auto, off, or a group size 1, 2, 4 or 8 (default auto).
+    #[arg(long, value_name = "auto|off|T")]
+    pub four_russians: Option<String>,
+    /// Largest four-Russians table, GiB (default 4).
+    #[arg(long, value_name = "GIB")]
+    pub four_russians_memory_gib: Option<f64>,
+    /// Lock the database in RAM (mlock).
+    #[arg(long)]
+    pub lock_in_ram: bool,
 }
 
 /// `pir mirror-list ...`.

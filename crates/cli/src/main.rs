@@ -148,6 +148,7 @@ async fn run(command: Command) -> Result<()> {
             println!("privacy: {}", choice.assumption());
             Ok(())
         }
+        Command::Bench(args) => bench(&args),
         Command::Evidence(EvidenceCommand::Check(args)) => {
             check_evidence(&args.evidence, &args.release)
         }
@@ -212,7 +213,18 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
         config.release.display(),
         !config.skip_verify
     );
-    let release = release::open(&config.release, None, !config.skip_verify)?;
+    let started = std::time::Instant::now();
+    let release = release::open_with(
+        &config.release,
+        None,
+        !config.skip_verify,
+        config.lock_in_ram,
+    )?;
+    eprintln!(
+        "release loaded in {:.2} s{}",
+        started.elapsed().as_secs_f64(),
+        if config.lock_in_ram { " (locked in RAM)" } else { "" }
+    );
     let files = release.manifest.files.len();
     let shape = release.database.shape();
     let legacy: Vec<(String, usize, usize)> = if config.legacy_http.is_some() {
@@ -232,18 +244,21 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
         Vec::new()
     };
     let tls = pir_keys::tls::server_config(&key)?;
-    let service = pir_server::Service::new(
-        release.database,
-        release.release_id,
-        release.manifest_bytes,
-        SecretKey::from_pkcs8(key.pkcs8())?,
-    )
-    .with_legacy_files(legacy)?;
     let mut options = pir_server::ServerOptions::new(config.listen);
     options.legacy_listen = config.legacy_http;
     if let Some(workers) = config.workers {
         options.workers = workers;
     }
+    options.batch_window = config.batch_window;
+    options.max_batch = config.max_batch;
+    let engine = build_engine(release.database, config.engine, options.workers)?;
+    let service = pir_server::Service::with_engine(
+        engine,
+        release.release_id,
+        release.manifest_bytes,
+        SecretKey::from_pkcs8(key.pkcs8())?,
+    )
+    .with_legacy_files(legacy)?;
     let running = pir_server::start(Arc::new(service), tls, options)
         .await
         .context("starting the mirror")?;
@@ -264,6 +279,53 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
     );
     running.run_until_ctrl_c().await;
     Ok(())
+}
+
+/// Builds the answering engine, with a progress bar while four-Russians tables are computed.
+fn build_engine(
+    database: pir_core::Database,
+    options: pir_xor::EngineOptions,
+    threads: usize,
+) -> Result<pir_xor::Engine> {
+    let shape = database.shape();
+    let layout = pir_xor::Engine::plan_russians(shape, options);
+    let bar = match layout {
+        Some(layout) => {
+            eprintln!(
+                "building four-Russians tables: t = {}, {:.2} GiB ({:.2}x the database)",
+                layout.group_size(),
+                layout.table_bytes() as f64 / (1u64 << 30) as f64,
+                layout.table_bytes() as f64 / shape.total_bytes() as f64
+            );
+            let bar = indicatif::ProgressBar::new(layout.super_groups() as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:40} {percent}% {eta} left")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            Some(bar)
+        }
+        None => {
+            if options.russians != pir_xor::Russians::Off {
+                eprintln!("four-Russians tables: not used for this shape (plain SIMD scan)");
+            }
+            None
+        }
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .context("starting the scan threads")?;
+    let engine = pool.install(|| {
+        pir_xor::Engine::new(database, options, &|done, _| {
+            if let Some(bar) = &bar {
+                bar.set_position(done as u64);
+            }
+        })
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Ok(engine)
 }
 
 fn check_evidence(path: &Path, release_dir: &Path) -> Result<()> {
@@ -303,4 +365,76 @@ fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// `pir bench`: parses the choices, runs the rows and prints each as it finishes.
+fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
+    use pir_bench::{BenchOptions, Mode};
+    if let Some(name) = &args.backend {
+        let backend = pir_kernels::Backend::from_name(name)
+            .ok_or_else(|| anyhow::anyhow!("unknown backend {name:?}: use portable, avx2 or avx512"))?;
+        if !backend.is_available() {
+            anyhow::bail!("this CPU cannot run the {name} backend");
+        }
+        backend.force();
+    }
+    let shapes = match &args.shape {
+        Some(name) => vec![pir_bench::shape_named(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown shape {name:?}; shapes: {}",
+                pir_bench::SHAPES.map(|s| s.name).join(", ")
+            )
+        })?],
+        None => Vec::new(),
+    };
+    if !pir_kernels::russians::GROUP_SIZES.contains(&args.group) {
+        anyhow::bail!("--group must be 1, 2, 4 or 8");
+    }
+    if args.batch == 0 {
+        anyhow::bail!("--batch must be at least 1");
+    }
+    let modes = args
+        .modes
+        .iter()
+        .map(|m| match m.as_str() {
+            "plain" => Ok(Mode::Plain),
+            "four-russians" => Ok(Mode::FourRussians(args.group)),
+            "batched" => Ok(Mode::Batched(args.batch)),
+            other => Err(anyhow::anyhow!(
+                "unknown mode {other:?}: use plain, four-russians or batched"
+            )),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut threads = args.threads.clone();
+    if threads.is_empty() {
+        threads = if cores > 1 { vec![1, cores] } else { vec![1] };
+    }
+    if threads.contains(&0) {
+        anyhow::bail!("--threads must be at least 1");
+    }
+    let options = BenchOptions {
+        shapes,
+        modes,
+        threads,
+        runs: args.runs.max(1),
+    };
+    if !args.json {
+        println!(
+            "backend {}, {} cores, median of {} runs",
+            pir_kernels::Backend::current().name(),
+            cores,
+            options.runs
+        );
+        println!("{}", pir_bench::table_header());
+    }
+    let json = args.json;
+    pir_bench::run(&options, &mut |row| {
+        if json {
+            println!("{}", serde_json::to_string(row).unwrap_or_default());
+        } else {
+            println!("{}", pir_bench::table_line(row));
+        }
+    });
+    Ok(())
 }

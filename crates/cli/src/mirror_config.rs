@@ -7,6 +7,11 @@
 //! legacy_http = "0.0.0.0:8080"   # optional, NOT private
 //! workers = 8                    # optional, default: cores
 //! skip_verify = false            # optional
+//! batch_window_ms = 2            # optional: gather concurrent queries into one pass
+//! max_batch = 64                 # optional
+//! four_russians = "auto"         # optional: auto | off | 1 | 2 | 4 | 8
+//! four_russians_memory_gib = 4   # optional: largest table
+//! lock_in_ram = false            # optional: mlock the database
 //! ```
 //!
 //! Relative paths in the file are taken relative to the file's directory.
@@ -29,6 +34,11 @@ struct FileConfig {
     legacy_http: Option<SocketAddr>,
     workers: Option<usize>,
     skip_verify: Option<bool>,
+    batch_window_ms: Option<u64>,
+    max_batch: Option<usize>,
+    four_russians: Option<String>,
+    four_russians_memory_gib: Option<f64>,
+    lock_in_ram: Option<bool>,
 }
 
 /// A complete, validated mirror configuration.
@@ -40,6 +50,22 @@ pub struct MirrorConfig {
     pub legacy_http: Option<SocketAddr>,
     pub workers: Option<usize>,
     pub skip_verify: bool,
+    pub batch_window: std::time::Duration,
+    pub max_batch: usize,
+    pub engine: pir_xor::EngineOptions,
+    pub lock_in_ram: bool,
+}
+
+/// Parses `auto`, `off` or a group size.
+fn parse_russians(text: &str) -> Result<pir_xor::Russians> {
+    match text {
+        "auto" => Ok(pir_xor::Russians::Auto),
+        "off" => Ok(pir_xor::Russians::Off),
+        t => match t.parse::<usize>() {
+            Ok(t) if pir_kernels::russians::GROUP_SIZES.contains(&t) => Ok(pir_xor::Russians::Group(t)),
+            _ => anyhow::bail!("four_russians must be auto, off, 1, 2, 4 or 8, not {text:?}"),
+        },
+    }
 }
 
 /// Merges the config file (if any) with the flags; flags win.
@@ -64,6 +90,30 @@ pub fn resolve(args: MirrorServeArgs) -> Result<MirrorConfig> {
     if workers == Some(0) {
         anyhow::bail!("workers must be at least 1");
     }
+    let max_batch = args.max_batch.or(file.max_batch).unwrap_or(pir_server::DEFAULT_MAX_BATCH);
+    if max_batch == 0 {
+        anyhow::bail!("max_batch must be at least 1");
+    }
+    let window_ms = args
+        .batch_window_ms
+        .or(file.batch_window_ms)
+        .unwrap_or(pir_server::DEFAULT_BATCH_WINDOW.as_millis() as u64);
+    if window_ms > 1000 {
+        anyhow::bail!("batch_window_ms must be at most 1000");
+    }
+    let russians = parse_russians(
+        args.four_russians
+            .as_deref()
+            .or(file.four_russians.as_deref())
+            .unwrap_or("auto"),
+    )?;
+    let gib = args
+        .four_russians_memory_gib
+        .or(file.four_russians_memory_gib)
+        .unwrap_or(4.0);
+    if !(0.0..=1024.0).contains(&gib) {
+        anyhow::bail!("four_russians_memory_gib must be between 0 and 1024");
+    }
     Ok(MirrorConfig {
         release: args
             .release
@@ -80,5 +130,12 @@ pub fn resolve(args: MirrorServeArgs) -> Result<MirrorConfig> {
         legacy_http: args.legacy_http.or(file.legacy_http),
         workers,
         skip_verify: args.skip_verify || file.skip_verify.unwrap_or(false),
+        batch_window: std::time::Duration::from_millis(window_ms),
+        max_batch,
+        engine: pir_xor::EngineOptions {
+            russians,
+            russians_memory_limit: (gib * (1u64 << 30) as f64) as usize,
+        },
+        lock_in_ram: args.lock_in_ram || file.lock_in_ram.unwrap_or(false),
     })
 }

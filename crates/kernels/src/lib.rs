@@ -59,5 +59,5 @@ pub mod russians;
 pub mod xor;
 
 pub use backend::Backend;
-pub use map::map_readonly;
+pub use map::{map_locked, map_readonly};
 pub use xor::{scan, scan_parallel, scan_with, xor_into, xor_into_with, xor_rows, Selection};

@@ -11,19 +11,28 @@ use crate::Backend;
 multiversioned! {
     /// Folds `region` into a 64-bit digest, reading every byte once.
     pub fn read_with(region: &[u8]) -> u64 {
-        let mut acc = [0u64; 8];
-        let mut lines = region.chunks_exact(64);
-        for line in &mut lines {
-            for (a, word) in acc.iter_mut().zip(line.chunks_exact(8)) {
-                let mut bytes = [0u8; 8];
-                bytes.copy_from_slice(word);
-                *a ^= u64::from_ne_bytes(bytes);
+        // Four independent 64-byte accumulators: one XOR chain per vector register.
+        let mut acc = [[0u8; 64]; 4];
+        let mut blocks = region.chunks_exact(256);
+        for block in &mut blocks {
+            for (a, line) in acc.iter_mut().zip(block.chunks_exact(64)) {
+                for (x, y) in a.iter_mut().zip(line) {
+                    *x ^= *y;
+                }
             }
         }
-        for (i, byte) in lines.remainder().iter().enumerate() {
-            acc[i % 8] ^= u64::from(*byte) << (8 * (i / 8));
+        for (i, byte) in blocks.remainder().iter().enumerate() {
+            acc[0][i % 64] ^= byte.rotate_left((i / 64) as u32);
         }
-        acc.iter().fold(0, |x, a| x ^ a)
+        let mut digest = 0u64;
+        for a in &acc {
+            for (i, word) in a.chunks_exact(8).enumerate() {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(word);
+                digest ^= u64::from_le_bytes(bytes).rotate_left(i as u32);
+            }
+        }
+        digest
     }
 }
 

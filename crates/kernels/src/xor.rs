@@ -171,43 +171,54 @@ pub fn scan_with(
     }
 }
 
+/// Selected rows XORed into an accumulator in one pass: the accumulator is loaded and stored
+/// once per [`PENDING`] rows instead of once per row.
+const PENDING: usize = 4;
+
 multiversioned! {
-    /// Large rows: XOR only the selected ones.
+    /// Large rows: XOR only the selected ones, [`PENDING`] at a time per chunk.
     fn scan_sparse(selection: Selection<'_>, region: &[u8], b: usize, rows: Range<usize>, accs: &mut [u8]) {
         let c = selection.chunk_count();
-        if c == 1 {
-            let bits = selection.chunk(0);
-            let first_word = rows.start / 64;
-            let last_word = (rows.end - 1) / 64;
-            for w in first_word..=last_word {
-                let mut word = word_at(bits, w);
-                // Clip to the range.
-                if w == first_word {
-                    word &= u64::MAX << (rows.start % 64);
-                }
-                if w == last_word && rows.end % 64 != 0 {
-                    word &= u64::MAX >> (64 - rows.end % 64);
-                }
-                while word != 0 {
-                    let row = w * 64 + word.trailing_zeros() as usize;
-                    word &= word - 1;
-                    xor_in(accs, &region[row * b..(row + 1) * b]);
+        let mut pending = vec![[0usize; PENDING]; c];
+        let mut counts = vec![0usize; c];
+        let row_bytes = |row: usize| &region[row * b..(row + 1) * b];
+        let mut j = rows.start % c;
+        let mut k = rows.start / c;
+        let mut row = rows.start;
+        while row < rows.end {
+            if bit_at(selection.chunk(j), k) {
+                let n = counts[j];
+                pending[j][n] = row;
+                if n + 1 == PENDING {
+                    let [r0, r1, r2, r3] = pending[j];
+                    xor_in4(&mut accs[j * b..(j + 1) * b], row_bytes(r0), row_bytes(r1), row_bytes(r2), row_bytes(r3));
+                    counts[j] = 0;
+                } else {
+                    counts[j] = n + 1;
                 }
             }
-        } else {
-            let mut j = rows.start % c;
-            let mut k = rows.start / c;
-            for row in rows {
-                if bit_at(selection.chunk(j), k) {
-                    xor_in(&mut accs[j * b..(j + 1) * b], &region[row * b..(row + 1) * b]);
-                }
-                j += 1;
-                if j == c {
-                    j = 0;
-                    k += 1;
-                }
+            row += 1;
+            j += 1;
+            if j == c {
+                j = 0;
+                k += 1;
             }
         }
+        for j in 0..c {
+            for &r in &pending[j][..counts[j]] {
+                xor_in(&mut accs[j * b..(j + 1) * b], row_bytes(r));
+            }
+        }
+    }
+}
+
+/// `acc ^= a ^ b ^ c ^ d` over the common length.
+#[inline(always)]
+fn xor_in4(acc: &mut [u8], a: &[u8], b: &[u8], c: &[u8], d: &[u8]) {
+    let len = acc.len();
+    let (a, b, c, d) = (&a[..len], &b[..len], &c[..len], &d[..len]);
+    for i in 0..len {
+        acc[i] ^= a[i] ^ b[i] ^ c[i] ^ d[i];
     }
 }
 

@@ -17,5 +17,5 @@ pub mod runtime;
 pub mod service;
 
 pub use metrics::Metrics;
-pub use runtime::{start, RunningServer, ServerOptions};
+pub use runtime::{start, RunningServer, ServerOptions, DEFAULT_BATCH_WINDOW, DEFAULT_MAX_BATCH};
 pub use service::{Reply, Service};

@@ -14,6 +14,8 @@ pub struct Metrics {
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
     scan_micros: AtomicU64,
+    passes: AtomicU64,
+    batched_requests: AtomicU64,
 }
 
 impl Metrics {
@@ -35,6 +37,18 @@ impl Metrics {
         self.scan_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
+    /// Records one pass of the batcher that answered `requests` requests together.
+    pub fn record_batch(&self, requests: usize) {
+        self.passes.fetch_add(1, Ordering::Relaxed);
+        self.batched_requests
+            .fetch_add(requests as u64, Ordering::Relaxed);
+    }
+
+    /// Passes over the database the batcher made so far.
+    pub fn passes(&self) -> u64 {
+        self.passes.load(Ordering::Relaxed)
+    }
+
     /// Queries answered so far.
     pub fn queries(&self) -> u64 {
         self.queries.load(Ordering::Relaxed)
@@ -54,13 +68,17 @@ impl Metrics {
              # HELP pir_errors_total Requests refused.\n# TYPE pir_errors_total counter\npir_errors_total {}\n\
              # HELP pir_bytes_received_total Request bytes.\n# TYPE pir_bytes_received_total counter\npir_bytes_received_total {}\n\
              # HELP pir_bytes_sent_total Reply bytes.\n# TYPE pir_bytes_sent_total counter\npir_bytes_sent_total {}\n\
-             # HELP pir_answer_seconds_total Time spent computing answers.\n# TYPE pir_answer_seconds_total counter\npir_answer_seconds_total {:.6}\n",
+             # HELP pir_answer_seconds_total Time spent computing answers.\n# TYPE pir_answer_seconds_total counter\npir_answer_seconds_total {:.6}\n\
+             # HELP pir_passes_total Batched passes over the database.\n# TYPE pir_passes_total counter\npir_passes_total {}\n\
+             # HELP pir_batched_requests_total Requests answered by those passes.\n# TYPE pir_batched_requests_total counter\npir_batched_requests_total {}\n",
             get(&self.requests),
             get(&self.queries),
             get(&self.errors),
             get(&self.bytes_in),
             get(&self.bytes_out),
             get(&self.scan_micros) as f64 / 1e6,
+            get(&self.passes),
+            get(&self.batched_requests),
         )
     }
 }

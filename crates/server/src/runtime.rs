@@ -10,8 +10,13 @@
 //! release as-is, for clients that do not speak PIR (upPIR, seed 000, section 4.2). Those
 //! downloads are not private; the CLI says so.
 //!
-//! Answers are computed on the blocking pool with at most `workers` scans at a time, so a flood
-//! of requests queues instead of thrashing the memory bus. Nothing here logs request contents.
+//! Answers are computed by one batcher thread that owns a rayon pool of `workers` threads:
+//! requests that arrive within `batch_window` of the first one waiting (up to `max_batch`
+//! requests) are answered together in one pass over the database
+//! ([`Service::handle_many`]), so concurrent clients share the memory bandwidth instead of
+//! competing for it. Each reply is exactly what its request gets alone; what a client can
+//! observe of the others is only the batch's size, through the time the pass takes. A full
+//! queue answers 503. Nothing here logs request contents.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,7 +31,7 @@ use axum::Router;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
 use crate::Service;
@@ -43,9 +48,22 @@ pub struct ServerOptions {
     pub listen: SocketAddr,
     /// Optional plain-HTTP address for legacy file downloads.
     pub legacy_listen: Option<SocketAddr>,
-    /// Most answers computed at once (defaults to the number of cores).
+    /// Threads that scan the database (defaults to the number of cores).
     pub workers: usize,
+    /// How long the batcher waits for more requests after the first one (0: only what is
+    /// already queued).
+    pub batch_window: Duration,
+    /// Most requests answered in one pass.
+    pub max_batch: usize,
 }
+
+/// Default [`ServerOptions::batch_window`]: short next to a network round trip, long enough
+/// to gather the queries of concurrent clients.
+pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
+/// Default [`ServerOptions::max_batch`].
+pub const DEFAULT_MAX_BATCH: usize = 64;
+/// Requests waiting for the batcher beyond which new ones get 503.
+const QUEUE_LIMIT: usize = 1024;
 
 impl ServerOptions {
     /// Options with one worker per core and no legacy listener.
@@ -57,6 +75,8 @@ impl ServerOptions {
             listen,
             legacy_listen: None,
             workers,
+            batch_window: DEFAULT_BATCH_WINDOW,
+            max_batch: DEFAULT_MAX_BATCH,
         }
     }
 }
@@ -90,7 +110,49 @@ impl RunningServer {
 #[derive(Clone)]
 struct AppState {
     service: Arc<Service>,
-    workers: Arc<Semaphore>,
+    jobs: std::sync::mpsc::SyncSender<Job>,
+}
+
+/// One request waiting for the batcher.
+struct Job {
+    body: Bytes,
+    reply: oneshot::Sender<crate::Reply>,
+}
+
+/// The batcher: takes the first waiting request, gathers more for up to `window` (at most
+/// `max_batch`), answers them all in one pass on its own rayon pool, and starts over. Ends
+/// when every sender is gone.
+fn batcher(
+    service: Arc<Service>,
+    jobs: std::sync::mpsc::Receiver<Job>,
+    pool: rayon::ThreadPool,
+    window: Duration,
+    max_batch: usize,
+) {
+    use std::sync::mpsc::RecvTimeoutError;
+    while let Ok(first) = jobs.recv() {
+        let mut batch = vec![first];
+        let deadline = std::time::Instant::now() + window;
+        while batch.len() < max_batch {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let next = if left.is_zero() {
+                jobs.try_recv().map_err(|_| RecvTimeoutError::Timeout)
+            } else {
+                jobs.recv_timeout(left)
+            };
+            match next {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let bodies: Vec<&[u8]> = batch.iter().map(|job| job.body.as_ref()).collect();
+        let replies = pool.install(|| service.handle_many(&bodies));
+        service.metrics().record_batch(batch.len());
+        for (job, reply) in batch.into_iter().zip(replies) {
+            // The client may have gone; its reply is simply dropped.
+            let _ = job.reply.send(reply);
+        }
+    }
 }
 
 /// Binds the listeners and starts serving `service`.
@@ -99,9 +161,20 @@ pub async fn start(
     tls: Arc<rustls::ServerConfig>,
     options: ServerOptions,
 ) -> std::io::Result<RunningServer> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.workers.max(1))
+        .thread_name(|i| format!("pir-scan-{i}"))
+        .build()
+        .map_err(std::io::Error::other)?;
+    let (jobs, queue) = std::sync::mpsc::sync_channel(QUEUE_LIMIT);
+    let batch_service = service.clone();
+    let (window, max_batch) = (options.batch_window, options.max_batch.max(1));
+    std::thread::Builder::new()
+        .name("pir-batcher".into())
+        .spawn(move || batcher(batch_service, queue, pool, window, max_batch))?;
     let state = AppState {
         service: service.clone(),
-        workers: Arc::new(Semaphore::new(options.workers.max(1))),
+        jobs,
     };
     let limit = service.max_request_bytes();
     let app = Router::new()
@@ -196,18 +269,11 @@ async fn accept_loop(
 }
 
 async fn pir_request(State(state): State<AppState>, body: Bytes) -> Response {
-    let permit = match state.workers.clone().acquire_owned().await {
-        Ok(permit) => permit,
-        Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
-    };
-    let service = state.service.clone();
-    let reply = tokio::task::spawn_blocking(move || {
-        let reply = service.handle(&body);
-        drop(permit);
-        reply
-    })
-    .await;
-    match reply {
+    let (reply, answer) = oneshot::channel();
+    if state.jobs.try_send(Job { body, reply }).is_err() {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    match answer.await {
         Ok(reply) => (
             StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             [(header::CONTENT_TYPE, CONTENT_TYPE)],

@@ -13,6 +13,7 @@ use pir_core::protocol::{self, MAX_BATCH, RELEASE_ID_LEN};
 use pir_core::wire::{self, ErrorCode, MessageKind};
 use pir_core::{Database, Error, SchemeId};
 use pir_keys::SecretKey;
+use pir_xor::engine::{Engine, EngineOptions, Prepared};
 
 use crate::Metrics;
 
@@ -27,7 +28,7 @@ pub struct Reply {
 
 /// A mirror's state: the database, the signed manifest it serves, and its key.
 pub struct Service {
-    database: Database,
+    engine: Engine,
     release_id: [u8; RELEASE_ID_LEN],
     manifest: Vec<u8>,
     key: SecretKey,
@@ -38,22 +39,42 @@ pub struct Service {
 impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Service")
-            .field("shape", &self.database.shape())
+            .field("engine", &self.engine)
             .finish_non_exhaustive()
     }
 }
 
 impl Service {
-    /// A service for `database`, identified by `release_id` (the SHA-256 of `manifest`, the
-    /// signed manifest bytes it hands to clients), signing with `key`.
+    /// A service for `database` with the plain scan engine (no four-Russians tables),
+    /// identified by `release_id` (the SHA-256 of `manifest`, the signed manifest bytes it
+    /// hands to clients), signing with `key`.
     pub fn new(
         database: Database,
         release_id: [u8; 32],
         manifest: Vec<u8>,
         key: SecretKey,
     ) -> Self {
+        let options = EngineOptions {
+            russians: pir_xor::Russians::Off,
+            ..EngineOptions::default()
+        };
+        Self::with_engine(
+            Engine::new(database, options, &|_, _| {}),
+            release_id,
+            manifest,
+            key,
+        )
+    }
+
+    /// A service answering with `engine` (its database and precomputed tables).
+    pub fn with_engine(
+        engine: Engine,
+        release_id: [u8; 32],
+        manifest: Vec<u8>,
+        key: SecretKey,
+    ) -> Self {
         Self {
-            database,
+            engine,
             release_id,
             manifest,
             key,
@@ -68,7 +89,7 @@ impl Service {
         mut self,
         files: impl IntoIterator<Item = (String, usize, usize)>,
     ) -> Result<Self, Error> {
-        let total = self.database.shape().total_bytes();
+        let total = self.database().shape().total_bytes();
         for (name, offset, len) in files {
             if offset.checked_add(len).is_none_or(|end| end > total) {
                 return Err(Error::InvalidParameter(format!(
@@ -83,7 +104,7 @@ impl Service {
     /// The bytes of a legacy file, if registered.
     pub fn legacy_file(&self, name: &str) -> Option<&[u8]> {
         let &(offset, len) = self.legacy_files.get(name)?;
-        Some(&self.database.bytes()[offset..offset + len])
+        Some(&self.database().bytes()[offset..offset + len])
     }
 
     /// The signed manifest bytes.
@@ -98,7 +119,12 @@ impl Service {
 
     /// The database being served.
     pub fn database(&self) -> &Database {
-        &self.database
+        self.engine.database()
+    }
+
+    /// The engine answering queries.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
     }
 
     /// The counters.
@@ -111,12 +137,12 @@ impl Service {
         wire::HEADER_LEN
             + RELEASE_ID_LEN
             + 2
-            + MAX_BATCH * (4 + pir_xor::serve::max_query_body(self.database.shape()))
+            + MAX_BATCH * (4 + pir_xor::serve::max_query_body(self.database().shape()))
     }
 
     /// A health line that does not touch the database.
     pub fn health(&self) -> String {
-        let shape = self.database.shape();
+        let shape = self.database().shape();
         format!(
             "ok release={} blocks={} block_size={}\n",
             pir_core::hex::encode(&self.release_id),
@@ -127,35 +153,85 @@ impl Service {
 
     /// Handles one request.
     pub fn handle(&self, request: &[u8]) -> Reply {
-        let started = Instant::now();
-        let (reply, queries) = match self.dispatch(request) {
-            Ok((body, queries)) => (Reply { status: 200, body }, queries),
-            Err((code, message)) => {
-                let status = if code == ErrorCode::Internal {
-                    500
-                } else {
-                    400
-                };
-                let body = wire::encode_envelope(
-                    SchemeId::Control,
-                    MessageKind::Error,
-                    &wire::encode_error(code, &message),
-                );
-                (Reply { status, body }, 0)
-            }
-        };
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.metrics.record(
-            request.len(),
-            reply.body.len(),
-            queries,
-            reply.status != 200,
-            micros,
-        );
-        reply
+        self.handle_many(&[request])
+            .pop()
+            .unwrap_or_else(|| self.error_reply(ErrorCode::Internal, "no reply".into()))
     }
 
-    fn dispatch(&self, request: &[u8]) -> Result<(Vec<u8>, usize), (ErrorCode, String)> {
+    /// Handles several requests at once: all their queries are answered in one pass over the
+    /// database ([`Engine::answer_batch`]). Each reply is byte for byte the one
+    /// [`Service::handle`] gives the request alone; a bad request gets its error reply and
+    /// does not affect the others.
+    pub fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
+        let started = Instant::now();
+        let begun: Vec<Result<Begun, (ErrorCode, String)>> =
+            requests.iter().map(|request| self.begin(request)).collect();
+        let prepared: Vec<&Prepared> = begun
+            .iter()
+            .flat_map(|b| match b {
+                Ok(Begun::Queries { prepared, .. }) => prepared.iter().collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let mut answers = self.engine.answer_batch_refs(&prepared).into_iter();
+        let mut replies = Vec::with_capacity(requests.len());
+        for (request, begun) in requests.iter().zip(begun) {
+            let (reply, queries) = match begun {
+                Ok(Begun::Manifest) => (
+                    Reply {
+                        status: 200,
+                        body: wire::encode_envelope(
+                            SchemeId::Control,
+                            MessageKind::Manifest,
+                            &self.manifest,
+                        ),
+                    },
+                    0,
+                ),
+                Ok(Begun::Queries { scheme, prepared }) => {
+                    let bodies: Vec<Vec<u8>> = answers.by_ref().take(prepared.len()).collect();
+                    let count = bodies.len();
+                    (
+                        Reply {
+                            status: 200,
+                            body: self.sign_answers(request, scheme, &bodies),
+                        },
+                        count,
+                    )
+                }
+                Err((code, message)) => (self.error_reply(code, message), 0),
+            };
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.metrics.record(
+                request.len(),
+                reply.body.len(),
+                queries,
+                reply.status != 200,
+                micros,
+            );
+            replies.push(reply);
+        }
+        replies
+    }
+
+    fn error_reply(&self, code: ErrorCode, message: String) -> Reply {
+        let status = if code == ErrorCode::Internal {
+            500
+        } else {
+            400
+        };
+        Reply {
+            status,
+            body: wire::encode_envelope(
+                SchemeId::Control,
+                MessageKind::Error,
+                &wire::encode_error(code, &message),
+            ),
+        }
+    }
+
+    /// Decodes and checks one request, down to prepared queries.
+    fn begin(&self, request: &[u8]) -> Result<Begun, (ErrorCode, String)> {
         let bad = |e: Error| (ErrorCode::BadRequest, e.to_string());
         let envelope = wire::decode_envelope(request, self.max_request_bytes()).map_err(bad)?;
         match envelope.kind {
@@ -165,10 +241,7 @@ impl Service {
                         "a manifest request has an empty body".into(),
                     )));
                 }
-                Ok((
-                    wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, &self.manifest),
-                    0,
-                ))
+                Ok(Begun::Manifest)
             }
             MessageKind::Query => {
                 if !matches!(envelope.scheme, SchemeId::Chor | SchemeId::RaidPir) {
@@ -187,24 +260,19 @@ impl Service {
                         ),
                     ));
                 }
-                let answers = batch
+                let prepared = batch
                     .queries
                     .iter()
-                    .map(|query| {
-                        pir_xor::serve::answer_body(&self.database, envelope.scheme, query)
-                    })
+                    .map(|query| self.engine.prepare(envelope.scheme, query))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| match e {
                         Error::DatabaseMismatch(_) => (ErrorCode::WrongDatabase, e.to_string()),
                         other => bad(other),
                     })?;
-                let mut body = protocol::encode_answer_payload(&self.release_id, &answers);
-                let statement = pir_keys::answer_statement(&self.release_id, request, &body);
-                body.extend_from_slice(&self.key.sign(&statement));
-                Ok((
-                    wire::encode_envelope(envelope.scheme, MessageKind::Answer, &body),
-                    answers.len(),
-                ))
+                Ok(Begun::Queries {
+                    scheme: envelope.scheme,
+                    prepared,
+                })
             }
             other => Err(bad(Error::WrongKind {
                 found: other as u8,
@@ -212,6 +280,23 @@ impl Service {
             })),
         }
     }
+
+    /// The signed answer envelope for `request`.
+    fn sign_answers(&self, request: &[u8], scheme: SchemeId, answers: &[Vec<u8>]) -> Vec<u8> {
+        let mut body = protocol::encode_answer_payload(&self.release_id, answers);
+        let statement = pir_keys::answer_statement(&self.release_id, request, &body);
+        body.extend_from_slice(&self.key.sign(&statement));
+        wire::encode_envelope(scheme, MessageKind::Answer, &body)
+    }
+}
+
+/// A request after decoding: what is left to compute.
+enum Begun {
+    Manifest,
+    Queries {
+        scheme: SchemeId,
+        prepared: Vec<Prepared>,
+    },
 }
 
 #[cfg(test)]
@@ -304,6 +389,21 @@ mod tests {
             .contains(&format!("pir_errors_total {}", cases.len())));
         // And it still answers.
         assert_eq!(service.handle(&query(&service, 3)).status, 200);
+    }
+
+    #[test]
+    fn a_batch_of_requests_gets_the_replies_each_gets_alone() {
+        let (service, _) = service();
+        let mut requests: Vec<Vec<u8>> = [0, 7, 18, 3].iter().map(|&i| query(&service, i)).collect();
+        // A bad request in the middle of the batch only fails itself.
+        requests.insert(2, b"PIRw garbage".to_vec());
+        requests.push(wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]));
+        let alone: Vec<Reply> = requests.iter().map(|r| service.handle(r)).collect();
+        let refs: Vec<&[u8]> = requests.iter().map(|r| r.as_slice()).collect();
+        let together = service.handle_many(&refs);
+        assert_eq!(together, alone);
+        assert_eq!(together[2].status, 400);
+        assert!(together.iter().enumerate().all(|(i, r)| i == 2 || r.status == 200));
     }
 
     #[test]

@@ -232,13 +232,20 @@ impl Engine {
     /// Answers all prepared queries, sharing one pass over the database among the queries
     /// with the same chunk count; returns the answer bodies in order.
     pub fn answer_batch(&self, prepared: &[Prepared]) -> Vec<Vec<u8>> {
-        if prepared.len() == 1 {
-            return vec![self.answer(&prepared[0])];
+        self.answer_batch_refs(&prepared.iter().collect::<Vec<_>>())
+    }
+
+    /// [`Engine::answer_batch`] over borrowed queries.
+    pub fn answer_batch_refs(&self, prepared: &[&Prepared]) -> Vec<Vec<u8>> {
+        match prepared {
+            [] => return Vec::new(),
+            [one] => return vec![self.answer(one)],
+            _ => {}
         }
         let b = self.database.shape().block_size();
         let rows = 0..self.database.shape().block_count();
         let mut answers: Vec<Option<Vec<u8>>> = vec![None; prepared.len()];
-        let mut counts: Vec<usize> = prepared.iter().map(Prepared::chunk_count).collect();
+        let mut counts: Vec<usize> = prepared.iter().map(|p| p.chunk_count()).collect();
         counts.sort_unstable();
         counts.dedup();
         for c in counts {
