@@ -1,1 +1,43 @@
-//! `pir-breach`: private credential checks. Work in progress.
+//! `pir-breach`: private credential checks (seed 001, chapter 4: compromised credential
+//! checking with PIR and blinded matching).
+//!
+//! A breach corpus becomes a PIR database of `B = 2^k` equally sized blocks, block `i`
+//! holding, compressed, every entry whose hash starts with the `k` bits of `i`. A client
+//! retrieves the block of its own hash with multi-server XOR PIR (the servers learn nothing
+//! about which), decodes it, and looks for its entry. For username:password corpora the
+//! entries are blinded with a server key and the client learns only whether *its* credential
+//! is present.
+//!
+//! Main types and functions:
+//! - [`corpus`]: streaming parsers of HIBP files and directories, password lists and
+//!   `username:password` lists, with line numbers in errors ([`corpus::read_sha1_corpus`]).
+//! - [`header::DbHeader`] and [`header::choose_prefix_bits`]: the database header (format,
+//!   hash and Argon2 parameters, `k`, block size, key id, statistics) and the bucketing rule.
+//! - [`bucket`]: the compressed bucket code (section 3.4, compressible PIR) and [`bucket::Bucket`].
+//! - [`database::BreachDatabase`]: building in memory ([`database::build_sha1`],
+//!   [`database::build_pairs`]), the database file (write atomically, open memory-mapped),
+//!   and the `pir_core::Database` of blocks that the XOR-PIR engine serves.
+//! - [`credential`]: the credential hash (Argon2id by default, SHA-256 for huge builds).
+//! - [`blind`]: ristretto255 blinding: [`blind::BlindingKey`] and its key file, the server's
+//!   [`blind::blind_query`] and the client's [`blind::BlindedCheck`].
+//! - [`range`]: HIBP `range` API bodies (byte-exact, with `Add-Padding`) from a bucket.
+//! - [`build::build_file`]: corpus file in, database (and key) file out, with progress; what
+//!   `pir breach build` calls.
+//!
+//! What it does not do: no networking, no PIR scheme (the server and client crates run the
+//! XOR-PIR engine over [`database::BreachDatabase::database`]), no wire envelope for blinded
+//! requests (they are 32-byte bodies for the protocol layer to carry), and no curve
+//! arithmetic of its own (`curve25519-dalek` does it).
+
+pub mod bits;
+pub mod blind;
+pub mod bucket;
+pub mod build;
+pub mod corpus;
+pub mod credential;
+pub mod database;
+pub mod error;
+pub mod header;
+pub mod range;
+
+pub use error::BreachError;

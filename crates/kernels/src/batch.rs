@@ -43,6 +43,11 @@ multiversioned! {
         assert!(selections.iter().all(|s| s.chunk_count() == c), "batch: mixed chunk counts");
         assert!(rows.end * b <= region.len(), "batch: rows outside the region");
         assert_eq!(accs.len(), queries * c * b, "batch: accumulator size");
+        match b {
+            32 => return batch_fixed::<4>(selections, region, rows, accs),
+            64 => return batch_fixed::<8>(selections, region, rows, accs),
+            _ => {}
+        }
         let width = tile_width(queries, c, b);
         let mut table = vec![0u8; ((1 << GROUP) - 1) * width];
         let span = GROUP * c;
@@ -67,6 +72,58 @@ multiversioned! {
                 }
             }
             column += w;
+        }
+    }
+}
+
+/// Reads 64-bit word `i` of a row.
+#[inline(always)]
+fn lane(row: &[u8], i: usize) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&row[i * 8..i * 8 + 8]);
+    u64::from_ne_bytes(bytes)
+}
+
+/// The batched scan for rows of exactly `8 W` bytes: fixed-size table entries (entry 0 is the
+/// zero row, so every query XORs unconditionally) and accumulators.
+#[inline(always)]
+fn batch_fixed<const W: usize>(selections: &[Selection<'_>], region: &[u8], rows: Range<usize>, accs: &mut [u8]) {
+    let b = 8 * W;
+    let c = selections[0].chunk_count();
+    let mut sums: Vec<[u64; W]> = vec![[0u64; W]; selections.len() * c];
+    let span = GROUP * c;
+    for s in rows.start / span..rows.end.div_ceil(span) {
+        for j in 0..c {
+            let mut table = [[0u64; W]; 1 << GROUP];
+            let mut previous = 0usize;
+            for i in 1..(1usize << GROUP) {
+                let code = i ^ (i >> 1);
+                let u = i.trailing_zeros() as usize;
+                let row = (s * GROUP + u) * c + j;
+                let mut entry = table[previous];
+                if rows.contains(&row) {
+                    let r = &region[row * b..(row + 1) * b];
+                    for (k, e) in entry.iter_mut().enumerate() {
+                        *e ^= lane(r, k);
+                    }
+                }
+                table[code] = entry;
+                previous = code;
+            }
+            for (q, selection) in selections.iter().enumerate() {
+                let index = group_bits(selection.chunk(j), s, GROUP);
+                let sum = &mut sums[q * c + j];
+                for (a, e) in sum.iter_mut().zip(&table[index]) {
+                    *a ^= e;
+                }
+            }
+        }
+    }
+    for (slot, sum) in accs.chunks_exact_mut(b).zip(&sums) {
+        for (k, a) in sum.iter().enumerate() {
+            let at = &mut slot[k * 8..k * 8 + 8];
+            let x = lane(at, 0) ^ a;
+            at.copy_from_slice(&x.to_ne_bytes());
         }
     }
 }
