@@ -24,6 +24,7 @@
 pub mod chor;
 pub mod engine;
 pub mod prg;
+pub mod qdp;
 pub mod raid;
 pub mod serve;
 

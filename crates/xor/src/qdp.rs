@@ -1,0 +1,1 @@
+//! Query-dependent preprocessing (QDP) for RAID-PIR. Work in progress.
