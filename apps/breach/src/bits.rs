@@ -183,7 +183,7 @@ impl<'a> BitReader<'a> {
                 return Err(OutOfBits);
             }
             // Skip whole zero bytes at once: a long run costs one step per byte.
-            if self.pos % 8 == 0 && self.bytes[self.pos / 8] == 0 {
+            if self.pos.is_multiple_of(8) && self.bytes[self.pos / 8] == 0 {
                 q += 8;
                 self.pos += 8;
             } else {

@@ -267,7 +267,9 @@ impl DbHeader {
                 }
             }
         }
-        if self.block_size < LINE || self.block_size % LINE != 0 || self.block_size > MAX_BLOCK_SIZE
+        if self.block_size < LINE
+            || !self.block_size.is_multiple_of(LINE)
+            || self.block_size > MAX_BLOCK_SIZE
         {
             return Err(format!(
                 "block size {} is not a multiple of {LINE} from {LINE} to {MAX_BLOCK_SIZE}",

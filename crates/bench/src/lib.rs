@@ -166,7 +166,12 @@ pub fn random_database(shape: DbShape, seed: u8) -> Database {
 // The standard shapes and indices are valid by construction.
 #[allow(clippy::expect_used)]
 /// `count` query bodies for `shape`'s scheme, for random indices (one server's view each).
-pub fn query_bodies(shape: &Shape, db: DbShape, count: usize, rng: &mut ChaCha20Rng) -> Vec<Vec<u8>> {
+pub fn query_bodies(
+    shape: &Shape,
+    db: DbShape,
+    count: usize,
+    rng: &mut ChaCha20Rng,
+) -> Vec<Vec<u8>> {
     use rand::Rng;
     (0..count)
         .map(|_| {
@@ -210,8 +215,8 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut rng = ChaCha20Rng::seed_from_u64(2026);
     for shape in &shapes {
-        let db_shape = DbShape::new(shape.blocks as u64, shape.block_size)
-            .expect("standard shapes are valid");
+        let db_shape =
+            DbShape::new(shape.blocks as u64, shape.block_size).expect("standard shapes are valid");
         let bytes = db_shape.total_bytes();
         let mut database = Some(random_database(db_shape, 0x5a));
         for &mode in &options.modes {
@@ -223,7 +228,9 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
                 russians,
                 russians_memory_limit: usize::MAX,
             };
-            let db = database.take().unwrap_or_else(|| random_database(db_shape, 0x5a));
+            let db = database
+                .take()
+                .unwrap_or_else(|| random_database(db_shape, 0x5a));
             let started = Instant::now();
             let engine = pool(options.threads.iter().copied().max().unwrap_or(1))
                 .install(|| Engine::new(db, engine_options, &|_, _| {}));
@@ -324,7 +331,9 @@ pub fn table_line(row: &Row) -> String {
 
 /// Looks a shape up by name.
 pub fn shape_named(name: &str) -> Option<Shape> {
-    SHAPES.into_iter().find(|s| s.name.eq_ignore_ascii_case(name))
+    SHAPES
+        .into_iter()
+        .find(|s| s.name.eq_ignore_ascii_case(name))
 }
 
 #[cfg(test)]
@@ -333,7 +342,11 @@ mod tests {
 
     #[test]
     fn median_of_odd_and_even_counts() {
-        let ms = |v: &[u64]| v.iter().map(|&x| Duration::from_millis(x)).collect::<Vec<_>>();
+        let ms = |v: &[u64]| {
+            v.iter()
+                .map(|&x| Duration::from_millis(x))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(median_ms(ms(&[5, 1, 3])), 3.0);
         assert_eq!(median_ms(ms(&[4, 1, 3, 2])), 2.5);
         assert!(median_ms(Vec::new()).is_nan());
@@ -362,7 +375,15 @@ mod tests {
             let expect = row.gb_per_s / row.memory_read_gb_per_s;
             assert!((row.ratio - expect).abs() < 1e-9);
             let json = serde_json::to_value(row).unwrap();
-            for field in ["shape", "scheme", "mode", "median_ms", "gb_per_s", "memory_read_gb_per_s", "ratio"] {
+            for field in [
+                "shape",
+                "scheme",
+                "mode",
+                "median_ms",
+                "gb_per_s",
+                "memory_read_gb_per_s",
+                "ratio",
+            ] {
                 assert!(json.get(field).is_some(), "{field}");
             }
         }

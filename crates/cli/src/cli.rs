@@ -74,7 +74,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "NAME")]
     pub shape: Option<String>,
     /// Modes: plain, four-russians, batched (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "plain,four-russians,batched")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "plain,four-russians,batched"
+    )]
     pub modes: Vec<String>,
     /// Four-Russians group size t (1, 2, 4 or 8).
     #[arg(long, default_value_t = 4)]

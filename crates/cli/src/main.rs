@@ -223,7 +223,11 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
     eprintln!(
         "release loaded in {:.2} s{}",
         started.elapsed().as_secs_f64(),
-        if config.lock_in_ram { " (locked in RAM)" } else { "" }
+        if config.lock_in_ram {
+            " (locked in RAM)"
+        } else {
+            ""
+        }
     );
     let files = release.manifest.files.len();
     let shape = release.database.shape();
@@ -371,8 +375,9 @@ fn unix_now() -> u64 {
 fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
     use pir_bench::{BenchOptions, Mode};
     if let Some(name) = &args.backend {
-        let backend = pir_kernels::Backend::from_name(name)
-            .ok_or_else(|| anyhow::anyhow!("unknown backend {name:?}: use portable, avx2 or avx512"))?;
+        let backend = pir_kernels::Backend::from_name(name).ok_or_else(|| {
+            anyhow::anyhow!("unknown backend {name:?}: use portable, avx2 or avx512")
+        })?;
         if !backend.is_available() {
             anyhow::bail!("this CPU cannot run the {name} backend");
         }

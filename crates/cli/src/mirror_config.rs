@@ -62,7 +62,9 @@ fn parse_russians(text: &str) -> Result<pir_xor::Russians> {
         "auto" => Ok(pir_xor::Russians::Auto),
         "off" => Ok(pir_xor::Russians::Off),
         t => match t.parse::<usize>() {
-            Ok(t) if pir_kernels::russians::GROUP_SIZES.contains(&t) => Ok(pir_xor::Russians::Group(t)),
+            Ok(t) if pir_kernels::russians::GROUP_SIZES.contains(&t) => {
+                Ok(pir_xor::Russians::Group(t))
+            }
             _ => anyhow::bail!("four_russians must be auto, off, 1, 2, 4 or 8, not {text:?}"),
         },
     }
@@ -90,7 +92,10 @@ pub fn resolve(args: MirrorServeArgs) -> Result<MirrorConfig> {
     if workers == Some(0) {
         anyhow::bail!("workers must be at least 1");
     }
-    let max_batch = args.max_batch.or(file.max_batch).unwrap_or(pir_server::DEFAULT_MAX_BATCH);
+    let max_batch = args
+        .max_batch
+        .or(file.max_batch)
+        .unwrap_or(pir_server::DEFAULT_MAX_BATCH);
     if max_batch == 0 {
         anyhow::bail!("max_batch must be at least 1");
     }

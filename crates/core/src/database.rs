@@ -49,7 +49,10 @@ impl DbShape {
                 "block count {block_count} must be between 1 and {MAX_BLOCK_COUNT}"
             )));
         }
-        if block_size == 0 || block_size % BLOCK_GRANULE != 0 || block_size > MAX_BLOCK_SIZE {
+        if block_size == 0
+            || !block_size.is_multiple_of(BLOCK_GRANULE)
+            || block_size > MAX_BLOCK_SIZE
+        {
             return Err(Error::InvalidParameter(format!(
                 "block size {block_size} must be a positive multiple of {BLOCK_GRANULE} up to {MAX_BLOCK_SIZE}"
             )));
@@ -146,7 +149,7 @@ impl Database {
                 shape.total_bytes()
             )));
         }
-        if bytes.as_ptr() as usize % LINE != 0 {
+        if !(bytes.as_ptr() as usize).is_multiple_of(LINE) {
             return Err(Error::InvalidParameter(
                 "database region is not 64-byte aligned".into(),
             ));

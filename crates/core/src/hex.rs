@@ -16,7 +16,7 @@ pub fn encode(bytes: &[u8]) -> String {
 /// Decodes hex (either case, surrounding whitespace ignored).
 pub fn decode(text: &str) -> Result<Vec<u8>, Error> {
     let text = text.trim();
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return Err(Error::Malformed(
             "hex string has an odd number of digits".into(),
         ));

@@ -87,7 +87,12 @@ fn lane(row: &[u8], i: usize) -> u64 {
 /// The batched scan for rows of exactly `8 W` bytes: fixed-size table entries (entry 0 is the
 /// zero row, so every query XORs unconditionally) and accumulators.
 #[inline(always)]
-fn batch_fixed<const W: usize>(selections: &[Selection<'_>], region: &[u8], rows: Range<usize>, accs: &mut [u8]) {
+fn batch_fixed<const W: usize>(
+    selections: &[Selection<'_>],
+    region: &[u8],
+    rows: Range<usize>,
+    accs: &mut [u8],
+) {
     let b = 8 * W;
     let c = selections[0].chunk_count();
     let mut sums: Vec<[u64; W]> = vec![[0u64; W]; selections.len() * c];
@@ -131,7 +136,12 @@ fn batch_fixed<const W: usize>(selections: &[Selection<'_>], region: &[u8], rows
 /// Answers every query in one pass with every thread of the current rayon pool (each thread
 /// takes a share of rows for all queries); returns `K x c x b` bytes as [`scan_with`] lays
 /// them out.
-pub fn scan_parallel(selections: &[Selection<'_>], region: &[u8], b: usize, rows: Range<usize>) -> Vec<u8> {
+pub fn scan_parallel(
+    selections: &[Selection<'_>],
+    region: &[u8],
+    b: usize,
+    rows: Range<usize>,
+) -> Vec<u8> {
     let backend = Backend::current();
     let Some(first) = selections.first() else {
         return Vec::new();

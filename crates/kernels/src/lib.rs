@@ -53,8 +53,8 @@ macro_rules! multiversioned {
 pub mod backend;
 pub mod batch;
 pub mod map;
-pub mod memory;
 pub mod matvec;
+pub mod memory;
 pub mod russians;
 pub mod xor;
 

@@ -57,7 +57,8 @@ impl<'a> Selection<'a> {
 
 #[inline(always)]
 fn bit_at(bits: &[u8], k: usize) -> bool {
-    bits.get(k >> 3).is_some_and(|byte| (byte >> (k & 7)) & 1 == 1)
+    bits.get(k >> 3)
+        .is_some_and(|byte| (byte >> (k & 7)) & 1 == 1)
 }
 
 /// Little-endian 64-bit word `w` of an LSB-first bit vector (zero past its end).
@@ -143,7 +144,13 @@ pub fn xor_rows(region: &[u8], rows: impl IntoIterator<Item = usize>, acc: &mut 
 /// selected row into the slot of its chunk in `accs` (`c * b` bytes).
 ///
 /// Panics if `region` is shorter than `rows.end * b` or `accs` is not `c * b` bytes.
-pub fn scan(selection: Selection<'_>, region: &[u8], b: usize, rows: Range<usize>, accs: &mut [u8]) {
+pub fn scan(
+    selection: Selection<'_>,
+    region: &[u8],
+    b: usize,
+    rows: Range<usize>,
+    accs: &mut [u8],
+) {
     scan_with(Backend::current(), selection, region, b, rows, accs);
 }
 
@@ -157,8 +164,15 @@ pub fn scan_with(
     accs: &mut [u8],
 ) {
     assert!(b > 0, "scan: zero row size");
-    assert!(rows.end * b <= region.len(), "scan: rows outside the region");
-    assert_eq!(accs.len(), selection.chunk_count() * b, "scan: accumulator size");
+    assert!(
+        rows.end * b <= region.len(),
+        "scan: rows outside the region"
+    );
+    assert_eq!(
+        accs.len(),
+        selection.chunk_count() * b,
+        "scan: accumulator size"
+    );
     if rows.is_empty() {
         return;
     }
@@ -167,7 +181,7 @@ pub fn scan_with(
     // Zen 4: 3.8 GB/s instead of 21 GB/s at 32-byte rows); 256-bit lanes already reach memory
     // speed there.
     let dense_backend = match backend {
-        Backend::Avx512 if b % 64 != 0 => Backend::Avx2,
+        Backend::Avx512 if !b.is_multiple_of(64) => Backend::Avx2,
         other => other,
     };
     if b >= SPARSE_ROW_BYTES {
@@ -315,7 +329,12 @@ multiversioned! {
 
 /// Scans `rows` with every thread of the current rayon pool, each on its own share of rows;
 /// returns the `c * b` accumulators of the whole range.
-pub fn scan_parallel(selection: Selection<'_>, region: &[u8], b: usize, rows: Range<usize>) -> Vec<u8> {
+pub fn scan_parallel(
+    selection: Selection<'_>,
+    region: &[u8],
+    b: usize,
+    rows: Range<usize>,
+) -> Vec<u8> {
     let backend = Backend::current();
     let slots = selection.chunk_count() * b;
     let threads = rayon::current_num_threads().max(1);
@@ -356,7 +375,10 @@ pub fn split_rows(rows: Range<usize>, parts: usize, granule: usize) -> Vec<Range
 }
 
 /// Runs `f` on every item in parallel on the current rayon pool, keeping order.
-pub(crate) fn rayon_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync + Send) -> Vec<R> {
+pub(crate) fn rayon_map<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> R + Sync + Send,
+) -> Vec<R> {
     use rayon::prelude::*;
     items.par_iter().map(f).collect()
 }

@@ -1,1 +1,45 @@
-//! `pir-lattice`: single-server lattice PIR (SimplePIR, DoublePIR). Work in progress.
+//! `pir-lattice`: single-server PIR from LWE: SimplePIR and DoublePIR (Henzinger et al., USENIX
+//! Security 2023), with `n = 1024`, `q = 2^32`, `σ = 6.4` (128-bit security) and decoding
+//! failures below `2^-40` per entry. Notation: [`notation`].
+//!
+//! Main types:
+//! - [`Params`]: the database shape (records, record size, `ℓ × m` matrix, `p`), laid out
+//!   near-square by [`Params::new`] with `p` from the paper's table ([`params::p_for`]).
+//! - [`SimplePirServer`] / [`SimplePirClient`]: the server packs the records and computes the
+//!   hint (`ℓ × n` words) once; the client downloads the hint and then makes a query per
+//!   record (`m` words up, `ℓ` words down).
+//! - [`DoublePirServer`] / [`DoublePirClient`]: a second layer so the hint is `κn × n` words
+//!   (16 MiB) whatever the database size; answers about 32 KiB per entry.
+//! - [`wire`]: every message (hint, header-only hint, query, answer) inside the `pir_core`
+//!   envelope, length-checked before allocation.
+//!
+//! Data flow of one retrieval: `Server::new(params, records, seed, version, progress)` →
+//! hint bytes (sent once, cached by the client) → `Client::new(hint)` →
+//! `client.query(index, rng)` → `server.answer(query)` (or `answer_batch`, one pass over
+//! the database for many queries) → `client.decode(state, answer)` → the record.
+//!
+//! What it does not do: no I/O, no threads of its own (the kernels of `pir-kernels` use every
+//! core), no randomness of its own (the caller passes a `rand::CryptoRng`; the public matrices
+//! come from seeds through the pinned AES-128-CTR layout of [`prg`]), and no hashing: the
+//! database `version` in the hint is a digest the caller computes.
+//!
+//! Privacy: a query is a fresh LWE encryption, pseudorandom to the server; the server's work
+//! and answer size depend only on the parameters. Correctness is probabilistic: an entry is
+//! wrong with probability at most `2^-40`; a wrong entry is usually caught (it decodes to a
+//! value no database entry can have) and reported as an error.
+
+pub mod double;
+pub mod gaussian;
+pub mod lwe;
+pub mod notation;
+pub mod params;
+pub mod prg;
+pub mod records;
+pub mod simple;
+pub mod wire;
+
+pub use double::{DoublePirClient, DoublePirServer, DoubleQueryState};
+pub use params::{Params, Scheme};
+pub use prg::Seed;
+pub use simple::{SimplePirClient, SimplePirServer, SimpleQueryState};
+pub use wire::{DbVersion, HintHeader};

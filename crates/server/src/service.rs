@@ -394,16 +394,24 @@ mod tests {
     #[test]
     fn a_batch_of_requests_gets_the_replies_each_gets_alone() {
         let (service, _) = service();
-        let mut requests: Vec<Vec<u8>> = [0, 7, 18, 3].iter().map(|&i| query(&service, i)).collect();
+        let mut requests: Vec<Vec<u8>> =
+            [0, 7, 18, 3].iter().map(|&i| query(&service, i)).collect();
         // A bad request in the middle of the batch only fails itself.
         requests.insert(2, b"PIRw garbage".to_vec());
-        requests.push(wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]));
+        requests.push(wire::encode_envelope(
+            SchemeId::Control,
+            MessageKind::ManifestRequest,
+            &[],
+        ));
         let alone: Vec<Reply> = requests.iter().map(|r| service.handle(r)).collect();
         let refs: Vec<&[u8]> = requests.iter().map(|r| r.as_slice()).collect();
         let together = service.handle_many(&refs);
         assert_eq!(together, alone);
         assert_eq!(together[2].status, 400);
-        assert!(together.iter().enumerate().all(|(i, r)| i == 2 || r.status == 200));
+        assert!(together
+            .iter()
+            .enumerate()
+            .all(|(i, r)| i == 2 || r.status == 200));
     }
 
     #[test]

@@ -164,7 +164,9 @@ impl Engine {
 
     /// The group size `t` of the four-Russians table in use, if any.
     pub fn russians_group(&self) -> Option<usize> {
-        self.russians.as_ref().map(|(layout, _)| layout.group_size())
+        self.russians
+            .as_ref()
+            .map(|(layout, _)| layout.group_size())
     }
 
     /// Bytes of the four-Russians table (0 without one).
@@ -285,7 +287,11 @@ mod tests {
         let chor = Chor::new(shape, 2).unwrap();
         let (qs, _) = chor.query(&[shape.block_count() / 2], rng).unwrap();
         out.push((SchemeId::Chor, chor.encode_query(&qs[0])));
-        for (c, mode) in [(1, AnswerMode::Single), (3, AnswerMode::Single), (3, AnswerMode::PerChunk)] {
+        for (c, mode) in [
+            (1, AnswerMode::Single),
+            (3, AnswerMode::Single),
+            (3, AnswerMode::PerChunk),
+        ] {
             let raid = RaidPir::new(shape, 3, 2, c.min(shape.block_count()), mode).unwrap();
             let (qs, _) = raid.query(&[shape.block_count() - 1], rng).unwrap();
             for q in &qs {
@@ -298,7 +304,13 @@ mod tests {
     #[test]
     fn every_method_gives_the_reference_answer() {
         let mut rng = ChaCha20Rng::seed_from_u64(7);
-        for (rows, b) in [(1usize, 32usize), (37, 32), (200, 64), (129, 1024), (50, 4096)] {
+        for (rows, b) in [
+            (1usize, 32usize),
+            (37, 32),
+            (200, 64),
+            (129, 1024),
+            (50, 4096),
+        ] {
             let shape = DbShape::new(rows as u64, b).unwrap();
             let db = Database::random(shape, &mut rng);
             let reference: Vec<Vec<u8>> = queries(shape, &mut rng.clone())
@@ -306,9 +318,21 @@ mod tests {
                 .map(|(scheme, body)| crate::serve::answer_body(&db, *scheme, body).unwrap())
                 .collect();
             let bodies = queries(shape, &mut rng);
-            for russians in [Russians::Off, Russians::Auto, Russians::Group(2), Russians::Group(8)] {
-                let options = EngineOptions { russians, ..EngineOptions::default() };
-                let engine = Engine::new(Database::from_bytes(shape, db.bytes()).unwrap(), options, &|_, _| {});
+            for russians in [
+                Russians::Off,
+                Russians::Auto,
+                Russians::Group(2),
+                Russians::Group(8),
+            ] {
+                let options = EngineOptions {
+                    russians,
+                    ..EngineOptions::default()
+                };
+                let engine = Engine::new(
+                    Database::from_bytes(shape, db.bytes()).unwrap(),
+                    options,
+                    &|_, _| {},
+                );
                 let prepared: Vec<Prepared> = bodies
                     .iter()
                     .map(|(scheme, body)| engine.prepare(*scheme, body).unwrap())
@@ -316,7 +340,11 @@ mod tests {
                 for (p, expect) in prepared.iter().zip(&reference) {
                     assert_eq!(&engine.answer(p), expect, "{rows}x{b} {russians:?}");
                 }
-                assert_eq!(engine.answer_batch(&prepared), reference, "{rows}x{b} batch");
+                assert_eq!(
+                    engine.answer_batch(&prepared),
+                    reference,
+                    "{rows}x{b} batch"
+                );
             }
         }
     }
@@ -327,19 +355,38 @@ mod tests {
         let large = DbShape::new(1000, 4096).unwrap();
         let options = EngineOptions::default();
         assert!(Engine::plan_russians(small, options).is_none());
-        assert_eq!(Engine::plan_russians(large, options).map(|l| l.group_size()), Some(4));
-        let tight = EngineOptions { russians_memory_limit: 1 << 20, ..options };
+        assert_eq!(
+            Engine::plan_russians(large, options).map(|l| l.group_size()),
+            Some(4)
+        );
+        let tight = EngineOptions {
+            russians_memory_limit: 1 << 20,
+            ..options
+        };
         assert!(Engine::plan_russians(large, tight).is_none());
-        let forced = EngineOptions { russians: Russians::Group(8), ..options };
-        assert_eq!(Engine::plan_russians(small, forced).map(|l| l.group_size()), Some(8));
-        let off = EngineOptions { russians: Russians::Off, ..options };
+        let forced = EngineOptions {
+            russians: Russians::Group(8),
+            ..options
+        };
+        assert_eq!(
+            Engine::plan_russians(small, forced).map(|l| l.group_size()),
+            Some(8)
+        );
+        let off = EngineOptions {
+            russians: Russians::Off,
+            ..options
+        };
         assert!(Engine::plan_russians(large, off).is_none());
     }
 
     #[test]
     fn refuses_bad_bodies_before_scanning() {
         let shape = DbShape::new(64, 64).unwrap();
-        let engine = Engine::new(Database::zeroed(shape), EngineOptions::default(), &|_, _| {});
+        let engine = Engine::new(
+            Database::zeroed(shape),
+            EngineOptions::default(),
+            &|_, _| {},
+        );
         assert!(engine.prepare(SchemeId::Chor, &[]).is_err());
         assert!(matches!(
             engine.prepare(SchemeId::Chor, &vec![0u8; 1 << 20]),

@@ -1,0 +1,310 @@
+//! DoublePIR (Henzinger et al., USENIX Security 2023, section 5): SimplePIR, then a second
+//! LWE layer over the first answer and over the hint, so the client's hint no longer grows
+//! with the database.
+//!
+//! Public matrices `A1 ∈ Z_q^{m×n}` and `A2 ∈ Z_q^{ℓ×n}` (two seeds). `Decomp(x)` writes each
+//! element of `Z_q` as its `κ` base-`p` digits (`p^κ >= q`), so a `Z_q` matrix becomes a `Z_p`
+//! matrix `κ` times taller; `'` is the centering of [`crate::lwe`].
+//!
+//! - Setup: `H1 = D'A1 ∈ Z_q^{ℓ×n}`; the server keeps `M = Decomp(H1ᵀ) ∈ Z_p^{κn×ℓ}` (row
+//!   `c κ + k` holds digit `k` of column `c` of `H1`) and publishes the hint `H2 = M'A2`
+//!   (`κn × n`: 16 MiB at `κ = 4`, whatever the database size).
+//! - Query for entry `(row, column)`: `c1 = A1 s1 + e1 + Δ u_column` and, per entry of the
+//!   record, `c2 = A2 s2 + e2 + Δ u_row` with fresh `s1`, `s2`.
+//! - Answer: `a1 = D'c1 ∈ Z_q^ℓ`, `Y = Decomp(a1ᵀ) ∈ Z_p^{κ×ℓ}`; send `h = Y'A2` (`κ × n`), and
+//!   per `c2`: `M'c2` (`κn`) and `Y'c2` (`κ`). About 32 KiB for one entry at `κ = 4`.
+//! - Decode: `round((M'c2 - H2 s2)/Δ)` are the digits of row `row` of `H1`, and
+//!   `round((Y'c2 - h s2)/Δ)` the digits of `a1[row]`; recompose both, then
+//!   `entry = round((a1[row] - H1[row] s1)/Δ)` as in SimplePIR.
+//!
+//! The client decodes `κ(n+1) + 1` values per entry, which is why DoublePIR's `p` is a little
+//! smaller (see [`crate::params`]). Privacy: `c1` and every `c2` are LWE samples under fresh
+//! secrets; the server's work and answer size do not depend on the index.
+
+use pir_core::Error;
+use pir_kernels::matvec::Packing;
+use rand::CryptoRng;
+
+use crate::gaussian::ErrorSampler;
+use crate::lwe::{self, ZpMatrix};
+use crate::params::{self, Location, Params, Scheme, LWE_N};
+use crate::prg::{self, Seed};
+use crate::records;
+use crate::simple::pack_database;
+use crate::wire::{self, DbVersion, HintHeader};
+
+/// A DoublePIR server: the packed database, `Decomp(H1ᵀ)` and `A2`.
+#[derive(Debug)]
+pub struct DoublePirServer {
+    header: HintHeader,
+    db: ZpMatrix,
+    hint_digits: ZpMatrix,
+    a2: Vec<u32>,
+    a2_sums: Vec<u32>,
+}
+
+impl DoublePirServer {
+    /// Packs `records`, computes `H1` and the client hint `H2` for the public matrices of
+    /// `seeds` (`A1`, `A2`). Returns the server and the hint message. `progress(done, total)`
+    /// counts rows of `A1` and then of `A2` consumed (`total = m + ℓ`).
+    pub fn new(
+        params: Params,
+        records: &[u8],
+        seeds: [Seed; 2],
+        version: DbVersion,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(DoublePirServer, Vec<u8>), Error> {
+        if params.scheme != Scheme::DoublePir {
+            return Err(Error::InvalidParameter(
+                "parameters are not for DoublePIR".into(),
+            ));
+        }
+        let db = pack_database(&params, records)?;
+        let (rows, columns) = (params.rows(), params.columns());
+        let total = (columns + rows) as u64;
+        let h1 = db.times_public(&seeds[0], &mut |done, _| progress(done, total));
+        let hint_digits = digits_of_columns(&params, &h1, rows, LWE_N)?;
+        let mut a2 = vec![0u32; rows * LWE_N];
+        prg::expand_rows(&seeds[1], 0, &mut a2);
+        let mut a2_sums = vec![0u32; LWE_N];
+        lwe::add_rows(&mut a2_sums, &a2);
+        let h2 = hint_digits.times_dense(
+            &a2,
+            &a2_sums,
+            Some(&mut |done| progress(columns as u64 + done, total)),
+        );
+        let header = HintHeader {
+            params,
+            seed: seeds[0],
+            seed2: Some(seeds[1]),
+            version,
+        };
+        let bytes = wire::encode_hint(&header, &h2);
+        let server = DoublePirServer {
+            header,
+            db,
+            hint_digits,
+            a2,
+            a2_sums,
+        };
+        Ok((server, bytes))
+    }
+
+    /// The database shape.
+    pub fn params(&self) -> &Params {
+        &self.header.params
+    }
+
+    /// The hint header.
+    pub fn header(&self) -> &HintHeader {
+        &self.header
+    }
+
+    /// Bytes the server keeps in memory: database, `Decomp(H1ᵀ)` and `A2`.
+    pub fn memory_bytes(&self) -> usize {
+        self.db.memory_bytes() + self.hint_digits.memory_bytes() + 4 * self.a2.len()
+    }
+
+    /// Answers one query message.
+    pub fn answer(&self, query: &[u8]) -> Result<Vec<u8>, Error> {
+        let words = wire::decode_query(query, &self.header.params, &self.header.version)?;
+        let mut answers = self.answer_decoded(&[words])?;
+        answers
+            .pop()
+            .ok_or_else(|| Error::InvalidParameter("no answer computed".into()))
+    }
+
+    /// Answers many queries: the first layer of all of them in shared passes over the
+    /// database, the second layer of all their `c2` in shared passes over `Decomp(H1ᵀ)`.
+    pub fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
+        let decoded: Vec<Result<Vec<u32>, Error>> = queries
+            .iter()
+            .map(|q| wire::decode_query(q, &self.header.params, &self.header.version))
+            .collect();
+        let valid: Vec<Vec<u32>> = decoded.iter().flatten().cloned().collect();
+        let mut answers = match self.answer_decoded(&valid) {
+            Ok(answers) => answers.into_iter(),
+            Err(e) => return queries.iter().map(|_| Err(e.clone())).collect(),
+        };
+        decoded
+            .into_iter()
+            .map(|q| {
+                q.and_then(|_| {
+                    answers
+                        .next()
+                        .ok_or_else(|| Error::InvalidParameter("no answer computed".into()))
+                })
+            })
+            .collect()
+    }
+
+    fn answer_decoded(&self, queries: &[Vec<u32>]) -> Result<Vec<Vec<u8>>, Error> {
+        let params = &self.header.params;
+        let (rows, columns) = (params.rows(), params.columns());
+        let per_record = params.entries_per_record();
+        let kappa = params.digits();
+        let c1s: Vec<&[u32]> = queries.iter().map(|q| &q[..columns]).collect();
+        let first = self.db.times_vectors(&c1s);
+        let c2s: Vec<&[u32]> = queries
+            .iter()
+            .flat_map(|q| q[columns..].chunks_exact(rows))
+            .collect();
+        let second = self.hint_digits.times_vectors(&c2s);
+        let (k1, k2) = (c1s.len(), c2s.len());
+        let mut answers = Vec::with_capacity(queries.len());
+        for (q, query) in queries.iter().enumerate() {
+            let a1: Vec<u32> = (0..rows).map(|i| first[i * k1 + q]).collect();
+            let y = digits_of_columns(params, &a1, rows, 1)?;
+            let mut words = y.times_dense(&self.a2, &self.a2_sums, None);
+            let c2_here: Vec<&[u32]> = query[columns..].chunks_exact(rows).collect();
+            let y_c2 = y.times_vectors(&c2_here);
+            for j in 0..per_record {
+                let column = q * per_record + j;
+                words.extend((0..kappa * LWE_N).map(|r| second[r * k2 + column]));
+                words.extend((0..kappa).map(|k| y_c2[k * per_record + j]));
+            }
+            answers.push(wire::encode_answer(Scheme::DoublePir, &words));
+        }
+        Ok(answers)
+    }
+}
+
+/// `Decomp(Xᵀ)` for an `rows × width` matrix `X` over `Z_q`: a `κ·width × rows` matrix over
+/// `Z_p` whose row `c κ + k` holds digit `k` of column `c` of `X`.
+fn digits_of_columns(
+    params: &Params,
+    x: &[u32],
+    rows: usize,
+    width: usize,
+) -> Result<ZpMatrix, Error> {
+    let p = params.p;
+    let kappa = params.digits();
+    let packing = Packing::new(params::element_bits(p))
+        .ok_or_else(|| Error::InvalidParameter("plaintext modulus out of range".into()))?;
+    let powers: Vec<u64> = (0..kappa as u32).map(|k| u64::from(p).pow(k)).collect();
+    Ok(ZpMatrix::from_fn(
+        kappa * width,
+        rows,
+        packing,
+        params.center(),
+        |r, i| {
+            let (c, k) = (r / kappa, r % kappa);
+            ((u64::from(x[i * width + c]) / powers[k]) % u64::from(p)) as u32
+        },
+    ))
+}
+
+/// A DoublePIR client: the hint `H2` and the seeds of `A1` and `A2`.
+#[derive(Debug)]
+pub struct DoublePirClient {
+    header: HintHeader,
+    seed2: Seed,
+    hint: Vec<u32>,
+    sampler: ErrorSampler,
+}
+
+/// What the client keeps between a query and its answer. Holds LWE secrets: never send it.
+pub struct DoubleQueryState {
+    location: Location,
+    secret1: Vec<u32>,
+    secrets2: Vec<Vec<u32>>,
+}
+
+impl std::fmt::Debug for DoubleQueryState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DoubleQueryState { .. }")
+    }
+}
+
+impl DoublePirClient {
+    /// Parses a full DoublePIR hint message.
+    pub fn new(hint: &[u8]) -> Result<DoublePirClient, Error> {
+        let (header, matrix) = wire::decode_hint(hint, Scheme::DoublePir)?;
+        let hint =
+            matrix.ok_or_else(|| Error::Malformed("a header-only message is not a hint".into()))?;
+        let seed2 = header
+            .seed2
+            .ok_or_else(|| Error::Malformed("DoublePIR hint without a second seed".into()))?;
+        Ok(DoublePirClient {
+            header,
+            seed2,
+            hint,
+            sampler: ErrorSampler::new(),
+        })
+    }
+
+    /// The hint header.
+    pub fn header(&self) -> &HintHeader {
+        &self.header
+    }
+
+    /// A query for record `index`: the message and the state for [`Self::decode`].
+    pub fn query(
+        &self,
+        index: u64,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(DoubleQueryState, Vec<u8>), Error> {
+        let params = &self.header.params;
+        let location = params.locate(index)?;
+        let delta = params.delta();
+        let (secret1, c1) = lwe::encrypt_unit(
+            &self.header.seed,
+            params.columns(),
+            location.column,
+            delta,
+            &self.sampler,
+            rng,
+        );
+        let mut secrets2 = Vec::with_capacity(location.entries);
+        let mut vectors = vec![c1];
+        for row in location.row..location.row + location.entries {
+            let (s2, c2) =
+                lwe::encrypt_unit(&self.seed2, params.rows(), row, delta, &self.sampler, rng);
+            secrets2.push(s2);
+            vectors.push(c2);
+        }
+        let refs: Vec<&[u32]> = vectors.iter().map(Vec::as_slice).collect();
+        let bytes = wire::encode_query(Scheme::DoublePir, &self.header.version, &refs);
+        let state = DoubleQueryState {
+            location,
+            secret1,
+            secrets2,
+        };
+        Ok((state, bytes))
+    }
+
+    /// Decodes the answer into the record (`ceil(bits / 8)` bytes, bits LSB first).
+    pub fn decode(&self, state: &DoubleQueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {
+        let params = &self.header.params;
+        let p = params.p;
+        let kappa = params.digits();
+        let words = wire::decode_answer(answer, params)?;
+        let (h, mut rest) = words.split_at(kappa * LWE_N);
+        let mut entries = Vec::with_capacity(state.secrets2.len());
+        for s2 in &state.secrets2 {
+            let (hint_part, tail) = rest.split_at(kappa * LWE_N);
+            let (answer_part, tail) = tail.split_at(kappa);
+            rest = tail;
+            let digit = |noisy: u32, mask_row: &[u32]| {
+                lwe::round_entry(noisy.wrapping_sub(prg::dot(mask_row, s2)), p)
+            };
+            // Row `row` of H1, one column (κ digits) at a time.
+            let h1_row: Vec<u32> = (0..LWE_N)
+                .map(|c| {
+                    let digits = (0..kappa).map(|k| {
+                        let r = c * kappa + k;
+                        digit(hint_part[r], &self.hint[r * LWE_N..(r + 1) * LWE_N])
+                    });
+                    lwe::recompose(digits.collect::<Vec<_>>().into_iter(), p)
+                })
+                .collect();
+            let a1_digits: Vec<u32> = (0..kappa)
+                .map(|k| digit(answer_part[k], &h[k * LWE_N..(k + 1) * LWE_N]))
+                .collect();
+            let a1 = lwe::recompose(a1_digits.into_iter(), p);
+            let noisy = a1.wrapping_sub(prg::dot(&h1_row, &state.secret1));
+            entries.push(lwe::round_entry(noisy, p));
+        }
+        records::assemble(params, &state.location, &entries)
+    }
+}

@@ -1,0 +1,554 @@
+//! LWE parameters, the plaintext-modulus table, and the database shape (notation in
+//! [`crate::notation`]).
+//!
+//! # Why `p` depends on `m`
+//!
+//! An answer entry is `ans_i = H_i s + Δ D[i][col] + Σ_j D'[i][j] e_j (mod q)`, where
+//! `D' = D - floor(p/2)` has entries of absolute value at most `p/2` (the database is used
+//! *centered*), and `e_j` are independent rounded Gaussians of parameter `σ`. The error
+//! `Σ_j D'[i][j] e_j` is subgaussian with parameter at most `sqrt(m) (p/2) σ`, so
+//! `Pr[|error| >= t] <= 2 exp(-t² / (2 m (p/2)² σ²))`. Decoding (rounding to the nearest
+//! multiple of `Δ = floor(q/p)`) is correct when `|error| < Δ/2 ≈ q/(2p)`. Asking the tail to be at
+//! most `δ = 2^-40` gives
+//!
+//! ```text
+//! p² <= q / (sqrt(2 ln(2/δ)) · sqrt(m) · σ)
+//! ```
+//!
+//! which is [`max_plaintext_modulus`] and reproduces the SimplePIR table ([`SIMPLE_PIR_P`])
+//! exactly. DoublePIR's client decodes `κ(n+1)` values of the second layer per entry, so the
+//! same bound with `δ / (κ(n+1))` (a union bound) gives its slightly smaller table
+//! ([`DOUBLE_PIR_P`]; the paper's values are at most one below the formula).
+
+use pir_core::{Error, SchemeId};
+
+/// `n`, the LWE secret dimension. With `q = 2^32` and `σ = 6.4` the lattice estimator gives
+/// 128-bit security (SimplePIR/DoublePIR, Henzinger et al., USENIX Security 2023, section 4.2;
+/// the same parameters are used inside YPIR, seed 003).
+pub const LWE_N: usize = 1024;
+
+/// `log2 q`: the ciphertext modulus is `q = 2^32`, so arithmetic mod `q` is native wrapping
+/// `u32` arithmetic (Henzinger et al. 2023, section 4.2; 128-bit security with [`LWE_N`] and
+/// [`SIGMA`]).
+pub const LOG_Q: u32 = 32;
+
+/// `σ`, the parameter of the rounded Gaussian error (standard deviation of the continuous
+/// Gaussian before rounding): 6.4, as in Henzinger et al. 2023, section 4.2 (128-bit security
+/// with [`LWE_N`] and [`LOG_Q`]).
+pub const SIGMA: f64 = 6.4;
+
+/// `log2 δ`: a decoded entry is wrong with probability at most `2^-40` (Henzinger et al. 2023,
+/// section 4.2; YPIR, seed 003, uses the same correctness target).
+pub const FAILURE_LOG2: i32 = -40;
+
+/// `log2 m` of the first and last rows of the plaintext-modulus tables.
+pub const TABLE_LOG_M: (u32, u32) = (13, 21);
+
+/// SimplePIR's `p` for `m = 2^13, 2^14, ..., 2^21` columns (Henzinger et al. 2023, parameter
+/// table of section 4.2 / the artifact's `params.csv`); equal to [`max_plaintext_modulus`]
+/// with one decoding per entry.
+pub const SIMPLE_PIR_P: [u32; 9] = [991, 833, 701, 589, 495, 416, 350, 294, 247];
+
+/// DoublePIR's `p` for `m = 2^13 ... 2^21` (same source); within one of
+/// [`max_plaintext_modulus`] with `κ(n+1)` decodings per entry, and never above it.
+pub const DOUBLE_PIR_P: [u32; 9] = [929, 781, 657, 552, 464, 390, 328, 276, 231];
+
+/// Largest record this crate lays out: 256 KiB (a record occupies one column).
+pub const MAX_RECORD_BITS: u32 = 1 << 21;
+/// Most rows `ℓ`: keeps SimplePIR's hint (`ℓ · n · 4` bytes) within one 4 GiB message.
+pub const MAX_ROWS: u32 = 1 << 19;
+/// Most columns `m`: the end of the plaintext-modulus table.
+pub const MAX_COLUMNS: u32 = 1 << TABLE_LOG_M.1;
+/// Most database entries a DoublePIR record may span: each costs one more second-layer query
+/// (`ℓ` words up, `κ(n+1)` words down); larger records should use SimplePIR.
+pub const DOUBLE_PIR_MAX_RECORD_ENTRIES: u32 = 64;
+
+/// The two lattice schemes of this crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// SimplePIR: one LWE layer; the client downloads the hint `H = D A` (`ℓ × n`).
+    SimplePir,
+    /// DoublePIR: a second LWE layer over the first answer and the hint; the client's hint is
+    /// `κn × n`, independent of the database size.
+    DoublePir,
+}
+
+impl Scheme {
+    /// The scheme's id in the wire envelope.
+    pub fn id(self) -> SchemeId {
+        match self {
+            Scheme::SimplePir => SchemeId::SimplePir,
+            Scheme::DoublePir => SchemeId::DoublePir,
+        }
+    }
+}
+
+/// `Δ = floor(q / p)`, the scale of an encoded plaintext.
+pub fn delta(p: u32) -> u32 {
+    ((1u64 << LOG_Q) / u64::from(p.max(1))) as u32
+}
+
+/// `κ`, the number of base-`p` digits of an element of `Z_q`: the least `κ` with `p^κ >= q`.
+pub fn digits(p: u32) -> usize {
+    let mut kappa = 0;
+    let mut power: u64 = 1;
+    while power < (1u64 << LOG_Q) {
+        power = power.saturating_mul(u64::from(p.max(2)));
+        kappa += 1;
+    }
+    kappa
+}
+
+/// `floor(log2 p)`: data bits stored in one entry (record bits are cut into pieces this long).
+pub fn entry_bits(p: u32) -> u32 {
+    31 - p.max(2).leading_zeros()
+}
+
+/// `ceil(log2 p)`: bits needed to store any element of `Z_p` (DoublePIR's digit matrices).
+pub fn element_bits(p: u32) -> u32 {
+    32 - (p.max(2) - 1).leading_zeros()
+}
+
+/// The largest `p` for which `m` terms of error decode correctly except with probability
+/// `2^FAILURE_LOG2 / decodings` (derivation in the module documentation).
+pub fn max_plaintext_modulus(m: u64, decodings: u64) -> u32 {
+    let tail = 2.0 * decodings.max(1) as f64 * 2f64.powi(-FAILURE_LOG2);
+    let z = (2.0 * tail.ln()).sqrt();
+    let bound = 2f64.powi(LOG_Q as i32) / (z * (m.max(1) as f64).sqrt() * SIGMA);
+    bound.sqrt().floor() as u32
+}
+
+/// The plaintext modulus for a matrix whose rows sum `m` error terms: the table entry of the
+/// smallest tabulated `m' >= m` (`p` only shrinks as `m` grows, so this is conservative;
+/// `m < 2^13` uses the `2^13` entry). For DoublePIR pass `max(ℓ, m)`: the second layer sums
+/// `ℓ` error terms. Errors above `2^21`.
+pub fn p_for(m: u64, scheme: Scheme) -> Result<u32, Error> {
+    let log_m = m
+        .max(1)
+        .next_power_of_two()
+        .trailing_zeros()
+        .max(TABLE_LOG_M.0);
+    if log_m > TABLE_LOG_M.1 {
+        return Err(Error::InvalidParameter(format!(
+            "{m} columns exceed the parameter table (at most 2^{})",
+            TABLE_LOG_M.1
+        )));
+    }
+    let i = (log_m - TABLE_LOG_M.0) as usize;
+    Ok(match scheme {
+        Scheme::SimplePir => SIMPLE_PIR_P[i],
+        Scheme::DoublePir => DOUBLE_PIR_P[i],
+    })
+}
+
+/// The shape of a lattice-PIR database: what the hint header carries, so a client can lay
+/// out queries and decode answers. Derived quantities are methods.
+///
+/// Records are a bit string: record `i` is bits `[i·bits, (i+1)·bits)` of the database, least
+/// significant bit first (the layout of `pir_core::bits`). With `b =` [`entry_bits`]`(p)`:
+/// a record of at most `b` bits shares an entry with `floor(b / bits)` others; a longer one
+/// is cut into `ceil(bits / b)` pieces that lie down consecutive rows of one column. Such a
+/// *group* of entries (one entry of small records, or the pieces of one record) is the unit
+/// of layout; groups fill column 0 top to bottom, then column 1, and so on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Params {
+    /// Which scheme the database is served with.
+    pub scheme: Scheme,
+    /// `N`, the number of records.
+    pub records: u64,
+    /// Bits per record.
+    pub record_bits: u32,
+    /// `ℓ`, the number of rows of the database matrix.
+    pub rows: u32,
+    /// `m`, the number of columns of the database matrix.
+    pub columns: u32,
+    /// `p`, the plaintext modulus.
+    pub p: u32,
+}
+
+/// Where one record lies in the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location {
+    /// Its column (what the query selects).
+    pub column: usize,
+    /// The first row of its group.
+    pub row: usize,
+    /// Entries of the group (rows `row..row + entries`).
+    pub entries: usize,
+    /// Offset of the record's bits inside the group's bits.
+    pub bit_offset: u32,
+}
+
+impl Params {
+    /// Lays out `records` records of `record_bits` bits near-square (rule in
+    /// [`Params::with_modulus`]), with `p` from the table for the resulting width.
+    ///
+    /// The rule: with `G` groups of `e` entries each, `groups_per_column = max(1,
+    /// floor(sqrt(G / e)))`, `ℓ = e · groups_per_column`, `m = ceil(G / groups_per_column)`, so
+    /// `ℓ ≈ m ≈ sqrt(G e)` (the square minimises SimplePIR's query plus answer, `m + ℓ`
+    /// words, for a fixed number of entries). Because `p` depends on `m` and the layout on
+    /// `p`, the rule is applied again with the new `p` until it is stable (`p` only shrinks,
+    /// so this ends after at most nine rounds).
+    pub fn new(scheme: Scheme, records: u64, record_bits: u32) -> Result<Params, Error> {
+        let mut p = p_for(1, scheme)?;
+        loop {
+            let shape = Params::with_modulus(scheme, records, record_bits, p)?;
+            let width = match scheme {
+                Scheme::SimplePir => u64::from(shape.columns),
+                Scheme::DoublePir => u64::from(shape.columns.max(shape.rows)),
+            };
+            let next = p_for(width, scheme)?;
+            if next >= p {
+                return Ok(shape);
+            }
+            p = next;
+        }
+    }
+
+    /// The near-square layout of [`Params::new`] for a given `p` (for experiments and tests
+    /// that need a `p` outside the table; [`Params::validate`] refuses those on the wire).
+    pub fn with_modulus(
+        scheme: Scheme,
+        records: u64,
+        record_bits: u32,
+        p: u32,
+    ) -> Result<Params, Error> {
+        if records == 0 || record_bits == 0 || record_bits > MAX_RECORD_BITS {
+            return Err(Error::InvalidParameter(format!(
+                "need at least one record of 1 to {MAX_RECORD_BITS} bits"
+            )));
+        }
+        check_modulus(p)?;
+        let (per_entry, entries) = group_shape(record_bits, entry_bits(p));
+        let groups = records.div_ceil(per_entry);
+        let most_per_column = u64::from(MAX_ROWS) / entries;
+        if most_per_column == 0 {
+            return Err(Error::InvalidParameter(format!(
+                "a record of {record_bits} bits needs more than {MAX_ROWS} rows at p = {p}"
+            )));
+        }
+        let per_column = integer_sqrt(groups.div_ceil(entries)).clamp(1, most_per_column);
+        let rows = per_column * entries;
+        let columns = groups.div_ceil(per_column);
+        let shape = Params {
+            scheme,
+            records,
+            record_bits,
+            rows: u32::try_from(rows).unwrap_or(u32::MAX),
+            columns: u32::try_from(columns).unwrap_or(u32::MAX),
+            p,
+        };
+        shape.check_shape()?;
+        Ok(shape)
+    }
+
+    /// Checks everything a hint header could get wrong: `p` within the table for this width
+    /// (a larger `p` would break the 2^-40 correctness bound), sizes within the limits, and
+    /// rows and columns that hold exactly the records.
+    pub fn validate(&self) -> Result<(), Error> {
+        let width = match self.scheme {
+            Scheme::SimplePir => u64::from(self.columns),
+            Scheme::DoublePir => u64::from(self.columns.max(self.rows)),
+        };
+        let limit = p_for(width, self.scheme).map_err(|e| Error::Malformed(e.to_string()))?;
+        if self.p > limit {
+            return Err(Error::Malformed(format!(
+                "plaintext modulus {} is above {limit}, the most that decodes correctly",
+                self.p
+            )));
+        }
+        self.check_shape()
+            .map_err(|e| Error::Malformed(e.to_string()))
+    }
+
+    fn check_shape(&self) -> Result<(), Error> {
+        let bad = |what: &str| Err(Error::InvalidParameter(what.to_string()));
+        if self.records == 0 || self.record_bits == 0 || self.record_bits > MAX_RECORD_BITS {
+            return bad("records must be 1 to MAX_RECORD_BITS bits, at least one of them");
+        }
+        check_modulus(self.p)?;
+        if self.rows == 0 || self.rows > MAX_ROWS || self.columns == 0 || self.columns > MAX_COLUMNS
+        {
+            return bad("matrix dimensions out of range");
+        }
+        let (per_entry, entries) = group_shape(self.record_bits, entry_bits(self.p));
+        if u64::from(self.rows) % entries != 0 {
+            return bad("rows are not a whole number of record groups");
+        }
+        if self.scheme == Scheme::DoublePir && entries > u64::from(DOUBLE_PIR_MAX_RECORD_ENTRIES) {
+            return bad("record too large for DoublePIR (use SimplePIR)");
+        }
+        let groups = self.records.div_ceil(per_entry);
+        let per_column = u64::from(self.rows) / entries;
+        if groups.div_ceil(per_column) != u64::from(self.columns) {
+            return bad("columns do not match the number of records");
+        }
+        Ok(())
+    }
+
+    /// `n` (always [`LWE_N`]).
+    pub fn n(&self) -> usize {
+        LWE_N
+    }
+
+    /// `ℓ` as a `usize`.
+    pub fn rows(&self) -> usize {
+        self.rows as usize
+    }
+
+    /// `m` as a `usize`.
+    pub fn columns(&self) -> usize {
+        self.columns as usize
+    }
+
+    /// `Δ = floor(q / p)`.
+    pub fn delta(&self) -> u32 {
+        delta(self.p)
+    }
+
+    /// `κ`, base-`p` digits per element of `Z_q` (DoublePIR).
+    pub fn digits(&self) -> usize {
+        digits(self.p)
+    }
+
+    /// `b`, data bits per entry.
+    pub fn entry_bits(&self) -> u32 {
+        entry_bits(self.p)
+    }
+
+    /// The centering offset `floor(p / 2)`: the server computes with `D - floor(p/2)`.
+    pub fn center(&self) -> u32 {
+        self.p / 2
+    }
+
+    /// Records per entry (1 for records longer than `b` bits).
+    pub fn records_per_entry(&self) -> u64 {
+        group_shape(self.record_bits, self.entry_bits()).0
+    }
+
+    /// Entries per group: `ceil(bits / b)` for records longer than `b`, else 1.
+    pub fn entries_per_record(&self) -> usize {
+        group_shape(self.record_bits, self.entry_bits()).1 as usize
+    }
+
+    /// Bytes of one decoded record, `ceil(bits / 8)`.
+    pub fn record_bytes(&self) -> usize {
+        (self.record_bits as usize).div_ceil(8)
+    }
+
+    /// Bytes of the whole database as a bit string, `ceil(N · bits / 8)`.
+    pub fn database_bytes(&self) -> u64 {
+        (self.records * u64::from(self.record_bits)).div_ceil(8)
+    }
+
+    /// Where record `index` lies; an error if there is no such record.
+    pub fn locate(&self, index: u64) -> Result<Location, Error> {
+        if index >= self.records {
+            return Err(Error::InvalidParameter(format!(
+                "record {index} does not exist (the database has {})",
+                self.records
+            )));
+        }
+        let per_entry = self.records_per_entry();
+        let entries = self.entries_per_record();
+        let group = index / per_entry;
+        let per_column = (self.rows as usize / entries) as u64;
+        Ok(Location {
+            column: (group / per_column) as usize,
+            row: (group % per_column) as usize * entries,
+            entries,
+            bit_offset: ((index % per_entry) * u64::from(self.record_bits)) as u32,
+        })
+    }
+
+    /// The bits of the database that entry `(row, column)` holds, as `(first bit, length)`
+    /// of the database bit string (length 0 for entries past the last record).
+    pub fn entry_span(&self, row: usize, column: usize) -> (u64, u32) {
+        let entries = self.entries_per_record();
+        let per_column = (self.rows as usize / entries) as u64;
+        let group = column as u64 * per_column + (row / entries) as u64;
+        let total = self.records * u64::from(self.record_bits);
+        let b = self.entry_bits();
+        let (start, len) = if entries == 1 {
+            let bits = self.records_per_entry() * u64::from(self.record_bits);
+            (group * bits, bits)
+        } else {
+            let piece = (row % entries) as u64 * u64::from(b);
+            let start = group * u64::from(self.record_bits) + piece;
+            (start, u64::from(b).min(u64::from(self.record_bits) - piece))
+        };
+        if start >= total {
+            return (0, 0);
+        }
+        (start, len.min(total - start) as u32)
+    }
+}
+
+fn check_modulus(p: u32) -> Result<(), Error> {
+    if !(2..=1 << 16).contains(&p) {
+        return Err(Error::InvalidParameter(format!(
+            "plaintext modulus {p} outside 2..=65536"
+        )));
+    }
+    Ok(())
+}
+
+/// `(records per entry, entries per group)` for records of `bits` bits and `b`-bit entries.
+fn group_shape(bits: u32, b: u32) -> (u64, u64) {
+    if bits <= b {
+        (u64::from(b / bits), 1)
+    } else {
+        (1, u64::from(bits.div_ceil(b)))
+    }
+}
+
+fn integer_sqrt(x: u64) -> u64 {
+    let mut r = (x as f64).sqrt() as u64;
+    while r * r > x {
+        r -= 1;
+    }
+    while (r + 1) * (r + 1) <= x {
+        r += 1;
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_follow_the_derivation() {
+        for (i, log_m) in (TABLE_LOG_M.0..=TABLE_LOG_M.1).enumerate() {
+            let m = 1u64 << log_m;
+            assert_eq!(
+                SIMPLE_PIR_P[i],
+                max_plaintext_modulus(m, 1),
+                "m = 2^{log_m}"
+            );
+            let p = DOUBLE_PIR_P[i];
+            let kappa = digits(p) as u64;
+            let bound = max_plaintext_modulus(m, kappa * (LWE_N as u64 + 1));
+            assert!(
+                p <= bound && bound - p <= 1,
+                "m = 2^{log_m}: {p} vs {bound}"
+            );
+        }
+    }
+
+    #[test]
+    fn p_for_is_conservative_between_table_points() {
+        assert_eq!(p_for(1, Scheme::SimplePir).unwrap(), 991);
+        assert_eq!(p_for(8192, Scheme::SimplePir).unwrap(), 991);
+        assert_eq!(p_for(8193, Scheme::SimplePir).unwrap(), 833);
+        assert_eq!(p_for(1 << 21, Scheme::SimplePir).unwrap(), 247);
+        assert_eq!(p_for(1 << 21, Scheme::DoublePir).unwrap(), 231);
+        assert!(p_for((1 << 21) + 1, Scheme::SimplePir).is_err());
+        for m in [1u64, 100, 8191, 9000, 40_000, 1 << 20, 1_500_000] {
+            for scheme in [Scheme::SimplePir, Scheme::DoublePir] {
+                assert!(p_for(m, scheme).unwrap() <= max_plaintext_modulus(m, 1));
+            }
+        }
+    }
+
+    #[test]
+    fn digit_and_bit_counts() {
+        assert_eq!(
+            (
+                digits(991),
+                digits(256),
+                digits(255),
+                digits(231),
+                digits(2)
+            ),
+            (4, 4, 5, 5, 32)
+        );
+        assert_eq!((entry_bits(991), element_bits(991)), (9, 10));
+        assert_eq!((entry_bits(512), element_bits(512)), (9, 9));
+        assert_eq!((entry_bits(247), element_bits(247)), (7, 8));
+        assert_eq!(delta(991), (4_294_967_296u64 / 991) as u32);
+    }
+
+    #[test]
+    fn gigabyte_of_bytes_is_near_square() {
+        let shape = Params::new(Scheme::SimplePir, 1 << 30, 8).unwrap();
+        assert_eq!(shape.p, 701);
+        let ratio = f64::from(shape.rows) / f64::from(shape.columns);
+        assert!((0.5..2.0).contains(&ratio), "{shape:?}");
+        assert!(u64::from(shape.rows) * u64::from(shape.columns) * 9 >= 8 << 30);
+        shape.validate().unwrap();
+        // DoublePIR at 1 GB: p from max(rows, columns)
+        let double = Params::new(Scheme::DoublePir, 1 << 33, 1).unwrap();
+        assert!(
+            double.p
+                <= p_for(
+                    u64::from(double.rows.max(double.columns)),
+                    Scheme::DoublePir
+                )
+                .unwrap()
+        );
+        double.validate().unwrap();
+    }
+
+    #[test]
+    fn layouts_cover_every_record_exactly_once() {
+        for (records, bits) in [
+            (1u64, 1u32),
+            (37, 1),
+            (37, 3),
+            (10, 9),
+            (10, 10),
+            (7, 100),
+            (3, 64 * 8192),
+            (1000, 17),
+        ] {
+            for scheme in [Scheme::SimplePir, Scheme::DoublePir] {
+                let Ok(shape) = Params::new(scheme, records, bits) else {
+                    assert_eq!(scheme, Scheme::DoublePir);
+                    continue;
+                };
+                shape.validate().unwrap();
+                let mut covered = vec![0u32; (records * u64::from(bits)) as usize];
+                for row in 0..shape.rows() {
+                    for column in 0..shape.columns() {
+                        let (start, len) = shape.entry_span(row, column);
+                        assert!(len <= shape.entry_bits());
+                        for bit in start..start + u64::from(len) {
+                            covered[bit as usize] += 1;
+                        }
+                    }
+                }
+                assert!(covered.iter().all(|&c| c == 1), "{shape:?}");
+                let last = shape.locate(records - 1).unwrap();
+                assert!(last.column < shape.columns() && last.row + last.entries <= shape.rows());
+                assert!(shape.locate(records).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn validate_rejects_inconsistent_headers() {
+        let good = Params::new(Scheme::SimplePir, 1000, 8).unwrap();
+        for bad in [
+            Params {
+                p: good.p + 1,
+                ..good
+            },
+            Params {
+                columns: good.columns + 1,
+                ..good
+            },
+            Params { rows: 0, ..good },
+            Params { records: 0, ..good },
+            Params {
+                record_bits: MAX_RECORD_BITS + 1,
+                ..good
+            },
+            Params { p: 1, ..good },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+        assert!(Params::new(Scheme::DoublePir, 4, 8 * 1024).is_err());
+        assert!(Params::new(Scheme::SimplePir, 0, 8).is_err());
+    }
+}

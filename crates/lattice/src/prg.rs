@@ -1,0 +1,132 @@
+//! The public LWE matrices `A` (`m × n`) and `A2` (`ℓ × n`), expanded from a seed.
+//!
+//! Client and server must expand a seed to the *same* matrix, so the generator and its stream
+//! layout are part of the protocol. Pinned layout (never change it without bumping the wire
+//! version):
+//!
+//! ```text
+//! stream(seed) = AES-128-CTR keystream: key = seed (16 bytes), initial counter block = 16 zero
+//!                bytes, the whole 128-bit block incremented big-endian (NIST SP 800-38A, 6.5)
+//! A[r][c]      = u32 little-endian of stream bytes [4(r·n + c), 4(r·n + c) + 4)
+//! ```
+//!
+//! So the matrix is the keystream read as little-endian words, row-major, `n = 1024` words
+//! (4096 bytes, 256 AES blocks) per row; row `r` starts at counter `256 r`, which lets anyone
+//! expand any block of rows on its own. `openssl enc -aes-128-ctr -K <seed> -iv 00..00 -nosalt`
+//! over zero bytes gives the same stream (the known answers below were made that way).
+//! Modelling AES as a PRF, `A` is indistinguishable from uniform, as the SimplePIR security
+//! argument needs (Henzinger et al. 2023, section 4: `A` may be derived from a short seed).
+
+use aes::Aes128;
+use ctr::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
+
+use crate::params::LWE_N;
+
+/// Bytes of a seed: one AES-128 key.
+pub const SEED_LEN: usize = 16;
+
+/// A seed of a public matrix.
+pub type Seed = [u8; SEED_LEN];
+
+type Aes128Ctr = ctr::Ctr128BE<Aes128>;
+
+/// Rows of `A` expanded per step by [`for_each_block`] (1 MiB at `n = 1024`).
+pub const BLOCK_ROWS: usize = 256;
+
+/// Fills `out` (whole rows of `n` words) with rows `first_row, first_row + 1, ...` of the
+/// matrix of `seed`. Panics if `out` is not whole rows.
+pub fn expand_rows(seed: &Seed, first_row: usize, out: &mut [u32]) {
+    assert_eq!(out.len() % LWE_N, 0, "expand_rows: not whole rows");
+    let mut cipher = Aes128Ctr::new(seed.into(), (&[0u8; 16]).into());
+    // Offsets stay below 2^21 rows · 4096 bytes = 2^33, far inside the 2^132-byte keystream,
+    // so neither `seek` nor `apply_keystream` (which panic only past its end) can panic.
+    cipher.seek((first_row as u64) * (LWE_N as u64) * 4);
+    let mut bytes = [0u8; 4 * LWE_N];
+    for row in out.chunks_exact_mut(LWE_N) {
+        bytes.fill(0);
+        cipher.apply_keystream(&mut bytes);
+        for (word, le) in row.iter_mut().zip(bytes.chunks_exact(4)) {
+            *word = u32::from_le_bytes([le[0], le[1], le[2], le[3]]);
+        }
+    }
+}
+
+/// Calls `f(first_row, block)` for consecutive blocks of at most [`BLOCK_ROWS`] rows covering
+/// rows `0..rows` of the matrix of `seed` (streaming: one block in memory at a time).
+pub fn for_each_block(seed: &Seed, rows: usize, mut f: impl FnMut(usize, &[u32])) {
+    let mut block = vec![0u32; BLOCK_ROWS.min(rows) * LWE_N];
+    let mut first = 0;
+    while first < rows {
+        let count = BLOCK_ROWS.min(rows - first);
+        let block = &mut block[..count * LWE_N];
+        expand_rows(seed, first, block);
+        f(first, block);
+        first += count;
+    }
+}
+
+/// `A v` for the `rows × n` matrix of `seed` (the client's `A s`).
+pub fn times_vector(seed: &Seed, rows: usize, v: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(rows);
+    for_each_block(seed, rows, |_, block| {
+        out.extend(block.chunks_exact(LWE_N).map(|row| dot(row, v)));
+    });
+    out
+}
+
+/// `Σ a_i b_i mod 2^32`.
+pub fn dot(a: &[u32], b: &[u32]) -> u32 {
+    a.iter()
+        .zip(b)
+        .fold(0u32, |acc, (&x, &y)| acc.wrapping_add(x.wrapping_mul(y)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Key 000102..0f; expected words from
+    /// `openssl enc -aes-128-ctr -K 000102030405060708090a0b0c0d0e0f -iv 0..0 -nosalt` over
+    /// zero bytes at byte offsets 0 (row 0), 4096 (row 1) and 8_192_000 (row 2000), read as
+    /// little-endian u32 (e.g. bytes c6 a1 3b 37 -> 0x373ba1c6).
+    #[test]
+    fn known_answers() {
+        let seed: Seed = core::array::from_fn(|i| i as u8);
+        let mut rows = vec![0u32; 2 * LWE_N];
+        expand_rows(&seed, 0, &mut rows);
+        assert_eq!(
+            rows[..4],
+            [0x373b_a1c6, 0x825b_8f87, 0x6281_4f6f, 0x79d8_c8a1]
+        );
+        assert_eq!(
+            rows[LWE_N..LWE_N + 4],
+            [0x31d5_3713, 0x09de_e34c, 0x449d_b0ef, 0xf530_48a4]
+        );
+        let mut row = vec![0u32; LWE_N];
+        expand_rows(&seed, 2000, &mut row);
+        assert_eq!(
+            row[..4],
+            [0xdacf_1c53, 0xd13e_7740, 0xfccf_cb36, 0x36b6_8d32]
+        );
+        // AES-128 of the zero block under the zero key (FIPS-197 style check of the primitive)
+        expand_rows(&[0; 16], 0, &mut row);
+        assert_eq!(row[0], u32::from_le_bytes([0x66, 0xe9, 0x4b, 0xd4]));
+    }
+
+    #[test]
+    fn blocks_agree_with_random_access() {
+        let seed = [7u8; 16];
+        let rows = BLOCK_ROWS + 5;
+        let mut all = vec![0u32; rows * LWE_N];
+        expand_rows(&seed, 0, &mut all);
+        let mut streamed = Vec::new();
+        for_each_block(&seed, rows, |first, block| {
+            assert_eq!(first * LWE_N, streamed.len());
+            streamed.extend_from_slice(block);
+        });
+        assert_eq!(streamed, all);
+        let v: Vec<u32> = (0..LWE_N as u32).collect();
+        let product = times_vector(&seed, rows, &v);
+        assert_eq!(product[rows - 1], dot(&all[(rows - 1) * LWE_N..], &v));
+    }
+}

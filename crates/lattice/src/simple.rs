@@ -1,0 +1,204 @@
+//! SimplePIR (Henzinger et al., USENIX Security 2023, section 4): one LWE layer.
+//!
+//! - Setup (server): lay the records out as `D ∈ Z_p^{ℓ×m}` ([`Params`]), compute the hint
+//!   `H = D'A ∈ Z_q^{ℓ×n}` for the public `A ∈ Z_q^{m×n}` of a seed.
+//! - Query (client, knows only the hint): for the record's column, a fresh secret
+//!   `s ← Z_q^n`, errors `e ← χ^m`, and `c = A s + e + Δ u_column`.
+//! - Answer (server): `ans = D'c ∈ Z_q^ℓ`: one pass over the packed database, the same work and
+//!   size for every index.
+//! - Decode (client): `entry_i = round((ans_i - H_i s) / Δ) mod p` for the rows of the record.
+//!
+//! Privacy: `c` is an LWE sample, pseudorandom to the server under the LWE assumption with
+//! `n = 1024, q = 2^32, σ = 6.4` (128-bit security); a fresh secret per query.
+
+use pir_core::Error;
+use pir_kernels::matvec::Packing;
+use rand::CryptoRng;
+
+use crate::gaussian::ErrorSampler;
+use crate::lwe::{self, ZpMatrix};
+use crate::params::{Location, Params, Scheme, LWE_N};
+use crate::prg::{self, Seed};
+use crate::records;
+use crate::wire::{self, DbVersion, HintHeader};
+
+/// A SimplePIR server: the packed database and what it needs to answer.
+#[derive(Debug)]
+pub struct SimplePirServer {
+    header: HintHeader,
+    db: ZpMatrix,
+}
+
+impl SimplePirServer {
+    /// Packs `records` (the bit string of `params.records` records, `params.database_bytes()`
+    /// bytes) and computes the hint for the public matrix of `seed`. Returns the server and
+    /// the hint message every client downloads. `progress(done, total)` follows the hint
+    /// computation (rows of `A` consumed). Generate `seed` once with a CSPRNG and keep it with
+    /// the database: the same seed and records give the same hint after a restart.
+    pub fn new(
+        params: Params,
+        records: &[u8],
+        seed: Seed,
+        version: DbVersion,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(SimplePirServer, Vec<u8>), Error> {
+        if params.scheme != Scheme::SimplePir {
+            return Err(Error::InvalidParameter(
+                "parameters are not for SimplePIR".into(),
+            ));
+        }
+        let db = pack_database(&params, records)?;
+        let hint = db.times_public(&seed, progress);
+        let header = HintHeader {
+            params,
+            seed,
+            seed2: None,
+            version,
+        };
+        let bytes = wire::encode_hint(&header, &hint);
+        Ok((SimplePirServer { header, db }, bytes))
+    }
+
+    /// The database shape.
+    pub fn params(&self) -> &Params {
+        &self.header.params
+    }
+
+    /// The hint header (a client compares its `version` with its cached hint's).
+    pub fn header(&self) -> &HintHeader {
+        &self.header
+    }
+
+    /// Bytes the packed database occupies in memory.
+    pub fn memory_bytes(&self) -> usize {
+        self.db.memory_bytes()
+    }
+
+    /// Answers one query message.
+    pub fn answer(&self, query: &[u8]) -> Result<Vec<u8>, Error> {
+        let c = wire::decode_query(query, &self.header.params, &self.header.version)?;
+        let answer = self.db.times_vectors(&[&c]);
+        Ok(wire::encode_answer(Scheme::SimplePir, &answer))
+    }
+
+    /// Answers many queries in one pass over the database per group of
+    /// `pir_kernels::matvec::MAX_BATCH`; malformed queries get their own error.
+    pub fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
+        let decoded: Vec<Result<Vec<u32>, Error>> = queries
+            .iter()
+            .map(|q| wire::decode_query(q, &self.header.params, &self.header.version))
+            .collect();
+        let vectors: Vec<&[u32]> = decoded.iter().flatten().map(Vec::as_slice).collect();
+        let products = self.db.times_vectors(&vectors);
+        let k = vectors.len();
+        let rows = self.db.rows();
+        let mut next = 0;
+        decoded
+            .into_iter()
+            .map(|query| {
+                query.map(|_| {
+                    let answer: Vec<u32> = (0..rows).map(|i| products[i * k + next]).collect();
+                    next += 1;
+                    wire::encode_answer(Scheme::SimplePir, &answer)
+                })
+            })
+            .collect()
+    }
+}
+
+/// Lays the records out as the packed database matrix.
+pub(crate) fn pack_database(params: &Params, records: &[u8]) -> Result<ZpMatrix, Error> {
+    if records.len() as u64 != params.database_bytes() {
+        return Err(Error::InvalidParameter(format!(
+            "the database holds {} bytes, the parameters say {}",
+            records.len(),
+            params.database_bytes()
+        )));
+    }
+    let packing = Packing::new(params.entry_bits())
+        .ok_or_else(|| Error::InvalidParameter("plaintext modulus out of range".into()))?;
+    Ok(ZpMatrix::from_fn(
+        params.rows(),
+        params.columns(),
+        packing,
+        params.center(),
+        |row, column| {
+            let (start, len) = params.entry_span(row, column);
+            records::read_bits(records, start, len)
+        },
+    ))
+}
+
+/// A SimplePIR client: the hint and the seed of `A`.
+#[derive(Debug)]
+pub struct SimplePirClient {
+    header: HintHeader,
+    hint: Vec<u32>,
+    sampler: ErrorSampler,
+}
+
+/// What the client keeps between a query and its answer. Holds the LWE secret: never send it.
+pub struct SimpleQueryState {
+    location: Location,
+    secret: Vec<u32>,
+}
+
+impl std::fmt::Debug for SimpleQueryState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SimpleQueryState { .. }")
+    }
+}
+
+impl SimplePirClient {
+    /// Parses a full hint message (header and matrix).
+    pub fn new(hint: &[u8]) -> Result<SimplePirClient, Error> {
+        let (header, matrix) = wire::decode_hint(hint, Scheme::SimplePir)?;
+        let hint =
+            matrix.ok_or_else(|| Error::Malformed("a header-only message is not a hint".into()))?;
+        Ok(SimplePirClient {
+            header,
+            hint,
+            sampler: ErrorSampler::new(),
+        })
+    }
+
+    /// The hint header (its `version` names the database this client can query).
+    pub fn header(&self) -> &HintHeader {
+        &self.header
+    }
+
+    /// A query for record `index`: the message for the server and the state for [`Self::decode`].
+    pub fn query(
+        &self,
+        index: u64,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(SimpleQueryState, Vec<u8>), Error> {
+        let params = &self.header.params;
+        let location = params.locate(index)?;
+        let (secret, c) = lwe::encrypt_unit(
+            &self.header.seed,
+            params.columns(),
+            location.column,
+            params.delta(),
+            &self.sampler,
+            rng,
+        );
+        let bytes = wire::encode_query(Scheme::SimplePir, &self.header.version, &[&c]);
+        Ok((SimpleQueryState { location, secret }, bytes))
+    }
+
+    /// Decodes the server's answer into the record (`ceil(bits / 8)` bytes, bits LSB first).
+    pub fn decode(&self, state: &SimpleQueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {
+        let params = &self.header.params;
+        let answer = wire::decode_answer(answer, params)?;
+        let loc = &state.location;
+        let entries: Vec<u32> = (loc.row..loc.row + loc.entries)
+            .map(|row| {
+                let hint_row = &self.hint[row * LWE_N..(row + 1) * LWE_N];
+                let noisy = answer[row].wrapping_sub(prg::dot(hint_row, &state.secret));
+                lwe::round_entry(noisy, params.p)
+            })
+            .collect();
+        records::assemble(params, loc, &entries)
+    }
+}
