@@ -329,11 +329,30 @@ pub fn table_line(row: &Row) -> String {
     )
 }
 
-/// Looks a shape up by name.
+/// Looks a shape up by name, or parses a custom `BLOCKSxBYTES[-raid]` shape (for example
+/// `65536x4096`, Chor queries; `-raid` for RAID-PIR queries), as used to find the
+/// four-Russians crossover.
 pub fn shape_named(name: &str) -> Option<Shape> {
-    SHAPES
+    if let Some(shape) = SHAPES
         .into_iter()
         .find(|s| s.name.eq_ignore_ascii_case(name))
+    {
+        return Some(shape);
+    }
+    let (dims, scheme) = match name.strip_suffix("-raid") {
+        Some(dims) => (dims, SchemeId::RaidPir),
+        None => (name, SchemeId::Chor),
+    };
+    let (blocks, block_size) = dims.split_once('x')?;
+    let blocks: usize = blocks.parse().ok()?;
+    let block_size: usize = block_size.parse().ok()?;
+    DbShape::new(blocks as u64, block_size).ok()?;
+    Some(Shape {
+        name: Box::leak(name.to_string().into_boxed_str()),
+        blocks,
+        block_size,
+        scheme,
+    })
 }
 
 #[cfg(test)]
@@ -390,5 +409,14 @@ mod tests {
         assert_eq!(rows[2].extra_memory_bytes, 64 * 1024 * 15);
         assert!(shape_named("2^24x32b").is_some());
         assert!(shape_named("nope").is_none());
+        let custom = shape_named("1024x96-raid").unwrap();
+        assert_eq!(
+            (custom.blocks, custom.block_size, custom.scheme),
+            (1024, 96, SchemeId::RaidPir)
+        );
+        assert!(shape_named("10x33").is_none());
+        let custom = shape_named("1024x96-raid").unwrap();
+        assert_eq!((custom.blocks, custom.block_size, custom.scheme), (1024, 96, SchemeId::RaidPir));
+        assert!(shape_named("10x33").is_none());
     }
 }
