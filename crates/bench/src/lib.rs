@@ -12,6 +12,8 @@
 //! Server time includes decoding and expanding the query (the AES-CTR seed expansion of
 //! RAID-PIR) and encoding the answer, as a mirror does it, but not the network.
 
+pub mod lattice;
+
 use std::time::{Duration, Instant};
 
 use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
@@ -416,7 +418,10 @@ mod tests {
         );
         assert!(shape_named("10x33").is_none());
         let custom = shape_named("1024x96-raid").unwrap();
-        assert_eq!((custom.blocks, custom.block_size, custom.scheme), (1024, 96, SchemeId::RaidPir));
+        assert_eq!(
+            (custom.blocks, custom.block_size, custom.scheme),
+            (1024, 96, SchemeId::RaidPir)
+        );
         assert!(shape_named("10x33").is_none());
     }
 }

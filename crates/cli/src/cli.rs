@@ -55,8 +55,113 @@ pub enum Command {
     /// Check a mirror's signed answer (saved by `pir fetch`) against the release.
     #[command(subcommand)]
     Evidence(EvidenceCommand),
+    /// Single server: build a record or key-value database for `pir serve`.
+    #[command(subcommand)]
+    Db(DbCommand),
+    /// Single server: serve a database with SimplePIR or DoublePIR over HTTPS.
+    ///
+    /// Privacy needs no second server: queries are LWE ciphertexts, and the server's work and
+    /// reply size are the same whatever record is asked for. Clients download a hint once per
+    /// database version (GET /pir/v1/hint). Concurrent queries are answered in one pass.
+    Serve(ServeArgs),
+    /// Single server: fetch a record by index, or a value by key, privately.
+    ///
+    /// Exit codes: 0 found, 1 error, 4 the key is not in the database.
+    Get(GetArgs),
     /// Measure server speed against this machine's memory bandwidth.
     Bench(BenchArgs),
+}
+
+/// `pir db ...`.
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Make a database from a file of fixed-size records (--records, --record-size) or from
+    /// `key,value` lines (--kv).
+    ///
+    /// Keys are placed by cuckoo hashing with two public hash functions, so a lookup always
+    /// fetches both candidate records and the server cannot tell keys, present or missing,
+    /// apart. Values are padded to the longest one.
+    Build(DbBuildArgs),
+}
+
+/// `pir db build`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["records", "kv"])))]
+pub struct DbBuildArgs {
+    /// A file of records back to back (the last one is zero-padded to full size).
+    #[arg(long, value_name = "FILE", requires = "record_size")]
+    pub records: Option<PathBuf>,
+    /// Bytes per record (with --records).
+    #[arg(long, value_name = "BYTES")]
+    pub record_size: Option<usize>,
+    /// A file of `key,value` lines (the key ends at the first comma).
+    #[arg(long, value_name = "FILE", conflicts_with = "record_size")]
+    pub kv: Option<PathBuf>,
+    /// The database file to write.
+    #[arg(long, value_name = "DB")]
+    pub out: PathBuf,
+}
+
+/// The single-server schemes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LatticeSchemeArg {
+    /// SimplePIR: fastest answers; the hint grows with the square root of the database.
+    Simplepir,
+    /// DoublePIR: a 16 MiB hint whatever the database size; records up to 72 bytes; slower.
+    Doublepir,
+}
+
+/// `pir serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The database (from `pir db build`).
+    #[arg(long, value_name = "DB")]
+    pub db: PathBuf,
+    /// Scheme.
+    #[arg(long, value_enum, default_value_t = LatticeSchemeArg::Simplepir)]
+    pub scheme: LatticeSchemeArg,
+    /// The server's secret key (from `pir keygen`): TLS identity and answer signatures.
+    #[arg(long, value_name = "SERVER.key")]
+    pub key: PathBuf,
+    /// HTTPS address to listen on.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Threads that answer queries (default: number of cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Queries arriving within this many ms of the first waiting one share one pass.
+    #[arg(long, value_name = "MS", default_value_t = 2)]
+    pub batch_window_ms: u64,
+    /// Most requests answered in one pass.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_batch: usize,
+    /// Do not draw a progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `pir get`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["index", "key"])))]
+pub struct GetArgs {
+    /// Record number (0-based) in a record database.
+    pub index: Option<u64>,
+    /// Key to look up in a key-value database.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// The server, https://HOST:PORT.
+    #[arg(long, value_name = "URL")]
+    pub server: String,
+    /// The server's public key; TLS and answer signatures must match it.
+    #[arg(long, value_name = "SERVER.pub")]
+    pub server_pub: PathBuf,
+    /// Write the record or value here (atomically) instead of printing it.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Where hints are cached, per server key and database version (default: the user's
+    /// cache directory, ~/.cache/pir).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// `pir bench`.
@@ -70,10 +175,13 @@ pub enum Command {
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct BenchArgs {
-    /// Run one shape: 2^20x32B, 2^24x32B, 2^18x4KiB, 1GiB-1MiB or 1.07GB-4KiB-raid.
+    /// Run one shape: 2^20x32B, 2^24x32B, 2^18x4KiB, 1GiB-1MiB or 1.07GB-4KiB-raid; for the
+    /// lattice modes 1GiB-1bit (2^33 one-bit records), 1GiB-32B (2^25 records of 32 bytes),
+    /// or RECORDSxBYTES (e.g. 65536x32) for a quick run.
     #[arg(long, value_name = "NAME")]
     pub shape: Option<String>,
-    /// Modes: plain, four-russians, batched (comma-separated).
+    /// Modes: plain, four-russians, batched, and the single-server simplepir, doublepir
+    /// (comma-separated; lattice rows report answer time only, after the hint is built).
     #[arg(
         long,
         value_delimiter = ',',

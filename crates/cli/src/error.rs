@@ -1,11 +1,17 @@
 //! Turning errors into messages and exit codes.
 //!
 //! Exit codes: 0 success; 1 failure; 2 bad command line (clap); 3 a mirror failed or
-//! cheated and the fetch could not complete (evidence files, if any, are named).
+//! cheated and the fetch could not complete (evidence files, if any, are named); 4 `pir get
+//! --key`: the key is not in the database.
 
 use std::process::ExitCode;
 
 use pir_updates::UpdateError;
+
+/// `pir get --key` found neither candidate slot holding the key.
+#[derive(Debug, thiserror::Error)]
+#[error("not found: key {0:?} is not in the database")]
+pub struct KeyNotFound(pub String);
 
 /// Prints `error` with its causes and returns the exit code.
 pub fn report(error: &anyhow::Error) -> ExitCode {
@@ -17,6 +23,9 @@ pub fn report(error: &anyhow::Error) -> ExitCode {
         if !top.contains(&cause) {
             eprintln!("  caused by: {cause}");
         }
+    }
+    if error.downcast_ref::<KeyNotFound>().is_some() {
+        return ExitCode::from(4);
     }
     match error.downcast_ref::<UpdateError>() {
         Some(UpdateError::FetchFailed { evidence, .. }) => {

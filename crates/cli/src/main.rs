@@ -5,6 +5,7 @@ mod cli;
 mod demo;
 mod error;
 mod mirror_config;
+mod records;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -17,7 +18,8 @@ use pir_updates::fetch::SchemeChoice;
 use pir_updates::{release, Manifest, MirrorList};
 
 use crate::cli::{
-    Cli, Command, EvidenceCommand, MirrorCommand, MirrorListCommand, ReleaseCommand, SchemeArg,
+    Cli, Command, DbCommand, EvidenceCommand, MirrorCommand, MirrorListCommand, ReleaseCommand,
+    SchemeArg,
 };
 
 fn main() -> ExitCode {
@@ -148,6 +150,9 @@ async fn run(command: Command) -> Result<()> {
             println!("privacy: {}", choice.assumption());
             Ok(())
         }
+        Command::Db(DbCommand::Build(args)) => records::build(&args),
+        Command::Serve(args) => records::serve(&args).await,
+        Command::Get(args) => records::get(&args).await,
         Command::Bench(args) => bench(&args),
         Command::Evidence(EvidenceCommand::Check(args)) => {
             check_evidence(&args.evidence, &args.release)
@@ -374,6 +379,18 @@ fn unix_now() -> u64 {
 /// `pir bench`: parses the choices, runs the rows and prints each as it finishes.
 fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
     use pir_bench::{BenchOptions, Mode};
+    let lattice: Vec<&str> = args
+        .modes
+        .iter()
+        .map(String::as_str)
+        .filter(|m| matches!(*m, "simplepir" | "doublepir"))
+        .collect();
+    if !lattice.is_empty() {
+        if lattice.len() != args.modes.len() {
+            anyhow::bail!("run the lattice modes (simplepir, doublepir) apart from the XOR modes");
+        }
+        return bench_lattice(args, &lattice);
+    }
     if let Some(name) = &args.backend {
         let backend = pir_kernels::Backend::from_name(name).ok_or_else(|| {
             anyhow::anyhow!("unknown backend {name:?}: use portable, avx2 or avx512")
@@ -441,5 +458,57 @@ fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
             println!("{}", pir_bench::table_line(row));
         }
     });
+    Ok(())
+}
+
+/// `pir bench --modes simplepir,doublepir`: answer time of the single-server schemes.
+fn bench_lattice(args: &cli::BenchArgs, modes: &[&str]) -> anyhow::Result<()> {
+    let shapes = match &args.shape {
+        Some(name) => vec![
+            pir_bench::lattice::lattice_shape_named(name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown lattice shape {name:?}: use 1GiB-1bit, 1GiB-32B or RECORDSxBYTES"
+                )
+            })?,
+        ],
+        None => ["1GiB-1bit", "1GiB-32B"]
+            .iter()
+            .filter_map(|n| pir_bench::lattice::lattice_shape_named(n))
+            .collect(),
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = if args.threads.is_empty() {
+        vec![cores]
+    } else {
+        args.threads.clone()
+    };
+    if threads.contains(&0) {
+        anyhow::bail!("--threads must be at least 1");
+    }
+    if !args.json {
+        println!(
+            "{} cores, median of {} runs; answer time only (the hint is built first)",
+            cores,
+            args.runs.max(1)
+        );
+        println!("{}", pir_bench::lattice::lattice_table_header());
+    }
+    for shape in &shapes {
+        for mode in modes {
+            let scheme = if *mode == "simplepir" {
+                pir_lattice::Scheme::SimplePir
+            } else {
+                pir_lattice::Scheme::DoublePir
+            };
+            pir_bench::lattice::run_lattice(shape, scheme, &threads, args.runs, &mut |row| {
+                if args.json {
+                    println!("{}", serde_json::to_string(row).unwrap_or_default());
+                } else {
+                    println!("{}", pir_bench::lattice::lattice_table_line(row));
+                }
+            })
+            .with_context(|| format!("{mode} on {}", shape.name))?;
+        }
+    }
     Ok(())
 }

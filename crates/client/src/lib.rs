@@ -8,16 +8,20 @@
 //!   answer's signature and every block against a caller-supplied check (the manifest hash),
 //!   goes around mirrors that are down, and when a block is wrong, finds which mirror lied by
 //!   re-asking with that mirror swapped for a spare, keeping its signed answer as [`Evidence`].
+//! - [`LatticeSession`] ([`lattice`]): single-server PIR (SimplePIR, DoublePIR): the hint,
+//!   cached per server key and database version, and signed answers from one server.
 //! - [`Evidence`]: a mirror's signed request/answer pair that anyone holding the release can
 //!   check ([`evidence::check`]).
 //!
 //! What it does not do: parse manifests or mirror lists (the application does), or write files.
 
 pub mod evidence;
+pub mod lattice;
 pub mod retrieve;
 pub mod transport;
 
 pub use evidence::{Evidence, Verdict};
+pub use lattice::{LatticeError, LatticeSession};
 pub use retrieve::{
     retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions,
 };

@@ -143,7 +143,8 @@ impl HttpsTransport {
 
     async fn exchange_on(
         endpoint: &Endpoint,
-        request: Vec<u8>,
+        request: Option<Vec<u8>>,
+        path: &str,
         max_reply: usize,
     ) -> Result<Vec<u8>, TransportError> {
         let mut sender = match Self::take_idle(endpoint) {
@@ -154,12 +155,16 @@ impl HttpsTransport {
             .ready()
             .await
             .map_err(|e| TransportError::Http(e.to_string()))?;
+        let method = match request {
+            Some(_) => http::Method::POST,
+            None => http::Method::GET,
+        };
         let http_request = http::Request::builder()
-            .method(http::Method::POST)
-            .uri("/pir/v1")
+            .method(method)
+            .uri(path)
             .header(http::header::HOST, &endpoint.authority)
             .header(http::header::CONTENT_TYPE, "application/x-pir")
-            .body(Full::new(Bytes::from(request)))
+            .body(Full::new(Bytes::from(request.unwrap_or_default())))
             .map_err(|e| TransportError::Http(e.to_string()))?;
         let response = sender
             .send_request(http_request)
@@ -185,6 +190,26 @@ impl HttpsTransport {
             .push(sender);
         Ok(body.to_vec())
     }
+
+    /// `GET path` on server `mirror` (a hint download): the reply envelope, at most
+    /// `max_reply` bytes, whatever its HTTP status.
+    pub async fn download(
+        &self,
+        mirror: usize,
+        path: &str,
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        let endpoint = self
+            .endpoints
+            .get(mirror)
+            .ok_or_else(|| TransportError::Url(format!("no mirror number {mirror}")))?;
+        tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            Self::exchange_on(endpoint, None, path, max_reply),
+        )
+        .await
+        .map_err(|_| TransportError::Http("download timed out".into()))?
+    }
 }
 
 impl Transport for HttpsTransport {
@@ -200,7 +225,7 @@ impl Transport for HttpsTransport {
             .ok_or_else(|| TransportError::Url(format!("no mirror number {mirror}")))?;
         tokio::time::timeout(
             REQUEST_TIMEOUT,
-            Self::exchange_on(endpoint, request, max_reply),
+            Self::exchange_on(endpoint, Some(request), "/pir/v1", max_reply),
         )
         .await
         .map_err(|_| TransportError::Http("request timed out".into()))?

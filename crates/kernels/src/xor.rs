@@ -127,7 +127,11 @@ fn xor_in_masked(acc: &mut [u8], src: &[u8], mask: u64) {
         let x = lane(a, 0) ^ (lane(s, 0) & mask);
         a.copy_from_slice(&x.to_ne_bytes());
     }
-    for (a, s) in acc_lanes.into_remainder().iter_mut().zip(src_lanes.remainder()) {
+    for (a, s) in acc_lanes
+        .into_remainder()
+        .iter_mut()
+        .zip(src_lanes.remainder())
+    {
         *a ^= *s & mask as u8;
     }
 }
@@ -237,7 +241,7 @@ multiversioned! {
                 if w == first_word {
                     word &= u64::MAX << (rows.start % 64);
                 }
-                if w == last_word && rows.end % 64 != 0 {
+                if w == last_word && !rows.end.is_multiple_of(64) {
                     word &= u64::MAX >> (64 - rows.end % 64);
                 }
                 while word != 0 {

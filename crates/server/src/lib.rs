@@ -1,10 +1,13 @@
-//! `pir-server`: what a mirror runs.
+//! `pir-server`: what a mirror or a single-server PIR server runs.
 //!
 //! - [`Service`] is sans-I/O: it turns the bytes of one request into the bytes of one reply
 //!   (a signed answer batch, the manifest, or an error), using the schemes of `pir-xor` over a
 //!   [`pir_core::Database`]. It never logs or stores anything derived from a query; its
 //!   [`Metrics`] count requests, queries, bytes and time only.
-//! - [`runtime`] puts a `Service` on the network: HTTPS (TLS 1.3, rustls with `ring`, the
+//! - [`LatticeService`] ([`lattice`]) is the sans-I/O single-server service: SimplePIR or
+//!   DoublePIR from `pir-lattice`, its hint download, and signed answers, batching the
+//!   queries of concurrent clients into one pass.
+//! - [`runtime`] puts any [`Handler`] (a `Service` or a `LatticeService`) on the network: HTTPS (TLS 1.3, rustls with `ring`, the
 //!   mirror's Ed25519 key as its identity), many concurrent clients, a bounded pool of scan
 //!   workers, a health endpoint that does not touch the database, and optional plain-HTTP
 //!   file downloads for legacy clients.
@@ -12,10 +15,14 @@
 //! What it does not do: parse release manifests or choose what to serve (the application and
 //! the CLI do that), or keep any per-client state.
 
+pub mod lattice;
 pub mod metrics;
 pub mod runtime;
 pub mod service;
 
+pub use lattice::{LatticeDatabase, LatticeService};
 pub use metrics::Metrics;
-pub use runtime::{start, RunningServer, ServerOptions, DEFAULT_BATCH_WINDOW, DEFAULT_MAX_BATCH};
+pub use runtime::{
+    start, Handler, RunningServer, ServerOptions, DEFAULT_BATCH_WINDOW, DEFAULT_MAX_BATCH,
+};
 pub use service::{Reply, Service};

@@ -1,8 +1,13 @@
-//! The network runtime of a mirror: HTTPS with rustls, hyper connections, axum routing.
+//! The network runtime of a PIR server: HTTPS with rustls, hyper connections, axum routing.
+//!
+//! It serves any [`Handler`]: the XOR mirror [`Service`] and the single-server
+//! [`crate::LatticeService`] alike.
 //!
 //! Routes (HTTPS listener):
 //! - `POST /pir/v1`: one request envelope in the body, one reply envelope back. Bodies larger
-//!   than [`Service::max_request_bytes`] are refused before they are read.
+//!   than [`Handler::max_request_bytes`] are refused before they are read.
+//! - `GET /pir/v1/hint`: the offline download of a hint-based scheme ([`Handler::hint`]);
+//!   404 for handlers without one (the mirrors).
 //! - `GET /health`: release id and shape; never touches the database.
 //! - `GET /metrics`: Prometheus counters (no query contents, see [`crate::Metrics`]).
 //!
@@ -13,7 +18,7 @@
 //! Answers are computed by one batcher thread that owns a rayon pool of `workers` threads:
 //! requests that arrive within `batch_window` of the first one waiting (up to `max_batch`
 //! requests) are answered together in one pass over the database
-//! ([`Service::handle_many`]), so concurrent clients share the memory bandwidth instead of
+//! ([`Handler::handle_many`]), so concurrent clients share the memory bandwidth instead of
 //! competing for it. Each reply is exactly what its request gets alone; what a client can
 //! observe of the others is only the batch's size, through the time the pass takes. A full
 //! queue answers 503. Nothing here logs request contents.
@@ -34,7 +39,54 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
-use crate::Service;
+use crate::{Metrics, Reply, Service};
+
+/// What the runtime serves: a sans-I/O request handler. Everything it is asked is answered
+/// from memory; the runtime owns the sockets, the threads and the batching.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles requests gathered by the batcher, in one pass over the database where the
+    /// scheme allows; reply `i` answers request `i` exactly as if it had come alone.
+    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply>;
+    /// Largest request body read; bigger ones are refused unread.
+    fn max_request_bytes(&self) -> usize;
+    /// The `/health` line; must not touch the database.
+    fn health(&self) -> String;
+    /// The counters behind `/metrics`.
+    fn metrics(&self) -> &Metrics;
+    /// The hint served at `GET /pir/v1/hint`, if the scheme has one (a cheap clone).
+    fn hint(&self) -> Option<Bytes> {
+        None
+    }
+    /// A file for the plain legacy listener, if registered.
+    fn legacy_file(&self, _name: &str) -> Option<&[u8]> {
+        None
+    }
+    /// The manifest for the plain legacy listener, if any.
+    fn legacy_manifest(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+impl Handler for Service {
+    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
+        Service::handle_many(self, requests)
+    }
+    fn max_request_bytes(&self) -> usize {
+        Service::max_request_bytes(self)
+    }
+    fn health(&self) -> String {
+        Service::health(self)
+    }
+    fn metrics(&self) -> &Metrics {
+        Service::metrics(self)
+    }
+    fn legacy_file(&self, name: &str) -> Option<&[u8]> {
+        Service::legacy_file(self, name)
+    }
+    fn legacy_manifest(&self) -> Option<&[u8]> {
+        Some(self.manifest())
+    }
+}
 
 /// Content type of every envelope.
 pub const CONTENT_TYPE: &str = "application/x-pir";
@@ -107,10 +159,19 @@ impl RunningServer {
     }
 }
 
-#[derive(Clone)]
-struct AppState {
-    service: Arc<Service>,
+struct AppState<H> {
+    service: Arc<H>,
     jobs: std::sync::mpsc::SyncSender<Job>,
+}
+
+// Derived `Clone` would demand `H: Clone`; only the `Arc` is cloned.
+impl<H> Clone for AppState<H> {
+    fn clone(&self) -> Self {
+        Self {
+            service: self.service.clone(),
+            jobs: self.jobs.clone(),
+        }
+    }
 }
 
 /// One request waiting for the batcher.
@@ -122,8 +183,8 @@ struct Job {
 /// The batcher: takes the first waiting request, gathers more for up to `window` (at most
 /// `max_batch`), answers them all in one pass on its own rayon pool, and starts over. Ends
 /// when every sender is gone.
-fn batcher(
-    service: Arc<Service>,
+fn batcher<H: Handler>(
+    service: Arc<H>,
     jobs: std::sync::mpsc::Receiver<Job>,
     pool: rayon::ThreadPool,
     window: Duration,
@@ -156,8 +217,8 @@ fn batcher(
 }
 
 /// Binds the listeners and starts serving `service`.
-pub async fn start(
-    service: Arc<Service>,
+pub async fn start<H: Handler>(
+    service: Arc<H>,
     tls: Arc<rustls::ServerConfig>,
     options: ServerOptions,
 ) -> std::io::Result<RunningServer> {
@@ -178,9 +239,10 @@ pub async fn start(
     };
     let limit = service.max_request_bytes();
     let app = Router::new()
-        .route("/pir/v1", post(pir_request))
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
+        .route("/pir/v1", post(pir_request::<H>))
+        .route("/pir/v1/hint", get(hint::<H>))
+        .route("/health", get(health::<H>))
+        .route("/metrics", get(metrics::<H>))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state.clone());
 
@@ -198,9 +260,9 @@ pub async fn start(
             let listener = TcpListener::bind(legacy).await?;
             let legacy_addr = listener.local_addr()?;
             let legacy_app = Router::new()
-                .route("/files/{*name}", get(legacy_file))
-                .route("/manifest.pir", get(legacy_manifest))
-                .route("/health", get(health))
+                .route("/files/{*name}", get(legacy_file::<H>))
+                .route("/manifest.pir", get(legacy_manifest::<H>))
+                .route("/health", get(health::<H>))
                 .with_state(state);
             tasks.spawn(accept_loop(listener, None, legacy_app, stopped));
             tracing::warn!(addr = %legacy_addr, "serving plain legacy downloads: these are NOT private");
@@ -268,7 +330,7 @@ async fn accept_loop(
     connections.abort_all();
 }
 
-async fn pir_request(State(state): State<AppState>, body: Bytes) -> Response {
+async fn pir_request<H: Handler>(State(state): State<AppState<H>>, body: Bytes) -> Response {
     let (reply, answer) = oneshot::channel();
     if state.jobs.try_send(Job { body, reply }).is_err() {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
@@ -284,15 +346,29 @@ async fn pir_request(State(state): State<AppState>, body: Bytes) -> Response {
     }
 }
 
-async fn health(State(state): State<AppState>) -> String {
+async fn health<H: Handler>(State(state): State<AppState<H>>) -> String {
     state.service.health()
 }
 
-async fn metrics(State(state): State<AppState>) -> String {
+async fn metrics<H: Handler>(State(state): State<AppState<H>>) -> String {
     state.service.metrics().render()
 }
 
-async fn legacy_file(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+async fn hint<H: Handler>(State(state): State<AppState<H>>) -> Response {
+    match state.service.hint() {
+        Some(bytes) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], bytes).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "this server has no hint to download\n",
+        )
+            .into_response(),
+    }
+}
+
+async fn legacy_file<H: Handler>(
+    State(state): State<AppState<H>>,
+    Path(name): Path<String>,
+) -> Response {
     match state.service.legacy_file(&name) {
         Some(bytes) => (
             [(header::CONTENT_TYPE, "application/octet-stream")],
@@ -303,10 +379,13 @@ async fn legacy_file(State(state): State<AppState>, Path(name): Path<String>) ->
     }
 }
 
-async fn legacy_manifest(State(state): State<AppState>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/octet-stream")],
-        state.service.manifest().to_vec(),
-    )
-        .into_response()
+async fn legacy_manifest<H: Handler>(State(state): State<AppState<H>>) -> Response {
+    match state.service.legacy_manifest() {
+        Some(bytes) => (
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            bytes.to_vec(),
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, "no manifest here\n").into_response(),
+    }
 }

@@ -1,0 +1,22 @@
+//! `pir-records`: databases of fixed-size records, or of key-value pairs, for single-server
+//! PIR (SimplePIR, DoublePIR), and what a client needs to look a record or a key up.
+//!
+//! Main items:
+//! - [`DbHeader`] and [`RecordDb`] ([`format`]): the database file (a 128-byte header, then
+//!   the records back to back), written atomically, opened memory-mapped; the header is also
+//!   what the server hands clients next to the hint ([`DbHeader::encode`]).
+//! - [`build_records`]: a file of fixed-size records (the last one zero-padded).
+//! - [`build_key_values`] and [`cuckoo`]: `key,value` pairs placed by cuckoo hashing with two
+//!   public hash functions, so a lookup always fetches exactly two positions, whatever the key
+//!   and whether or not it is present.
+//! - [`DbHeader::candidates`] and [`DbHeader::find_value`]: the client side of a key lookup.
+//!
+//! What it does not do: no networking and no PIR (the server and client crates do that over
+//! [`RecordDb::payload`]); no updates in place (rebuild and serve the new file: its version
+//! changes, and clients download the new hint).
+
+pub mod cuckoo;
+pub mod format;
+
+pub use cuckoo::{build_key_values, parse_key_values};
+pub use format::{build_records, DbHeader, DbKind, RecordDb, RecordsError};

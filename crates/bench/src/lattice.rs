@@ -1,0 +1,254 @@
+//! Single-server rows of `pir bench`: SimplePIR and DoublePIR answer time next to a plain
+//! read of the same database bytes, measured in the same run with the same threads.
+//!
+//! The hint is computed once per shape (reported as `setup_s`, not timed as server work);
+//! each timed run answers one fresh query (`answer_batch` of one, as the server does for a
+//! lone client). GB/s is database bytes over the median answer time.
+//!
+//! This module uses only external crates so it stands alone.
+
+use std::time::{Duration, Instant};
+
+use pir_lattice::{
+    DoublePirClient, DoublePirServer, Params, Scheme, SimplePirClient, SimplePirServer,
+};
+use rand::RngCore;
+use serde::Serialize;
+
+/// A lattice database shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatticeShape {
+    /// Its name in the output.
+    pub name: String,
+    /// Number of records.
+    pub records: u64,
+    /// Bits per record.
+    pub record_bits: u32,
+}
+
+/// `1GiB-1bit` (2^33 one-bit records), `1GiB-32B` (2^25 records of 32 bytes), or
+/// `RECORDSxBYTES` (for example `65536x32`).
+pub fn lattice_shape_named(name: &str) -> Option<LatticeShape> {
+    let (records, record_bits) = match name.to_ascii_lowercase().as_str() {
+        "1gib-1bit" => (1u64 << 33, 1),
+        "1gib-32b" => (1u64 << 25, 256),
+        other => {
+            let (n, b) = other.split_once('x')?;
+            let bytes: u32 = b.trim_end_matches('b').parse().ok()?;
+            (n.parse().ok()?, bytes.checked_mul(8)?)
+        }
+    };
+    Some(LatticeShape {
+        name: name.to_string(),
+        records,
+        record_bits,
+    })
+}
+
+/// One measured lattice row (the XOR rows' field names, plus sizes).
+#[derive(Debug, Clone, Serialize)]
+pub struct LatticeRow {
+    /// Shape name.
+    pub shape: String,
+    /// `simplepir` or `doublepir`.
+    pub scheme: String,
+    /// `answer-x1`: one query per pass.
+    pub mode: String,
+    /// Threads used by the answer and the read alike.
+    pub threads: usize,
+    /// Database bytes.
+    pub database_bytes: u64,
+    /// Median answer time, ms.
+    pub median_ms: f64,
+    /// Database bytes per second of answer time.
+    pub gb_per_s: f64,
+    /// A plain read of the same bytes with the same threads, same run.
+    pub memory_read_gb_per_s: f64,
+    /// `gb_per_s / memory_read_gb_per_s`.
+    pub ratio: f64,
+    /// Bytes of the hint message a client downloads once.
+    pub hint_bytes: usize,
+    /// Bytes of one query message.
+    pub query_bytes: usize,
+    /// Bytes of one answer message.
+    pub answer_bytes: usize,
+    /// Seconds to pack the database and compute the hint.
+    pub setup_s: f64,
+    /// Runs behind the median.
+    pub runs: usize,
+}
+
+fn median_ms(mut samples: Vec<Duration>) -> f64 {
+    samples.sort_unstable();
+    match samples.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => samples[n / 2].as_secs_f64() * 1e3,
+        n => (samples[n / 2 - 1] + samples[n / 2]).as_secs_f64() * 1e3 / 2.0,
+    }
+}
+
+/// The error of a failed row.
+pub type BenchError = pir_core::Error;
+
+/// Measures `scheme` on `shape` with each thread count, calling `report` per row.
+pub fn run_lattice(
+    shape: &LatticeShape,
+    scheme: Scheme,
+    threads: &[usize],
+    runs: usize,
+    report: &mut dyn FnMut(&LatticeRow),
+) -> Result<Vec<LatticeRow>, BenchError> {
+    let params = Params::new(scheme, shape.records, shape.record_bits)?;
+    let bytes = params.database_bytes();
+    let mut records = vec![0u8; usize::try_from(bytes).unwrap_or(usize::MAX)];
+    {
+        use rayon::prelude::*;
+        records
+            .par_chunks_mut(1 << 20)
+            .for_each(|part| rand::rng().fill_bytes(part));
+    }
+    let most = threads.iter().copied().max().unwrap_or(1).max(1);
+    let setup_pool = pool(most)?;
+    let started = Instant::now();
+    let server = setup_pool.install(|| -> Result<Server, BenchError> {
+        Ok(match scheme {
+            Scheme::SimplePir => {
+                let (s, hint) =
+                    SimplePirServer::new(params, &records, [1; 16], [2; 32], &mut |_, _| {})?;
+                Server::Simple(s, SimplePirClient::new(&hint)?, hint.len())
+            }
+            Scheme::DoublePir => {
+                let (s, hint) = DoublePirServer::new(
+                    params,
+                    &records,
+                    [[1; 16], [3; 16]],
+                    [2; 32],
+                    &mut |_, _| {},
+                )?;
+                Server::Double(s, DoublePirClient::new(&hint)?, hint.len())
+            }
+        })
+    })?;
+    let setup_s = started.elapsed().as_secs_f64();
+    let mut rows = Vec::new();
+    let mut rng = rand::rng();
+    for &t in threads {
+        let pool = pool(t.max(1))?;
+        let (mut answers, mut reads) = (Vec::new(), Vec::new());
+        let (mut query_bytes, mut answer_bytes) = (0, 0);
+        // One untimed warm-up of each, then alternate.
+        for run in 0..=runs.max(1) {
+            let index = rng.next_u64() % params.records;
+            let query = server.query(index, &mut rng)?;
+            query_bytes = query.len();
+            let read = pool.install(|| {
+                let t = Instant::now();
+                std::hint::black_box(pir_kernels::memory::read_parallel(&records));
+                t.elapsed()
+            });
+            let (answer, elapsed) = pool.install(|| {
+                let t = Instant::now();
+                let answer = server.answer(&query);
+                (answer, t.elapsed())
+            });
+            answer_bytes = answer?.len();
+            if run > 0 {
+                reads.push(read);
+                answers.push(elapsed);
+            }
+        }
+        let median = median_ms(answers);
+        let read_ms = median_ms(reads);
+        let gb_per_s = bytes as f64 / (median * 1e6);
+        let memory_read_gb_per_s = bytes as f64 / (read_ms * 1e6);
+        let row = LatticeRow {
+            shape: shape.name.clone(),
+            scheme: scheme.id().name().into(),
+            mode: "answer-x1".into(),
+            threads: t,
+            database_bytes: bytes,
+            median_ms: median,
+            gb_per_s,
+            memory_read_gb_per_s,
+            ratio: gb_per_s / memory_read_gb_per_s,
+            hint_bytes: server.hint_bytes(),
+            query_bytes,
+            answer_bytes,
+            setup_s,
+            runs: runs.max(1),
+        };
+        report(&row);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+enum Server {
+    Simple(SimplePirServer, SimplePirClient, usize),
+    Double(DoublePirServer, DoublePirClient, usize),
+}
+
+impl Server {
+    fn query(&self, index: u64, rng: &mut rand::rngs::ThreadRng) -> Result<Vec<u8>, BenchError> {
+        Ok(match self {
+            Server::Simple(_, c, _) => c.query(index, rng)?.1,
+            Server::Double(_, c, _) => c.query(index, rng)?.1,
+        })
+    }
+
+    fn answer(&self, query: &[u8]) -> Result<Vec<u8>, BenchError> {
+        let mut out = match self {
+            Server::Simple(s, _, _) => s.answer_batch(&[query]),
+            Server::Double(s, _, _) => s.answer_batch(&[query]),
+        };
+        out.pop()
+            .unwrap_or_else(|| Err(pir_core::Error::InvalidParameter("no answer".into())))
+    }
+
+    fn hint_bytes(&self) -> usize {
+        match self {
+            Server::Simple(_, _, n) | Server::Double(_, _, n) => *n,
+        }
+    }
+}
+
+fn pool(threads: usize) -> Result<rayon::ThreadPool, BenchError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| pir_core::Error::InvalidParameter(format!("cannot start threads: {e}")))
+}
+
+/// The header of the text table.
+pub fn lattice_table_header() -> String {
+    format!(
+        "{:<12} {:<9} {:>3} {:>10} {:>8} {:>10} {:>6} {:>12} {:>10} {:>10}",
+        "shape",
+        "scheme",
+        "thr",
+        "median ms",
+        "GB/s",
+        "read GB/s",
+        "ratio",
+        "hint bytes",
+        "query B",
+        "answer B"
+    )
+}
+
+/// One row of the text table.
+pub fn lattice_table_line(row: &LatticeRow) -> String {
+    format!(
+        "{:<12} {:<9} {:>3} {:>10.2} {:>8.2} {:>10.2} {:>6.3} {:>12} {:>10} {:>10}",
+        row.shape,
+        row.scheme,
+        row.threads,
+        row.median_ms,
+        row.gb_per_s,
+        row.memory_read_gb_per_s,
+        row.ratio,
+        row.hint_bytes,
+        row.query_bytes,
+        row.answer_bytes
+    )
+}

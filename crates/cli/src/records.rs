@@ -1,0 +1,235 @@
+//! `pir db build`, `pir serve` and `pir get`: single-server PIR over `pir-records` databases.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use pir_keys::{PublicKey, SecretKey};
+use pir_records::{DbHeader, DbKind, RecordDb};
+
+use crate::cli::{DbBuildArgs, GetArgs, LatticeSchemeArg, ServeArgs};
+use crate::error::KeyNotFound;
+
+/// What each scheme's privacy rests on, for the user.
+const PRIVACY: &str = "single server; it learns nothing about which record you asked for as \
+     long as LWE is hard (no assumption about other servers)";
+
+/// `pir db build`.
+pub fn build(args: &DbBuildArgs) -> Result<()> {
+    let mut rng = rand::rng();
+    let (header, payload) = match (&args.records, &args.kv) {
+        (Some(path), None) => {
+            let size = args
+                .record_size
+                .context("--records needs --record-size BYTES")?;
+            let data =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let (header, payload) = pir_records::build_records(&data, size, &mut rng)?;
+            if header.last_len < size {
+                println!(
+                    "note: the last record (number {}) has {} bytes; it is zero-padded to {size}",
+                    header.records - 1,
+                    header.last_len
+                );
+            }
+            (header, payload)
+        }
+        (None, Some(path)) => {
+            let text =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let pairs = pir_records::parse_key_values(&text)
+                .with_context(|| format!("parsing {}", path.display()))?;
+            pir_records::build_key_values(&pairs, &mut rng)?
+        }
+        _ => bail!("give either --records FILE --record-size BYTES or --kv FILE"),
+    };
+    pir_records::format::write(&args.out, &header, &payload)?;
+    match header.kind {
+        DbKind::Records => println!(
+            "database {}: {} records of {} bytes ({} bytes)",
+            args.out.display(),
+            header.records,
+            header.record_size,
+            header.payload_bytes()
+        ),
+        DbKind::KeyValue => println!(
+            "database {}: {} keys in {} cuckoo slots of {} bytes (values up to {} bytes; {} bytes)",
+            args.out.display(),
+            header.entries,
+            header.records,
+            header.record_size,
+            header.record_size - pir_records::cuckoo::SLOT_OVERHEAD,
+            header.payload_bytes()
+        ),
+    }
+    Ok(())
+}
+
+/// `pir serve`.
+pub async fn serve(args: &ServeArgs) -> Result<()> {
+    let key = SecretKey::load(&args.key)?;
+    let db = RecordDb::open(&args.db, true)?;
+    let header = *db.header();
+    let (scheme, name) = match args.scheme {
+        LatticeSchemeArg::Simplepir => (pir_lattice::Scheme::SimplePir, "simplepir"),
+        LatticeSchemeArg::Doublepir => (pir_lattice::Scheme::DoublePir, "doublepir"),
+    };
+    let mut options = pir_server::ServerOptions::new(args.listen);
+    if let Some(workers) = args.workers {
+        options.workers = workers;
+    }
+    options.batch_window = Duration::from_millis(args.batch_window_ms);
+    options.max_batch = args.max_batch;
+    eprintln!(
+        "computing the {name} hint of {} records of {} bytes",
+        header.records, header.record_size
+    );
+    let bar = (!args.quiet).then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("hint {bar:40} {percent}% {eta} left")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.workers.max(1))
+        .build()
+        .context("starting the worker threads")?;
+    let database = pir_server::LatticeDatabase {
+        scheme,
+        records: db.payload(),
+        record_count: header.records,
+        record_bytes: header.record_size,
+        seeds: header.matrix_seeds,
+        version: header.version(name),
+        about: header.encode().to_vec(),
+    };
+    let started = std::time::Instant::now();
+    let service = pool.install(|| {
+        pir_server::LatticeService::new(
+            database,
+            SecretKey::from_pkcs8(key.pkcs8())?,
+            &mut |done, total| {
+                if let Some(bar) = &bar {
+                    bar.set_length(total);
+                    bar.set_position(done);
+                }
+            },
+        )
+        .map_err(anyhow::Error::from)
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let service = service.with_context(|| format!("serving {} with {name}", args.db.display()))?;
+    drop(db);
+    eprintln!(
+        "hint ready in {:.2} s: {} bytes to download once per client and database version",
+        started.elapsed().as_secs_f64(),
+        service.download().len()
+    );
+    let version = service.header().version;
+    let tls = pir_keys::tls::server_config(&key)?;
+    let running = pir_server::start(Arc::new(service), tls, options)
+        .await
+        .context("starting the server")?;
+    println!(
+        "serving {name} at https://{} (database version {}, key {})",
+        running.addr,
+        pir_core::hex::encode(&version[..8]),
+        key.public().fingerprint()
+    );
+    println!(
+        "hint: https://{}/pir/v1/hint  health: https://{}/health  (Ctrl-C stops)",
+        running.addr, running.addr
+    );
+    println!("privacy: {PRIVACY}");
+    running.run_until_ctrl_c().await;
+    Ok(())
+}
+
+/// The default hint cache: `$XDG_CACHE_HOME/pir` or `~/.cache/pir`.
+fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
+        .map(|dir| dir.join("pir"))
+}
+
+/// `pir get`.
+pub async fn get(args: &GetArgs) -> Result<()> {
+    let key = PublicKey::load(&args.server_pub)?;
+    let cache = args.cache_dir.clone().or_else(default_cache_dir);
+    let session = pir_client::LatticeSession::open(&args.server, key, cache.as_deref())
+        .await
+        .with_context(|| format!("connecting to {}", args.server))?;
+    let header = DbHeader::decode(session.about())
+        .context("the server does not describe a pir-records database")?;
+    let hint_note = if session.hint_from_cache() {
+        "hint from cache".to_string()
+    } else {
+        format!("hint downloaded, {} bytes", session.hint_bytes())
+    };
+    let (what, bytes, fetched) = match (args.index, &args.key) {
+        (Some(index), None) => {
+            if header.kind != DbKind::Records {
+                bail!("this server holds a key-value database: use --key KEY");
+            }
+            let fetched = session.fetch(&[index]).await?;
+            let record = fetched.records.first().context("no record in the reply")?;
+            let bytes = header.trim_record(index, record).to_vec();
+            (format!("record {index}"), bytes, fetched)
+        }
+        (None, Some(k)) => {
+            if header.kind != DbKind::KeyValue {
+                bail!("this server holds records by number: give an INDEX instead of --key");
+            }
+            // Always both candidates, in one request: the server sees the same for every key.
+            let fetched = session.fetch(&header.candidates(k.as_bytes())).await?;
+            let slots: Vec<&[u8]> = fetched.records.iter().map(Vec::as_slice).collect();
+            match header.find_value(k.as_bytes(), &slots)? {
+                Some(value) => (format!("key {k:?}"), value, fetched),
+                None => return Err(KeyNotFound(k.clone()).into()),
+            }
+        }
+        _ => bail!("give a record INDEX or --key KEY"),
+    };
+    let summary = format!(
+        "{what}: {} bytes ({}, {} bytes sent, {} received, {})",
+        bytes.len(),
+        session.header().params.scheme.id().name(),
+        fetched.request_bytes,
+        fetched.reply_bytes,
+        hint_note
+    );
+    match &args.out {
+        Some(path) => {
+            write_atomic(path, &bytes)?;
+            println!("{summary} -> {}", path.display());
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&bytes)?;
+            eprintln!("{summary}");
+        }
+    }
+    eprintln!("privacy: {PRIVACY}");
+    Ok(())
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    temp.write_all(bytes)?;
+    temp.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}

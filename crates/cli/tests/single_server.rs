@@ -1,0 +1,145 @@
+//! End-to-end single-server PIR: `pir db build`, `pir serve` (SimplePIR and DoublePIR) and
+//! `pir get` as real processes over HTTPS on 127.0.0.1.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Stdio};
+
+use support::{ok, pir, run};
+
+/// A `pir serve` child process, killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(db: &str, scheme: &str, key: &str) -> Server {
+        let mut child = pir()
+            .args(["serve", "--db", db, "--scheme", scheme, "--key", key])
+            .args(["--listen", "127.0.0.1:0", "--quiet"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn pir serve");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("pir serve printed nothing").unwrap();
+        let url = first
+            .split_whitespace()
+            .find(|w| w.starts_with("https://"))
+            .unwrap_or_else(|| panic!("no URL in {first:?}"))
+            .to_string();
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, url }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn records_and_keys_fetched_privately_from_one_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    ok(&["keygen", "--out", &p("server")]);
+    // 150 records of 24 bytes, the last one 10 bytes short (zero-padded, trimmed on fetch).
+    let data: Vec<u8> = (0..150 * 24 - 10).map(|i| (i * 31 % 251) as u8).collect();
+    std::fs::write(p("records.bin"), &data).unwrap();
+    let built = ok(&[
+        "db",
+        "build",
+        "--records",
+        &p("records.bin"),
+        "--record-size",
+        "24",
+        "--out",
+        &p("records.db"),
+    ]);
+    assert!(built.contains("zero-padded"), "{built}");
+    let mut kv = String::new();
+    for i in 0..40 {
+        kv.push_str(&format!("user{i},value of user {i}\n"));
+    }
+    std::fs::write(p("kv.txt"), kv).unwrap();
+    ok(&["db", "build", "--kv", &p("kv.txt"), "--out", &p("kv.db")]);
+
+    for scheme in ["simplepir", "doublepir"] {
+        let cache = p(&format!("cache-{scheme}"));
+        let records = Server::start(&p("records.db"), scheme, &p("server.key"));
+        let get = |what: &[&str], server: &Server| {
+            let mut args = vec!["get"];
+            args.extend_from_slice(what);
+            args.extend(["--server", &server.url, "--server-pub"]);
+            let key = p("server.pub");
+            let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            args.extend([key, "--cache-dir".into(), cache.clone()]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run(&args)
+        };
+        for index in [0usize, 77, 149] {
+            let out = p(&format!("{scheme}-{index}"));
+            let result = get(&[&index.to_string(), "--out", &out], &records);
+            assert!(result.status.success(), "{result:?}");
+            let end = ((index + 1) * 24).min(data.len());
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                &data[index * 24..end],
+                "{scheme} {index}"
+            );
+        }
+        // The second fetch used the cached hint.
+        let second = get(&["5"], &records);
+        assert_eq!(second.stdout, &data[5 * 24..6 * 24]);
+        assert!(String::from_utf8_lossy(&second.stderr).contains("hint from cache"));
+        // An index past the end is refused on the client.
+        assert!(!get(&["150"], &records).status.success());
+
+        // A malformed query gets an error envelope; the server keeps serving.
+        let scheme_id = if scheme == "simplepir" { 3 } else { 4 };
+        let mut bad = b"PIRw\x01\x00".to_vec();
+        bad.extend_from_slice(&[scheme_id, 1, 5, 0, 0, 0]);
+        bad.extend_from_slice(b"hello");
+        let reply = post_raw(&records.url, &p("server.pub"), &bad);
+        assert!(reply.starts_with(b"PIRw"), "{reply:?}");
+        assert_eq!(reply[7], 3, "an error envelope");
+        let again = get(&["77"], &records);
+        assert_eq!(again.stdout, &data[77 * 24..78 * 24]);
+        drop(records);
+
+        let kv_server = Server::start(&p("kv.db"), scheme, &p("server.key"));
+        let found = get(&["--key", "user17"], &kv_server);
+        assert!(found.status.success(), "{found:?}");
+        assert_eq!(found.stdout, b"value of user 17");
+        let missing = get(&["--key", "nobody"], &kv_server);
+        assert_eq!(missing.status.code(), Some(4), "{missing:?}");
+        assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
+        assert!(missing.stdout.is_empty());
+    }
+}
+
+/// Sends `body` to `POST /pir/v1` over TLS pinned to `key_path` and returns the reply body.
+fn post_raw(url: &str, key_path: &str, body: &[u8]) -> Vec<u8> {
+    let key = pir_keys::PublicKey::load(std::path::Path::new(key_path)).unwrap();
+    let config = pir_keys::tls::client_config(key).unwrap();
+    let addr = url.trim_start_matches("https://");
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    let conn = rustls::ClientConnection::new(config, pir_keys::tls::server_name()).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let head = format!(
+        "POST /pir/v1 HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).unwrap();
+    tls.write_all(body).unwrap();
+    let mut reply = Vec::new();
+    let _ = tls.read_to_end(&mut reply);
+    let split = reply.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    reply[split + 4..].to_vec()
+}
