@@ -15,11 +15,15 @@
 use std::ops::Range;
 
 use crate::russians::{gray_fill, group_bits};
-use crate::xor::{rayon_map, xor_in, Selection};
+use crate::xor::{rayon_map, xor_in4, Selection};
 use crate::Backend;
 
 /// Rows per on-the-fly group.
 pub const GROUP: usize = 4;
+
+/// Groups whose tables are built before the queries' accumulators are visited (the four
+/// entries are XORed into an accumulator in one load and store).
+const TABLES: usize = 4;
 
 /// Bytes of accumulator tiles kept hot while a column tile streams by (half of a 1 MiB L2).
 pub const ACCUMULATOR_BUDGET: usize = 512 << 10;
@@ -49,27 +53,46 @@ multiversioned! {
             _ => {}
         }
         let width = tile_width(queries, c, b);
-        let mut table = vec![0u8; ((1 << GROUP) - 1) * width];
+        // TABLES tables at a time (entry 0 of each is the zero row, so lookups need no branch):
+        // every query then loads and stores its accumulator once per TABLES groups.
+        let entries = 1 << GROUP;
+        let mut tables = vec![0u8; TABLES * entries * width];
         let span = GROUP * c;
         let first = rows.start / span;
         let last = rows.end.div_ceil(span);
         let mut column = 0;
         while column < b {
             let w = width.min(b - column);
-            for s in first..last {
+            let mut s0 = first;
+            while s0 < last {
                 for j in 0..c {
-                    gray_fill(&mut table, w, GROUP, |u| {
-                        let row = (s * GROUP + u) * c + j;
-                        (rows.contains(&row)).then(|| &region[row * b + column..row * b + column + w])
-                    });
+                    for (g, table) in tables.chunks_exact_mut(entries * width).enumerate() {
+                        let s = s0 + g;
+                        let table = &mut table[..entries * w];
+                        table[..w].fill(0);
+                        gray_fill(&mut table[w..], w, GROUP, |u| {
+                            let row = (s * GROUP + u) * c + j;
+                            (s < last && rows.contains(&row))
+                                .then(|| &region[row * b + column..row * b + column + w])
+                        });
+                    }
+                    let entry = |g: usize, index: usize| {
+                        let at = (g * entries + index) * width;
+                        &tables[at..at + w]
+                    };
                     for (q, selection) in selections.iter().enumerate() {
-                        let index = group_bits(selection.chunk(j), s, GROUP);
-                        if index != 0 {
-                            let at = (q * c + j) * b + column;
-                            xor_in(&mut accs[at..at + w], &table[(index - 1) * w..index * w]);
-                        }
+                        let bits = selection.chunk(j);
+                        let at = (q * c + j) * b + column;
+                        xor_in4(
+                            &mut accs[at..at + w],
+                            entry(0, group_bits(bits, s0, GROUP)),
+                            entry(1, group_bits(bits, s0 + 1, GROUP)),
+                            entry(2, group_bits(bits, s0 + 2, GROUP)),
+                            entry(3, group_bits(bits, s0 + 3, GROUP)),
+                        );
                     }
                 }
+                s0 += TABLES;
             }
             column += w;
         }

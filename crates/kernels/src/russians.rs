@@ -14,7 +14,7 @@
 
 use std::ops::Range;
 
-use crate::xor::{rayon_map, xor3, xor_in, Selection};
+use crate::xor::{bit_at, rayon_map, xor3, xor_in, Selection};
 use crate::Backend;
 
 /// Group sizes the tables support (they divide 8, so a group's bits never straddle a byte).
@@ -194,10 +194,23 @@ multiversioned! {
         assert_eq!(table.len(), layout.table_bytes(), "four Russians: table size");
         assert_eq!(accs.len(), c * b, "four Russians: accumulator size");
         let entries = layout.entries();
+        // In gathered mode, row s t + u is bit k of chunk cj: walk (cj, k) without dividing.
+        let chunks = selection.chunk_count();
+        let mut cj = (groups.start * t) % chunks;
+        let mut k = (groups.start * t) / chunks;
         for s in groups {
             for j in 0..c {
                 let index = if gathered {
-                    (0..t).fold(0, |index, u| index | usize::from(selection.bit(s * t + u)) << u)
+                    let mut index = 0;
+                    for u in 0..t {
+                        index |= usize::from(bit_at(selection.chunk(cj), k)) << u;
+                        cj += 1;
+                        if cj == chunks {
+                            cj = 0;
+                            k += 1;
+                        }
+                    }
+                    index
                 } else {
                     group_bits(selection.chunk(j), s, t)
                 };

@@ -59,7 +59,7 @@ impl<'a> Selection<'a> {
 }
 
 #[inline(always)]
-fn bit_at(bits: &[u8], k: usize) -> bool {
+pub(crate) fn bit_at(bits: &[u8], k: usize) -> bool {
     bits.get(k >> 3)
         .is_some_and(|byte| (byte >> (k & 7)) & 1 == 1)
 }
@@ -294,7 +294,7 @@ multiversioned! {
 
 /// `acc ^= a ^ b ^ c ^ d` over the common length.
 #[inline(always)]
-fn xor_in4(acc: &mut [u8], a: &[u8], b: &[u8], c: &[u8], d: &[u8]) {
+pub(crate) fn xor_in4(acc: &mut [u8], a: &[u8], b: &[u8], c: &[u8], d: &[u8]) {
     let len = acc.len();
     let (a, b, c, d) = (&a[..len], &b[..len], &c[..len], &d[..len]);
     for i in 0..len {
