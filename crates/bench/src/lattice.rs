@@ -68,6 +68,9 @@ pub struct LatticeRow {
     pub ratio: f64,
     /// Bytes of the hint message a client downloads once.
     pub hint_bytes: usize,
+    /// Bytes the server keeps in memory (the packed matrix and what the scheme needs); the
+    /// answer reads the packed matrix, slightly larger than the records.
+    pub server_memory_bytes: usize,
     /// Bytes of one query message.
     pub query_bytes: usize,
     /// Bytes of one answer message.
@@ -172,6 +175,7 @@ pub fn run_lattice(
             memory_read_gb_per_s,
             ratio: gb_per_s / memory_read_gb_per_s,
             hint_bytes: server.hint_bytes(),
+            server_memory_bytes: server.memory_bytes(),
             query_bytes,
             answer_bytes,
             setup_s,
@@ -203,6 +207,13 @@ impl Server {
         };
         out.pop()
             .unwrap_or_else(|| Err(pir_core::Error::InvalidParameter("no answer".into())))
+    }
+
+    fn memory_bytes(&self) -> usize {
+        match self {
+            Server::Simple(s, _, _) => s.memory_bytes(),
+            Server::Double(s, _, _) => s.memory_bytes(),
+        }
     }
 
     fn hint_bytes(&self) -> usize {

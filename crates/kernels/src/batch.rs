@@ -35,24 +35,41 @@ pub fn tile_width(queries: usize, c: usize, b: usize) -> usize {
     (width / 32 * 32).clamp(32, b.max(32)).min(b)
 }
 
+/// Scans rows `rows` once for all `selections` (all with the same chunk count `c`), XORing
+/// into `accs`: query `q`'s slot for chunk `j` is at `(q c + j) b`.
+pub fn scan_with(
+    backend: Backend,
+    selections: &[Selection<'_>],
+    region: &[u8],
+    b: usize,
+    rows: Range<usize>,
+    accs: &mut [u8],
+) {
+    scan_columns_with(backend, selections, region, b, rows, 0..b, accs);
+}
+
 multiversioned! {
-    /// Scans rows `rows` once for all `selections` (all with the same chunk count `c`), XORing
-    /// into `accs`: query `q`'s slot for chunk `j` is at `(q c + j) b`.
-    pub fn scan_with(selections: &[Selection<'_>], region: &[u8], b: usize, rows: Range<usize>, accs: &mut [u8]) {
+    /// [`scan_with`] restricted to the byte columns `columns` of every row: `accs` then holds
+    /// `K c` slots of `columns.len()` bytes. Lets threads split huge blocks by columns.
+    pub fn scan_columns_with(selections: &[Selection<'_>], region: &[u8], b: usize, rows: Range<usize>, columns: Range<usize>, accs: &mut [u8]) {
         let queries = selections.len();
-        if queries == 0 || rows.is_empty() {
+        if queries == 0 || rows.is_empty() || columns.is_empty() {
             return;
         }
         let c = selections[0].chunk_count();
         assert!(selections.iter().all(|s| s.chunk_count() == c), "batch: mixed chunk counts");
         assert!(rows.end * b <= region.len(), "batch: rows outside the region");
-        assert_eq!(accs.len(), queries * c * b, "batch: accumulator size");
-        match b {
-            32 => return batch_fixed::<4>(selections, region, rows, accs),
-            64 => return batch_fixed::<8>(selections, region, rows, accs),
-            _ => {}
+        assert!(columns.end <= b, "batch: columns outside the row");
+        let stride = columns.len();
+        assert_eq!(accs.len(), queries * c * stride, "batch: accumulator size");
+        if stride == b {
+            match b {
+                32 => return batch_fixed::<4>(selections, region, rows, accs),
+                64 => return batch_fixed::<8>(selections, region, rows, accs),
+                _ => {}
+            }
         }
-        let width = tile_width(queries, c, b);
+        let width = tile_width(queries, c, stride);
         // TABLES tables at a time (entry 0 of each is the zero row, so lookups need no branch):
         // every query then loads and stores its accumulator once per TABLES groups.
         let entries = 1 << GROUP;
@@ -60,9 +77,9 @@ multiversioned! {
         let span = GROUP * c;
         let first = rows.start / span;
         let last = rows.end.div_ceil(span);
-        let mut column = 0;
-        while column < b {
-            let w = width.min(b - column);
+        let mut column = columns.start;
+        while column < columns.end {
+            let w = width.min(columns.end - column);
             let mut s0 = first;
             while s0 < last {
                 for j in 0..c {
@@ -76,13 +93,14 @@ multiversioned! {
                                 .then(|| &region[row * b + column..row * b + column + w])
                         });
                     }
+                    // Table g starts at g entries width; its entries are w bytes apart.
                     let entry = |g: usize, index: usize| {
-                        let at = (g * entries + index) * width;
+                        let at = g * entries * width + index * w;
                         &tables[at..at + w]
                     };
                     for (q, selection) in selections.iter().enumerate() {
                         let bits = selection.chunk(j);
-                        let at = (q * c + j) * b + column;
+                        let at = (q * c + j) * stride + column - columns.start;
                         xor_in4(
                             &mut accs[at..at + w],
                             entry(0, group_bits(bits, s0, GROUP)),
@@ -169,9 +187,33 @@ pub fn scan_parallel(
     let Some(first) = selections.first() else {
         return Vec::new();
     };
-    let len = selections.len() * first.chunk_count() * b;
+    let slots = selections.len() * first.chunk_count();
+    let len = slots * b;
+    let threads = rayon::current_num_threads().max(1);
+    if threads > 1 && len > threads * ACCUMULATOR_BUDGET && b >= threads * 1024 {
+        // Huge blocks: per-thread accumulators would not fit any cache (and folding them
+        // would cost a pass of their own), so threads split the columns instead of the rows.
+        let share = b.div_ceil(threads).div_ceil(32) * 32;
+        let parts: Vec<Range<usize>> = (0..b)
+            .step_by(share)
+            .map(|start| start..(start + share).min(b))
+            .collect();
+        let partials = rayon_map(&parts, |columns| {
+            let mut accs = vec![0u8; slots * columns.len()];
+            scan_columns_with(backend, selections, region, b, rows.clone(), columns.clone(), &mut accs);
+            accs
+        });
+        let mut accs = vec![0u8; len];
+        for (columns, part) in parts.iter().zip(&partials) {
+            let width = columns.len();
+            for (slot, piece) in part.chunks_exact(width).enumerate() {
+                accs[slot * b + columns.start..slot * b + columns.end].copy_from_slice(piece);
+            }
+        }
+        return accs;
+    }
     let granule = 64 * first.chunk_count();
-    let parts = crate::xor::split_rows(rows, rayon::current_num_threads(), granule);
+    let parts = crate::xor::split_rows(rows, threads, granule);
     let partials = rayon_map(&parts, |part| {
         let mut accs = vec![0u8; len];
         scan_with(backend, selections, region, b, part.clone(), &mut accs);
@@ -195,6 +237,19 @@ mod tests {
                 x as u8
             })
             .collect()
+    }
+
+    #[test]
+    fn huge_blocks_split_by_columns_across_threads() {
+        let (rows, b, queries) = (40usize, 32 << 10, 64usize);
+        let region = pseudo_random(rows * b, 9);
+        let bits: Vec<Vec<u8>> = (0..queries).map(|q| pseudo_random(rows.div_ceil(8), q as u64 + 1)).collect();
+        let chunks: Vec<[&[u8]; 1]> = bits.iter().map(|v| [v.as_slice()]).collect();
+        let selections: Vec<Selection<'_>> = chunks.iter().map(|c| Selection::new(c)).collect();
+        let mut expect = vec![0u8; queries * b];
+        scan_with(Backend::Portable, &selections, &region, b, 0..rows, &mut expect);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        assert_eq!(pool.install(|| scan_parallel(&selections, &region, b, 0..rows)), expect);
     }
 
     #[test]
@@ -235,7 +290,14 @@ mod tests {
                 scan_with(backend, &selections, &region, b, start..rows, &mut accs);
                 prop_assert_eq!(&accs, &expect, "backend {:?}", backend);
             }
-            prop_assert_eq!(scan_parallel(&selections, &region, b, start..rows), expect);
+            prop_assert_eq!(scan_parallel(&selections, &region, b, start..rows), expect.clone());
+            // Any column range gives the matching columns of every slot.
+            let columns = (b / 3 / 32 * 32)..b;
+            let mut part = vec![0u8; queries * c * columns.len()];
+            scan_columns_with(Backend::current(), &selections, &region, b, start..rows, columns.clone(), &mut part);
+            for (slot, piece) in part.chunks_exact(columns.len()).enumerate() {
+                prop_assert_eq!(piece, &expect[slot * b + columns.start..(slot + 1) * b]);
+            }
         }
     }
 }
