@@ -70,6 +70,181 @@ pub enum Command {
     Get(GetArgs),
     /// Measure server speed against this machine's memory bandwidth.
     Bench(BenchArgs),
+    /// Private credential checks: is a password (or username and password) in a breach
+    /// corpus? Two servers answer without learning which credential or bucket was asked.
+    ///
+    /// Privacy assumption: the two servers do not collude. Each alone learns nothing about
+    /// the credential or the bucket it falls in; the server holding the blinding key (pairs
+    /// corpora) sees only a uniformly random point.
+    #[command(subcommand)]
+    Breach(BreachCommand),
+}
+
+/// `pir breach ...`.
+#[derive(Debug, Subcommand)]
+pub enum BreachCommand {
+    /// Build a breach database from a corpus (HIBP SHA1:COUNT lines or a directory of
+    /// per-prefix files, a password list, or username:password lines).
+    ///
+    /// Both servers serve the same database file. For pairs corpora a blinding key is also
+    /// written to DB.key: give it only to the server that answers blinded requests.
+    Build(BreachBuildArgs),
+    /// Serve a breach database as server 0 or 1 over HTTPS (RAID-PIR with query-dependent
+    /// preprocessing; n = 2, r = 2).
+    ///
+    /// A background worker precomputes answers for server-chosen seeds (--qdp-queue entries);
+    /// every seed is used once. The seed counter is kept in --seed-state so that seeds never
+    /// repeat across restarts: keep that file with the server and never delete it.
+    Serve(BreachServeArgs),
+    /// Write the servers file that `pir breach check` and `pir breach proxy` read.
+    ///
+    /// Format (text, one server per line, server 0 first):
+    ///   pir-breach-servers-v1
+    ///   https://HOST:PORT HEX_ED25519_PUBLIC_KEY
+    ///   https://HOST:PORT HEX_ED25519_PUBLIC_KEY
+    #[command(verbatim_doc_comment)]
+    Servers(BreachServersArgs),
+    /// Check one credential privately: reads the password (for pairs databases the username
+    /// first, then the password) from standard input, one line each.
+    ///
+    /// Exit codes: 0 not found, 5 found, 1 error.
+    Check(BreachCheckArgs),
+    /// A drop-in HaveIBeenPwned range API on 127.0.0.1: GET /range/{5 hex digits} answered
+    /// byte for byte like api.pwnedpasswords.com, each bucket fetched privately from the two
+    /// servers (they never learn the prefix).
+    ///
+    /// Supports the Add-Padding: true header and ?mode=sha1; ?mode=ntlm is refused (the
+    /// corpus has no NTLM hashes).
+    Proxy(BreachProxyArgs),
+}
+
+/// Corpus formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CorpusArg {
+    /// HIBP `SHA1:COUNT` lines, or a directory of per-prefix `SUFFIX:COUNT` files.
+    Hibp,
+    /// One password per line.
+    Passwords,
+    /// `username:password` lines.
+    Pairs,
+}
+
+/// Credential hashes of pairs databases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CredentialHashArg {
+    /// Argon2id (slow on purpose: each guess against a stolen database costs a hash).
+    Argon2id,
+    /// SHA-256, for corpora too large for Argon2id.
+    Sha256,
+}
+
+/// `pir breach build`.
+#[derive(Debug, Args)]
+pub struct BreachBuildArgs {
+    /// The corpus file (or, for hibp, a directory of per-prefix files).
+    pub input: PathBuf,
+    /// Corpus format.
+    #[arg(long, value_enum)]
+    pub format: CorpusArg,
+    /// The database file to write (replaced atomically).
+    #[arg(long, value_name = "DB")]
+    pub out: PathBuf,
+    /// Prefix bits k (2^k buckets; default: chosen so buckets are balanced).
+    #[arg(long, value_name = "K")]
+    pub prefix_bits: Option<u32>,
+    /// Credential hash of pairs corpora.
+    #[arg(long, value_enum, default_value_t = CredentialHashArg::Argon2id)]
+    pub credential_hash: CredentialHashArg,
+    /// Argon2id memory in KiB (default 19456, OWASP's setting).
+    #[arg(long, value_name = "KIB", default_value_t = 19 * 1024)]
+    pub argon2_memory_kib: u32,
+    /// Argon2id passes (default 2).
+    #[arg(long, value_name = "T", default_value_t = 2)]
+    pub argon2_iterations: u32,
+    /// Reuse this blinding key (pairs) instead of drawing a new one.
+    #[arg(long, value_name = "KEY")]
+    pub blinding_key: Option<PathBuf>,
+    /// Skip malformed lines (counted and reported) instead of stopping at the first.
+    #[arg(long)]
+    pub skip_bad_lines: bool,
+    /// Do not draw a progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Pause policies of the precompute worker (seed 001, section 5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QdpPolicyArg {
+    /// Pause whenever a query is being answered.
+    Always,
+    /// Never pause for queries (share the CPU with them).
+    Never,
+    /// While answering, pause only if the queue is at least half full.
+    Half,
+}
+
+/// `pir breach serve`.
+#[derive(Debug, Args)]
+pub struct BreachServeArgs {
+    /// The database (from `pir breach build`).
+    #[arg(long, value_name = "DB")]
+    pub db: PathBuf,
+    /// This server's position: 0 or 1.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1))]
+    pub server: u16,
+    /// The server's secret key (from `pir keygen`): TLS identity and answer signatures.
+    #[arg(long, value_name = "SERVER.key")]
+    pub key: PathBuf,
+    /// HTTPS address to listen on.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// The blinding key (DB.key from the build of a pairs database): this server then
+    /// answers blinded requests. Give it to one server only.
+    #[arg(long, value_name = "DB.key")]
+    pub blinding_key: Option<PathBuf>,
+    /// When the precompute worker pauses.
+    #[arg(long, value_enum, default_value_t = QdpPolicyArg::Half)]
+    pub qdp_policy: QdpPolicyArg,
+    /// Precomputed answers kept ready (0 disables precomputation).
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    pub qdp_queue: usize,
+    /// File keeping the seed counter's high-water mark (default: DB.seeds-SERVER).
+    #[arg(long, value_name = "FILE")]
+    pub seed_state: Option<PathBuf>,
+    /// Threads that answer queries (default: number of cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+}
+
+/// `pir breach servers`.
+#[derive(Debug, Args)]
+pub struct BreachServersArgs {
+    /// A server as https://HOST:PORT=SERVER.pub: server 0 first, then server 1.
+    #[arg(long = "server", value_name = "URL=SERVER.pub", required = true)]
+    pub servers: Vec<String>,
+    /// Output file.
+    #[arg(long, value_name = "SERVERS")]
+    pub out: PathBuf,
+}
+
+/// `pir breach check`.
+#[derive(Debug, Args)]
+pub struct BreachCheckArgs {
+    /// The servers file (from `pir breach servers`).
+    #[arg(long, value_name = "SERVERS")]
+    pub servers: PathBuf,
+}
+
+/// `pir breach proxy`.
+#[derive(Debug, Args)]
+pub struct BreachProxyArgs {
+    /// Plain-HTTP address on this machine (a loopback address: requests carry the prefix
+    /// in the clear).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// The servers file (from `pir breach servers`).
+    #[arg(long, value_name = "SERVERS")]
+    pub servers: PathBuf,
 }
 
 /// `pir db ...`.

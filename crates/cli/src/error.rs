@@ -2,11 +2,15 @@
 //!
 //! Exit codes: 0 success; 1 failure; 2 bad command line (clap); 3 a mirror failed or
 //! cheated and the fetch could not complete (evidence files, if any, are named); 4 `pir get
-//! --key`: the key is not in the database.
+//! --key`: the key is not in the database; 5 `pir breach check`: the credential IS in the
+//! breach corpus (0 there means not found).
 
 use std::process::ExitCode;
 
 use pir_updates::UpdateError;
+
+/// Exit code of `pir breach check` when the credential was found in the corpus.
+pub const CREDENTIAL_FOUND: u8 = 5;
 
 /// `pir get --key` found neither candidate slot holding the key.
 #[derive(Debug, thiserror::Error)]

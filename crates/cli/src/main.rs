@@ -1,6 +1,7 @@
 //! The `pir` binary: parse flags, build a validated configuration, call the libraries, map
 //! errors to messages and exit codes. See `cli.rs` for the commands.
 
+mod breach;
 mod cli;
 mod demo;
 mod error;
@@ -40,13 +41,21 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(cli.command)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => error::report(&e),
     }
 }
 
-async fn run(command: Command) -> Result<()> {
+async fn run(command: Command) -> Result<ExitCode> {
+    if let Command::Breach(command) = command {
+        return breach::run(command).await;
+    }
+    run_other(command).await.map(|()| ExitCode::SUCCESS)
+}
+
+async fn run_other(command: Command) -> Result<()> {
     match command {
+        Command::Breach(_) => bail!("internal: breach commands are dispatched by run"),
         Command::Demo(args) => demo::run(args).await,
         Command::Keygen(args) => keygen(&args.out),
         Command::Release(ReleaseCommand::Build(args)) => {

@@ -200,7 +200,15 @@ pub fn scan_parallel(
             .collect();
         let partials = rayon_map(&parts, |columns| {
             let mut accs = vec![0u8; slots * columns.len()];
-            scan_columns_with(backend, selections, region, b, rows.clone(), columns.clone(), &mut accs);
+            scan_columns_with(
+                backend,
+                selections,
+                region,
+                b,
+                rows.clone(),
+                columns.clone(),
+                &mut accs,
+            );
             accs
         });
         let mut accs = vec![0u8; len];
@@ -243,13 +251,28 @@ mod tests {
     fn huge_blocks_split_by_columns_across_threads() {
         let (rows, b, queries) = (40usize, 32 << 10, 64usize);
         let region = pseudo_random(rows * b, 9);
-        let bits: Vec<Vec<u8>> = (0..queries).map(|q| pseudo_random(rows.div_ceil(8), q as u64 + 1)).collect();
+        let bits: Vec<Vec<u8>> = (0..queries)
+            .map(|q| pseudo_random(rows.div_ceil(8), q as u64 + 1))
+            .collect();
         let chunks: Vec<[&[u8]; 1]> = bits.iter().map(|v| [v.as_slice()]).collect();
         let selections: Vec<Selection<'_>> = chunks.iter().map(|c| Selection::new(c)).collect();
         let mut expect = vec![0u8; queries * b];
-        scan_with(Backend::Portable, &selections, &region, b, 0..rows, &mut expect);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-        assert_eq!(pool.install(|| scan_parallel(&selections, &region, b, 0..rows)), expect);
+        scan_with(
+            Backend::Portable,
+            &selections,
+            &region,
+            b,
+            0..rows,
+            &mut expect,
+        );
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        assert_eq!(
+            pool.install(|| scan_parallel(&selections, &region, b, 0..rows)),
+            expect
+        );
     }
 
     #[test]

@@ -1,0 +1,437 @@
+//! `pir breach build|serve|servers|check|proxy`: private credential checks (seed 001,
+//! sections 3.3, 3.4 and 4.3) with two servers and an HIBP-compatible range proxy.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use pir_breach::blind::{blind_query, BlindedCheck, BlindingKey};
+use pir_breach::build::{build_file, BuildOptions};
+use pir_breach::corpus::{password_sha1, BadLines, CorpusFormat};
+use pir_breach::credential::{credential_hash, Argon2Params, HashKind};
+use pir_breach::database::BreachDatabase;
+use pir_breach::header::DbHeader;
+use pir_breach::range::{range_response, RangePrefix};
+use pir_client::BreachSession;
+use pir_keys::{PublicKey, SecretKey};
+use pir_xor::qdp::{PausePolicy, QdpConfig, SeedKey};
+
+use crate::cli::{
+    BreachBuildArgs, BreachCheckArgs, BreachCommand, BreachProxyArgs, BreachServeArgs,
+    BreachServersArgs, CorpusArg, CredentialHashArg, QdpPolicyArg,
+};
+use crate::error::CREDENTIAL_FOUND;
+
+/// What privacy rests on, for the user.
+const PRIVACY: &str = "the two servers must not collude; then neither learns anything about \
+     the credential or its bucket (the blinding server sees only a random point)";
+
+/// First line of a servers file.
+pub const SERVERS_HEADER: &str = "pir-breach-servers-v1";
+
+/// Runs one `pir breach` command; returns the exit code on success.
+pub async fn run(command: BreachCommand) -> Result<ExitCode> {
+    match command {
+        BreachCommand::Build(args) => build(&args).map(|()| ExitCode::SUCCESS),
+        BreachCommand::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
+        BreachCommand::Servers(args) => write_servers(&args).map(|()| ExitCode::SUCCESS),
+        BreachCommand::Check(args) => check(&args).await,
+        BreachCommand::Proxy(args) => proxy(&args).await.map(|()| ExitCode::SUCCESS),
+    }
+}
+
+/// `pir breach build`.
+fn build(args: &BreachBuildArgs) -> Result<()> {
+    let format = match args.format {
+        CorpusArg::Hibp => CorpusFormat::Hibp,
+        CorpusArg::Passwords => CorpusFormat::Passwords,
+        CorpusArg::Pairs => CorpusFormat::Pairs,
+    };
+    let mut options = BuildOptions::new(format);
+    options.prefix_bits = args.prefix_bits;
+    options.credential_hash = match args.credential_hash {
+        CredentialHashArg::Sha256 => HashKind::Sha256,
+        CredentialHashArg::Argon2id => HashKind::Argon2id(Argon2Params {
+            memory_kib: args.argon2_memory_kib,
+            iterations: args.argon2_iterations,
+            ..Argon2Params::DEFAULT
+        }),
+    };
+    if args.skip_bad_lines {
+        options.bad_lines = BadLines::Skip;
+    }
+    if let Some(path) = &args.blinding_key {
+        options.blinding_key = Some(BlindingKey::load(path)?);
+    }
+    let bar = (!args.quiet).then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "reading {bar:40} {bytes}/{total_bytes} {eta} left",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let report = build_file(
+        &args.input,
+        &args.out,
+        &options,
+        &mut rand::rng(),
+        &mut |done, total| {
+            if let Some(bar) = &bar {
+                bar.set_length(total);
+                bar.set_position(done);
+            }
+        },
+    );
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report.with_context(|| format!("building from {}", args.input.display()))?;
+    println!(
+        "database {} ({} corpus, {})",
+        args.out.display(),
+        format.name(),
+        report.header.hash.describe()
+    );
+    println!("{}", report.summary());
+    Ok(())
+}
+
+/// `pir breach serve`.
+async fn serve(args: BreachServeArgs) -> Result<()> {
+    let key = SecretKey::load(&args.key)?;
+    let db = BreachDatabase::open(&args.db, true)?;
+    let header = db.header().clone();
+    let blinder: Option<pir_server::breach::Blinder> = match &args.blinding_key {
+        Some(path) => {
+            let blinding = BlindingKey::load(path)?;
+            db.check_key(&blinding)?;
+            Some(Box::new(move |point: &[u8]| {
+                blind_query(&blinding, point)
+                    .map(|p| p.to_vec())
+                    .map_err(|e| e.to_string())
+            }))
+        }
+        None => {
+            if !header.corpus.is_sha1() {
+                eprintln!(
+                    "note: no --blinding-key: the other server must hold it, or checks of this \
+                     username:password database cannot complete"
+                );
+            }
+            None
+        }
+    };
+    let server = usize::from(args.server);
+    let seed_state = args.seed_state.clone().unwrap_or_else(|| {
+        let mut name = args.db.as_os_str().to_owned();
+        name.push(format!(".seeds-{server}"));
+        PathBuf::from(name)
+    });
+    let policy = match args.qdp_policy {
+        QdpPolicyArg::Always => PausePolicy::Always,
+        QdpPolicyArg::Never => PausePolicy::Never,
+        QdpPolicyArg::Half => PausePolicy::Half {
+            threshold_percent: 50,
+        },
+    };
+    let (_, database) = db.into_parts();
+    let shape = database.shape();
+    let header_bytes = header.encode().to_vec();
+    let config = pir_server::BreachConfig {
+        database,
+        header: header_bytes,
+        server,
+        key: SecretKey::from_pkcs8(key.pkcs8())?,
+        blinder,
+        qdp: QdpConfig {
+            queue_capacity: args.qdp_queue,
+            ..QdpConfig::default()
+        },
+        policy,
+        // A fresh seed key at every start; only the counter is persisted (pir_xor::qdp).
+        seed_key: SeedKey::random(&mut rand::rng()),
+        seed_store: pir_server::BoxedSeedStore(Box::new(pir_server::FileSeedStore::new(
+            &seed_state,
+        ))),
+    };
+    let service = pir_server::BreachService::start(config)
+        .with_context(|| format!("serving {}", args.db.display()))?;
+    let blinding = args.blinding_key.is_some();
+    let mut options = pir_server::ServerOptions::new(args.listen);
+    if let Some(workers) = args.workers {
+        options.workers = workers;
+    }
+    let tls = pir_keys::tls::server_config(&key)?;
+    let running = pir_server::start(Arc::new(service), tls, options)
+        .await
+        .context("starting the breach server")?;
+    println!(
+        "breach server {server} serving database {} ({} buckets of {} bytes, {} corpus{}) at https://{} with key {}",
+        pir_core::hex::encode(&header.database_id()[..8]),
+        shape.block_count(),
+        shape.block_size(),
+        header.corpus.name(),
+        if blinding { ", answers blinded requests" } else { "" },
+        running.addr,
+        key.public().fingerprint()
+    );
+    println!(
+        "seed state: {} (keep it; never delete it)  health: https://{}/health  (Ctrl-C stops)",
+        seed_state.display(),
+        running.addr
+    );
+    println!("privacy: {PRIVACY}");
+    running.run_until_ctrl_c().await;
+    Ok(())
+}
+
+/// `pir breach servers`.
+fn write_servers(args: &BreachServersArgs) -> Result<()> {
+    if args.servers.len() != pir_client::breach::SERVERS {
+        bail!(
+            "give exactly {} --server URL=SERVER.pub (server 0 first)",
+            pir_client::breach::SERVERS
+        );
+    }
+    let mut text = format!("{SERVERS_HEADER}\n");
+    for arg in &args.servers {
+        let (url, key_path) = arg
+            .split_once('=')
+            .with_context(|| format!("{arg}: expected https://HOST:PORT=SERVER.pub"))?;
+        pir_client::transport::authority_of(url)?;
+        let key = PublicKey::load(Path::new(key_path))?;
+        text.push_str(&format!(
+            "{} {}\n",
+            url.trim_end_matches('/'),
+            pir_core::hex::encode(&key.0)
+        ));
+    }
+    std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
+    println!("servers file {}:", args.out.display());
+    print!("{text}");
+    Ok(())
+}
+
+/// Reads a servers file: `(URL, key)` of server 0, then server 1.
+pub fn load_servers(path: &Path) -> Result<Vec<(String, PublicKey)>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'));
+    if lines.next() != Some(SERVERS_HEADER) {
+        bail!(
+            "{}: not a servers file (write one with `pir breach servers`)",
+            path.display()
+        );
+    }
+    let servers = lines
+        .map(|line| {
+            let (url, key) = line
+                .split_once(' ')
+                .with_context(|| format!("{}: bad line {line:?}", path.display()))?;
+            pir_client::transport::authority_of(url)?;
+            let bytes = pir_core::hex::decode(key.trim())
+                .map_err(|e| anyhow::anyhow!("{}: server key: {e}", path.display()))?;
+            let key: [u8; 32] = bytes.try_into().map_err(|_| {
+                anyhow::anyhow!("{}: a server key is 32 bytes of hex", path.display())
+            })?;
+            let key = PublicKey(key);
+            Ok((url.to_string(), key))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if servers.len() != pir_client::breach::SERVERS {
+        bail!(
+            "{}: {} servers listed; a deployment has {}",
+            path.display(),
+            servers.len(),
+            pir_client::breach::SERVERS
+        );
+    }
+    Ok(servers)
+}
+
+async fn open_session(path: &Path) -> Result<(BreachSession, DbHeader)> {
+    let servers = load_servers(path)?;
+    let session = BreachSession::open(&servers)
+        .await
+        .context("connecting to the breach servers")?;
+    let header = DbHeader::decode(session.header())
+        .context("the servers do not describe a breach database")?;
+    Ok((session, header))
+}
+
+/// Reads one line of standard input (without its line break), prompting on a terminal.
+fn read_secret_line(prompt: &str) -> Result<Vec<u8>> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        eprint!("{prompt} (input is shown; pipe it in to hide it): ");
+        std::io::stderr().flush()?;
+    }
+    let mut line = Vec::new();
+    let read = stdin
+        .lock()
+        .read_until(b'\n', &mut line)
+        .context("reading standard input")?;
+    if read == 0 {
+        bail!("standard input ended before the {prompt}: give it on its own line");
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    Ok(line)
+}
+
+/// `pir breach check`.
+async fn check(args: &BreachCheckArgs) -> Result<ExitCode> {
+    let (session, header) = open_session(&args.servers).await?;
+    let found = if header.corpus.is_sha1() {
+        let password = read_secret_line("password")?;
+        let (bucket, value) = header.sha1_location(&password_sha1(&password))?;
+        let block = session.retrieve(bucket).await?;
+        header.decode_bucket(&block)?.count_of(&value)
+    } else {
+        let username = read_secret_line("username")?;
+        let password = read_secret_line("password")?;
+        let h = credential_hash(&header.hash, &username, &password)?;
+        let bucket = header.credential_bucket(&h)?;
+        let (request, pending) = BlindedCheck::new(&h, &mut rand::rng());
+        let (block, response) =
+            tokio::try_join!(session.retrieve(bucket), session.blind(&request))?;
+        pending
+            .finish(&response, &header.decode_bucket(&block)?)?
+            .then_some(1)
+    };
+    eprintln!("privacy: {PRIVACY}");
+    match found {
+        Some(count) if header.counts => println!(
+            "found (seen {count} time{})",
+            if count == 1 { "" } else { "s" }
+        ),
+        Some(_) => println!("found"),
+        None => {
+            println!("not found");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    Ok(ExitCode::from(CREDENTIAL_FOUND))
+}
+
+struct ProxyState {
+    session: BreachSession,
+    header: DbHeader,
+}
+
+/// `pir breach proxy`.
+async fn proxy(args: &BreachProxyArgs) -> Result<()> {
+    if !args.listen.ip().is_loopback() {
+        bail!(
+            "the proxy speaks plain HTTP and sees each prefix in the clear: listen on a loopback \
+             address such as 127.0.0.1:{}",
+            args.listen.port()
+        );
+    }
+    let (session, header) = open_session(&args.servers).await?;
+    RangePrefix::parse("00000")?
+        .bucket(&header)
+        .context("this database cannot serve the range API")?;
+    let state = Arc::new(ProxyState { session, header });
+    let app = axum::Router::new()
+        .route("/range/{prefix}", axum::routing::get(range))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr: SocketAddr = listener.local_addr()?;
+    println!("HIBP range proxy at http://{addr}/range/{{prefix}} (Ctrl-C stops)");
+    println!("privacy: {PRIVACY}");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .context("serving the proxy")?;
+    Ok(())
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/plain")], body).into_response()
+}
+
+/// `GET /range/{prefix}`, as api.pwnedpasswords.com answers it.
+async fn range(
+    State(state): State<Arc<ProxyState>>,
+    UrlPath(prefix): UrlPath<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let mode = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("mode="))
+        .unwrap_or("sha1");
+    if mode.eq_ignore_ascii_case("ntlm") {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "NTLM mode is not available: this corpus holds SHA-1 hashes only; use mode=sha1\n"
+                .into(),
+        );
+    }
+    if !mode.eq_ignore_ascii_case("sha1") {
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!("unknown mode {mode:?}; this proxy answers mode=sha1\n"),
+        );
+    }
+    let Ok(prefix) = RangePrefix::parse(&prefix) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "The hash prefix was not in a valid format\n".into(),
+        );
+    };
+    let padding = headers
+        .get("add-padding")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let bucket = match prefix.bucket(&state.header) {
+        Ok(bucket) => bucket,
+        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    };
+    let block = match state.session.retrieve(bucket).await {
+        Ok(block) => block,
+        Err(e) => {
+            return text(
+                StatusCode::BAD_GATEWAY,
+                format!("private retrieval failed: {e}\n"),
+            )
+        }
+    };
+    let decoded = match state.header.decode_bucket(&block) {
+        Ok(decoded) => decoded,
+        Err(e) => {
+            return text(
+                StatusCode::BAD_GATEWAY,
+                format!("bad bucket from the servers: {e}\n"),
+            )
+        }
+    };
+    let mut rng = rand::rng();
+    match range_response(&state.header, prefix, &decoded, padding.then_some(&mut rng)) {
+        Ok(body) => text(StatusCode::OK, body),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    }
+}

@@ -1,0 +1,343 @@
+//! A client of a two-server breach-check deployment (`pir_server::breach`).
+//!
+//! [`BreachSession::open`] downloads each server's signed info (its position, the RAID-PIR
+//! parameters, whether it holds the blinding key, and the application's database header) over
+//! TLS pinned to the server's key, and checks that both servers serve the same database.
+//! [`BreachSession::retrieve`] fetches one block privately with RAID-PIR and query-dependent
+//! preprocessing (seed 001, section 3.3): a seed from each server, then one flip chunk to
+//! each; [`BreachSession::blind`] runs the blinding step (section 4.3) on the server that
+//! holds the key. Every answer's signature is checked before it is used.
+//!
+//! Privacy: as long as the two servers do not collude, neither learns which block was
+//! fetched; the blinding server sees a uniformly random point. The header is opaque here:
+//! the application decodes it.
+
+use pir_core::wire::{self, MessageKind, Reader};
+use pir_core::{DbShape, Error, SchemeId};
+use pir_keys::PublicKey;
+use pir_xor::qdp::QdpClient;
+use pir_xor::{AnswerMode, RaidPir};
+
+use crate::transport::{HttpsTransport, Transport, TransportError};
+
+/// Servers of a deployment (the server crate's `breach::SERVERS`).
+pub const SERVERS: usize = 2;
+/// First bytes of an info body.
+const INFO_MAGIC: [u8; 8] = *b"PIRbrInf";
+/// The info version this client reads.
+const INFO_VERSION: u16 = 1;
+/// Domain separation of the info signature.
+const INFO_DST: &[u8] = b"pir-breach info v1";
+/// Message tag of a blinded request.
+const TAG_BLIND: u8 = 0x10;
+/// Bytes of a ristretto255 point.
+pub const POINT_BYTES: usize = 32;
+/// Longest info reply accepted.
+const MAX_INFO_REPLY: usize = 8192;
+/// Bytes of an Ed25519 signature.
+const SIGNATURE_BYTES: usize = 64;
+
+/// Why a breach check could not be completed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BreachClientError {
+    /// A server could not be reached, or TLS (pinned to its key) failed.
+    #[error("server {server}: {source}")]
+    Transport {
+        /// The server's position.
+        server: usize,
+        /// What failed.
+        source: TransportError,
+    },
+    /// A server refused the request.
+    #[error("server {server} refused: {message}")]
+    Refused {
+        /// The server's position.
+        server: usize,
+        /// Its error code (`pir_core::wire::ErrorCode`).
+        code: u16,
+        /// Its message.
+        message: String,
+    },
+    /// A server's reply is malformed, inconsistent or not signed by its key.
+    #[error("bad reply from server {server}: {message}")]
+    BadReply {
+        /// The server's position.
+        server: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The deployment is not usable as configured (wrong positions, different databases).
+    #[error("{0}")]
+    Setup(String),
+}
+
+fn bad(server: usize, e: impl std::fmt::Display) -> BreachClientError {
+    BreachClientError::BadReply {
+        server,
+        message: e.to_string(),
+    }
+}
+
+/// What one server says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Info {
+    block_count: u64,
+    block_size: usize,
+    server: usize,
+    servers: usize,
+    redundancy: usize,
+    chunks: usize,
+    blinding: bool,
+    header: Vec<u8>,
+}
+
+fn decode_info(body: &[u8]) -> Result<Info, Error> {
+    let mut r = Reader::new(body);
+    if r.take(INFO_MAGIC.len())? != INFO_MAGIC {
+        return Err(Error::WrongMagic);
+    }
+    let version = r.u16()?;
+    if version != INFO_VERSION {
+        return Err(Error::WrongVersion {
+            found: version,
+            supported: INFO_VERSION,
+        });
+    }
+    let block_count = r.u64()?;
+    let block_size = r.u32()? as usize;
+    let server = usize::from(r.u16()?);
+    let servers = usize::from(r.u16()?);
+    let redundancy = usize::from(r.u16()?);
+    let chunks = r.u32()? as usize;
+    let blinding = match r.u8()? {
+        0 => false,
+        1 => true,
+        other => return Err(Error::Malformed(format!("blinding flag {other}"))),
+    };
+    let len = usize::from(r.u16()?);
+    let header = r.take(len)?.to_vec();
+    r.finish()?;
+    Ok(Info {
+        block_count,
+        block_size,
+        server,
+        servers,
+        redundancy,
+        chunks,
+        blinding,
+        header,
+    })
+}
+
+/// A session with the two servers of a deployment.
+pub struct BreachSession {
+    transport: HttpsTransport,
+    keys: Vec<PublicKey>,
+    header: Vec<u8>,
+    database_id: [u8; 32],
+    client: QdpClient,
+    blinding_server: Option<usize>,
+}
+
+impl std::fmt::Debug for BreachSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BreachSession")
+            .field("blinding_server", &self.blinding_server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BreachSession {
+    /// Connects to `servers` (URL and pinned key, position 0 first) and reads their info.
+    pub async fn open(servers: &[(String, PublicKey)]) -> Result<Self, BreachClientError> {
+        if servers.len() != SERVERS {
+            return Err(BreachClientError::Setup(format!(
+                "a breach deployment has {SERVERS} servers, {} given",
+                servers.len()
+            )));
+        }
+        let transport = HttpsTransport::new(servers)
+            .map_err(|source| BreachClientError::Transport { server: 0, source })?;
+        let mut infos = Vec::with_capacity(SERVERS);
+        for (server, (_, key)) in servers.iter().enumerate() {
+            let reply = transport
+                .download(server, "/pir/v1/hint", MAX_INFO_REPLY)
+                .await
+                .map_err(|source| BreachClientError::Transport { server, source })?;
+            let envelope =
+                wire::decode_envelope(&reply, MAX_INFO_REPLY).map_err(|e| bad(server, e))?;
+            if envelope.kind != MessageKind::Manifest || envelope.scheme != SchemeId::Breach {
+                return Err(bad(server, "not a breach-check server"));
+            }
+            let split = envelope
+                .body
+                .len()
+                .checked_sub(SIGNATURE_BYTES)
+                .ok_or_else(|| bad(server, "info shorter than its signature"))?;
+            let (info, signature) = envelope.body.split_at(split);
+            key.verify(&pir_keys::sha256_parts(&[INFO_DST, info]), signature)
+                .map_err(|_| bad(server, "the info is not signed by the server's key"))?;
+            let info = decode_info(info).map_err(|e| bad(server, e))?;
+            if info.server != server {
+                return Err(BreachClientError::Setup(format!(
+                    "the server listed as number {server} says it is server {}; list server 0 \
+                     first, then server 1",
+                    info.server
+                )));
+            }
+            infos.push(info);
+        }
+        let first = &infos[0];
+        if infos.iter().any(|i| {
+            (i.header.as_slice(), i.block_count, i.block_size, i.chunks)
+                != (
+                    first.header.as_slice(),
+                    first.block_count,
+                    first.block_size,
+                    first.chunks,
+                )
+        }) {
+            return Err(BreachClientError::Setup(
+                "the two servers serve different databases".into(),
+            ));
+        }
+        if first.servers != SERVERS || first.redundancy != SERVERS {
+            return Err(bad(0, "unsupported RAID-PIR parameters"));
+        }
+        let shape = DbShape::new(first.block_count, first.block_size).map_err(|e| bad(0, e))?;
+        let raid = RaidPir::new(
+            shape,
+            first.servers,
+            first.redundancy,
+            first.chunks,
+            AnswerMode::Single,
+        )
+        .map_err(|e| bad(0, e))?;
+        Ok(Self {
+            transport,
+            keys: servers.iter().map(|(_, k)| *k).collect(),
+            database_id: pir_keys::sha256(&first.header),
+            header: first.header.clone(),
+            client: QdpClient::new(raid),
+            blinding_server: infos.iter().position(|i| i.blinding),
+        })
+    }
+
+    /// The application's database header, as both servers sent it.
+    pub fn header(&self) -> &[u8] {
+        &self.header
+    }
+
+    /// The position of the server that answers blinded requests, if any.
+    pub fn blinding_server(&self) -> Option<usize> {
+        self.blinding_server
+    }
+
+    /// The QDP client of this deployment's parameters.
+    pub fn qdp(&self) -> &QdpClient {
+        &self.client
+    }
+
+    /// Sends `message` (a QDP or blinded message body) to `server` and returns the signed
+    /// answer's payload after the database id, once the signature checks.
+    pub async fn exchange(
+        &self,
+        server: usize,
+        message: &[u8],
+    ) -> Result<Vec<u8>, BreachClientError> {
+        let key = self
+            .keys
+            .get(server)
+            .ok_or_else(|| BreachClientError::Setup(format!("no server number {server}")))?;
+        let mut body = self.database_id.to_vec();
+        body.extend_from_slice(message);
+        let request = wire::encode_envelope(SchemeId::Breach, MessageKind::Query, &body);
+        let raid = self.client.scheme();
+        let max_reply = wire::HEADER_LEN
+            + 32
+            + raid.answer_body_len(server).max(1024)
+            + SIGNATURE_BYTES
+            + wire::MAX_ERROR_MESSAGE
+            + 64;
+        let reply = self
+            .transport
+            .exchange(server, request.clone(), max_reply)
+            .await
+            .map_err(|source| BreachClientError::Transport { server, source })?;
+        let envelope = wire::decode_envelope(&reply, max_reply).map_err(|e| bad(server, e))?;
+        match envelope.kind {
+            MessageKind::Answer => {}
+            MessageKind::Error => {
+                let (code, message) =
+                    wire::decode_error(envelope.body).map_err(|e| bad(server, e))?;
+                return Err(BreachClientError::Refused {
+                    server,
+                    code,
+                    message,
+                });
+            }
+            other => return Err(bad(server, format!("unexpected reply kind {other:?}"))),
+        }
+        let split = envelope
+            .body
+            .len()
+            .checked_sub(SIGNATURE_BYTES)
+            .ok_or_else(|| bad(server, "answer shorter than its signature"))?;
+        let (payload, signature) = envelope.body.split_at(split);
+        let statement = pir_keys::answer_statement(&self.database_id, &request, payload);
+        key.verify(&statement, signature)
+            .map_err(|_| bad(server, "the answer is not signed by the server's key"))?;
+        let rest = payload
+            .strip_prefix(self.database_id.as_slice())
+            .ok_or_else(|| bad(server, "the answer names another database"))?;
+        Ok(rest.to_vec())
+    }
+
+    /// Fetches block `index` privately: a seed from each server, then each server's flip
+    /// chunk; returns the block.
+    pub async fn retrieve(&self, index: usize) -> Result<Vec<u8>, BreachClientError> {
+        let client = &self.client;
+        let seed_request = |s: usize| client.seed_request(s).map_err(|e| bad(s, e));
+        let (r0, r1) = (seed_request(0)?, seed_request(1)?);
+        let (g0, g1) = tokio::try_join!(self.exchange(0, &r0), self.exchange(1, &r1))?;
+        let grants = [
+            client.read_seed_response(0, &g0).map_err(|e| bad(0, e))?,
+            client.read_seed_response(1, &g1).map_err(|e| bad(1, e))?,
+        ];
+        let (queries, state) = client
+            .query(&[index], &grants)
+            .map_err(|e| BreachClientError::Setup(e.to_string()))?;
+        let (q0, q1) = (
+            client.encode_query(&queries[0]),
+            client.encode_query(&queries[1]),
+        );
+        let (a0, a1) = tokio::try_join!(self.exchange(0, &q0), self.exchange(1, &q1))?;
+        let answers = [
+            client.decode_answer(0, &a0).map_err(|e| bad(0, e))?,
+            client.decode_answer(1, &a1).map_err(|e| bad(1, e))?,
+        ];
+        let mut blocks = client.decode(&state, &answers).map_err(|e| bad(0, e))?;
+        blocks
+            .pop()
+            .ok_or_else(|| bad(0, "the answers decoded to no block"))
+    }
+
+    /// The blinding step: sends a blinded point to the server that holds the key and returns
+    /// its (still blinded) answer point.
+    pub async fn blind(&self, point: &[u8; POINT_BYTES]) -> Result<Vec<u8>, BreachClientError> {
+        let server = self.blinding_server.ok_or_else(|| {
+            BreachClientError::Setup(
+                "neither server holds the blinding key: start one with --blinding-key".into(),
+            )
+        })?;
+        let mut message = Vec::with_capacity(1 + POINT_BYTES);
+        message.push(TAG_BLIND);
+        message.extend_from_slice(point);
+        let answer = self.exchange(server, &message).await?;
+        if answer.len() != POINT_BYTES {
+            return Err(bad(server, "a blinded answer is one 32-byte point"));
+        }
+        Ok(answer)
+    }
+}
