@@ -13,6 +13,7 @@
 //! RAID-PIR) and encoding the answer, as a mirror does it, but not the network.
 
 pub mod lattice;
+pub mod qdp;
 
 use std::time::{Duration, Instant};
 

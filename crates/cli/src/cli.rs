@@ -357,6 +357,9 @@ pub struct BenchArgs {
     pub shape: Option<String>,
     /// Modes: plain, four-russians, batched, and the single-server simplepir, doublepir
     /// (comma-separated; lattice rows report answer time only, after the hint is built).
+    /// `qdp` (alone) times the online step of RAID-PIR with query-dependent preprocessing
+    /// for n = 2 and 3 (r = 2, c = n) next to plain and four-Russians RAID-PIR (--group) on
+    /// the same database; target: QDP online time <= 0.5 x four Russians, n = 2.
     #[arg(
         long,
         value_delimiter = ',',
@@ -477,7 +480,7 @@ pub enum MirrorCommand {
 /// - four_russians: auto | off | 1 | 2 | 4 | 8. Precomputes, for every group of t blocks, the
 ///   XOR of each subset, so a query reads B/t blocks instead of B. Costs (2^t - 1)/t x the
 ///   database in RAM (t = 4: 3.75x, t = 8: 31.9x) and a build at start-up. auto uses t = 4
-///   for blocks of 1 KiB and more (below that it is slower than the plain scan on our
+///   for blocks of 2 KiB and more (below that it is slower than the plain scan on our
 ///   measurements) when the table fits four_russians_memory_gib.
 /// - four_russians_memory_gib: largest table to build (default 4).
 /// - lock_in_ram: mlock the database so it is never paged out (needs `ulimit -l`).

@@ -394,6 +394,12 @@ fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
         .map(String::as_str)
         .filter(|m| matches!(*m, "simplepir" | "doublepir"))
         .collect();
+    if args.modes.iter().any(|m| m == "qdp") {
+        if args.modes.len() != 1 {
+            anyhow::bail!("run the qdp mode apart from the other modes");
+        }
+        return bench_qdp(args);
+    }
     if !lattice.is_empty() {
         if lattice.len() != args.modes.len() {
             anyhow::bail!("run the lattice modes (simplepir, doublepir) apart from the XOR modes");
@@ -467,6 +473,74 @@ fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
             println!("{}", pir_bench::table_line(row));
         }
     });
+    Ok(())
+}
+
+/// `pir bench --modes qdp`: online server time of RAID-PIR with query-dependent
+/// preprocessing next to plain and four-Russians RAID-PIR on the same database.
+fn bench_qdp(args: &cli::BenchArgs) -> anyhow::Result<()> {
+    use pir_bench::qdp::{run_qdp, QdpBenchOptions, TARGET_RATIO};
+    let shapes = match &args.shape {
+        Some(name) => vec![pir_bench::shape_named(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown shape {name:?}; shapes: {}",
+                pir_bench::SHAPES.map(|s| s.name).join(", ")
+            )
+        })?],
+        None => pir_bench::SHAPES.to_vec(),
+    };
+    if !pir_kernels::russians::GROUP_SIZES.contains(&args.group) {
+        anyhow::bail!("--group must be 1, 2, 4 or 8");
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = if args.threads.is_empty() {
+        vec![cores]
+    } else {
+        args.threads.clone()
+    };
+    if threads.contains(&0) {
+        anyhow::bail!("--threads must be at least 1");
+    }
+    let options = QdpBenchOptions {
+        shapes,
+        group: args.group,
+        threads,
+        runs: args.runs.max(1),
+    };
+    if !args.json {
+        println!(
+            "backend {}, {} cores, median of {} runs; RAID-PIR n = 2 and 3, r = 2, c = n, one \
+             block per query; qdp rows time the online step only (entry precomputed first)",
+            pir_kernels::Backend::current().name(),
+            cores,
+            options.runs
+        );
+        println!(
+            "target (issue 4): QDP online time <= {TARGET_RATIO} x RAID-PIR with four Russians, \
+             n = 2"
+        );
+        println!("{}", pir_bench::table_header());
+    }
+    let json = args.json;
+    let mut summaries = Vec::new();
+    run_qdp(
+        &options,
+        &mut |row| {
+            if json {
+                println!("{}", serde_json::to_string(row).unwrap_or_default());
+            } else {
+                println!("{}", pir_bench::table_line(row));
+            }
+        },
+        &mut |summary| summaries.push(summary.clone()),
+    );
+    for summary in &summaries {
+        if json {
+            println!("{}", serde_json::to_string(summary).unwrap_or_default());
+        } else {
+            println!("{}", summary.line());
+        }
+    }
     Ok(())
 }
 

@@ -27,8 +27,9 @@ use crate::serve::max_query_body;
 
 /// Smallest block size at which [`Russians::Auto`] uses four-Russians tables: below it the
 /// random table lookups lose to a streaming scan. Measured with `pir bench` on a 2-core AMD
-/// EPYC (Zen 4) VM; see the crossover table in ARCHITECTURE.md.
-pub const RUSSIANS_MIN_BLOCK: usize = 1024;
+/// EPYC (Zen 4) VM, one core, 256 MiB, plain / t = 4 in ms: 1 KiB blocks 13.5 / 16.2,
+/// 2 KiB 13.2 / 11.3, 4 KiB 8.9 / 8.4 (the crossover table is in README.md).
+pub const RUSSIANS_MIN_BLOCK: usize = 2048;
 
 /// Group size `t` that [`Russians::Auto`] uses (memory 3.75 x the database).
 pub const RUSSIANS_AUTO_GROUP: usize = 4;

@@ -1,0 +1,350 @@
+//! QDP rows of `pir bench` (`--modes qdp`): the *online* server time of RAID-PIR with
+//! query-dependent preprocessing (seed 001, section 3.3) next to plain RAID-PIR and RAID-PIR
+//! with four Russians on the same database, for `n = 2` and `n = 3` servers (`r = 2`,
+//! `c = n`, [`AnswerMode::Single`]), with a plain read of the same bytes in the same run.
+//!
+//! What is timed, per row, exactly as a server does it:
+//! - `raid-pir`/`nN-plain`: decode the RAID-PIR query body, expand its seed, scan, encode
+//!   ([`Engine::prepare`] and [`Engine::answer`], four Russians off);
+//! - `raid-pir`/`nN-four-russians-tT`: the same from a four-Russians table of group size `t`;
+//! - `qdp`/`nN-online`: decode the QDP query body, take its issued seed
+//!   ([`QdpServer::take_query`]) and XOR the rows the flip chunks select into the entry
+//!   precomputed beforehand ([`PendingAnswer::answer_body`](pir_xor::qdp::PendingAnswer)).
+//!   The precomputation of that entry (the offline half) is not timed here; its median time
+//!   is reported by [`QdpSummary::precompute_ms`].
+//!
+//! The issue's target: QDP online time at most 0.5 x RAID-PIR with four Russians, `n = 2`
+//! ([`TARGET_RATIO`]). GB/s is database bytes over the median time for every row, so the
+//! ratio column compares each row's effective speed with the memory read.
+
+use std::time::{Duration, Instant};
+
+use pir_core::{DbShape, MultiServerScheme, SchemeId};
+use pir_xor::engine::{Engine, EngineOptions, Russians};
+use pir_xor::qdp::{MemorySeedStore, QdpClient, QdpConfig, QdpServer, SeedKey};
+use pir_xor::{AnswerMode, RaidPir};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use serde::Serialize;
+
+use crate::{median_ms, pool, random_database, Row, Shape};
+
+/// The issue's target: QDP online time over four-Russians RAID-PIR time, `n = 2`.
+pub const TARGET_RATIO: f64 = 0.5;
+/// Servers `n` of the QDP rows.
+pub const SERVER_COUNTS: [usize; 2] = [2, 3];
+/// RAID-PIR redundancy `r` of every QDP row (chunks `c = n`).
+pub const REDUNDANCY: usize = 2;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct QdpBenchOptions {
+    /// Shapes (their scheme is ignored: every row uses RAID-PIR queries).
+    pub shapes: Vec<Shape>,
+    /// Four-Russians group size `t`.
+    pub group: usize,
+    /// Thread counts (the read and the engine rows use them; the QDP online XOR of the
+    /// selected rows runs on one thread, as the server runs it).
+    pub threads: Vec<usize>,
+    /// Timed runs per row.
+    pub runs: usize,
+}
+
+/// Per shape and `n`: QDP online time against four Russians, and the offline cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct QdpSummary {
+    /// Shape name.
+    pub shape: String,
+    /// Servers `n`.
+    pub servers: usize,
+    /// Threads of the compared rows.
+    pub threads: usize,
+    /// QDP online median over four-Russians median (target for `n = 2`: at most 0.5).
+    pub online_over_four_russians: f64,
+    /// QDP online median over plain RAID-PIR median.
+    pub online_over_plain: f64,
+    /// Median time to precompute one queue entry (offline), ms.
+    pub precompute_ms: f64,
+}
+
+impl QdpSummary {
+    /// One line for the text output.
+    pub fn line(&self) -> String {
+        let verdict = if self.servers != 2 {
+            String::new()
+        } else if self.online_over_four_russians <= TARGET_RATIO {
+            format!(" (target <= {TARGET_RATIO}: met)")
+        } else {
+            format!(" (target <= {TARGET_RATIO}: NOT met)")
+        };
+        format!(
+            "{} n={} thr={}: QDP online = {:.2}x four Russians{verdict}, {:.2}x plain RAID-PIR; \
+             precomputing one entry (offline) {:.1} ms",
+            self.shape,
+            self.servers,
+            self.threads,
+            self.online_over_four_russians,
+            self.online_over_plain,
+            self.precompute_ms
+        )
+    }
+}
+
+/// Alternates a plain read of the database with `work` (after one untimed warm-up of each)
+/// on a pool of `threads`; returns the medians (read ms, work ms).
+fn alternate(
+    threads: usize,
+    runs: usize,
+    database: &[u8],
+    work: &mut (dyn FnMut() -> Duration + Send),
+) -> (f64, f64) {
+    let pool = pool(threads);
+    let mut reads = Vec::new();
+    let mut server = Vec::new();
+    for run in 0..=runs {
+        let read = pool.install(|| {
+            let t = Instant::now();
+            std::hint::black_box(pir_kernels::memory::read_parallel(database));
+            t.elapsed()
+        });
+        let time = pool.install(&mut *work);
+        if run > 0 {
+            reads.push(read);
+            server.push(time);
+        }
+    }
+    (median_ms(reads), median_ms(server))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    shape: &Shape,
+    scheme: &str,
+    mode: String,
+    threads: usize,
+    bytes: usize,
+    (read_ms, median): (f64, f64),
+    extra: (usize, f64),
+    runs: usize,
+) -> Row {
+    let gb_per_s = bytes as f64 / (median * 1e6);
+    let memory_read_gb_per_s = bytes as f64 / (read_ms * 1e6);
+    Row {
+        shape: shape.name.into(),
+        scheme: scheme.into(),
+        mode,
+        threads,
+        backend: pir_kernels::Backend::current().name().into(),
+        database_bytes: bytes,
+        median_ms: median,
+        gb_per_s,
+        memory_read_gb_per_s,
+        ratio: gb_per_s / memory_read_gb_per_s,
+        extra_memory_bytes: extra.0,
+        setup_s: extra.1,
+        runs,
+    }
+}
+
+// Shapes are validated by `shape_named`/`SHAPES`; queries are built here for this database
+// and its parameters, so preparing and answering them cannot fail.
+#[allow(clippy::expect_used)]
+/// Runs every QDP row: per shape and `n`, plain RAID-PIR, four-Russians RAID-PIR and QDP
+/// online, per thread count. Calls `report` after each row and `summary` after each `n`.
+pub fn run_qdp(
+    options: &QdpBenchOptions,
+    report: &mut dyn FnMut(&Row),
+    summary: &mut dyn FnMut(&QdpSummary),
+) -> Vec<Row> {
+    let runs = options.runs.max(1);
+    let max_threads = options.threads.iter().copied().max().unwrap_or(1);
+    let mut rng = ChaCha20Rng::seed_from_u64(2026);
+    let mut rows = Vec::new();
+    for shape in &options.shapes {
+        let db_shape =
+            DbShape::new(shape.blocks as u64, shape.block_size).expect("shapes are valid");
+        let bytes = db_shape.total_bytes();
+        let schemes: Vec<RaidPir> = SERVER_COUNTS
+            .iter()
+            .filter(|&&n| n <= shape.blocks)
+            .map(|&n| {
+                RaidPir::new(db_shape, n, REDUNDANCY, n, AnswerMode::Single)
+                    .expect("n <= B servers, r = 2, c = n")
+            })
+            .collect();
+        let mut medians: Vec<[f64; 3]> = vec![[f64::NAN; 3]; schemes.len() * options.threads.len()];
+        let mut precompute = vec![f64::NAN; schemes.len()];
+        // Engines one at a time: the four-Russians table is (2^t - 1)/t times the database.
+        for (slot, russians) in [(0, Russians::Off), (1, Russians::Group(options.group))] {
+            let engine_options = EngineOptions {
+                russians,
+                russians_memory_limit: usize::MAX,
+            };
+            let started = Instant::now();
+            let engine = pool(max_threads).install(|| {
+                Engine::new(random_database(db_shape, 0x5a), engine_options, &|_, _| {})
+            });
+            let setup_s = started.elapsed().as_secs_f64();
+            let table = engine.russians_table_bytes();
+            for (i, raid) in schemes.iter().enumerate() {
+                let n = raid.servers();
+                let mode = match russians {
+                    Russians::Group(t) => format!("n{n}-four-russians-t{t}"),
+                    _ => format!("n{n}-plain"),
+                };
+                for (k, &threads) in options.threads.iter().enumerate() {
+                    let measured = alternate(threads, runs, engine.database().bytes(), &mut || {
+                        let index = rng.random_range(0..db_shape.block_count());
+                        let (queries, _) = raid.query(&[index], &mut rng).expect("index in range");
+                        let body = raid.encode_query(&queries[0]);
+                        let t = Instant::now();
+                        let prepared = engine
+                            .prepare(SchemeId::RaidPir, &body)
+                            .expect("valid query");
+                        std::hint::black_box(engine.answer(&prepared));
+                        t.elapsed()
+                    });
+                    medians[i * options.threads.len() + k][slot] = measured.1;
+                    let row = row(
+                        shape,
+                        "raid-pir",
+                        mode.clone(),
+                        threads,
+                        bytes,
+                        measured,
+                        (table, setup_s),
+                        runs,
+                    );
+                    report(&row);
+                    rows.push(row);
+                }
+            }
+            if russians != Russians::Off {
+                continue;
+            }
+            // QDP on the plain engine's database: server 0 is measured; the other servers
+            // only issue seeds (their partial answers do not matter to server 0's time).
+            for (i, raid) in schemes.iter().enumerate() {
+                let n = raid.servers();
+                let entries = (runs + 1) * options.threads.len();
+                let mut servers: Vec<QdpServer<MemorySeedStore>> = (0..n)
+                    .map(|s| {
+                        let config = QdpConfig {
+                            queue_capacity: if s == 0 { entries } else { 0 },
+                            issued_capacity: entries.max(1),
+                            ..QdpConfig::default()
+                        };
+                        let key = SeedKey::from_bytes([s as u8 + 1; 16]);
+                        QdpServer::new(*raid, s, config, &key, MemorySeedStore::new())
+                            .expect("valid QDP parameters")
+                    })
+                    .collect();
+                let precomputer = servers[0].precomputer();
+                let mut offline = Vec::new();
+                pool(max_threads).install(|| {
+                    for _ in 0..entries {
+                        let t = Instant::now();
+                        precomputer
+                            .step(&mut servers[0], engine.database())
+                            .expect("precompute");
+                        offline.push(t.elapsed());
+                    }
+                });
+                precompute[i] = median_ms(offline);
+                let client = QdpClient::new(*raid);
+                for (k, &threads) in options.threads.iter().enumerate() {
+                    let measured = alternate(threads, runs, engine.database().bytes(), &mut || {
+                        let index = rng.random_range(0..db_shape.block_count());
+                        let grants: Vec<_> = servers
+                            .iter_mut()
+                            .map(|server| server.issue().expect("seed"))
+                            .collect();
+                        let (queries, _) = client.query(&[index], &grants).expect("query");
+                        let body = client.encode_query(&queries[0]);
+                        let t = Instant::now();
+                        let pending = servers[0].take_query(&body).expect("issued seed");
+                        assert!(pending.is_precomputed(), "the queue holds an entry per run");
+                        std::hint::black_box(
+                            pending.answer_body(engine.database()).expect("answer"),
+                        );
+                        t.elapsed()
+                    });
+                    medians[i * options.threads.len() + k][2] = measured.1;
+                    let row = row(
+                        shape,
+                        "qdp",
+                        format!("n{n}-online"),
+                        threads,
+                        bytes,
+                        measured,
+                        (0, 0.0),
+                        runs,
+                    );
+                    report(&row);
+                    rows.push(row);
+                }
+            }
+        }
+        for (i, raid) in schemes.iter().enumerate() {
+            for (k, &threads) in options.threads.iter().enumerate() {
+                let [plain, russians, online] = medians[i * options.threads.len() + k];
+                summary(&QdpSummary {
+                    shape: shape.name.into(),
+                    servers: raid.servers(),
+                    threads,
+                    online_over_four_russians: online / russians,
+                    online_over_plain: online / plain,
+                    precompute_ms: precompute[i],
+                });
+            }
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_run_reports_three_rows_per_n_and_a_summary() {
+        let shape = Shape {
+            name: "test",
+            blocks: 1024,
+            block_size: 64,
+            scheme: SchemeId::RaidPir,
+        };
+        let options = QdpBenchOptions {
+            shapes: vec![shape],
+            group: 4,
+            threads: vec![1],
+            runs: 2,
+        };
+        let mut summaries = Vec::new();
+        let rows = run_qdp(&options, &mut |_| {}, &mut |s| summaries.push(s.clone()));
+        let modes: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| (r.scheme.as_str(), r.mode.as_str()))
+            .collect();
+        assert_eq!(
+            modes,
+            [
+                ("raid-pir", "n2-plain"),
+                ("raid-pir", "n3-plain"),
+                ("qdp", "n2-online"),
+                ("qdp", "n3-online"),
+                ("raid-pir", "n2-four-russians-t4"),
+                ("raid-pir", "n3-four-russians-t4"),
+            ]
+        );
+        for row in &rows {
+            assert!(row.median_ms > 0.0 && row.memory_read_gb_per_s > 0.0);
+            assert!((row.ratio - row.gb_per_s / row.memory_read_gb_per_s).abs() < 1e-9);
+        }
+        assert_eq!(rows[4].extra_memory_bytes, 64 * 1024 * 15 / 4);
+        assert_eq!(summaries.len(), 2);
+        assert!(summaries.iter().all(|s| s.online_over_four_russians > 0.0
+            && s.precompute_ms > 0.0
+            && s.line().contains("QDP online")));
+    }
+}
