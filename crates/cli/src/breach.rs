@@ -22,6 +22,8 @@ use pir_client::BreachSession;
 use pir_keys::{PublicKey, SecretKey};
 use pir_xor::qdp::{PausePolicy, QdpConfig, SeedKey};
 
+mod bench;
+
 use crate::cli::{
     BreachBuildArgs, BreachCheckArgs, BreachCommand, BreachProxyArgs, BreachServeArgs,
     BreachServersArgs, CorpusArg, CredentialHashArg, QdpPolicyArg,
@@ -43,6 +45,7 @@ pub async fn run(command: BreachCommand) -> Result<ExitCode> {
         BreachCommand::Servers(args) => write_servers(&args).map(|()| ExitCode::SUCCESS),
         BreachCommand::Check(args) => check(&args).await,
         BreachCommand::Proxy(args) => proxy(&args).await.map(|()| ExitCode::SUCCESS),
+        BreachCommand::Bench(args) => bench::run(&args).await.map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -108,9 +111,71 @@ fn build(args: &BreachBuildArgs) -> Result<()> {
 /// `pir breach serve`.
 async fn serve(args: BreachServeArgs) -> Result<()> {
     let key = SecretKey::load(&args.key)?;
-    let db = BreachDatabase::open(&args.db, true)?;
+    let server = usize::from(args.server);
+    let seed_state = args.seed_state.clone().unwrap_or_else(|| {
+        let mut name = args.db.as_os_str().to_owned();
+        name.push(format!(".seeds-{server}"));
+        PathBuf::from(name)
+    });
+    let started = start_server(&ServerPlan {
+        db: &args.db,
+        key: &key,
+        server,
+        blinding_key: args.blinding_key.as_deref(),
+        seed_state: &seed_state,
+        policy: args.qdp_policy,
+        queue: args.qdp_queue,
+        listen: args.listen,
+        workers: args.workers,
+    })
+    .await?;
+    let (header, shape) = (&started.header, started.shape);
+    println!(
+        "breach server {server} serving database {} ({} buckets of {} bytes, {} corpus{}) at https://{} with key {}",
+        pir_core::hex::encode(&header.database_id()[..8]),
+        shape.block_count(),
+        shape.block_size(),
+        header.corpus.name(),
+        if args.blinding_key.is_some() { ", answers blinded requests" } else { "" },
+        started.running.addr,
+        key.public().fingerprint()
+    );
+    println!(
+        "seed state: {} (keep it; never delete it)  health: https://{}/health  (Ctrl-C stops)",
+        seed_state.display(),
+        started.running.addr
+    );
+    println!("privacy: {PRIVACY}");
+    started.running.run_until_ctrl_c().await;
+    Ok(())
+}
+
+/// What [`start_server`] needs: the flags of `pir breach serve`.
+struct ServerPlan<'a> {
+    db: &'a Path,
+    key: &'a SecretKey,
+    server: usize,
+    blinding_key: Option<&'a Path>,
+    seed_state: &'a Path,
+    policy: QdpPolicyArg,
+    queue: usize,
+    listen: SocketAddr,
+    workers: Option<usize>,
+}
+
+/// A started breach server (what `pir breach serve` and `pir breach bench` run).
+struct StartedServer {
+    running: pir_server::RunningServer,
+    service: Arc<pir_server::BreachService>,
+    header: DbHeader,
+    shape: pir_core::DbShape,
+}
+
+/// Opens the database (memory-mapped, verified), starts the QDP worker and the HTTPS server.
+async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
+    let db = BreachDatabase::open(plan.db, true)?;
     let header = db.header().clone();
-    let blinder: Option<pir_server::breach::Blinder> = match &args.blinding_key {
+    let blinder: Option<pir_server::breach::Blinder> = match plan.blinding_key {
         Some(path) => {
             let blinding = BlindingKey::load(path)?;
             db.check_key(&blinding)?;
@@ -130,13 +195,7 @@ async fn serve(args: BreachServeArgs) -> Result<()> {
             None
         }
     };
-    let server = usize::from(args.server);
-    let seed_state = args.seed_state.clone().unwrap_or_else(|| {
-        let mut name = args.db.as_os_str().to_owned();
-        name.push(format!(".seeds-{server}"));
-        PathBuf::from(name)
-    });
-    let policy = match args.qdp_policy {
+    let policy = match plan.policy {
         QdpPolicyArg::Always => PausePolicy::Always,
         QdpPolicyArg::Never => PausePolicy::Never,
         QdpPolicyArg::Half => PausePolicy::Half {
@@ -145,53 +204,41 @@ async fn serve(args: BreachServeArgs) -> Result<()> {
     };
     let (_, database) = db.into_parts();
     let shape = database.shape();
-    let header_bytes = header.encode().to_vec();
     let config = pir_server::BreachConfig {
         database,
-        header: header_bytes,
-        server,
-        key: SecretKey::from_pkcs8(key.pkcs8())?,
+        header: header.encode().to_vec(),
+        server: plan.server,
+        key: SecretKey::from_pkcs8(plan.key.pkcs8())?,
         blinder,
         qdp: QdpConfig {
-            queue_capacity: args.qdp_queue,
+            queue_capacity: plan.queue,
             ..QdpConfig::default()
         },
         policy,
         // A fresh seed key at every start; only the counter is persisted (pir_xor::qdp).
         seed_key: SeedKey::random(&mut rand::rng()),
         seed_store: pir_server::BoxedSeedStore(Box::new(pir_server::FileSeedStore::new(
-            &seed_state,
+            plan.seed_state,
         ))),
     };
-    let service = pir_server::BreachService::start(config)
-        .with_context(|| format!("serving {}", args.db.display()))?;
-    let blinding = args.blinding_key.is_some();
-    let mut options = pir_server::ServerOptions::new(args.listen);
-    if let Some(workers) = args.workers {
+    let service = Arc::new(
+        pir_server::BreachService::start(config)
+            .with_context(|| format!("serving {}", plan.db.display()))?,
+    );
+    let mut options = pir_server::ServerOptions::new(plan.listen);
+    if let Some(workers) = plan.workers {
         options.workers = workers;
     }
-    let tls = pir_keys::tls::server_config(&key)?;
-    let running = pir_server::start(Arc::new(service), tls, options)
+    let tls = pir_keys::tls::server_config(plan.key)?;
+    let running = pir_server::start(service.clone(), tls, options)
         .await
         .context("starting the breach server")?;
-    println!(
-        "breach server {server} serving database {} ({} buckets of {} bytes, {} corpus{}) at https://{} with key {}",
-        pir_core::hex::encode(&header.database_id()[..8]),
-        shape.block_count(),
-        shape.block_size(),
-        header.corpus.name(),
-        if blinding { ", answers blinded requests" } else { "" },
-        running.addr,
-        key.public().fingerprint()
-    );
-    println!(
-        "seed state: {} (keep it; never delete it)  health: https://{}/health  (Ctrl-C stops)",
-        seed_state.display(),
-        running.addr
-    );
-    println!("privacy: {PRIVACY}");
-    running.run_until_ctrl_c().await;
-    Ok(())
+    Ok(StartedServer {
+        running,
+        service,
+        header,
+        shape,
+    })
 }
 
 /// `pir breach servers`.

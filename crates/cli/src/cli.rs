@@ -116,6 +116,11 @@ pub enum BreachCommand {
     /// Supports the Add-Padding: true header and ?mode=sha1; ?mode=ntlm is refused (the
     /// corpus has no NTLM hashes).
     Proxy(BreachProxyArgs),
+    /// Scale benchmark: generate random SHA-1 hashes from a seed, build a database in a
+    /// temporary directory, start both servers on 127.0.0.1 in this process and time full
+    /// private checks of hashes in and not in the corpus (target: at most 1 s per check
+    /// at 100 million entries). Reports build time, memory and bytes per check.
+    Bench(BreachBenchArgs),
 }
 
 /// Corpus formats.
@@ -214,6 +219,30 @@ pub struct BreachServeArgs {
     /// Threads that answer queries (default: number of cores).
     #[arg(long)]
     pub workers: Option<usize>,
+}
+
+/// `pir breach bench`.
+#[derive(Debug, Args)]
+pub struct BreachBenchArgs {
+    /// Random SHA-1 hashes in the corpus.
+    #[arg(long, default_value_t = 100_000_000)]
+    pub entries: u64,
+    /// Seed of the generated corpus (the same seed gives the same corpus).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Timed checks of each kind: this many hashes in the corpus and this many not in it.
+    #[arg(long, default_value_t = 10)]
+    pub checks: usize,
+    /// Precomputed answers each server keeps ready.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub qdp_queue: usize,
+    /// When the precompute workers pause.
+    #[arg(long, value_enum, default_value_t = QdpPolicyArg::Half)]
+    pub qdp_policy: QdpPolicyArg,
+    /// Directory for the temporary database (default: the system's temporary directory;
+    /// needs about 25 bytes per entry).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `pir breach servers`.

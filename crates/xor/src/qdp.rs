@@ -818,12 +818,18 @@ impl PendingAnswer {
         };
         let b = self.raid.shape().block_size();
         let c = self.raid.chunks();
-        let mut sums = vec![0u8; c * b];
+        // Only the flip chunks are scanned online; the other chunks' selections stay empty.
+        // The scan runs on every thread of the caller's rayon pool, like the engine's.
+        let mut chunks: Vec<&[u8]> = vec![&[]; c];
         for (chunk, bits) in self.raid.flip_chunks(self.server).zip(&self.flips) {
-            // Position k of chunk j is row j + k c (interleaved chunks, crate::raid).
-            let rows = bits.ones().map(|k| chunk + k * c);
-            pir_kernels::xor_rows(db.bytes(), rows, &mut sums[chunk * b..(chunk + 1) * b]);
+            chunks[chunk] = bits.as_bytes();
         }
+        let sums = pir_kernels::scan_parallel(
+            pir_kernels::Selection::new(&chunks),
+            db.bytes(),
+            b,
+            0..self.raid.shape().block_count(),
+        );
         let online = self.raid.answer_from_chunk_sums(self.server, &sums);
         for (block, extra) in answer.blocks.iter_mut().zip(&online.blocks) {
             pir_kernels::xor_into(block, extra);

@@ -1,0 +1,140 @@
+//! A breach server restarted with the same `--seed-state` file never hands out a seed it
+//! handed out before (seed 001, section 3.3.2: a repeated seed exposes the Hamming distance
+//! of two queries). Drives the real binary: two `pir breach serve` processes on 127.0.0.1,
+//! server 0 killed (as in a crash) and started again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
+mod support;
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+
+use support::{ok, pir};
+
+/// Seeds collected from server 0 per run.
+const SEEDS_PER_RUN: usize = 40;
+
+/// A `pir breach serve` process, killed on drop; `addr` is the address it printed.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(db: &str, server: &str, key: &str, seed_state: &str) -> Server {
+        let mut child = pir()
+            .args([
+                "breach",
+                "serve",
+                "--db",
+                db,
+                "--server",
+                server,
+                "--key",
+                key,
+                "--listen",
+                "127.0.0.1:0",
+                "--qdp-queue",
+                "4",
+                "--seed-state",
+                seed_state,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn pir");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("printed nothing").unwrap();
+        let addr = first
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("https://"))
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_string();
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, addr }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `count` seeds from server 0 of the deployment `(s0, s1)`, via seed requests.
+fn collect_seeds(dir: &Path, s0: &Server, s1: &Server, count: usize) -> Vec<[u8; 16]> {
+    let keys: Vec<(String, pir_keys::PublicKey)> = [(s0, "s0.pub"), (s1, "s1.pub")]
+        .iter()
+        .map(|(s, k)| {
+            let key = pir_keys::PublicKey::load(&dir.join(k)).unwrap();
+            (format!("https://{}", s.addr), key)
+        })
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let session = pir_client::BreachSession::open(&keys).await.unwrap();
+        let qdp = *session.qdp();
+        let mut seeds = Vec::new();
+        for _ in 0..count {
+            let body = session
+                .exchange(0, &qdp.seed_request(0).unwrap())
+                .await
+                .unwrap();
+            seeds.push(qdp.read_seed_response(0, &body).unwrap().seed);
+        }
+        seeds
+    })
+}
+
+/// The high-water mark in a seed state file.
+fn high_water(path: &Path) -> u64 {
+    let text = std::fs::read_to_string(path).unwrap();
+    let (header, value) = text.trim().split_once(' ').unwrap();
+    assert_eq!(header, "pir-qdp-seed-state-v1");
+    value.parse().unwrap()
+}
+
+#[test]
+fn a_restarted_server_never_repeats_a_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    std::fs::write(p("list.txt"), "123456\npassword\nqwerty\nletmein\ndragon\n").unwrap();
+    ok(&["keygen", "--out", &p("s0")]);
+    ok(&["keygen", "--out", &p("s1")]);
+    ok(&[
+        "breach",
+        "build",
+        "--format",
+        "passwords",
+        &p("list.txt"),
+        "--out",
+        &p("pw.db"),
+        "--quiet",
+    ]);
+    let state = p("seeds-0");
+    let s1 = Server::start(&p("pw.db"), "1", &p("s1.key"), &p("seeds-1"));
+
+    let s0 = Server::start(&p("pw.db"), "0", &p("s0.key"), &state);
+    let first = collect_seeds(dir.path(), &s0, &s1, SEEDS_PER_RUN);
+    drop(s0); // killed, as in a crash: no clean shutdown
+    let mark = high_water(Path::new(&state));
+    assert!(mark >= SEEDS_PER_RUN as u64, "high-water mark {mark}");
+
+    let s0 = Server::start(&p("pw.db"), "0", &p("s0.key"), &state);
+    let second = collect_seeds(dir.path(), &s0, &s1, SEEDS_PER_RUN);
+    drop(s0);
+    // The restart continued above the persisted mark instead of reusing its counters.
+    assert!(high_water(Path::new(&state)) > mark);
+
+    let mut seen = HashSet::new();
+    for seed in first.iter().chain(&second) {
+        assert!(seen.insert(*seed), "a seed was handed out twice");
+    }
+    assert_eq!(seen.len(), 2 * SEEDS_PER_RUN);
+    let before: HashSet<_> = first.iter().collect();
+    assert!(second.iter().all(|seed| !before.contains(seed)));
+}
