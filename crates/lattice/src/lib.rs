@@ -26,7 +26,8 @@
 //! Privacy: a query is a fresh LWE encryption, pseudorandom to the server; the server's work
 //! and answer size depend only on the parameters. Correctness is probabilistic: an entry is
 //! wrong with probability at most `2^-40`; a wrong entry is usually caught (it decodes to a
-//! value no database entry can have) and reported as an error.
+//! value no database entry can have) and reported as an error, except where `p` is a power
+//! of two (DoublePIR at `p = 256`, see [`Params::new`]), where every value is an entry.
 
 pub mod double;
 pub mod gaussian;

@@ -63,6 +63,12 @@ pub const MAX_COLUMNS: u32 = 1 << TABLE_LOG_M.1;
 /// (`ℓ` words up, `κ(n+1)` words down); larger records should use SimplePIR.
 pub const DOUBLE_PIR_MAX_RECORD_ENTRIES: u32 = 64;
 
+/// DoublePIR's wide layout keeps the second layer (database-independent work on the first
+/// answer and on `Decomp(H1ᵀ)`) at most `1/4` of the first layer's multiply-adds, so the
+/// answer runs near memory speed; a larger share would shrink the query further (its optimum
+/// is `ℓ = sqrt(N e)/e`) at the cost of answer time ([`Params::double_pir_wide`]).
+pub const DOUBLE_PIR_SECOND_LAYER_SHARE: u64 = 4;
+
 /// The two lattice schemes of this crate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheme {
@@ -141,6 +147,33 @@ pub fn p_for(m: u64, scheme: Scheme) -> Result<u32, Error> {
     })
 }
 
+/// The `p` [`Params::new`] uses for width `m`: [`p_for`], and for DoublePIR rounded down to
+/// the power of two `2^b` when that keeps `κ` and packs more entries into a word (same data
+/// bits per entry, one bit less storage: at `p = 256` four entries per word instead of
+/// three). The cost: every value of `Z_p` is then a possible entry, so a corrupted answer
+/// is no longer caught by decoding to an impossible one.
+fn scheme_p(m: u64, scheme: Scheme) -> Result<u32, Error> {
+    let p = p_for(m, scheme)?;
+    let b = entry_bits(p);
+    let power = 1u32 << b;
+    let packs_more = 32 / b > 32 / element_bits(p);
+    Ok(match scheme {
+        Scheme::DoublePir if packs_more && digits(power) == digits(p) => power,
+        _ => p,
+    })
+}
+
+/// The widest tabulated `m` whose DoublePIR `p` needs at most `kappa` digits (the narrowest
+/// table entry if none does).
+fn widest_columns_with_digits(kappa: usize) -> u64 {
+    (TABLE_LOG_M.0..=TABLE_LOG_M.1)
+        .zip(DOUBLE_PIR_P)
+        .filter(|&(_, p)| digits(p) <= kappa)
+        .map(|(log_m, _)| 1u64 << log_m)
+        .max()
+        .unwrap_or(1 << TABLE_LOG_M.0)
+}
+
 /// The shape of a lattice-PIR database: what the hint header carries, so a client can lay
 /// out queries and decode answers. Derived quantities are methods.
 ///
@@ -180,29 +213,79 @@ pub struct Location {
 }
 
 impl Params {
-    /// Lays out `records` records of `record_bits` bits near-square (rule in
-    /// [`Params::with_modulus`]), with `p` from the table for the resulting width.
+    /// Lays out `records` records of `record_bits` bits, with `p` from the table for the
+    /// resulting width: SimplePIR near-square (rule in [`Params::with_modulus`]), DoublePIR
+    /// wide (rule in [`Params::double_pir_wide`]; near-square if the wide layout cannot hold
+    /// the records).
     ///
-    /// The rule: with `G` groups of `e` entries each, `groups_per_column = max(1,
-    /// floor(sqrt(G / e)))`, `ℓ = e · groups_per_column`, `m = ceil(G / groups_per_column)`, so
-    /// `ℓ ≈ m ≈ sqrt(G e)` (the square minimises SimplePIR's query plus answer, `m + ℓ`
-    /// words, for a fixed number of entries). Because `p` depends on `m` and the layout on
-    /// `p`, the rule is applied again with the new `p` until it is stable (`p` only shrinks,
-    /// so this ends after at most nine rounds).
+    /// Because `p` depends on the width and the layout on `p`, the rule is applied again with
+    /// the new `p` until it is stable (`p` only shrinks, so this ends after a few rounds).
+    /// DoublePIR rounds the table's `p` down to a power of two `2^b` when that keeps `κ` and
+    /// packs more entries per word: an entry still holds `b` data bits, but is stored in `b`
+    /// bits instead of `b + 1` (at `p = 256`, four entries per word instead of three), and a
+    /// smaller `p` only lowers the decoding error.
     pub fn new(scheme: Scheme, records: u64, record_bits: u32) -> Result<Params, Error> {
-        let mut p = p_for(1, scheme)?;
+        match scheme {
+            Scheme::SimplePir => Params::settle(scheme, |p| {
+                Params::with_modulus(scheme, records, record_bits, p)
+            }),
+            Scheme::DoublePir => {
+                Params::settle(scheme, |p| Params::double_pir_wide(records, record_bits, p))
+                    .or_else(|_| {
+                        Params::settle(scheme, |p| {
+                            Params::with_modulus(scheme, records, record_bits, p)
+                        })
+                    })
+            }
+        }
+    }
+
+    /// Applies `layout` with the scheme's `p` for the layout's width until `p` is stable.
+    fn settle(
+        scheme: Scheme,
+        layout: impl Fn(u32) -> Result<Params, Error>,
+    ) -> Result<Params, Error> {
+        let mut p = scheme_p(1, scheme)?;
         loop {
-            let shape = Params::with_modulus(scheme, records, record_bits, p)?;
+            let shape = layout(p)?;
             let width = match scheme {
                 Scheme::SimplePir => u64::from(shape.columns),
                 Scheme::DoublePir => u64::from(shape.columns.max(shape.rows)),
             };
-            let next = p_for(width, scheme)?;
+            let next = scheme_p(width, scheme)?;
             if next >= p {
                 return Ok(shape);
             }
             p = next;
         }
+    }
+
+    /// DoublePIR's layout for a given `p`: few rows, many columns.
+    ///
+    /// With `G` groups of `e` entries, `g` groups per column (`ℓ = e g`, `m = ceil(G / g)`),
+    /// the first layer costs `ℓ m ≈ e G` multiply-adds and the second about `(e + 1) κ n ℓ`
+    /// (`M'c2` for each of the `e` queries `c2`, and `Y'A2`), which at `ℓ ≈ m` is several
+    /// times the first. The query is `m + e ℓ` words. So `g` is the query-optimal
+    /// `sqrt(G) / e`, lowered until the second layer costs at most
+    /// `1 /` [`DOUBLE_PIR_SECOND_LAYER_SHARE`] of the first (`m >= share · (e + 1) κ n`), but
+    /// kept high enough that `m` stays within the widest table entry whose `p` has the same
+    /// `κ` (a wider `m` would grow the hint and the answer by a digit).
+    pub fn double_pir_wide(records: u64, record_bits: u32, p: u32) -> Result<Params, Error> {
+        Params::check_record(records, record_bits)?;
+        check_modulus(p)?;
+        let (per_entry, entries) = group_shape(record_bits, entry_bits(p));
+        let groups = records.div_ceil(per_entry);
+        let most_per_column = u64::from(MAX_ROWS) / entries;
+        let kappa = digits(p) as u64;
+        let query_optimal = (integer_sqrt(groups) / entries).max(1);
+        let cheap_second_layer =
+            groups / (DOUBLE_PIR_SECOND_LAYER_SHARE * (entries + 1) * kappa * LWE_N as u64);
+        let widest = widest_columns_with_digits(digits(p));
+        let per_column = query_optimal
+            .min(cheap_second_layer)
+            .max(groups.div_ceil(widest))
+            .clamp(1, most_per_column.max(1));
+        Params::from_layout(Scheme::DoublePir, records, record_bits, p, per_column)
     }
 
     /// The near-square layout of [`Params::new`] for a given `p` (for experiments and tests
@@ -213,21 +296,39 @@ impl Params {
         record_bits: u32,
         p: u32,
     ) -> Result<Params, Error> {
+        Params::check_record(records, record_bits)?;
+        check_modulus(p)?;
+        let (per_entry, entries) = group_shape(record_bits, entry_bits(p));
+        let groups = records.div_ceil(per_entry);
+        let most_per_column = u64::from(MAX_ROWS) / entries;
+        let per_column = integer_sqrt(groups.div_ceil(entries)).clamp(1, most_per_column.max(1));
+        Params::from_layout(scheme, records, record_bits, p, per_column)
+    }
+
+    fn check_record(records: u64, record_bits: u32) -> Result<(), Error> {
         if records == 0 || record_bits == 0 || record_bits > MAX_RECORD_BITS {
             return Err(Error::InvalidParameter(format!(
                 "need at least one record of 1 to {MAX_RECORD_BITS} bits"
             )));
         }
-        check_modulus(p)?;
+        Ok(())
+    }
+
+    /// The shape with `per_column` groups in each column, checked.
+    fn from_layout(
+        scheme: Scheme,
+        records: u64,
+        record_bits: u32,
+        p: u32,
+        per_column: u64,
+    ) -> Result<Params, Error> {
         let (per_entry, entries) = group_shape(record_bits, entry_bits(p));
         let groups = records.div_ceil(per_entry);
-        let most_per_column = u64::from(MAX_ROWS) / entries;
-        if most_per_column == 0 {
+        if entries > u64::from(MAX_ROWS) {
             return Err(Error::InvalidParameter(format!(
                 "a record of {record_bits} bits needs more than {MAX_ROWS} rows at p = {p}"
             )));
         }
-        let per_column = integer_sqrt(groups.div_ceil(entries)).clamp(1, most_per_column);
         let rows = per_column * entries;
         let columns = groups.div_ceil(per_column);
         let shape = Params {
@@ -488,6 +589,31 @@ mod tests {
                 .unwrap()
         );
         double.validate().unwrap();
+    }
+
+    #[test]
+    fn double_pir_is_wide_so_the_second_layer_is_cheap() {
+        // 1 GiB of 32-byte records: p = 276 from the table (m = 2^20), rounded to 256.
+        let shape = Params::new(Scheme::DoublePir, 1 << 25, 256).unwrap();
+        shape.validate().unwrap();
+        assert_eq!(
+            (shape.p, shape.digits(), shape.entries_per_record()),
+            (256, 4, 32)
+        );
+        let (rows, columns) = (u64::from(shape.rows), u64::from(shape.columns));
+        let second = 33 * 4 * LWE_N as u64 * rows;
+        assert!(
+            second * DOUBLE_PIR_SECOND_LAYER_SHARE <= rows * columns,
+            "{shape:?}"
+        );
+        // the query (m + e ℓ words) is smaller than the near-square layout's
+        let square = Params::with_modulus(Scheme::DoublePir, 1 << 25, 256, 256).unwrap();
+        let query = |s: &Params| u64::from(s.columns) + 32 * u64::from(s.rows);
+        assert!(query(&shape) < query(&square));
+        // a small database keeps the table's p (no power-of-two rounding without a gain)
+        let small = Params::new(Scheme::DoublePir, 1000, 256).unwrap();
+        assert_eq!(small.p, p_for(1, Scheme::DoublePir).unwrap());
+        assert_eq!(small.rows(), small.entries_per_record());
     }
 
     #[test]
