@@ -243,19 +243,8 @@ pub fn scan_parallel(layout: RussiansLayout, selection: Selection<'_>, table: &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::xor::tests::pseudo_random;
     use proptest::prelude::*;
-
-    fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
 
     #[test]
     fn gray_table_holds_every_subset() {

@@ -442,7 +442,7 @@ pub(crate) fn fold(mut partials: Vec<Vec<u8>>, len: usize, backend: Backend) -> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -461,7 +461,8 @@ mod tests {
         accs
     }
 
-    fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
+    /// Deterministic test bytes (xorshift), shared by the kernel tests.
+    pub(crate) fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
         let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         (0..len)
             .map(|_| {
