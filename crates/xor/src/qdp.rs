@@ -1192,19 +1192,7 @@ pub fn decode_query(raid: &RaidPir, body: &[u8]) -> Result<QdpQuery, Error> {
     let mut reader = Reader::new(body);
     let server = read_params(&mut reader, TAG_QUERY, raid)?;
     let seed_id = reader.u64()?;
-    let need = query_body_len(raid, server) - QUERY_HEADER_LEN;
-    if reader.remaining() < need {
-        return Err(Error::Truncated {
-            needed: need - reader.remaining(),
-        });
-    }
-    let flips = raid
-        .flip_chunks(server)
-        .map(|chunk| {
-            let len = raid.chunk_len(chunk);
-            BitVec::from_wire(len, reader.take(bits::byte_len(len))?)
-        })
-        .collect::<Result<Vec<_>, Error>>()?;
+    let flips = raid.read_flips(server, &mut reader)?;
     reader.finish()?;
     Ok(QdpQuery {
         server,

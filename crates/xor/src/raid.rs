@@ -432,6 +432,30 @@ impl RaidPir {
         }
     }
 
+    /// Reads the flip-chunk bit vectors of `server` (the tail of a query body), checking the
+    /// remaining length first. Shared by plain RAID-PIR and QDP query bodies.
+    pub(crate) fn read_flips(
+        &self,
+        server: usize,
+        reader: &mut Reader<'_>,
+    ) -> Result<Vec<BitVec>, Error> {
+        let need: usize = self
+            .flip_chunks(server)
+            .map(|chunk| bits::byte_len(self.chunk_len(chunk)))
+            .sum();
+        if reader.remaining() < need {
+            return Err(Error::Truncated {
+                needed: need - reader.remaining(),
+            });
+        }
+        self.flip_chunks(server)
+            .map(|chunk| {
+                let len = self.chunk_len(chunk);
+                BitVec::from_wire(len, reader.take(bits::byte_len(len))?)
+            })
+            .collect()
+    }
+
     fn check_answers(&self, answers: &[RaidAnswer]) -> Result<(), Error> {
         if answers.len() != self.servers {
             return Err(Error::WrongLength(format!(
@@ -628,19 +652,7 @@ impl MultiServerScheme for RaidPir {
                 self.servers
             )));
         }
-        let need = self.query_body_len(server) - QUERY_HEADER_LEN;
-        if reader.remaining() < need {
-            return Err(Error::Truncated {
-                needed: need - reader.remaining(),
-            });
-        }
-        let flips = self
-            .flip_chunks(server)
-            .map(|chunk| {
-                let len = self.chunk_len(chunk);
-                BitVec::from_wire(len, reader.take(bits::byte_len(len))?)
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
+        let flips = self.read_flips(server, &mut reader)?;
         reader.finish()?;
         Ok(RaidQuery {
             server,
