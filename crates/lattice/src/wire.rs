@@ -289,12 +289,12 @@ mod tests {
         }
     }
 
-    /// A pinned SimplePIR query: 20 one-byte records lay out as 4 rows × 5 columns (p = 991),
+    /// A pinned SimplePIR query: 20 one-byte records lay out as 4 rows × 5 columns (p = 256),
     /// so the query is the version and m = 5 words.
     #[test]
     fn query_known_answer() {
         let h = header();
-        assert_eq!((h.params.rows, h.params.columns, h.params.p), (4, 5, 991));
+        assert_eq!((h.params.rows, h.params.columns, h.params.p), (4, 5, 256));
         let words = [1, 0x0102_0304, u32::MAX, 0, 7];
         let bytes = encode_query(Scheme::SimplePir, &h.version, &[&words]);
         let expect = concat!(
@@ -358,7 +358,7 @@ mod tests {
         assert_eq!((only, none), (h, None));
         // Byte offsets in the body (after the 12-byte envelope header): contents 0, n 1,
         // p 3, rows 7, columns 11.
-        for (offset, value) in [(12, 7u8), (14, 0), (15, 0xff), (19, 9), (23, 0)] {
+        for (offset, value) in [(12, 7u8), (14, 0), (16, 0xff), (19, 9), (23, 0)] {
             let mut bad = bytes.clone();
             bad[offset] = value;
             assert!(

@@ -34,7 +34,11 @@ enum State {
 }
 
 fn setup(scheme: Scheme, records: u64, bits: u32, data: &[u8]) -> (Server, Client) {
-    let params = Params::new(scheme, records, bits).unwrap();
+    setup_with(Params::new(scheme, records, bits).unwrap(), data)
+}
+
+fn setup_with(params: Params, data: &[u8]) -> (Server, Client) {
+    let scheme = params.scheme;
     let mut last = (0, 0);
     let mut progress = |done, total| last = (done, total);
     let (server, client) = match scheme {
@@ -156,10 +160,10 @@ proptest! {
 
 #[test]
 fn large_records_span_a_column() {
-    // 64 KiB records: 58 255 entries of 9 bits down one column each.
+    // 64 KiB records: 65 536 entries of 8 bits (p = 256) down one column each.
     retrieve_and_check(Scheme::SimplePir, 2, 64 * 1024 * 8, 7, 1);
     // DoublePIR's largest record: 64 entries.
-    let p = params::p_for(1, Scheme::DoublePir).unwrap();
+    let p = Params::new(Scheme::DoublePir, 30, 8).unwrap().p;
     retrieve_and_check(Scheme::DoublePir, 30, 64 * params::entry_bits(p), 8, 3);
 }
 
@@ -219,7 +223,11 @@ fn malformed_input_is_rejected_without_panic() {
     for scheme in [Scheme::SimplePir, Scheme::DoublePir] {
         let mut rng = ChaCha20Rng::seed_from_u64(5);
         let data = random_db(50, 8, &mut rng);
-        let (server, client) = setup(scheme, 50, 8, &data);
+        // The table's p, not the power of two `Params::new` picks, so that some values of
+        // Z_p are impossible entries and a garbage answer can be caught by decoding (below).
+        let p = params::p_for(1, scheme).unwrap();
+        assert!(!p.is_power_of_two());
+        let (server, client) = setup_with(Params::with_modulus(scheme, 50, 8, p).unwrap(), &data);
         let (state, query) = client.query(3, &mut rng).unwrap();
         for cut in [0, 5, 12, 44, query.len() - 1] {
             assert!(server.answer(&query[..cut]).is_err());

@@ -1,0 +1,71 @@
+//! Times the matvec kernel against a plain read of the same packed matrix, alternating in one
+//! process (medians), for tuning without building a lattice database:
+//! `RAYON_NUM_THREADS=1 cargo run --release -p pir-kernels --example matvec_ab -- [MiB] [bits] [runs] [words per row]`
+//! (defaults 1024, 8, 9, and a matrix square in entries).
+use std::time::Instant;
+
+use pir_kernels::{matvec, memory, Backend};
+
+fn main() -> Result<(), String> {
+    let args = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().map_err(|e| format!("{a}: {e}")))
+        .collect::<Result<Vec<usize>, _>>()?;
+    let mib = args.first().copied().unwrap_or(1024);
+    let bits = args.get(1).copied().unwrap_or(8) as u32;
+    let runs = args.get(2).copied().unwrap_or(9);
+    let packing = matvec::Packing::new(bits).ok_or("bits must be 1 to 16")?;
+    let total_words = mib << 18;
+    let width = args
+        .get(3)
+        .copied()
+        .unwrap_or_else(|| total_words / ((total_words * packing.slots()) as f64).sqrt() as usize);
+    let rows = total_words / width;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let words: Vec<u32> = (0..rows * width)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u32
+        })
+        .collect();
+    let matrix = matvec::PackedMatrix::new(&words, rows, width, packing).ok_or("shape mismatch")?;
+    let x: Vec<u32> = (0..matrix.columns())
+        .map(|i| (i as u32).wrapping_mul(0x9e37_79b9))
+        .collect();
+    // SAFETY: the bytes of a live `Vec<u32>`, read-only, for as long as `words` is borrowed.
+    let bytes: &[u8] =
+        unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), words.len() * 4) };
+    let mut out = vec![0u32; rows];
+    println!(
+        "{rows} rows x {width} words, {} MiB, bits {bits}",
+        (words.len() * 4) >> 20
+    );
+    let mut read = Vec::new();
+    let mut mv = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        std::hint::black_box(memory::read_with(Backend::current(), bytes));
+        read.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        matvec::matvec_with(Backend::current(), matrix, &x, &mut out);
+        std::hint::black_box(&out);
+        mv.push(t.elapsed().as_secs_f64());
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (r, m) = (med(&mut read), med(&mut mv));
+    let gb = bytes.len() as f64 / 1e9;
+    println!(
+        "read {:.2} ms {:.1} GB/s | matvec {:.2} ms {:.1} GB/s | ratio {:.3}",
+        r * 1e3,
+        gb / r,
+        m * 1e3,
+        gb / m,
+        r / m
+    );
+    Ok(())
+}
