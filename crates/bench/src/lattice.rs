@@ -2,8 +2,9 @@
 //! read of the same database bytes, measured in the same run with the same threads.
 //!
 //! The hint is computed once per shape (reported as `setup_s`, not timed as server work);
-//! each timed run answers one fresh query (`answer_batch` of one, as the server does for a
-//! lone client). GB/s is database bytes over the median answer time.
+//! each timed run answers `K` fresh queries in one pass (`answer_batch`; `K = 1` is what the
+//! server does for a lone client). GB/s is `K` times the database bytes over the median
+//! answer time: the effective throughput of cross-client batching.
 //!
 //! This module uses only external crates so it stands alone.
 
@@ -52,7 +53,7 @@ pub struct LatticeRow {
     pub shape: String,
     /// `simplepir` or `doublepir`.
     pub scheme: String,
-    /// `answer-x1`: one query per pass.
+    /// `answer-xK`: `K` queries per pass.
     pub mode: String,
     /// Threads used by the answer and the read alike.
     pub threads: usize,
@@ -60,7 +61,7 @@ pub struct LatticeRow {
     pub database_bytes: u64,
     /// Median answer time, ms.
     pub median_ms: f64,
-    /// Database bytes per second of answer time.
+    /// Database bytes times `K` per second of answer time.
     pub gb_per_s: f64,
     /// A plain read of the same bytes with the same threads, same run.
     pub memory_read_gb_per_s: f64,
@@ -93,11 +94,14 @@ fn median_ms(mut samples: Vec<Duration>) -> f64 {
 /// The error of a failed row.
 pub type BenchError = pir_core::Error;
 
-/// Measures `scheme` on `shape` with each thread count, calling `report` per row.
+/// Measures `scheme` on `shape` with each thread count and each batch size `K` (queries
+/// per pass, 1 to [`pir_kernels::matvec::MAX_BATCH`] share one pass), calling `report` per
+/// row.
 pub fn run_lattice(
     shape: &LatticeShape,
     scheme: Scheme,
     threads: &[usize],
+    batches: &[usize],
     runs: usize,
     report: &mut dyn FnMut(&LatticeRow),
 ) -> Result<Vec<LatticeRow>, BenchError> {
@@ -137,52 +141,59 @@ pub fn run_lattice(
     let mut rng = rand::rng();
     for &t in threads {
         let pool = pool(t.max(1))?;
-        let (mut answers, mut reads) = (Vec::new(), Vec::new());
-        let (mut query_bytes, mut answer_bytes) = (0, 0);
-        // One untimed warm-up of each, then alternate.
-        for run in 0..=runs.max(1) {
-            let index = rng.next_u64() % params.records;
-            let query = server.query(index, &mut rng)?;
-            query_bytes = query.len();
-            let read = pool.install(|| {
-                let t = Instant::now();
-                std::hint::black_box(pir_kernels::memory::read_parallel(&records));
-                t.elapsed()
-            });
-            let (answer, elapsed) = pool.install(|| {
-                let t = Instant::now();
-                let answer = server.answer(&query);
-                (answer, t.elapsed())
-            });
-            answer_bytes = answer?.len();
-            if run > 0 {
-                reads.push(read);
-                answers.push(elapsed);
+        for &k in batches {
+            let k = k.max(1);
+            let (mut answers, mut reads) = (Vec::new(), Vec::new());
+            let (mut query_bytes, mut answer_bytes) = (0, 0);
+            // One untimed warm-up of each, then alternate.
+            for run in 0..=runs.max(1) {
+                let queries = (0..k)
+                    .map(|_| server.query(rng.next_u64() % params.records, &mut rng))
+                    .collect::<Result<Vec<_>, _>>()?;
+                query_bytes = queries[0].len();
+                let read = pool.install(|| {
+                    let t = Instant::now();
+                    std::hint::black_box(pir_kernels::memory::read_parallel(&records));
+                    t.elapsed()
+                });
+                let refs: Vec<&[u8]> = queries.iter().map(Vec::as_slice).collect();
+                let (answered, elapsed) = pool.install(|| {
+                    let t = Instant::now();
+                    let answered = server.answer_batch(&refs);
+                    (answered, t.elapsed())
+                });
+                // a failed answer fails the row
+                let answered = answered.into_iter().collect::<Result<Vec<_>, _>>()?;
+                answer_bytes = answered.first().map_or(0, Vec::len);
+                if run > 0 {
+                    reads.push(read);
+                    answers.push(elapsed);
+                }
             }
+            let median = median_ms(answers);
+            let read_ms = median_ms(reads);
+            let gb_per_s = (k as u64 * bytes) as f64 / (median * 1e6);
+            let memory_read_gb_per_s = bytes as f64 / (read_ms * 1e6);
+            let row = LatticeRow {
+                shape: shape.name.clone(),
+                scheme: scheme.id().name().into(),
+                mode: format!("answer-x{k}"),
+                threads: t,
+                database_bytes: bytes,
+                median_ms: median,
+                gb_per_s,
+                memory_read_gb_per_s,
+                ratio: gb_per_s / memory_read_gb_per_s,
+                hint_bytes: server.hint_bytes(),
+                server_memory_bytes: server.memory_bytes(),
+                query_bytes,
+                answer_bytes,
+                setup_s,
+                runs: runs.max(1),
+            };
+            report(&row);
+            rows.push(row);
         }
-        let median = median_ms(answers);
-        let read_ms = median_ms(reads);
-        let gb_per_s = bytes as f64 / (median * 1e6);
-        let memory_read_gb_per_s = bytes as f64 / (read_ms * 1e6);
-        let row = LatticeRow {
-            shape: shape.name.clone(),
-            scheme: scheme.id().name().into(),
-            mode: "answer-x1".into(),
-            threads: t,
-            database_bytes: bytes,
-            median_ms: median,
-            gb_per_s,
-            memory_read_gb_per_s,
-            ratio: gb_per_s / memory_read_gb_per_s,
-            hint_bytes: server.hint_bytes(),
-            server_memory_bytes: server.memory_bytes(),
-            query_bytes,
-            answer_bytes,
-            setup_s,
-            runs: runs.max(1),
-        };
-        report(&row);
-        rows.push(row);
     }
     Ok(rows)
 }
@@ -200,13 +211,11 @@ impl Server {
         })
     }
 
-    fn answer(&self, query: &[u8]) -> Result<Vec<u8>, BenchError> {
-        let mut out = match self {
-            Server::Simple(s, _, _) => s.answer_batch(&[query]),
-            Server::Double(s, _, _) => s.answer_batch(&[query]),
-        };
-        out.pop()
-            .unwrap_or_else(|| Err(pir_core::Error::InvalidParameter("no answer".into())))
+    fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, BenchError>> {
+        match self {
+            Server::Simple(s, _, _) => s.answer_batch(queries),
+            Server::Double(s, _, _) => s.answer_batch(queries),
+        }
     }
 
     fn memory_bytes(&self) -> usize {
@@ -233,9 +242,10 @@ fn pool(threads: usize) -> Result<rayon::ThreadPool, BenchError> {
 /// The header of the text table.
 pub fn lattice_table_header() -> String {
     format!(
-        "{:<12} {:<9} {:>3} {:>10} {:>8} {:>10} {:>6} {:>12} {:>10} {:>10}",
+        "{:<12} {:<9} {:<10} {:>3} {:>10} {:>8} {:>10} {:>6} {:>12} {:>10} {:>10}",
         "shape",
         "scheme",
+        "mode",
         "thr",
         "median ms",
         "GB/s",
@@ -250,9 +260,10 @@ pub fn lattice_table_header() -> String {
 /// One row of the text table.
 pub fn lattice_table_line(row: &LatticeRow) -> String {
     format!(
-        "{:<12} {:<9} {:>3} {:>10.2} {:>8.2} {:>10.2} {:>6.3} {:>12} {:>10} {:>10}",
+        "{:<12} {:<9} {:<10} {:>3} {:>10.2} {:>8.2} {:>10.2} {:>6.3} {:>12} {:>10} {:>10}",
         row.shape,
         row.scheme,
+        row.mode,
         row.threads,
         row.median_ms,
         row.gb_per_s,

@@ -401,6 +401,11 @@ pub struct BenchArgs {
     /// Queries per batch in batched mode.
     #[arg(long, default_value_t = 64)]
     pub batch: usize,
+    /// Lattice modes: queries answered per pass over the database, one row each
+    /// (comma-separated, e.g. 1,4,8; default 1). GB/s is then the effective throughput,
+    /// K x the database over the answer time (cross-client batching).
+    #[arg(long, value_delimiter = ',', value_name = "K")]
+    pub lattice_batch: Vec<usize>,
     /// Thread counts to run (comma-separated; default: 1 and all cores).
     #[arg(long, value_delimiter = ',')]
     pub threads: Vec<usize>,

@@ -583,7 +583,16 @@ fn bench_lattice(args: &cli::BenchArgs, modes: &[&str]) -> anyhow::Result<()> {
             } else {
                 pir_lattice::Scheme::DoublePir
             };
-            pir_bench::lattice::run_lattice(shape, scheme, &threads, args.runs, &mut |row| {
+            let batches = if args.lattice_batch.is_empty() {
+                vec![1]
+            } else {
+                args.lattice_batch.clone()
+            };
+            if batches.iter().any(|&k| k == 0) {
+                anyhow::bail!("--lattice-batch sizes must be at least 1");
+            }
+            let run = pir_bench::lattice::run_lattice;
+            run(shape, scheme, &threads, &batches, args.runs, &mut |row| {
                 if args.json {
                     println!("{}", serde_json::to_string(row).unwrap_or_default());
                 } else {
