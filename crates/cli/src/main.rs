@@ -588,7 +588,7 @@ fn bench_lattice(args: &cli::BenchArgs, modes: &[&str]) -> anyhow::Result<()> {
             } else {
                 args.lattice_batch.clone()
             };
-            if batches.iter().any(|&k| k == 0) {
+            if batches.contains(&0) {
                 anyhow::bail!("--lattice-batch sizes must be at least 1");
             }
             let run = pir_bench::lattice::run_lattice;
