@@ -508,15 +508,11 @@ mod x86 {
     /// medians of 11; 1 to 3 KiB ahead all helped, into L1 instead of L2 was slower).
     const PREFETCH_WORDS: usize = 512;
 
-    /// Asks for the line `PREFETCH_WORDS` words after `words[at]` to be brought into L2.
+    /// Asks for the line `PREFETCH_WORDS` words after `words[at]` to be brought into L2 (the
+    /// pointer may lie past the slice: it is formed wrapping and never dereferenced).
     #[inline(always)]
     fn prefetch_l2(words: &[u32], at: usize) {
-        // A prefetch never faults, even past the end of the slice; the pointer is only
-        // formed (wrapping), never dereferenced.
-        let ahead = words.as_ptr().wrapping_add(at + PREFETCH_WORDS);
-        // SAFETY: `_mm_prefetch` is a hint with no memory-safety requirement (SSE, baseline
-        // on x86-64).
-        unsafe { _mm_prefetch::<_MM_HINT_T1>(ahead.cast()) };
+        crate::prefetch_l2(words.as_ptr().wrapping_add(at + PREFETCH_WORDS));
     }
 
     /// AVX-512 tile: 16 words of each of `R` rows per step, each loaded once for all `K`

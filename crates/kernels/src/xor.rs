@@ -225,7 +225,8 @@ pub fn scan_with(
 const PENDING: usize = 4;
 
 multiversioned! {
-    /// Large rows: XOR only the selected ones, [`PENDING`] at a time per chunk.
+    /// Large rows: XOR only the selected ones, [`PENDING`] at a time per chunk, each batch
+    /// prefetched while the one before it is XORed.
     fn scan_sparse(selection: Selection<'_>, region: &[u8], b: usize, rows: Range<usize>, accs: &mut [u8]) {
         let c = selection.chunk_count();
         let row_bytes = |row: usize| &region[row * b..(row + 1) * b];
@@ -233,6 +234,7 @@ multiversioned! {
             // Visit set bits a word at a time.
             let bits = selection.chunk(0);
             let mut pending = [0usize; PENDING];
+            let mut ready: Option<[usize; PENDING]> = None;
             let mut count = 0;
             let first_word = rows.start / 64;
             let last_word = (rows.end - 1) / 64;
@@ -249,18 +251,21 @@ multiversioned! {
                     word &= word - 1;
                     count += 1;
                     if count == PENDING {
-                        let [r0, r1, r2, r3] = pending;
-                        xor_in4(accs, row_bytes(r0), row_bytes(r1), row_bytes(r2), row_bytes(r3));
+                        prefetch_batch(&pending, row_bytes);
+                        if let Some([r0, r1, r2, r3]) = ready.replace(pending) {
+                            xor_in4(accs, row_bytes(r0), row_bytes(r1), row_bytes(r2), row_bytes(r3));
+                        }
                         count = 0;
                     }
                 }
             }
-            for &r in &pending[..count] {
+            for &r in ready.iter().flatten().chain(&pending[..count]) {
                 xor_in(accs, row_bytes(r));
             }
             return;
         }
         let mut pending = vec![[0usize; PENDING]; c];
+        let mut ready: Vec<Option<[usize; PENDING]>> = vec![None; c];
         let mut counts = vec![0usize; c];
         let mut j = rows.start % c;
         let mut k = rows.start / c;
@@ -270,8 +275,10 @@ multiversioned! {
                 let n = counts[j];
                 pending[j][n] = row;
                 if n + 1 == PENDING {
-                    let [r0, r1, r2, r3] = pending[j];
-                    xor_in4(&mut accs[j * b..(j + 1) * b], row_bytes(r0), row_bytes(r1), row_bytes(r2), row_bytes(r3));
+                    prefetch_batch(&pending[j], row_bytes);
+                    if let Some([r0, r1, r2, r3]) = ready[j].replace(pending[j]) {
+                        xor_in4(&mut accs[j * b..(j + 1) * b], row_bytes(r0), row_bytes(r1), row_bytes(r2), row_bytes(r3));
+                    }
                     counts[j] = 0;
                 } else {
                     counts[j] = n + 1;
@@ -285,10 +292,19 @@ multiversioned! {
             }
         }
         for j in 0..c {
-            for &r in &pending[j][..counts[j]] {
+            for &r in ready[j].iter().flatten().chain(&pending[j][..counts[j]]) {
                 xor_in(&mut accs[j * b..(j + 1) * b], row_bytes(r));
             }
         }
+    }
+}
+
+/// Starts loading a full batch of selected rows into L2 one batch before it is XORed: the
+/// rows are scattered (a new page each), so the hardware prefetcher cannot run ahead of them.
+#[inline(always)]
+fn prefetch_batch<'r>(batch: &[usize; PENDING], row_bytes: impl Fn(usize) -> &'r [u8]) {
+    for &r in batch {
+        crate::prefetch_l2_all(row_bytes(r));
     }
 }
 
