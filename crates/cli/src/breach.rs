@@ -318,11 +318,24 @@ async fn open_session(path: &Path) -> Result<(BreachSession, DbHeader)> {
     Ok((session, header))
 }
 
-/// Reads one line of standard input (without its line break), prompting on a terminal.
-fn read_secret_line(prompt: &str) -> Result<Vec<u8>> {
+/// Whether a prompted value is echoed as it is typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Echo {
+    Shown,
+    Hidden,
+}
+
+/// Reads one line of standard input (without its line break). On a terminal it prompts, and
+/// a `Hidden` value (the password) is read from the terminal with echo turned off.
+fn read_secret_line(prompt: &str, echo: Echo) -> Result<Vec<u8>> {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
-        eprint!("{prompt} (input is shown; pipe it in to hide it): ");
+        if echo == Echo::Hidden {
+            let typed = rpassword::prompt_password(format!("{prompt} (not shown): "))
+                .with_context(|| format!("reading the {prompt} from the terminal"))?;
+            return Ok(typed.into_bytes());
+        }
+        eprint!("{prompt}: ");
         std::io::stderr().flush()?;
     }
     let mut line = Vec::new();
@@ -346,13 +359,13 @@ fn read_secret_line(prompt: &str) -> Result<Vec<u8>> {
 async fn check(args: &BreachCheckArgs) -> Result<ExitCode> {
     let (session, header) = open_session(&args.servers).await?;
     let found = if header.corpus.is_sha1() {
-        let password = read_secret_line("password")?;
+        let password = read_secret_line("password", Echo::Hidden)?;
         let (bucket, value) = header.sha1_location(&password_sha1(&password))?;
         let block = session.retrieve(bucket).await?;
         header.decode_bucket(&block)?.count_of(&value)
     } else {
-        let username = read_secret_line("username")?;
-        let password = read_secret_line("password")?;
+        let username = read_secret_line("username", Echo::Shown)?;
+        let password = read_secret_line("password", Echo::Hidden)?;
         let h = credential_hash(&header.hash, &username, &password)?;
         let bucket = header.credential_bucket(&h)?;
         let (request, pending) = BlindedCheck::new(&h, &mut rand::rng());
