@@ -515,6 +515,25 @@ mod x86 {
         crate::prefetch_l2(words.as_ptr().wrapping_add(at + PREFETCH_WORDS));
     }
 
+    /// Words `c .. c + 16` of each of `R` rows (`width` words apart), each row also asked
+    /// into L2 [`PREFETCH_WORDS`] further on.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F; `words` must hold `R * width` words and
+    /// `c + 16 <= width`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn load_rows<const R: usize>(words: &[u32], width: usize, c: usize) -> [__m512i; R] {
+        debug_assert!(words.len() >= R * width && c + 16 <= width);
+        let mut w = [_mm512_setzero_si512(); R];
+        for (r, w) in w.iter_mut().enumerate() {
+            // SAFETY: r * width + c + 16 <= R * width <= words.len() (caller's contract).
+            *w = unsafe { _mm512_loadu_si512(words.as_ptr().add(r * width + c).cast()) };
+            prefetch_l2(words, r * width + c);
+        }
+        w
+    }
+
     /// AVX-512 tile: 16 words of each of `R` rows per step, each loaded once for all `K`
     /// vectors, each vector run loaded once for all `R` rows.
     ///
@@ -538,12 +557,8 @@ mod x86 {
         let mut next = 0;
         let mut c = 0;
         while c < full {
-            let mut w = [_mm512_setzero_si512(); R];
-            for (r, w) in w.iter_mut().enumerate() {
-                // SAFETY: r * width + c + 16 <= R * width <= words.len().
-                *w = unsafe { _mm512_loadu_si512(words.as_ptr().add(r * width + c).cast()) };
-                prefetch_l2(words, r * width + c);
-            }
+            // SAFETY: AVX-512 F is enabled here; c + 16 <= full <= width.
+            let mut w = unsafe { load_rows::<R>(words, width, c) };
             for _ in 0..packing.slots() {
                 let mut v = [_mm512_setzero_si512(); R];
                 for (v, w) in v.iter_mut().zip(&mut w) {
@@ -594,12 +609,8 @@ mod x86 {
         let mut next = 0;
         let mut c = 0;
         while c < full {
-            let mut w = [_mm512_setzero_si512(); R];
-            for (r, w) in w.iter_mut().enumerate() {
-                // SAFETY: r * width + c + 16 <= R * width <= words.len().
-                *w = unsafe { _mm512_loadu_si512(words.as_ptr().add(r * width + c).cast()) };
-                prefetch_l2(words, r * width + c);
-            }
+            // SAFETY: AVX-512 F is enabled here; c + 16 <= full <= width.
+            let w = unsafe { load_rows::<R>(words, width, c) };
             for d in 0..4 {
                 for k in 0..K {
                     // SAFETY: the interleaving holds `full / 16 * 4 * K` runs of 16 (caller's
