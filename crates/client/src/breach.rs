@@ -12,24 +12,16 @@
 //! fetched; the blinding server sees a uniformly random point. The header is opaque here:
 //! the application decodes it.
 
-use pir_core::wire::{self, MessageKind, Reader};
-use pir_core::{DbShape, Error, SchemeId};
+use pir_core::wire::{self, MessageKind};
+use pir_core::{DbShape, SchemeId};
 use pir_keys::PublicKey;
 use pir_xor::qdp::QdpClient;
 use pir_xor::{AnswerMode, RaidPir};
 
 use crate::transport::{HttpsTransport, Transport, TransportError};
 
-/// Servers of a deployment (the server crate's `breach::SERVERS`).
-pub const SERVERS: usize = 2;
-/// First bytes of an info body.
-const INFO_MAGIC: [u8; 8] = *b"PIRbrInf";
-/// The info version this client reads.
-const INFO_VERSION: u16 = 1;
-/// Domain separation of the info signature.
-const INFO_DST: &[u8] = b"pir-breach info v1";
-/// Message tag of a blinded request.
-const TAG_BLIND: u8 = 0x10;
+pub use pir_core::breach_info::SERVERS;
+use pir_core::breach_info::{Info, INFO_DST, TAG_BLIND};
 /// Bytes of a ristretto255 point.
 pub const POINT_BYTES: usize = 32;
 /// Longest info reply accepted.
@@ -77,57 +69,6 @@ fn bad(server: usize, e: impl std::fmt::Display) -> BreachClientError {
         server,
         message: e.to_string(),
     }
-}
-
-/// What one server says about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Info {
-    block_count: u64,
-    block_size: usize,
-    server: usize,
-    servers: usize,
-    redundancy: usize,
-    chunks: usize,
-    blinding: bool,
-    header: Vec<u8>,
-}
-
-fn decode_info(body: &[u8]) -> Result<Info, Error> {
-    let mut r = Reader::new(body);
-    if r.take(INFO_MAGIC.len())? != INFO_MAGIC {
-        return Err(Error::WrongMagic);
-    }
-    let version = r.u16()?;
-    if version != INFO_VERSION {
-        return Err(Error::WrongVersion {
-            found: version,
-            supported: INFO_VERSION,
-        });
-    }
-    let block_count = r.u64()?;
-    let block_size = r.u32()? as usize;
-    let server = usize::from(r.u16()?);
-    let servers = usize::from(r.u16()?);
-    let redundancy = usize::from(r.u16()?);
-    let chunks = r.u32()? as usize;
-    let blinding = match r.u8()? {
-        0 => false,
-        1 => true,
-        other => return Err(Error::Malformed(format!("blinding flag {other}"))),
-    };
-    let len = usize::from(r.u16()?);
-    let header = r.take(len)?.to_vec();
-    r.finish()?;
-    Ok(Info {
-        block_count,
-        block_size,
-        server,
-        servers,
-        redundancy,
-        chunks,
-        blinding,
-        header,
-    })
 }
 
 /// A session with the two servers of a deployment.
@@ -178,7 +119,7 @@ impl BreachSession {
             let (info, signature) = envelope.body.split_at(split);
             key.verify(&pir_keys::sha256_parts(&[INFO_DST, info]), signature)
                 .map_err(|_| bad(server, "the info is not signed by the server's key"))?;
-            let info = decode_info(info).map_err(|e| bad(server, e))?;
+            let info = Info::decode(info).map_err(|e| bad(server, e))?;
             if info.server != server {
                 return Err(BreachClientError::Setup(format!(
                     "the server listed as number {server} says it is server {}; list server 0 \

@@ -42,7 +42,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use pir_core::wire::{self, ErrorCode, MessageKind, Reader, Writer};
+use pir_core::wire::{self, ErrorCode, MessageKind, Reader};
 use pir_core::{Database, Error, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
 use pir_xor::qdp::{self, PausePolicy, QdpConfig, QdpError, QdpServer, SeedKey, SeedStore};
@@ -52,27 +52,18 @@ use rayon::prelude::*;
 use crate::runtime::Handler;
 use crate::{Metrics, Reply};
 
-/// Servers of a breach deployment: `n = 2` (seed 001, section 4.3 uses two).
-pub const SERVERS: usize = 2;
+pub use pir_core::breach_info::{
+    Info, INFO_DST, INFO_MAGIC, INFO_VERSION, MAX_HEADER_BYTES, SERVERS, TAG_BLIND,
+};
 /// RAID-PIR redundancy: `r = n = 2`, so each server processes every chunk and QDP moves half
 /// of its work offline (seed 001, section 3.3).
 pub const REDUNDANCY: usize = 2;
 /// Chunks `c`: `n`, so each server flips exactly one chunk (fewer if `B < 2`).
 pub const CHUNKS: usize = 2;
-/// First bytes of the info body.
-pub const INFO_MAGIC: [u8; 8] = *b"PIRbrInf";
-/// Version of the info body.
-pub const INFO_VERSION: u16 = 1;
-/// Domain separation of the info signature.
-pub const INFO_DST: &[u8] = b"pir-breach info v1";
-/// Message tag of a blinded request (QDP tags are 1 to 3).
-pub const TAG_BLIND: u8 = 0x10;
 /// Bytes of a ristretto255 point.
 pub const POINT_BYTES: usize = 32;
 /// Bytes of a database id.
 pub const DATABASE_ID_BYTES: usize = 32;
-/// Longest application header carried in the info body.
-pub const MAX_HEADER_BYTES: usize = 4096;
 /// How often issued seeds age by one QDP tick: with the default 30 ticks, a seed expires
 /// about 30 s after it was issued.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -251,7 +242,7 @@ impl BreachService {
             config.server,
             config.blinder.is_some(),
             &config.header,
-        );
+        )?;
         let mut body = info.clone();
         body.extend_from_slice(&config.key.sign(&info_statement(&info)));
         let info_reply = wire::encode_envelope(SchemeId::Breach, MessageKind::Manifest, &body);
@@ -446,88 +437,29 @@ pub fn info_statement(info: &[u8]) -> [u8; 32] {
     pir_keys::sha256_parts(&[INFO_DST, info])
 }
 
-/// Encodes the info body (without its signature).
-fn encode_info(raid: &RaidPir, server: usize, blinding: bool, header: &[u8]) -> Vec<u8> {
-    let mut w = Writer::with_capacity(32 + header.len());
-    w.bytes(&INFO_MAGIC);
-    w.u16(INFO_VERSION);
-    w.u64(raid.shape().block_count() as u64);
-    w.u32(raid.shape().block_size() as u32);
-    // Positions, counts and the header length are bounded by the constants above.
-    w.u16(server as u16);
-    w.u16(raid.servers() as u16);
-    w.u16(raid.redundancy() as u16);
-    w.u32(raid.chunks() as u32);
-    w.u8(u8::from(blinding));
-    w.u16(header.len() as u16);
-    w.bytes(header);
-    w.into_bytes()
-}
-
-/// A decoded info body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Info {
-    /// `B`, blocks of the database.
-    pub block_count: u64,
-    /// `b`, bytes per block.
-    pub block_size: usize,
-    /// The server's position.
-    pub server: usize,
-    /// `n`.
-    pub servers: usize,
-    /// `r`.
-    pub redundancy: usize,
-    /// `c`.
-    pub chunks: usize,
-    /// Whether the server answers blinded requests.
-    pub blinding: bool,
-    /// The application's database header.
-    pub header: Vec<u8>,
+/// Encodes the info body (without its signature); the sizes were checked by the caller.
+fn encode_info(
+    raid: &RaidPir,
+    server: usize,
+    blinding: bool,
+    header: &[u8],
+) -> Result<Vec<u8>, Error> {
+    Info {
+        block_count: raid.shape().block_count() as u64,
+        block_size: raid.shape().block_size(),
+        server,
+        servers: raid.servers(),
+        redundancy: raid.redundancy(),
+        chunks: raid.chunks(),
+        blinding,
+        header: header.to_vec(),
+    }
+    .encode()
 }
 
 /// Decodes an info body (without its signature); untrusted bytes.
 pub fn decode_info(body: &[u8]) -> Result<Info, Error> {
-    let mut r = Reader::new(body);
-    if r.take(INFO_MAGIC.len())? != INFO_MAGIC {
-        return Err(Error::WrongMagic);
-    }
-    let version = r.u16()?;
-    if version != INFO_VERSION {
-        return Err(Error::WrongVersion {
-            found: version,
-            supported: INFO_VERSION,
-        });
-    }
-    let block_count = r.u64()?;
-    let block_size = r.u32()? as usize;
-    let server = usize::from(r.u16()?);
-    let servers = usize::from(r.u16()?);
-    let redundancy = usize::from(r.u16()?);
-    let chunks = r.u32()? as usize;
-    let blinding = match r.u8()? {
-        0 => false,
-        1 => true,
-        other => return Err(Error::Malformed(format!("blinding flag {other}"))),
-    };
-    let len = usize::from(r.u16()?);
-    if len > MAX_HEADER_BYTES {
-        return Err(Error::Oversized {
-            len,
-            limit: MAX_HEADER_BYTES,
-        });
-    }
-    let header = r.take(len)?.to_vec();
-    r.finish()?;
-    Ok(Info {
-        block_count,
-        block_size,
-        server,
-        servers,
-        redundancy,
-        chunks,
-        blinding,
-        header,
-    })
+    Info::decode(body)
 }
 
 impl Handler for BreachService {
