@@ -775,7 +775,9 @@ impl<S: SeedStore> QdpServer<S> {
     }
 }
 
-/// A query whose seed was taken from the issued map: answering consumes it.
+/// A query whose seed was taken from the issued map: answering consumes it (a clone answers
+/// the same query again, to the same answer; the seed stays spent).
+#[derive(Clone)]
 pub struct PendingAnswer {
     raid: RaidPir,
     server: usize,
@@ -803,6 +805,40 @@ impl PendingAnswer {
     /// The RAID-PIR answer of `(seed, flips)`: the partial answer XOR the rows the flip chunks
     /// select, or the full RAID-PIR answer without a partial one.
     pub fn answer(self, db: &Database) -> Result<RaidAnswer, Error> {
+        self.answer_with(db, None)
+    }
+
+    /// [`PendingAnswer::answer`] with the online rows read from a four-Russians table whose
+    /// groups lie within one chunk (`RussiansLayout` with `c` = the scheme's chunks, built
+    /// over `db`): one lookup per group of `t` flip-chunk rows instead of up to `t` rows, so
+    /// at `n = 2` half the lookups of four-Russians RAID-PIR (thesis, seed 001, listing
+    /// 3.3.1b). Errors if the layout does not match the database and scheme.
+    pub fn answer_from_table(
+        self,
+        db: &Database,
+        layout: pir_kernels::russians::RussiansLayout,
+        table: &[u8],
+    ) -> Result<RaidAnswer, Error> {
+        let shape = self.raid.shape();
+        let expected = pir_kernels::russians::RussiansLayout::new(
+            shape.block_count(),
+            shape.block_size(),
+            self.raid.chunks(),
+            layout.group_size(),
+        );
+        if expected != Some(layout) || table.len() != layout.table_bytes() {
+            return Err(Error::DatabaseMismatch(
+                "the four-Russians table does not match the database and chunks".into(),
+            ));
+        }
+        self.answer_with(db, Some((layout, table)))
+    }
+
+    fn answer_with(
+        self,
+        db: &Database,
+        table: Option<(pir_kernels::russians::RussiansLayout, &[u8])>,
+    ) -> Result<RaidAnswer, Error> {
         if db.shape() != self.raid.shape() {
             return Err(Error::DatabaseMismatch(
                 "the database shape differs from the QDP server's".into(),
@@ -824,12 +860,16 @@ impl PendingAnswer {
         for (chunk, bits) in self.raid.flip_chunks(self.server).zip(&self.flips) {
             chunks[chunk] = bits.as_bytes();
         }
-        let sums = pir_kernels::scan_parallel(
-            pir_kernels::Selection::new(&chunks),
-            db.bytes(),
-            b,
-            0..self.raid.shape().block_count(),
-        );
+        let selection = pir_kernels::Selection::new(&chunks);
+        let sums = match table {
+            Some((layout, table)) => pir_kernels::russians::scan_parallel(layout, selection, table),
+            None => pir_kernels::scan_parallel(
+                selection,
+                db.bytes(),
+                b,
+                0..self.raid.shape().block_count(),
+            ),
+        };
         let online = self.raid.answer_from_chunk_sums(self.server, &sums);
         for (block, extra) in answer.blocks.iter_mut().zip(&online.blocks) {
             pir_kernels::xor_into(block, extra);

@@ -699,3 +699,55 @@ fn zero(raid: &RaidPir, server: usize) -> Vec<BitVec> {
         .map(|chunk| BitVec::zeros(raid.chunk_len(chunk)))
         .collect()
 }
+
+#[test]
+fn answers_from_a_per_chunk_four_russians_table_equal_the_scan() {
+    let mut rng = ChaCha20Rng::seed_from_u64(41);
+    for (blocks, n, t) in [(37usize, 2usize, 4usize), (50, 3, 2), (9, 2, 8)] {
+        let shape = DbShape::new(blocks as u64, 64).unwrap();
+        let db = Database::random(shape, &mut rng);
+        let raid = RaidPir::new(shape, n, 2, n, AnswerMode::Single).unwrap();
+        let layout = pir_kernels::russians::RussiansLayout::new(blocks, 64, n, t).unwrap();
+        let table = pir_kernels::russians::build_parallel(layout, db.bytes(), &|_, _| {});
+        let mut servers = servers(raid, config(4), &mut rng);
+        fill_queues(&mut servers, &db);
+        let client = QdpClient::new(raid);
+        for index in [0, blocks / 2, blocks - 1] {
+            let grants = grants(&client, &mut servers);
+            let (queries, state) = client.query(&[index], &grants).unwrap();
+            let answers: Vec<_> = queries
+                .iter()
+                .zip(servers.iter_mut())
+                .map(|(query, server)| {
+                    let body = client.encode_query(query);
+                    let pending = server.take_query(&body).unwrap();
+                    assert!(pending.is_precomputed());
+                    let from_table = pending
+                        .clone()
+                        .answer_from_table(&db, layout, &table)
+                        .unwrap();
+                    assert_eq!(from_table, pending.answer(&db).unwrap(), "n={n} t={t}");
+                    from_table
+                })
+                .collect();
+            let records = client.decode(&state, &answers).unwrap();
+            assert_eq!(records[0], db.block(index), "n={n} t={t} index={index}");
+        }
+        // a table over consecutive rows (c = 1) or of another database shape is refused
+        let grants = grants(&client, &mut servers);
+        let (queries, _) = client.query(&[0], &grants).unwrap();
+        let pending = servers[0]
+            .take_query(&client.encode_query(&queries[0]))
+            .unwrap();
+        let flat = pir_kernels::russians::RussiansLayout::new(blocks, 64, 1, t).unwrap();
+        let flat_table = vec![0u8; flat.table_bytes()];
+        assert!(matches!(
+            pending.clone().answer_from_table(&db, flat, &flat_table),
+            Err(Error::DatabaseMismatch(_))
+        ));
+        assert!(matches!(
+            pending.answer_from_table(&db, layout, &table[1..]),
+            Err(Error::DatabaseMismatch(_))
+        ));
+    }
+}
