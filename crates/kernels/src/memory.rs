@@ -52,6 +52,67 @@ pub fn read_parallel(region: &[u8]) -> u64 {
         .fold(0, |x, y| x ^ y)
 }
 
+/// A zeroed, writable buffer in anonymous memory that asks the kernel for transparent huge
+/// pages (`MADV_HUGEPAGE`; only advice, so it also works where THP is off). Tables read at
+/// scattered offsets, such as four-Russians entries of one 4 KiB page each, otherwise take a
+/// TLB miss and a page walk on nearly every read: with huge pages a QDP online lookup at
+/// 1.07 GB of 4 KiB blocks went 14.7 -> 9.2 ms on one core (`examples/russians_ab.rs`).
+pub struct HugeBuffer {
+    storage: Storage,
+    len: usize,
+}
+
+enum Storage {
+    Map(memmap2::MmapMut),
+    /// Where no anonymous map can be made, an ordinary allocation (as a `Vec` would be).
+    Heap(Vec<u8>),
+}
+
+impl HugeBuffer {
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> Self {
+        let storage = match memmap2::MmapOptions::new().len(len.max(1)).map_anon() {
+            Ok(map) => {
+                #[cfg(target_os = "linux")]
+                {
+                    // Advice only: a kernel without THP refuses it, and the map works as is.
+                    let _ = map.advise(memmap2::Advice::HugePage);
+                }
+                Storage::Map(map)
+            }
+            Err(_) => Storage::Heap(vec![0; len]),
+        };
+        Self { storage, len }
+    }
+}
+
+impl std::ops::Deref for HugeBuffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.storage {
+            Storage::Map(map) => &map[..self.len],
+            Storage::Heap(heap) => heap,
+        }
+    }
+}
+
+impl std::ops::DerefMut for HugeBuffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.storage {
+            Storage::Map(map) => &mut map[..self.len],
+            Storage::Heap(heap) => heap,
+        }
+    }
+}
+
+impl std::fmt::Debug for HugeBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HugeBuffer")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +125,11 @@ mod tests {
             assert_eq!(read_with(backend, &region), expect);
         }
         assert_eq!(read_parallel(&region), expect);
+        let mut huge = HugeBuffer::zeroed(region.len());
+        assert!(huge.iter().all(|&b| b == 0));
+        huge.copy_from_slice(&region);
+        assert_eq!(read(&huge), expect);
+        assert!(HugeBuffer::zeroed(0).is_empty());
         // Changing any byte changes the digest.
         for at in [0, 63, 64, 999] {
             let mut other = region.clone();

@@ -7,42 +7,85 @@
 //! Gray-code walk so each entry costs one XOR of two earlier ones. A query then reads one
 //! entry per group (chosen by its `t` selection bits) instead of up to `t` rows: `B / t` rows
 //! of reads instead of `B`, for `(2^t - 1) / t` times the database in memory (t = 4: 3.75x,
-//! t = 8: 31.9x). Missing rows past the end of the database count as zero rows.
+//! t = 5: 6.2x, t = 8: 31.9x). Missing rows past the end of the database count as zero rows.
+//!
+//! A table may hold only some chunks (every `step`-th from `first`): a QDP server reads only
+//! its flip chunks online (seed 001, listing 3.3.1b), so with `n` servers it needs `1 / n` of
+//! the memory, and can afford a larger `t` for the same memory.
 //!
 //! The same Gray-code tables, built on the fly per group of 4 rows and shared by every query
 //! of a batch, are the core of [`crate::batch`].
 
-use std::ops::Range;
+use std::ops::{Range, RangeInclusive};
 
 use crate::xor::{bit_at, rayon_map, xor3, xor_in, Selection};
 use crate::Backend;
 
-/// Group sizes the tables support (they divide 8, so a group's bits never straddle a byte).
-pub const GROUP_SIZES: [usize; 4] = [1, 2, 4, 8];
+/// Group sizes the tables support: a group's bits span at most two bytes of a bit vector.
+pub const GROUP_SIZES: RangeInclusive<usize> = 1..=8;
 
-/// The shape of a four-Russians table: `rows` rows of `b` bytes, `c` chunks, groups of `t`.
+/// The shape of a four-Russians table: `rows` rows of `b` bytes, `c` chunks of which the table
+/// holds chunks `first, first + step, ...`, groups of `t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RussiansLayout {
     rows: usize,
     b: usize,
     c: usize,
     t: usize,
+    first: usize,
+    step: usize,
 }
 
 impl RussiansLayout {
-    /// A layout, or `None` if `t` is not in [`GROUP_SIZES`], a size is zero, or the table
-    /// size overflows.
+    /// A layout holding every chunk, or `None` if `t` is not in [`GROUP_SIZES`], a size is
+    /// zero, or the table size overflows.
     pub fn new(rows: usize, b: usize, c: usize, t: usize) -> Option<Self> {
-        if !GROUP_SIZES.contains(&t) || rows == 0 || b == 0 || c == 0 {
+        Self::for_chunks(rows, b, c, t, 0, 1)
+    }
+
+    /// A layout holding only chunks `first, first + step, ...` below `c` (a QDP server's flip
+    /// chunks: `first` = the server, `step` = the servers `n`), or `None` as for
+    /// [`RussiansLayout::new`] or if `first >= c` or `step == 0`.
+    pub fn for_chunks(
+        rows: usize,
+        b: usize,
+        c: usize,
+        t: usize,
+        first: usize,
+        step: usize,
+    ) -> Option<Self> {
+        if !GROUP_SIZES.contains(&t) || rows == 0 || b == 0 || first >= c || step == 0 {
             return None;
         }
-        let layout = Self { rows, b, c, t };
+        let layout = Self {
+            rows,
+            b,
+            c,
+            t,
+            first,
+            step,
+        };
         layout.checked_table_bytes().map(|_| layout)
     }
 
     /// `t`, rows per group.
     pub fn group_size(&self) -> usize {
         self.t
+    }
+
+    /// `c`, the chunks of the selections this table answers.
+    pub fn chunks(&self) -> usize {
+        self.c
+    }
+
+    /// The chunks the table holds, increasing.
+    pub fn held_chunks(&self) -> impl Iterator<Item = usize> {
+        (self.first..self.c).step_by(self.step)
+    }
+
+    /// How many chunks the table holds.
+    pub fn held(&self) -> usize {
+        (self.c - self.first).div_ceil(self.step)
     }
 
     /// Number of super-groups, `ceil(B / (c t))`.
@@ -57,37 +100,55 @@ impl RussiansLayout {
 
     fn checked_table_bytes(&self) -> Option<usize> {
         self.super_groups()
-            .checked_mul(self.c)?
+            .checked_mul(self.held())?
             .checked_mul(self.entries())?
             .checked_mul(self.b)
     }
 
     /// Bytes of one super-group's tables.
     pub fn super_group_bytes(&self) -> usize {
-        self.c * self.entries() * self.b
+        self.held() * self.entries() * self.b
     }
 
-    /// Bytes of the whole table, about `(2^t - 1) / t` times the database.
+    /// Bytes of the whole table, about `(2^t - 1) / t` times the rows of the held chunks.
     pub fn table_bytes(&self) -> usize {
         self.super_groups() * self.super_group_bytes()
     }
 
-    /// The memory cost of group size `t` as a multiple of the database size, `(2^t - 1) / t`.
+    /// The memory cost of group size `t` as a multiple of the rows it covers, `(2^t - 1) / t`.
     pub fn memory_factor(t: usize) -> f64 {
         ((1u64 << t) - 1) as f64 / t as f64
     }
 }
 
 /// Builds the whole table for `region` with every thread of the current rayon pool, calling
-/// `progress(done, total)` in super-groups as it goes.
+/// `progress(done, total)` in super-groups as it goes. The table asks for huge pages
+/// ([`crate::memory::HugeBuffer`]): a scan reads one scattered entry per group.
 pub fn build_parallel(
     layout: RussiansLayout,
     region: &[u8],
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> Vec<u8> {
+) -> crate::memory::HugeBuffer {
+    let mut table = crate::memory::HugeBuffer::zeroed(layout.table_bytes());
+    build_parallel_into(layout, region, &mut table, progress);
+    table
+}
+
+/// [`build_parallel`] into `table` (exactly [`RussiansLayout::table_bytes`] bytes), for a
+/// table in memory the caller chose.
+pub fn build_parallel_into(
+    layout: RussiansLayout,
+    region: &[u8],
+    table: &mut [u8],
+    progress: &(dyn Fn(usize, usize) + Sync),
+) {
     use rayon::prelude::*;
+    assert_eq!(
+        table.len(),
+        layout.table_bytes(),
+        "four Russians: table size"
+    );
     let backend = Backend::current();
-    let mut table = vec![0u8; layout.table_bytes()];
     let per = layout.super_group_bytes();
     // Work in runs of super-groups so progress calls stay cheap.
     let run = (64 << 20) / per.max(1) + 1;
@@ -103,19 +164,19 @@ pub fn build_parallel(
             let now = done.fetch_add(count, std::sync::atomic::Ordering::Relaxed) + count;
             progress(now, total);
         });
-    table
 }
 
 multiversioned! {
     /// Builds the tables of super-groups `groups` into `out` (exactly their bytes).
     pub fn build_with(layout: RussiansLayout, region: &[u8], groups: Range<usize>, out: &mut [u8]) {
-        let RussiansLayout { rows, b, c, t } = layout;
+        let RussiansLayout { rows, b, c, t, .. } = layout;
         assert!(rows * b <= region.len(), "four Russians: region too short");
         assert_eq!(out.len(), groups.len() * layout.super_group_bytes(), "four Russians: table slice");
         let entries = layout.entries();
+        let held = layout.held();
         for (n, s) in groups.enumerate() {
-            for j in 0..c {
-                let group = &mut out[(n * c + j) * entries * b..][..entries * b];
+            for (h, j) in layout.held_chunks().enumerate() {
+                let group = &mut out[(n * held + h) * entries * b..][..entries * b];
                 gray_fill(group, b, t, |u| {
                     let row = (s * t + u) * c + j;
                     (row < rows).then(|| &region[row * b..(row + 1) * b])
@@ -163,12 +224,15 @@ pub(crate) fn gray_fill<'r>(
     }
 }
 
-/// The `t` selection bits of group `s` in a chunk's bit vector (`t` divides 8).
+/// The `t` selection bits of group `s` in a chunk's bit vector (`t <= 8`, so they lie in at
+/// most two bytes; bits past the end read as zero).
 #[inline(always)]
 pub(crate) fn group_bits(bits: &[u8], s: usize, t: usize) -> usize {
     let bit = s * t;
-    bits.get(bit / 8)
-        .map_or(0, |byte| usize::from(byte >> (bit % 8)) & ((1 << t) - 1))
+    let at = bit / 8;
+    let lo = bits.get(at).copied().unwrap_or(0);
+    let hi = bits.get(at + 1).copied().unwrap_or(0);
+    (usize::from(u16::from_le_bytes([lo, hi])) >> (bit % 8)) & ((1 << t) - 1)
 }
 
 /// Answers one query from the table: XORs one entry per group of super-groups `groups` into
@@ -194,6 +258,7 @@ multiversioned! {
         assert_eq!(table.len(), layout.table_bytes(), "four Russians: table size");
         assert_eq!(accs.len(), c * b, "four Russians: accumulator size");
         let entries = layout.entries();
+        let held = layout.held();
         // In gathered mode, row s t + u is bit k of chunk cj: walk (cj, k) without dividing.
         let chunks = selection.chunk_count();
         let mut ahead: [Option<(usize, usize)>; LOOKAHEAD] = [None; LOOKAHEAD];
@@ -201,7 +266,7 @@ multiversioned! {
         let mut cj = (groups.start * t) % chunks;
         let mut k = (groups.start * t) / chunks;
         for s in groups {
-            for j in 0..c {
+            for (h, j) in layout.held_chunks().enumerate() {
                 let index = if gathered {
                     let mut index = 0;
                     for u in 0..t {
@@ -219,7 +284,7 @@ multiversioned! {
                 if index != 0 {
                     // Entries are scattered over a table several times the database: start
                     // loading this one now and XOR the one chosen LOOKAHEAD lookups ago.
-                    let at = ((s * c + j) * entries + index - 1) * b;
+                    let at = ((s * held + h) * entries + index - 1) * b;
                     if b <= PREFETCH_MAX_ENTRY {
                         crate::prefetch_l2_all(&table[at..at + b]);
                     }
@@ -285,13 +350,33 @@ mod tests {
 
     #[test]
     fn layout_rules_and_memory_factor() {
-        assert!(RussiansLayout::new(10, 32, 1, 3).is_none());
+        assert!(RussiansLayout::new(10, 32, 1, 0).is_none());
+        assert!(RussiansLayout::new(10, 32, 1, 9).is_none());
         assert!(RussiansLayout::new(0, 32, 1, 4).is_none());
+        assert!(RussiansLayout::new(10, 32, 0, 4).is_none());
         let l = RussiansLayout::new(10, 64, 1, 4).unwrap();
         assert_eq!(l.super_groups(), 3);
         assert_eq!(l.table_bytes(), 3 * 15 * 64);
         assert_eq!(RussiansLayout::memory_factor(4), 3.75);
+        assert_eq!(RussiansLayout::memory_factor(5), 6.2);
         assert!(RussiansLayout::new(usize::MAX / 2, 1 << 20, 1, 8).is_none());
+        // Chunks 1 and 4 of 6: two of six groups per super-group.
+        let some = RussiansLayout::for_chunks(100, 64, 6, 5, 1, 3).unwrap();
+        assert_eq!(some.held_chunks().collect::<Vec<_>>(), [1, 4]);
+        assert_eq!(some.super_groups(), 4);
+        assert_eq!(some.table_bytes(), 4 * 2 * 31 * 64);
+        assert!(RussiansLayout::for_chunks(100, 64, 6, 5, 6, 3).is_none());
+        assert!(RussiansLayout::for_chunks(100, 64, 6, 5, 0, 0).is_none());
+    }
+
+    #[test]
+    fn group_bits_may_straddle_two_bytes() {
+        let bits = [0b1010_0000u8, 0b0000_0111];
+        // t = 5: group 1 is bits 5..10 = 1, 0, 1, 1, 1.
+        assert_eq!(group_bits(&bits, 1, 5), 0b11101);
+        // Group 2 is bits 10..15 (only bit 10 set); group 4 lies past the end.
+        assert_eq!(group_bits(&bits, 2, 5), 0b00001);
+        assert_eq!(group_bits(&bits, 4, 5), 0);
     }
 
     proptest! {
@@ -300,7 +385,7 @@ mod tests {
             rows in 1usize..300,
             b32 in 1usize..10,
             c in 1usize..5,
-            t in prop::sample::select(GROUP_SIZES.to_vec()),
+            t in GROUP_SIZES,
             seed in any::<u64>(),
         ) {
             let b = 32 * b32;
@@ -328,9 +413,22 @@ mod tests {
                 prop_assert_eq!(&accs, &expect, "backend {:?}", backend);
                 let mut built = vec![0u8; layout.table_bytes()];
                 build_with(backend, layout, &region, 0..layout.super_groups(), &mut built);
-                prop_assert_eq!(&built, &table);
+                prop_assert_eq!(&built[..], &table[..]);
             }
             prop_assert_eq!(scan_parallel(layout, selection, &table), expect.clone());
+            // A table of some chunks answers for those chunks and leaves the others' slots.
+            for first in 0..c {
+                for step in 1..=c {
+                    let some = RussiansLayout::for_chunks(rows, b, c, t, first, step).unwrap();
+                    let some_table = build_parallel(some, &region, &|_, _| {});
+                    let mut want = vec![0u8; c * b];
+                    for j in some.held_chunks() {
+                        want[j * b..(j + 1) * b].copy_from_slice(&expect[j * b..(j + 1) * b]);
+                    }
+                    let sel = Selection::new(&refs);
+                    prop_assert_eq!(scan_parallel(some, sel, &some_table), want);
+                }
+            }
             // A table over consecutive rows answers the same selection as one sum.
             let flat = RussiansLayout::new(rows, b, 1, t).unwrap();
             let flat_table = build_parallel(flat, &region, &|_, _| {});

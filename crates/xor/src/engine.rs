@@ -67,7 +67,7 @@ impl Default for EngineOptions {
 /// A database with its precomputed tables.
 pub struct Engine {
     database: Database,
-    russians: Option<(RussiansLayout, Vec<u8>)>,
+    russians: Option<(RussiansLayout, pir_kernels::memory::HugeBuffer)>,
 }
 
 impl std::fmt::Debug for Engine {

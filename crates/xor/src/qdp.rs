@@ -795,6 +795,30 @@ impl std::fmt::Debug for PendingAnswer {
     }
 }
 
+/// The four-Russians layout of the table server `server` needs for its online step: its flip
+/// chunks only (chunks `j` with `j mod n = server`), groups of `t` rows within a chunk. With
+/// `n` servers this is `1 / n` of a table over every chunk, so a QDP server can afford a
+/// larger `t` than plain four-Russians RAID-PIR in the same memory. `None` for an invalid `t`
+/// or a server outside the scheme.
+pub fn flip_table_layout(
+    raid: &RaidPir,
+    server: usize,
+    t: usize,
+) -> Option<pir_kernels::russians::RussiansLayout> {
+    if server >= raid.servers() {
+        return None;
+    }
+    let shape = raid.shape();
+    pir_kernels::russians::RussiansLayout::for_chunks(
+        shape.block_count(),
+        shape.block_size(),
+        raid.chunks(),
+        t,
+        server,
+        raid.servers(),
+    )
+}
+
 impl PendingAnswer {
     /// Whether the seed came with a precomputed partial answer (otherwise the answer scans
     /// every processed chunk, as plain RAID-PIR).
@@ -809,10 +833,11 @@ impl PendingAnswer {
     }
 
     /// [`PendingAnswer::answer`] with the online rows read from a four-Russians table whose
-    /// groups lie within one chunk (`RussiansLayout` with `c` = the scheme's chunks, built
-    /// over `db`): one lookup per group of `t` flip-chunk rows instead of up to `t` rows, so
-    /// at `n = 2` half the lookups of four-Russians RAID-PIR (thesis, seed 001, listing
-    /// 3.3.1b). Errors if the layout does not match the database and scheme.
+    /// groups lie within one chunk, built over `db`: one lookup per group of `t` flip-chunk
+    /// rows instead of up to `t` rows (thesis, seed 001, listing 3.3.1b). The table holds
+    /// either every chunk or, as [`flip_table_layout`] lays it out, only this server's flip
+    /// chunks (`1 / n` of the memory). Errors if the layout does not match the database,
+    /// the scheme and the server.
     pub fn answer_from_table(
         self,
         db: &Database,
@@ -820,15 +845,18 @@ impl PendingAnswer {
         table: &[u8],
     ) -> Result<RaidAnswer, Error> {
         let shape = self.raid.shape();
-        let expected = pir_kernels::russians::RussiansLayout::new(
+        let t = layout.group_size();
+        let every = pir_kernels::russians::RussiansLayout::new(
             shape.block_count(),
             shape.block_size(),
             self.raid.chunks(),
-            layout.group_size(),
+            t,
         );
-        if expected != Some(layout) || table.len() != layout.table_bytes() {
+        let flips = flip_table_layout(&self.raid, self.server, t);
+        if !(every == Some(layout) || flips == Some(layout)) || table.len() != layout.table_bytes()
+        {
             return Err(Error::DatabaseMismatch(
-                "the four-Russians table does not match the database and chunks".into(),
+                "the four-Russians table does not match the database, chunks and server".into(),
             ));
         }
         self.answer_with(db, Some((layout, table)))

@@ -726,7 +726,24 @@ fn answers_from_a_per_chunk_four_russians_table_equal_the_scan() {
                         .clone()
                         .answer_from_table(&db, layout, &table)
                         .unwrap();
-                    assert_eq!(from_table, pending.answer(&db).unwrap(), "n={n} t={t}");
+                    assert_eq!(
+                        from_table,
+                        pending.clone().answer(&db).unwrap(),
+                        "n={n} t={t}"
+                    );
+                    // The same from a table of this server's flip chunks only, at t and t + 1.
+                    for t in [t, t % 8 + 1] {
+                        let flips = qdp::flip_table_layout(&raid, server.server(), t).unwrap();
+                        let flip_table =
+                            pir_kernels::russians::build_parallel(flips, db.bytes(), &|_, _| {});
+                        // one chunk of n: one group per super-group
+                        assert_eq!(
+                            flip_table.len(),
+                            flips.super_groups() * flips.entries() * 64
+                        );
+                        let answer = pending.clone().answer_from_table(&db, flips, &flip_table);
+                        assert_eq!(answer.unwrap(), from_table, "flip table, n={n} t={t}");
+                    }
                     from_table
                 })
                 .collect();
@@ -739,6 +756,14 @@ fn answers_from_a_per_chunk_four_russians_table_equal_the_scan() {
         let pending = servers[0]
             .take_query(&client.encode_query(&queries[0]))
             .unwrap();
+        // another server's flip-chunk table is refused
+        let other = qdp::flip_table_layout(&raid, 1, t).unwrap();
+        let other_table = vec![0u8; other.table_bytes()];
+        assert!(matches!(
+            pending.clone().answer_from_table(&db, other, &other_table),
+            Err(Error::DatabaseMismatch(_))
+        ));
+        assert!(qdp::flip_table_layout(&raid, n, t).is_none());
         let flat = pir_kernels::russians::RussiansLayout::new(blocks, 64, 1, t).unwrap();
         let flat_table = vec![0u8; flat.table_bytes()];
         assert!(matches!(
