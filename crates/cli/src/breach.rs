@@ -127,6 +127,7 @@ async fn serve(args: BreachServeArgs) -> Result<()> {
         queue: args.qdp_queue,
         listen: args.listen,
         workers: args.workers,
+        four_russians: args.four_russians.map(usize::from),
     })
     .await?;
     let (header, shape) = (&started.header, started.shape);
@@ -161,6 +162,8 @@ struct ServerPlan<'a> {
     queue: usize,
     listen: SocketAddr,
     workers: Option<usize>,
+    /// Group size of a four-Russians table of this server's flip chunk, if any.
+    four_russians: Option<usize>,
 }
 
 /// A started breach server (what `pir breach serve` and `pir breach bench` run).
@@ -204,6 +207,25 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
     };
     let (_, database) = db.into_parts();
     let shape = database.shape();
+    let flip_table = match plan.four_russians {
+        Some(t) => {
+            let layout = pir_server::FlipTable::layout(shape, plan.server, t)?;
+            eprintln!(
+                "building the four-Russians table of server {}'s flip chunk: t = {t}, {:.2} GiB \
+                 ({:.2}x the database)",
+                plan.server,
+                layout.table_bytes() as f64 / (1u64 << 30) as f64,
+                layout.table_bytes() as f64 / shape.total_bytes() as f64
+            );
+            let bar = crate::table_bar(layout.super_groups());
+            let table = pir_server::FlipTable::build(&database, plan.server, t, &|done, _| {
+                bar.set_position(done as u64)
+            })?;
+            bar.finish_and_clear();
+            Some(table)
+        }
+        None => None,
+    };
     let config = pir_server::BreachConfig {
         database,
         header: header.encode().to_vec(),
@@ -220,6 +242,7 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
         seed_store: pir_server::BoxedSeedStore(Box::new(pir_server::FileSeedStore::new(
             plan.seed_state,
         ))),
+        flip_table,
     };
     let service = Arc::new(
         pir_server::BreachService::start(config)

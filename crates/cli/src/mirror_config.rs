@@ -9,7 +9,7 @@
 //! skip_verify = false            # optional
 //! batch_window_ms = 2            # optional: gather concurrent queries into one pass
 //! max_batch = 64                 # optional
-//! four_russians = "auto"         # optional: auto | off | 1 | 2 | 4 | 8
+//! four_russians = "auto"         # optional: auto | off | 1 to 8 (group size)
 //! four_russians_memory_gib = 4   # optional: largest table
 //! lock_in_ram = false            # optional: mlock the database
 //! ```
@@ -65,7 +65,9 @@ fn parse_russians(text: &str) -> Result<pir_xor::Russians> {
             Ok(t) if pir_kernels::russians::GROUP_SIZES.contains(&t) => {
                 Ok(pir_xor::Russians::Group(t))
             }
-            _ => anyhow::bail!("four_russians must be auto, off, 1, 2, 4 or 8, not {text:?}"),
+            _ => anyhow::bail!(
+                "four_russians must be auto, off, or a group size 1 to 8, not {text:?}"
+            ),
         },
     }
 }

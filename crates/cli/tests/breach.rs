@@ -127,6 +127,10 @@ fn deploy(dir: &Path, db: &str, blinding_key: Option<&str>) -> (Proc, Proc, Stri
         if let Some(b) = blinding {
             args.extend(["--blinding-key", b]);
         }
+        // Server 1 answers its flip chunk from a four-Russians table, server 0 by a scan.
+        if server == "1" {
+            args.extend(["--four-russians", "4"]);
+        }
         Proc::start(&args, "https://")
     };
     let s0 = start("0", blinding_key);

@@ -24,7 +24,7 @@ pub mod metrics;
 pub mod runtime;
 pub mod service;
 
-pub use breach::{BoxedSeedStore, BreachConfig, BreachService, FileSeedStore};
+pub use breach::{BoxedSeedStore, BreachConfig, BreachService, FileSeedStore, FlipTable};
 pub use lattice::{LatticeDatabase, LatticeService};
 pub use metrics::Metrics;
 pub use runtime::{

@@ -42,7 +42,7 @@ pub enum Russians {
     /// From [`RUSSIANS_MIN_BLOCK`]-byte blocks up, with `t` = [`RUSSIANS_AUTO_GROUP`], if the
     /// table fits the memory limit.
     Auto,
-    /// Always, with this group size (1, 2, 4 or 8), if the table fits the memory limit.
+    /// Always, with this group size (1 to 8), if the table fits the memory limit.
     Group(usize),
 }
 

@@ -90,6 +90,7 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
                 queue: args.qdp_queue,
                 listen: "127.0.0.1:0".parse()?,
                 workers: None,
+                four_russians: args.four_russians.map(usize::from),
             })
             .await?,
         );
