@@ -2,7 +2,8 @@
 //! process (medians), for tuning: `RAYON_NUM_THREADS=1 cargo run --release -p pir-kernels
 //! --example russians_ab -- [MiB] [block bytes] [chunks c] [group t] [selected chunks] [runs]`
 //! (defaults 1024, 4096, 1, 4, all, 9). With `c = 1` the selection still has
-//! `selected chunks` chunks, gathered as RAID-PIR's engine does.
+//! `selected chunks` chunks, gathered as RAID-PIR's engine does. `FLIP=j` builds a table of
+//! chunk `j` only; `HUGE=0` builds it in ordinary pages.
 use std::time::Instant;
 
 use pir_kernels::russians::{self, RussiansLayout};
@@ -20,7 +21,12 @@ fn main() -> Result<(), String> {
     let selected = args.get(4).copied().unwrap_or(c.max(2));
     let runs = args.get(5).copied().unwrap_or(9);
     let rows = (mib << 20) / b;
-    let layout = RussiansLayout::new(rows, b, c, t).ok_or("bad layout")?;
+    // FLIP=j holds only chunk j (as a QDP server's table of its flip chunk, step c).
+    let layout = match std::env::var("FLIP").ok().and_then(|j| j.parse().ok()) {
+        Some(first) => RussiansLayout::for_chunks(rows, b, c, t, first, c),
+        None => RussiansLayout::new(rows, b, c, t),
+    }
+    .ok_or("bad layout")?;
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         state ^= state << 13;
@@ -73,6 +79,12 @@ fn main() -> Result<(), String> {
             table,
         ));
         scan.push(t0.elapsed().as_secs_f64());
+    }
+    // How much of this process's memory the kernel actually gave huge pages (Linux).
+    if let Ok(rollup) = std::fs::read_to_string("/proc/self/smaps_rollup") {
+        for line in rollup.lines().filter(|l| l.starts_with("AnonHugePages")) {
+            println!("{line}");
+        }
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
