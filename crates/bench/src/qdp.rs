@@ -125,6 +125,30 @@ impl QdpSummary {
     }
 }
 
+/// One timed QDP online step of server 0 for a random index: every server issues a seed, the
+/// client builds its queries, and server 0's query is taken and answered by `answer` (the
+/// query building is not timed).
+#[allow(clippy::expect_used)]
+fn online_run(
+    rng: &mut ChaCha20Rng,
+    servers: &mut [QdpServer<MemorySeedStore>],
+    client: &QdpClient,
+    answer: &dyn Fn(qdp::PendingAnswer) -> Vec<u8>,
+) -> Duration {
+    let index = rng.random_range(0..client.scheme().shape().block_count());
+    let grants: Vec<_> = servers
+        .iter_mut()
+        .map(|server| server.issue().expect("seed"))
+        .collect();
+    let (queries, _) = client.query(&[index], &grants).expect("query");
+    let body = client.encode_query(&queries[0]);
+    let t = Instant::now();
+    let pending = servers[0].take_query(&body).expect("issued seed");
+    assert!(pending.is_precomputed(), "the queue holds an entry per run");
+    std::hint::black_box(answer(pending));
+    t.elapsed()
+}
+
 /// The largest group size whose table of server 0's flip chunks (the largest share) takes at
 /// most `budget` bytes, and at least `group`.
 pub fn equal_memory_group(raid: &RaidPir, group: usize, budget: usize) -> usize {
@@ -302,20 +326,9 @@ pub fn run_qdp(
                 let client = QdpClient::new(*raid);
                 for (k, &threads) in options.threads.iter().enumerate() {
                     let measured = alternate(threads, runs, engine.database().bytes(), &mut || {
-                        let index = rng.random_range(0..db_shape.block_count());
-                        let grants: Vec<_> = servers
-                            .iter_mut()
-                            .map(|server| server.issue().expect("seed"))
-                            .collect();
-                        let (queries, _) = client.query(&[index], &grants).expect("query");
-                        let body = client.encode_query(&queries[0]);
-                        let t = Instant::now();
-                        let pending = servers[0].take_query(&body).expect("issued seed");
-                        assert!(pending.is_precomputed(), "the queue holds an entry per run");
-                        std::hint::black_box(
-                            pending.answer_body(engine.database()).expect("answer"),
-                        );
-                        t.elapsed()
+                        online_run(&mut rng, &mut servers, &client, &|pending| {
+                            pending.answer_body(engine.database()).expect("answer")
+                        })
                     });
                     medians[i * options.threads.len() + k][2] = measured.1;
                     let row = row(
@@ -358,24 +371,12 @@ pub fn run_qdp(
                     for (k, &threads) in options.threads.iter().enumerate() {
                         let measured =
                             alternate(threads, runs, engine.database().bytes(), &mut || {
-                                let index = rng.random_range(0..db_shape.block_count());
-                                let grants: Vec<_> = servers
-                                    .iter_mut()
-                                    .map(|server| server.issue().expect("seed"))
-                                    .collect();
-                                let (queries, _) = client.query(&[index], &grants).expect("query");
-                                let body = client.encode_query(&queries[0]);
-                                let t = Instant::now();
-                                let pending = servers[0].take_query(&body).expect("issued seed");
-                                assert!(
-                                    pending.is_precomputed(),
-                                    "the queue holds an entry per run"
-                                );
-                                let answer = pending
-                                    .answer_from_table(engine.database(), layout, &table)
-                                    .expect("answer");
-                                std::hint::black_box(raid.encode_answer(&answer));
-                                t.elapsed()
+                                online_run(&mut rng, &mut servers, &client, &|pending| {
+                                    let answer = pending
+                                        .answer_from_table(engine.database(), layout, &table)
+                                        .expect("answer");
+                                    raid.encode_answer(&answer)
+                                })
                             });
                         let cell = &mut medians[i * options.threads.len() + k];
                         cell[3 + slot] = measured.1;
@@ -425,7 +426,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_small_run_reports_four_rows_per_n_and_a_summary() {
+    fn a_small_run_reports_five_rows_per_n_and_a_summary() {
         let shape = Shape {
             name: "test",
             blocks: 1024,
