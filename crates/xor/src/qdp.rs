@@ -975,7 +975,7 @@ impl QdpClient {
         indices: &[usize],
         grants: &[SeedGrant],
     ) -> Result<(Vec<QdpQuery>, QdpState), Error> {
-        self.check_indices(indices)?;
+        self.raid.check_indices(indices)?;
         let n = self.raid.servers();
         if grants.len() != n || grants.iter().enumerate().any(|(s, g)| g.server != s) {
             return Err(Error::InvalidParameter(format!(
@@ -1093,32 +1093,6 @@ impl QdpClient {
                 "server position {server} outside the {} servers",
                 self.raid.servers()
             )));
-        }
-        Ok(())
-    }
-
-    /// The index rules of [`RaidPir`]: in range, count per mode, distinct chunks.
-    fn check_indices(&self, indices: &[usize]) -> Result<(), Error> {
-        let allowed = self.raid.max_blocks_per_query();
-        if indices.is_empty() || indices.len() > allowed {
-            return Err(Error::InvalidParameter(format!(
-                "this RAID-PIR mode retrieves 1 to {allowed} blocks per query, got {}",
-                indices.len()
-            )));
-        }
-        let mut used = vec![false; self.raid.chunks()];
-        for &index in indices {
-            if index >= self.raid.shape().block_count() {
-                return Err(Error::InvalidParameter(format!(
-                    "block index out of range (database has {} blocks)",
-                    self.raid.shape().block_count()
-                )));
-            }
-            if std::mem::replace(&mut used[self.raid.chunk_of(index)], true) {
-                return Err(Error::InvalidParameter(
-                    "blocks of one RAID-PIR query must lie in distinct chunks (index mod c)".into(),
-                ));
-            }
         }
         Ok(())
     }

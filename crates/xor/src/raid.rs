@@ -348,7 +348,7 @@ impl RaidPir {
     }
 
     /// Checks the requested indices against the mode and the chunk rule of section 3.2.1.
-    fn check_indices(&self, indices: &[usize]) -> Result<(), Error> {
+    pub(crate) fn check_indices(&self, indices: &[usize]) -> Result<(), Error> {
         let allowed = self.max_blocks_per_query();
         if indices.is_empty() || indices.len() > allowed {
             return Err(Error::InvalidParameter(format!(
