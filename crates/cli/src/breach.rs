@@ -211,10 +211,10 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
         Some(t) => {
             let layout = pir_server::FlipTable::layout(shape, plan.server, t)?;
             eprintln!(
-                "building the four-Russians table of server {}'s flip chunk: t = {t}, {:.2} GiB \
-                 ({:.2}x the database)",
+                "building the four-Russians table of server {}'s flip chunk: t = {t}, {} ({:.2}x \
+                 the database)",
                 plan.server,
-                layout.table_bytes() as f64 / (1u64 << 30) as f64,
+                crate::human(layout.table_bytes() as u64),
                 layout.table_bytes() as f64 / shape.total_bytes() as f64
             );
             let bar = crate::table_bar(layout.super_groups());

@@ -75,7 +75,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         "      {} blocks of {} bytes ({}); {}",
         report.block_count,
         report.block_size,
-        human(report.database_bytes),
+        crate::human(report.database_bytes),
         report.block_size_reason
     );
 
@@ -173,8 +173,8 @@ pub async fn run(args: DemoArgs) -> Result<()> {
             "      mirror {}: {} HTTPS request(s), sent {} / received {}",
             mirror + 1,
             stats.requests,
-            human(stats.bytes_sent),
-            human(stats.bytes_received)
+            crate::human(stats.bytes_sent),
+            crate::human(stats.bytes_received)
         );
         describe_queries(&requests);
     }
@@ -253,14 +253,4 @@ fn describe_queries(requests: &[&Vec<u8>]) {
         bits.trim_end(),
         100.0 * ones as f64 / total.max(1) as f64
     );
-}
-
-fn human(bytes: u64) -> String {
-    if bytes >= 1 << 20 {
-        format!("{:.1} MiB", bytes as f64 / 1048576.0)
-    } else if bytes >= 1 << 10 {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
-    } else {
-        format!("{bytes} B")
-    }
 }

@@ -299,6 +299,19 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
     Ok(())
 }
 
+/// A byte count for people: B, KiB, MiB or GiB.
+fn human(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / 1048576.0)
+    } else if bytes >= 1 << 10 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
 /// A progress bar over the `total` super-groups of a four-Russians table being built.
 fn table_bar(total: usize) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(total as u64);
@@ -320,9 +333,9 @@ fn build_engine(
     let bar = match layout {
         Some(layout) => {
             eprintln!(
-                "building four-Russians tables: t = {}, {:.2} GiB ({:.2}x the database)",
+                "building four-Russians tables: t = {}, {} ({:.2}x the database)",
                 layout.group_size(),
-                layout.table_bytes() as f64 / (1u64 << 30) as f64,
+                human(layout.table_bytes() as u64),
                 layout.table_bytes() as f64 / shape.total_bytes() as f64
             );
             Some(table_bar(layout.super_groups()))

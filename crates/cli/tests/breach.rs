@@ -3,7 +3,10 @@
 //! username:password corpus, and the HIBP range proxy, all through the real binary.
 //!
 //! The corpus is John the Ripper's common-password list (Debian package john-data,
-//! /usr/share/john/password.lst); without it the test prints SKIPPED and passes.
+//! /usr/share/john/password.lst); without it the test prints SKIPPED and passes. An existing
+//! HIBP client library, the `hibp` SDK from npm (`clients/hibp-js`, installed by `.ci/run`
+//! with `npm ci`), is pointed at the proxy unchanged; without Node.js or that install, that
+//! part prints SKIPPED.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
@@ -98,6 +101,55 @@ fn http_get(addr: &str, path: &str, extra: &str) -> (u16, String, String) {
         })
         .unwrap_or_default();
     (status, content_type, body.to_string())
+}
+
+/// The npm `hibp` SDK, unchanged but for its documented `baseUrl` option, reports through the
+/// proxy the breach count the corpus holds for real passwords, and 0 for misses, with and
+/// without `Add-Padding`.
+fn hibp_library_through_the_proxy(addr: &str, db: &BreachDatabase) {
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/hibp-js");
+    let node = std::process::Command::new("node").arg("--version").output();
+    if !client.join("node_modules/hibp").exists() || !node.is_ok_and(|o| o.status.success()) {
+        println!("SKIPPED: the hibp client check needs Node.js and `npm ci` in clients/hibp-js");
+        return;
+    }
+    let hits = ["password", "123456", "letmein", "dragon"];
+    let misses: Vec<String> = (0..2)
+        .map(|_| format!("miss-{:016x}", rand::rng().next_u64()))
+        .collect();
+    let out = std::process::Command::new("node")
+        .arg(client.join("check.mjs"))
+        .arg(format!("http://{addr}"))
+        .args(hits)
+        .args(&misses)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), hits.len() + misses.len(), "{stdout}");
+    for (line, password) in lines.iter().zip(hits) {
+        // The count the corpus holds: the password's line in its bucket's range body.
+        let hash = password_sha1(password.as_bytes());
+        let prefix = RangePrefix::of_hash(&hash);
+        let bucket = db.bucket(prefix.bucket(db.header()).unwrap()).unwrap();
+        let body =
+            range_response::<rand::rngs::ThreadRng>(db.header(), prefix, &bucket, None).unwrap();
+        let suffix = pir_core::hex::encode(&hash).to_ascii_uppercase()[5..].to_string();
+        let count = body
+            .split("\r\n")
+            .find_map(|l| l.strip_prefix(&format!("{suffix}:")))
+            .unwrap();
+        assert!(count.parse::<u64>().unwrap() >= 1, "{password}: {count}");
+        assert_eq!(*line, format!("{count} {count} {password}"));
+    }
+    for (line, miss) in lines[hits.len()..].iter().zip(&misses) {
+        assert_eq!(*line, format!("0 0 {miss}"));
+    }
 }
 
 /// Two servers of `db`, the servers file, and the running processes.
@@ -262,6 +314,7 @@ fn private_checks_over_a_real_password_list_pairs_and_the_range_proxy() {
         let zeros = lines.iter().filter(|l| l.ends_with(":0")).count();
         assert_eq!(zeros, lines.len() - expected.split("\r\n").count());
     }
+    hibp_library_through_the_proxy(&proxy.addr, &db);
     let (status, _, body) = http_get(&proxy.addr, "/range/5BAA6?mode=ntlm", "");
     assert_eq!(status, 400);
     assert!(body.contains("NTLM"), "{body}");
