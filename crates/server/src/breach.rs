@@ -342,6 +342,11 @@ impl BreachService {
         &self.raid
     }
 
+    /// Bytes of the four-Russians table of the flip chunk (0 without one).
+    pub fn flip_table_bytes(&self) -> usize {
+        self.shared.flip_table.as_ref().map_or(0, FlipTable::bytes)
+    }
+
     /// Precomputed entries waiting (for monitoring and tests).
     pub fn queue_len(&self) -> usize {
         self.shared.lock().queue_len()

@@ -6,7 +6,8 @@
 //!
 //! Reported: build time, peak memory, median end-to-end check time (target: at most 1 s),
 //! server online time of a QDP query (handled in-process, no network), bytes per check, and
-//! memory per server (the memory-mapped database plus the QDP queue).
+//! memory per server (the memory-mapped database, the QDP queue, and the four-Russians table
+//! of the flip chunk with `--four-russians`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -162,9 +163,16 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
     );
     let database_bytes = header.bucket_count() * header.block_size;
     let queue_bytes = args.qdp_queue * header.block_size;
+    let table = match servers[0].service.flip_table_bytes() {
+        0 => String::new(),
+        bytes => format!(
+            " + four-Russians table of its flip chunk {:.2} GB",
+            bytes as f64 / 1e9
+        ),
+    };
     println!(
         "memory per server: database {:.2} GB (memory-mapped file) + QDP queue {} entries x {} \
-         bytes = {:.1} MB; this process (both servers, after the build): rss {}, peak {}",
+         bytes = {:.1} MB{table}; this process (both servers, after the build): rss {}, peak {}",
         database_bytes as f64 / 1e9,
         args.qdp_queue,
         header.block_size,
