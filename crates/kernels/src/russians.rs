@@ -236,7 +236,8 @@ pub(crate) fn group_bits(bits: &[u8], s: usize, t: usize) -> usize {
 }
 
 /// Answers one query from the table: XORs one entry per group of super-groups `groups` into
-/// the chunk slots of `accs` (`c * b` bytes).
+/// the chunk slots of `accs` (`c * b` bytes). Only the held chunks' slots are touched; the
+/// selection bits of other chunks are not read.
 pub fn scan(
     layout: RussiansLayout,
     selection: Selection<'_>,
