@@ -521,11 +521,11 @@ pub enum MirrorCommand {
 ///   answered in ONE pass over the database (default 2; 0 batches only what is already
 ///   queued). Each answer is exactly what the query gets alone.
 /// - max_batch: most requests per pass (default 64).
-/// - four_russians: auto | off | 1 | 2 | 4 | 8. Precomputes, for every group of t blocks, the
+/// - four_russians: auto | off | 1 to 8. Precomputes, for every group of t blocks, the
 ///   XOR of each subset, so a query reads B/t blocks instead of B. Costs (2^t - 1)/t x the
 ///   database in RAM (t = 4: 3.75x, t = 8: 31.9x) and a build at start-up. auto uses t = 4
-///   for blocks of 2 KiB and more (below that it is slower than the plain scan on our
-///   measurements) when the table fits four_russians_memory_gib.
+///   for blocks of 1 KiB and more (below that it is not reliably faster than the plain scan
+///   on our measurements) when the table fits four_russians_memory_gib.
 /// - four_russians_memory_gib: largest table to build (default 4).
 /// - lock_in_ram: mlock the database so it is never paged out (needs `ulimit -l`).
 #[derive(Debug, Args)]

@@ -26,10 +26,11 @@ use crate::raid::RaidPir;
 use crate::serve::max_query_body;
 
 /// Smallest block size at which [`Russians::Auto`] uses four-Russians tables: below it the
-/// random table lookups lose to a streaming scan. Measured with `pir bench` on a 2-core AMD
-/// EPYC (Zen 4) VM, one core, 256 MiB, plain / t = 4 in ms: 1 KiB blocks 13.5 / 16.2,
-/// 2 KiB 13.2 / 11.3, 4 KiB 8.9 / 8.4 (the crossover table is in README.md).
-pub const RUSSIANS_MIN_BLOCK: usize = 2048;
+/// random table lookups do not reliably beat a streaming scan. Measured with `pir bench` on a
+/// 2-core AMD EPYC (Zen 4) VM, one core, 256 MiB, tables in huge pages, plain / t = 4 in ms,
+/// two runs: 512 B 11.1 / 9.9 and 12.1 / 13.7, 1 KiB 11.4 / 5.8 and 20.2 / 7.9, 2 KiB
+/// 11.2 / 4.2 and 16.2 / 7.8 (the crossover table is in README.md).
+pub const RUSSIANS_MIN_BLOCK: usize = 1024;
 
 /// Group size `t` that [`Russians::Auto`] uses (memory 3.75 x the database).
 pub const RUSSIANS_AUTO_GROUP: usize = 4;
@@ -356,6 +357,11 @@ mod tests {
         let large = DbShape::new(1000, 4096).unwrap();
         let options = EngineOptions::default();
         assert!(Engine::plan_russians(small, options).is_none());
+        // The threshold itself is in, the block size below it out.
+        let at = DbShape::new(1000, RUSSIANS_MIN_BLOCK).unwrap();
+        let below = DbShape::new(1000, RUSSIANS_MIN_BLOCK - 32).unwrap();
+        assert!(Engine::plan_russians(at, options).is_some());
+        assert!(Engine::plan_russians(below, options).is_none());
         assert_eq!(
             Engine::plan_russians(large, options).map(|l| l.group_size()),
             Some(4)
