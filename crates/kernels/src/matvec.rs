@@ -44,7 +44,8 @@ use rayon::prelude::*;
 
 use crate::Backend;
 
-/// Most vectors one pass of [`matvec_batch`] multiplies at once; larger batches are split.
+/// Most vectors one pass of [`matvec_batch`] multiplies at once; larger batches are split
+/// (into groups of 4 where the AVX-512 VNNI tile runs).
 pub const MAX_BATCH: usize = 8;
 
 /// Rows of one parallel task are a multiple of this (the largest tile height below).
@@ -200,14 +201,21 @@ pub fn matvec_batch_with(
     if k_all == 0 {
         return;
     }
-    if k_all > MAX_BATCH {
-        let mut group_out = vec![0u32; matrix.rows * MAX_BATCH];
-        for (g, group) in xs.chunks(MAX_BATCH).enumerate() {
+    // Where the VNNI tile runs 4 vectors, 5 to 8 in one pass are slower than two passes:
+    // their vectors no longer fit in L2 together ([`vnni_applies`]).
+    let per_pass = if vnni_applies(backend, matrix.packing, VNNI_MAX_BATCH) {
+        VNNI_MAX_BATCH
+    } else {
+        MAX_BATCH
+    };
+    if k_all > per_pass {
+        let mut group_out = vec![0u32; matrix.rows * per_pass];
+        for (g, group) in xs.chunks(per_pass).enumerate() {
             let k = group.len();
             let part = &mut group_out[..matrix.rows * k];
             matvec_batch_with(backend, matrix, group, part);
             for (i, row) in part.chunks_exact(k).enumerate() {
-                out[i * k_all + g * MAX_BATCH..][..k].copy_from_slice(row);
+                out[i * k_all + g * per_pass..][..k].copy_from_slice(row);
             }
         }
         return;
@@ -287,7 +295,7 @@ fn rows_dispatch<const K: usize>(
     #[cfg(target_arch = "x86_64")]
     use x86::{tile_avx2, tile_avx512, tile_vnni};
     match backend {
-        // `vnni` is only set by `vnni_applies`, which checked the CPU features and K <= 4.
+        // `vnni` is only set by `vnni_applies`, which checked the CPU features and K <= VNNI_MAX_BATCH.
         #[cfg(target_arch = "x86_64")]
         _ if vnni => match K {
             1 => run!(8, tile_vnni),
@@ -315,6 +323,11 @@ fn rows_dispatch<const K: usize>(
     }
 }
 
+/// The most vectors [`x86::tile_vnni`] takes in one pass; larger batches on such a machine
+/// take one pass per group of this many (at 1 GiB on one core, 8 vectors in one pass took
+/// 443 ms, two passes of 4 about 240 ms).
+const VNNI_MAX_BATCH: usize = 4;
+
 /// Whether [`x86::tile_vnni`] runs this product: AVX-512 chosen, the CPU has VNNI, byte
 /// entries, and at most 4 vectors. With more, the vectors (4 bytes per column each, 128 KiB
 /// at 1 GiB) no longer fit in L2 together and one row at a time spills its `4 K`
@@ -324,7 +337,7 @@ fn vnni_applies(backend: Backend, packing: Packing, k: usize) -> bool {
     {
         backend == Backend::Avx512
             && packing.bits() == 8
-            && k <= 4
+            && k <= VNNI_MAX_BATCH
             && Backend::Avx512.is_available()
             && std::arch::is_x86_feature_detected!("avx512vnni")
     }
