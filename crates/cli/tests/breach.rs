@@ -12,55 +12,18 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use pir_breach::corpus::password_sha1;
 use pir_breach::database::BreachDatabase;
 use pir_breach::range::{range_response, RangePrefix, PADDING_MIN_LINES};
 use rand::RngCore;
-use support::{ok, pir};
+use support::{ok, pir, Proc};
 
 const JOHN_LIST: &str = "/usr/share/john/password.lst";
-
-/// A child process killed on drop; `addr` is the first `https://` or `http://` address it
-/// printed.
-struct Proc {
-    child: Child,
-    addr: String,
-}
-
-impl Proc {
-    fn start(args: &[&str], prefix: &str) -> Proc {
-        let mut child = pir()
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn pir");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("printed nothing").unwrap();
-        let addr = first
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(prefix))
-            .unwrap_or_else(|| panic!("no {prefix} address in {first:?}"))
-            .split('/')
-            .next()
-            .unwrap()
-            .to_string();
-        std::thread::spawn(move || for _ in lines {});
-        Proc { child, addr }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `pir breach check` with `input` on standard input.
 fn check(servers: &str, input: &str) -> Output {

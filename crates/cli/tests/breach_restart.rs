@@ -8,65 +8,38 @@
 mod support;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
 
-use support::{ok, pir};
+use support::{ok, Proc};
 
 /// Seeds collected from server 0 per run.
 const SEEDS_PER_RUN: usize = 40;
 
-/// A `pir breach serve` process, killed on drop; `addr` is the address it printed.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(db: &str, server: &str, key: &str, seed_state: &str) -> Server {
-        let mut child = pir()
-            .args([
-                "breach",
-                "serve",
-                "--db",
-                db,
-                "--server",
-                server,
-                "--key",
-                key,
-                "--listen",
-                "127.0.0.1:0",
-                "--qdp-queue",
-                "4",
-                "--seed-state",
-                seed_state,
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn pir");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("printed nothing").unwrap();
-        let addr = first
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("https://"))
-            .unwrap_or_else(|| panic!("no address in {first:?}"))
-            .to_string();
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, addr }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A `pir breach serve` process on a free port, killed on drop.
+fn serve(db: &str, server: &str, key: &str, seed_state: &str) -> Proc {
+    Proc::start(
+        &[
+            "breach",
+            "serve",
+            "--db",
+            db,
+            "--server",
+            server,
+            "--key",
+            key,
+            "--listen",
+            "127.0.0.1:0",
+            "--qdp-queue",
+            "4",
+            "--seed-state",
+            seed_state,
+        ],
+        "https://",
+    )
 }
 
 /// `count` seeds from server 0 of the deployment `(s0, s1)`, via seed requests.
-fn collect_seeds(dir: &Path, s0: &Server, s1: &Server, count: usize) -> Vec<[u8; 16]> {
+fn collect_seeds(dir: &Path, s0: &Proc, s1: &Proc, count: usize) -> Vec<[u8; 16]> {
     let keys: Vec<(String, pir_keys::PublicKey)> = [(s0, "s0.pub"), (s1, "s1.pub")]
         .iter()
         .map(|(s, k)| {
@@ -116,15 +89,15 @@ fn a_restarted_server_never_repeats_a_seed() {
         "--quiet",
     ]);
     let state = p("seeds-0");
-    let s1 = Server::start(&p("pw.db"), "1", &p("s1.key"), &p("seeds-1"));
+    let s1 = serve(&p("pw.db"), "1", &p("s1.key"), &p("seeds-1"));
 
-    let s0 = Server::start(&p("pw.db"), "0", &p("s0.key"), &state);
+    let s0 = serve(&p("pw.db"), "0", &p("s0.key"), &state);
     let first = collect_seeds(dir.path(), &s0, &s1, SEEDS_PER_RUN);
     drop(s0); // killed, as in a crash: no clean shutdown
     let mark = high_water(Path::new(&state));
     assert!(mark >= SEEDS_PER_RUN as u64, "high-water mark {mark}");
 
-    let s0 = Server::start(&p("pw.db"), "0", &p("s0.key"), &state);
+    let s0 = serve(&p("pw.db"), "0", &p("s0.key"), &state);
     let second = collect_seeds(dir.path(), &s0, &s1, SEEDS_PER_RUN);
     drop(s0);
     // The restart continued above the persisted mark instead of reusing its counters.

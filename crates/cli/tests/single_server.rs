@@ -5,42 +5,38 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Stdio};
+use std::io::{Read, Write};
 
-use support::{ok, pir, run};
+use support::{ok, run, Proc};
 
-/// A `pir serve` child process, killed on drop.
+/// A `pir serve` child process on a free port, killed on drop, and its `https://` URL.
 struct Server {
-    child: Child,
+    _process: Proc,
     url: String,
 }
 
 impl Server {
     fn start(db: &str, scheme: &str, key: &str) -> Server {
-        let mut child = pir()
-            .args(["serve", "--db", db, "--scheme", scheme, "--key", key])
-            .args(["--listen", "127.0.0.1:0", "--quiet"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn pir serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("pir serve printed nothing").unwrap();
-        let url = first
-            .split_whitespace()
-            .find(|w| w.starts_with("https://"))
-            .unwrap_or_else(|| panic!("no URL in {first:?}"))
-            .to_string();
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, url }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let process = Proc::start(
+            &[
+                "serve",
+                "--db",
+                db,
+                "--scheme",
+                scheme,
+                "--key",
+                key,
+                "--listen",
+                "127.0.0.1:0",
+                "--quiet",
+            ],
+            "https://",
+        );
+        let url = format!("https://{}", process.addr);
+        Server {
+            _process: process,
+            url,
+        }
     }
 }
 

@@ -193,6 +193,45 @@ impl Drop for Mirror {
     }
 }
 
+/// A `pir` child process killed on drop; `addr` is the host:port after `prefix` (such as
+/// `https://`) in the first line it printed.
+pub struct Proc {
+    child: Child,
+    pub addr: String,
+}
+
+impl Proc {
+    /// Starts `pir ARGS` (which must make it listen on a free port and print its address on
+    /// its first line); its standard output keeps being drained so it never blocks.
+    pub fn start(args: &[&str], prefix: &str) -> Proc {
+        let mut child = pir()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn pir");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("printed nothing").unwrap();
+        let addr = first
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} address in {first:?}"))
+            .split('/')
+            .next()
+            .unwrap()
+            .to_string();
+        std::thread::spawn(move || for _ in lines {});
+        Proc { child, addr }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A URL where nothing listens (bound, then released).
 pub fn dead_url() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
