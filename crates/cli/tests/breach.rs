@@ -21,7 +21,7 @@ use pir_breach::corpus::password_sha1;
 use pir_breach::database::BreachDatabase;
 use pir_breach::range::{range_response, RangePrefix, PADDING_MIN_LINES};
 use rand::RngCore;
-use support::{ok, pir, Proc};
+use support::{breach_servers, ok, pir, Proc};
 
 const JOHN_LIST: &str = "/usr/share/john/password.lst";
 
@@ -206,13 +206,7 @@ fn private_checks_over_a_real_password_list_pairs_and_the_range_proxy() {
 
     // A replayed QDP query is refused with a clear error; malformed requests are refused,
     // and the servers keep serving.
-    let keys: Vec<(String, pir_keys::PublicKey)> = [(&s0, "s0.pub"), (&s1, "s1.pub")]
-        .iter()
-        .map(|(s, k)| {
-            let key = pir_keys::PublicKey::load(Path::new(&p(k))).unwrap();
-            (format!("https://{}", s.addr), key)
-        })
-        .collect();
+    let keys = breach_servers(dir.path(), &s0, &s1);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let session = pir_client::BreachSession::open(&keys).await.unwrap();

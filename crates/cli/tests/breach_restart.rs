@@ -10,7 +10,7 @@ mod support;
 use std::collections::HashSet;
 use std::path::Path;
 
-use support::{ok, Proc};
+use support::{breach_servers, ok, Proc};
 
 /// Seeds collected from server 0 per run.
 const SEEDS_PER_RUN: usize = 40;
@@ -40,13 +40,7 @@ fn serve(db: &str, server: &str, key: &str, seed_state: &str) -> Proc {
 
 /// `count` seeds from server 0 of the deployment `(s0, s1)`, via seed requests.
 fn collect_seeds(dir: &Path, s0: &Proc, s1: &Proc, count: usize) -> Vec<[u8; 16]> {
-    let keys: Vec<(String, pir_keys::PublicKey)> = [(s0, "s0.pub"), (s1, "s1.pub")]
-        .iter()
-        .map(|(s, k)| {
-            let key = pir_keys::PublicKey::load(&dir.join(k)).unwrap();
-            (format!("https://{}", s.addr), key)
-        })
-        .collect();
+    let keys = breach_servers(dir, s0, s1);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let session = pir_client::BreachSession::open(&keys).await.unwrap();

@@ -232,6 +232,18 @@ impl Drop for Proc {
     }
 }
 
+/// The two breach servers `s0`, `s1` as a client opens them: their URLs with the public keys
+/// `s0.pub` and `s1.pub` in `dir`.
+pub fn breach_servers(dir: &Path, s0: &Proc, s1: &Proc) -> Vec<(String, pir_keys::PublicKey)> {
+    [(s0, "s0.pub"), (s1, "s1.pub")]
+        .iter()
+        .map(|(s, k)| {
+            let key = pir_keys::PublicKey::load(&dir.join(k)).unwrap();
+            (format!("https://{}", s.addr), key)
+        })
+        .collect()
+}
+
 /// A URL where nothing listens (bound, then released).
 pub fn dead_url() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
