@@ -39,54 +39,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
-use crate::{Metrics, Reply, Service};
-
-/// What the runtime serves: a sans-I/O request handler. Everything it is asked is answered
-/// from memory; the runtime owns the sockets, the threads and the batching.
-pub trait Handler: Send + Sync + 'static {
-    /// Handles requests gathered by the batcher, in one pass over the database where the
-    /// scheme allows; reply `i` answers request `i` exactly as if it had come alone.
-    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply>;
-    /// Largest request body read; bigger ones are refused unread.
-    fn max_request_bytes(&self) -> usize;
-    /// The `/health` line; must not touch the database.
-    fn health(&self) -> String;
-    /// The counters behind `/metrics`.
-    fn metrics(&self) -> &Metrics;
-    /// The hint served at `GET /pir/v1/hint`, if the scheme has one (a cheap clone).
-    fn hint(&self) -> Option<Bytes> {
-        None
-    }
-    /// A file for the plain legacy listener, if registered.
-    fn legacy_file(&self, _name: &str) -> Option<&[u8]> {
-        None
-    }
-    /// The manifest for the plain legacy listener, if any.
-    fn legacy_manifest(&self) -> Option<&[u8]> {
-        None
-    }
-}
-
-impl Handler for Service {
-    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
-        Service::handle_many(self, requests)
-    }
-    fn max_request_bytes(&self) -> usize {
-        Service::max_request_bytes(self)
-    }
-    fn health(&self) -> String {
-        Service::health(self)
-    }
-    fn metrics(&self) -> &Metrics {
-        Service::metrics(self)
-    }
-    fn legacy_file(&self, name: &str) -> Option<&[u8]> {
-        Service::legacy_file(self, name)
-    }
-    fn legacy_manifest(&self) -> Option<&[u8]> {
-        Some(self.manifest())
-    }
-}
+use pir_service::Handler;
 
 /// Content type of every envelope.
 pub const CONTENT_TYPE: &str = "application/x-pir";
@@ -177,7 +130,7 @@ impl<H> Clone for AppState<H> {
 /// One request waiting for the batcher.
 struct Job {
     body: Bytes,
-    reply: oneshot::Sender<crate::Reply>,
+    reply: oneshot::Sender<pir_service::Reply>,
 }
 
 /// The batcher: takes the first waiting request, gathers more for up to `window` (at most

@@ -32,14 +32,14 @@
 
 use std::time::Instant;
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use pir_core::protocol::{self, RELEASE_ID_LEN};
 use pir_core::wire::{self, ErrorCode, MessageKind, Writer};
 use pir_core::{Error, SchemeId};
 use pir_keys::SecretKey;
 use pir_lattice::{DbVersion, DoublePirServer, HintHeader, Params, Scheme, Seed, SimplePirServer};
 
-use crate::runtime::Handler;
+use crate::Handler;
 use crate::{Metrics, Reply};
 
 /// Most lattice queries in one request: a key-value lookup needs two, a few records more.

@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use pir_core::wire::{self, ErrorCode, MessageKind, Reader};
 use pir_core::{Database, Error, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
@@ -49,7 +49,7 @@ use pir_xor::qdp::{self, PausePolicy, QdpConfig, QdpError, QdpServer, SeedKey, S
 use pir_xor::{AnswerMode, RaidPir};
 use rayon::prelude::*;
 
-use crate::runtime::Handler;
+use crate::Handler;
 use crate::{Metrics, Reply};
 
 pub use pir_core::breach_info::{

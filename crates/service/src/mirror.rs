@@ -15,16 +15,7 @@ use pir_core::{Database, Error, SchemeId};
 use pir_keys::SecretKey;
 use pir_xor::engine::{Engine, EngineOptions, Prepared};
 
-use crate::Metrics;
-
-/// A reply: an HTTP-like status and the envelope bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
-    /// 200 for answers and manifests, 400 for refused requests, 500 for internal failures.
-    pub status: u16,
-    /// A complete wire envelope.
-    pub body: Vec<u8>,
-}
+use crate::{Handler, Metrics, Reply};
 
 /// A mirror's state: the database, the signed manifest it serves, and its key.
 pub struct Service {
@@ -289,6 +280,28 @@ impl Service {
         wire::encode_envelope(scheme, MessageKind::Answer, &body)
     }
 }
+
+impl Handler for Service {
+    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
+        Service::handle_many(self, requests)
+    }
+    fn max_request_bytes(&self) -> usize {
+        Service::max_request_bytes(self)
+    }
+    fn health(&self) -> String {
+        Service::health(self)
+    }
+    fn metrics(&self) -> &Metrics {
+        Service::metrics(self)
+    }
+    fn legacy_file(&self, name: &str) -> Option<&[u8]> {
+        Service::legacy_file(self, name)
+    }
+    fn legacy_manifest(&self) -> Option<&[u8]> {
+        Some(self.manifest())
+    }
+}
+
 
 /// A request after decoding: what is left to compute.
 enum Begun {

@@ -1,0 +1,40 @@
+//! The contract between a sans-I/O service and the runtime that puts it on the network.
+
+use bytes::Bytes;
+
+use crate::Metrics;
+
+/// A reply: an HTTP-like status and the envelope bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// 200 for answers and manifests, 400 for refused requests, 500 for internal failures.
+    pub status: u16,
+    /// A complete wire envelope.
+    pub body: Vec<u8>,
+}
+
+/// What the runtime serves: a sans-I/O request handler. Everything it is asked is answered
+/// from memory; the runtime owns the sockets, the threads and the batching.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles requests gathered by the batcher, in one pass over the database where the
+    /// scheme allows; reply `i` answers request `i` exactly as if it had come alone.
+    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply>;
+    /// Largest request body read; bigger ones are refused unread.
+    fn max_request_bytes(&self) -> usize;
+    /// The `/health` line; must not touch the database.
+    fn health(&self) -> String;
+    /// The counters behind `/metrics`.
+    fn metrics(&self) -> &Metrics;
+    /// The hint served at `GET /pir/v1/hint`, if the scheme has one (a cheap clone).
+    fn hint(&self) -> Option<Bytes> {
+        None
+    }
+    /// A file for the plain legacy listener, if registered.
+    fn legacy_file(&self, _name: &str) -> Option<&[u8]> {
+        None
+    }
+    /// The manifest for the plain legacy listener, if any.
+    fn legacy_manifest(&self) -> Option<&[u8]> {
+        None
+    }
+}
