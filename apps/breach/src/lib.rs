@@ -24,20 +24,28 @@
 //! - [`build::build_file`]: corpus file in, database (and key) file out, with progress; what
 //!   `pir breach build` calls.
 //!
-//! What it does not do: no networking, no PIR scheme (the server and client crates run the
-//! XOR-PIR engine over [`database::BreachDatabase::database`]), no wire envelope for blinded
-//! requests (they are 32-byte bodies for the protocol layer to carry), and no curve
-//! arithmetic of its own (`curve25519-dalek` does it).
+//! - [`service`]: one of the two servers (QDP from `pir-service` plus the blinding step) and
+//!   its signed [`info::Info`]; [`client::BreachSession`]: the client of both servers.
+//!
+//! What it does not do: no sockets of its own (the `pir-server` runtime serves
+//! [`service::BreachService`]; the client uses `pir-client`'s pinned HTTPS transport), no PIR
+//! scheme (QDP lives in `pir-xor` and `pir-service`), and no curve arithmetic of its own
+//! (`curve25519-dalek` does it).
 
 pub mod bits;
 pub mod blind;
 pub mod bucket;
 pub mod build;
+pub mod client;
 pub mod corpus;
 pub mod credential;
 pub mod database;
 pub mod error;
 pub mod header;
+pub mod info;
 pub mod range;
+pub mod service;
 
+pub use client::{BreachClientError, BreachSession};
 pub use error::BreachError;
+pub use service::{BreachBackend, BreachConfig, BreachService};

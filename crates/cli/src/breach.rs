@@ -11,14 +11,14 @@ use anyhow::{bail, Context, Result};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use pir_breach::blind::{blind_query, BlindedCheck, BlindingKey};
+use pir_breach::blind::{BlindedCheck, BlindingKey};
 use pir_breach::build::{build_file, BuildOptions};
 use pir_breach::corpus::{password_sha1, BadLines, CorpusFormat};
 use pir_breach::credential::{credential_hash, Argon2Params, HashKind};
 use pir_breach::database::BreachDatabase;
 use pir_breach::header::DbHeader;
 use pir_breach::range::{range_response, RangePrefix};
-use pir_client::BreachSession;
+use pir_breach::BreachSession;
 use pir_keys::{PublicKey, SecretKey};
 use pir_xor::qdp::{PausePolicy, QdpConfig, SeedKey};
 
@@ -169,24 +169,22 @@ struct ServerPlan<'a> {
 /// A started breach server (what `pir breach serve` and `pir breach bench` run).
 struct StartedServer {
     running: pir_server::RunningServer,
-    service: Arc<pir_server::BreachService>,
+    service: Arc<pir_breach::BreachService>,
     header: DbHeader,
     shape: pir_core::DbShape,
+    /// The key the server signs with (checked by in-process benchmark requests).
+    public_key: pir_keys::PublicKey,
 }
 
 /// Opens the database (memory-mapped, verified), starts the QDP worker and the HTTPS server.
 async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
     let db = BreachDatabase::open(plan.db, true)?;
     let header = db.header().clone();
-    let blinder: Option<pir_server::breach::Blinder> = match plan.blinding_key {
+    let blinding = match plan.blinding_key {
         Some(path) => {
             let blinding = BlindingKey::load(path)?;
             db.check_key(&blinding)?;
-            Some(Box::new(move |point: &[u8]| {
-                blind_query(&blinding, point)
-                    .map(|p| p.to_vec())
-                    .map_err(|e| e.to_string())
-            }))
+            Some(blinding)
         }
         None => {
             if !header.corpus.is_sha1() {
@@ -209,7 +207,8 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
     let shape = database.shape();
     let flip_table = match plan.four_russians {
         Some(t) => {
-            let layout = pir_server::FlipTable::layout(shape, plan.server, t)?;
+            let raid = pir_breach::service::scheme_for(shape)?;
+            let layout = pir_service::qdp::FlipTable::layout(&raid, plan.server, t)?;
             eprintln!(
                 "building the four-Russians table of server {}'s flip chunk: t = {t}, {} ({:.2}x \
                  the database)",
@@ -218,7 +217,7 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
                 layout.table_bytes() as f64 / shape.total_bytes() as f64
             );
             let bar = crate::table_bar(layout.super_groups());
-            let table = pir_server::FlipTable::build(&database, plan.server, t, &|done, _| {
+            let table = pir_breach::service::flip_table(&database, plan.server, t, &|done, _| {
                 bar.set_position(done as u64)
             })?;
             bar.finish_and_clear();
@@ -226,12 +225,12 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
         }
         None => None,
     };
-    let config = pir_server::BreachConfig {
+    let config = pir_breach::BreachConfig {
         database,
         header: header.encode().to_vec(),
         server: plan.server,
         key: SecretKey::from_pkcs8(plan.key.pkcs8())?,
-        blinder,
+        blinding,
         qdp: QdpConfig {
             queue_capacity: plan.queue,
             ..QdpConfig::default()
@@ -239,13 +238,13 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
         policy,
         // A fresh seed key at every start; only the counter is persisted (pir_xor::qdp).
         seed_key: SeedKey::random(&mut rand::rng()),
-        seed_store: pir_server::BoxedSeedStore(Box::new(pir_server::FileSeedStore::new(
-            plan.seed_state,
-        ))),
+        seed_store: pir_service::qdp::BoxedSeedStore(Box::new(
+            pir_service::qdp::FileSeedStore::new(plan.seed_state),
+        )),
         flip_table,
     };
     let service = Arc::new(
-        pir_server::BreachService::start(config)
+        pir_breach::BreachBackend::start(config)
             .with_context(|| format!("serving {}", plan.db.display()))?,
     );
     let mut options = pir_server::ServerOptions::new(plan.listen);
@@ -261,15 +260,16 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
         service,
         header,
         shape,
+        public_key: plan.key.public(),
     })
 }
 
 /// `pir breach servers`.
 fn write_servers(args: &BreachServersArgs) -> Result<()> {
-    if args.servers.len() != pir_client::breach::SERVERS {
+    if args.servers.len() != pir_breach::info::SERVERS {
         bail!(
             "give exactly {} --server URL=SERVER.pub (server 0 first)",
-            pir_client::breach::SERVERS
+            pir_breach::info::SERVERS
         );
     }
     let mut text = format!("{SERVERS_HEADER}\n");
@@ -320,12 +320,12 @@ pub fn load_servers(path: &Path) -> Result<Vec<(String, PublicKey)>> {
             Ok((url.to_string(), key))
         })
         .collect::<Result<Vec<_>>>()?;
-    if servers.len() != pir_client::breach::SERVERS {
+    if servers.len() != pir_breach::info::SERVERS {
         bail!(
             "{}: {} servers listed; a deployment has {}",
             path.display(),
             servers.len(),
-            pir_client::breach::SERVERS
+            pir_breach::info::SERVERS
         );
     }
     Ok(servers)

@@ -87,12 +87,9 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     for _ in 0..MIRRORS {
         let key = SecretKey::generate()?;
         let opened = release::open(&release_dir, Some(&vendor.public()), true)?;
-        let service = pir_server::Service::new(
-            opened.database,
-            opened.release_id,
-            opened.manifest_bytes,
-            SecretKey::from_pkcs8(key.pkcs8())?,
-        );
+        let service =
+            pir_service::Mirror::plain(opened.database, opened.release_id, opened.manifest_bytes)
+                .serve(SecretKey::from_pkcs8(key.pkcs8())?);
         let tls = pir_keys::tls::server_config(&key)?;
         let options = pir_server::ServerOptions::new("127.0.0.1:0".parse()?);
         let running = pir_server::start(Arc::new(service), tls, options).await?;

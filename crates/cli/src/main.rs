@@ -270,13 +270,9 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
     options.batch_window = config.batch_window;
     options.max_batch = config.max_batch;
     let engine = build_engine(release.database, config.engine, options.workers)?;
-    let service = pir_server::Service::with_engine(
-        engine,
-        release.release_id,
-        release.manifest_bytes,
-        SecretKey::from_pkcs8(key.pkcs8())?,
-    )
-    .with_legacy_files(legacy)?;
+    let service = pir_service::Mirror::new(engine, release.release_id, release.manifest_bytes)
+        .with_legacy_files(legacy)?
+        .serve(SecretKey::from_pkcs8(key.pkcs8())?);
     let running = pir_server::start(Arc::new(service), tls, options)
         .await
         .context("starting the mirror")?;

@@ -98,7 +98,7 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
         .num_threads(options.workers.max(1))
         .build()
         .context("starting the worker threads")?;
-    let database = pir_server::LatticeDatabase {
+    let database = pir_service::LatticeDatabase {
         scheme,
         records: db.payload(),
         record_count: header.records,
@@ -109,29 +109,26 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
     };
     let started = std::time::Instant::now();
     let service = pool.install(|| {
-        pir_server::LatticeService::new(
-            database,
-            SecretKey::from_pkcs8(key.pkcs8())?,
-            &mut |done, total| {
-                if let Some(bar) = &bar {
-                    bar.set_length(total);
-                    bar.set_position(done);
-                }
-            },
-        )
+        pir_service::Lattice::new(database, &mut |done, total| {
+            if let Some(bar) = &bar {
+                bar.set_length(total);
+                bar.set_position(done);
+            }
+        })
         .map_err(anyhow::Error::from)
     });
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let service = service.with_context(|| format!("serving {} with {name}", args.db.display()))?;
+    let lattice = service.with_context(|| format!("serving {} with {name}", args.db.display()))?;
     drop(db);
     eprintln!(
         "hint ready in {:.2} s: {} bytes to download once per client and database version",
         started.elapsed().as_secs_f64(),
-        service.download().len()
+        lattice.download().len()
     );
-    let version = service.header().version;
+    let version = lattice.header().version;
+    let service = lattice.serve(SecretKey::from_pkcs8(key.pkcs8())?);
     let tls = pir_keys::tls::server_config(&key)?;
     let running = pir_server::start(Arc::new(service), tls, options)
         .await

@@ -209,7 +209,7 @@ fn private_checks_over_a_real_password_list_pairs_and_the_range_proxy() {
     let keys = breach_servers(dir.path(), &s0, &s1);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let session = pir_client::BreachSession::open(&keys).await.unwrap();
+        let session = pir_breach::BreachSession::open(&keys).await.unwrap();
         let qdp = *session.qdp();
         let mut grants = Vec::new();
         for s in 0..2 {

@@ -43,7 +43,7 @@ fn collect_seeds(dir: &Path, s0: &Proc, s1: &Proc, count: usize) -> Vec<[u8; 16]
     let keys = breach_servers(dir, s0, s1);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let session = pir_client::BreachSession::open(&keys).await.unwrap();
+        let session = pir_breach::BreachSession::open(&keys).await.unwrap();
         let qdp = *session.qdp();
         let mut seeds = Vec::new();
         for _ in 0..count {

@@ -1,4 +1,5 @@
-//! A client of one single-server PIR server (SimplePIR or DoublePIR, `pir_server::lattice`).
+//! A client of one single-server PIR server (any scheme of `pir_lattice`, served by
+//! `pir_service::lattice`).
 //!
 //! [`LatticeSession::open`] asks the server for its hint header (small: shape, seeds,
 //! database version), then loads the hint from the cache directory if one is stored for this
@@ -15,20 +16,19 @@
 
 use std::path::{Path, PathBuf};
 
-use pir_core::protocol;
-use pir_core::wire::{self, ErrorCode, MessageKind, Reader};
-use pir_core::{Error, SchemeId};
+use pir_core::wire::{self, ErrorCode, MessageKind};
+use pir_core::SchemeId;
 use pir_keys::PublicKey;
-use pir_lattice::{
-    DoublePirClient, DoubleQueryState, HintHeader, Scheme, SimplePirClient, SimpleQueryState,
-};
+use pir_lattice::{HintHeader, Scheme, SingleClient};
+use pir_service::framing;
+use pir_service::reply::{self, Expect, ReplyError};
 
 use crate::transport::{HttpsTransport, Transport, TransportError};
 
-/// Most indices one request may carry (the server's `MAX_QUERIES_PER_REQUEST`).
-pub const MAX_INDICES: usize = 16;
-/// Largest hint download accepted: the lattice limit plus room for the envelope and `about`.
-pub const MAX_DOWNLOAD: usize = pir_lattice::wire::MAX_HINT_BODY + (1 << 17);
+pub use pir_service::lattice::{parse_download, MAX_DOWNLOAD};
+
+/// Most indices one request may carry (the server's limit).
+pub const MAX_INDICES: usize = pir_service::lattice::MAX_QUERIES_PER_REQUEST;
 /// Largest header-only reply accepted.
 const MAX_HEADER_REPLY: usize = 4096;
 
@@ -74,21 +74,11 @@ fn bad(e: impl std::fmt::Display) -> LatticeError {
     LatticeError::BadReply(e.to_string())
 }
 
-enum SchemeClient {
-    Simple(SimplePirClient),
-    Double(DoublePirClient),
-}
-
-enum QueryState {
-    Simple(SimpleQueryState),
-    Double(DoubleQueryState),
-}
-
 /// A session with one server: its hint, loaded or downloaded, and the pinned transport.
 pub struct LatticeSession {
     transport: HttpsTransport,
     key: PublicKey,
-    client: SchemeClient,
+    client: Box<dyn SingleClient>,
     header: HintHeader,
     about: Vec<u8>,
     from_cache: bool,
@@ -112,32 +102,8 @@ pub fn cache_path(dir: &Path, key: &PublicKey, version: &[u8; 32]) -> PathBuf {
     ))
 }
 
-/// Splits a hint download into the scheme, `about` and the hint message.
-pub fn parse_download(bytes: &[u8]) -> Result<(Scheme, &[u8], &[u8]), Error> {
-    let envelope = wire::decode_envelope(bytes, MAX_DOWNLOAD)?;
-    let scheme = scheme_of(envelope.scheme)?;
-    if envelope.kind != MessageKind::Manifest {
-        return Err(Error::WrongKind {
-            found: envelope.kind as u8,
-            expected: MessageKind::Manifest as u8,
-        });
-    }
-    let mut r = Reader::new(envelope.body);
-    let len = r.u32()? as usize;
-    let about = r.take(len)?;
-    let hint = r.take(r.remaining())?;
-    Ok((scheme, about, hint))
-}
-
-fn scheme_of(id: SchemeId) -> Result<Scheme, Error> {
-    match id {
-        SchemeId::SimplePir => Ok(Scheme::SimplePir),
-        SchemeId::DoublePir => Ok(Scheme::DoublePir),
-        other => Err(Error::Malformed(format!(
-            "{} is not a single-server scheme",
-            other.name()
-        ))),
-    }
+fn scheme_of(id: SchemeId) -> Result<Scheme, LatticeError> {
+    Scheme::from_id(id).map_err(bad)
 }
 
 fn refusal(body: &[u8]) -> LatticeError {
@@ -162,7 +128,7 @@ impl LatticeSession {
         if envelope.kind == MessageKind::Error {
             return Err(refusal(envelope.body));
         }
-        let scheme = scheme_of(envelope.scheme).map_err(bad)?;
+        let scheme = scheme_of(envelope.scheme)?;
         let (announced, _) = pir_lattice::wire::decode_hint(&reply, scheme).map_err(bad)?;
         let cached = cache_dir.map(|dir| cache_path(dir, &key, &announced.version));
         let mut from_cache = false;
@@ -191,14 +157,8 @@ impl LatticeSession {
                 "the hint is for another scheme than the server announces",
             ));
         }
-        let client = match scheme {
-            Scheme::SimplePir => SchemeClient::Simple(SimplePirClient::new(hint).map_err(bad)?),
-            Scheme::DoublePir => SchemeClient::Double(DoublePirClient::new(hint).map_err(bad)?),
-        };
-        let header = match &client {
-            SchemeClient::Simple(c) => *c.header(),
-            SchemeClient::Double(c) => *c.header(),
-        };
+        let client = pir_lattice::open_client(scheme, hint).map_err(bad)?;
+        let header = *client.header();
         if header != announced {
             return Err(bad(
                 "the hint does not match the database the server announces",
@@ -257,63 +217,42 @@ impl LatticeSession {
         let mut states = Vec::with_capacity(indices.len());
         let mut queries = Vec::with_capacity(indices.len());
         for &index in indices {
-            let (state, query) = match &self.client {
-                SchemeClient::Simple(c) => {
-                    let (s, q) = c
-                        .query(index, &mut rng)
-                        .map_err(|e| LatticeError::Request(e.to_string()))?;
-                    (QueryState::Simple(s), q)
-                }
-                SchemeClient::Double(c) => {
-                    let (s, q) = c
-                        .query(index, &mut rng)
-                        .map_err(|e| LatticeError::Request(e.to_string()))?;
-                    (QueryState::Double(s), q)
-                }
-            };
+            let (state, query) = self
+                .client
+                .query(index, &mut rng)
+                .map_err(|e| LatticeError::Request(e.to_string()))?;
             states.push(state);
             queries.push(query);
         }
         let version = self.header.version;
         let scheme = self.header.params.scheme.id();
-        let body = protocol::encode_query_batch(&version, &queries);
-        let request = wire::encode_envelope(scheme, MessageKind::Query, &body);
-        let answer_max =
+        let request = reply::request(scheme, &version, &queries);
+        let max_answer =
             wire::HEADER_LEN + 4 * pir_lattice::wire::answer_words(&self.header.params);
-        let reply_max = wire::HEADER_LEN
-            + protocol::RELEASE_ID_LEN
-            + 2
-            + indices.len() * (4 + answer_max)
-            + protocol::SIGNATURE_LEN;
         let request_bytes = request.len();
         let reply = self
             .transport
-            .exchange(0, request.clone(), reply_max)
+            .exchange(
+                0,
+                request.clone(),
+                framing::reply_bytes(indices.len(), max_answer),
+            )
             .await?;
-        let envelope = wire::decode_envelope(&reply, reply_max).map_err(bad)?;
-        match envelope.kind {
-            MessageKind::Answer if envelope.scheme == scheme => {}
-            MessageKind::Error => return Err(refusal(envelope.body)),
-            other => return Err(bad(format!("unexpected reply kind {other:?}"))),
-        }
-        let batch = protocol::decode_answer_batch(envelope.body, answer_max).map_err(bad)?;
-        let statement = pir_keys::answer_statement(&version, &request, batch.payload);
-        self.key
-            .verify(&statement, &batch.signature)
-            .map_err(|_| bad("the answers are not signed by the server's key"))?;
-        if batch.release_id != version || batch.answers.len() != indices.len() {
-            return Err(bad("the answers do not match the request"));
-        }
+        let expect = Expect {
+            scheme,
+            database_id: &version,
+            key: &self.key,
+            count: indices.len(),
+            max_answer,
+        };
+        let answers = reply::open(&reply, &request, expect).map_err(|e| match e {
+            ReplyError::Refused { code, message } => LatticeError::Refused { code, message },
+            other => bad(other),
+        })?;
         let records = states
             .iter()
-            .zip(&batch.answers)
-            .map(|(state, answer)| match (&self.client, state) {
-                (SchemeClient::Simple(c), QueryState::Simple(s)) => c.decode(s, answer),
-                (SchemeClient::Double(c), QueryState::Double(s)) => c.decode(s, answer),
-                _ => Err(Error::InvalidParameter(
-                    "query state of another scheme".into(),
-                )),
-            })
+            .zip(answers)
+            .map(|(state, answer)| self.client.decode(state, answer))
             .collect::<Result<Vec<_>, _>>()
             .map_err(bad)?;
         Ok(Fetched {
@@ -358,21 +297,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn downloads_are_parsed_and_checked() {
-        let mut body = 3u32.to_le_bytes().to_vec();
-        body.extend_from_slice(b"abcHINT");
-        let bytes = wire::encode_envelope(SchemeId::DoublePir, MessageKind::Manifest, &body);
-        let (scheme, about, hint) = parse_download(&bytes).unwrap();
-        assert_eq!(
-            (scheme, about, hint),
-            (Scheme::DoublePir, &b"abc"[..], &b"HINT"[..])
-        );
-        let chor = wire::encode_envelope(SchemeId::Chor, MessageKind::Manifest, &body);
-        assert!(parse_download(&chor).is_err());
-        let mut long = 99u32.to_le_bytes().to_vec();
-        long.extend_from_slice(b"abc");
-        let truncated = wire::encode_envelope(SchemeId::SimplePir, MessageKind::Manifest, &long);
-        assert!(parse_download(&truncated).is_err());
+    fn cache_files_are_named_by_key_and_version() {
         let key = PublicKey([7; 32]);
         let path = cache_path(Path::new("/c"), &key, &[1; 32]);
         assert!(path

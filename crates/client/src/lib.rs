@@ -10,20 +10,20 @@
 //!   re-asking with that mirror swapped for a spare, keeping its signed answer as [`Evidence`].
 //! - [`LatticeSession`] ([`lattice`]): single-server PIR (SimplePIR, DoublePIR): the hint,
 //!   cached per server key and database version, and signed answers from one server.
-//! - [`BreachSession`] ([`breach`]): the two servers of a private credential check: one block
-//!   by RAID-PIR with query-dependent preprocessing, and the blinding step.
 //! - [`Evidence`]: a mirror's signed request/answer pair that anyone holding the release can
 //!   check ([`evidence::check`]).
 //!
-//! What it does not do: parse manifests or mirror lists (the application does), or write files.
+//! Every reply is checked by `pir-service`'s client twin ([`pir_service::reply::open`]):
+//! envelope, kind, signature over the exact request, database id, answer count.
+//!
+//! What it does not do: parse manifests or mirror lists (the application does), or write files
+//! other than the hint cache.
 
-pub mod breach;
 pub mod evidence;
 pub mod lattice;
 pub mod retrieve;
 pub mod transport;
 
-pub use breach::{BreachClientError, BreachSession};
 pub use evidence::{Evidence, Verdict};
 pub use lattice::{LatticeError, LatticeSession};
 pub use retrieve::{

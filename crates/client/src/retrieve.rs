@@ -20,10 +20,11 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use pir_core::protocol::{self, MAX_BATCH};
-use pir_core::wire::{self, MessageKind};
+use pir_core::protocol::MAX_BATCH;
 use pir_core::{Error, MultiServerScheme};
 use pir_keys::PublicKey;
+use pir_service::framing;
+use pir_service::reply::{self, Expect, ReplyError};
 use rand::CryptoRng;
 use tokio::task::JoinSet;
 
@@ -212,16 +213,11 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
             .iter()
             .map(|qs| {
                 let bodies: Vec<Vec<u8>> = qs.iter().map(|q| self.scheme.encode_query(q)).collect();
-                let batch = protocol::encode_query_batch(&self.options.release_id, &bodies);
-                wire::encode_envelope(self.scheme.id(), MessageKind::Query, &batch)
+                reply::request(self.scheme.id(), &self.options.release_id, &bodies)
             })
             .collect();
 
-        let max_reply = wire::HEADER_LEN
-            + protocol::RELEASE_ID_LEN
-            + 2
-            + rounds.len() * (4 + self.options.max_answer)
-            + protocol::SIGNATURE_LEN;
+        let max_reply = framing::reply_bytes(rounds.len(), self.options.max_answer);
         let mut exchanges = JoinSet::new();
         for (position, request) in requests.iter().enumerate() {
             let transport = self.transport.clone();
@@ -318,48 +314,18 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
         reply: &[u8],
         queries: &[S::Query],
     ) -> Result<Vec<S::Answer>, PositionFailure> {
-        let envelope = wire::decode_envelope(reply, reply.len())
-            .map_err(|e| PositionFailure::Unusable(format!("sent a malformed reply: {e}")))?;
-        match envelope.kind {
-            MessageKind::Answer => {}
-            MessageKind::Error => {
-                let message = wire::decode_error(envelope.body)
-                    .map(|(_, m)| m)
-                    .unwrap_or_else(|e| format!("malformed error message: {e}"));
-                return Err(PositionFailure::Unusable(format!(
-                    "refused the query: {message}"
-                )));
-            }
-            other => {
-                return Err(PositionFailure::Unusable(format!(
-                    "sent an unexpected {other:?} message"
-                )))
-            }
-        }
-        let batch = protocol::decode_answer_batch(envelope.body, self.options.max_answer)
-            .map_err(|e| PositionFailure::Unusable(format!("sent a malformed answer: {e}")))?;
-        let statement =
-            pir_keys::answer_statement(&self.options.release_id, request, batch.payload);
-        self.mirrors[mirror]
-            .key
-            .verify(&statement, &batch.signature)
-            .map_err(|_| {
-                PositionFailure::Unusable("sent an answer whose signature does not verify".into())
-            })?;
-        if batch.release_id != self.options.release_id {
-            return Err(PositionFailure::Signed(
-                "signed an answer for another release".into(),
-            ));
-        }
-        if batch.answers.len() != queries.len() {
-            return Err(PositionFailure::Signed(format!(
-                "signed {} answers to {} queries",
-                batch.answers.len(),
-                queries.len()
-            )));
-        }
-        batch
-            .answers
+        let expect = Expect {
+            scheme: self.scheme.id(),
+            database_id: &self.options.release_id,
+            key: &self.mirrors[mirror].key,
+            count: queries.len(),
+            max_answer: self.options.max_answer,
+        };
+        let answers = reply::open(reply, request, expect).map_err(|e| match e {
+            ReplyError::Signed(_) => PositionFailure::Signed(e.to_string()),
+            other => PositionFailure::Unusable(other.to_string()),
+        })?;
+        answers
             .iter()
             .zip(queries)
             .map(|(bytes, query)| self.scheme.decode_answer(query, bytes))

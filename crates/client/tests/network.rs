@@ -13,7 +13,8 @@ use pir_core::protocol;
 use pir_core::wire::{self, MessageKind};
 use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
-use pir_server::{RunningServer, ServerOptions, Service};
+use pir_server::{RunningServer, ServerOptions};
+use pir_service::Mirror;
 use pir_xor::{AnswerMode, Chor, RaidPir};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -27,12 +28,8 @@ fn database() -> Database {
 
 async fn start_mirror() -> (RunningServer, MirrorInfo) {
     let key = SecretKey::generate().unwrap();
-    let service = Service::new(
-        database(),
-        RELEASE,
-        b"manifest bytes".to_vec(),
-        SecretKey::from_pkcs8(key.pkcs8()).unwrap(),
-    );
+    let service = Mirror::plain(database(), RELEASE, b"manifest bytes".to_vec())
+        .serve(SecretKey::from_pkcs8(key.pkcs8()).unwrap());
     let tls = pir_keys::tls::server_config(&key).unwrap();
     let server = pir_server::start(
         Arc::new(service),
@@ -295,12 +292,8 @@ async fn evidence_check_tells_correct_forged_and_wrong_answers_apart() {
     // A mirror that signs an answer computed from other data is caught.
     let key = SecretKey::generate().unwrap();
     let other = Database::random(db.shape(), &mut ChaCha20Rng::seed_from_u64(99));
-    let liar = Service::new(
-        other,
-        RELEASE,
-        Vec::new(),
-        SecretKey::from_pkcs8(key.pkcs8()).unwrap(),
-    );
+    let liar = Mirror::plain(other, RELEASE, Vec::new())
+        .serve(SecretKey::from_pkcs8(key.pkcs8()).unwrap());
     let lie = liar.handle(&request);
     assert_eq!(lie.status, 200);
     let liar_info = MirrorInfo {

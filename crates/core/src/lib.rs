@@ -14,7 +14,6 @@
 //! and no concrete scheme (those live in `pir-xor`). Randomness is always passed in.
 
 pub mod bits;
-pub mod breach_info;
 pub mod database;
 pub mod error;
 pub mod glossary;

@@ -26,8 +26,10 @@ pub enum SchemeId {
     SimplePir = 3,
     /// DoublePIR (Henzinger et al. 2023), SimplePIR with a second layer over the hint.
     DoublePir = 4,
-    /// Private credential checks (seed 001, sections 3.3, 3.4 and 4.3).
-    Breach = 5,
+    /// RAID-PIR with query-dependent preprocessing (seed 001, section 3.3): server-chosen
+    /// seeds, a precomputed queue, the flip chunk online. Private credential checks
+    /// (`pir-breach`) run on it.
+    Qdp = 5,
 }
 
 impl SchemeId {
@@ -39,7 +41,7 @@ impl SchemeId {
             2 => Ok(Self::RaidPir),
             3 => Ok(Self::SimplePir),
             4 => Ok(Self::DoublePir),
-            5 => Ok(Self::Breach),
+            5 => Ok(Self::Qdp),
             other => Err(Error::WrongScheme {
                 found: other,
                 expected: 2,
@@ -55,7 +57,7 @@ impl SchemeId {
             Self::RaidPir => "raid-pir",
             Self::SimplePir => "simplepir",
             Self::DoublePir => "doublepir",
-            Self::Breach => "breach",
+            Self::Qdp => "qdp",
         }
     }
 }
@@ -77,6 +79,9 @@ pub trait MultiServerScheme {
     fn servers(&self) -> usize;
     /// Most blocks one query can retrieve.
     fn max_blocks_per_query(&self) -> usize;
+    /// Longest answer body any server sends to one query (a client refuses longer ones
+    /// unread).
+    fn max_answer_body(&self) -> usize;
 
     /// Makes one query per server for `indices` (one or more blocks, as the scheme allows).
     fn query(

@@ -37,10 +37,12 @@ pub mod params;
 pub mod prg;
 pub mod records;
 pub mod simple;
+pub mod single;
 pub mod wire;
 
 pub use double::{DoublePirClient, DoublePirServer, DoubleQueryState};
 pub use params::{Params, Scheme};
 pub use prg::Seed;
 pub use simple::{SimplePirClient, SimplePirServer, SimpleQueryState};
+pub use single::{build_server, open_client, QueryState, SingleClient, SingleServer};
 pub use wire::{DbVersion, HintHeader};

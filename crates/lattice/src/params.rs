@@ -80,6 +80,18 @@ pub enum Scheme {
 }
 
 impl Scheme {
+    /// The single-server scheme of a wire id.
+    pub fn from_id(id: SchemeId) -> Result<Scheme, Error> {
+        match id {
+            SchemeId::SimplePir => Ok(Scheme::SimplePir),
+            SchemeId::DoublePir => Ok(Scheme::DoublePir),
+            other => Err(Error::Malformed(format!(
+                "{} is not a single-server scheme",
+                other.name()
+            ))),
+        }
+    }
+
     /// The scheme's id in the wire envelope.
     pub fn id(self) -> SchemeId {
         match self {

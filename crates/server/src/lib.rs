@@ -11,10 +11,4 @@
 
 pub mod runtime;
 
-pub use pir_service::{
-    BoxedSeedStore, BreachConfig, BreachService, FileSeedStore, FlipTable, Handler,
-    LatticeDatabase, LatticeService, Metrics, Reply, Service,
-};
 pub use runtime::{start, RunningServer, ServerOptions, DEFAULT_BATCH_WINDOW, DEFAULT_MAX_BATCH};
-/// The breach service's module, under its old path.
-pub use pir_service::qdp as breach;

@@ -112,13 +112,13 @@ impl RunningServer {
     }
 }
 
-struct AppState<H> {
+struct AppState<H: ?Sized> {
     service: Arc<H>,
     jobs: std::sync::mpsc::SyncSender<Job>,
 }
 
 // Derived `Clone` would demand `H: Clone`; only the `Arc` is cloned.
-impl<H> Clone for AppState<H> {
+impl<H: ?Sized> Clone for AppState<H> {
     fn clone(&self) -> Self {
         Self {
             service: self.service.clone(),
@@ -136,7 +136,7 @@ struct Job {
 /// The batcher: takes the first waiting request, gathers more for up to `window` (at most
 /// `max_batch`), answers them all in one pass on its own rayon pool, and starts over. Ends
 /// when every sender is gone.
-fn batcher<H: Handler>(
+fn batcher<H: Handler + ?Sized>(
     service: Arc<H>,
     jobs: std::sync::mpsc::Receiver<Job>,
     pool: rayon::ThreadPool,
@@ -170,7 +170,7 @@ fn batcher<H: Handler>(
 }
 
 /// Binds the listeners and starts serving `service`.
-pub async fn start<H: Handler>(
+pub async fn start<H: Handler + ?Sized>(
     service: Arc<H>,
     tls: Arc<rustls::ServerConfig>,
     options: ServerOptions,
@@ -283,7 +283,10 @@ async fn accept_loop(
     connections.abort_all();
 }
 
-async fn pir_request<H: Handler>(State(state): State<AppState<H>>, body: Bytes) -> Response {
+async fn pir_request<H: Handler + ?Sized>(
+    State(state): State<AppState<H>>,
+    body: Bytes,
+) -> Response {
     let (reply, answer) = oneshot::channel();
     if state.jobs.try_send(Job { body, reply }).is_err() {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
@@ -299,15 +302,15 @@ async fn pir_request<H: Handler>(State(state): State<AppState<H>>, body: Bytes) 
     }
 }
 
-async fn health<H: Handler>(State(state): State<AppState<H>>) -> String {
+async fn health<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> String {
     state.service.health()
 }
 
-async fn metrics<H: Handler>(State(state): State<AppState<H>>) -> String {
+async fn metrics<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> String {
     state.service.metrics().render()
 }
 
-async fn hint<H: Handler>(State(state): State<AppState<H>>) -> Response {
+async fn hint<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Response {
     match state.service.hint() {
         Some(bytes) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], bytes).into_response(),
         None => (
@@ -318,7 +321,7 @@ async fn hint<H: Handler>(State(state): State<AppState<H>>) -> Response {
     }
 }
 
-async fn legacy_file<H: Handler>(
+async fn legacy_file<H: Handler + ?Sized>(
     State(state): State<AppState<H>>,
     Path(name): Path<String>,
 ) -> Response {
@@ -332,7 +335,7 @@ async fn legacy_file<H: Handler>(
     }
 }
 
-async fn legacy_manifest<H: Handler>(State(state): State<AppState<H>>) -> Response {
+async fn legacy_manifest<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Response {
     match state.service.legacy_manifest() {
         Some(bytes) => (
             [(header::CONTENT_TYPE, "application/octet-stream")],

@@ -30,17 +30,13 @@
 //! on top of TLS pinned to the same key; the hint and header travel over that pinned TLS.
 //! A stale version gets `WrongDatabase`, so the client fetches the hint again.
 
-use std::time::Instant;
-
 use bytes::Bytes;
-use pir_core::protocol::{self, RELEASE_ID_LEN};
-use pir_core::wire::{self, ErrorCode, MessageKind, Writer};
+use pir_core::wire::{self, MessageKind, Writer};
 use pir_core::{Error, SchemeId};
 use pir_keys::SecretKey;
-use pir_lattice::{DbVersion, DoublePirServer, HintHeader, Params, Scheme, Seed, SimplePirServer};
+use pir_lattice::{DbVersion, HintHeader, Params, Scheme, Seed, SingleServer};
 
-use crate::Handler;
-use crate::{Metrics, Reply};
+use crate::signed::{Backend, Refusal, SignedService};
 
 /// Most lattice queries in one request: a key-value lookup needs two, a few records more.
 /// Bounds the work and the request size one client can ask for at once.
@@ -48,21 +44,8 @@ pub const MAX_QUERIES_PER_REQUEST: usize = 16;
 /// Largest application description carried next to the hint.
 pub const MAX_ABOUT_BYTES: usize = 64 * 1024;
 
-/// The lattice server of one scheme.
-#[derive(Debug)]
-enum LatticeServer {
-    Simple(SimplePirServer),
-    Double(DoublePirServer),
-}
-
-impl LatticeServer {
-    fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
-        match self {
-            LatticeServer::Simple(server) => server.answer_batch(queries),
-            LatticeServer::Double(server) => server.answer_batch(queries),
-        }
-    }
-}
+/// A single-server PIR server on the network: [`Lattice`] behind the signed-batch service.
+pub type LatticeService = SignedService<Lattice>;
 
 /// What a lattice service is built from.
 #[derive(Debug, Clone)]
@@ -84,33 +67,28 @@ pub struct LatticeDatabase<'a> {
     pub about: Vec<u8>,
 }
 
-/// A single-server PIR service: the packed database, the hint download, and the key that
-/// signs answers.
-pub struct LatticeService {
-    server: LatticeServer,
-    header: HintHeader,
+/// A single-server PIR backend: the packed database, its hint download and header.
+pub struct Lattice {
+    server: Box<dyn SingleServer>,
     header_message: Vec<u8>,
     download: Bytes,
-    key: SecretKey,
-    metrics: Metrics,
     query_bytes: usize,
 }
 
-impl std::fmt::Debug for LatticeService {
+impl std::fmt::Debug for Lattice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LatticeService")
-            .field("header", &self.header)
+        f.debug_struct("Lattice")
+            .field("header", self.header())
             .finish_non_exhaustive()
     }
 }
 
-impl LatticeService {
+impl Lattice {
     /// Lays the records out, computes the hint (`progress(done, total)` follows it: this is
     /// the slow part, one pass of `n = 1024` multiply-adds per database entry) and prepares
     /// the download.
     pub fn new(
         database: LatticeDatabase<'_>,
-        key: SecretKey,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Self, Error> {
         if database.about.len() > MAX_ABOUT_BYTES {
@@ -124,32 +102,13 @@ impl LatticeService {
             .and_then(|b| b.checked_mul(8))
             .ok_or_else(|| Error::InvalidParameter("records are too large".into()))?;
         let params = Params::new(database.scheme, database.record_count, record_bits)?;
-        let (server, hint) = match database.scheme {
-            Scheme::SimplePir => {
-                let (server, hint) = SimplePirServer::new(
-                    params,
-                    database.records,
-                    database.seeds[0],
-                    database.version,
-                    progress,
-                )?;
-                (LatticeServer::Simple(server), hint)
-            }
-            Scheme::DoublePir => {
-                let (server, hint) = DoublePirServer::new(
-                    params,
-                    database.records,
-                    database.seeds,
-                    database.version,
-                    progress,
-                )?;
-                (LatticeServer::Double(server), hint)
-            }
-        };
-        let header = match &server {
-            LatticeServer::Simple(s) => *s.header(),
-            LatticeServer::Double(s) => *s.header(),
-        };
+        let (server, hint) = pir_lattice::build_server(
+            params,
+            database.records,
+            database.seeds,
+            database.version,
+            progress,
+        )?;
         let mut body = Writer::with_capacity(4 + database.about.len() + hint.len());
         body.u32(database.about.len() as u32);
         body.bytes(&database.about);
@@ -160,21 +119,23 @@ impl LatticeService {
             &body.into_bytes(),
         );
         Ok(Self {
+            header_message: server.header().encode(),
             server,
-            header_message: header.encode(),
-            header,
             download: Bytes::from(download),
-            key,
-            metrics: Metrics::default(),
             query_bytes: wire::HEADER_LEN
                 + pir_lattice::wire::VERSION_LEN
                 + 4 * pir_lattice::wire::query_words(&params),
         })
     }
 
+    /// Puts the backend behind the signed-batch service, signing with `key`.
+    pub fn serve(self, key: SecretKey) -> LatticeService {
+        SignedService::new(self, key)
+    }
+
     /// The hint header: shape, seeds and database version.
     pub fn header(&self) -> &HintHeader {
-        &self.header
+        self.server.header()
     }
 
     /// The hint download (what `GET /pir/v1/hint` returns).
@@ -187,174 +148,100 @@ impl LatticeService {
         self.query_bytes
     }
 
+    /// Bytes the packed database occupies in memory.
+    pub fn memory_bytes(&self) -> usize {
+        self.server.memory_bytes()
+    }
+
     fn scheme_id(&self) -> SchemeId {
-        self.header.params.scheme.id()
-    }
-
-    fn error_reply(&self, code: ErrorCode, message: String) -> Reply {
-        let status = if code == ErrorCode::Internal {
-            500
-        } else {
-            400
-        };
-        Reply {
-            status,
-            body: wire::encode_envelope(
-                SchemeId::Control,
-                MessageKind::Error,
-                &wire::encode_error(code, &message),
-            ),
-        }
-    }
-
-    /// Decodes one request down to its lattice query messages (not yet checked: the scheme
-    /// decoders check them in `answer_batch`).
-    fn begin<'a>(&self, request: &'a [u8]) -> Result<Begun<'a>, (ErrorCode, String)> {
-        let bad = |e: Error| (ErrorCode::BadRequest, e.to_string());
-        let envelope = wire::decode_envelope(request, self.max_request_bytes()).map_err(bad)?;
-        let header_request =
-            envelope.kind == MessageKind::ManifestRequest && envelope.scheme == SchemeId::Control;
-        if envelope.scheme != self.scheme_id() && !header_request {
-            return Err((
-                ErrorCode::UnsupportedScheme,
-                format!(
-                    "this server answers {} queries, not {}",
-                    self.scheme_id().name(),
-                    envelope.scheme.name()
-                ),
-            ));
-        }
-        match envelope.kind {
-            MessageKind::ManifestRequest if envelope.body.is_empty() => Ok(Begun::Header),
-            MessageKind::Query => {
-                let batch = protocol::decode_query_batch(envelope.body).map_err(bad)?;
-                if batch.queries.len() > MAX_QUERIES_PER_REQUEST {
-                    return Err(bad(Error::Malformed(format!(
-                        "{} queries in one request; at most {MAX_QUERIES_PER_REQUEST}",
-                        batch.queries.len()
-                    ))));
-                }
-                if batch.release_id != self.header.version {
-                    return Err((
-                        ErrorCode::WrongDatabase,
-                        "the database changed: download the hint again".into(),
-                    ));
-                }
-                Ok(Begun::Queries(batch.queries))
-            }
-            other => Err(bad(Error::WrongKind {
-                found: other as u8,
-                expected: MessageKind::Query as u8,
-            })),
-        }
-    }
-
-    /// Handles requests together: every query of every request in one `answer_batch` (one
-    /// pass over the database per group of kernel batch width). Each reply is the one the
-    /// request gets alone; a bad request or query fails only its own request.
-    pub fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
-        let started = Instant::now();
-        let begun: Vec<Result<Begun<'_>, (ErrorCode, String)>> =
-            requests.iter().map(|r| self.begin(r)).collect();
-        let all: Vec<&[u8]> = begun
-            .iter()
-            .flat_map(|b| match b {
-                Ok(Begun::Queries(queries)) => queries.as_slice(),
-                _ => &[],
-            })
-            .copied()
-            .collect();
-        let mut answers = self.server.answer_batch(&all).into_iter();
-        let mut replies = Vec::with_capacity(requests.len());
-        for (request, begun) in requests.iter().zip(begun) {
-            let (reply, queries) = match begun {
-                Ok(Begun::Header) => (
-                    Reply {
-                        status: 200,
-                        body: self.header_message.clone(),
-                    },
-                    0,
-                ),
-                Ok(Begun::Queries(queries)) => {
-                    let mine: Vec<Result<Vec<u8>, Error>> =
-                        answers.by_ref().take(queries.len()).collect();
-                    match mine.into_iter().collect::<Result<Vec<_>, _>>() {
-                        Ok(bodies) if bodies.len() == queries.len() => {
-                            (self.sign_answers(request, &bodies), bodies.len())
-                        }
-                        Ok(_) => (
-                            self.error_reply(ErrorCode::Internal, "answers went missing".into()),
-                            0,
-                        ),
-                        Err(Error::DatabaseMismatch(message)) => {
-                            (self.error_reply(ErrorCode::WrongDatabase, message), 0)
-                        }
-                        Err(e) => (self.error_reply(ErrorCode::BadRequest, e.to_string()), 0),
-                    }
-                }
-                Err((code, message)) => (self.error_reply(code, message), 0),
-            };
-            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            self.metrics.record(
-                request.len(),
-                reply.body.len(),
-                queries,
-                reply.status != 200,
-                micros,
-            );
-            replies.push(reply);
-        }
-        replies
-    }
-
-    /// The signed answer envelope for `request`.
-    fn sign_answers(&self, request: &[u8], answers: &[Vec<u8>]) -> Reply {
-        let version: &[u8; RELEASE_ID_LEN] = &self.header.version;
-        let mut body = protocol::encode_answer_payload(version, answers);
-        let statement = pir_keys::answer_statement(version, request, &body);
-        body.extend_from_slice(&self.key.sign(&statement));
-        Reply {
-            status: 200,
-            body: wire::encode_envelope(self.scheme_id(), MessageKind::Answer, &body),
-        }
+        self.header().params.scheme.id()
     }
 }
 
-/// A request after decoding.
-enum Begun<'a> {
-    Header,
-    Queries(Vec<&'a [u8]>),
-}
+impl Backend for Lattice {
+    /// The query message, decoded by the scheme inside the batch pass.
+    type Prepared = Vec<u8>;
 
-impl Handler for LatticeService {
-    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
-        LatticeService::handle_many(self, requests)
+    fn accepts(&self, scheme: SchemeId) -> bool {
+        scheme == self.scheme_id()
     }
-
-    fn max_request_bytes(&self) -> usize {
-        wire::HEADER_LEN + RELEASE_ID_LEN + 2 + MAX_QUERIES_PER_REQUEST * (4 + self.query_bytes)
+    fn database_id(&self) -> &[u8; 32] {
+        &self.header().version
     }
-
+    fn stale_message(&self) -> String {
+        "the database changed: download the hint again".into()
+    }
+    fn max_queries(&self) -> usize {
+        MAX_QUERIES_PER_REQUEST
+    }
+    fn max_query_body(&self) -> usize {
+        self.query_bytes
+    }
+    fn description(&self) -> &[u8] {
+        &self.header_message
+    }
+    fn prepare(&self, _scheme: SchemeId, query: &[u8]) -> Result<Vec<u8>, Refusal> {
+        if query.len() != self.query_bytes {
+            return Err(Refusal::bad_request(format!(
+                "a query for this database is {} bytes, not {}",
+                self.query_bytes,
+                query.len()
+            )));
+        }
+        Ok(query.to_vec())
+    }
+    fn answer_batch(&self, prepared: Vec<Vec<u8>>) -> Vec<Result<Vec<u8>, Refusal>> {
+        let queries: Vec<&[u8]> = prepared.iter().map(Vec::as_slice).collect();
+        self.server
+            .answer_batch(&queries)
+            .into_iter()
+            .map(|answer| answer.map_err(Refusal::from))
+            .collect()
+    }
     fn health(&self) -> String {
-        let p = &self.header.params;
+        let header = self.header();
+        let p = &header.params;
         format!(
             "ok scheme={} version={} records={} record_bits={} matrix={}x{}\n",
             self.scheme_id().name(),
-            pir_core::hex::encode(&self.header.version),
+            hex::encode(header.version),
             p.records,
             p.record_bits,
             p.rows,
             p.columns
         )
     }
-
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
     fn hint(&self) -> Option<Bytes> {
         Some(self.download.clone())
     }
+}
+
+/// Largest hint download a client accepts: the lattice limit plus room for the envelope and
+/// `about`.
+pub const MAX_DOWNLOAD: usize = pir_lattice::wire::MAX_HINT_BODY + (1 << 17);
+
+/// Splits a hint download (`envelope(scheme, Manifest, about_len u32 | about | hint)`) into
+/// the scheme, `about` and the hint message; untrusted bytes.
+pub fn parse_download(bytes: &[u8]) -> Result<(Scheme, &[u8], &[u8]), Error> {
+    let envelope = wire::decode_envelope(bytes, MAX_DOWNLOAD)?;
+    let scheme = Scheme::from_id(envelope.scheme)?;
+    if envelope.kind != MessageKind::Manifest {
+        return Err(Error::WrongKind {
+            found: envelope.kind as u8,
+            expected: MessageKind::Manifest as u8,
+        });
+    }
+    let mut r = pir_core::wire::Reader::new(envelope.body);
+    let len = r.u32()? as usize;
+    if len > MAX_ABOUT_BYTES {
+        return Err(Error::Oversized {
+            len,
+            limit: MAX_ABOUT_BYTES,
+        });
+    }
+    let about = r.take(len)?;
+    let hint = r.take(r.remaining())?;
+    Ok((scheme, about, hint))
 }
 
 #[cfg(test)]
@@ -362,6 +249,10 @@ mod tests {
     use super::*;
     use pir_lattice::SimplePirClient;
     use rand::SeedableRng;
+
+    use crate::{Handler, Reply};
+    use pir_core::protocol;
+    use pir_core::wire::ErrorCode;
 
     fn service(scheme: Scheme) -> (LatticeService, Vec<u8>, SecretKey) {
         let records: Vec<u8> = (0..64u32 * 40).map(|i| (i * 7 + 3) as u8).collect();
@@ -376,16 +267,32 @@ mod tests {
             version: [9; 32],
             about: b"about".to_vec(),
         };
-        let service = LatticeService::new(database, copy, &mut |_, _| {}).unwrap();
+        let service = Lattice::new(database, &mut |_, _| {}).unwrap().serve(copy);
         (service, records, key)
     }
 
     fn hint_of(service: &LatticeService) -> Vec<u8> {
-        let envelope = wire::decode_envelope(service.download(), usize::MAX >> 1).unwrap();
-        let body = envelope.body;
-        let len = u32::from_le_bytes(body[..4].try_into().unwrap()) as usize;
-        assert_eq!(&body[4..4 + len], b"about");
-        body[4 + len..].to_vec()
+        let (_, about, hint) = parse_download(service.backend().download()).unwrap();
+        assert_eq!(about, b"about");
+        hint.to_vec()
+    }
+
+    #[test]
+    fn downloads_are_parsed_and_checked() {
+        let mut body = 3u32.to_le_bytes().to_vec();
+        body.extend_from_slice(b"abcHINT");
+        let bytes = wire::encode_envelope(SchemeId::DoublePir, MessageKind::Manifest, &body);
+        let (scheme, about, hint) = parse_download(&bytes).unwrap();
+        assert_eq!(
+            (scheme, about, hint),
+            (Scheme::DoublePir, &b"abc"[..], &b"HINT"[..])
+        );
+        let chor = wire::encode_envelope(SchemeId::Chor, MessageKind::Manifest, &body);
+        assert!(parse_download(&chor).is_err());
+        let mut long = 99u32.to_le_bytes().to_vec();
+        long.extend_from_slice(b"abc");
+        let truncated = wire::encode_envelope(SchemeId::SimplePir, MessageKind::Manifest, &long);
+        assert!(parse_download(&truncated).is_err());
     }
 
     fn request(version: &[u8; 32], queries: &[Vec<u8>]) -> Vec<u8> {

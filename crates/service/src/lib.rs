@@ -1,19 +1,35 @@
 //! `pir-service`: the transport-free service layer between the schemes and the network.
 //!
+//! Main items:
 //! - [`Handler`]: what the runtime (`pir-server`) serves: request bytes in, reply bytes out,
-//!   health, metrics, an optional hint download. No tokio, no sockets here.
-//! - [`Service`] ([`mirror`]): the XOR mirror; [`LatticeService`] ([`lattice`]): single-server
-//!   PIR; [`BreachService`] ([`qdp`]): RAID-PIR with query-dependent preprocessing.
+//!   health, metrics, an optional hint download.
+//! - [`SignedService`] ([`signed`]): the ONE signed-batch service. It decodes the envelope,
+//!   checks the batch and the database id, has its [`Backend`] prepare each query, answers all
+//!   queries of all concurrent requests in one [`Backend::answer_batch`], and signs each reply.
+//! - Backends: [`mirror::Mirror`] (Chor and RAID-PIR over the XOR engine),
+//!   [`lattice::Lattice`] (any single-server scheme of `pir-lattice`), [`qdp::Qdp`] (RAID-PIR
+//!   with query-dependent preprocessing, its precompute worker and seed state).
+//! - The client twin: [`reply`] builds requests and checks replies (envelope, kind,
+//!   signature, database id, count) once for every scheme; [`framing`] has the message sizes.
+//! - [`registry`]: every scheme served, with the privacy assumption users must accept.
 //! - [`Metrics`]: counters only (GUIDE section 7: nothing derived from a query).
+//!
+//! What it does not do: no tokio, no sockets, no TLS (the `pir-server` runtime moves the
+//! bytes); no application knowledge (breach checks, records and updates build on it).
 
+pub mod conformance;
+pub mod framing;
 pub mod handler;
 pub mod lattice;
 pub mod metrics;
 pub mod mirror;
 pub mod qdp;
+pub mod registry;
+pub mod reply;
+pub mod signed;
 
 pub use handler::{Handler, Reply};
-pub use lattice::{LatticeDatabase, LatticeService};
+pub use lattice::{Lattice, LatticeDatabase, LatticeService};
 pub use metrics::Metrics;
-pub use mirror::Service;
-pub use qdp::{BoxedSeedStore, BreachConfig, BreachService, FileSeedStore, FlipTable};
+pub use mirror::{Mirror, MirrorService};
+pub use signed::{Backend, Refusal, SignedService, DATABASE_ID_LEN};

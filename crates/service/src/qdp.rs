@@ -1,75 +1,43 @@
-//! The sans-I/O breach-check service: one of the two servers of a private credential check
-//! (seed 001, sections 3.3 and 4.3), behind the same envelopes and runtime as the mirrors.
+//! RAID-PIR with query-dependent preprocessing ([`pir_xor::qdp`], seed 001, section 3.3) as a
+//! [`Backend`] of the signed-batch service.
 //!
-//! Each server holds the same database of `B` bucket blocks and answers RAID-PIR with
-//! query-dependent preprocessing ([`pir_xor::qdp`]; `n = 2` servers, `r = 2`, `c = min(2, B)`
-//! chunks, one block per query): a client first asks each server for a fresh server-chosen
-//! seed, then sends each server only its flip chunk. A background worker keeps a queue of
-//! precomputed partial answers ([`QdpWorker`]) under a [`PausePolicy`]; with an empty queue
-//! a query is still answered, by a full scan. The server that holds the blinding key also
-//! answers blinded-point requests (section 4.3): it multiplies the client's ristretto255
-//! point by its key, through a caller-supplied [`Blinder`] (this crate knows no curve).
+//! A client first asks each server for a fresh server-chosen seed, then sends each server
+//! only its flip chunk. A background worker keeps a queue of precomputed partial answers
+//! under a [`PausePolicy`]; with an empty queue a query is still answered, by a full scan.
+//! With a [`FlipTable`] the online step reads one four-Russians table entry per `t` rows of
+//! the server's flip chunk.
 //!
 //! ```text
-//! GET /pir/v1/hint  -> envelope(Breach, Manifest, info | signature)
-//!   info      = magic "PIRbrInf" | version u16 (= 1) | block_count u64 | block_size u32
-//!             | server u16 | servers u16 | redundancy u16 | chunks u32 | blinding u8 (0/1)
-//!             | header_len u16 | header (the application's database header, opaque here)
-//!   signature = Ed25519 over sha256("pir-breach info v1" | info)
-//! POST /pir/v1
-//!   envelope(Control or Breach, ManifestRequest, empty) -> the same info reply
-//!   envelope(Breach, Query, database id 32 | message) -> envelope(Breach, Answer,
-//!                                                        payload | signature)
-//!     message   = QDP seed request | QDP query   (pir_xor::qdp wire bodies; tags 1 and 3)
-//!               | 0x10 | point (32 bytes)        (blinded request)
-//!     payload   = database id 32 | QDP seed response | RAID-PIR answer | blinded point
-//!     signature = Ed25519 over pir_keys::answer_statement(database id, request, payload)
+//! query   = QDP seed request (tag 1) | QDP query (tag 3)        (pir_xor::qdp wire bodies)
+//! answer  = QDP seed response (tag 2) | RAID-PIR answer
 //! ```
+//! One query per request ([`Backend::max_queries`] is 1): a seed is spent by its query, so
+//! batching buys nothing and would hold a request behind another's scan.
 //!
-//! The database id is the SHA-256 of the header: a client of another database gets
-//! `WrongDatabase`. A replayed, expired or unknown seed id gets `BadRequest` with the QDP
-//! message ("unknown QDP seed id: ... ask for a new seed"); the server keeps serving.
+//! A replayed, expired or unknown seed id gets `BadRequest` with the QDP message ("unknown
+//! QDP seed id: ... ask for a new seed"); the server keeps serving.
 //!
 //! Privacy: the seed request is the same for every client; the flip chunk is one-time padded
 //! by the other server's seed (see [`pir_xor::qdp`]), so a server that does not collude with
-//! the other learns nothing about the bucket. A blinded request is a uniformly random point
-//! to the blinding server. Nothing derived from a request is logged; [`Metrics`] count
-//! requests, bytes and time only.
+//! the other learns nothing about the block. Nothing derived from a request is logged.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use pir_core::wire::{self, ErrorCode, MessageKind, Reader};
 use pir_core::{Database, Error, MultiServerScheme, SchemeId};
-use pir_keys::SecretKey;
-use pir_xor::qdp::{self, PausePolicy, QdpConfig, QdpError, QdpServer, SeedKey, SeedStore};
-use pir_xor::{AnswerMode, RaidPir};
+use pir_xor::qdp::{
+    self, PausePolicy, PendingAnswer, QdpConfig, QdpError, QdpServer, SeedKey, SeedStore,
+};
+use pir_xor::RaidPir;
 use rayon::prelude::*;
 
-use crate::Handler;
-use crate::{Metrics, Reply};
+use crate::signed::{Backend, Refusal, DATABASE_ID_LEN};
 
-pub use pir_core::breach_info::{
-    Info, INFO_DST, INFO_MAGIC, INFO_VERSION, MAX_HEADER_BYTES, SERVERS, TAG_BLIND,
-};
-/// RAID-PIR redundancy: `r = n = 2`, so each server processes every chunk and QDP moves half
-/// of its work offline (seed 001, section 3.3).
-pub const REDUNDANCY: usize = 2;
-/// Chunks `c`: `n`, so each server flips exactly one chunk (fewer if `B < 2`).
-pub const CHUNKS: usize = 2;
-/// Bytes of a ristretto255 point.
-pub const POINT_BYTES: usize = 32;
-/// Bytes of a database id.
-pub const DATABASE_ID_BYTES: usize = 32;
 /// How often issued seeds age by one QDP tick: with the default 30 ticks, a seed expires
 /// about 30 s after it was issued.
 pub const TICK: Duration = Duration::from_secs(1);
-
-/// The blinding step: a canonical 32-byte point in, `k·point` out, or why the request is bad.
-pub type Blinder = Box<dyn Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync>;
 
 /// A seed store the service can move to its worker thread.
 pub struct BoxedSeedStore(pub Box<dyn SeedStore + Send>);
@@ -89,42 +57,6 @@ impl SeedStore for BoxedSeedStore {
     }
 }
 
-/// The RAID-PIR parameters of a breach deployment over a database of `shape`.
-pub fn scheme_for(shape: pir_core::DbShape) -> Result<RaidPir, Error> {
-    RaidPir::new(
-        shape,
-        SERVERS,
-        REDUNDANCY,
-        CHUNKS.min(shape.block_count()),
-        AnswerMode::Single,
-    )
-}
-
-/// What a breach service is built from.
-pub struct BreachConfig {
-    /// The bucket blocks.
-    pub database: Database,
-    /// The application's database header, handed to clients as-is.
-    pub header: Vec<u8>,
-    /// This server's position, 0 or 1.
-    pub server: usize,
-    /// Signs answers; TLS identity.
-    pub key: SecretKey,
-    /// The blinding step, on the server that holds the blinding key.
-    pub blinder: Option<Blinder>,
-    /// Queue sizes and lifetimes.
-    pub qdp: QdpConfig,
-    /// When the precompute worker pauses.
-    pub policy: PausePolicy,
-    /// Seeds are derived from this key (draw a fresh one at every start).
-    pub seed_key: SeedKey,
-    /// Where the seed counter's high-water mark is kept.
-    pub seed_store: BoxedSeedStore,
-    /// A four-Russians table of this server's flip chunk ([`FlipTable::build`]), for a
-    /// faster online step; `None` scans the flip chunk's rows.
-    pub flip_table: Option<FlipTable>,
-}
-
 /// A four-Russians table of one server's flip chunks ([`qdp::flip_table_layout`]): the QDP
 /// online step then reads one table entry per `t` rows of its flip chunk instead of up to
 /// `t` rows. It takes about `(2^t - 1) / t / 2` times the database (t = 4: 1.9x, t = 5: 3.1x);
@@ -139,23 +71,24 @@ impl FlipTable {
     /// Builds server `server`'s table of group size `t` over `database` with every thread of
     /// the current rayon pool, calling `progress(done, total)` as it goes.
     pub fn build(
+        raid: &RaidPir,
         database: &Database,
         server: usize,
         t: usize,
         progress: &(dyn Fn(usize, usize) + Sync),
     ) -> Result<Self, Error> {
-        let layout = Self::layout(database.shape(), server, t)?;
+        let layout = Self::layout(raid, server, t)?;
         let table = pir_kernels::russians::build_parallel(layout, database.bytes(), progress);
         Ok(Self { layout, table })
     }
 
     /// The layout [`FlipTable::build`] makes, to show its size before building it.
     pub fn layout(
-        shape: pir_core::DbShape,
+        raid: &RaidPir,
         server: usize,
         t: usize,
     ) -> Result<pir_kernels::russians::RussiansLayout, Error> {
-        qdp::flip_table_layout(&scheme_for(shape)?, server, t).ok_or_else(|| {
+        qdp::flip_table_layout(raid, server, t).ok_or_else(|| {
             Error::InvalidParameter(format!(
                 "no four-Russians table with group size {t} for server {server} (t is 1 to 8)"
             ))
@@ -174,6 +107,32 @@ impl std::fmt::Debug for FlipTable {
             .field("layout", &self.layout)
             .finish_non_exhaustive()
     }
+}
+
+/// What a QDP backend is built from.
+pub struct QdpSetup {
+    /// The blocks.
+    pub database: Database,
+    /// The RAID-PIR parameters (`r = n` so each server processes every chunk).
+    pub raid: RaidPir,
+    /// This server's position.
+    pub server: usize,
+    /// The id every query batch must name (for example the SHA-256 of the database header).
+    pub database_id: [u8; DATABASE_ID_LEN],
+    /// The complete reply envelope to a manifest request (what the application tells
+    /// clients about this server; signed by the application if it needs to be).
+    pub description: Vec<u8>,
+    /// Queue sizes and lifetimes.
+    pub qdp: QdpConfig,
+    /// When the precompute worker pauses.
+    pub policy: PausePolicy,
+    /// Seeds are derived from this key (draw a fresh one at every start).
+    pub seed_key: SeedKey,
+    /// Where the seed counter's high-water mark is kept.
+    pub seed_store: BoxedSeedStore,
+    /// A four-Russians table of this server's flip chunk ([`FlipTable::build`]), for a
+    /// faster online step; `None` scans the flip chunk's rows.
+    pub flip_table: Option<FlipTable>,
 }
 
 /// State shared between the request handlers and the worker thread.
@@ -195,8 +154,26 @@ impl Shared {
     }
 }
 
+/// Marks an online answer in progress for as long as it lives, so the precompute worker
+/// yields to it ([`PausePolicy::WhenBusy`]); dropped on every path, panics included.
+struct Busy<'a>(&'a Shared);
+
+impl<'a> Busy<'a> {
+    fn enter(shared: &'a Shared) -> Self {
+        shared.busy.fetch_add(1, Ordering::Relaxed);
+        Self(shared)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+        self.0.wake.notify_all();
+    }
+}
+
 /// The background precompute worker: fills the queue under the pause policy and ticks the
-/// expiry clock. Stops when the service is dropped.
+/// expiry clock. Stops when the backend is dropped.
 struct QdpWorker;
 
 impl QdpWorker {
@@ -235,111 +212,110 @@ impl QdpWorker {
     }
 }
 
-/// One breach server: QDP answers, the blinding step, the info download.
-pub struct BreachService {
+/// A QDP query after [`Backend::prepare`].
+#[derive(Debug)]
+pub enum QdpPrepared {
+    /// A seed response, already complete.
+    Ready(Vec<u8>),
+    /// A query whose seed was taken from the queue: its online step is left.
+    Pending(PendingAnswer),
+}
+
+/// One QDP server: its database, the queue of precomputed answers and its worker thread.
+pub struct Qdp {
     shared: Arc<Shared>,
     raid: RaidPir,
     server: usize,
-    database_id: [u8; DATABASE_ID_BYTES],
-    info_reply: Vec<u8>,
-    key: SecretKey,
-    blinder: Option<Blinder>,
-    metrics: Metrics,
+    database_id: [u8; DATABASE_ID_LEN],
+    description: Vec<u8>,
 }
 
-impl std::fmt::Debug for BreachService {
+impl std::fmt::Debug for Qdp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BreachService")
+        f.debug_struct("Qdp")
             .field("server", &self.server)
             .finish_non_exhaustive()
     }
 }
 
-impl Drop for BreachService {
+impl Drop for Qdp {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.wake.notify_all();
     }
 }
 
-/// The database id of a header: its SHA-256.
-pub fn database_id(header: &[u8]) -> [u8; DATABASE_ID_BYTES] {
-    pir_keys::sha256(header)
+fn qdp_refusal(error: QdpError) -> Refusal {
+    if error.is_peer_error() {
+        Refusal::bad_request(error.to_string())
+    } else {
+        Refusal::internal(error.to_string())
+    }
 }
 
-impl BreachService {
-    /// Builds the service and starts its precompute worker thread.
-    pub fn start(config: BreachConfig) -> Result<Self, Error> {
-        if config.server >= SERVERS {
-            return Err(Error::InvalidParameter(format!(
-                "server position {} outside 0..{SERVERS}",
-                config.server
-            )));
+impl Qdp {
+    /// Builds the backend and starts its precompute worker thread.
+    pub fn start(setup: QdpSetup) -> Result<Self, Error> {
+        let raid = setup.raid;
+        if raid.shape() != setup.database.shape() {
+            return Err(Error::InvalidParameter(
+                "the RAID-PIR parameters are for another database shape".into(),
+            ));
         }
-        if config.header.len() > MAX_HEADER_BYTES {
-            return Err(Error::InvalidParameter(format!(
-                "the database header is {} bytes; at most {MAX_HEADER_BYTES}",
-                config.header.len()
-            )));
-        }
-        let raid = scheme_for(config.database.shape())?;
-        if let Some(table) = &config.flip_table {
+        if let Some(table) = &setup.flip_table {
             let t = table.layout.group_size();
-            if qdp::flip_table_layout(&raid, config.server, t) != Some(table.layout) {
+            if qdp::flip_table_layout(&raid, setup.server, t) != Some(table.layout) {
                 return Err(Error::InvalidParameter(format!(
                     "the four-Russians table was built for another server or database, not \
                      server {} of this one",
-                    config.server
+                    setup.server
                 )));
             }
         }
         let qdp = QdpServer::new(
             raid,
-            config.server,
-            config.qdp,
-            &config.seed_key,
-            config.seed_store,
+            setup.server,
+            setup.qdp,
+            &setup.seed_key,
+            setup.seed_store,
         )
         .map_err(|e| Error::InvalidParameter(format!("QDP: {e}")))?;
-        let database_id = database_id(&config.header);
-        let info = encode_info(
-            &raid,
-            config.server,
-            config.blinder.is_some(),
-            &config.header,
-        )?;
-        let mut body = info.clone();
-        body.extend_from_slice(&config.key.sign(&info_statement(&info)));
-        let info_reply = wire::encode_envelope(SchemeId::Breach, MessageKind::Manifest, &body);
         let shared = Arc::new(Shared {
-            database: config.database,
-            flip_table: config.flip_table,
+            database: setup.database,
+            flip_table: setup.flip_table,
             qdp: Mutex::new(qdp),
             wake: Condvar::new(),
             busy: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
-            policy: config.policy,
+            policy: setup.policy,
         });
         let worker = shared.clone();
         std::thread::Builder::new()
-            .name(format!("pir-qdp-{}", config.server))
+            .name(format!("pir-qdp-{}", setup.server))
             .spawn(move || QdpWorker::run(worker))
             .map_err(|e| Error::InvalidParameter(format!("cannot start the QDP worker: {e}")))?;
         Ok(Self {
             shared,
             raid,
-            server: config.server,
-            database_id,
-            info_reply,
-            key: config.key,
-            blinder: config.blinder,
-            metrics: Metrics::default(),
+            server: setup.server,
+            database_id: setup.database_id,
+            description: setup.description,
         })
     }
 
     /// The RAID-PIR parameters served.
     pub fn scheme(&self) -> &RaidPir {
         &self.raid
+    }
+
+    /// This server's position.
+    pub fn server(&self) -> usize {
+        self.server
+    }
+
+    /// The database served.
+    pub fn database(&self) -> &Database {
+        &self.shared.database
     }
 
     /// Bytes of the four-Russians table of the flip chunk (0 without one).
@@ -352,220 +328,79 @@ impl BreachService {
         self.shared.lock().queue_len()
     }
 
-    /// The info reply (what `GET /pir/v1/hint` returns).
-    pub fn info_reply(&self) -> &[u8] {
-        &self.info_reply
+    /// The online step of one pending answer.
+    fn finish(&self, pending: PendingAnswer) -> Result<Vec<u8>, Refusal> {
+        let _busy = Busy::enter(&self.shared);
+        let database = &self.shared.database;
+        match &self.shared.flip_table {
+            Some(flip) => pending
+                .answer_from_table(database, flip.layout, &flip.table)
+                .map(|answer| self.raid.encode_answer(&answer)),
+            None => pending.answer_body(database),
+        }
+        .map_err(|e| qdp_refusal(QdpError::Scheme(e)))
     }
+}
 
-    fn error_reply(code: ErrorCode, message: &str) -> Reply {
-        let status = if code == ErrorCode::Internal {
-            500
-        } else {
-            400
-        };
-        Reply {
-            status,
-            body: wire::encode_envelope(
-                SchemeId::Control,
-                MessageKind::Error,
-                &wire::encode_error(code, message),
-            ),
-        }
+impl Backend for Qdp {
+    type Prepared = QdpPrepared;
+
+    fn accepts(&self, scheme: SchemeId) -> bool {
+        scheme == SchemeId::Qdp
     }
-
-    /// Handles one request.
-    pub fn handle(&self, request: &[u8]) -> Reply {
-        let started = Instant::now();
-        let (reply, queries) = match self.respond(request) {
-            Ok(Response::Info) => (
-                Reply {
-                    status: 200,
-                    body: self.info_reply.clone(),
-                },
-                0,
-            ),
-            Ok(Response::Payload(answer)) => (self.sign(request, &answer), 1),
-            Err((code, message)) => (Self::error_reply(code, &message), 0),
-        };
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.metrics.record(
-            request.len(),
-            reply.body.len(),
-            queries,
-            reply.status != 200,
-            micros,
-        );
-        reply
+    fn database_id(&self) -> &[u8; DATABASE_ID_LEN] {
+        &self.database_id
     }
-
-    fn respond(&self, request: &[u8]) -> Result<Response, (ErrorCode, String)> {
-        let bad = |e: &dyn std::fmt::Display| (ErrorCode::BadRequest, e.to_string());
-        let envelope = wire::decode_envelope(request, self.max_body()).map_err(|e| bad(&e))?;
-        if envelope.kind == MessageKind::ManifestRequest
-            && matches!(envelope.scheme, SchemeId::Control | SchemeId::Breach)
-            && envelope.body.is_empty()
-        {
-            return Ok(Response::Info);
-        }
-        if envelope.scheme != SchemeId::Breach {
-            return Err((
-                ErrorCode::UnsupportedScheme,
-                format!(
-                    "this is a breach-check server; it does not answer {} requests",
-                    envelope.scheme.name()
-                ),
-            ));
-        }
-        if envelope.kind != MessageKind::Query {
-            return Err(bad(&Error::WrongKind {
-                found: envelope.kind as u8,
-                expected: MessageKind::Query as u8,
-            }));
-        }
-        let mut reader = Reader::new(envelope.body);
-        let id: [u8; DATABASE_ID_BYTES] = reader.array().map_err(|e| bad(&e))?;
-        if id != self.database_id {
-            return Err((
-                ErrorCode::WrongDatabase,
-                "this server holds another breach database: fetch its header again".into(),
-            ));
-        }
-        let message = reader.take(reader.remaining()).map_err(|e| bad(&e))?;
-        let answer = match message.first() {
+    fn stale_message(&self) -> String {
+        "this server holds another database: fetch its description again".into()
+    }
+    fn max_queries(&self) -> usize {
+        1
+    }
+    fn max_query_body(&self) -> usize {
+        qdp::max_query_body(&self.raid).max(qdp::SEED_REQUEST_LEN)
+    }
+    fn description(&self) -> &[u8] {
+        &self.description
+    }
+    fn prepare(&self, _scheme: SchemeId, message: &[u8]) -> Result<QdpPrepared, Refusal> {
+        match message.first() {
             Some(&qdp::TAG_SEED_REQUEST) => self
                 .shared
                 .lock()
                 .handle_seed_request(message)
-                .map_err(qdp_error)?,
-            Some(&qdp::TAG_QUERY) => {
-                let pending = self.shared.lock().take_query(message).map_err(qdp_error)?;
-                self.shared.busy.fetch_add(1, Ordering::Relaxed);
-                let database = &self.shared.database;
-                let answer = match &self.shared.flip_table {
-                    Some(flip) => pending
-                        .answer_from_table(database, flip.layout, &flip.table)
-                        .map(|answer| self.raid.encode_answer(&answer)),
-                    None => pending.answer_body(database),
-                };
-                self.shared.busy.fetch_sub(1, Ordering::Relaxed);
-                self.shared.wake.notify_all();
-                answer.map_err(|e| qdp_error(QdpError::Scheme(e)))?
-            }
-            Some(&TAG_BLIND) => {
-                let Some(blinder) = &self.blinder else {
-                    return Err((
-                        ErrorCode::UnsupportedScheme,
-                        "this server holds no blinding key: send blinded requests to the \
-                         server that does"
-                            .into(),
-                    ));
-                };
-                let point = &message[1..];
-                if point.len() != POINT_BYTES {
-                    return Err(bad(&format!(
-                        "a blinded request carries a {POINT_BYTES}-byte point, not {}",
-                        point.len()
-                    )));
-                }
-                blinder(point).map_err(|e| bad(&e))?
-            }
-            Some(other) => return Err(bad(&format!("unknown breach message tag {other}"))),
-            None => return Err(bad(&"empty breach message")),
-        };
-        Ok(Response::Payload(answer))
-    }
-
-    fn sign(&self, request: &[u8], answer: &[u8]) -> Reply {
-        let mut body = Vec::with_capacity(DATABASE_ID_BYTES + answer.len() + 64);
-        body.extend_from_slice(&self.database_id);
-        body.extend_from_slice(answer);
-        let statement = pir_keys::answer_statement(&self.database_id, request, &body);
-        body.extend_from_slice(&self.key.sign(&statement));
-        Reply {
-            status: 200,
-            body: wire::encode_envelope(SchemeId::Breach, MessageKind::Answer, &body),
+                .map(QdpPrepared::Ready)
+                .map_err(qdp_refusal),
+            Some(&qdp::TAG_QUERY) => self
+                .shared
+                .lock()
+                .take_query(message)
+                .map(QdpPrepared::Pending)
+                .map_err(qdp_refusal),
+            Some(other) => Err(Refusal::bad_request(format!(
+                "unknown QDP message tag {other}"
+            ))),
+            None => Err(Refusal::bad_request("empty QDP message")),
         }
     }
-
-    fn max_body(&self) -> usize {
-        DATABASE_ID_BYTES
-            + qdp::max_query_body(&self.raid)
-                .max(qdp::SEED_REQUEST_LEN)
-                .max(1 + POINT_BYTES)
+    fn answer_batch(&self, prepared: Vec<QdpPrepared>) -> Vec<Result<Vec<u8>, Refusal>> {
+        prepared
+            .into_par_iter()
+            .map(|p| match p {
+                QdpPrepared::Ready(bytes) => Ok(bytes),
+                QdpPrepared::Pending(pending) => self.finish(pending),
+            })
+            .collect()
     }
-}
-
-enum Response {
-    Info,
-    Payload(Vec<u8>),
-}
-
-fn qdp_error(error: QdpError) -> (ErrorCode, String) {
-    let code = if error.is_peer_error() {
-        ErrorCode::BadRequest
-    } else {
-        ErrorCode::Internal
-    };
-    (code, error.to_string())
-}
-
-/// The statement an info body's signature covers.
-pub fn info_statement(info: &[u8]) -> [u8; 32] {
-    pir_keys::sha256_parts(&[INFO_DST, info])
-}
-
-/// Encodes the info body (without its signature); the sizes were checked by the caller.
-fn encode_info(
-    raid: &RaidPir,
-    server: usize,
-    blinding: bool,
-    header: &[u8],
-) -> Result<Vec<u8>, Error> {
-    Info {
-        block_count: raid.shape().block_count() as u64,
-        block_size: raid.shape().block_size(),
-        server,
-        servers: raid.servers(),
-        redundancy: raid.redundancy(),
-        chunks: raid.chunks(),
-        blinding,
-        header: header.to_vec(),
-    }
-    .encode()
-}
-
-/// Decodes an info body (without its signature); untrusted bytes.
-pub fn decode_info(body: &[u8]) -> Result<Info, Error> {
-    Info::decode(body)
-}
-
-impl Handler for BreachService {
-    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
-        requests.par_iter().map(|r| self.handle(r)).collect()
-    }
-
-    fn max_request_bytes(&self) -> usize {
-        wire::HEADER_LEN + self.max_body()
-    }
-
     fn health(&self) -> String {
         let shape = self.shared.database.shape();
         format!(
-            "ok scheme=breach server={} database={} blocks={} block_size={} blinding={}\n",
+            "ok scheme=qdp server={} database={} blocks={} block_size={}\n",
             self.server,
-            pir_core::hex::encode(&self.database_id[..8]),
+            hex::encode(&self.database_id[..8]),
             shape.block_count(),
-            shape.block_size(),
-            self.blinder.is_some()
+            shape.block_size()
         )
-    }
-
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn hint(&self) -> Option<Bytes> {
-        Some(Bytes::from(self.info_reply.clone()))
     }
 }
 
@@ -643,141 +478,6 @@ impl SeedStore for FileSeedStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pir_xor::qdp::{MemorySeedStore, QdpClient};
-
-    fn service(server: usize, policy: PausePolicy, queue: usize) -> (BreachService, Vec<u8>) {
-        service_with(server, policy, queue, None)
-    }
-
-    fn service_with(
-        server: usize,
-        policy: PausePolicy,
-        queue: usize,
-        table: Option<usize>,
-    ) -> (BreachService, Vec<u8>) {
-        let shape = pir_core::DbShape::new(16, 64).unwrap();
-        let bytes: Vec<u8> = (0..16 * 64).map(|i| (i * 7 % 251) as u8).collect();
-        let database = Database::from_bytes(shape, &bytes).unwrap();
-        let flip_table = table.map(|t| FlipTable::build(&database, server, t, &|_, _| {}).unwrap());
-        let config = BreachConfig {
-            database,
-            header: b"header".to_vec(),
-            server,
-            key: SecretKey::generate().unwrap(),
-            blinder: (server == 0).then(|| -> Blinder { Box::new(|p: &[u8]| Ok(p.to_vec())) }),
-            qdp: QdpConfig {
-                queue_capacity: queue,
-                ..QdpConfig::default()
-            },
-            policy,
-            seed_key: SeedKey::from_bytes([server as u8 + 1; 16]),
-            seed_store: BoxedSeedStore(Box::new(MemorySeedStore::new())),
-            flip_table,
-        };
-        (BreachService::start(config).unwrap(), bytes)
-    }
-
-    fn request(message: &[u8]) -> Vec<u8> {
-        let mut body = database_id(b"header").to_vec();
-        body.extend_from_slice(message);
-        wire::encode_envelope(SchemeId::Breach, MessageKind::Query, &body)
-    }
-
-    fn payload(reply: &Reply) -> Vec<u8> {
-        assert_eq!(reply.status, 200, "{:?}", reply.body);
-        let envelope = wire::decode_envelope(&reply.body, usize::MAX >> 1).unwrap();
-        envelope.body[DATABASE_ID_BYTES..envelope.body.len() - 64].to_vec()
-    }
-
-    #[test]
-    fn qdp_round_trip_replay_and_bad_requests() {
-        let (s0, bytes) = service(0, PausePolicy::Never, 4);
-        let (s1, _) = service(1, PausePolicy::Always, 0);
-        round_trips(&s0, &s1, &bytes);
-        for bad in [
-            b"garbage".to_vec(),
-            request(&[]),
-            request(&[9, 9]),
-            request(&[TAG_BLIND, 1]),
-        ] {
-            assert_eq!(s0.handle(&bad).status, 400);
-        }
-        assert_eq!(s1.handle(&request(&[TAG_BLIND; 33])).status, 400);
-        let info = s1.hint().unwrap();
-        let env = wire::decode_envelope(&info, 8192).unwrap();
-        let decoded = decode_info(&env.body[..env.body.len() - 64]).unwrap();
-        assert_eq!((decoded.server, decoded.blinding), (1, false));
-        assert_eq!(decoded.header, b"header");
-    }
-
-    #[test]
-    fn flip_chunk_tables_give_the_same_answers() {
-        for t in [1, 3, 5] {
-            // Both servers precompute, so both answer their flip chunk from the table.
-            let (s0, bytes) = service_with(0, PausePolicy::Never, 4, Some(t));
-            let (s1, _) = service_with(1, PausePolicy::Never, 4, Some(t));
-            // Wait until the queues are full, so the reads take the precomputed path.
-            for service in [&s0, &s1] {
-                for _ in 0..10_000 {
-                    if service.queue_len() == 4 {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                assert_eq!(service.queue_len(), 4, "the worker fills the queue");
-            }
-            round_trips(&s0, &s1, &bytes);
-        }
-        // A table built for the other server is refused at start.
-        let shape = pir_core::DbShape::new(16, 64).unwrap();
-        let database = Database::from_bytes(shape, &[0; 16 * 64]).unwrap();
-        let other = FlipTable::build(&database, 1, 4, &|_, _| {}).unwrap();
-        let config = BreachConfig {
-            database,
-            header: b"header".to_vec(),
-            server: 0,
-            key: SecretKey::generate().unwrap(),
-            blinder: None,
-            qdp: QdpConfig::default(),
-            policy: PausePolicy::Never,
-            seed_key: SeedKey::from_bytes([1; 16]),
-            seed_store: BoxedSeedStore(Box::new(MemorySeedStore::new())),
-            flip_table: Some(other),
-        };
-        let error = BreachService::start(config).unwrap_err().to_string();
-        assert!(error.contains("another server"), "{error}");
-        assert!(FlipTable::layout(shape, 0, 9).is_err());
-    }
-
-    /// Private reads of blocks 0, 5 and 15 through both services, each answer replayed once.
-    fn round_trips(s0: &BreachService, s1: &BreachService, bytes: &[u8]) {
-        let servers = [s0, s1];
-        let client = QdpClient::new(*s0.scheme());
-        for index in [0usize, 5, 15] {
-            let grants: Vec<_> = (0..2)
-                .map(|s| {
-                    let reply = servers[s].handle(&request(&client.seed_request(s).unwrap()));
-                    client.read_seed_response(s, &payload(&reply)).unwrap()
-                })
-                .collect();
-            let (queries, state) = client.query(&[index], &grants).unwrap();
-            let mut answers = Vec::new();
-            for (s, q) in queries.iter().enumerate() {
-                let req = request(&client.encode_query(q));
-                let body = payload(&servers[s].handle(&req));
-                answers.push(client.decode_answer(s, &body).unwrap());
-                let replay = servers[s].handle(&req);
-                assert_eq!(replay.status, 400);
-                let env = wire::decode_envelope(&replay.body, 4096).unwrap();
-                assert!(wire::decode_error(env.body)
-                    .unwrap()
-                    .1
-                    .contains("unknown QDP seed"));
-            }
-            let block = client.decode(&state, &answers).unwrap();
-            assert_eq!(block[0], &bytes[index * 64..(index + 1) * 64]);
-        }
-    }
 
     #[test]
     fn file_seed_store_persists_the_high_water_mark() {

@@ -145,6 +145,10 @@ impl MultiServerScheme for Chor {
         1
     }
 
+    fn max_answer_body(&self) -> usize {
+        self.shape().block_size()
+    }
+
     fn query(
         &self,
         indices: &[usize],

@@ -499,6 +499,13 @@ impl MultiServerScheme for RaidPir {
         self.servers
     }
 
+    fn max_answer_body(&self) -> usize {
+        (0..self.servers)
+            .map(|s| self.answer_body_len(s))
+            .max()
+            .unwrap_or(0)
+    }
+
     fn max_blocks_per_query(&self) -> usize {
         match self.mode {
             AnswerMode::Single => 1,

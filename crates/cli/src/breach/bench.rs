@@ -9,17 +9,15 @@
 //! memory per server (the memory-mapped database, the QDP queue, and the four-Russians table
 //! of the flip chunk with `--four-russians`).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use pir_breach::corpus::{CorpusFormat, CorpusStats, Sha1Entry};
 use pir_breach::database::{build_sha1, Sha1Layout};
-use pir_client::BreachSession;
-use pir_core::wire::{self, MessageKind};
+use pir_breach::BreachSession;
 use pir_core::{MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
-use pir_server::{BreachService, Handler};
+use pir_service::reply::{self, Expect};
 use rayon::prelude::*;
 
 use super::{start_server, ServerPlan, StartedServer};
@@ -106,10 +104,17 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
         .context("connecting to the benchmark servers")?;
     let want = args.qdp_queue.min(2 * args.checks + 2);
     let started = Instant::now();
-    while servers.iter().any(|s| s.service.queue_len() < want) && started.elapsed() < QUEUE_WAIT {
+    while servers
+        .iter()
+        .any(|s| s.service.backend().qdp().queue_len() < want)
+        && started.elapsed() < QUEUE_WAIT
+    {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let queued: Vec<usize> = servers.iter().map(|s| s.service.queue_len()).collect();
+    let queued: Vec<usize> = servers
+        .iter()
+        .map(|s| s.service.backend().qdp().queue_len())
+        .collect();
     println!(
         "QDP queues hold {queued:?} precomputed entries after {:.1} s (precomputing one entry \
          takes about {:.2} s per server on this machine)",
@@ -163,7 +168,7 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
     );
     let database_bytes = header.bucket_count() * header.block_size;
     let queue_bytes = args.qdp_queue * header.block_size;
-    let table = match servers[0].service.flip_table_bytes() {
+    let table = match servers[0].service.backend().qdp().flip_table_bytes() {
         0 => String::new(),
         bytes => format!(
             " + four-Russians table of its flip chunk {:.2} GB",
@@ -234,31 +239,32 @@ fn server_online_ms(
     runs: usize,
 ) -> Result<f64> {
     let qdp = session.qdp();
-    let database_id = pir_keys::sha256(session.header());
-    let request = |message: &[u8]| {
-        let mut body = database_id.to_vec();
-        body.extend_from_slice(message);
-        wire::encode_envelope(SchemeId::Breach, MessageKind::Query, &body)
-    };
-    let payload = |service: &Arc<BreachService>, request: &[u8]| -> Result<Vec<u8>> {
-        let reply = service.handle(request);
-        ensure!(reply.status == 200, "a benchmark server refused a request");
-        let envelope = wire::decode_envelope(&reply.body, reply.body.len())?;
-        let end = envelope.body.len().saturating_sub(64);
-        Ok(envelope.body[32.min(end)..end].to_vec())
+    let database_id = pir_breach::service::database_id(session.header());
+    let request = |message: &[u8]| reply::request(SchemeId::Qdp, &database_id, &[message.to_vec()]);
+    let payload = |server: &StartedServer, request: &[u8]| -> Result<Vec<u8>> {
+        let answer = server.service.handle(request);
+        ensure!(answer.status == 200, "a benchmark server refused a request");
+        let expect = Expect {
+            scheme: SchemeId::Qdp,
+            database_id: &database_id,
+            key: &server.public_key,
+            count: 1,
+            max_answer: answer.body.len(),
+        };
+        Ok(reply::open(&answer.body, request, expect)?[0].to_vec())
     };
     let mut times = Vec::new();
     for run in 0..runs {
         let mut grants = Vec::new();
         for (s, server) in servers.iter().enumerate() {
-            let body = payload(&server.service, &request(&qdp.seed_request(s)?))?;
+            let body = payload(server, &request(&qdp.seed_request(s)?))?;
             grants.push(qdp.read_seed_response(s, &body)?);
         }
         let index = run * 7919 % session_blocks(session);
         let (queries, _) = qdp.query(&[index], &grants)?;
         let query = request(&qdp.encode_query(&queries[0]));
         let t = Instant::now();
-        payload(&servers[0].service, &query)?;
+        payload(&servers[0], &query)?;
         times.push(t.elapsed());
     }
     Ok(pir_bench::median_ms(times))

@@ -2,15 +2,17 @@
 //! its position, RAID-PIR parameters, whether it blinds, the application's database header).
 //! One codec for the server that writes it and the client that reads it (untrusted bytes).
 
-use crate::error::Error;
-use crate::wire::{Reader, Writer};
+use pir_core::wire::{Reader, Writer};
+use pir_core::Error;
 
 /// Servers of a breach deployment: `n = 2` (seed 001, section 4.3 uses two).
 pub const SERVERS: usize = 2;
 /// First bytes of the info body.
 pub const INFO_MAGIC: [u8; 8] = *b"PIRbrInf";
-/// Version of the info body.
-pub const INFO_VERSION: u16 = 1;
+/// Version of the info body. 2: queries and answers travel in the signed-batch framing of
+/// `pir-service` (database id, count, length-prefixed bodies) under scheme id `qdp`; a
+/// version-1 client is refused here, before it sends a query in the old framing.
+pub const INFO_VERSION: u16 = 2;
 /// Domain separation of the info signature.
 pub const INFO_DST: &[u8] = b"pir-breach info v1";
 /// Message tag of a blinded request (QDP tags are 1 to 3).

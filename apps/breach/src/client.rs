@@ -1,4 +1,4 @@
-//! A client of a two-server breach-check deployment (`pir_server::breach`).
+//! A client of a two-server breach-check deployment ([`crate::service`]).
 //!
 //! [`BreachSession::open`] downloads each server's signed info (its position, the RAID-PIR
 //! parameters, whether it holds the blinding key, and the application's database header) over
@@ -12,18 +12,17 @@
 //! fetched; the blinding server sees a uniformly random point. The header is opaque here:
 //! the application decodes it.
 
+use pir_client::{HttpsTransport, Transport, TransportError};
 use pir_core::wire::{self, MessageKind};
 use pir_core::{DbShape, SchemeId};
 use pir_keys::PublicKey;
+use pir_service::framing;
+use pir_service::reply::{self, Expect, ReplyError};
 use pir_xor::qdp::QdpClient;
-use pir_xor::{AnswerMode, RaidPir};
 
-use crate::transport::{HttpsTransport, Transport, TransportError};
+use crate::info::{Info, SERVERS, TAG_BLIND};
+use crate::service::{info_statement, POINT_BYTES};
 
-pub use pir_core::breach_info::SERVERS;
-use pir_core::breach_info::{Info, INFO_DST, TAG_BLIND};
-/// Bytes of a ristretto255 point.
-pub const POINT_BYTES: usize = 32;
 /// Longest info reply accepted.
 const MAX_INFO_REPLY: usize = 8192;
 /// Bytes of an Ed25519 signature.
@@ -108,7 +107,7 @@ impl BreachSession {
                 .map_err(|source| BreachClientError::Transport { server, source })?;
             let envelope =
                 wire::decode_envelope(&reply, MAX_INFO_REPLY).map_err(|e| bad(server, e))?;
-            if envelope.kind != MessageKind::Manifest || envelope.scheme != SchemeId::Breach {
+            if envelope.kind != MessageKind::Manifest || envelope.scheme != SchemeId::Qdp {
                 return Err(bad(server, "not a breach-check server"));
             }
             let split = envelope
@@ -117,7 +116,7 @@ impl BreachSession {
                 .checked_sub(SIGNATURE_BYTES)
                 .ok_or_else(|| bad(server, "info shorter than its signature"))?;
             let (info, signature) = envelope.body.split_at(split);
-            key.verify(&pir_keys::sha256_parts(&[INFO_DST, info]), signature)
+            key.verify(&info_statement(info), signature)
                 .map_err(|_| bad(server, "the info is not signed by the server's key"))?;
             let info = Info::decode(info).map_err(|e| bad(server, e))?;
             if info.server != server {
@@ -147,14 +146,10 @@ impl BreachSession {
             return Err(bad(0, "unsupported RAID-PIR parameters"));
         }
         let shape = DbShape::new(first.block_count, first.block_size).map_err(|e| bad(0, e))?;
-        let raid = RaidPir::new(
-            shape,
-            first.servers,
-            first.redundancy,
-            first.chunks,
-            AnswerMode::Single,
-        )
-        .map_err(|e| bad(0, e))?;
+        let raid = crate::service::scheme_for(shape).map_err(|e| bad(0, e))?;
+        if raid.chunks() != first.chunks {
+            return Err(bad(0, "unsupported RAID-PIR parameters"));
+        }
         Ok(Self {
             transport,
             keys: servers.iter().map(|(_, k)| *k).collect(),
@@ -180,8 +175,8 @@ impl BreachSession {
         &self.client
     }
 
-    /// Sends `message` (a QDP or blinded message body) to `server` and returns the signed
-    /// answer's payload after the database id, once the signature checks.
+    /// Sends `message` (a QDP or blinded message body) to `server` and returns its answer
+    /// once the reply checks ([`pir_service::reply::open`]: envelope, signature, database id).
     pub async fn exchange(
         &self,
         server: usize,
@@ -191,48 +186,34 @@ impl BreachSession {
             .keys
             .get(server)
             .ok_or_else(|| BreachClientError::Setup(format!("no server number {server}")))?;
-        let mut body = self.database_id.to_vec();
-        body.extend_from_slice(message);
-        let request = wire::encode_envelope(SchemeId::Breach, MessageKind::Query, &body);
-        let raid = self.client.scheme();
-        let max_reply = wire::HEADER_LEN
-            + 32
-            + raid.answer_body_len(server).max(1024)
-            + SIGNATURE_BYTES
-            + wire::MAX_ERROR_MESSAGE
-            + 64;
-        let reply = self
+        let request = reply::request(SchemeId::Qdp, &self.database_id, &[message.to_vec()]);
+        let max_answer = self
+            .client
+            .scheme()
+            .answer_body_len(server)
+            .max(pir_xor::qdp::SEED_RESPONSE_LEN)
+            .max(POINT_BYTES);
+        let reply_bytes = self
             .transport
-            .exchange(server, request.clone(), max_reply)
+            .exchange(server, request.clone(), framing::reply_bytes(1, max_answer))
             .await
             .map_err(|source| BreachClientError::Transport { server, source })?;
-        let envelope = wire::decode_envelope(&reply, max_reply).map_err(|e| bad(server, e))?;
-        match envelope.kind {
-            MessageKind::Answer => {}
-            MessageKind::Error => {
-                let (code, message) =
-                    wire::decode_error(envelope.body).map_err(|e| bad(server, e))?;
-                return Err(BreachClientError::Refused {
-                    server,
-                    code,
-                    message,
-                });
-            }
-            other => return Err(bad(server, format!("unexpected reply kind {other:?}"))),
+        let expect = Expect {
+            scheme: SchemeId::Qdp,
+            database_id: &self.database_id,
+            key,
+            count: 1,
+            max_answer,
+        };
+        match reply::open(&reply_bytes, &request, expect) {
+            Ok(answers) => Ok(answers[0].to_vec()),
+            Err(ReplyError::Refused { code, message }) => Err(BreachClientError::Refused {
+                server,
+                code,
+                message,
+            }),
+            Err(other) => Err(bad(server, other)),
         }
-        let split = envelope
-            .body
-            .len()
-            .checked_sub(SIGNATURE_BYTES)
-            .ok_or_else(|| bad(server, "answer shorter than its signature"))?;
-        let (payload, signature) = envelope.body.split_at(split);
-        let statement = pir_keys::answer_statement(&self.database_id, &request, payload);
-        key.verify(&statement, signature)
-            .map_err(|_| bad(server, "the answer is not signed by the server's key"))?;
-        let rest = payload
-            .strip_prefix(self.database_id.as_slice())
-            .ok_or_else(|| bad(server, "the answer names another database"))?;
-        Ok(rest.to_vec())
     }
 
     /// Fetches block `index` privately: a seed from each server, then each server's flip

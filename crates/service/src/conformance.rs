@@ -1,0 +1,442 @@
+//! The one conformance harness: every registered scheme ([`crate::registry::standard`]) runs
+//! through the same checks over its real signed-batch service.
+//!
+//! [`check`] deploys a scheme over a seeded [`Fixture`] (its servers as [`Handler`]s, its
+//! client as a sans-I/O [`Client`]), then checks:
+//! - correctness: records at the edges and in the middle decode to the fixture's bytes;
+//! - privacy shape: each server's request and reply sizes are the same for every index;
+//! - malformed input: garbage, truncated and oversized-count requests get an error envelope
+//!   (status 400, never a panic), and the servers keep answering afterwards.
+//!
+//! The deployments here are small and built in microseconds, so the harness is cheap enough
+//! to run for every scheme in every test run.
+
+use std::sync::Arc;
+
+use pir_core::protocol::MAX_BATCH;
+use pir_core::wire::{self, MessageKind};
+use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use pir_keys::{PublicKey, SecretKey};
+use pir_lattice::{Scheme, SingleClient};
+use pir_xor::qdp::{MemorySeedStore, PausePolicy, QdpClient, QdpConfig, SeedKey};
+use pir_xor::{AnswerMode, Chor, RaidPir};
+use rand::{CryptoRng, RngCore, SeedableRng};
+
+use crate::lattice::{Lattice, LatticeDatabase};
+use crate::mirror::Mirror;
+use crate::qdp::{BoxedSeedStore, Qdp, QdpSetup};
+use crate::registry::SchemeEntry;
+use crate::reply::{self, Expect};
+use crate::{framing, Handler, SignedService};
+
+/// Builds a small deployment of a scheme over a fixture.
+pub type Deploy = fn(&Fixture) -> Result<Deployment, Error>;
+
+/// Sends `request` to server `server` and returns its reply envelope.
+pub type Exchange<'a> = &'a mut dyn FnMut(usize, Vec<u8>) -> Vec<u8>;
+
+/// The records a deployment serves: `record_count` records of `record_bytes` bytes, from a seed.
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    /// Number of records.
+    pub record_count: usize,
+    /// Bytes per record (a multiple of 32, so XOR schemes use it as the block size).
+    pub record_bytes: usize,
+    /// The records, back to back.
+    pub records: Vec<u8>,
+}
+
+impl Fixture {
+    /// `record_count` records of `record_bytes` bytes drawn from ChaCha20 seeded by `seed`.
+    pub fn new(seed: u64, record_count: usize, record_bytes: usize) -> Self {
+        let mut records = vec![0u8; record_count * record_bytes];
+        rand_chacha::ChaCha20Rng::seed_from_u64(seed).fill_bytes(&mut records);
+        Self {
+            record_count,
+            record_bytes,
+            records,
+        }
+    }
+
+    /// Record `index`.
+    pub fn record(&self, index: usize) -> &[u8] {
+        &self.records[index * self.record_bytes..(index + 1) * self.record_bytes]
+    }
+
+    /// The records as a block database.
+    pub fn database(&self) -> Result<Database, Error> {
+        Database::from_bytes(
+            DbShape::new(self.record_count as u64, self.record_bytes)?,
+            &self.records,
+        )
+    }
+}
+
+/// A scheme's client, sans I/O: it reaches server `i` only through the exchange function.
+pub trait Client {
+    /// Retrieves record `index` privately.
+    fn fetch(
+        &self,
+        index: usize,
+        rng: &mut dyn CryptoRng,
+        exchange: Exchange<'_>,
+    ) -> Result<Vec<u8>, String>;
+}
+
+/// A running deployment: its servers, in position order, and a client of them.
+pub struct Deployment {
+    /// The servers' services.
+    pub servers: Vec<Arc<dyn Handler>>,
+    /// A client of the deployment.
+    pub client: Box<dyn Client>,
+}
+
+/// Runs `entry` through every check; the error says which failed and how.
+pub fn check(entry: &SchemeEntry) -> Result<(), String> {
+    let name = entry.id.name();
+    let fixture = Fixture::new(7, 24, 64);
+    let deployment = (entry.deploy)(&fixture).map_err(|e| format!("{name}: deploy: {e}"))?;
+    let servers = &deployment.servers;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
+    let mut sizes: Option<Vec<(usize, usize)>> = None;
+    for index in [0, 1, 13, fixture.record_count - 1] {
+        let mut seen = Vec::new();
+        let mut exchange = |server: usize, request: Vec<u8>| {
+            let reply = servers[server].handle_many(&[&request]).remove(0);
+            seen.push((request.len(), reply.body.len()));
+            reply.body
+        };
+        let record = deployment.client.fetch(index, &mut rng, &mut exchange)?;
+        if record != fixture.record(index) {
+            return Err(format!("{name}: record {index} decoded wrongly"));
+        }
+        match &sizes {
+            None => sizes = Some(seen),
+            Some(first) if *first != seen => {
+                return Err(format!(
+                    "{name}: request/reply sizes depend on the index: {first:?} vs {seen:?}"
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    for (position, server) in servers.iter().enumerate() {
+        for request in malformed_requests(entry.id, server.max_request_bytes()) {
+            let reply = server.handle_many(&[&request]).remove(0);
+            let envelope = wire::decode_envelope(&reply.body, reply.body.len())
+                .map_err(|e| format!("{name}: server {position}: unreadable refusal: {e}"))?;
+            if reply.status != 400 || envelope.kind != MessageKind::Error {
+                return Err(format!(
+                    "{name}: server {position} did not refuse a malformed request ({} bytes)",
+                    request.len()
+                ));
+            }
+        }
+    }
+    let mut exchange =
+        |server: usize, request: Vec<u8>| servers[server].handle_many(&[&request]).remove(0).body;
+    let index = fixture.record_count / 2;
+    let record = deployment.client.fetch(index, &mut rng, &mut exchange)?;
+    if record != fixture.record(index) {
+        return Err(format!("{name}: wrong record after malformed requests"));
+    }
+    Ok(())
+}
+
+/// Requests every server must refuse.
+fn malformed_requests(scheme: SchemeId, max_request: usize) -> Vec<Vec<u8>> {
+    let id = [0u8; 32];
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+    let mut random = vec![0u8; 200];
+    rng.fill_bytes(&mut random);
+    let good = reply::request(scheme, &id, &[vec![1, 2, 3]]);
+    let mut wrong_kind = good.clone();
+    wrong_kind[7] = MessageKind::Answer as u8;
+    let mut oversized = good.clone();
+    oversized[8..12].copy_from_slice(&u32::try_from(max_request).unwrap_or(u32::MAX).to_le_bytes());
+    vec![
+        Vec::new(),
+        b"garbage".to_vec(),
+        random,
+        good[..good.len() - 1].to_vec(),
+        wrong_kind,
+        oversized,
+        reply::request(scheme, &id, &vec![vec![0u8]; MAX_BATCH + 1]),
+        wire::encode_envelope(scheme, MessageKind::Query, &[]),
+    ]
+}
+
+fn key() -> Result<SecretKey, Error> {
+    SecretKey::generate().map_err(|e| Error::InvalidParameter(e.to_string()))
+}
+
+/// Exchanges one request of `queries` with `server` and returns its checked answers.
+fn ask(
+    exchange: Exchange<'_>,
+    server: usize,
+    scheme: SchemeId,
+    id: &[u8; 32],
+    key: &PublicKey,
+    queries: Vec<Vec<u8>>,
+    max_answer: usize,
+) -> Result<Vec<Vec<u8>>, String> {
+    let request = reply::request(scheme, id, &queries);
+    let reply_bytes = exchange(server, request.clone());
+    if reply_bytes.len() > framing::reply_bytes(queries.len(), max_answer) {
+        return Err(format!(
+            "{}: reply longer than the framing allows",
+            scheme.name()
+        ));
+    }
+    let expect = Expect {
+        scheme,
+        database_id: id,
+        key,
+        count: queries.len(),
+        max_answer,
+    };
+    reply::open(&reply_bytes, &request, expect)
+        .map(|answers| answers.into_iter().map(<[u8]>::to_vec).collect())
+        .map_err(|e| format!("{}: server {server}: {e}", scheme.name()))
+}
+
+/// A client of any multi-server scheme served by [`Mirror`]s.
+struct MirrorClient<S> {
+    scheme: S,
+    id: [u8; 32],
+    keys: Vec<PublicKey>,
+}
+
+impl<S: MultiServerScheme> Client for MirrorClient<S> {
+    fn fetch(
+        &self,
+        index: usize,
+        rng: &mut dyn CryptoRng,
+        exchange: Exchange<'_>,
+    ) -> Result<Vec<u8>, String> {
+        let (queries, state) = self
+            .scheme
+            .query(&[index], &mut &mut *rng)
+            .map_err(|e| e.to_string())?;
+        let max_answer = self.scheme.max_answer_body();
+        let mut answers = Vec::new();
+        for (server, query) in queries.iter().enumerate() {
+            let body = self.scheme.encode_query(query);
+            let got = ask(
+                exchange,
+                server,
+                self.scheme.id(),
+                &self.id,
+                &self.keys[server],
+                vec![body],
+                max_answer,
+            )?;
+            answers.push(
+                self.scheme
+                    .decode_answer(query, &got[0])
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        let mut blocks = self
+            .scheme
+            .decode(&state, &answers)
+            .map_err(|e| e.to_string())?;
+        blocks.pop().ok_or_else(|| "no block decoded".into())
+    }
+}
+
+fn deploy_mirrors<S: MultiServerScheme + 'static>(
+    fixture: &Fixture,
+    scheme: S,
+) -> Result<Deployment, Error> {
+    let id = [7u8; 32];
+    let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
+    let mut keys = Vec::new();
+    for _ in 0..scheme.servers() {
+        let key = key()?;
+        keys.push(key.public());
+        servers.push(Arc::new(
+            Mirror::plain(fixture.database()?, id, b"manifest".to_vec()).serve(key),
+        ));
+    }
+    Ok(Deployment {
+        servers,
+        client: Box::new(MirrorClient { scheme, id, keys }),
+    })
+}
+
+/// Chor over two mirrors.
+pub fn deploy_chor(fixture: &Fixture) -> Result<Deployment, Error> {
+    deploy_mirrors(fixture, Chor::new(fixture.database()?.shape(), 2)?)
+}
+
+/// RAID-PIR over three mirrors, `r = 2`.
+pub fn deploy_raid_pir(fixture: &Fixture) -> Result<Deployment, Error> {
+    let shape = fixture.database()?.shape();
+    deploy_mirrors(fixture, RaidPir::new(shape, 3, 2, 3, AnswerMode::Single)?)
+}
+
+struct QdpTestClient {
+    client: QdpClient,
+    id: [u8; 32],
+    keys: Vec<PublicKey>,
+}
+
+impl Client for QdpTestClient {
+    fn fetch(
+        &self,
+        index: usize,
+        _rng: &mut dyn CryptoRng,
+        exchange: Exchange<'_>,
+    ) -> Result<Vec<u8>, String> {
+        let scheme = SchemeId::Qdp;
+        let err = |e: Error| e.to_string();
+        let seed_bytes = pir_xor::qdp::SEED_RESPONSE_LEN;
+        let mut grants = Vec::new();
+        for server in 0..self.keys.len() {
+            let request = self.client.seed_request(server).map_err(err)?;
+            let got = ask(
+                exchange,
+                server,
+                scheme,
+                &self.id,
+                &self.keys[server],
+                vec![request],
+                seed_bytes,
+            )?;
+            grants.push(
+                self.client
+                    .read_seed_response(server, &got[0])
+                    .map_err(err)?,
+            );
+        }
+        let (queries, state) = self.client.query(&[index], &grants).map_err(err)?;
+        let mut answers = Vec::new();
+        for (server, query) in queries.iter().enumerate() {
+            let max_answer = self.client.scheme().answer_body_len(server);
+            let body = self.client.encode_query(query);
+            let got = ask(
+                exchange,
+                server,
+                scheme,
+                &self.id,
+                &self.keys[server],
+                vec![body],
+                max_answer,
+            )?;
+            answers.push(self.client.decode_answer(server, &got[0]).map_err(err)?);
+        }
+        let mut blocks = self.client.decode(&state, &answers).map_err(err)?;
+        blocks.pop().ok_or_else(|| "no block decoded".into())
+    }
+}
+
+/// QDP over two servers (`r = n = 2`, two chunks), one of them precomputing.
+pub fn deploy_qdp(fixture: &Fixture) -> Result<Deployment, Error> {
+    let shape = fixture.database()?.shape();
+    let raid = RaidPir::new(shape, 2, 2, 2, AnswerMode::Single)?;
+    let id = [9u8; 32];
+    let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
+    let mut keys = Vec::new();
+    for server in 0..2 {
+        let key = key()?;
+        keys.push(key.public());
+        let qdp = Qdp::start(QdpSetup {
+            database: fixture.database()?,
+            raid,
+            server,
+            database_id: id,
+            description: wire::encode_envelope(SchemeId::Qdp, MessageKind::Manifest, b"qdp"),
+            qdp: QdpConfig {
+                queue_capacity: 4,
+                ..QdpConfig::default()
+            },
+            policy: if server == 0 {
+                PausePolicy::Never
+            } else {
+                PausePolicy::Always
+            },
+            seed_key: SeedKey::from_bytes([server as u8 + 1; 16]),
+            seed_store: BoxedSeedStore(Box::new(MemorySeedStore::new())),
+            flip_table: None,
+        })?;
+        servers.push(Arc::new(SignedService::new(qdp, key)));
+    }
+    Ok(Deployment {
+        servers,
+        client: Box::new(QdpTestClient {
+            client: QdpClient::new(raid),
+            id,
+            keys,
+        }),
+    })
+}
+
+struct LatticeTestClient {
+    client: Box<dyn SingleClient>,
+    key: PublicKey,
+}
+
+impl Client for LatticeTestClient {
+    fn fetch(
+        &self,
+        index: usize,
+        rng: &mut dyn CryptoRng,
+        exchange: Exchange<'_>,
+    ) -> Result<Vec<u8>, String> {
+        let header = *self.client.header();
+        let (state, query) = self
+            .client
+            .query(index as u64, rng)
+            .map_err(|e| e.to_string())?;
+        let max_answer = wire::HEADER_LEN + 4 * pir_lattice::wire::answer_words(&header.params);
+        let got = ask(
+            exchange,
+            0,
+            header.params.scheme.id(),
+            &header.version,
+            &self.key,
+            vec![query],
+            max_answer,
+        )?;
+        self.client
+            .decode(&state, &got[0])
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn deploy_lattice(fixture: &Fixture, scheme: Scheme) -> Result<Deployment, Error> {
+    let key = key()?;
+    let public = key.public();
+    let lattice = Lattice::new(
+        LatticeDatabase {
+            scheme,
+            records: &fixture.records,
+            record_count: fixture.record_count as u64,
+            record_bytes: fixture.record_bytes,
+            seeds: [[1; 16], [2; 16]],
+            version: [5; 32],
+            about: Vec::new(),
+        },
+        &mut |_, _| {},
+    )?;
+    let (_, _, hint) = crate::lattice::parse_download(lattice.download())?;
+    let client = pir_lattice::open_client(scheme, hint)?;
+    Ok(Deployment {
+        servers: vec![Arc::new(lattice.serve(key))],
+        client: Box::new(LatticeTestClient {
+            client,
+            key: public,
+        }),
+    })
+}
+
+/// SimplePIR over one server.
+pub fn deploy_simple_pir(fixture: &Fixture) -> Result<Deployment, Error> {
+    deploy_lattice(fixture, Scheme::SimplePir)
+}
+
+/// DoublePIR over one server.
+pub fn deploy_double_pir(fixture: &Fixture) -> Result<Deployment, Error> {
+    deploy_lattice(fixture, Scheme::DoublePir)
+}
