@@ -106,7 +106,7 @@ impl BuildReport {
             h.compression_ratio(),
             h.uncompressed_block_size(),
             h.false_positive_bound(),
-            pir_core::hex::encode(&h.database_id()),
+            hex::encode(&h.database_id()),
         );
         if let Some(key) = &self.key_path {
             out.push_str(&format!(

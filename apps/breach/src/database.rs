@@ -378,8 +378,8 @@ impl BreachDatabase {
             return Err(BreachError::Input(format!(
                 "the blinding key has id {} but the database was built with key {}; give the \
                  key file written with this database",
-                pir_core::hex::encode(&key.key_id()),
-                pir_core::hex::encode(&self.header.key_id)
+                hex::encode(&key.key_id()),
+                hex::encode(&self.header.key_id)
             )));
         }
         Ok(())

@@ -176,7 +176,7 @@ mod tests {
     use rand_chacha::ChaCha20Rng;
 
     fn hash_hex(hex: &str) -> [u8; 20] {
-        pir_core::hex::decode(hex).unwrap().try_into().unwrap()
+        hex::decode(hex).unwrap().try_into().unwrap()
     }
 
     #[test]

@@ -434,7 +434,7 @@ mod tests {
         let bytes = sample().encode_signed(&vendor_key());
         // Header: magic, version 1, b = 64, B = 4, created, 2 files, then the first name.
         assert_eq!(
-            pir_core::hex::encode(&bytes[..HEADER_LEN + 2]),
+            hex::encode(&bytes[..HEADER_LEN + 2]),
             "5049524d0100400000000400000000000000\
              00f1536500000000020000000f00"
         );
@@ -444,7 +444,7 @@ mod tests {
         );
         // Ed25519 is deterministic, so the whole signed file (and the release id) is fixed.
         assert_eq!(
-            pir_core::hex::encode(&Manifest::release_id(&bytes)),
+            hex::encode(&Manifest::release_id(&bytes)),
             crate::testutil::MANIFEST_KAT_RELEASE_ID
         );
     }

@@ -317,11 +317,11 @@ mod tests {
             list
         );
         assert_eq!(
-            pir_core::hex::encode(&bytes[..20]),
+            hex::encode(&bytes[..20]),
             "5049524c010000f1536500000000030016006874"
         );
         assert_eq!(
-            pir_core::hex::encode(&pir_keys::sha256(&bytes)),
+            hex::encode(&pir_keys::sha256(&bytes)),
             crate::testutil::MIRROR_LIST_KAT_SHA256
         );
     }

@@ -24,7 +24,7 @@ pub(crate) const MIRROR_LIST_KAT_SHA256: &str =
     "4a4485c07517640c5f589926b4d329e2b8834caa3d36de8387d482007635bc0b";
 
 fn key(pkcs8_hex: &str) -> SecretKey {
-    SecretKey::from_pkcs8(&pir_core::hex::decode(pkcs8_hex).unwrap()).unwrap()
+    SecretKey::from_pkcs8(&hex::decode(pkcs8_hex).unwrap()).unwrap()
 }
 
 /// The test vendor's key.

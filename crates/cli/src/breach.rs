@@ -133,7 +133,7 @@ async fn serve(args: BreachServeArgs) -> Result<()> {
     let (header, shape) = (&started.header, started.shape);
     println!(
         "breach server {server} serving database {} ({} buckets of {} bytes, {} corpus{}) at https://{} with key {}",
-        pir_core::hex::encode(&header.database_id()[..8]),
+        hex::encode(&header.database_id()[..8]),
         shape.block_count(),
         shape.block_size(),
         header.corpus.name(),
@@ -282,7 +282,7 @@ fn write_servers(args: &BreachServersArgs) -> Result<()> {
         text.push_str(&format!(
             "{} {}\n",
             url.trim_end_matches('/'),
-            pir_core::hex::encode(&key.0)
+            hex::encode(&key.0)
         ));
     }
     std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
@@ -311,7 +311,7 @@ pub fn load_servers(path: &Path) -> Result<Vec<(String, PublicKey)>> {
                 .split_once(' ')
                 .with_context(|| format!("{}: bad line {line:?}", path.display()))?;
             pir_client::transport::authority_of(url)?;
-            let bytes = pir_core::hex::decode(key.trim())
+            let bytes = hex::decode(key.trim())
                 .map_err(|e| anyhow::anyhow!("{}: server key: {e}", path.display()))?;
             let key: [u8; 32] = bytes.try_into().map_err(|_| {
                 anyhow::anyhow!("{}: a server key is 32 bytes of hex", path.display())

@@ -194,10 +194,7 @@ fn show_release(dir: &Path, vendor_pub: Option<&Path>) -> Result<()> {
         Some(pub_path) => Manifest::decode_verified(&bytes, &PublicKey::load(pub_path)?)?,
         None => Manifest::decode_unverified(&bytes)?,
     };
-    println!(
-        "release id  {}",
-        pir_core::hex::encode(&Manifest::release_id(&bytes))
-    );
+    println!("release id  {}", hex::encode(&Manifest::release_id(&bytes)));
     println!(
         "signature   {}",
         if vendor_pub.is_some() {
@@ -278,7 +275,7 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
         .context("starting the mirror")?;
     println!(
         "mirror serving release {} ({files} files, {} blocks of {} bytes) at https://{} with key {}",
-        pir_core::hex::encode(&release.release_id[..8]),
+        hex::encode(&release.release_id[..8]),
         shape.block_count(),
         shape.block_size(),
         running.addr,
@@ -368,8 +365,8 @@ fn check_evidence(path: &Path, release_dir: &Path) -> Result<()> {
     if evidence.release_id != release.release_id {
         bail!(
             "the evidence is for release {}, not {}",
-            pir_core::hex::encode(&evidence.release_id[..8]),
-            pir_core::hex::encode(&release.release_id[..8])
+            hex::encode(&evidence.release_id[..8]),
+            hex::encode(&release.release_id[..8])
         );
     }
     match pir_client::evidence::check(&evidence, &release.database)? {

@@ -136,7 +136,7 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
     println!(
         "serving {name} at https://{} (database version {}, key {})",
         running.addr,
-        pir_core::hex::encode(&version[..8]),
+        hex::encode(&version[..8]),
         key.public().fingerprint()
     );
     println!(

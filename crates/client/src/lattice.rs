@@ -97,8 +97,8 @@ impl std::fmt::Debug for LatticeSession {
 pub fn cache_path(dir: &Path, key: &PublicKey, version: &[u8; 32]) -> PathBuf {
     dir.join(format!(
         "{}-{}.hint",
-        pir_core::hex::encode(&key.0),
-        pir_core::hex::encode(version)
+        hex::encode(&key.0),
+        hex::encode(version)
     ))
 }
 

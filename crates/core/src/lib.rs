@@ -17,7 +17,7 @@ pub mod bits;
 pub mod database;
 pub mod error;
 pub mod glossary;
-pub mod hex;
+pub mod prg;
 pub mod protocol;
 pub mod scheme;
 pub mod wire;

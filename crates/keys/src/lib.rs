@@ -136,13 +136,13 @@ impl SecretKey {
 
     /// The key file text.
     pub fn to_text(&self) -> String {
-        format!("{SECRET_HEADER}\n{}\n", pir_core::hex::encode(&self.pkcs8))
+        format!("{SECRET_HEADER}\n{}\n", hex::encode(&self.pkcs8))
     }
 
     /// Parses key file text.
     pub fn from_text(text: &str) -> Result<Self, KeyError> {
         let body = strip_header(text, SECRET_HEADER, "secret key")?;
-        let bytes = pir_core::hex::decode(body).map_err(|e| KeyError::Format(e.to_string()))?;
+        let bytes = hex::decode(body.trim()).map_err(|e| KeyError::Format(e.to_string()))?;
         Self::from_pkcs8(&bytes)
     }
 
@@ -178,18 +178,18 @@ impl PublicKey {
 
     /// A short printable fingerprint (first 8 bytes of the key, hex).
     pub fn fingerprint(&self) -> String {
-        pir_core::hex::encode(&self.0[..8])
+        hex::encode(&self.0[..8])
     }
 
     /// The key file text.
     pub fn to_text(&self) -> String {
-        format!("{PUBLIC_HEADER}\n{}\n", pir_core::hex::encode(&self.0))
+        format!("{PUBLIC_HEADER}\n{}\n", hex::encode(&self.0))
     }
 
     /// Parses key file text.
     pub fn from_text(text: &str) -> Result<Self, KeyError> {
         let body = strip_header(text, PUBLIC_HEADER, "public key")?;
-        let bytes = pir_core::hex::decode(body).map_err(|e| KeyError::Format(e.to_string()))?;
+        let bytes = hex::decode(body.trim()).map_err(|e| KeyError::Format(e.to_string()))?;
         let key: [u8; PUBLIC_KEY_LEN] = bytes
             .try_into()
             .map_err(|_| KeyError::Format("an Ed25519 public key is 32 bytes".into()))?;
@@ -300,7 +300,7 @@ mod tests {
     fn sha256_known_answer() {
         // FIPS 180-2 example "abc".
         assert_eq!(
-            pir_core::hex::encode(&sha256(b"abc")),
+            hex::encode(&sha256(b"abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert_ne!(sha256_parts(&[b"ab", b"c"]), sha256_parts(&[b"a", b"bc"]));

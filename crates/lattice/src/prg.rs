@@ -5,8 +5,9 @@
 //! version):
 //!
 //! ```text
-//! stream(seed) = AES-128-CTR keystream: key = seed (16 bytes), initial counter block = 16 zero
-//!                bytes, the whole 128-bit block incremented big-endian (NIST SP 800-38A, 6.5)
+//! stream(seed) = pir_core::prg::expand(seed): the AES-128-CTR keystream, key = seed (16
+//!                bytes), initial counter block = 16 zero bytes, the whole 128-bit block
+//!                incremented big-endian (NIST SP 800-38A, 6.5)
 //! A[r][c]      = u32 little-endian of stream bytes [4(r·n + c), 4(r·n + c) + 4)
 //! ```
 //!
@@ -17,18 +18,9 @@
 //! Modelling AES as a PRF, `A` is indistinguishable from uniform, as the SimplePIR security
 //! argument needs (Henzinger et al. 2023, section 4: `A` may be derived from a short seed).
 
-use aes::Aes128;
-use ctr::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
+pub use pir_core::prg::{Seed, SEED_LEN};
 
 use crate::params::LWE_N;
-
-/// Bytes of a seed: one AES-128 key.
-pub const SEED_LEN: usize = 16;
-
-/// A seed of a public matrix.
-pub type Seed = [u8; SEED_LEN];
-
-type Aes128Ctr = ctr::Ctr128BE<Aes128>;
 
 /// Rows of `A` expanded per step by [`for_each_block`] (1 MiB at `n = 1024`).
 pub const BLOCK_ROWS: usize = 256;
@@ -37,14 +29,10 @@ pub const BLOCK_ROWS: usize = 256;
 /// matrix of `seed`. Panics if `out` is not whole rows.
 pub fn expand_rows(seed: &Seed, first_row: usize, out: &mut [u32]) {
     assert_eq!(out.len() % LWE_N, 0, "expand_rows: not whole rows");
-    let mut cipher = Aes128Ctr::new(seed.into(), (&[0u8; 16]).into());
-    // Offsets stay below 2^21 rows · 4096 bytes = 2^33, far inside the 2^132-byte keystream,
-    // so neither `seek` nor `apply_keystream` (which panic only past its end) can panic.
-    cipher.seek((first_row as u64) * (LWE_N as u64) * 4);
+    let row_bytes = 4 * LWE_N as u64;
     let mut bytes = [0u8; 4 * LWE_N];
-    for row in out.chunks_exact_mut(LWE_N) {
-        bytes.fill(0);
-        cipher.apply_keystream(&mut bytes);
+    for (k, row) in out.chunks_exact_mut(LWE_N).enumerate() {
+        pir_core::prg::expand_at(seed, (first_row + k) as u64 * row_bytes, &mut bytes);
         for (word, le) in row.iter_mut().zip(bytes.chunks_exact(4)) {
             *word = u32::from_le_bytes([le[0], le[1], le[2], le[3]]);
         }

@@ -277,7 +277,6 @@ fn words(r: &mut Reader<'_>, count: usize) -> Result<Vec<u32>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pir_core::hex;
     use proptest::prelude::*;
 
     fn header() -> HintHeader {

@@ -10,7 +10,8 @@
 //! - [`RaidPir`]: RAID-PIR (seed 001, sections 3.2 and 3.2.1): chunks, redundancy `r` and
 //!   seed-compressed queries, private against `r - 1` colluding servers, with an
 //!   [`AnswerMode`] for single- or multi-block queries.
-//! - [`prg`]: the pinned AES-128-CTR generator that expands RAID-PIR seeds.
+//! - [`prg`]: the pinned AES-128-CTR generator that expands RAID-PIR seeds (`pir_core::prg`,
+//!   shared with the lattice schemes).
 //! - [`serve`]: the server entry point on wire bodies, for mirrors that play any position.
 //! - [`engine`]: the fast server path: parallel SIMD scans, four-Russians tables and batches.
 //!
@@ -23,10 +24,11 @@
 
 pub mod chor;
 pub mod engine;
-pub mod prg;
 pub mod qdp;
 pub mod raid;
 pub mod serve;
+
+pub use pir_core::prg;
 
 pub use chor::{Chor, ChorAnswer, ChorQuery, ChorState};
 pub use engine::{Engine, EngineOptions, Prepared, Russians};

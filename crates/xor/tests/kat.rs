@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pir_core::{hex, Database, DbShape, Error, MultiServerScheme, SchemeId};
+use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
 use pir_xor::{prg, serve, AnswerMode, RaidPir};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;

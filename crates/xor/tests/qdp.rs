@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use pir_core::bits::BitVec;
-use pir_core::{hex, Database, DbShape, Error, MultiServerScheme};
+use pir_core::{Database, DbShape, Error, MultiServerScheme};
 use pir_xor::qdp::{
     self, should_pause, MemorySeedStore, PausePolicy, QdpClient, QdpConfig, QdpError, QdpQuery,
     QdpServer, SeedGrant, SeedKey, SeedSource, SeedStore, StoreError,

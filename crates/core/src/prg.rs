@@ -1,8 +1,10 @@
-//! The pinned pseudorandom generator that expands RAID-PIR seeds.
+//! The one pinned pseudorandom generator of every `pir` protocol.
 //!
 //! RAID-PIR (seed 001, section 3.2) sends each server a `κ = 128`-bit seed instead of its
-//! random sub-queries; server and client must expand it to the *same* bits, so the generator
-//! and its stream layout are part of the wire format.
+//! random sub-queries, QDP derives its server-chosen seeds from it, and the lattice schemes
+//! expand their public matrices from a seed (`pir_lattice::prg`). Server and client must
+//! expand a seed to the *same* bits, so the generator and its stream layout are part of the
+//! wire format.
 //!
 //! Stream layout (pinned, never change without bumping the wire version):
 //!
@@ -17,9 +19,11 @@
 //! the same stream; `tests/vectors/prg_aes128ctr.txt` holds known answers made that way.
 //! A fresh key per query means the counter always starts at zero without ever reusing a
 //! (key, counter) pair across queries (seeds are 128 uniformly random bits).
+//! [`expand_at`] reads the same stream from a byte offset, so a large expansion (a lattice
+//! matrix) can be produced in independent pieces.
 
 use aes::Aes128;
-use ctr::cipher::{KeyIvInit, StreamCipher};
+use ctr::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 
 /// Length of a seed in bytes: `κ = 128` bits, the security parameter of RAID-PIR (seed 001,
 /// section 3.2) and the AES-128 key size.
@@ -43,10 +47,20 @@ pub fn expand(seed: &Seed, out: &mut [u8]) {
     cipher.apply_keystream(out);
 }
 
+/// Fills `out` with the keystream of `seed` from byte `offset` on: bytes
+/// `offset..offset + out.len()` of what [`expand`] would produce.
+pub fn expand_at(seed: &Seed, offset: u64, out: &mut [u8]) {
+    let mut cipher = Aes128Ctr::new(seed.into(), (&[0u8; 16]).into());
+    // The keystream is 2^132 bytes long; a u64 offset plus a slice stays far inside it, so
+    // neither `seek` nor `apply_keystream` (which panic only past its end) can panic.
+    cipher.seek(offset);
+    out.fill(0);
+    cipher.apply_keystream(out);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pir_core::hex;
 
     /// NIST SP 800-38A, appendix F.5.1 (CTR-AES128.Encrypt): checks that the primitive is
     /// AES-128 with a big-endian 128-bit counter, independently of our zero-counter layout.
@@ -95,5 +109,17 @@ mod tests {
         let mut other = vec![0u8; 37];
         expand(&[8u8; 16], &mut other);
         assert_ne!(short, other);
+    }
+
+    #[test]
+    fn expansion_from_an_offset_is_a_slice_of_the_stream() {
+        let seed = [3u8; 16];
+        let mut all = vec![0u8; 200];
+        expand(&seed, &mut all);
+        for offset in [0usize, 1, 15, 16, 17, 100] {
+            let mut part = vec![0xee; 50];
+            expand_at(&seed, offset as u64, &mut part);
+            assert_eq!(part, all[offset..offset + 50]);
+        }
     }
 }
