@@ -30,6 +30,10 @@ pub enum SchemeId {
     /// seeds, a precomputed queue, the flip chunk online. Private credential checks
     /// (`pir-breach`) run on it.
     Qdp = 5,
+    /// Reserved for a scheme under development (and the toy scheme of the service tests):
+    /// no release build registers it, so every server refuses it until it gets an id of its
+    /// own.
+    Experimental = 254,
 }
 
 impl SchemeId {
@@ -42,6 +46,7 @@ impl SchemeId {
             3 => Ok(Self::SimplePir),
             4 => Ok(Self::DoublePir),
             5 => Ok(Self::Qdp),
+            254 => Ok(Self::Experimental),
             other => Err(Error::WrongScheme {
                 found: other,
                 expected: 2,
@@ -58,6 +63,7 @@ impl SchemeId {
             Self::SimplePir => "simplepir",
             Self::DoublePir => "doublepir",
             Self::Qdp => "qdp",
+            Self::Experimental => "experimental",
         }
     }
 }
