@@ -126,7 +126,7 @@ pub struct BlindingKey {
 
 impl std::fmt::Debug for BlindingKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BlindingKey(id {})", hex::encode(&self.key_id()))
+        write!(f, "BlindingKey(id {})", hex::encode(self.key_id()))
     }
 }
 
@@ -174,7 +174,7 @@ impl BlindingKey {
 
     /// Key file text: the line [`KEY_FILE_HEADER`], then the scalar in hex.
     pub fn to_text(&self) -> String {
-        format!("{KEY_FILE_HEADER}\n{}\n", hex::encode(&self.to_bytes()))
+        format!("{KEY_FILE_HEADER}\n{}\n", hex::encode(self.to_bytes()))
     }
 
     /// Parses key file text.
@@ -361,7 +361,7 @@ mod tests {
         let text = key.to_text();
         assert!(text.starts_with("pir-breach-blinding-key-v1\n"));
         assert_eq!(BlindingKey::from_text(&text).unwrap(), key);
-        assert!(!format!("{key:?}").contains(&hex::encode(&key.to_bytes())));
+        assert!(!format!("{key:?}").contains(&hex::encode(key.to_bytes())));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.key");
         key.save(&path).unwrap();

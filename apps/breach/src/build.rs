@@ -23,9 +23,7 @@ use crate::corpus::{
     read_pair_lines, read_sha1_corpus, BadLines, CorpusFormat, CorpusStats, LineBook, Progress,
 };
 use crate::credential::{credential_hash, Argon2Params, HashKind};
-use crate::database::{
-    build_pairs, build_sha1, BreachDatabase, CredentialEntry, Sha1Layout, TempFile,
-};
+use crate::database::{build_pairs, build_sha1, BreachDatabase, CredentialEntry, Sha1Layout};
 use crate::header::DbHeader;
 use crate::BreachError;
 
@@ -106,7 +104,7 @@ impl BuildReport {
             h.compression_ratio(),
             h.uncompressed_block_size(),
             h.false_positive_bound(),
-            hex::encode(&h.database_id()),
+            hex::encode(h.database_id()),
         );
         if let Some(key) = &self.key_path {
             out.push_str(&format!(
@@ -274,13 +272,10 @@ fn write_with_key(
     key: &BlindingKey,
     new_key_path: Option<&Path>,
 ) -> Result<(), BreachError> {
-    let Some(key_path) = new_key_path else {
-        return db.write(out);
-    };
-    let temp = TempFile::beside(out)?;
-    std::fs::write(&temp.path, db.to_bytes()).map_err(BreachError::io_at(&temp.path))?;
-    key.save(key_path)?;
-    temp.commit(out)
+    match new_key_path {
+        Some(key_path) => db.write_then(out, || key.save(key_path)),
+        None => db.write(out),
+    }
 }
 
 #[cfg(test)]

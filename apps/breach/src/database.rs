@@ -11,8 +11,8 @@
 //! flushes it to disk and renames it over the target: a reader never sees half a database.
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::path::Path;
 use std::sync::Arc;
 
 use pir_core::database::MAX_BLOCK_SIZE;
@@ -378,8 +378,8 @@ impl BreachDatabase {
             return Err(BreachError::Input(format!(
                 "the blinding key has id {} but the database was built with key {}; give the \
                  key file written with this database",
-                hex::encode(&key.key_id()),
-                hex::encode(&self.header.key_id)
+                hex::encode(key.key_id()),
+                hex::encode(self.header.key_id)
             )));
         }
         Ok(())
@@ -469,79 +469,29 @@ impl BreachDatabase {
         Ok(Self { header, database })
     }
 
-    /// Writes the database file atomically: a temporary file beside `path`, flushed, then
-    /// renamed over `path`.
+    /// Writes the database file atomically and durably ([`pir_fs::write_atomic`]).
     pub fn write(&self, path: &Path) -> Result<(), BreachError> {
-        let temp = TempFile::beside(path)?;
-        {
-            let io = BreachError::io_at(&temp.path);
-            let mut out = BufWriter::with_capacity(1 << 20, temp.create()?);
-            out.write_all(&self.header.encode()).map_err(&io)?;
-            out.write_all(self.database.bytes()).map_err(&io)?;
-            let file = out
-                .into_inner()
-                .map_err(|e| BreachError::io(&temp.path, e.into_error()))?;
-            file.sync_all().map_err(&io)?;
-        }
-        temp.commit(path)
+        self.write_then(path, || Ok(()))
     }
-}
 
-/// A temporary file beside a target, removed unless renamed onto it.
-pub(crate) struct TempFile {
-    pub(crate) path: PathBuf,
-    committed: bool,
-}
-
-impl TempFile {
-    /// Picks `.NAME.partial-PID-N` in the target's directory.
-    pub(crate) fn beside(target: &Path) -> Result<Self, BreachError> {
-        let parent = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let name = target
-            .file_name()
-            .map_or_else(|| "breach".into(), |n| n.to_string_lossy());
-        let pid = std::process::id();
-        (0..1000)
-            .map(|n| parent.join(format!(".{name}.partial-{pid}-{n}")))
-            .find(|p| !p.exists())
-            .map(|path| Self {
-                path,
-                committed: false,
+    /// Writes the database file atomically, calling `before_rename` once every byte is
+    /// written and before the file appears at `path` (an error there leaves no file).
+    pub(crate) fn write_then(
+        &self,
+        path: &Path,
+        before_rename: impl FnOnce() -> Result<(), BreachError>,
+    ) -> Result<(), BreachError> {
+        let mut failed = None;
+        pir_fs::write_atomic(path, |out| {
+            out.write_all(&self.header.encode())?;
+            out.write_all(self.database.bytes())?;
+            before_rename().map_err(|e| {
+                let message = e.to_string();
+                failed = Some(e);
+                std::io::Error::other(message)
             })
-            .ok_or_else(|| {
-                BreachError::Input(format!(
-                    "no free temporary name beside {}; remove stale .partial files",
-                    target.display()
-                ))
-            })
-    }
-
-    /// Creates the file (never overwriting one).
-    pub(crate) fn create(&self) -> Result<File, BreachError> {
-        File::options()
-            .write(true)
-            .create_new(true)
-            .open(&self.path)
-            .map_err(BreachError::io_at(&self.path))
-    }
-
-    /// Renames the file onto `target`.
-    pub(crate) fn commit(mut self, target: &Path) -> Result<(), BreachError> {
-        std::fs::rename(&self.path, target).map_err(BreachError::io_at(target))?;
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        if !self.committed {
-            // Best effort: the write already failed with a more useful error.
-            let _ = std::fs::remove_file(&self.path);
-        }
+        })
+        .map_err(|e| failed.take().unwrap_or_else(|| BreachError::io(path, e)))
     }
 }
 

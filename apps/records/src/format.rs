@@ -316,28 +316,16 @@ pub(crate) fn finish_header(
     }
 }
 
-/// Writes header and payload to `path` atomically (a temporary file beside it, then a rename).
+/// Writes header and payload to `path` atomically and durably ([`pir_fs::write_atomic`]).
 pub fn write(path: &Path, header: &DbHeader, payload: &[u8]) -> Result<(), RecordsError> {
-    let io = |source| RecordsError::Io {
+    pir_fs::write_atomic(path, |file| {
+        file.write_all(&header.encode())?;
+        file.write_all(payload)
+    })
+    .map_err(|source| RecordsError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "db".into());
-    let temp = path.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-    let result = (|| {
-        let mut file = File::create(&temp)?;
-        file.write_all(&header.encode())?;
-        file.write_all(payload)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result.map_err(io)
+    })
 }
 
 #[cfg(test)]

@@ -249,36 +249,16 @@ pub async fn load_manifest<T: Transport>(
 /// Writes `bytes` to `out` atomically: a temporary file in the same directory, synced, then
 /// renamed over `out`. On any failure the temporary file is removed and `out` is untouched.
 pub fn write_atomically(out: &Path, bytes: &[u8]) -> Result<(), UpdateError> {
-    use std::io::Write;
-    let dir = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let file_name = out
-        .file_name()
-        .ok_or_else(|| UpdateError::Input(format!("{}: not a file path", out.display())))?;
-    let temp: PathBuf = dir.join(format!(
-        ".{}.partial-{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let io = |source| UpdateError::Io {
-        path: temp.display().to_string(),
-        source,
-    };
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp).map_err(io)?;
-        file.write_all(bytes).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        std::fs::rename(&temp, out).map_err(|source| UpdateError::Io {
-            path: out.display().to_string(),
-            source,
-        })
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+    if out.file_name().is_none() {
+        return Err(UpdateError::Input(format!(
+            "{}: not a file path",
+            out.display()
+        )));
     }
-    result
+    pir_fs::write_atomic_bytes(out, bytes).map_err(|source| UpdateError::Io {
+        path: out.display().to_string(),
+        source,
+    })
 }
 
 /// Saves the evidence of every incident that has some, next to `out`; returns the paths.

@@ -444,7 +444,7 @@ mod tests {
         );
         // Ed25519 is deterministic, so the whole signed file (and the release id) is fixed.
         assert_eq!(
-            hex::encode(&Manifest::release_id(&bytes)),
+            hex::encode(Manifest::release_id(&bytes)),
             crate::testutil::MANIFEST_KAT_RELEASE_ID
         );
     }

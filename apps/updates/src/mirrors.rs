@@ -321,7 +321,7 @@ mod tests {
             "5049524c010000f1536500000000030016006874"
         );
         assert_eq!(
-            hex::encode(&pir_keys::sha256(&bytes)),
+            hex::encode(pir_keys::sha256(&bytes)),
             crate::testutil::MIRROR_LIST_KAT_SHA256
         );
     }

@@ -294,7 +294,7 @@ pub struct Release {
 impl std::fmt::Debug for Release {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Release")
-            .field("release_id", &hex::encode(&self.release_id))
+            .field("release_id", &hex::encode(self.release_id))
             .field("files", &self.manifest.files.len())
             .field("shape", &self.database.shape())
             .finish_non_exhaustive()

@@ -354,7 +354,7 @@ mod tests {
         let layout = sample_layout(DEMO_FILE_COUNT, 1);
         let digest = pir_keys::sha256(format!("{layout:?}").as_bytes());
         assert_eq!(
-            hex::encode(&digest),
+            hex::encode(digest),
             crate::testutil::SAMPLE_LAYOUT_KAT_SHA256
         );
     }

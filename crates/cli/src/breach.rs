@@ -282,7 +282,7 @@ fn write_servers(args: &BreachServersArgs) -> Result<()> {
         text.push_str(&format!(
             "{} {}\n",
             url.trim_end_matches('/'),
-            hex::encode(&key.0)
+            hex::encode(key.0)
         ));
     }
     std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;

@@ -194,7 +194,7 @@ fn show_release(dir: &Path, vendor_pub: Option<&Path>) -> Result<()> {
         Some(pub_path) => Manifest::decode_verified(&bytes, &PublicKey::load(pub_path)?)?,
         None => Manifest::decode_unverified(&bytes)?,
     };
-    println!("release id  {}", hex::encode(&Manifest::release_id(&bytes)));
+    println!("release id  {}", hex::encode(Manifest::release_id(&bytes)));
     println!(
         "signature   {}",
         if vendor_pub.is_some() {

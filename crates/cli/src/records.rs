@@ -219,14 +219,5 @@ pub async fn get(args: &GetArgs) -> Result<()> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut temp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
-    temp.write_all(bytes)?;
-    temp.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    pir_fs::write_atomic_bytes(path, bytes).with_context(|| format!("writing {}", path.display()))
 }

@@ -102,7 +102,7 @@ fn hibp_library_through_the_proxy(addr: &str, db: &BreachDatabase) {
         let bucket = db.bucket(prefix.bucket(db.header()).unwrap()).unwrap();
         let body =
             range_response::<rand::rngs::ThreadRng>(db.header(), prefix, &bucket, None).unwrap();
-        let suffix = hex::encode(&hash).to_ascii_uppercase()[5..].to_string();
+        let suffix = hex::encode(hash).to_ascii_uppercase()[5..].to_string();
         let count = body
             .split("\r\n")
             .find_map(|l| l.strip_prefix(&format!("{suffix}:")))
@@ -257,7 +257,7 @@ fn private_checks_over_a_real_password_list_pairs_and_the_range_proxy() {
         let (status, content_type, body) = http_get(&proxy.addr, &format!("/range/{lower}"), "");
         assert_eq!((status, content_type.as_str()), (200, "text/plain"));
         assert_eq!(body, expected, "{password}");
-        let suffix = hex::encode(&hash).to_ascii_uppercase()[5..].to_string();
+        let suffix = hex::encode(hash).to_ascii_uppercase()[5..].to_string();
         assert!(body.contains(&format!("{suffix}:")), "{password} in {body}");
         let (status, _, padded) = http_get(
             &proxy.addr,

@@ -97,7 +97,7 @@ impl std::fmt::Debug for LatticeSession {
 pub fn cache_path(dir: &Path, key: &PublicKey, version: &[u8; 32]) -> PathBuf {
     dir.join(format!(
         "{}-{}.hint",
-        hex::encode(&key.0),
+        hex::encode(key.0),
         hex::encode(version)
     ))
 }
@@ -283,13 +283,7 @@ fn store(path: &Path, bytes: &[u8]) -> Result<(), LatticeError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(cache)?;
     }
-    let temp = path.with_extension(format!("partial-{}", std::process::id()));
-    std::fs::write(&temp, bytes)
-        .and_then(|()| std::fs::rename(&temp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&temp);
-            cache(e)
-        })
+    pir_fs::write_atomic_bytes(path, bytes).map_err(cache)
 }
 
 #[cfg(test)]

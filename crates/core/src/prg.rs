@@ -95,7 +95,7 @@ mod tests {
         // FIPS-197 style check: AES-128 with the all-zero key on the all-zero block.
         let mut out = [0u8; 16];
         expand(&[0; 16], &mut out);
-        assert_eq!(hex::encode(&out), "66e94bd4ef8a2c3b884cfa59ca342b2e");
+        assert_eq!(hex::encode(out), "66e94bd4ef8a2c3b884cfa59ca342b2e");
     }
 
     #[test]

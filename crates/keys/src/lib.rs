@@ -183,7 +183,7 @@ impl PublicKey {
 
     /// The key file text.
     pub fn to_text(&self) -> String {
-        format!("{PUBLIC_HEADER}\n{}\n", hex::encode(&self.0))
+        format!("{PUBLIC_HEADER}\n{}\n", hex::encode(self.0))
     }
 
     /// Parses key file text.
@@ -300,7 +300,7 @@ mod tests {
     fn sha256_known_answer() {
         // FIPS 180-2 example "abc".
         assert_eq!(
-            hex::encode(&sha256(b"abc")),
+            hex::encode(sha256(b"abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert_ne!(sha256_parts(&[b"ab", b"c"]), sha256_parts(&[b"a", b"bc"]));

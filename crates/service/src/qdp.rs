@@ -448,29 +448,8 @@ impl SeedStore for FileSeedStore {
     }
 
     fn reserve(&mut self, upto: u64) -> Result<(), qdp::StoreError> {
-        use std::io::Write;
-        let dir = match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = self
-            .path
-            .file_name()
-            .map_or_else(|| "seed-state".into(), |n| n.to_string_lossy().into_owned());
-        let temp = dir.join(format!(".{name}.partial-{}", std::process::id()));
-        let io =
-            |e: std::io::Error| -> qdp::StoreError { format!("{}: {e}", temp.display()).into() };
-        let mut file = std::fs::File::create(&temp).map_err(io)?;
-        file.write_all(format!("{SEED_STATE_HEADER} {upto}\n").as_bytes())
-            .map_err(io)?;
-        file.sync_all().map_err(io)?;
-        drop(file);
-        std::fs::rename(&temp, &self.path)
-            .map_err(|e| -> qdp::StoreError { format!("{}: {e}", self.path.display()).into() })?;
-        // The rename is durable once the directory is synced (best effort where unsupported).
-        if let Ok(d) = std::fs::File::open(&dir) {
-            let _ = d.sync_all();
-        }
+        let text = format!("{SEED_STATE_HEADER} {upto}\n");
+        pir_fs::write_atomic_bytes(&self.path, text.as_bytes())?;
         Ok(())
     }
 }

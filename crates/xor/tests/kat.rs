@@ -51,7 +51,7 @@ fn prg_matches_openssl_aes128_ctr() {
             hex::encode(&out),
             hex::encode(&expected),
             "seed {}",
-            hex::encode(&seed)
+            hex::encode(seed)
         );
         // Every prefix is the same stream (servers expand only what they need).
         for len in [1, 15, 16, 17, 33] {
@@ -59,7 +59,7 @@ fn prg_matches_openssl_aes128_ctr() {
             prg::expand(&seed, &mut short);
             assert_eq!(short, expected[..len]);
         }
-        keys.push(hex::encode(&seed));
+        keys.push(hex::encode(seed));
     }
     assert!(keys.contains(&"00000000000000000000000000000000".to_string()));
     assert!(keys.contains(&"000102030405060708090a0b0c0d0e0f".to_string()));
@@ -105,7 +105,7 @@ fn raidpir_query_matches_pinned_bodies() {
             let expected = line.split_whitespace().nth(2).unwrap();
             let body = raid.encode_query(query);
             assert_eq!(hex::encode(&body), expected, "case {case}, server {server}");
-            assert_eq!(hex::encode(&query.seed), seeds[server]);
+            assert_eq!(hex::encode(query.seed), seeds[server]);
             // The pinned body is a valid query: a mirror answers it and the answers decode.
             let answer =
                 serve::answer_body(&db, SchemeId::RaidPir, &hex::decode(expected).unwrap())
@@ -155,7 +155,7 @@ fn fail_vectors_are_rejected_for_the_stated_reason() {
             .find_map(|line| line.strip_prefix("# expect="))
             .and_then(|rest| rest.split_whitespace().next())
             .unwrap_or_else(|| panic!("{name}: no '# expect=' line"));
-        let body = hex::decode(&data_lines(&text).collect::<String>()).unwrap();
+        let body = hex::decode(data_lines(&text).collect::<String>()).unwrap();
         let scheme = if name.starts_with("fail_chor_") {
             SchemeId::Chor
         } else if name.starts_with("fail_raidpir_") {

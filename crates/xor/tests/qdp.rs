@@ -102,7 +102,7 @@ fn seed_derivation_known_answers() {
     let seeds: Vec<_> = (0..6).map(|_| source.next_seed().unwrap()).collect();
     assert_eq!(seeds[0].counter, 0);
     assert_eq!(
-        hex::encode(&seeds[0].seed),
+        hex::encode(seeds[0].seed),
         "e5e6c322e6fb244da147fe0f124fc4c0"
     );
     assert_eq!(
@@ -111,7 +111,7 @@ fn seed_derivation_known_answers() {
     );
     assert_eq!(seeds[5].counter, 5);
     assert_eq!(
-        hex::encode(&seeds[5].seed),
+        hex::encode(seeds[5].seed),
         "2bec6ecf283c49aad5e65af7dd594ab9"
     );
     assert_eq!(
