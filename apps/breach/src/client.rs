@@ -71,8 +71,8 @@ fn bad(server: usize, e: impl std::fmt::Display) -> BreachClientError {
 }
 
 /// A session with the two servers of a deployment.
-pub struct BreachSession {
-    transport: HttpsTransport,
+pub struct BreachSession<T = HttpsTransport> {
+    transport: T,
     keys: Vec<PublicKey>,
     header: Vec<u8>,
     database_id: [u8; 32],
@@ -80,7 +80,7 @@ pub struct BreachSession {
     blinding_server: Option<usize>,
 }
 
-impl std::fmt::Debug for BreachSession {
+impl<T> std::fmt::Debug for BreachSession<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BreachSession")
             .field("blinding_server", &self.blinding_server)
@@ -99,10 +99,25 @@ impl BreachSession {
         }
         let transport = HttpsTransport::new(servers)
             .map_err(|source| BreachClientError::Transport { server: 0, source })?;
+        let keys: Vec<PublicKey> = servers.iter().map(|(_, key)| *key).collect();
+        BreachSession::open_with(transport, &keys).await
+    }
+}
+
+impl<T: Transport> BreachSession<T> {
+    /// [`BreachSession::open`] over any transport to the two servers, whose answers must be
+    /// signed by `keys` (server 0 first).
+    pub async fn open_with(transport: T, keys: &[PublicKey]) -> Result<Self, BreachClientError> {
+        if keys.len() != SERVERS {
+            return Err(BreachClientError::Setup(format!(
+                "a breach deployment has {SERVERS} servers, {} given",
+                keys.len()
+            )));
+        }
         let mut infos = Vec::with_capacity(SERVERS);
-        for (server, (_, key)) in servers.iter().enumerate() {
+        for (server, key) in keys.iter().enumerate() {
             let reply = transport
-                .download(server, "/pir/v1/hint", MAX_INFO_REPLY)
+                .hint(server, MAX_INFO_REPLY)
                 .await
                 .map_err(|source| BreachClientError::Transport { server, source })?;
             let envelope =
@@ -152,7 +167,7 @@ impl BreachSession {
         }
         Ok(Self {
             transport,
-            keys: servers.iter().map(|(_, k)| *k).collect(),
+            keys: keys.to_vec(),
             database_id: pir_keys::sha256(&first.header),
             header: first.header.clone(),
             client: QdpClient::new(raid),

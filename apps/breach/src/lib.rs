@@ -24,6 +24,9 @@
 //! - [`build::build_file`]: corpus file in, database (and key) file out, with progress; what
 //!   `pir breach build` calls.
 //!
+//! - [`check`]: one private check end to end ([`check::check`], with a runnable example);
+//!   [`proxy::RangeProxy`]: the HIBP range API answered privately; [`servers`]: the file
+//!   naming a deployment's two servers.
 //! - [`service`]: one of the two servers (QDP from `pir-service` plus the blinding step) and
 //!   its signed [`info::Info`]; [`client::BreachSession`]: the client of both servers.
 //!
@@ -36,6 +39,7 @@ pub mod bits;
 pub mod blind;
 pub mod bucket;
 pub mod build;
+pub mod check;
 pub mod client;
 pub mod corpus;
 pub mod credential;
@@ -43,7 +47,9 @@ pub mod database;
 pub mod error;
 pub mod header;
 pub mod info;
+pub mod proxy;
 pub mod range;
+pub mod servers;
 pub mod service;
 
 pub use client::{BreachClientError, BreachSession};

@@ -161,10 +161,7 @@ pub fn range_response<R: RngCore + ?Sized>(
 
 /// Hex digits 6 to 40 of a hash (bits 20 to 160), upper case.
 fn suffix_hex(hash: &[u8; 20]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-    (5..40)
-        .map(|i| DIGITS[bits_u64(hash, 4 * i, 4) as usize] as char)
-        .collect()
+    hex::encode_upper(hash).split_off(5)
 }
 
 #[cfg(test)]

@@ -29,11 +29,8 @@ use rand::{CryptoRng, RngCore};
 use sha2::{Digest, Sha256};
 
 use crate::format::{finish_header, DbHeader, DbKind, RecordsError, MAX_RECORD_SIZE};
+pub use crate::format::{FINGERPRINT_LEN, SLOT_OVERHEAD};
 
-/// Bytes of a slot before the value: fingerprint and length.
-pub const SLOT_OVERHEAD: usize = FINGERPRINT_LEN + 4;
-/// Bytes of a key fingerprint.
-pub const FINGERPRINT_LEN: usize = 8;
 /// Slots per key: load factor 0.4, below the 0.5 threshold of two-choice cuckoo hashing.
 pub const SLOTS_PER_KEY: f64 = 2.5;
 /// Evictions tried for one insertion before starting over with a new seed.

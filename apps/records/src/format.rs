@@ -31,6 +31,11 @@ use sha2::{Digest, Sha256};
 
 /// Length of the header.
 pub const HEADER_LEN: usize = 128;
+/// Bytes of a key-value slot before the value: fingerprint and length (layout in
+/// [`crate::cuckoo`]).
+pub const SLOT_OVERHEAD: usize = FINGERPRINT_LEN + 4;
+/// Bytes of a key fingerprint in a key-value slot.
+pub const FINGERPRINT_LEN: usize = 8;
 /// First bytes of a database file.
 pub const MAGIC: [u8; 8] = *b"PIRrecs1";
 /// The file format version this build reads and writes.
@@ -174,9 +179,7 @@ impl DbHeader {
             DbKind::Records if last_len == 0 || last_len > record_size || entries != records => {
                 Err(bad("inconsistent record counts"))
             }
-            DbKind::KeyValue
-                if record_size <= crate::cuckoo::SLOT_OVERHEAD || entries > records =>
-            {
+            DbKind::KeyValue if record_size <= SLOT_OVERHEAD || entries > records => {
                 Err(bad("inconsistent key-value layout"))
             }
             _ if header.encode()[..] != bytes[..] => Err(bad("nonzero reserved bytes")),

@@ -11,12 +11,16 @@
 //!   and whether or not it is present.
 //! - [`DbHeader::candidates`] and [`DbHeader::find_value`]: the client side of a key lookup.
 //!
-//! What it does not do: no networking and no PIR (the server and client crates do that over
-//! [`RecordDb::payload`]); no updates in place (rebuild and serve the new file: its version
-//! changes, and clients download the new hint).
+//! - [`lookup`]: the `pir serve` / `pir get` flow as a library ([`lookup::lookup`], with a
+//!   runnable example over an in-process server).
+//!
+//! What it does not do: no sockets of its own and no PIR scheme (`pir-service` and
+//! `pir-client` run the lattice schemes over [`RecordDb::payload`]); no updates in place
+//! (rebuild and serve the new file: its version changes, and clients download the new hint).
 
 pub mod cuckoo;
 pub mod format;
+pub mod lookup;
 
 pub use cuckoo::{build_key_values, parse_key_values};
 pub use format::{build_records, DbHeader, DbKind, RecordDb, RecordsError};

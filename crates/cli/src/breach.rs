@@ -11,13 +11,14 @@ use anyhow::{bail, Context, Result};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use pir_breach::blind::{BlindedCheck, BlindingKey};
+use pir_breach::blind::BlindingKey;
 use pir_breach::build::{build_file, BuildOptions};
-use pir_breach::corpus::{password_sha1, BadLines, CorpusFormat};
-use pir_breach::credential::{credential_hash, Argon2Params, HashKind};
+use pir_breach::corpus::{BadLines, CorpusFormat};
+use pir_breach::credential::{Argon2Params, HashKind};
 use pir_breach::database::BreachDatabase;
 use pir_breach::header::DbHeader;
-use pir_breach::range::{range_response, RangePrefix};
+use pir_breach::proxy::RangeProxy;
+use pir_breach::servers;
 use pir_breach::BreachSession;
 use pir_keys::{PublicKey, SecretKey};
 use pir_xor::qdp::{PausePolicy, QdpConfig, SeedKey};
@@ -30,12 +31,7 @@ use crate::cli::{
 };
 use crate::error::CREDENTIAL_FOUND;
 
-/// What privacy rests on, for the user.
-const PRIVACY: &str = "the two servers must not collude; then neither learns anything about \
-     the credential or its bucket (the blinding server sees only a random point)";
-
-/// First line of a servers file.
-pub const SERVERS_HEADER: &str = "pir-breach-servers-v1";
+use pir_breach::check::{Credential, Outcome, PRIVACY};
 
 /// Runs one `pir breach` command; returns the exit code on success.
 pub async fn run(command: BreachCommand) -> Result<ExitCode> {
@@ -266,25 +262,18 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
 
 /// `pir breach servers`.
 fn write_servers(args: &BreachServersArgs) -> Result<()> {
-    if args.servers.len() != pir_breach::info::SERVERS {
-        bail!(
-            "give exactly {} --server URL=SERVER.pub (server 0 first)",
-            pir_breach::info::SERVERS
-        );
-    }
-    let mut text = format!("{SERVERS_HEADER}\n");
-    for arg in &args.servers {
-        let (url, key_path) = arg
-            .split_once('=')
-            .with_context(|| format!("{arg}: expected https://HOST:PORT=SERVER.pub"))?;
-        pir_client::transport::authority_of(url)?;
-        let key = PublicKey::load(Path::new(key_path))?;
-        text.push_str(&format!(
-            "{} {}\n",
-            url.trim_end_matches('/'),
-            hex::encode(key.0)
-        ));
-    }
+    let servers = args
+        .servers
+        .iter()
+        .map(|arg| {
+            let (url, key_path) = arg
+                .split_once('=')
+                .with_context(|| format!("{arg}: expected https://HOST:PORT=SERVER.pub"))?;
+            Ok((url.to_string(), PublicKey::load(Path::new(key_path))?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let text = servers::encode(&servers)
+        .context("give --server URL=SERVER.pub for server 0, then server 1")?;
     std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
     println!("servers file {}:", args.out.display());
     print!("{text}");
@@ -295,50 +284,14 @@ fn write_servers(args: &BreachServersArgs) -> Result<()> {
 pub fn load_servers(path: &Path) -> Result<Vec<(String, PublicKey)>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut lines = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'));
-    if lines.next() != Some(SERVERS_HEADER) {
-        bail!(
-            "{}: not a servers file (write one with `pir breach servers`)",
-            path.display()
-        );
-    }
-    let servers = lines
-        .map(|line| {
-            let (url, key) = line
-                .split_once(' ')
-                .with_context(|| format!("{}: bad line {line:?}", path.display()))?;
-            pir_client::transport::authority_of(url)?;
-            let bytes = hex::decode(key.trim())
-                .map_err(|e| anyhow::anyhow!("{}: server key: {e}", path.display()))?;
-            let key: [u8; 32] = bytes.try_into().map_err(|_| {
-                anyhow::anyhow!("{}: a server key is 32 bytes of hex", path.display())
-            })?;
-            let key = PublicKey(key);
-            Ok((url.to_string(), key))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if servers.len() != pir_breach::info::SERVERS {
-        bail!(
-            "{}: {} servers listed; a deployment has {}",
-            path.display(),
-            servers.len(),
-            pir_breach::info::SERVERS
-        );
-    }
-    Ok(servers)
+    servers::parse(&text).with_context(|| format!("{}", path.display()))
 }
 
 async fn open_session(path: &Path) -> Result<(BreachSession, DbHeader)> {
     let servers = load_servers(path)?;
-    let session = BreachSession::open(&servers)
+    pir_breach::check::connect(&servers)
         .await
-        .context("connecting to the breach servers")?;
-    let header = DbHeader::decode(session.header())
-        .context("the servers do not describe a breach database")?;
-    Ok((session, header))
+        .context("connecting to the breach servers")
 }
 
 /// Whether a prompted value is echoed as it is typed.
@@ -381,41 +334,32 @@ fn read_secret_line(prompt: &str, echo: Echo) -> Result<Vec<u8>> {
 /// `pir breach check`.
 async fn check(args: &BreachCheckArgs) -> Result<ExitCode> {
     let (session, header) = open_session(&args.servers).await?;
-    let found = if header.corpus.is_sha1() {
-        let password = read_secret_line("password", Echo::Hidden)?;
-        let (bucket, value) = header.sha1_location(&password_sha1(&password))?;
-        let block = session.retrieve(bucket).await?;
-        header.decode_bucket(&block)?.count_of(&value)
+    let (username, password);
+    let credential = if header.corpus.is_sha1() {
+        password = read_secret_line("password", Echo::Hidden)?;
+        Credential::Password(&password)
     } else {
-        let username = read_secret_line("username", Echo::Shown)?;
-        let password = read_secret_line("password", Echo::Hidden)?;
-        let h = credential_hash(&header.hash, &username, &password)?;
-        let bucket = header.credential_bucket(&h)?;
-        let (request, pending) = BlindedCheck::new(&h, &mut rand::rng());
-        let (block, response) =
-            tokio::try_join!(session.retrieve(bucket), session.blind(&request))?;
-        pending
-            .finish(&response, &header.decode_bucket(&block)?)?
-            .then_some(1)
+        username = read_secret_line("username", Echo::Shown)?;
+        password = read_secret_line("password", Echo::Hidden)?;
+        Credential::UserPassword {
+            username: &username,
+            password: &password,
+        }
     };
+    let outcome = pir_breach::check::check(&session, &header, credential).await?;
     eprintln!("privacy: {PRIVACY}");
-    match found {
-        Some(count) if header.counts => println!(
+    match outcome {
+        Outcome::Found { count: Some(count) } => println!(
             "found (seen {count} time{})",
             if count == 1 { "" } else { "s" }
         ),
-        Some(_) => println!("found"),
-        None => {
+        Outcome::Found { count: None } => println!("found"),
+        Outcome::NotFound => {
             println!("not found");
             return Ok(ExitCode::SUCCESS);
         }
     }
     Ok(ExitCode::from(CREDENTIAL_FOUND))
-}
-
-struct ProxyState {
-    session: BreachSession,
-    header: DbHeader,
 }
 
 /// `pir breach proxy`.
@@ -428,13 +372,11 @@ async fn proxy(args: &BreachProxyArgs) -> Result<()> {
         );
     }
     let (session, header) = open_session(&args.servers).await?;
-    RangePrefix::parse("00000")?
-        .bucket(&header)
-        .context("this database cannot serve the range API")?;
-    let state = Arc::new(ProxyState { session, header });
+    let proxy =
+        RangeProxy::new(session, header).context("this database cannot serve the range API")?;
     let app = axum::Router::new()
         .route("/range/{prefix}", axum::routing::get(range))
-        .with_state(state);
+        .with_state(Arc::new(proxy));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -450,71 +392,19 @@ async fn proxy(args: &BreachProxyArgs) -> Result<()> {
     Ok(())
 }
 
-fn text(status: StatusCode, body: String) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/plain")], body).into_response()
-}
-
 /// `GET /range/{prefix}`, as api.pwnedpasswords.com answers it.
 async fn range(
-    State(state): State<Arc<ProxyState>>,
+    State(proxy): State<Arc<RangeProxy>>,
     UrlPath(prefix): UrlPath<String>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    let mode = uri
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("mode="))
-        .unwrap_or("sha1");
-    if mode.eq_ignore_ascii_case("ntlm") {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "NTLM mode is not available: this corpus holds SHA-1 hashes only; use mode=sha1\n"
-                .into(),
-        );
-    }
-    if !mode.eq_ignore_ascii_case("sha1") {
-        return text(
-            StatusCode::BAD_REQUEST,
-            format!("unknown mode {mode:?}; this proxy answers mode=sha1\n"),
-        );
-    }
-    let Ok(prefix) = RangePrefix::parse(&prefix) else {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "The hash prefix was not in a valid format\n".into(),
-        );
-    };
-    let padding = headers
-        .get("add-padding")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-    let bucket = match prefix.bucket(&state.header) {
-        Ok(bucket) => bucket,
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
-    };
-    let block = match state.session.retrieve(bucket).await {
-        Ok(block) => block,
-        Err(e) => {
-            return text(
-                StatusCode::BAD_GATEWAY,
-                format!("private retrieval failed: {e}\n"),
-            )
-        }
-    };
-    let decoded = match state.header.decode_bucket(&block) {
-        Ok(decoded) => decoded,
-        Err(e) => {
-            return text(
-                StatusCode::BAD_GATEWAY,
-                format!("bad bucket from the servers: {e}\n"),
-            )
-        }
-    };
-    let mut rng = rand::rng();
-    match range_response(&state.header, prefix, &decoded, padding.then_some(&mut rng)) {
-        Ok(body) => text(StatusCode::OK, body),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
-    }
+    let padding = headers.get("add-padding").and_then(|v| v.to_str().ok());
+    let reply = proxy.answer(&prefix, uri.query(), padding).await;
+    (
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        [(header::CONTENT_TYPE, "text/plain")],
+        reply.body,
+    )
+        .into_response()
 }

@@ -7,14 +7,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use pir_keys::{PublicKey, SecretKey};
-use pir_records::{DbHeader, DbKind, RecordDb};
+use pir_records::lookup::{self, LookupError, Query, PRIVACY};
+use pir_records::{DbKind, RecordDb};
 
 use crate::cli::{DbBuildArgs, GetArgs, LatticeSchemeArg, ServeArgs};
 use crate::error::KeyNotFound;
-
-/// What each scheme's privacy rests on, for the user.
-const PRIVACY: &str = "single server; it learns nothing about which record you asked for as \
-     long as LWE is hard (no assumption about other servers)";
 
 /// `pir db build`.
 pub fn build(args: &DbBuildArgs) -> Result<()> {
@@ -98,15 +95,7 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
         .num_threads(options.workers.max(1))
         .build()
         .context("starting the worker threads")?;
-    let database = pir_service::LatticeDatabase {
-        scheme,
-        records: db.payload(),
-        record_count: header.records,
-        record_bytes: header.record_size,
-        seeds: header.matrix_seeds,
-        version: header.version(name),
-        about: header.encode().to_vec(),
-    };
+    let database = lookup::lattice_database(&header, db.payload(), scheme);
     let started = std::time::Instant::now();
     let service = pool.install(|| {
         pir_service::Lattice::new(database, &mut |done, total| {
@@ -161,56 +150,42 @@ fn default_cache_dir() -> Option<PathBuf> {
 pub async fn get(args: &GetArgs) -> Result<()> {
     let key = PublicKey::load(&args.server_pub)?;
     let cache = args.cache_dir.clone().or_else(default_cache_dir);
-    let session = pir_client::LatticeSession::open(&args.server, key, cache.as_deref())
+    let (session, header) = lookup::connect(&args.server, key, cache.as_deref())
         .await
         .with_context(|| format!("connecting to {}", args.server))?;
-    let header = DbHeader::decode(session.about())
-        .context("the server does not describe a pir-records database")?;
     let hint_note = if session.hint_from_cache() {
         "hint from cache".to_string()
     } else {
         format!("hint downloaded, {} bytes", session.hint_bytes())
     };
-    let (what, bytes, fetched) = match (args.index, &args.key) {
-        (Some(index), None) => {
-            if header.kind != DbKind::Records {
-                bail!("this server holds a key-value database: use --key KEY");
-            }
-            let fetched = session.fetch(&[index]).await?;
-            let record = fetched.records.first().context("no record in the reply")?;
-            let bytes = header.trim_record(index, record).to_vec();
-            (format!("record {index}"), bytes, fetched)
-        }
-        (None, Some(k)) => {
-            if header.kind != DbKind::KeyValue {
-                bail!("this server holds records by number: give an INDEX instead of --key");
-            }
-            // Always both candidates, in one request: the server sees the same for every key.
-            let fetched = session.fetch(&header.candidates(k.as_bytes())).await?;
-            let slots: Vec<&[u8]> = fetched.records.iter().map(Vec::as_slice).collect();
-            match header.find_value(k.as_bytes(), &slots)? {
-                Some(value) => (format!("key {k:?}"), value, fetched),
-                None => return Err(KeyNotFound(k.clone()).into()),
-            }
-        }
+    let (what, query) = match (args.index, &args.key) {
+        (Some(index), None) => (format!("record {index}"), Query::Index(index)),
+        (None, Some(k)) => (format!("key {k:?}"), Query::Key(k.as_bytes())),
         _ => bail!("give a record INDEX or --key KEY"),
+    };
+    let found = match lookup::lookup(&session, &header, query).await {
+        Ok(found) => found,
+        Err(LookupError::KeyNotFound) => {
+            return Err(KeyNotFound(args.key.clone().unwrap_or_default()).into())
+        }
+        Err(other) => return Err(other.into()),
     };
     let summary = format!(
         "{what}: {} bytes ({}, {} bytes sent, {} received, {})",
-        bytes.len(),
+        found.value.len(),
         session.header().params.scheme.id().name(),
-        fetched.request_bytes,
-        fetched.reply_bytes,
+        found.request_bytes,
+        found.reply_bytes,
         hint_note
     );
     match &args.out {
         Some(path) => {
-            write_atomic(path, &bytes)?;
+            write_atomic(path, &found.value)?;
             println!("{summary} -> {}", path.display());
         }
         None => {
             let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)?;
+            out.write_all(&found.value)?;
             eprintln!("{summary}");
         }
     }

@@ -74,9 +74,10 @@ fn bad(e: impl std::fmt::Display) -> LatticeError {
     LatticeError::BadReply(e.to_string())
 }
 
-/// A session with one server: its hint, loaded or downloaded, and the pinned transport.
-pub struct LatticeSession {
-    transport: HttpsTransport,
+/// A session with one server: its hint, loaded or downloaded, and the transport (HTTPS pinned
+/// to the server's key, or [`crate::LocalTransport`]).
+pub struct LatticeSession<T = HttpsTransport> {
+    transport: T,
     key: PublicKey,
     client: Box<dyn SingleClient>,
     header: HintHeader,
@@ -85,7 +86,7 @@ pub struct LatticeSession {
     hint_bytes: usize,
 }
 
-impl std::fmt::Debug for LatticeSession {
+impl<T> std::fmt::Debug for LatticeSession<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LatticeSession")
             .field("header", &self.header)
@@ -122,6 +123,18 @@ impl LatticeSession {
         cache_dir: Option<&Path>,
     ) -> Result<LatticeSession, LatticeError> {
         let transport = HttpsTransport::new(&[(url.to_string(), key)])?;
+        LatticeSession::open_with(transport, key, cache_dir).await
+    }
+}
+
+impl<T: Transport> LatticeSession<T> {
+    /// [`LatticeSession::open`] over any transport to the server (its position 0), whose
+    /// answers must be signed by `key`.
+    pub async fn open_with(
+        transport: T,
+        key: PublicKey,
+        cache_dir: Option<&Path>,
+    ) -> Result<Self, LatticeError> {
         let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
         let reply = transport.exchange(0, request, MAX_HEADER_REPLY).await?;
         let envelope = wire::decode_envelope(&reply, MAX_HEADER_REPLY).map_err(bad)?;
@@ -142,7 +155,7 @@ impl LatticeSession {
         let download = match download {
             Some(bytes) => bytes,
             None => {
-                let bytes = transport.download(0, "/pir/v1/hint", MAX_DOWNLOAD).await?;
+                let bytes = transport.hint(0, MAX_DOWNLOAD).await?;
                 if let Ok(envelope) = wire::decode_envelope(&bytes, MAX_HEADER_REPLY) {
                     if envelope.kind == MessageKind::Error {
                         return Err(refusal(envelope.body));
@@ -167,7 +180,7 @@ impl LatticeSession {
         if let (Some(path), false) = (&cached, from_cache) {
             store(path, &download)?;
         }
-        Ok(LatticeSession {
+        Ok(Self {
             transport,
             key,
             header,

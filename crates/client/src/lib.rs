@@ -3,7 +3,8 @@
 //! Main items:
 //! - [`Transport`]: how one request envelope reaches mirror `i` and its reply comes back;
 //!   [`HttpsTransport`] is the real one (TLS 1.3 pinned to each mirror's key from the signed
-//!   mirror list). Tests and the demo wrap it to inject faults or record what mirrors saw.
+//!   mirror list). [`LocalTransport`] calls in-process servers directly (tests, examples).
+//!   Tests and the demo wrap them to inject faults or record what mirrors saw.
 //! - [`retrieve`]: runs a [`pir_core::MultiServerScheme`] over the mirrors, checks every
 //!   answer's signature and every block against a caller-supplied check (the manifest hash),
 //!   goes around mirrors that are down, and when a block is wrong, finds which mirror lied by
@@ -29,4 +30,4 @@ pub use lattice::{LatticeError, LatticeSession};
 pub use retrieve::{
     retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions,
 };
-pub use transport::{fetch_manifest, HttpsTransport, Transport, TransportError};
+pub use transport::{fetch_manifest, HttpsTransport, LocalTransport, Transport, TransportError};

@@ -35,7 +35,7 @@ pub enum TransportError {
     Http(String),
 }
 
-/// Sends one request envelope to mirror `mirror` (an index into the transport's mirror list)
+/// Sends one request envelope to server `mirror` (an index into the transport's server list)
 /// and returns its reply envelope, whatever its HTTP status.
 pub trait Transport: Send + Sync + 'static {
     /// One request, one reply of at most `max_reply` bytes.
@@ -45,6 +45,21 @@ pub trait Transport: Send + Sync + 'static {
         request: Vec<u8>,
         max_reply: usize,
     ) -> impl Future<Output = Result<Vec<u8>, TransportError>> + Send;
+
+    /// The server's offline download (`GET /pir/v1/hint`: a lattice hint, a breach server's
+    /// info), at most `max_reply` bytes. Transports without one refuse.
+    fn hint(
+        &self,
+        mirror: usize,
+        max_reply: usize,
+    ) -> impl Future<Output = Result<Vec<u8>, TransportError>> + Send {
+        let _ = (mirror, max_reply);
+        async {
+            Err(TransportError::Http(
+                "this transport has no hint download".into(),
+            ))
+        }
+    }
 }
 
 struct Endpoint {
@@ -229,6 +244,78 @@ impl Transport for HttpsTransport {
         )
         .await
         .map_err(|_| TransportError::Http("request timed out".into()))?
+    }
+
+    async fn hint(&self, mirror: usize, max_reply: usize) -> Result<Vec<u8>, TransportError> {
+        self.download(mirror, "/pir/v1/hint", max_reply).await
+    }
+}
+
+/// Servers in this process, reached by calling their [`pir_service::Handler`] directly: the
+/// same bytes as over HTTPS, without sockets or TLS. For tests, examples and benchmarks.
+#[derive(Clone)]
+pub struct LocalTransport {
+    servers: Vec<std::sync::Arc<dyn pir_service::Handler>>,
+}
+
+impl std::fmt::Debug for LocalTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalTransport")
+            .field("servers", &self.servers.len())
+            .finish()
+    }
+}
+
+impl LocalTransport {
+    /// A transport to `servers`, in position order.
+    pub fn new(servers: Vec<std::sync::Arc<dyn pir_service::Handler>>) -> Self {
+        Self { servers }
+    }
+
+    fn server(&self, mirror: usize) -> Result<&dyn pir_service::Handler, TransportError> {
+        self.servers
+            .get(mirror)
+            .map(|s| s.as_ref())
+            .ok_or_else(|| TransportError::Url(format!("no server number {mirror}")))
+    }
+
+    fn bounded(bytes: Vec<u8>, max_reply: usize) -> Result<Vec<u8>, TransportError> {
+        if bytes.len() > max_reply {
+            return Err(TransportError::Http(format!(
+                "reply of {} bytes over the limit of {max_reply}",
+                bytes.len()
+            )));
+        }
+        Ok(bytes)
+    }
+}
+
+impl Transport for LocalTransport {
+    async fn exchange(
+        &self,
+        mirror: usize,
+        request: Vec<u8>,
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        let server = self.server(mirror)?;
+        if request.len() > server.max_request_bytes() {
+            return Err(TransportError::Http(
+                "request over the server's limit".into(),
+            ));
+        }
+        let mut replies = server.handle_many(&[&request]);
+        let reply = replies
+            .pop()
+            .ok_or_else(|| TransportError::Http("the server gave no reply".into()))?;
+        Self::bounded(reply.body, max_reply)
+    }
+
+    async fn hint(&self, mirror: usize, max_reply: usize) -> Result<Vec<u8>, TransportError> {
+        let hint = self
+            .server(mirror)?
+            .hint()
+            .ok_or_else(|| TransportError::Http("this server has no hint to download".into()))?;
+        Self::bounded(hint.to_vec(), max_reply)
     }
 }
 
