@@ -29,6 +29,7 @@
 //! the blocks: two servers of one deployment must report the same id.
 
 use pir_core::database::MAX_BLOCK_SIZE;
+use pir_core::wire::{Prologue, Reader, Writer};
 use pir_core::{DbShape, LINE};
 use sha2::{Digest, Sha256};
 
@@ -43,6 +44,11 @@ use crate::BreachError;
 pub const MAGIC: [u8; 8] = *b"PIRbreDB";
 /// The only header version this build reads and writes.
 pub const VERSION: u16 = 1;
+/// Prologue of a breach database file.
+pub const PROLOGUE: Prologue = Prologue {
+    magic: &MAGIC,
+    version: VERSION,
+};
 /// Bytes of the header; the blocks start at this (64-byte aligned) offset.
 pub const HEADER_LEN: usize = 256;
 
@@ -284,32 +290,27 @@ impl DbHeader {
 
     /// The 256 header bytes.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
-        let mut out = [0u8; HEADER_LEN];
-        let mut put = |at: usize, bytes: &[u8]| out[at..at + bytes.len()].copy_from_slice(bytes);
-        put(0, &MAGIC);
-        put(8, &VERSION.to_le_bytes());
-        put(10, &(HEADER_LEN as u16).to_le_bytes());
-        put(
-            12,
-            &[
-                corpus_id(self.corpus),
-                self.hash.id(),
-                self.prefix_bits as u8,
-                u8::from(self.counts),
-            ],
-        );
-        put(16, &(self.value_bits as u16).to_le_bytes());
-        if let HashKind::Argon2id(p) = self.hash {
-            put(20, &p.memory_kib.to_le_bytes());
-            put(24, &p.iterations.to_le_bytes());
-            put(28, &p.parallelism.to_le_bytes());
-        }
-        put(32, &(self.bucket_count() as u64).to_le_bytes());
-        put(40, &(self.block_size as u32).to_le_bytes());
-        put(48, &self.key_id);
-        put(64, &self.blocks_sha256);
+        let mut w = Writer::with_capacity(HEADER_LEN);
+        PROLOGUE.write(&mut w);
+        w.u16(HEADER_LEN as u16);
+        w.u8(corpus_id(self.corpus));
+        w.u8(self.hash.id());
+        w.u8(self.prefix_bits as u8);
+        w.u8(u8::from(self.counts));
+        w.u16(self.value_bits as u16);
+        w.u16(0);
+        let argon = match self.hash {
+            HashKind::Argon2id(p) => [p.memory_kib, p.iterations, p.parallelism],
+            _ => [0; 3],
+        };
+        argon.iter().for_each(|&v| w.u32(v));
+        w.u64(self.bucket_count() as u64);
+        w.u32(self.block_size as u32);
+        w.u32(0);
+        w.bytes(&self.key_id);
+        w.bytes(&self.blocks_sha256);
         let s = &self.stats;
-        let stats = [
+        for v in [
             s.entries,
             s.input_lines,
             s.skipped_lines,
@@ -318,10 +319,12 @@ impl DbHeader {
             s.min_bucket,
             s.max_bucket,
             s.created_unix,
-        ];
-        for (i, v) in stats.iter().enumerate() {
-            put(96 + 8 * i, &v.to_le_bytes());
+        ] {
+            w.u64(v);
         }
+        let mut out = [0u8; HEADER_LEN];
+        let bytes = w.into_bytes();
+        out[..bytes.len()].copy_from_slice(&bytes);
         out
     }
 
@@ -329,93 +332,96 @@ impl DbHeader {
     pub fn decode(bytes: &[u8]) -> Result<Self, BreachError> {
         const WHAT: &str = "database header";
         let bad = |m: String| BreachError::malformed(WHAT, m);
-        let h: &[u8; HEADER_LEN] = bytes
+        let h = bytes
             .get(..HEADER_LEN)
-            .and_then(|h| h.try_into().ok())
             .ok_or_else(|| bad(format!("{} bytes, a header is {HEADER_LEN}", bytes.len())))?;
-        let u16_at = |at: usize| u16::from_le_bytes([h[at], h[at + 1]]);
-        let u32_at = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-        let u64_at = |at: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&h[at..at + 8]);
-            u64::from_le_bytes(b)
-        };
-        if h[..8] != MAGIC {
-            return Err(bad(
-                "wrong magic bytes: this is not a pir breach database".into()
-            ));
-        }
-        let version = u16_at(8);
-        if version != VERSION {
+        let mut r = Reader::new(h);
+        PROLOGUE.read(&mut r).map_err(|e| match e {
+            pir_core::Error::WrongVersion { found, supported } => bad(format!(
+                "version {found}; this build reads version {supported}"
+            )),
+            _ => bad("wrong magic bytes: this is not a pir breach database".into()),
+        })?;
+        // Every read below is inside the HEADER_LEN bytes just taken, so none can fail.
+        let field = |e: pir_core::Error| bad(e.to_string());
+        let header_len = r.u16().map_err(field)?;
+        if usize::from(header_len) != HEADER_LEN {
             return Err(bad(format!(
-                "version {version}; this build reads version {VERSION}"
+                "header length {header_len}; expected {HEADER_LEN}"
             )));
         }
-        if usize::from(u16_at(10)) != HEADER_LEN {
-            return Err(bad(format!(
-                "header length {}; expected {HEADER_LEN}",
-                u16_at(10)
-            )));
-        }
-        let corpus = match h[12] {
+        let corpus = match r.u8().map_err(field)? {
             1 => CorpusFormat::Hibp,
             2 => CorpusFormat::Passwords,
             3 => CorpusFormat::Pairs,
             other => return Err(bad(format!("unknown corpus format {other}"))),
         };
-        let argon = Argon2Params {
-            memory_kib: u32_at(20),
-            iterations: u32_at(24),
-            parallelism: u32_at(28),
+        let hash_id = r.u8().map_err(field)?;
+        let prefix_bits = u32::from(r.u8().map_err(field)?);
+        let counts = match r.u8().map_err(field)? {
+            0 => false,
+            1 => true,
+            other => return Err(bad(format!("counts flag {other} is neither 0 nor 1"))),
         };
-        let hash = match h[13] {
+        let value_bits = u32::from(r.u16().map_err(field)?);
+        let reserved_a = r.u16().map_err(field)?;
+        let argon = Argon2Params {
+            memory_kib: r.u32().map_err(field)?,
+            iterations: r.u32().map_err(field)?,
+            parallelism: r.u32().map_err(field)?,
+        };
+        let hash = match hash_id {
             1 => HashKind::Sha1,
             2 => HashKind::Argon2id(argon),
             3 => HashKind::Sha256,
             other => return Err(bad(format!("unknown hash kind {other}"))),
         };
-        if !matches!(hash, HashKind::Argon2id(_)) && h[20..32] != [0; 12] {
+        if !matches!(hash, HashKind::Argon2id(_))
+            && (argon.memory_kib, argon.iterations, argon.parallelism) != (0, 0, 0)
+        {
             return Err(bad(
                 "Argon2 parameters set for a hash that is not Argon2id".into()
             ));
         }
-        let counts = match h[15] {
-            0 => false,
-            1 => true,
-            other => return Err(bad(format!("counts flag {other} is neither 0 nor 1"))),
-        };
-        if u16_at(18) != 0 || u32_at(44) != 0 || h[160..].iter().any(|&b| b != 0) {
+        let bucket_count = r.u64().map_err(field)?;
+        let block_size = r.u32().map_err(field)? as usize;
+        let reserved_b = r.u32().map_err(field)?;
+        let key_id: [u8; KEY_ID_BYTES] = r.array().map_err(field)?;
+        let blocks_sha256: [u8; 32] = r.array().map_err(field)?;
+        let mut stats = [0u64; 8];
+        for v in &mut stats {
+            *v = r.u64().map_err(field)?;
+        }
+        let rest = r.take(r.remaining()).map_err(field)?;
+        if reserved_a != 0 || reserved_b != 0 || rest.iter().any(|&b| b != 0) {
             return Err(bad("reserved bytes are not zero".into()));
         }
-        let mut key_id = [0u8; KEY_ID_BYTES];
-        key_id.copy_from_slice(&h[48..64]);
-        let mut blocks_sha256 = [0u8; 32];
-        blocks_sha256.copy_from_slice(&h[64..96]);
+        let [entries, input_lines, skipped_lines, bad_lines, total_count, min_bucket, max_bucket, created_unix] =
+            stats;
         let header = Self {
             corpus,
             hash,
-            prefix_bits: u32::from(h[14]),
-            value_bits: u32::from(u16_at(16)),
+            prefix_bits,
+            value_bits,
             counts,
-            block_size: u32_at(40) as usize,
+            block_size,
             key_id,
             blocks_sha256,
             stats: BuildStats {
-                entries: u64_at(96),
-                input_lines: u64_at(104),
-                skipped_lines: u64_at(112),
-                bad_lines: u64_at(120),
-                total_count: u64_at(128),
-                min_bucket: u64_at(136),
-                max_bucket: u64_at(144),
-                created_unix: u64_at(152),
+                entries,
+                input_lines,
+                skipped_lines,
+                bad_lines,
+                total_count,
+                min_bucket,
+                max_bucket,
+                created_unix,
             },
         };
         header.validate().map_err(bad)?;
-        if u64_at(32) != header.bucket_count() as u64 {
+        if bucket_count != header.bucket_count() as u64 {
             return Err(bad(format!(
-                "bucket count {} is not 2^{}",
-                u64_at(32),
+                "bucket count {bucket_count} is not 2^{}",
                 header.prefix_bits
             )));
         }

@@ -2,13 +2,18 @@
 //! its position, RAID-PIR parameters, whether it blinds, the application's database header).
 //! One codec for the server that writes it and the client that reads it (untrusted bytes).
 
-use pir_core::wire::{Reader, Writer};
+use pir_core::wire::{Prologue, Reader, Writer};
 use pir_core::Error;
 
 /// Servers of a breach deployment: `n = 2` (seed 001, section 4.3 uses two).
 pub const SERVERS: usize = 2;
 /// First bytes of the info body.
 pub const INFO_MAGIC: [u8; 8] = *b"PIRbrInf";
+/// Prologue of the info body.
+pub const INFO: Prologue = Prologue {
+    magic: &INFO_MAGIC,
+    version: INFO_VERSION,
+};
 /// Version of the info body. 2: queries and answers travel in the signed-batch framing of
 /// `pir-service` (database id, count, length-prefixed bodies) under scheme id `qdp`; a
 /// version-1 client is refused here, before it sends a query in the old framing.
@@ -53,8 +58,7 @@ impl Info {
             });
         }
         let mut w = Writer::with_capacity(32 + self.header.len());
-        w.bytes(&INFO_MAGIC);
-        w.u16(INFO_VERSION);
+        INFO.write(&mut w);
         w.u64(self.block_count);
         w.u32(u32::try_from(self.block_size).map_err(|_| field("block size"))?);
         w.u16(u16::try_from(self.server).map_err(|_| field("server position"))?);
@@ -70,16 +74,7 @@ impl Info {
     /// Decodes an info body (without its signature); untrusted bytes.
     pub fn decode(body: &[u8]) -> Result<Info, Error> {
         let mut r = Reader::new(body);
-        if r.take(INFO_MAGIC.len())? != INFO_MAGIC {
-            return Err(Error::WrongMagic);
-        }
-        let version = r.u16()?;
-        if version != INFO_VERSION {
-            return Err(Error::WrongVersion {
-                found: version,
-                supported: INFO_VERSION,
-            });
-        }
+        INFO.read(&mut r)?;
         let block_count = r.u64()?;
         let block_size = r.u32()? as usize;
         let server = usize::from(r.u16()?);
@@ -89,7 +84,12 @@ impl Info {
         let blinding = match r.u8()? {
             0 => false,
             1 => true,
-            other => return Err(Error::Malformed(format!("blinding flag {other}"))),
+            other => {
+                return Err(Error::UnknownValue {
+                    field: "blinding flag",
+                    found: u64::from(other),
+                })
+            }
         };
         let len = usize::from(r.u16()?);
         if len > MAX_HEADER_BYTES {
@@ -145,7 +145,10 @@ mod tests {
         ));
         let mut flag = body.clone();
         flag[8 + 2 + 8 + 4 + 2 + 2 + 2 + 4] = 2;
-        assert!(matches!(Info::decode(&flag), Err(Error::Malformed(_))));
+        assert!(matches!(
+            Info::decode(&flag),
+            Err(Error::UnknownValue { found: 2, .. })
+        ));
         for cut in 0..body.len() {
             assert!(Info::decode(&body[..cut]).is_err(), "cut {cut}");
         }

@@ -26,6 +26,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use pir_core::wire::{Prologue, Reader, Writer};
 use rand::CryptoRng;
 use sha2::{Digest, Sha256};
 
@@ -40,6 +41,11 @@ pub const FINGERPRINT_LEN: usize = 8;
 pub const MAGIC: [u8; 8] = *b"PIRrecs1";
 /// The file format version this build reads and writes.
 pub const FORMAT: u16 = 1;
+/// Prologue of a records database file.
+pub const PROLOGUE: Prologue = Prologue {
+    magic: &MAGIC,
+    version: FORMAT,
+};
 /// Largest record: 2^21 bits, the most a lattice database record may have
 /// (`pir_lattice::params::MAX_RECORD_BITS`).
 pub const MAX_RECORD_SIZE: usize = 1 << 18;
@@ -100,29 +106,24 @@ pub struct DbHeader {
 impl DbHeader {
     /// The 128-byte encoding.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut w = Writer::with_capacity(HEADER_LEN);
+        PROLOGUE.write(&mut w);
+        w.u8(match self.kind {
+            DbKind::Records => 1,
+            DbKind::KeyValue => 2,
+        });
+        w.u8(0);
+        w.u32(self.record_size as u32);
+        w.u64(self.records);
+        w.u32(self.last_len as u32);
+        w.u64(self.entries);
+        w.bytes(&self.cuckoo_seed);
+        w.bytes(&self.matrix_seeds[0]);
+        w.bytes(&self.matrix_seeds[1]);
+        w.bytes(&self.payload_hash);
         let mut out = [0u8; HEADER_LEN];
-        let mut at = 0;
-        let mut put = |bytes: &[u8]| {
-            out[at..at + bytes.len()].copy_from_slice(bytes);
-            at += bytes.len();
-        };
-        put(&MAGIC);
-        put(&FORMAT.to_le_bytes());
-        put(&[
-            match self.kind {
-                DbKind::Records => 1,
-                DbKind::KeyValue => 2,
-            },
-            0,
-        ]);
-        put(&(self.record_size as u32).to_le_bytes());
-        put(&self.records.to_le_bytes());
-        put(&(self.last_len as u32).to_le_bytes());
-        put(&self.entries.to_le_bytes());
-        put(&self.cuckoo_seed);
-        put(&self.matrix_seeds[0]);
-        put(&self.matrix_seeds[1]);
-        put(&self.payload_hash);
+        let bytes = w.into_bytes();
+        out[..bytes.len()].copy_from_slice(&bytes);
         out
     }
 
@@ -132,44 +133,34 @@ impl DbHeader {
         if bytes.len() != HEADER_LEN {
             return Err(bad("the header must be 128 bytes"));
         }
-        if bytes[..8] != MAGIC {
-            return Err(bad("wrong magic (not made by `pir db build`)"));
-        }
-        let u16_at = |i: usize| u16::from_le_bytes([bytes[i], bytes[i + 1]]);
-        let u32_at =
-            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-        let u64_at = |i: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&bytes[i..i + 8]);
-            u64::from_le_bytes(b)
-        };
-        let array16 = |i: usize| {
-            let mut b = [0u8; 16];
-            b.copy_from_slice(&bytes[i..i + 16]);
-            b
-        };
-        if u16_at(8) != FORMAT {
-            return Err(bad("unknown format version; upgrade pir"));
-        }
-        let kind = match bytes[10] {
+        let mut r = Reader::new(bytes);
+        PROLOGUE.read(&mut r).map_err(|e| match e {
+            pir_core::Error::WrongVersion { .. } => bad("unknown format version; upgrade pir"),
+            _ => bad("wrong magic (not made by `pir db build`)"),
+        })?;
+        // Every read below is inside the HEADER_LEN bytes checked above.
+        let field = |e: pir_core::Error| RecordsError::Malformed(e.to_string());
+        let kind = match r.u8().map_err(field)? {
             1 => DbKind::Records,
             2 => DbKind::KeyValue,
             _ => return Err(bad("unknown kind")),
         };
-        let record_size = u32_at(12) as usize;
-        let records = u64_at(16);
-        let last_len = u32_at(24) as usize;
-        let entries = u64_at(28);
-        let mut payload_hash = [0u8; 32];
-        payload_hash.copy_from_slice(&bytes[84..116]);
+        r.skip(1).map_err(field)?;
+        let record_size = r.u32().map_err(field)? as usize;
+        let records = r.u64().map_err(field)?;
+        let last_len = r.u32().map_err(field)? as usize;
+        let entries = r.u64().map_err(field)?;
+        let cuckoo_seed = r.array().map_err(field)?;
+        let matrix_seeds = [r.array().map_err(field)?, r.array().map_err(field)?];
+        let payload_hash = r.array().map_err(field)?;
         let header = DbHeader {
             kind,
             record_size,
             records,
             last_len,
             entries,
-            cuckoo_seed: array16(36),
-            matrix_seeds: [array16(52), array16(68)],
+            cuckoo_seed,
+            matrix_seeds,
             payload_hash,
         };
         if record_size == 0 || record_size > MAX_RECORD_SIZE || records == 0 {

@@ -36,7 +36,7 @@
 
 use std::collections::HashSet;
 
-use pir_core::wire::{Reader, Writer};
+use pir_core::wire::{Prologue, Reader, Writer};
 use pir_core::DbShape;
 use pir_keys::{PublicKey, SecretKey, SIGNATURE_LEN};
 
@@ -47,6 +47,11 @@ pub const MANIFEST_FORMAT_VERSION: u16 = 1;
 
 /// First bytes of every manifest.
 pub const MANIFEST_MAGIC: [u8; 4] = *b"PIRM";
+/// Prologue of a manifest.
+pub const MANIFEST: Prologue = Prologue {
+    magic: &MANIFEST_MAGIC,
+    version: MANIFEST_FORMAT_VERSION,
+};
 
 /// Domain-separation prefix of the signed message, so a manifest signature can never be
 /// replayed as a signature on another kind of document (mirror list, mirror answer).
@@ -160,8 +165,7 @@ impl Manifest {
             + self.block_hashes.len() * HASH_LEN
             + SIGNATURE_LEN;
         let mut w = Writer::with_capacity(capacity);
-        w.bytes(&MANIFEST_MAGIC);
-        w.u16(MANIFEST_FORMAT_VERSION);
+        MANIFEST.write(&mut w);
         w.u32(self.block_size);
         w.u64(self.block_count);
         w.u64(self.created_unix);
@@ -299,16 +303,14 @@ fn wire(e: pir_core::Error) -> UpdateError {
 /// Parses the unsigned body, checking every count against the bytes left before allocating.
 fn parse_body(body: &[u8]) -> Result<Manifest, UpdateError> {
     let mut r = Reader::new(body);
-    if r.take(4).map_err(|_| not_a_manifest())? != MANIFEST_MAGIC {
-        return Err(not_a_manifest());
-    }
-    let version = r.u16().map_err(wire)?;
-    if version != MANIFEST_FORMAT_VERSION {
-        return Err(UpdateError::Format(format!(
-            "manifest format version {version} is not supported (this build reads version \
-             {MANIFEST_FORMAT_VERSION}); upgrade pir"
-        )));
-    }
+    MANIFEST.read(&mut r).map_err(|e| match e {
+        pir_core::Error::WrongVersion { found, supported } => UpdateError::Format(format!(
+            "manifest format version {found} is not supported (this build reads version \
+             {supported}); upgrade pir"
+        )),
+        pir_core::Error::Truncated { .. } => wire(e),
+        _ => not_a_manifest(),
+    })?;
     let block_size = r.u32().map_err(wire)?;
     let block_count = r.u64().map_err(wire)?;
     let created_unix = r.u64().map_err(wire)?;
@@ -637,8 +639,7 @@ mod tests {
             file_count in 0u32..8,
         ) {
             let mut w = Writer::with_capacity(HEADER_LEN + tail.len() + 64);
-            w.bytes(&MANIFEST_MAGIC);
-            w.u16(MANIFEST_FORMAT_VERSION);
+            MANIFEST.write(&mut w);
             w.u32(64);
             w.u64(block_count);
             w.u64(0);

@@ -27,7 +27,7 @@ use std::collections::HashSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
-use pir_core::wire::{Reader, Writer};
+use pir_core::wire::{Prologue, Reader, Writer};
 use pir_keys::{PublicKey, SecretKey, PUBLIC_KEY_LEN};
 
 use crate::manifest::{signing_message, split_signature};
@@ -38,6 +38,11 @@ pub const MIRROR_LIST_FORMAT_VERSION: u16 = 1;
 
 /// First bytes of every mirror list.
 pub const MIRROR_LIST_MAGIC: [u8; 4] = *b"PIRL";
+/// Prologue of a mirror list.
+pub const MIRROR_LIST: Prologue = Prologue {
+    magic: &MIRROR_LIST_MAGIC,
+    version: MIRROR_LIST_FORMAT_VERSION,
+};
 
 /// Domain-separation prefix of the signed message (see the manifest's).
 pub const MIRROR_LIST_SIGNING_CONTEXT: &[u8] = b"pir-mirror-list-v1";
@@ -82,8 +87,7 @@ impl MirrorList {
         let urls: usize = self.mirrors.iter().map(|m| m.url.len()).sum();
         let mut w =
             Writer::with_capacity(16 + self.mirrors.len() * (2 + PUBLIC_KEY_LEN) + urls + 64);
-        w.bytes(&MIRROR_LIST_MAGIC);
-        w.u16(MIRROR_LIST_FORMAT_VERSION);
+        MIRROR_LIST.write(&mut w);
         w.u64(self.created_unix);
         // More than 65535 mirrors is refused by every decoder anyway.
         w.u16(u16::try_from(self.mirrors.len()).unwrap_or(u16::MAX));
@@ -213,16 +217,14 @@ fn wire(e: pir_core::Error) -> UpdateError {
 fn parse_body(body: &[u8]) -> Result<MirrorList, UpdateError> {
     let bad = |what: String| UpdateError::Format(format!("mirror list: {what}"));
     let mut r = Reader::new(body);
-    if r.take(4).map_err(|_| not_a_list())? != MIRROR_LIST_MAGIC {
-        return Err(not_a_list());
-    }
-    let version = r.u16().map_err(wire)?;
-    if version != MIRROR_LIST_FORMAT_VERSION {
-        return Err(bad(format!(
-            "format version {version} is not supported (this build reads version \
-             {MIRROR_LIST_FORMAT_VERSION}); upgrade pir"
-        )));
-    }
+    MIRROR_LIST.read(&mut r).map_err(|e| match e {
+        pir_core::Error::WrongVersion { found, supported } => bad(format!(
+            "format version {found} is not supported (this build reads version {supported}); \
+             upgrade pir"
+        )),
+        pir_core::Error::Truncated { .. } => wire(e),
+        _ => not_a_list(),
+    })?;
     let created_unix = r.u64().map_err(wire)?;
     let count = usize::from(r.u16().map_err(wire)?);
     if count == 0 || count > MAX_MIRRORS {

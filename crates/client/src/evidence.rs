@@ -10,14 +10,17 @@
 //! release id [32] | request (u32 len + bytes) | reply (u32 len + bytes)`.
 
 use pir_core::protocol;
-use pir_core::wire::{self, MessageKind, Reader, Writer};
+use pir_core::wire::{self, MessageKind, Prologue, Reader, Writer};
 use pir_core::{Database, Error};
 use pir_keys::PublicKey;
 
 use crate::MirrorInfo;
 
-const MAGIC: [u8; 4] = *b"PIRE";
-const VERSION: u16 = 1;
+/// Prologue of an evidence file.
+pub const EVIDENCE: Prologue = Prologue {
+    magic: b"PIRE",
+    version: 1,
+};
 /// Largest request or reply kept in an evidence file (1 GiB).
 const MAX_PART: usize = 1 << 30;
 
@@ -70,8 +73,7 @@ impl Evidence {
     /// The evidence file bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(self.request.len() + self.reply.len() + 128);
-        w.bytes(&MAGIC);
-        w.u16(VERSION);
+        EVIDENCE.write(&mut w);
         w.short_bytes(self.url.as_bytes());
         w.bytes(&self.key.0);
         w.bytes(&self.release_id);
@@ -85,16 +87,7 @@ impl Evidence {
     /// Parses an evidence file.
     pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
         let mut r = Reader::new(bytes);
-        if r.take(4)? != MAGIC {
-            return Err(Error::WrongMagic);
-        }
-        let version = r.u16()?;
-        if version != VERSION {
-            return Err(Error::WrongVersion {
-                found: version,
-                supported: VERSION,
-            });
-        }
+        EVIDENCE.read(&mut r)?;
         let url = std::str::from_utf8(r.short_bytes(4096)?)
             .map_err(|_| Error::Malformed("URL is not UTF-8".into()))?
             .to_string();

@@ -53,6 +53,31 @@ pub enum Error {
         /// Kind expected.
         expected: u8,
     },
+    /// A field holds a value this build does not know (a message kind, a mode, a tag, a flag).
+    #[error("unknown {field} {found}")]
+    UnknownValue {
+        /// What the field is.
+        field: &'static str,
+        /// The value found.
+        found: u64,
+    },
+    /// A count or position lies outside what the parameters allow (`1..=max` for counts,
+    /// `0..max` for positions, as `field` says).
+    #[error("{field} {found} outside the allowed range (limit {limit})")]
+    OutOfRange {
+        /// What the field is.
+        field: &'static str,
+        /// The value found.
+        found: u64,
+        /// The limit it broke.
+        limit: u64,
+    },
+    /// Bytes follow the end of a complete message.
+    #[error("{count} unexpected trailing bytes")]
+    TrailingBytes {
+        /// How many.
+        count: usize,
+    },
     /// A length field disagrees with the parameters or with the bytes present.
     #[error("wrong length: {0}")]
     WrongLength(String),

@@ -50,9 +50,11 @@ pub fn decode_query_batch(body: &[u8]) -> Result<QueryBatch<'_>, Error> {
     let release_id = r.array()?;
     let count = usize::from(r.u16()?);
     if count == 0 || count > MAX_BATCH {
-        return Err(Error::Malformed(format!(
-            "batch of {count} queries; allowed 1..={MAX_BATCH}"
-        )));
+        return Err(Error::OutOfRange {
+            field: "queries in a batch",
+            found: count as u64,
+            limit: MAX_BATCH as u64,
+        });
     }
     let mut queries = Vec::with_capacity(count);
     for _ in 0..count {
@@ -104,9 +106,11 @@ pub fn decode_answer_batch(body: &[u8], max_answer: usize) -> Result<AnswerBatch
     let release_id = r.array()?;
     let count = usize::from(r.u16()?);
     if count == 0 || count > MAX_BATCH {
-        return Err(Error::Malformed(format!(
-            "batch of {count} answers; allowed 1..={MAX_BATCH}"
-        )));
+        return Err(Error::OutOfRange {
+            field: "answers in a batch",
+            found: count as u64,
+            limit: MAX_BATCH as u64,
+        });
     }
     let mut answers = Vec::with_capacity(count);
     for _ in 0..count {

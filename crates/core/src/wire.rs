@@ -23,6 +23,59 @@ pub const VERSION: u16 = 1;
 /// Size of the envelope header.
 pub const HEADER_LEN: usize = 12;
 
+/// The start of every `pir` binary format, on the wire and on disk: magic bytes, then the
+/// format's version as a little-endian u16 (every format is listed in `docs/wire.md`).
+///
+/// [`Prologue::read`] checks the magic before anything else and refuses other versions with
+/// [`Error::WrongVersion`], so a file or message of a newer `pir` fails clearly instead of
+/// being misread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prologue {
+    /// The magic bytes (4 or 8).
+    pub magic: &'static [u8],
+    /// The version this build reads and writes.
+    pub version: u16,
+}
+
+impl Prologue {
+    /// Bytes of the prologue.
+    pub const fn len(&self) -> usize {
+        self.magic.len() + 2
+    }
+
+    /// Never empty: a prologue has magic bytes and a version.
+    pub const fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Writes the magic and the version.
+    pub fn write(&self, w: &mut Writer) {
+        w.bytes(self.magic);
+        w.u16(self.version);
+    }
+
+    /// Reads and checks the magic and the version.
+    pub fn read(&self, r: &mut Reader<'_>) -> Result<(), Error> {
+        if r.take(self.magic.len())? != self.magic {
+            return Err(Error::WrongMagic);
+        }
+        let found = r.u16()?;
+        if found != self.version {
+            return Err(Error::WrongVersion {
+                found,
+                supported: self.version,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The prologue of the message envelope.
+pub const ENVELOPE: Prologue = Prologue {
+    magic: &MAGIC,
+    version: VERSION,
+};
+
 /// What a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -48,7 +101,10 @@ impl MessageKind {
             3 => Ok(Self::Error),
             4 => Ok(Self::ManifestRequest),
             5 => Ok(Self::Manifest),
-            other => Err(Error::Malformed(format!("unknown message kind {other}"))),
+            other => Err(Error::UnknownValue {
+                field: "message kind",
+                found: u64::from(other),
+            }),
         }
     }
 }
@@ -67,8 +123,7 @@ pub struct Envelope<'a> {
 /// Wraps `body` in an envelope.
 pub fn encode_envelope(scheme: SchemeId, kind: MessageKind, body: &[u8]) -> Vec<u8> {
     let mut w = Writer::with_capacity(HEADER_LEN + body.len());
-    w.bytes(&MAGIC);
-    w.u16(VERSION);
+    ENVELOPE.write(&mut w);
     w.u8(scheme as u8);
     w.u8(kind as u8);
     // Bodies are bounded far below 4 GiB by the parameters (see `decode_envelope`).
@@ -80,16 +135,7 @@ pub fn encode_envelope(scheme: SchemeId, kind: MessageKind, body: &[u8]) -> Vec<
 /// Parses an envelope, refusing bodies longer than `max_body` before touching them.
 pub fn decode_envelope(bytes: &[u8], max_body: usize) -> Result<Envelope<'_>, Error> {
     let mut r = Reader::new(bytes);
-    if r.take(4)? != MAGIC {
-        return Err(Error::WrongMagic);
-    }
-    let version = r.u16()?;
-    if version != VERSION {
-        return Err(Error::WrongVersion {
-            found: version,
-            supported: VERSION,
-        });
-    }
+    ENVELOPE.read(&mut r)?;
     let scheme = SchemeId::from_byte(r.u8()?)?;
     let kind = MessageKind::from_byte(r.u8()?)?;
     let len = r.u32()? as usize;
@@ -268,15 +314,18 @@ impl<'a> Reader<'a> {
         }
         self.take(len)
     }
+    /// Skips `n` bytes (reserved fields).
+    pub fn skip(&mut self, n: usize) -> Result<(), Error> {
+        self.take(n).map(|_| ())
+    }
     /// Succeeds only if everything was read.
     pub fn finish(&self) -> Result<(), Error> {
         if self.rest.is_empty() {
             Ok(())
         } else {
-            Err(Error::WrongLength(format!(
-                "{} unexpected trailing bytes",
-                self.rest.len()
-            )))
+            Err(Error::TrailingBytes {
+                count: self.rest.len(),
+            })
         }
     }
 }
@@ -347,7 +396,10 @@ mod tests {
         bad[7] = 42;
         assert!(matches!(
             decode_envelope(&bad, 100),
-            Err(Error::Malformed(_))
+            Err(Error::UnknownValue {
+                field: "message kind",
+                found: 42
+            })
         ));
     }
 

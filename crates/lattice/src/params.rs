@@ -85,10 +85,10 @@ impl Scheme {
         match id {
             SchemeId::SimplePir => Ok(Scheme::SimplePir),
             SchemeId::DoublePir => Ok(Scheme::DoublePir),
-            other => Err(Error::Malformed(format!(
-                "{} is not a single-server scheme",
-                other.name()
-            ))),
+            other => Err(Error::WrongScheme {
+                found: other as u8,
+                expected: SchemeId::SimplePir as u8,
+            }),
         }
     }
 

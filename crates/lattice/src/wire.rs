@@ -125,9 +125,10 @@ pub fn decode_hint(bytes: &[u8], scheme: Scheme) -> Result<(HintHeader, Option<V
     let mut r = Reader::new(body);
     let contents = r.u8()?;
     if contents != HEADER_ONLY && contents != WITH_MATRIX {
-        return Err(Error::Malformed(format!(
-            "unknown hint contents {contents}"
-        )));
+        return Err(Error::UnknownValue {
+            field: "hint contents",
+            found: u64::from(contents),
+        });
     }
     let n = r.u16()?;
     if usize::from(n) != LWE_N {

@@ -86,9 +86,10 @@ impl AnswerMode {
         match byte {
             0 => Ok(AnswerMode::Single),
             1 => Ok(AnswerMode::PerChunk),
-            other => Err(Error::Malformed(format!(
-                "unknown RAID-PIR answer mode {other}"
-            ))),
+            other => Err(Error::UnknownValue {
+                field: "RAID-PIR answer mode",
+                found: u64::from(other),
+            }),
         }
     }
 }
@@ -329,10 +330,11 @@ impl RaidPir {
     /// Checks a query against the parameters (it may have been built by hand).
     fn check_query(&self, query: &RaidQuery) -> Result<(), Error> {
         if query.server >= self.servers {
-            return Err(Error::Malformed(format!(
-                "query for server {} but the scheme has {} servers",
-                query.server, self.servers
-            )));
+            return Err(Error::OutOfRange {
+                field: "server position",
+                found: query.server as u64,
+                limit: self.servers as u64,
+            });
         }
         let expected: Vec<usize> = self
             .flip_chunks(query.server)
@@ -654,10 +656,11 @@ impl MultiServerScheme for RaidPir {
         }
         let server = usize::from(header.server);
         if server >= self.servers {
-            return Err(Error::Malformed(format!(
-                "query for server {server} but the scheme has {} servers",
-                self.servers
-            )));
+            return Err(Error::OutOfRange {
+                field: "server position",
+                found: server as u64,
+                limit: self.servers as u64,
+            });
         }
         let flips = self.read_flips(server, &mut reader)?;
         reader.finish()?;

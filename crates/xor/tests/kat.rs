@@ -128,6 +128,9 @@ fn variant(error: &Error) -> &'static str {
         Error::Malformed(_) => "Malformed",
         Error::DatabaseMismatch(_) => "DatabaseMismatch",
         Error::WrongScheme { .. } => "WrongScheme",
+        Error::UnknownValue { .. } => "UnknownValue",
+        Error::OutOfRange { .. } => "OutOfRange",
+        Error::TrailingBytes { .. } => "TrailingBytes",
         Error::InvalidParameter(_) => "InvalidParameter",
         _ => "other",
     }

@@ -504,12 +504,12 @@ fn malformed_bodies_are_rejected() {
     ));
     assert!(matches!(
         refused(&mut servers[1], &[request.clone(), vec![0]].concat()),
-        Error::WrongLength(_)
+        Error::TrailingBytes { count: 1 }
     ));
     let mut bad = request.clone();
     bad[0] = qdp::TAG_QUERY;
     assert!(
-        matches!(refused(&mut servers[1], &bad), Error::Malformed(_)),
+        matches!(refused(&mut servers[1], &bad), Error::UnknownValue { .. }),
         "wrong tag"
     );
     let mut bad = request.clone();
@@ -564,7 +564,7 @@ fn malformed_bodies_are_rejected() {
     ));
     assert!(matches!(
         refused(&mut servers[1], &[body.clone(), vec![0]].concat()),
-        Error::WrongLength(_)
+        Error::TrailingBytes { count: 1 }
     ));
     let huge = vec![qdp::TAG_QUERY; qdp::max_query_body(&raid) + 1];
     assert!(matches!(
@@ -582,7 +582,7 @@ fn malformed_bodies_are_rejected() {
     bad[0] = qdp::TAG_SEED_REQUEST;
     assert!(matches!(
         refused(&mut servers[1], &bad),
-        Error::Malformed(_)
+        Error::UnknownValue { .. }
     ));
     // After all the refusals the seed is still there, and is answered once.
     assert!(servers[1].answer_body(&db, &body).is_ok());

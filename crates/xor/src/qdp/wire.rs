@@ -12,11 +12,11 @@ pub(super) fn zero_flips(raid: &RaidPir, server: usize) -> Vec<BitVec> {
 /// Checks a query's position and flip-chunk lengths against the parameters.
 pub(super) fn check_flips(raid: &RaidPir, query: &QdpQuery) -> Result<(), Error> {
     if query.server >= raid.servers() {
-        return Err(Error::Malformed(format!(
-            "query for server {} but the scheme has {} servers",
-            query.server,
-            raid.servers()
-        )));
+        return Err(Error::OutOfRange {
+            field: "server position",
+            found: query.server as u64,
+            limit: raid.servers() as u64,
+        });
     }
     let expected: Vec<usize> = raid
         .flip_chunks(query.server)
@@ -52,9 +52,10 @@ pub(super) fn read_params(
 ) -> Result<usize, Error> {
     let found = reader.u8()?;
     if found != tag {
-        return Err(Error::Malformed(format!(
-            "expected a QDP body with tag {tag}, found tag {found}"
-        )));
+        return Err(Error::UnknownValue {
+            field: "QDP message tag here",
+            found: u64::from(found),
+        });
     }
     check_shape_header(reader, raid.shape())?;
     let servers = usize::from(reader.u16()?);
@@ -80,9 +81,11 @@ pub(super) fn read_params(
         )));
     }
     if server >= servers {
-        return Err(Error::Malformed(format!(
-            "server position {server} outside the {servers} servers"
-        )));
+        return Err(Error::OutOfRange {
+            field: "server position",
+            found: server as u64,
+            limit: servers as u64,
+        });
     }
     Ok(server)
 }
