@@ -39,13 +39,13 @@ pub fn standard() -> Vec<SchemeEntry> {
         SchemeEntry {
             id: SchemeId::Chor,
             family: Family::MultiServer,
-            assumption: "no two of your mirrors collude (with k mirrors, not all k together)",
+            assumption: "at least one of the mirrors asked does not collude with the others",
             deploy: conformance::deploy_chor,
         },
         SchemeEntry {
             id: SchemeId::RaidPir,
             family: Family::MultiServer,
-            assumption: "fewer than r of your mirrors collude (r is the redundancy, 2 by default)",
+            assumption: "no r of the mirrors asked collude (r is the redundancy, 2 by default)",
             deploy: conformance::deploy_raid_pir,
         },
         SchemeEntry {
