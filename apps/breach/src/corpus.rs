@@ -425,17 +425,7 @@ pub(crate) fn read_sha1_lines(
     collector: &mut Sha1Collector,
     progress: &mut Progress<'_>,
 ) -> Result<u64, BreachError> {
-    let mut lines = LineReader::new(reader);
-    while let Some((number, line)) = lines.next_line().map_err(|e| io_in(source, e))? {
-        book.stats.lines += 1;
-        let Line::Text(text) = line else {
-            book.bad(
-                source,
-                number,
-                format!("line longer than {MAX_LINE_BYTES} bytes"),
-            )?;
-            continue;
-        };
+    each_line(reader, source, book, progress, |book, number, text| {
         let parsed = match (format, prefix) {
             (CorpusFormat::Passwords, _) => Ok(parse_password_line(text).map(|p| Sha1Entry {
                 hash: password_sha1(p),
@@ -451,6 +441,30 @@ pub(crate) fn read_sha1_lines(
             }
             Ok(None) => book.stats.skipped_lines += 1,
             Err(message) => book.bad(source, number, message)?,
+        }
+        Ok(())
+    })
+}
+
+/// Runs `f(book, line number, line)` on every line of `reader` short enough to parse; a
+/// longer line is a bad line. Counts lines and reports progress. Returns the bytes read.
+fn each_line(
+    reader: impl BufRead,
+    source: &str,
+    book: &mut LineBook,
+    progress: &mut Progress<'_>,
+    mut f: impl FnMut(&mut LineBook, u64, &[u8]) -> Result<(), BreachError>,
+) -> Result<u64, BreachError> {
+    let mut lines = LineReader::new(reader);
+    while let Some((number, line)) = lines.next_line().map_err(|e| io_in(source, e))? {
+        book.stats.lines += 1;
+        match line {
+            Line::Text(text) => f(book, number, text)?,
+            Line::TooLong => book.bad(
+                source,
+                number,
+                format!("line longer than {MAX_LINE_BYTES} bytes"),
+            )?,
         }
         progress.at(lines.bytes_read());
     }
@@ -602,17 +616,7 @@ pub(crate) fn read_pair_lines(
     progress: &mut Progress<'_>,
     f: &mut PairSink<'_>,
 ) -> Result<(), BreachError> {
-    let mut lines = LineReader::new(reader);
-    while let Some((number, line)) = lines.next_line().map_err(|e| io_in(source, e))? {
-        book.stats.lines += 1;
-        let Line::Text(text) = line else {
-            book.bad(
-                source,
-                number,
-                format!("line longer than {MAX_LINE_BYTES} bytes"),
-            )?;
-            continue;
-        };
+    each_line(reader, source, book, progress, |book, number, text| {
         match parse_pair_line(text) {
             Ok(Some((user, password))) => {
                 book.stats.entry_lines += 1;
@@ -621,9 +625,9 @@ pub(crate) fn read_pair_lines(
             Ok(None) => book.stats.skipped_lines += 1,
             Err(message) => book.bad(source, number, message)?,
         }
-        progress.at(lines.bytes_read());
-    }
-    Ok(())
+        Ok(())
+    })
+    .map(|_| ())
 }
 
 fn io_in(source: &str, e: std::io::Error) -> BreachError {

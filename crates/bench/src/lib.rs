@@ -139,6 +139,41 @@ pub struct Row {
     pub runs: usize,
 }
 
+impl Row {
+    /// A row for `shape`: `served` bytes (the database, times the queries for batches) in the
+    /// median server time, next to a plain read of the `database` bytes, both in ms in `times`
+    /// (`(read, server)`); `extra` is the extra memory and its build time.
+    #[allow(clippy::too_many_arguments)]
+    pub fn measured(
+        shape: &Shape,
+        scheme: &str,
+        mode: String,
+        threads: usize,
+        (database, served): (usize, usize),
+        (read_ms, median): (f64, f64),
+        extra: (usize, f64),
+        runs: usize,
+    ) -> Row {
+        let gb_per_s = served as f64 / (median * 1e6);
+        let memory_read_gb_per_s = database as f64 / (read_ms * 1e6);
+        Row {
+            shape: shape.name.into(),
+            scheme: scheme.into(),
+            mode,
+            threads,
+            backend: pir_kernels::Backend::current().name().into(),
+            database_bytes: database,
+            median_ms: median,
+            gb_per_s,
+            memory_read_gb_per_s,
+            ratio: gb_per_s / memory_read_gb_per_s,
+            extra_memory_bytes: extra.0,
+            setup_s: extra.1,
+            runs,
+        }
+    }
+}
+
 /// The median of some durations, in milliseconds.
 pub fn median_ms(mut samples: Vec<Duration>) -> f64 {
     samples.sort_unstable();
@@ -272,23 +307,16 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
                 }
                 let median = median_ms(server);
                 let read_ms = median_ms(reads);
-                let gb_per_s = (bytes * queries) as f64 / (median * 1e6);
-                let memory_read_gb_per_s = bytes as f64 / (read_ms * 1e6);
-                let row = Row {
-                    shape: shape.name.into(),
-                    scheme: shape.scheme.name().into(),
-                    mode: mode.name(),
+                let row = Row::measured(
+                    shape,
+                    shape.scheme.name(),
+                    mode.name(),
                     threads,
-                    backend: pir_kernels::Backend::current().name().into(),
-                    database_bytes: bytes,
-                    median_ms: median,
-                    gb_per_s,
-                    memory_read_gb_per_s,
-                    ratio: gb_per_s / memory_read_gb_per_s,
-                    extra_memory_bytes: engine.russians_table_bytes(),
-                    setup_s,
+                    (bytes, bytes * queries),
+                    (read_ms, median),
+                    (engine.russians_table_bytes(), setup_s),
                     runs,
-                };
+                );
                 report(&row);
                 rows.push(row);
             }

@@ -192,27 +192,20 @@ fn row(
     mode: String,
     threads: usize,
     bytes: usize,
-    (read_ms, median): (f64, f64),
+    times: (f64, f64),
     extra: (usize, f64),
     runs: usize,
 ) -> Row {
-    let gb_per_s = bytes as f64 / (median * 1e6);
-    let memory_read_gb_per_s = bytes as f64 / (read_ms * 1e6);
-    Row {
-        shape: shape.name.into(),
-        scheme: scheme.into(),
+    Row::measured(
+        shape,
+        scheme,
         mode,
         threads,
-        backend: pir_kernels::Backend::current().name().into(),
-        database_bytes: bytes,
-        median_ms: median,
-        gb_per_s,
-        memory_read_gb_per_s,
-        ratio: gb_per_s / memory_read_gb_per_s,
-        extra_memory_bytes: extra.0,
-        setup_s: extra.1,
+        (bytes, bytes),
+        times,
+        extra,
         runs,
-    }
+    )
 }
 
 // Shapes are validated by `shape_named`/`SHAPES`; queries are built here for this database

@@ -503,15 +503,7 @@ fn bench_qdp(args: &cli::BenchArgs) -> anyhow::Result<()> {
     if !pir_kernels::russians::GROUP_SIZES.contains(&args.group) {
         anyhow::bail!("--group must be 1 to 8");
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = if args.threads.is_empty() {
-        vec![cores]
-    } else {
-        args.threads.clone()
-    };
-    if threads.contains(&0) {
-        anyhow::bail!("--threads must be at least 1");
-    }
+    let (cores, threads) = bench_threads(&args.threads)?;
     let options = QdpBenchOptions {
         shapes,
         group: args.group,
@@ -570,15 +562,7 @@ fn bench_lattice(args: &cli::BenchArgs, modes: &[&str]) -> anyhow::Result<()> {
             .filter_map(|n| pir_bench::lattice::lattice_shape_named(n))
             .collect(),
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = if args.threads.is_empty() {
-        vec![cores]
-    } else {
-        args.threads.clone()
-    };
-    if threads.contains(&0) {
-        anyhow::bail!("--threads must be at least 1");
-    }
+    let (cores, threads) = bench_threads(&args.threads)?;
     if !args.json {
         println!(
             "{} cores, median of {} runs; answer time only (the hint is built first)",
@@ -614,4 +598,18 @@ fn bench_lattice(args: &cli::BenchArgs, modes: &[&str]) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The machine's cores, and the thread counts `--threads` asks for (default: every core).
+fn bench_threads(asked: &[usize]) -> Result<(usize, Vec<usize>)> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = if asked.is_empty() {
+        vec![cores]
+    } else {
+        asked.to_vec()
+    };
+    if threads.contains(&0) {
+        anyhow::bail!("--threads must be at least 1");
+    }
+    Ok((cores, threads))
 }

@@ -214,16 +214,27 @@ impl HttpsTransport {
         path: &str,
         max_reply: usize,
     ) -> Result<Vec<u8>, TransportError> {
+        self.timed(mirror, None, path, max_reply).await
+    }
+
+    /// One exchange with server `mirror`, bounded by [`REQUEST_TIMEOUT`].
+    async fn timed(
+        &self,
+        mirror: usize,
+        request: Option<Vec<u8>>,
+        path: &str,
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
         let endpoint = self
             .endpoints
             .get(mirror)
             .ok_or_else(|| TransportError::Url(format!("no mirror number {mirror}")))?;
         tokio::time::timeout(
             REQUEST_TIMEOUT,
-            Self::exchange_on(endpoint, None, path, max_reply),
+            Self::exchange_on(endpoint, request, path, max_reply),
         )
         .await
-        .map_err(|_| TransportError::Http("download timed out".into()))?
+        .map_err(|_| TransportError::Http(format!("{path}: no reply within {REQUEST_TIMEOUT:?}")))?
     }
 }
 
@@ -234,16 +245,8 @@ impl Transport for HttpsTransport {
         request: Vec<u8>,
         max_reply: usize,
     ) -> Result<Vec<u8>, TransportError> {
-        let endpoint = self
-            .endpoints
-            .get(mirror)
-            .ok_or_else(|| TransportError::Url(format!("no mirror number {mirror}")))?;
-        tokio::time::timeout(
-            REQUEST_TIMEOUT,
-            Self::exchange_on(endpoint, Some(request), "/pir/v1", max_reply),
-        )
-        .await
-        .map_err(|_| TransportError::Http("request timed out".into()))?
+        self.timed(mirror, Some(request), "/pir/v1", max_reply)
+            .await
     }
 
     async fn hint(&self, mirror: usize, max_reply: usize) -> Result<Vec<u8>, TransportError> {

@@ -219,9 +219,7 @@ impl std::fmt::Debug for DoubleQueryState {
 impl DoublePirClient {
     /// Parses a full DoublePIR hint message.
     pub fn new(hint: &[u8]) -> Result<DoublePirClient, Error> {
-        let (header, matrix) = wire::decode_hint(hint, Scheme::DoublePir)?;
-        let hint =
-            matrix.ok_or_else(|| Error::Malformed("a header-only message is not a hint".into()))?;
+        let (header, hint) = wire::decode_full_hint(hint, Scheme::DoublePir)?;
         let seed2 = header
             .seed2
             .ok_or_else(|| Error::Malformed("DoublePIR hint without a second seed".into()))?;

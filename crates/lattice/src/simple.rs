@@ -152,9 +152,7 @@ impl std::fmt::Debug for SimpleQueryState {
 impl SimplePirClient {
     /// Parses a full hint message (header and matrix).
     pub fn new(hint: &[u8]) -> Result<SimplePirClient, Error> {
-        let (header, matrix) = wire::decode_hint(hint, Scheme::SimplePir)?;
-        let hint =
-            matrix.ok_or_else(|| Error::Malformed("a header-only message is not a hint".into()))?;
+        let (header, hint) = wire::decode_full_hint(hint, Scheme::SimplePir)?;
         Ok(SimplePirClient {
             header,
             hint,

@@ -118,6 +118,17 @@ pub fn encode_hint(header: &HintHeader, matrix: &[u32]) -> Vec<u8> {
     )
 }
 
+/// Decodes a full hint message (header and matrix), as a client needs it; a header-only
+/// message is refused.
+pub fn decode_full_hint(bytes: &[u8], scheme: Scheme) -> Result<(HintHeader, Vec<u32>), Error> {
+    let (header, matrix) = decode_hint(bytes, scheme)?;
+    let matrix = matrix.ok_or(Error::UnknownValue {
+        field: "hint contents (header only, where a hint is needed)",
+        found: u64::from(HEADER_ONLY),
+    })?;
+    Ok((header, matrix))
+}
+
 /// Parses a hint or header-only message of `scheme`; returns the header and, for a full
 /// hint, the matrix (allocated only after its length was checked against the header).
 pub fn decode_hint(bytes: &[u8], scheme: Scheme) -> Result<(HintHeader, Option<Vec<u32>>), Error> {

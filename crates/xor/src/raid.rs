@@ -329,18 +329,24 @@ impl RaidPir {
 
     /// Checks a query against the parameters (it may have been built by hand).
     fn check_query(&self, query: &RaidQuery) -> Result<(), Error> {
-        if query.server >= self.servers {
+        self.check_flips(query.server, &query.flips)
+    }
+
+    /// Checks a server position and its flip chunks' lengths against the parameters (RAID-PIR
+    /// and QDP queries carry the same flip chunks).
+    pub(crate) fn check_flips(&self, server: usize, flips: &[BitVec]) -> Result<(), Error> {
+        if server >= self.servers {
             return Err(Error::OutOfRange {
                 field: "server position",
-                found: query.server as u64,
+                found: server as u64,
                 limit: self.servers as u64,
             });
         }
         let expected: Vec<usize> = self
-            .flip_chunks(query.server)
+            .flip_chunks(server)
             .map(|chunk| self.chunk_len(chunk))
             .collect();
-        let found: Vec<usize> = query.flips.iter().map(BitVec::len).collect();
+        let found: Vec<usize> = flips.iter().map(BitVec::len).collect();
         if expected != found {
             return Err(Error::WrongLength(format!(
                 "flip chunks of {found:?} bits, the parameters need {expected:?}"

@@ -11,24 +11,7 @@ pub(super) fn zero_flips(raid: &RaidPir, server: usize) -> Vec<BitVec> {
 
 /// Checks a query's position and flip-chunk lengths against the parameters.
 pub(super) fn check_flips(raid: &RaidPir, query: &QdpQuery) -> Result<(), Error> {
-    if query.server >= raid.servers() {
-        return Err(Error::OutOfRange {
-            field: "server position",
-            found: query.server as u64,
-            limit: raid.servers() as u64,
-        });
-    }
-    let expected: Vec<usize> = raid
-        .flip_chunks(query.server)
-        .map(|chunk| raid.chunk_len(chunk))
-        .collect();
-    let found: Vec<usize> = query.flips.iter().map(BitVec::len).collect();
-    if expected != found {
-        return Err(Error::WrongLength(format!(
-            "flip chunks of {found:?} bits, the parameters need {expected:?}"
-        )));
-    }
-    Ok(())
+    raid.check_flips(query.server, &query.flips)
 }
 
 /// Writes `tag | params`.
