@@ -1,4 +1,5 @@
-//! Both lattice schemes through the same checks: correctness over random databases of many
+//! Property tests of both lattice schemes, below the service layer (the conformance harness
+//! over the signed-batch service is `pir_service::conformance`): correctness over random databases of many
 //! shapes on every kernel backend, batching, malformed input, sizes independent of the index,
 //! and the empirical decoding-failure bound.
 

@@ -1,11 +1,13 @@
-//! The conformance harness: every scheme configuration goes through the same checks.
+//! Property tests of the XOR schemes, below the service layer: every configuration, any
+//! shape, any indices. (The conformance harness every registered scheme runs, over its real
+//! signed-batch service, is `pir_service::conformance`.)
 //!
 //! A configuration is a [`Config`] (Chor with `n` servers, or RAID-PIR with `n`, `r`, `c` and a
 //! mode) over a database shape. [`check_scheme`] runs, for one configuration and a list of
 //! index sets: direct correctness (query, answer, decode), the same through the wire bodies and
 //! the mirror entry point (`encode_query -> serve::answer_body -> decode_answer -> decode`),
 //! query and answer round trips, body-size bounds, index-independent sizes, and rejection of
-//! bad index sets. Adding a scheme means adding a `Config` variant and a `run` arm.
+//! bad index sets. A new XOR scheme adds a `Config` variant and a `run` arm here as well.
 
 // Test code: a failed unwrap is a failed test, with its location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
