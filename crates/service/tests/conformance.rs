@@ -1,15 +1,21 @@
-//! Every registered scheme through the one conformance harness.
+//! Every registered scheme through the one conformance harness, on every kernel backend this
+//! CPU has (portable, AVX2, AVX-512).
 
+use pir_kernels::Backend;
 use pir_service::{conformance, registry};
 
 #[test]
-fn every_registered_scheme_conforms() {
+fn every_registered_scheme_conforms_on_every_backend() {
     let schemes = registry::standard();
     assert!(schemes.len() >= 5, "the registry lost schemes");
-    for entry in &schemes {
-        conformance::check(entry).unwrap_or_else(|e| panic!("{e}"));
-        assert!(!entry.assumption.is_empty());
+    for backend in Backend::available() {
+        assert_eq!(backend.force(), backend);
+        for entry in &schemes {
+            conformance::check(entry).unwrap_or_else(|e| panic!("backend {}: {e}", backend.name()));
+            assert!(!entry.assumption.is_empty());
+        }
     }
+    Backend::best().force();
 }
 
 #[test]
