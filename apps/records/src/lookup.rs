@@ -95,17 +95,13 @@ pub fn lattice_database<'a>(
     payload: &'a [u8],
     scheme: Scheme,
 ) -> LatticeDatabase<'a> {
-    let name = match scheme {
-        Scheme::SimplePir => "simplepir",
-        Scheme::DoublePir => "doublepir",
-    };
     LatticeDatabase {
         scheme,
         records: payload,
         record_count: header.records,
         record_bytes: header.record_size,
         seeds: header.matrix_seeds,
-        version: header.version(name),
+        version: header.version(scheme.id().name()),
         about: header.encode().to_vec(),
     }
 }

@@ -10,9 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use pir_lattice::{
-    DoublePirClient, DoublePirServer, Params, Scheme, SimplePirClient, SimplePirServer,
-};
+use pir_lattice::{build_server, open_client, Params, Scheme, SingleClient, SingleServer};
 use rand::RngCore;
 use serde::Serialize;
 
@@ -118,22 +116,17 @@ pub fn run_lattice(
     let setup_pool = pool(most)?;
     let started = Instant::now();
     let server = setup_pool.install(|| -> Result<Server, BenchError> {
-        Ok(match scheme {
-            Scheme::SimplePir => {
-                let (s, hint) =
-                    SimplePirServer::new(params, &records, [1; 16], [2; 32], &mut |_, _| {})?;
-                Server::Simple(s, SimplePirClient::new(&hint)?, hint.len())
-            }
-            Scheme::DoublePir => {
-                let (s, hint) = DoublePirServer::new(
-                    params,
-                    &records,
-                    [[1; 16], [3; 16]],
-                    [2; 32],
-                    &mut |_, _| {},
-                )?;
-                Server::Double(s, DoublePirClient::new(&hint)?, hint.len())
-            }
+        let (server, hint) = build_server(
+            params,
+            &records,
+            [[1; 16], [3; 16]],
+            [2; 32],
+            &mut |_, _| {},
+        )?;
+        Ok(Server {
+            client: open_client(scheme, &hint)?,
+            hint_bytes: hint.len(),
+            server,
         })
     })?;
     let setup_s = started.elapsed().as_secs_f64();
@@ -198,37 +191,28 @@ pub fn run_lattice(
     Ok(rows)
 }
 
-enum Server {
-    Simple(SimplePirServer, SimplePirClient, usize),
-    Double(DoublePirServer, DoublePirClient, usize),
+/// A single-server scheme's server and a client of it, through the scheme-independent traits.
+struct Server {
+    server: Box<dyn SingleServer>,
+    client: Box<dyn SingleClient>,
+    hint_bytes: usize,
 }
 
 impl Server {
     fn query(&self, index: u64, rng: &mut rand::rngs::ThreadRng) -> Result<Vec<u8>, BenchError> {
-        Ok(match self {
-            Server::Simple(_, c, _) => c.query(index, rng)?.1,
-            Server::Double(_, c, _) => c.query(index, rng)?.1,
-        })
+        Ok(self.client.query(index, rng)?.1)
     }
 
     fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, BenchError>> {
-        match self {
-            Server::Simple(s, _, _) => s.answer_batch(queries),
-            Server::Double(s, _, _) => s.answer_batch(queries),
-        }
+        self.server.answer_batch(queries)
     }
 
     fn memory_bytes(&self) -> usize {
-        match self {
-            Server::Simple(s, _, _) => s.memory_bytes(),
-            Server::Double(s, _, _) => s.memory_bytes(),
-        }
+        self.server.memory_bytes()
     }
 
     fn hint_bytes(&self) -> usize {
-        match self {
-            Server::Simple(_, _, n) | Server::Double(_, _, n) => *n,
-        }
+        self.hint_bytes
     }
 }
 

@@ -69,10 +69,11 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
     let key = SecretKey::load(&args.key)?;
     let db = RecordDb::open(&args.db, true)?;
     let header = *db.header();
-    let (scheme, name) = match args.scheme {
-        LatticeSchemeArg::Simplepir => (pir_lattice::Scheme::SimplePir, "simplepir"),
-        LatticeSchemeArg::Doublepir => (pir_lattice::Scheme::DoublePir, "doublepir"),
+    let scheme = match args.scheme {
+        LatticeSchemeArg::Simplepir => pir_lattice::Scheme::SimplePir,
+        LatticeSchemeArg::Doublepir => pir_lattice::Scheme::DoublePir,
     };
+    let name = scheme.id().name();
     let mut options = pir_server::ServerOptions::new(args.listen);
     if let Some(workers) = args.workers {
         options.workers = workers;
