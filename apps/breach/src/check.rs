@@ -68,7 +68,9 @@ use crate::blind::BlindedCheck;
 use crate::corpus::password_sha1;
 use crate::credential::credential_hash;
 use crate::header::DbHeader;
-use crate::{BreachClientError, BreachError, BreachSession};
+use pir_client::SessionError;
+
+use crate::{BreachError, BreachSession};
 
 /// What privacy rests on, in the user's words.
 pub const PRIVACY: &str = "the two servers must not collude; then neither learns anything about \
@@ -113,7 +115,7 @@ pub enum Outcome {
 pub enum CheckError {
     /// A server was unreachable, refused, or answered wrongly.
     #[error(transparent)]
-    Servers(#[from] BreachClientError),
+    Servers(#[from] SessionError),
     /// The database or the credential does not fit (wrong kind of credential for this
     /// database, a bucket that does not decode).
     #[error(transparent)]

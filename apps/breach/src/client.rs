@@ -12,12 +12,12 @@
 //! fetched; the blinding server sees a uniformly random point. The header is opaque here:
 //! the application decodes it.
 
-use pir_client::{HttpsTransport, Transport, TransportError};
+use pir_client::{HttpsTransport, SessionError, Transport};
 use pir_core::wire::{self, MessageKind};
 use pir_core::{DbShape, SchemeId};
 use pir_keys::PublicKey;
 use pir_service::framing;
-use pir_service::reply::{self, Expect, ReplyError};
+use pir_service::reply::{self, Expect};
 use pir_xor::qdp::QdpClient;
 
 use crate::info::{Info, SERVERS, TAG_BLIND};
@@ -28,46 +28,8 @@ const MAX_INFO_REPLY: usize = 8192;
 /// Bytes of an Ed25519 signature.
 const SIGNATURE_BYTES: usize = 64;
 
-/// Why a breach check could not be completed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BreachClientError {
-    /// A server could not be reached, or TLS (pinned to its key) failed.
-    #[error("server {server}: {source}")]
-    Transport {
-        /// The server's position.
-        server: usize,
-        /// What failed.
-        source: TransportError,
-    },
-    /// A server refused the request.
-    #[error("server {server} refused: {message}")]
-    Refused {
-        /// The server's position.
-        server: usize,
-        /// Its error code (`pir_core::wire::ErrorCode`).
-        code: u16,
-        /// Its message.
-        message: String,
-    },
-    /// A server's reply is malformed, inconsistent or not signed by its key.
-    #[error("bad reply from server {server}: {message}")]
-    BadReply {
-        /// The server's position.
-        server: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// The deployment is not usable as configured (wrong positions, different databases).
-    #[error("{0}")]
-    Setup(String),
-}
-
-fn bad(server: usize, e: impl std::fmt::Display) -> BreachClientError {
-    BreachClientError::BadReply {
-        server,
-        message: e.to_string(),
-    }
+fn bad(server: usize, e: impl std::fmt::Display) -> SessionError {
+    SessionError::bad_reply(server, e)
 }
 
 /// A session with the two servers of a deployment.
@@ -90,15 +52,15 @@ impl<T> std::fmt::Debug for BreachSession<T> {
 
 impl BreachSession {
     /// Connects to `servers` (URL and pinned key, position 0 first) and reads their info.
-    pub async fn open(servers: &[(String, PublicKey)]) -> Result<Self, BreachClientError> {
+    pub async fn open(servers: &[(String, PublicKey)]) -> Result<Self, SessionError> {
         if servers.len() != SERVERS {
-            return Err(BreachClientError::Setup(format!(
+            return Err(SessionError::Setup(format!(
                 "a breach deployment has {SERVERS} servers, {} given",
                 servers.len()
             )));
         }
         let transport = HttpsTransport::new(servers)
-            .map_err(|source| BreachClientError::Transport { server: 0, source })?;
+            .map_err(|source| SessionError::Transport { server: 0, source })?;
         let keys: Vec<PublicKey> = servers.iter().map(|(_, key)| *key).collect();
         BreachSession::open_with(transport, &keys).await
     }
@@ -107,9 +69,9 @@ impl BreachSession {
 impl<T: Transport> BreachSession<T> {
     /// [`BreachSession::open`] over any transport to the two servers, whose answers must be
     /// signed by `keys` (server 0 first).
-    pub async fn open_with(transport: T, keys: &[PublicKey]) -> Result<Self, BreachClientError> {
+    pub async fn open_with(transport: T, keys: &[PublicKey]) -> Result<Self, SessionError> {
         if keys.len() != SERVERS {
-            return Err(BreachClientError::Setup(format!(
+            return Err(SessionError::Setup(format!(
                 "a breach deployment has {SERVERS} servers, {} given",
                 keys.len()
             )));
@@ -119,7 +81,7 @@ impl<T: Transport> BreachSession<T> {
             let reply = transport
                 .hint(server, MAX_INFO_REPLY)
                 .await
-                .map_err(|source| BreachClientError::Transport { server, source })?;
+                .map_err(|source| SessionError::Transport { server, source })?;
             let envelope =
                 wire::decode_envelope(&reply, MAX_INFO_REPLY).map_err(|e| bad(server, e))?;
             if envelope.kind != MessageKind::Manifest || envelope.scheme != SchemeId::Qdp {
@@ -135,7 +97,7 @@ impl<T: Transport> BreachSession<T> {
                 .map_err(|_| bad(server, "the info is not signed by the server's key"))?;
             let info = Info::decode(info).map_err(|e| bad(server, e))?;
             if info.server != server {
-                return Err(BreachClientError::Setup(format!(
+                return Err(SessionError::Setup(format!(
                     "the server listed as number {server} says it is server {}; list server 0 \
                      first, then server 1",
                     info.server
@@ -153,7 +115,7 @@ impl<T: Transport> BreachSession<T> {
                     first.chunks,
                 )
         }) {
-            return Err(BreachClientError::Setup(
+            return Err(SessionError::Setup(
                 "the two servers serve different databases".into(),
             ));
         }
@@ -192,15 +154,11 @@ impl<T: Transport> BreachSession<T> {
 
     /// Sends `message` (a QDP or blinded message body) to `server` and returns its answer
     /// once the reply checks ([`pir_service::reply::open`]: envelope, signature, database id).
-    pub async fn exchange(
-        &self,
-        server: usize,
-        message: &[u8],
-    ) -> Result<Vec<u8>, BreachClientError> {
+    pub async fn exchange(&self, server: usize, message: &[u8]) -> Result<Vec<u8>, SessionError> {
         let key = self
             .keys
             .get(server)
-            .ok_or_else(|| BreachClientError::Setup(format!("no server number {server}")))?;
+            .ok_or_else(|| SessionError::Setup(format!("no server number {server}")))?;
         let request = reply::request(SchemeId::Qdp, &self.database_id, &[message.to_vec()]);
         let max_answer = self
             .client
@@ -212,7 +170,7 @@ impl<T: Transport> BreachSession<T> {
             .transport
             .exchange(server, request.clone(), framing::reply_bytes(1, max_answer))
             .await
-            .map_err(|source| BreachClientError::Transport { server, source })?;
+            .map_err(|source| SessionError::Transport { server, source })?;
         let expect = Expect {
             scheme: SchemeId::Qdp,
             database_id: &self.database_id,
@@ -220,20 +178,14 @@ impl<T: Transport> BreachSession<T> {
             count: 1,
             max_answer,
         };
-        match reply::open(&reply_bytes, &request, expect) {
-            Ok(answers) => Ok(answers[0].to_vec()),
-            Err(ReplyError::Refused { code, message }) => Err(BreachClientError::Refused {
-                server,
-                code,
-                message,
-            }),
-            Err(other) => Err(bad(server, other)),
-        }
+        let answers = reply::open(&reply_bytes, &request, expect)
+            .map_err(|e| SessionError::from_reply(server, e))?;
+        Ok(answers[0].to_vec())
     }
 
     /// Fetches block `index` privately: a seed from each server, then each server's flip
     /// chunk; returns the block.
-    pub async fn retrieve(&self, index: usize) -> Result<Vec<u8>, BreachClientError> {
+    pub async fn retrieve(&self, index: usize) -> Result<Vec<u8>, SessionError> {
         let client = &self.client;
         let seed_request = |s: usize| client.seed_request(s).map_err(|e| bad(s, e));
         let (r0, r1) = (seed_request(0)?, seed_request(1)?);
@@ -244,7 +196,7 @@ impl<T: Transport> BreachSession<T> {
         ];
         let (queries, state) = client
             .query(&[index], &grants)
-            .map_err(|e| BreachClientError::Setup(e.to_string()))?;
+            .map_err(|e| SessionError::Setup(e.to_string()))?;
         let (q0, q1) = (
             client.encode_query(&queries[0]),
             client.encode_query(&queries[1]),
@@ -262,9 +214,9 @@ impl<T: Transport> BreachSession<T> {
 
     /// The blinding step: sends a blinded point to the server that holds the key and returns
     /// its (still blinded) answer point.
-    pub async fn blind(&self, point: &[u8; POINT_BYTES]) -> Result<Vec<u8>, BreachClientError> {
+    pub async fn blind(&self, point: &[u8; POINT_BYTES]) -> Result<Vec<u8>, SessionError> {
         let server = self.blinding_server.ok_or_else(|| {
-            BreachClientError::Setup(
+            SessionError::Setup(
                 "neither server holds the blinding key: start one with --blinding-key".into(),
             )
         })?;

@@ -52,6 +52,6 @@ pub mod range;
 pub mod servers;
 pub mod service;
 
-pub use client::{BreachClientError, BreachSession};
+pub use client::BreachSession;
 pub use error::BreachError;
 pub use service::{BreachBackend, BreachConfig, BreachService};

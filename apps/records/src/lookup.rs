@@ -39,7 +39,7 @@
 
 use std::path::Path;
 
-use pir_client::{HttpsTransport, LatticeError, LatticeSession, Transport};
+use pir_client::{HttpsTransport, LatticeSession, SessionError, Transport};
 use pir_keys::PublicKey;
 use pir_lattice::Scheme;
 use pir_service::LatticeDatabase;
@@ -76,7 +76,7 @@ pub struct Found {
 pub enum LookupError {
     /// The server was unreachable, refused, or answered wrongly.
     #[error(transparent)]
-    Server(#[from] LatticeError),
+    Server(#[from] SessionError),
     /// The server's description or a fetched slot does not decode.
     #[error(transparent)]
     Records(#[from] RecordsError),

@@ -16,14 +16,16 @@
 
 use std::path::{Path, PathBuf};
 
-use pir_core::wire::{self, ErrorCode, MessageKind};
+use pir_core::wire::{self, MessageKind};
 use pir_core::SchemeId;
 use pir_keys::PublicKey;
 use pir_lattice::{HintHeader, Scheme, SingleClient};
 use pir_service::framing;
-use pir_service::reply::{self, Expect, ReplyError};
+use pir_service::reply::{self, Expect};
 
-use crate::transport::{HttpsTransport, Transport, TransportError};
+use crate::SessionError;
+
+use crate::transport::{HttpsTransport, Transport};
 
 pub use pir_service::lattice::{parse_download, MAX_DOWNLOAD};
 
@@ -32,46 +34,8 @@ pub const MAX_INDICES: usize = pir_service::lattice::MAX_QUERIES_PER_REQUEST;
 /// Largest header-only reply accepted.
 const MAX_HEADER_REPLY: usize = 4096;
 
-/// Why a lattice fetch failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum LatticeError {
-    /// The server could not be reached, or TLS (pinned to its key) failed.
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    /// The server refused the request.
-    #[error("the server refused: {message}")]
-    Refused {
-        /// Its error code (`pir_core::wire::ErrorCode`).
-        code: u16,
-        /// Its message.
-        message: String,
-    },
-    /// The server's reply is malformed, inconsistent or not signed by its key.
-    #[error("bad reply from the server: {0}")]
-    BadReply(String),
-    /// The caller asked for something the database does not have.
-    #[error("{0}")]
-    Request(String),
-    /// The hint cache could not be written.
-    #[error("hint cache {path}: {source}")]
-    Cache {
-        /// The cache file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-}
-
-impl LatticeError {
-    /// True if the server answered `WrongDatabase`: its database changed, open a new session.
-    pub fn is_stale(&self) -> bool {
-        matches!(self, LatticeError::Refused { code, .. } if *code == ErrorCode::WrongDatabase as u16)
-    }
-}
-
-fn bad(e: impl std::fmt::Display) -> LatticeError {
-    LatticeError::BadReply(e.to_string())
+fn bad(e: impl std::fmt::Display) -> SessionError {
+    SessionError::bad_reply(0, e)
 }
 
 /// A session with one server: its hint, loaded or downloaded, and the transport (HTTPS pinned
@@ -103,13 +67,17 @@ pub fn cache_path(dir: &Path, key: &PublicKey, version: &[u8; 32]) -> PathBuf {
     ))
 }
 
-fn scheme_of(id: SchemeId) -> Result<Scheme, LatticeError> {
+fn scheme_of(id: SchemeId) -> Result<Scheme, SessionError> {
     Scheme::from_id(id).map_err(bad)
 }
 
-fn refusal(body: &[u8]) -> LatticeError {
+fn refusal(body: &[u8]) -> SessionError {
     match wire::decode_error(body) {
-        Ok((code, message)) => LatticeError::Refused { code, message },
+        Ok((code, message)) => SessionError::Refused {
+            server: 0,
+            code,
+            message,
+        },
         Err(e) => bad(e),
     }
 }
@@ -121,8 +89,9 @@ impl LatticeSession {
         url: &str,
         key: PublicKey,
         cache_dir: Option<&Path>,
-    ) -> Result<LatticeSession, LatticeError> {
-        let transport = HttpsTransport::new(&[(url.to_string(), key)])?;
+    ) -> Result<LatticeSession, SessionError> {
+        let transport =
+            HttpsTransport::new(&[(url.to_string(), key)]).map_err(SessionError::transport(0))?;
         LatticeSession::open_with(transport, key, cache_dir).await
     }
 }
@@ -134,9 +103,12 @@ impl<T: Transport> LatticeSession<T> {
         transport: T,
         key: PublicKey,
         cache_dir: Option<&Path>,
-    ) -> Result<Self, LatticeError> {
+    ) -> Result<Self, SessionError> {
         let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
-        let reply = transport.exchange(0, request, MAX_HEADER_REPLY).await?;
+        let reply = transport
+            .exchange(0, request, MAX_HEADER_REPLY)
+            .await
+            .map_err(SessionError::transport(0))?;
         let envelope = wire::decode_envelope(&reply, MAX_HEADER_REPLY).map_err(bad)?;
         if envelope.kind == MessageKind::Error {
             return Err(refusal(envelope.body));
@@ -155,7 +127,10 @@ impl<T: Transport> LatticeSession<T> {
         let download = match download {
             Some(bytes) => bytes,
             None => {
-                let bytes = transport.hint(0, MAX_DOWNLOAD).await?;
+                let bytes = transport
+                    .hint(0, MAX_DOWNLOAD)
+                    .await
+                    .map_err(SessionError::transport(0))?;
                 if let Ok(envelope) = wire::decode_envelope(&bytes, MAX_HEADER_REPLY) {
                     if envelope.kind == MessageKind::Error {
                         return Err(refusal(envelope.body));
@@ -213,15 +188,15 @@ impl<T: Transport> LatticeSession<T> {
 
     /// Fetches records `indices` (1 to [`MAX_INDICES`]) in one request; returns each record
     /// and the request and reply sizes.
-    pub async fn fetch(&self, indices: &[u64]) -> Result<Fetched, LatticeError> {
+    pub async fn fetch(&self, indices: &[u64]) -> Result<Fetched, SessionError> {
         if indices.is_empty() || indices.len() > MAX_INDICES {
-            return Err(LatticeError::Request(format!(
+            return Err(SessionError::Request(format!(
                 "ask for 1 to {MAX_INDICES} records at once"
             )));
         }
         let records = self.header.params.records;
         if let Some(&index) = indices.iter().find(|&&i| i >= records) {
-            return Err(LatticeError::Request(format!(
+            return Err(SessionError::Request(format!(
                 "record {index} does not exist: the database has {records} records (0 to {})",
                 records - 1
             )));
@@ -233,7 +208,7 @@ impl<T: Transport> LatticeSession<T> {
             let (state, query) = self
                 .client
                 .query(index, &mut rng)
-                .map_err(|e| LatticeError::Request(e.to_string()))?;
+                .map_err(|e| SessionError::Request(e.to_string()))?;
             states.push(state);
             queries.push(query);
         }
@@ -250,7 +225,8 @@ impl<T: Transport> LatticeSession<T> {
                 request.clone(),
                 framing::reply_bytes(indices.len(), max_answer),
             )
-            .await?;
+            .await
+            .map_err(SessionError::transport(0))?;
         let expect = Expect {
             scheme,
             database_id: &version,
@@ -258,10 +234,8 @@ impl<T: Transport> LatticeSession<T> {
             count: indices.len(),
             max_answer,
         };
-        let answers = reply::open(&reply, &request, expect).map_err(|e| match e {
-            ReplyError::Refused { code, message } => LatticeError::Refused { code, message },
-            other => bad(other),
-        })?;
+        let answers =
+            reply::open(&reply, &request, expect).map_err(|e| SessionError::from_reply(0, e))?;
         let records = states
             .iter()
             .zip(answers)
@@ -288,8 +262,8 @@ pub struct Fetched {
 }
 
 /// Writes the hint cache file atomically.
-fn store(path: &Path, bytes: &[u8]) -> Result<(), LatticeError> {
-    let cache = |source| LatticeError::Cache {
+fn store(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
+    let cache = |source| SessionError::Cache {
         path: path.to_path_buf(),
         source,
     };

@@ -20,13 +20,15 @@
 //! What it does not do: parse manifests or mirror lists (the application does), or write files
 //! other than the hint cache.
 
+pub mod error;
 pub mod evidence;
 pub mod lattice;
 pub mod retrieve;
 pub mod transport;
 
+pub use error::SessionError;
 pub use evidence::{Evidence, Verdict};
-pub use lattice::{LatticeError, LatticeSession};
+pub use lattice::LatticeSession;
 pub use retrieve::{
     retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions,
 };
