@@ -10,9 +10,10 @@
 //! release id [32] | request (u32 len + bytes) | reply (u32 len + bytes)`.
 
 use pir_core::protocol;
-use pir_core::wire::{self, MessageKind, Prologue, Reader, Writer};
+use pir_core::wire::{self, Prologue, Reader, Writer};
 use pir_core::{Database, Error};
 use pir_keys::PublicKey;
+use pir_service::reply::{self, ReplyError};
 
 use crate::MirrorInfo;
 
@@ -119,27 +120,25 @@ impl Evidence {
 /// Checks `evidence` against the release database: is the reply signed by the mirror, and is
 /// every answer in it the correct answer to the query in the request?
 pub fn check(evidence: &Evidence, database: &Database) -> Result<Verdict, Error> {
-    let envelope = wire::decode_envelope(&evidence.reply, evidence.reply.len())?;
-    if envelope.kind != MessageKind::Answer {
-        return Err(Error::WrongKind {
-            found: envelope.kind as u8,
-            expected: MessageKind::Answer as u8,
-        });
-    }
-    let answers = protocol::decode_answer_batch(envelope.body, envelope.body.len())?;
-    let statement =
-        pir_keys::answer_statement(&evidence.release_id, &evidence.request, answers.payload);
-    if evidence.key.verify(&statement, &answers.signature).is_err() {
-        return Ok(Verdict::NotSigned);
-    }
+    let signed = match reply::open_signed(
+        &evidence.reply,
+        &evidence.request,
+        &evidence.release_id,
+        &evidence.key,
+        evidence.reply.len(),
+    ) {
+        Ok(signed) => signed,
+        Err(ReplyError::BadSignature) => return Ok(Verdict::NotSigned),
+        Err(other) => return Err(Error::Malformed(format!("the evidence's reply {other}"))),
+    };
     let request = wire::decode_envelope(&evidence.request, evidence.request.len())?;
     let queries = protocol::decode_query_batch(request.body)?;
-    if answers.answers.len() != queries.queries.len() {
+    if signed.answers.len() != queries.queries.len() || signed.database_id != evidence.release_id {
         return Ok(Verdict::Cheated {
-            query: answers.answers.len().min(queries.queries.len()),
+            query: signed.answers.len().min(queries.queries.len()),
         });
     }
-    for (k, (query, answer)) in queries.queries.iter().zip(&answers.answers).enumerate() {
+    for (k, (query, answer)) in queries.queries.iter().zip(&signed.answers).enumerate() {
         let correct = pir_xor::serve::answer_body(database, request.scheme, query)?;
         if correct != *answer {
             return Ok(Verdict::Cheated { query: k });

@@ -72,28 +72,37 @@ pub struct Expect<'a> {
     pub max_answer: usize,
 }
 
-/// Checks `reply` to `request` and returns the scheme answer bodies, in query order.
-pub fn open<'a>(
+/// A reply whose signature verified: what the server provably said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signed<'a> {
+    /// The scheme the answer envelope names.
+    pub scheme: SchemeId,
+    /// The database id in the signed payload.
+    pub database_id: [u8; DATABASE_ID_LEN],
+    /// The scheme answer bodies, in query order.
+    pub answers: Vec<&'a [u8]>,
+}
+
+/// The first half of [`open`] (and what an evidence check needs): the envelope must be an answer (an error reply becomes
+/// [`ReplyError::Refused`]), each answer at most `max_answer` bytes, and the signature the
+/// server's over (`database_id`, the exact `request`, the payload). Nothing about the payload's
+/// content is checked yet: [`open`] does that, and evidence checks judge it against the data.
+pub fn open_signed<'a>(
     reply: &'a [u8],
     request: &[u8],
-    expect: Expect<'_>,
-) -> Result<Vec<&'a [u8]>, ReplyError> {
+    database_id: &[u8; DATABASE_ID_LEN],
+    key: &PublicKey,
+    max_answer: usize,
+) -> Result<Signed<'a>, ReplyError> {
     let malformed = |e: pir_core::Error| ReplyError::Malformed(e.to_string());
     let envelope = wire::decode_envelope(reply, reply.len()).map_err(malformed)?;
     match envelope.kind {
-        MessageKind::Answer if envelope.scheme == expect.scheme => {}
+        MessageKind::Answer => {}
         MessageKind::Error => {
             return Err(match wire::decode_error(envelope.body) {
                 Ok((code, message)) => ReplyError::Refused { code, message },
                 Err(e) => ReplyError::Malformed(format!("malformed error message: {e}")),
             })
-        }
-        MessageKind::Answer => {
-            return Err(ReplyError::Malformed(format!(
-                "answered as {} to a {} query",
-                envelope.scheme.name(),
-                expect.scheme.name()
-            )))
         }
         other => {
             return Err(ReplyError::Malformed(format!(
@@ -101,22 +110,119 @@ pub fn open<'a>(
             )))
         }
     }
-    let batch =
-        protocol::decode_answer_batch(envelope.body, expect.max_answer).map_err(malformed)?;
-    let statement = pir_keys::answer_statement(expect.database_id, request, batch.payload);
-    expect
-        .key
-        .verify(&statement, &batch.signature)
+    let batch = protocol::decode_answer_batch(envelope.body, max_answer).map_err(malformed)?;
+    let statement = pir_keys::answer_statement(database_id, request, batch.payload);
+    key.verify(&statement, &batch.signature)
         .map_err(|_| ReplyError::BadSignature)?;
-    if &batch.release_id != expect.database_id {
+    Ok(Signed {
+        scheme: envelope.scheme,
+        database_id: batch.release_id,
+        answers: batch.answers,
+    })
+}
+
+/// Checks `reply` to `request` and returns the scheme answer bodies, in query order.
+pub fn open<'a>(
+    reply: &'a [u8],
+    request: &[u8],
+    expect: Expect<'_>,
+) -> Result<Vec<&'a [u8]>, ReplyError> {
+    let signed = open_signed(
+        reply,
+        request,
+        expect.database_id,
+        expect.key,
+        expect.max_answer,
+    )?;
+    // The envelope header is not under the signature: a wrong scheme byte proves nothing.
+    if signed.scheme != expect.scheme {
+        return Err(ReplyError::Malformed(format!(
+            "answered as {} to a {} query",
+            signed.scheme.name(),
+            expect.scheme.name()
+        )));
+    }
+    if &signed.database_id != expect.database_id {
         return Err(ReplyError::Signed("an answer for another database".into()));
     }
-    if batch.answers.len() != expect.count {
+    if signed.answers.len() != expect.count {
         return Err(ReplyError::Signed(format!(
             "{} answers to {} queries",
-            batch.answers.len(),
+            signed.answers.len(),
             expect.count
         )));
     }
-    Ok(batch.answers)
+    Ok(signed.answers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mirror::Mirror;
+    use pir_core::{Database, DbShape, MultiServerScheme};
+    use pir_keys::SecretKey;
+    use rand::SeedableRng;
+
+    const ID: [u8; 32] = [5; 32];
+
+    #[test]
+    fn every_failure_class_is_told_apart() {
+        let shape = DbShape::new(8, 64).unwrap();
+        let db = Database::random(shape, &mut rand_chacha::ChaCha20Rng::seed_from_u64(1));
+        let key = SecretKey::generate().unwrap();
+        let public = key.public();
+        let service = Mirror::plain(db, ID, Vec::new()).serve(key);
+        let chor = pir_xor::Chor::new(shape, 2).unwrap();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
+        let (queries, _) = chor.query(&[3], &mut rng).unwrap();
+        let request = super::request(SchemeId::Chor, &ID, &[chor.encode_query(&queries[0])]);
+        let reply = service.handle(&request).body;
+        let expect = Expect {
+            scheme: SchemeId::Chor,
+            database_id: &ID,
+            key: &public,
+            count: 1,
+            max_answer: 64,
+        };
+        assert_eq!(open(&reply, &request, expect).unwrap().len(), 1);
+        // Unsigned damage: a cut reply, a wrong scheme byte in the (unsigned) header.
+        assert!(matches!(
+            open(&reply[..reply.len() - 1], &request, expect),
+            Err(ReplyError::Malformed(_))
+        ));
+        let mut scheme = reply.clone();
+        scheme[6] = SchemeId::RaidPir as u8;
+        assert!(matches!(
+            open(&scheme, &request, expect),
+            Err(ReplyError::Malformed(_))
+        ));
+        // A flipped answer byte, or another request: the signature does not verify.
+        let mut flipped = reply.clone();
+        let at = flipped.len() - 70;
+        flipped[at] ^= 1;
+        assert_eq!(
+            open(&flipped, &request, expect),
+            Err(ReplyError::BadSignature)
+        );
+        let other = super::request(SchemeId::Chor, &ID, &[chor.encode_query(&queries[1])]);
+        assert_eq!(open(&reply, &other, expect), Err(ReplyError::BadSignature));
+        // Signed but not what was asked: provable.
+        assert!(matches!(
+            open(&reply, &request, Expect { count: 2, ..expect }),
+            Err(ReplyError::Signed(_))
+        ));
+        // Refusals carry the server's code.
+        let stale = super::request(SchemeId::Chor, &[6; 32], &[chor.encode_query(&queries[0])]);
+        let refused = open(&service.handle(&stale).body, &stale, expect).unwrap_err();
+        assert!(refused.is_stale(), "{refused}");
+        assert!(open(
+            &reply,
+            &request,
+            Expect {
+                max_answer: 63,
+                ..expect
+            }
+        )
+        .is_err());
+    }
 }
