@@ -1,4 +1,6 @@
-//! The server side on wire bodies: what a mirror runs for one query, sans I/O.
+//! The reference answer to one query body, sans I/O: what an evidence check recomputes and
+//! what tests compare the fast path against. Mirrors answer through [`crate::engine::Engine`]
+//! (behind `pir_service::mirror::Mirror`), which must give the same bytes.
 //!
 //! A mirror holds the whole database, so it can play any server position of any scheme: the
 //! query body names the parameters (RAID-PIR: `n`, `r`, `c`, the position and the mode), and
