@@ -1,7 +1,8 @@
 //! The network runtime of a PIR server: HTTPS with rustls, hyper connections, axum routing.
 //!
-//! It serves any [`Handler`]: the XOR mirror [`Service`] and the single-server
-//! [`crate::LatticeService`] alike.
+//! It serves any [`Handler`] (every `pir_service::SignedService`: mirrors, single-server PIR,
+//! breach servers) and only moves bytes: decoding, checking, answering and signing are the
+//! handler's.
 //!
 //! Routes (HTTPS listener):
 //! - `POST /pir/v1`: one request envelope in the body, one reply envelope back. Bodies larger
@@ -9,7 +10,7 @@
 //! - `GET /pir/v1/hint`: the offline download of a hint-based scheme ([`Handler::hint`]);
 //!   404 for handlers without one (the mirrors).
 //! - `GET /health`: release id and shape; never touches the database.
-//! - `GET /metrics`: Prometheus counters (no query contents, see [`crate::Metrics`]).
+//! - `GET /metrics`: Prometheus counters (no query contents, see [`pir_service::Metrics`]).
 //!
 //! Legacy listener (plain HTTP, only when configured): `GET /files/{name}` returns a file of the
 //! release as-is, for clients that do not speak PIR (upPIR, seed 000, section 4.2). Those

@@ -14,7 +14,8 @@ pub struct Reply {
 }
 
 /// What the runtime serves: a sans-I/O request handler. Everything it is asked is answered
-/// from memory; the runtime owns the sockets, the threads and the batching.
+/// from memory; the runtime owns the sockets, the threads and the batching. Every
+/// [`crate::SignedService`] is one; `pir_client::LocalTransport` calls one in-process.
 pub trait Handler: Send + Sync + 'static {
     /// Handles requests gathered by the batcher, in one pass over the database where the
     /// scheme allows; reply `i` answers request `i` exactly as if it had come alone.
