@@ -2,7 +2,7 @@
 //! PIR (SimplePIR, DoublePIR), and what a client needs to look a record or a key up.
 //!
 //! Main items:
-//! - [`DbHeader`] and [`RecordDb`] ([`format`]): the database file (a 128-byte header, then
+//! - [`DbHeader`] and [`RecordDb`] ([`format`](mod@format)): the database file (a 128-byte header, then
 //!   the records back to back), written atomically, opened memory-mapped; the header is also
 //!   what the server hands clients next to the hint ([`DbHeader::encode`]).
 //! - [`build_records`]: a file of fixed-size records (the last one zero-padded).

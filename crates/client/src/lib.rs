@@ -5,7 +5,7 @@
 //!   [`HttpsTransport`] is the real one (TLS 1.3 pinned to each mirror's key from the signed
 //!   mirror list). [`LocalTransport`] calls in-process servers directly (tests, examples).
 //!   Tests and the demo wrap them to inject faults or record what mirrors saw.
-//! - [`retrieve`]: runs a [`pir_core::MultiServerScheme`] over the mirrors, checks every
+//! - [`retrieve()`]: runs a [`pir_core::MultiServerScheme`] over the mirrors, checks every
 //!   answer's signature and every block against a caller-supplied check (the manifest hash),
 //!   goes around mirrors that are down, and when a block is wrong, finds which mirror lied by
 //!   re-asking with that mirror swapped for a spare, keeping its signed answer as [`Evidence`].
