@@ -148,8 +148,10 @@ fn entry(deploy: pir_service::conformance::Deploy) -> SchemeEntry {
 
 #[test]
 fn the_harness_accepts_the_toy_and_catches_a_lying_one() {
-    conformance::check(&entry(|f| deploy_with(f, false))).unwrap();
-    let error = conformance::check(&entry(|f| deploy_with(f, true))).unwrap_err();
+    let honest = entry(|f| deploy_with(f, false));
+    conformance::check(honest.id, honest.deploy).unwrap();
+    let lying = entry(|f| deploy_with(f, true));
+    let error = conformance::check(lying.id, lying.deploy).unwrap_err();
     assert!(error.contains("decoded wrongly"), "{error}");
     // Standard servers refuse the experimental id.
     assert!(pir_service::registry::lookup(SCHEME).is_none());

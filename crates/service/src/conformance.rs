@@ -1,5 +1,5 @@
-//! The one conformance harness: every registered scheme ([`crate::registry::standard`]) runs
-//! through the same checks over its real signed-batch service.
+//! The one conformance harness: every registered scheme (`registry::standard`) runs through
+//! the same checks over its real signed-batch service.
 //!
 //! [`check`] deploys a scheme over a seeded [`Fixture`] (its servers as [`Handler`]s, its
 //! client as a sans-I/O [`Client`]), then checks:
@@ -25,7 +25,6 @@ use rand::{CryptoRng, RngCore, SeedableRng};
 use crate::lattice::{Lattice, LatticeDatabase};
 use crate::mirror::Mirror;
 use crate::qdp::{BoxedSeedStore, Qdp, QdpSetup};
-use crate::registry::SchemeEntry;
 use crate::reply::{self, Expect};
 use crate::{framing, Handler, SignedService};
 
@@ -91,11 +90,12 @@ pub struct Deployment {
     pub client: Box<dyn Client>,
 }
 
-/// Runs `entry` through every check; the error says which failed and how.
-pub fn check(entry: &SchemeEntry) -> Result<(), String> {
-    let name = entry.id.name();
+/// Runs the scheme `id`, deployed by `deploy` (a registry entry's), through every check; the
+/// error says which failed and how.
+pub fn check(id: SchemeId, deploy: Deploy) -> Result<(), String> {
+    let name = id.name();
     let fixture = Fixture::new(7, 24, 64);
-    let deployment = (entry.deploy)(&fixture).map_err(|e| format!("{name}: deploy: {e}"))?;
+    let deployment = deploy(&fixture).map_err(|e| format!("{name}: deploy: {e}"))?;
     let servers = &deployment.servers;
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
     let mut sizes: Option<Vec<(usize, usize)>> = None;
@@ -121,7 +121,7 @@ pub fn check(entry: &SchemeEntry) -> Result<(), String> {
         }
     }
     for (position, server) in servers.iter().enumerate() {
-        for request in malformed_requests(entry.id, server.max_request_bytes()) {
+        for request in malformed_requests(id, server.max_request_bytes()) {
             let reply = server.handle_many(&[&request]).remove(0);
             let envelope = wire::decode_envelope(&reply.body, reply.body.len())
                 .map_err(|e| format!("{name}: server {position}: unreadable refusal: {e}"))?;

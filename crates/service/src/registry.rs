@@ -2,7 +2,7 @@
 //!
 //! Adding a scheme: give it a [`SchemeId`], implement its sans-I/O scheme (a `pir-xor` or
 //! `pir-lattice` trait) and a [`crate::Backend`], and add one [`SchemeEntry`] to [`standard`].
-//! The conformance harness ([`crate::conformance`]) runs every entry of [`standard`] through
+//! The conformance harness ([`crate::conformance::check`]) runs every entry of [`standard`] through
 //! the same correctness, malformed-input and privacy-shape checks over the signed-batch
 //! service, so a new entry is tested the moment it is registered.
 

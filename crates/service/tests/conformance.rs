@@ -11,7 +11,8 @@ fn every_registered_scheme_conforms_on_every_backend() {
     for backend in Backend::available() {
         assert_eq!(backend.force(), backend);
         for entry in &schemes {
-            conformance::check(entry).unwrap_or_else(|e| panic!("backend {}: {e}", backend.name()));
+            conformance::check(entry.id, entry.deploy)
+                .unwrap_or_else(|e| panic!("backend {}: {e}", backend.name()));
             assert!(!entry.assumption.is_empty());
         }
     }
