@@ -30,6 +30,9 @@ pub enum SchemeId {
     /// seeds, a precomputed queue, the flip chunk online. Private credential checks
     /// (`pir-breach`) run on it.
     Qdp = 5,
+    /// Two-server PIR from a distributed point function (Boyle, Gilboa, Ishai 2016): Chor's
+    /// selection vector, compressed to a key of `O(log B)` bytes per server.
+    Dpf = 6,
     /// Reserved for a scheme under development (and the toy scheme of the service tests):
     /// no release build registers it, so every server refuses it until it gets an id of its
     /// own.
@@ -46,6 +49,7 @@ impl SchemeId {
             3 => Ok(Self::SimplePir),
             4 => Ok(Self::DoublePir),
             5 => Ok(Self::Qdp),
+            6 => Ok(Self::Dpf),
             254 => Ok(Self::Experimental),
             other => Err(Error::WrongScheme {
                 found: other,
@@ -63,6 +67,7 @@ impl SchemeId {
             Self::SimplePir => "simplepir",
             Self::DoublePir => "doublepir",
             Self::Qdp => "qdp",
+            Self::Dpf => "dpf",
             Self::Experimental => "experimental",
         }
     }

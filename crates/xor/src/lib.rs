@@ -10,12 +10,15 @@
 //! - [`RaidPir`]: RAID-PIR (seed 001, sections 3.2 and 3.2.1): chunks, redundancy `r` and
 //!   seed-compressed queries, private against `r - 1` colluding servers, with an
 //!   [`AnswerMode`] for single- or multi-block queries.
+//! - [`DpfPir`] ([`dpf`], [`dpf_pir`]): two-server PIR from a distributed point function
+//!   (BGI 2016, AES fixed-key PRG, early termination): Chor's selection vector compressed
+//!   into an `O(log B)`-byte key per server, private unless both servers collude.
 //! - [`prg`]: the pinned AES-128-CTR generator that expands RAID-PIR seeds (`pir_core::prg`,
 //!   shared with the lattice schemes).
 //! - [`serve`]: the server entry point on wire bodies, for mirrors that play any position.
 //! - [`engine`]: the fast server path: parallel SIMD scans, four-Russians tables and batches.
 //!
-//! Both schemes implement [`pir_core::MultiServerScheme`], including their wire bodies.
+//! The schemes implement [`pir_core::MultiServerScheme`], including their wire bodies.
 //! Notation (`B`, `b`, `n`, `r`, `c`) is defined in [`pir_core::glossary`].
 //!
 //! What it does not do: no I/O (sockets, files), no threads of its own (the engine's parallel
@@ -23,6 +26,8 @@
 //! in by the caller, and the wire envelope, signatures and transport live in other crates.
 
 pub mod chor;
+pub mod dpf;
+pub mod dpf_pir;
 pub mod engine;
 pub mod qdp;
 pub mod raid;
@@ -31,6 +36,7 @@ pub mod serve;
 pub use pir_core::prg;
 
 pub use chor::{Chor, ChorAnswer, ChorQuery, ChorState};
+pub use dpf_pir::{DpfAnswer, DpfPir, DpfQuery, DpfState};
 pub use engine::{Engine, EngineOptions, Prepared, Russians};
 pub use raid::{AnswerMode, RaidAnswer, RaidPir, RaidQuery, RaidState};
 

@@ -11,6 +11,7 @@
 use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
 
 use crate::chor::Chor;
+use crate::dpf_pir::DpfPir;
 use crate::raid::RaidPir;
 
 /// Answers one query body of `scheme` against `db`; the body carries the scheme parameters,
@@ -30,6 +31,11 @@ pub fn answer_body(db: &Database, scheme: SchemeId, body: &[u8]) -> Result<Vec<u
             let answer = raid.answer(db, &query)?;
             Ok(raid.encode_answer(&answer))
         }
+        SchemeId::Dpf => {
+            let scheme = DpfPir::new(db.shape());
+            let query = scheme.decode_query(body)?;
+            Ok(scheme.encode_answer(&scheme.answer(db, &query)?))
+        }
         other => Err(Error::WrongScheme {
             found: other as u8,
             expected: SchemeId::RaidPir as u8,
@@ -40,7 +46,9 @@ pub fn answer_body(db: &Database, scheme: SchemeId, body: &[u8]) -> Result<Vec<u
 /// Upper bound on a valid query body for this database shape (any scheme); the server refuses
 /// bigger envelopes before reading them.
 pub fn max_query_body(shape: DbShape) -> usize {
-    Chor::query_body_len(shape).max(RaidPir::max_query_body(shape))
+    Chor::query_body_len(shape)
+        .max(RaidPir::max_query_body(shape))
+        .max(DpfPir::query_body_len(shape))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 use std::fmt::Debug;
 
 use pir_core::{Database, DbShape, Error, MultiServerScheme};
-use pir_xor::{serve, AnswerMode, Chor, RaidPir};
+use pir_xor::{serve, AnswerMode, Chor, DpfPir, RaidPir};
 use proptest::prelude::*;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -33,6 +33,7 @@ enum Config {
         chunks: usize,
         mode: AnswerMode,
     },
+    Dpf,
 }
 
 /// Builds the scheme of `config` and runs [`check_scheme`] on it.
@@ -58,6 +59,7 @@ fn run(
             let scheme = RaidPir::new(shape, servers, redundancy, chunks, mode).map_err(fail)?;
             check_scheme(&scheme, &db, index_sets, &mut rng)
         }
+        Config::Dpf => check_scheme(&DpfPir::new(shape), &db, index_sets, &mut rng),
     }
 }
 
@@ -166,6 +168,7 @@ fn index_sets(
 ) -> Vec<Vec<usize>> {
     match config {
         Config::Chor { .. }
+        | Config::Dpf
         | Config::Raid {
             mode: AnswerMode::Single,
             ..
@@ -203,6 +206,7 @@ fn config_strategy(block_count: usize) -> impl Strategy<Value = Config> {
     let max_chunks = block_count.min(pir_xor::raid::MAX_CHUNKS);
     prop_oneof![
         (2usize..=6).prop_map(|servers| Config::Chor { servers }),
+        Just(Config::Dpf),
         (2usize..=8, any::<usize>(), 1..=max_chunks, any::<bool>()).prop_map(
             |(servers, redundancy, chunks, per_chunk)| Config::Raid {
                 servers,
@@ -252,6 +256,8 @@ proptest! {
 fn corner_configurations_every_index() {
     let corners: &[(u64, Config)] = &[
         (1, Config::Chor { servers: 2 }),
+        (1, Config::Dpf),
+        (129, Config::Dpf),
         (
             1,
             Config::Raid {
