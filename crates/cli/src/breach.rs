@@ -123,6 +123,7 @@ async fn serve(args: BreachServeArgs) -> Result<()> {
         queue: args.qdp_queue,
         listen: args.listen,
         workers: args.workers,
+        grace: std::time::Duration::from_secs(args.grace_seconds),
         four_russians: args.four_russians.map(usize::from),
     })
     .await?;
@@ -138,12 +139,12 @@ async fn serve(args: BreachServeArgs) -> Result<()> {
         key.public().fingerprint()
     );
     println!(
-        "seed state: {} (keep it; never delete it)  health: https://{}/health  (Ctrl-C stops)",
+        "seed state: {} (keep it; never delete it)  health: https://{}/health  (Ctrl-C or SIGTERM drains and stops)",
         seed_state.display(),
         started.running.addr
     );
     println!("privacy: {PRIVACY}");
-    started.running.run_until_ctrl_c().await;
+    started.running.run_until_signal().await;
     Ok(())
 }
 
@@ -158,6 +159,8 @@ struct ServerPlan<'a> {
     queue: usize,
     listen: SocketAddr,
     workers: Option<usize>,
+    /// How long a shutdown lets requests in flight finish.
+    grace: std::time::Duration,
     /// Group size of a four-Russians table of this server's flip chunk, if any.
     four_russians: Option<usize>,
 }
@@ -247,6 +250,7 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
     if let Some(workers) = plan.workers {
         options.workers = workers;
     }
+    options.grace = plan.grace;
     let tls = pir_keys::tls::server_config(plan.key)?;
     let running = pir_server::start(service.clone(), tls, options)
         .await

@@ -225,6 +225,10 @@ pub struct BreachServeArgs {
     /// database in memory (T = 4: 1.9x, T = 5: 3.1x) and a build at start. Off by default.
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u8).range(1..=8))]
     pub four_russians: Option<u8>,
+    /// On SIGTERM or Ctrl-C, stop accepting and let requests in flight finish for up to
+    /// this many seconds before closing their connections (default 10).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub grace_seconds: u64,
 }
 
 /// `pir breach bench`.
@@ -349,6 +353,10 @@ pub struct ServeArgs {
     /// Most requests answered in one pass.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_batch: usize,
+    /// On SIGTERM or Ctrl-C, stop accepting and let requests in flight finish for up to
+    /// this many seconds before closing their connections (default 10).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub grace_seconds: u64,
     /// Do not draw a progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -521,6 +529,8 @@ pub enum MirrorCommand {
 ///   answered in ONE pass over the database (default 2; 0 batches only what is already
 ///   queued). Each answer is exactly what the query gets alone.
 /// - max_batch: most requests per pass (default 64).
+/// - grace_seconds: on SIGTERM or Ctrl-C, requests in flight get this long to finish before
+///   their connections are closed (default 10); no new connection is accepted meanwhile.
 /// - four_russians: auto | off | 1 to 8. Precomputes, for every group of t blocks, the
 ///   XOR of each subset, so a query reads B/t blocks instead of B. Costs (2^t - 1)/t x the
 ///   database in RAM (t = 4: 3.75x, t = 8: 31.9x) and a build at start-up. auto uses t = 4
@@ -532,7 +542,8 @@ pub enum MirrorCommand {
 #[command(verbatim_doc_comment)]
 pub struct MirrorServeArgs {
     /// TOML file with any of: release, key, listen, legacy_http, workers, skip_verify,
-    /// batch_window_ms, max_batch, four_russians, four_russians_memory_gib, lock_in_ram.
+    /// batch_window_ms, max_batch, grace_seconds, four_russians, four_russians_memory_gib,
+    /// lock_in_ram.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The release directory (from `pir release build`).
@@ -559,6 +570,10 @@ pub struct MirrorServeArgs {
     /// Most requests answered in one pass (default 64).
     #[arg(long, value_name = "N")]
     pub max_batch: Option<usize>,
+    /// On SIGTERM or Ctrl-C, let requests in flight finish for up to this many seconds
+    /// before closing their connections (default 10).
+    #[arg(long, value_name = "SECONDS")]
+    pub grace_seconds: Option<u64>,
     /// Four-Russians tables: auto, off, or a group size 1 to 8 (default auto).
     #[arg(long, value_name = "auto|off|T")]
     pub four_russians: Option<String>,

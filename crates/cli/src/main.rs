@@ -266,6 +266,7 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
     }
     options.batch_window = config.batch_window;
     options.max_batch = config.max_batch;
+    options.grace = config.grace;
     let engine = build_engine(release.database, config.engine, options.workers)?;
     let service = pir_service::Mirror::new(engine, release.release_id, release.manifest_bytes)
         .with_legacy_files(legacy)?
@@ -285,10 +286,10 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
         println!("legacy downloads (NOT private) at http://{addr}/files/NAME");
     }
     println!(
-        "health: https://{}/health  metrics: https://{}/metrics  (Ctrl-C stops)",
+        "health: https://{}/health  metrics: https://{}/metrics  (Ctrl-C or SIGTERM drains and stops)",
         running.addr, running.addr
     );
-    running.run_until_ctrl_c().await;
+    running.run_until_signal().await;
     Ok(())
 }
 

@@ -9,6 +9,7 @@
 //! skip_verify = false            # optional
 //! batch_window_ms = 2            # optional: gather concurrent queries into one pass
 //! max_batch = 64                 # optional
+//! grace_seconds = 10             # optional: drain time on SIGTERM / Ctrl-C
 //! four_russians = "auto"         # optional: auto | off | 1 to 8 (group size)
 //! four_russians_memory_gib = 4   # optional: largest table
 //! lock_in_ram = false            # optional: mlock the database
@@ -36,6 +37,7 @@ struct FileConfig {
     skip_verify: Option<bool>,
     batch_window_ms: Option<u64>,
     max_batch: Option<usize>,
+    grace_seconds: Option<u64>,
     four_russians: Option<String>,
     four_russians_memory_gib: Option<f64>,
     lock_in_ram: Option<bool>,
@@ -52,6 +54,7 @@ pub struct MirrorConfig {
     pub skip_verify: bool,
     pub batch_window: std::time::Duration,
     pub max_batch: usize,
+    pub grace: std::time::Duration,
     pub engine: pir_xor::EngineOptions,
     pub lock_in_ram: bool,
 }
@@ -139,6 +142,10 @@ pub fn resolve(args: MirrorServeArgs) -> Result<MirrorConfig> {
         skip_verify: args.skip_verify || file.skip_verify.unwrap_or(false),
         batch_window: std::time::Duration::from_millis(window_ms),
         max_batch,
+        grace: args
+            .grace_seconds
+            .or(file.grace_seconds)
+            .map_or(pir_server::DEFAULT_GRACE, std::time::Duration::from_secs),
         engine: pir_xor::EngineOptions {
             russians,
             russians_memory_limit: (gib * (1u64 << 30) as f64) as usize,

@@ -80,6 +80,7 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
     }
     options.batch_window = Duration::from_millis(args.batch_window_ms);
     options.max_batch = args.max_batch;
+    options.grace = Duration::from_secs(args.grace_seconds);
     eprintln!(
         "computing the {name} hint of {} records of {} bytes",
         header.records, header.record_size
@@ -130,11 +131,11 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
         key.public().fingerprint()
     );
     println!(
-        "hint: https://{}/pir/v1/hint  health: https://{}/health  (Ctrl-C stops)",
+        "hint: https://{}/pir/v1/hint  health: https://{}/health  (Ctrl-C or SIGTERM drains and stops)",
         running.addr, running.addr
     );
     println!("privacy: {PRIVACY}");
-    running.run_until_ctrl_c().await;
+    running.run_until_signal().await;
     Ok(())
 }
 

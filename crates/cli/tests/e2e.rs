@@ -414,3 +414,21 @@ fn mirror_runs_from_a_config_file_with_relative_paths() {
     assert!(!result.status.success());
     assert!(String::from_utf8_lossy(&result.stderr).contains("unknown field"));
 }
+
+#[test]
+fn sigterm_drains_and_exits_zero_and_a_fetch_before_it_succeeds() {
+    let world = World::new(3);
+    let mirrors = three_good_mirrors(&world);
+    let list = world.mirror_list("mirrors.pir", &entries(&mirrors, 0));
+    let (name, bytes) = &world.files[0];
+    let out = world.path("out-before-term");
+    ok(&args(&fetch_args(name, &list, &world, &out)));
+    assert_eq!(&std::fs::read(&out).unwrap(), bytes);
+    for mirror in mirrors {
+        let status = mirror.terminate();
+        assert!(
+            status.success(),
+            "a mirror stopped by SIGTERM exits 0: {status:?}"
+        );
+    }
+}

@@ -11,4 +11,6 @@
 
 pub mod runtime;
 
-pub use runtime::{start, RunningServer, ServerOptions, DEFAULT_BATCH_WINDOW, DEFAULT_MAX_BATCH};
+pub use runtime::{
+    start, RunningServer, ServerOptions, DEFAULT_BATCH_WINDOW, DEFAULT_GRACE, DEFAULT_MAX_BATCH,
+};

@@ -35,6 +35,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
@@ -61,6 +62,9 @@ pub struct ServerOptions {
     pub batch_window: Duration,
     /// Most requests answered in one pass.
     pub max_batch: usize,
+    /// How long a shutdown waits for requests in flight to finish before it closes their
+    /// connections anyway.
+    pub grace: Duration,
 }
 
 /// Default [`ServerOptions::batch_window`]: short next to a network round trip, long enough
@@ -68,6 +72,9 @@ pub struct ServerOptions {
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
 /// Default [`ServerOptions::max_batch`].
 pub const DEFAULT_MAX_BATCH: usize = 64;
+/// Default [`ServerOptions::grace`]: long enough for a full scan of a large database, short
+/// next to the 30 s a service manager usually waits after SIGTERM before it kills.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// Requests waiting for the batcher beyond which new ones get 503.
 const QUEUE_LIMIT: usize = 1024;
 
@@ -83,6 +90,7 @@ impl ServerOptions {
             workers,
             batch_window: DEFAULT_BATCH_WINDOW,
             max_batch: DEFAULT_MAX_BATCH,
+            grace: DEFAULT_GRACE,
         }
     }
 }
@@ -99,18 +107,38 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    /// Stops accepting, and waits for the accept loops to end.
+    /// Stops accepting new connections, lets requests in flight finish (each connection
+    /// closes after its current request), and after the grace period closes what is left.
+    /// Returns when every connection is closed.
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
     }
 
-    /// Runs until the process receives Ctrl-C, then shuts down.
-    pub async fn run_until_ctrl_c(self) {
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("shutting down");
+    /// Runs until the process receives SIGINT (Ctrl-C) or SIGTERM (what systemd and
+    /// Kubernetes send), then shuts down gracefully ([`RunningServer::shutdown`]).
+    pub async fn run_until_signal(self) {
+        let signal = stop_signal().await;
+        tracing::info!(signal, "draining requests in flight, then stopping");
         self.shutdown().await;
+        tracing::info!("stopped");
     }
+}
+
+/// Waits for SIGINT or SIGTERM and names it.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    "SIGINT"
 }
 
 struct AppState<H: ?Sized> {
@@ -206,7 +234,14 @@ pub async fn start<H: Handler + ?Sized>(
     let listener = TcpListener::bind(options.listen).await?;
     let addr = listener.local_addr()?;
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    tasks.spawn(accept_loop(listener, Some(acceptor), app, stopped.clone()));
+    let grace = options.grace;
+    tasks.spawn(accept_loop(
+        listener,
+        Some(acceptor),
+        app,
+        stopped.clone(),
+        grace,
+    ));
     tracing::info!(%addr, "serving PIR over HTTPS");
 
     let legacy_addr = match options.legacy_listen {
@@ -218,7 +253,7 @@ pub async fn start<H: Handler + ?Sized>(
                 .route("/manifest.pir", get(legacy_manifest::<H>))
                 .route("/health", get(health::<H>))
                 .with_state(state);
-            tasks.spawn(accept_loop(listener, None, legacy_app, stopped));
+            tasks.spawn(accept_loop(listener, None, legacy_app, stopped, grace));
             tracing::warn!(addr = %legacy_addr, "serving plain legacy downloads: these are NOT private");
             Some(legacy_addr)
         }
@@ -232,12 +267,16 @@ pub async fn start<H: Handler + ?Sized>(
     })
 }
 
+/// Accepts connections until `stopped` changes, then drains: no new connections, each open
+/// one closes after its request in flight, and whatever is still open after `grace` is closed.
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     app: Router,
     mut stopped: watch::Receiver<bool>,
+    grace: Duration,
 ) {
+    let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -255,14 +294,15 @@ async fn accept_loop(
         let _ = tcp.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
         let tls = tls.clone();
+        let watcher = graceful.watcher();
         connections.spawn(async move {
             let builder = hyper::server::conn::http1::Builder::new();
             let result = match tls {
                 Some(acceptor) => {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                         Ok(Ok(stream)) => {
-                            builder
-                                .serve_connection(TokioIo::new(stream), service)
+                            watcher
+                                .watch(builder.serve_connection(TokioIo::new(stream), service))
                                 .await
                         }
                         Ok(Err(error)) => {
@@ -272,7 +312,11 @@ async fn accept_loop(
                         Err(_) => return,
                     }
                 }
-                None => builder.serve_connection(TokioIo::new(tcp), service).await,
+                None => {
+                    watcher
+                        .watch(builder.serve_connection(TokioIo::new(tcp), service))
+                        .await
+                }
             };
             if let Err(error) = result {
                 tracing::debug!(%error, "connection ended with an error");
@@ -281,7 +325,18 @@ async fn accept_loop(
         // Reap finished connections so the set does not grow without bound.
         while connections.try_join_next().is_some() {}
     }
+    drop(listener);
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = connections.len(),
+            "grace period over: closing the connections still open"
+        );
+    }
     connections.abort_all();
+    while connections.join_next().await.is_some() {}
 }
 
 async fn pir_request<H: Handler + ?Sized>(

@@ -89,6 +89,7 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
                 queue: args.qdp_queue,
                 listen: "127.0.0.1:0".parse()?,
                 workers: None,
+                grace: pir_server::DEFAULT_GRACE,
                 four_russians: args.four_russians.map(usize::from),
             })
             .await?,

@@ -186,6 +186,31 @@ impl Mirror {
     }
 }
 
+impl Mirror {
+    /// Sends SIGTERM (what systemd and Kubernetes send) and returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        terminate(&mut self.child)
+    }
+}
+
+/// Sends SIGTERM to `child` and waits for it to exit (at most a minute, then kills it and
+/// fails the test).
+pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "kill -TERM failed");
+    for _ in 0..600 {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    panic!("the server did not stop within a minute of SIGTERM");
+}
+
 impl Drop for Mirror {
     fn drop(&mut self) {
         let _ = self.child.kill();
