@@ -457,10 +457,16 @@ pub struct DemoArgs {
 
 /// `pir keygen`.
 #[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
 pub struct KeygenArgs {
     /// Writes OUT.key and OUT.pub; refuses to overwrite an existing OUT.key.
     #[arg(long, value_name = "NAME")]
-    pub out: PathBuf,
+    pub out: Option<PathBuf>,
+    /// Prints the TLS pin of a server's public key for tools that are not pir clients, e.g.
+    /// `curl --insecure --pinnedpubkey sha256//... https://HOST:PORT/metrics` (the pin, not a
+    /// certificate authority, checks the server).
+    #[arg(long, value_name = "KEY.pub")]
+    pub show_pin: Option<PathBuf>,
 }
 
 /// `pir release ...`.

@@ -57,7 +57,20 @@ async fn run_other(command: Command) -> Result<()> {
     match command {
         Command::Breach(_) => bail!("internal: breach commands are dispatched by run"),
         Command::Demo(args) => demo::run(args).await,
-        Command::Keygen(args) => keygen(&args.out),
+        Command::Keygen(args) => match (&args.out, &args.show_pin) {
+            (Some(out), _) => keygen(out),
+            (None, Some(public)) => {
+                let key = PublicKey::load(public)?;
+                println!("{}", key.tls_pin());
+                eprintln!(
+                    "curl --insecure --pinnedpubkey {} https://HOST:PORT/metrics  (--insecure \
+                     skips certificate authorities; the pin checks the server)",
+                    key.tls_pin()
+                );
+                Ok(())
+            }
+            (None, None) => anyhow::bail!("give --out NAME or --show-pin KEY.pub"),
+        },
         Command::Release(ReleaseCommand::Build(args)) => {
             let key = SecretKey::load(&args.key)?;
             let options = release::BuildOptions {

@@ -3,10 +3,10 @@
 //! username:password corpus, and the HIBP range proxy, all through the real binary.
 //!
 //! The corpus is John the Ripper's common-password list (Debian package john-data,
-//! /usr/share/john/password.lst); without it the test prints SKIPPED and passes. An existing
-//! HIBP client library, the `hibp` SDK from npm (`clients/hibp-js`, installed by `.ci/run`
-//! with `npm ci`), is pointed at the proxy unchanged; without Node.js or that install, that
-//! part prints SKIPPED.
+//! /usr/share/john/password.lst). An existing HIBP client library, the `hibp` SDK from npm
+//! (`clients/hibp-js`, installed by `.ci/run` with `npm ci`), is pointed at the proxy
+//! unchanged. Without either, the test fails in CI (`CI=true`) and is skipped elsewhere, with
+//! what to install.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
@@ -21,7 +21,7 @@ use pir_breach::corpus::password_sha1;
 use pir_breach::database::BreachDatabase;
 use pir_breach::range::{range_response, RangePrefix, PADDING_MIN_LINES};
 use rand::RngCore;
-use support::{breach_servers, ok, pir, Proc};
+use support::{breach_servers, has_program, ok, pir, require, Proc};
 
 const JOHN_LIST: &str = "/usr/share/john/password.lst";
 
@@ -71,9 +71,11 @@ fn http_get(addr: &str, path: &str, extra: &str) -> (u16, String, String) {
 /// without `Add-Padding`.
 fn hibp_library_through_the_proxy(addr: &str, db: &BreachDatabase) {
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/hibp-js");
-    let node = std::process::Command::new("node").arg("--version").output();
-    if !client.join("node_modules/hibp").exists() || !node.is_ok_and(|o| o.status.success()) {
-        println!("SKIPPED: the hibp client check needs Node.js and `npm ci` in clients/hibp-js");
+    if !require(
+        client.join("node_modules/hibp").exists() && has_program("node"),
+        "the hibp npm client",
+        "install Node.js and run `npm ci` in clients/hibp-js",
+    ) {
         return;
     }
     let hits = ["password", "123456", "letmein", "dragon"];
@@ -166,8 +168,11 @@ fn deploy(dir: &Path, db: &str, blinding_key: Option<&str>) -> (Proc, Proc, Stri
 
 #[test]
 fn private_checks_over_a_real_password_list_pairs_and_the_range_proxy() {
-    if !Path::new(JOHN_LIST).exists() {
-        println!("SKIPPED: {JOHN_LIST} is missing (install the Debian package john-data)");
+    if !require(
+        Path::new(JOHN_LIST).exists(),
+        JOHN_LIST,
+        "install the Debian package john-data",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@ mod support;
 
 use std::io::{Read, Write};
 
-use support::{dead_url, ok, partial_files, run, Mirror, World};
+use support::{dead_url, has_program, ok, partial_files, require, run, Mirror, World};
 
 fn fetch_args<'a>(name: &'a str, mirrors: &'a str, world: &'a World, out: &'a str) -> Vec<String> {
     [
@@ -431,4 +431,45 @@ fn sigterm_drains_and_exits_zero_and_a_fetch_before_it_succeeds() {
             "a mirror stopped by SIGTERM exits 0: {status:?}"
         );
     }
+}
+
+#[test]
+fn curl_reaches_health_and_metrics_with_the_printed_tls_pin_only() {
+    if !require(
+        has_program("curl"),
+        "curl",
+        "install the Debian package curl",
+    ) {
+        return;
+    }
+    let world = World::new(2);
+    let mirror = Mirror::start(&world.path("release"), &world.path("m0.key"), &[]);
+    let pin = ok(&["keygen", "--show-pin", &world.path("m0.pub")]);
+    let pin = pin.trim();
+    assert!(pin.starts_with("sha256//"), "{pin}");
+    let curl = |pin: &str, path: &str| {
+        std::process::Command::new("curl")
+            .args([
+                "--silent",
+                "--show-error",
+                "--insecure",
+                "--pinnedpubkey",
+                pin,
+            ])
+            .arg(format!("{}{path}", mirror.url))
+            .output()
+            .unwrap()
+    };
+    let health = curl(pin, "/health");
+    assert!(health.status.success(), "{health:?}");
+    assert!(String::from_utf8_lossy(&health.stdout).starts_with("ok release="));
+    let metrics = curl(pin, "/metrics");
+    assert!(String::from_utf8_lossy(&metrics.stdout).contains("pir_requests_total"));
+    // Another server's pin is refused before any request is sent.
+    let other = ok(&["keygen", "--show-pin", &world.path("m1.pub")]);
+    assert!(!curl(other.trim(), "/health").status.success());
+    assert!(
+        !run(&["keygen"]).status.success(),
+        "keygen needs --out or --show-pin"
+    );
 }

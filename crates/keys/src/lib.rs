@@ -57,6 +57,17 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     out
 }
 
+/// SHA-256 of the concatenation of `parts` (no length prefixes: for standard encodings).
+fn sha256_parts_raw(parts: &[&[u8]]) -> [u8; 32] {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in parts {
+        ctx.update(part);
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
+}
+
 /// SHA-256 over several parts, each prefixed by its length (u64 LE) so that part boundaries
 /// are unambiguous; used for domain-separated signed messages.
 pub fn sha256_parts(parts: &[&[u8]]) -> [u8; 32] {
@@ -174,6 +185,21 @@ impl PublicKey {
         UnparsedPublicKey::new(&ED25519, &self.0)
             .verify(message, signature)
             .map_err(|_| KeyError::BadSignature)
+    }
+
+    /// The pin of this key's TLS identity as `curl --pinnedpubkey` takes it:
+    /// `sha256//` and the base64 SHA-256 of the certificate's SubjectPublicKeyInfo (RFC 8410:
+    /// the Ed25519 algorithm identifier, then the 32 key bytes). With it, tools that do not
+    /// know `pir` keys (curl, a Prometheus scraper) reach `/metrics` and `/health` over TLS
+    /// pinned to this server.
+    pub fn tls_pin(&self) -> String {
+        use base64ct::Encoding;
+        // SEQUENCE { SEQUENCE { OID 1.3.101.112 (Ed25519) } BIT STRING (0 unused bits) key }.
+        const SPKI_PREFIX: [u8; 12] = [
+            0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+        ];
+        let digest = sha256_parts_raw(&[&SPKI_PREFIX, &self.0]);
+        format!("sha256//{}", base64ct::Base64::encode_string(&digest))
     }
 
     /// A short printable fingerprint (first 8 bytes of the key, hex).

@@ -286,3 +286,25 @@ pub fn partial_files(dir: &Path) -> Vec<String> {
         .filter(|n| n.contains("partial"))
         .collect()
 }
+
+/// Whether a test may use an external tool or data set: `true` if `available`; otherwise, in
+/// CI (`CI=true`), the test fails (CI installs everything, so a missing tool is a broken set-up,
+/// never a pass), and outside CI it prints what to install and is skipped.
+pub fn require(available: bool, what: &str, install: &str) -> bool {
+    if available {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{what} is missing in CI: {install}");
+    }
+    println!("SKIPPED: {what} is missing ({install})");
+    false
+}
+
+/// Whether `program --version` runs.
+pub fn has_program(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
