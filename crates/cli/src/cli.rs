@@ -29,9 +29,21 @@ pub struct Cli {
     /// Log level for diagnostics on stderr (error, warn, info, debug).
     #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
     pub log: String,
+    /// Log lines as plain text (colours only on a terminal) or one JSON object per line.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How diagnostics on stderr are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines; ANSI colours only when stderr is a terminal.
+    Plain,
+    /// One JSON object per line, for log collectors.
+    Json,
 }
 
 /// The commands.

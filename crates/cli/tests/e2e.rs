@@ -473,3 +473,50 @@ fn curl_reaches_health_and_metrics_with_the_printed_tls_pin_only() {
         "keygen needs --out or --show-pin"
     );
 }
+
+/// Starts a mirror with `log_args`, stops it with SIGTERM, and returns what it logged.
+fn mirror_logs(world: &World, log_args: &[&str]) -> String {
+    let mut child = support::pir()
+        .args(log_args)
+        .args(["mirror", "serve", "--release", &world.path("release")])
+        .args(["--key", &world.path("m0.key"), "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+    assert!(first.contains("https://"), "{first}");
+    let status = support::terminate(&mut child);
+    assert!(status.success());
+    let mut logs = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut logs).unwrap();
+    logs
+}
+
+#[test]
+fn logs_are_plain_when_piped_and_json_on_request() {
+    let world = World::new(1);
+    let plain = mirror_logs(&world, &["--log", "info"]);
+    assert!(plain.contains("serving PIR over HTTPS"), "{plain}");
+    assert!(plain.contains("SIGTERM"), "the shutdown is logged: {plain}");
+    assert!(
+        !plain.contains('\u{1b}'),
+        "no colour codes in a pipe: {plain:?}"
+    );
+    let json = mirror_logs(&world, &["--log", "info", "--log-format", "json"]);
+    // Log events are JSON; the command's own progress notes on stderr stay text.
+    let lines: Vec<serde_json::Value> = json
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    assert!(!json
+        .lines()
+        .any(|l| l.contains("serving PIR over HTTPS") && !l.starts_with('{')));
+    assert!(lines
+        .iter()
+        .any(|l| l["fields"]["message"] == "serving PIR over HTTPS"));
+    assert!(lines.iter().all(|l| l["level"].is_string()));
+}
