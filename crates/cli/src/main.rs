@@ -24,6 +24,7 @@ use crate::cli::{
 };
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -631,4 +632,24 @@ fn bench_threads(asked: &[usize]) -> Result<(usize, Vec<usize>)> {
         anyhow::bail!("--threads must be at least 1");
     }
     Ok((cores, threads))
+}
+
+/// A reader that stops early (`pir release show ... | head -1`) closes our standard output;
+/// the next `println!` then fails with a broken pipe. That is how pipelines end, not an
+/// error: exit quietly instead of printing a panic and a backtrace. Every other panic keeps
+/// the default report.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }

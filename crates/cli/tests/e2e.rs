@@ -520,3 +520,20 @@ fn logs_are_plain_when_piped_and_json_on_request() {
         .any(|l| l["fields"]["message"] == "serving PIR over HTTPS"));
     assert!(lines.iter().all(|l| l["level"].is_string()));
 }
+
+#[test]
+fn a_closed_output_pipe_ends_the_command_quietly() {
+    let world = World::new(1);
+    let mut child = support::pir()
+        .args(["release", "show", &world.path("release")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the command prints, as `| head -0` would.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(output.status.success(), "{:?} {stderr}", output.status);
+}
