@@ -258,6 +258,9 @@ impl Backend for BreachBackend {
             })
             .collect()
     }
+    fn gauges(&self) -> Vec<pir_service::metrics::Gauge> {
+        self.qdp.gauges()
+    }
     fn health(&self) -> String {
         let shape = self.qdp.database().shape();
         format!(
@@ -339,6 +342,9 @@ mod tests {
             assert_eq!(s0.handle(&bad).status, 400);
         }
         assert_eq!(s1.handle(&request(&[TAG_BLIND; 33])).status, 400);
+        let metrics = Handler::render_metrics(&s0);
+        assert!(metrics.contains("pir_qdp_queue_depth "), "{metrics}");
+        assert!(metrics.contains("pir_qdp_issued_seeds "), "{metrics}");
         let info = Handler::hint(&s1).unwrap();
         let env = wire::decode_envelope(&info, 8192).unwrap();
         let decoded = Info::decode(&env.body[..env.body.len() - 64]).unwrap();

@@ -464,7 +464,16 @@ fn curl_reaches_health_and_metrics_with_the_printed_tls_pin_only() {
     assert!(health.status.success(), "{health:?}");
     assert!(String::from_utf8_lossy(&health.stdout).starts_with("ok release="));
     let metrics = curl(pin, "/metrics");
-    assert!(String::from_utf8_lossy(&metrics.stdout).contains("pir_requests_total"));
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    for name in [
+        "pir_requests_total",
+        "pir_request_seconds_bucket{le=\"+Inf\"}",
+        "pir_batch_requests_count",
+        "pir_build_info{version=",
+        "pir_batcher_waiting_requests 0",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from {metrics}");
+    }
     // Another server's pin is refused before any request is sent.
     let other = ok(&["keygen", "--show-pin", &world.path("m1.pub")]);
     assert!(!curl(other.trim(), "/health").status.success());

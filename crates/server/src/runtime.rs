@@ -25,6 +25,7 @@
 //! queue answers 503. Nothing here logs request contents.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -144,6 +145,8 @@ async fn stop_signal() -> &'static str {
 struct AppState<H: ?Sized> {
     service: Arc<H>,
     jobs: std::sync::mpsc::SyncSender<Job>,
+    /// Requests queued for the batcher and not yet taken (the `/metrics` queue depth).
+    waiting: Arc<AtomicUsize>,
 }
 
 // Derived `Clone` would demand `H: Clone`; only the `Arc` is cloned.
@@ -152,6 +155,7 @@ impl<H: ?Sized> Clone for AppState<H> {
         Self {
             service: self.service.clone(),
             jobs: self.jobs.clone(),
+            waiting: self.waiting.clone(),
         }
     }
 }
@@ -168,6 +172,7 @@ struct Job {
 fn batcher<H: Handler + ?Sized>(
     service: Arc<H>,
     jobs: std::sync::mpsc::Receiver<Job>,
+    waiting: Arc<AtomicUsize>,
     pool: rayon::ThreadPool,
     window: Duration,
     max_batch: usize,
@@ -188,6 +193,7 @@ fn batcher<H: Handler + ?Sized>(
                 Err(_) => break,
             }
         }
+        waiting.fetch_sub(batch.len(), Ordering::Relaxed);
         let bodies: Vec<&[u8]> = batch.iter().map(|job| job.body.as_ref()).collect();
         let replies = pool.install(|| service.handle_many(&bodies));
         service.metrics().record_batch(batch.len());
@@ -211,13 +217,16 @@ pub async fn start<H: Handler + ?Sized>(
         .map_err(std::io::Error::other)?;
     let (jobs, queue) = std::sync::mpsc::sync_channel(QUEUE_LIMIT);
     let batch_service = service.clone();
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let batch_waiting = waiting.clone();
     let (window, max_batch) = (options.batch_window, options.max_batch.max(1));
     std::thread::Builder::new()
         .name("pir-batcher".into())
-        .spawn(move || batcher(batch_service, queue, pool, window, max_batch))?;
+        .spawn(move || batcher(batch_service, queue, batch_waiting, pool, window, max_batch))?;
     let state = AppState {
         service: service.clone(),
         jobs,
+        waiting,
     };
     let limit = service.max_request_bytes();
     let app = Router::new()
@@ -344,7 +353,10 @@ async fn pir_request<H: Handler + ?Sized>(
     body: Bytes,
 ) -> Response {
     let (reply, answer) = oneshot::channel();
+    // Counted before the send so the batcher's decrement never comes first.
+    state.waiting.fetch_add(1, Ordering::Relaxed);
     if state.jobs.try_send(Job { body, reply }).is_err() {
+        state.waiting.fetch_sub(1, Ordering::Relaxed);
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
     match answer.await {
@@ -363,7 +375,13 @@ async fn health<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> String
 }
 
 async fn metrics<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> String {
-    state.service.metrics().render()
+    let mut text = state.service.render_metrics();
+    text.push_str(&format!(
+        "# HELP pir_batcher_waiting_requests Requests queued for the next pass.\n\
+         # TYPE pir_batcher_waiting_requests gauge\npir_batcher_waiting_requests {}\n",
+        state.waiting.load(Ordering::Relaxed)
+    ));
+    text
 }
 
 async fn hint<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Response {

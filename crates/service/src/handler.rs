@@ -26,6 +26,10 @@ pub trait Handler: Send + Sync + 'static {
     fn health(&self) -> String;
     /// The counters behind `/metrics`.
     fn metrics(&self) -> &Metrics;
+    /// The `/metrics` text: the counters and histograms, and the handler's own gauges.
+    fn render_metrics(&self) -> String {
+        self.metrics().render()
+    }
     /// The hint served at `GET /pir/v1/hint`, if the scheme has one (a cheap clone).
     fn hint(&self) -> Option<Bytes> {
         None

@@ -1,12 +1,76 @@
-//! Counters a mirror exposes at `/metrics` (Prometheus text format).
+//! What a server exposes at `/metrics` (Prometheus text format 0.0.4).
+//!
+//! Counters (requests, queries, errors, bytes, answer time, passes), a histogram of the time
+//! each request took to answer, a histogram of how many requests shared one batched pass, the
+//! build, and whatever gauges the scheme backend adds (the QDP queue depth, say).
 //!
 //! Privacy rule (GUIDE section 7): only counts, bytes and times; nothing derived from what a
-//! query asked for.
+//! query asked for. A request's time depends on the batch it shared and the database shape,
+//! never on the index it asked for.
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Monotonic counters, updated lock-free from every worker.
-#[derive(Debug, Default)]
+/// Upper bounds (seconds) of the request-time histogram buckets: from a cached small answer
+/// to a full scan of a large database.
+pub const LATENCY_BUCKETS: [f64; 10] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5,
+];
+/// Upper bounds of the requests-per-pass histogram buckets (the batcher takes at most 64 by
+/// default).
+pub const BATCH_BUCKETS: [f64; 7] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+
+/// A Prometheus histogram with fixed buckets, updated lock-free.
+#[derive(Debug)]
+struct Histogram {
+    bounds: &'static [f64],
+    /// Non-cumulative counts per bucket; the last one is `+Inf`.
+    counts: Vec<AtomicU64>,
+    /// Sum of the observations, in millionths.
+    sum_micro: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_micro: AtomicU64::new(0),
+        }
+    }
+
+    fn observe(&self, value: f64) {
+        let bucket = self
+            .bounds
+            .iter()
+            .position(|&bound| value <= bound)
+            .unwrap_or(self.bounds.len());
+        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        self.sum_micro
+            .fetch_add((value * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, count) in self.counts.iter().enumerate() {
+            cumulative += count.load(Ordering::Relaxed);
+            let le = self
+                .bounds
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let sum = self.sum_micro.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum:.6}\n{name}_count {cumulative}");
+    }
+}
+
+/// A gauge a backend reports at render time (name, help text, value).
+pub type Gauge = (&'static str, &'static str, u64);
+
+/// The counters and histograms of one server, updated lock-free from every worker.
+#[derive(Debug)]
 pub struct Metrics {
     requests: AtomicU64,
     queries: AtomicU64,
@@ -16,10 +80,29 @@ pub struct Metrics {
     scan_micros: AtomicU64,
     passes: AtomicU64,
     batched_requests: AtomicU64,
+    request_seconds: Histogram,
+    batch_requests: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            requests: AtomicU64::new(0),
+            queries: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            scan_micros: AtomicU64::new(0),
+            passes: AtomicU64::new(0),
+            batched_requests: AtomicU64::new(0),
+            request_seconds: Histogram::new(&LATENCY_BUCKETS),
+            batch_requests: Histogram::new(&BATCH_BUCKETS),
+        }
+    }
 }
 
 impl Metrics {
-    /// Records one handled request.
+    /// Records one handled request that took `micros` to answer.
     pub fn record(
         &self,
         bytes_in: usize,
@@ -35,6 +118,7 @@ impl Metrics {
         self.bytes_out
             .fetch_add(bytes_out as u64, Ordering::Relaxed);
         self.scan_micros.fetch_add(micros, Ordering::Relaxed);
+        self.request_seconds.observe(micros as f64 / 1e6);
     }
 
     /// Records one pass of the batcher that answered `requests` requests together.
@@ -42,6 +126,7 @@ impl Metrics {
         self.passes.fetch_add(1, Ordering::Relaxed);
         self.batched_requests
             .fetch_add(requests as u64, Ordering::Relaxed);
+        self.batch_requests.observe(requests as f64);
     }
 
     /// Passes over the database the batcher made so far.
@@ -59,26 +144,130 @@ impl Metrics {
         self.errors.load(Ordering::Relaxed)
     }
 
+    /// The Prometheus text exposition, with `gauges` (a backend's) appended.
+    pub fn render_with(&self, gauges: &[Gauge]) -> String {
+        let mut out = String::with_capacity(4096);
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let counters = [
+            (
+                "pir_requests_total",
+                "Requests handled.",
+                get(&self.requests),
+            ),
+            (
+                "pir_queries_total",
+                "PIR queries answered.",
+                get(&self.queries),
+            ),
+            ("pir_errors_total", "Requests refused.", get(&self.errors)),
+            (
+                "pir_bytes_received_total",
+                "Request bytes.",
+                get(&self.bytes_in),
+            ),
+            ("pir_bytes_sent_total", "Reply bytes.", get(&self.bytes_out)),
+            (
+                "pir_passes_total",
+                "Batched passes over the database.",
+                get(&self.passes),
+            ),
+            (
+                "pir_batched_requests_total",
+                "Requests answered by those passes.",
+                get(&self.batched_requests),
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP pir_answer_seconds_total Time spent computing answers.\n\
+             # TYPE pir_answer_seconds_total counter\npir_answer_seconds_total {:.6}",
+            get(&self.scan_micros) as f64 / 1e6
+        );
+        self.request_seconds.render(
+            &mut out,
+            "pir_request_seconds",
+            "Time from a request's batch start to its signed reply.",
+        );
+        self.batch_requests.render(
+            &mut out,
+            "pir_batch_requests",
+            "Requests answered together in one pass.",
+        );
+        let _ = writeln!(
+            out,
+            "# HELP pir_build_info The running build.\n# TYPE pir_build_info gauge\n\
+             pir_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        for (name, help, value) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        }
+        out
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        format!(
-            "# HELP pir_requests_total Requests handled.\n# TYPE pir_requests_total counter\npir_requests_total {}\n\
-             # HELP pir_queries_total PIR queries answered.\n# TYPE pir_queries_total counter\npir_queries_total {}\n\
-             # HELP pir_errors_total Requests refused.\n# TYPE pir_errors_total counter\npir_errors_total {}\n\
-             # HELP pir_bytes_received_total Request bytes.\n# TYPE pir_bytes_received_total counter\npir_bytes_received_total {}\n\
-             # HELP pir_bytes_sent_total Reply bytes.\n# TYPE pir_bytes_sent_total counter\npir_bytes_sent_total {}\n\
-             # HELP pir_answer_seconds_total Time spent computing answers.\n# TYPE pir_answer_seconds_total counter\npir_answer_seconds_total {:.6}\n\
-             # HELP pir_passes_total Batched passes over the database.\n# TYPE pir_passes_total counter\npir_passes_total {}\n\
-             # HELP pir_batched_requests_total Requests answered by those passes.\n# TYPE pir_batched_requests_total counter\npir_batched_requests_total {}\n",
-            get(&self.requests),
-            get(&self.queries),
-            get(&self.errors),
-            get(&self.bytes_in),
-            get(&self.bytes_out),
-            get(&self.scan_micros) as f64 / 1e6,
-            get(&self.passes),
-            get(&self.batched_requests),
-        )
+        self.render_with(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_counted() {
+        let metrics = Metrics::default();
+        for micros in [100, 700, 700, 3_000_000] {
+            metrics.record(10, 20, 1, false, micros);
+        }
+        metrics.record_batch(3);
+        let text = metrics.render_with(&[("pir_qdp_queue_depth", "Entries queued.", 7)]);
+        assert!(
+            text.contains("pir_request_seconds_bucket{le=\"0.0005\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pir_request_seconds_bucket{le=\"0.001\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pir_request_seconds_bucket{le=\"2.5\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pir_request_seconds_bucket{le=\"+Inf\"} 4\n"),
+            "{text}"
+        );
+        assert!(text.contains("pir_request_seconds_count 4\n"), "{text}");
+        assert!(
+            text.contains("pir_request_seconds_sum 3.001500\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pir_batch_requests_bucket{le=\"2\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pir_batch_requests_bucket{le=\"4\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("pir_requests_total 4\n"));
+        assert!(text.contains("pir_build_info{version=\""));
+        assert!(text.contains("# TYPE pir_qdp_queue_depth gauge\npir_qdp_queue_depth 7\n"));
+        // Every sample line is `name[{labels}] value`, as Prometheus parses it.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (_, value) = line.rsplit_once(' ').unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
     }
 }

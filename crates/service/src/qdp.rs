@@ -392,6 +392,24 @@ impl Backend for Qdp {
             })
             .collect()
     }
+    fn gauges(&self) -> Vec<crate::metrics::Gauge> {
+        let (queued, issued) = {
+            let qdp = self.shared.lock();
+            (qdp.queue_len(), qdp.issued_len())
+        };
+        vec![
+            (
+                "pir_qdp_queue_depth",
+                "Precomputed partial answers ready for queries.",
+                queued as u64,
+            ),
+            (
+                "pir_qdp_issued_seeds",
+                "Seeds handed out and not yet used or expired.",
+                issued as u64,
+            ),
+        ]
+    }
     fn health(&self) -> String {
         let shape = self.shared.database.shape();
         format!(

@@ -31,6 +31,7 @@ use pir_core::wire::{self, ErrorCode, MessageKind};
 use pir_core::{Error, SchemeId};
 use pir_keys::SecretKey;
 
+use crate::metrics::Gauge;
 use crate::{framing, Handler, Metrics, Reply};
 
 /// Length of the database id every query batch names (a release id, database version or
@@ -135,6 +136,10 @@ pub trait Backend: Send + Sync + 'static {
     fn answer_batch(&self, prepared: Vec<Self::Prepared>) -> Vec<Result<Vec<u8>, Refusal>>;
     /// The `/health` line; must not touch the database.
     fn health(&self) -> String;
+    /// Gauges for `/metrics` (queue depths and the like; never anything derived from a query).
+    fn gauges(&self) -> Vec<Gauge> {
+        Vec::new()
+    }
     /// The offline download at `GET /pir/v1/hint`, if the scheme has one.
     fn hint(&self) -> Option<Bytes> {
         None
@@ -330,6 +335,9 @@ impl<B: Backend> Handler for SignedService<B> {
     }
     fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+    fn render_metrics(&self) -> String {
+        self.metrics.render_with(&self.backend.gauges())
     }
     fn hint(&self) -> Option<Bytes> {
         self.backend.hint()
