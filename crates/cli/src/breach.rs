@@ -124,6 +124,7 @@ async fn serve(args: BreachServeArgs) -> Result<()> {
         listen: args.listen,
         workers: args.workers,
         grace: std::time::Duration::from_secs(args.grace_seconds),
+        admin_listen: args.admin_listen,
         four_russians: args.four_russians.map(usize::from),
     })
     .await?;
@@ -144,6 +145,7 @@ async fn serve(args: BreachServeArgs) -> Result<()> {
         started.running.addr
     );
     println!("privacy: {PRIVACY}");
+    crate::print_admin(&started.running);
     started.running.run_until_signal().await;
     Ok(())
 }
@@ -161,6 +163,8 @@ struct ServerPlan<'a> {
     workers: Option<usize>,
     /// How long a shutdown lets requests in flight finish.
     grace: std::time::Duration,
+    /// Plain-HTTP address for /metrics and /health, if any.
+    admin_listen: Option<SocketAddr>,
     /// Group size of a four-Russians table of this server's flip chunk, if any.
     four_russians: Option<usize>,
 }
@@ -251,6 +255,7 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
         options.workers = workers;
     }
     options.grace = plan.grace;
+    options.admin_listen = plan.admin_listen;
     let tls = pir_keys::tls::server_config(plan.key)?;
     let running = pir_server::start(service.clone(), tls, options)
         .await

@@ -241,6 +241,10 @@ pub struct BreachServeArgs {
     /// this many seconds before closing their connections (default 10).
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub grace_seconds: u64,
+    /// Also serve /metrics and /health over plain HTTP at ADDR (for a scraper on this host;
+    /// use a loopback address such as 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
 }
 
 /// `pir breach bench`.
@@ -369,6 +373,10 @@ pub struct ServeArgs {
     /// this many seconds before closing their connections (default 10).
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub grace_seconds: u64,
+    /// Also serve /metrics and /health over plain HTTP at ADDR (for a scraper on this host;
+    /// use a loopback address such as 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
     /// Do not draw a progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -559,7 +567,7 @@ pub enum MirrorCommand {
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct MirrorServeArgs {
-    /// TOML file with any of: release, key, listen, legacy_http, workers, skip_verify,
+    /// TOML file with any of: release, key, listen, legacy_http, admin_listen, workers, skip_verify,
     /// batch_window_ms, max_batch, grace_seconds, four_russians, four_russians_memory_gib,
     /// lock_in_ram.
     #[arg(long, value_name = "FILE")]
@@ -576,6 +584,10 @@ pub struct MirrorServeArgs {
     /// Also serve plain, NOT private, downloads at http://ADDR/files/NAME for old clients.
     #[arg(long, value_name = "ADDR")]
     pub legacy_http: Option<SocketAddr>,
+    /// Also serve /metrics and /health over plain HTTP at ADDR (for a scraper on this host;
+    /// use a loopback address such as 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
     /// Threads that scan the database (default: number of cores).
     #[arg(long)]
     pub workers: Option<usize>,

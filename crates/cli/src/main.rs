@@ -280,6 +280,7 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
     let tls = pir_keys::tls::server_config(&key)?;
     let mut options = pir_server::ServerOptions::new(config.listen);
     options.legacy_listen = config.legacy_http;
+    options.admin_listen = config.admin_listen;
     if let Some(workers) = config.workers {
         options.workers = workers;
     }
@@ -304,12 +305,20 @@ async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
     if let Some(addr) = running.legacy_addr {
         println!("legacy downloads (NOT private) at http://{addr}/files/NAME");
     }
+    print_admin(&running);
     println!(
         "health: https://{}/health  metrics: https://{}/metrics  (Ctrl-C or SIGTERM drains and stops)",
         running.addr, running.addr
     );
     running.run_until_signal().await;
     Ok(())
+}
+
+/// Names the admin listener, if the server has one.
+pub fn print_admin(running: &pir_server::RunningServer) {
+    if let Some(addr) = running.admin_addr {
+        println!("admin (plain HTTP): http://{addr}/metrics  http://{addr}/health");
+    }
 }
 
 /// A byte count for people: B, KiB, MiB or GiB.

@@ -5,6 +5,7 @@
 //! key = "/etc/pir/mirror.key"
 //! listen = "0.0.0.0:8443"
 //! legacy_http = "0.0.0.0:8080"   # optional, NOT private
+//! admin_listen = "127.0.0.1:9464" # optional: plain-HTTP /metrics and /health
 //! workers = 8                    # optional, default: cores
 //! skip_verify = false            # optional
 //! batch_window_ms = 2            # optional: gather concurrent queries into one pass
@@ -33,6 +34,7 @@ struct FileConfig {
     key: Option<PathBuf>,
     listen: Option<SocketAddr>,
     legacy_http: Option<SocketAddr>,
+    admin_listen: Option<SocketAddr>,
     workers: Option<usize>,
     skip_verify: Option<bool>,
     batch_window_ms: Option<u64>,
@@ -50,6 +52,7 @@ pub struct MirrorConfig {
     pub key: PathBuf,
     pub listen: SocketAddr,
     pub legacy_http: Option<SocketAddr>,
+    pub admin_listen: Option<SocketAddr>,
     pub workers: Option<usize>,
     pub skip_verify: bool,
     pub batch_window: std::time::Duration,
@@ -138,6 +141,7 @@ pub fn resolve(args: MirrorServeArgs) -> Result<MirrorConfig> {
             .or(file.listen)
             .ok_or_else(|| missing("listen address", "--listen ADDR"))?,
         legacy_http: args.legacy_http.or(file.legacy_http),
+        admin_listen: args.admin_listen.or(file.admin_listen),
         workers,
         skip_verify: args.skip_verify || file.skip_verify.unwrap_or(false),
         batch_window: std::time::Duration::from_millis(window_ms),

@@ -81,6 +81,7 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
     options.batch_window = Duration::from_millis(args.batch_window_ms);
     options.max_batch = args.max_batch;
     options.grace = Duration::from_secs(args.grace_seconds);
+    options.admin_listen = args.admin_listen;
     eprintln!(
         "computing the {name} hint of {} records of {} bytes",
         header.records, header.record_size
@@ -135,6 +136,7 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
         running.addr, running.addr
     );
     println!("privacy: {PRIVACY}");
+    crate::print_admin(&running);
     running.run_until_signal().await;
     Ok(())
 }

@@ -546,3 +546,55 @@ fn a_closed_output_pipe_ends_the_command_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(output.status.success(), "{:?} {stderr}", output.status);
 }
+
+/// Plain HTTP GET on `addr`; returns the status and the body.
+fn plain_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    tcp.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+    (
+        head.split(' ').nth(1).unwrap().parse().unwrap(),
+        body.to_string(),
+    )
+}
+
+#[test]
+fn the_admin_listener_serves_metrics_and_health_only() {
+    let world = World::new(1);
+    let mut child = support::pir()
+        .args(["mirror", "serve", "--release", &world.path("release")])
+        .args(["--key", &world.path("m0.key"), "--listen", "127.0.0.1:0"])
+        .args(["--admin-listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = std::io::BufRead::lines(stdout).map(Result::unwrap);
+    let admin = lines
+        .find_map(|line| {
+            line.strip_prefix("admin (plain HTTP): http://")
+                .map(|rest| rest.split('/').next().unwrap().to_string())
+        })
+        .expect("the mirror names its admin address");
+    // Keep reading: a closed stdout ends the command (quietly) at its next line.
+    std::thread::spawn(move || lines.for_each(drop));
+    let (status, body) = plain_get(&admin, "/metrics");
+    assert_eq!(status, 200);
+    assert!(body.contains("pir_request_seconds_count"), "{body}");
+    let (status, body) = plain_get(&admin, "/health");
+    assert_eq!(
+        (status, body.starts_with("ok release=")),
+        (200, true),
+        "{body}"
+    );
+    assert_eq!(plain_get(&admin, "/pir/v1/hint").0, 404);
+    assert!(support::terminate(&mut child).success());
+}

@@ -12,6 +12,9 @@
 //! - `GET /health`: release id and shape; never touches the database.
 //! - `GET /metrics`: Prometheus counters (no query contents, see [`pir_service::Metrics`]).
 //!
+//! Admin listener (plain HTTP, only when configured, meant for loopback): `GET /health` and
+//! `GET /metrics`, for scrapers that do not pin TLS keys.
+//!
 //! Legacy listener (plain HTTP, only when configured): `GET /files/{name}` returns a file of the
 //! release as-is, for clients that do not speak PIR (upPIR, seed 000, section 4.2). Those
 //! downloads are not private; the CLI says so.
@@ -56,6 +59,9 @@ pub struct ServerOptions {
     pub listen: SocketAddr,
     /// Optional plain-HTTP address for legacy file downloads.
     pub legacy_listen: Option<SocketAddr>,
+    /// Optional plain-HTTP address for `/metrics` and `/health` only (for a Prometheus
+    /// scraper on the same host; keep it on loopback).
+    pub admin_listen: Option<SocketAddr>,
     /// Threads that scan the database (defaults to the number of cores).
     pub workers: usize,
     /// How long the batcher waits for more requests after the first one (0: only what is
@@ -88,6 +94,7 @@ impl ServerOptions {
         Self {
             listen,
             legacy_listen: None,
+            admin_listen: None,
             workers,
             batch_window: DEFAULT_BATCH_WINDOW,
             max_batch: DEFAULT_MAX_BATCH,
@@ -103,6 +110,8 @@ pub struct RunningServer {
     pub addr: SocketAddr,
     /// The bound legacy address, if any.
     pub legacy_addr: Option<SocketAddr>,
+    /// The bound admin address, if any.
+    pub admin_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
 }
@@ -253,6 +262,28 @@ pub async fn start<H: Handler + ?Sized>(
     ));
     tracing::info!(%addr, "serving PIR over HTTPS");
 
+    let admin_addr = match options.admin_listen {
+        Some(admin) => {
+            let listener = TcpListener::bind(admin).await?;
+            let admin_addr = listener.local_addr()?;
+            let admin_app = Router::new()
+                .route("/health", get(health::<H>))
+                .route("/metrics", get(metrics::<H>))
+                .with_state(state.clone());
+            tasks.spawn(accept_loop(
+                listener,
+                None,
+                admin_app,
+                stopped.clone(),
+                grace,
+            ));
+            if !admin_addr.ip().is_loopback() {
+                tracing::warn!(addr = %admin_addr, "admin listener (health, metrics) is reachable beyond this host");
+            }
+            Some(admin_addr)
+        }
+        None => None,
+    };
     let legacy_addr = match options.legacy_listen {
         Some(legacy) => {
             let listener = TcpListener::bind(legacy).await?;
@@ -271,6 +302,7 @@ pub async fn start<H: Handler + ?Sized>(
     Ok(RunningServer {
         addr,
         legacy_addr,
+        admin_addr,
         stop,
         tasks,
     })

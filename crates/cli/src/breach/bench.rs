@@ -90,6 +90,7 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
                 listen: "127.0.0.1:0".parse()?,
                 workers: None,
                 grace: pir_server::DEFAULT_GRACE,
+                admin_listen: None,
                 four_russians: args.four_russians.map(usize::from),
             })
             .await?,
