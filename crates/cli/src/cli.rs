@@ -51,6 +51,14 @@ pub enum LogFormat {
 pub enum Command {
     /// Run the whole system locally: a sample release, 3 mirrors on 127.0.0.1, one private fetch.
     Demo(DemoArgs),
+    /// Print a shell completion script: `pir completions bash > /etc/bash_completion.d/pir`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `pir man > pir.1 && man ./pir.1`.
+    Man,
     /// Make an Ed25519 key pair NAME.key (secret, mode 0600) and NAME.pub.
     Keygen(KeygenArgs),
     /// Vendor: build and inspect releases.

@@ -63,6 +63,18 @@ async fn run_other(command: Command) -> Result<()> {
     match command {
         Command::Breach(_) => bail!("internal: breach commands are dispatched by run"),
         Command::Demo(args) => demo::run(args).await,
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "pir", &mut script);
+            write_stdout(&script)
+        }
+        Command::Man => {
+            let page = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
+            let mut roff = Vec::new();
+            page.render(&mut roff).context("rendering the man page")?;
+            write_stdout(&roff)
+        }
         Command::Keygen(args) => match (&args.out, &args.show_pin) {
             (Some(out), _) => keygen(out),
             (None, Some(public)) => {
@@ -641,6 +653,15 @@ fn bench_threads(asked: &[usize]) -> Result<(usize, Vec<usize>)> {
         anyhow::bail!("--threads must be at least 1");
     }
     Ok((cores, threads))
+}
+
+/// Writes `bytes` to standard output; a reader that went away early is not an error.
+fn write_stdout(bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to standard output"),
+    }
 }
 
 /// A reader that stops early (`pir release show ... | head -1`) closes our standard output;

@@ -598,3 +598,20 @@ fn the_admin_listener_serves_metrics_and_health_only() {
     assert_eq!(plain_get(&admin, "/pir/v1/hint").0, 404);
     assert!(support::terminate(&mut child).success());
 }
+
+#[test]
+fn completions_and_the_man_page_come_from_the_command_definitions() {
+    let bash = ok(&["completions", "bash"]);
+    assert!(bash.contains("_pir()"), "{bash}");
+    for command in ["fetch", "breach", "mirror", "keygen"] {
+        assert!(
+            bash.contains(command),
+            "{command} missing from the completions"
+        );
+    }
+    assert!(ok(&["completions", "zsh"]).contains("#compdef pir"));
+    let man = ok(&["man"]);
+    assert!(man.contains(".TH pir 1"), "{man}");
+    assert!(man.contains("breach"), "subcommands are listed");
+    assert!(!run(&["completions", "tcsh"]).status.success());
+}
