@@ -269,6 +269,7 @@ pub fn save_evidence(out: &Path, incidents: &[Incident]) -> Result<Vec<PathBuf>,
         .unwrap_or(Path::new("."));
     let stem = out
         .file_name()
+        .filter(|n| *n != "-")
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "fetch".into());
     let mut paths = Vec::new();
@@ -286,6 +287,21 @@ pub fn save_evidence(out: &Path, incidents: &[Incident]) -> Result<Vec<PathBuf>,
         }
     }
     Ok(paths)
+}
+
+/// The `out` path that means standard output.
+pub const STDOUT: &str = "-";
+
+/// Writes verified bytes to standard output; a reader that went away early is not an error.
+fn write_stdout(bytes: &[u8]) -> Result<(), UpdateError> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(UpdateError::Io {
+            path: "standard output".into(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Everything `pir fetch` does: verify the mirror list, fetch and verify the manifest,
@@ -306,7 +322,11 @@ pub async fn fetch_to_file(
     match result {
         Ok(fetched) => {
             let evidence = save_evidence(out, &fetched.incidents)?;
-            write_atomically(out, &fetched.bytes)?;
+            if out == Path::new(STDOUT) {
+                write_stdout(&fetched.bytes)?;
+            } else {
+                write_atomically(out, &fetched.bytes)?;
+            }
             Ok((fetched, evidence))
         }
         Err(UpdateError::Fetch(error)) => {

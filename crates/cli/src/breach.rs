@@ -356,6 +356,19 @@ async fn check(args: &BreachCheckArgs) -> Result<ExitCode> {
         }
     };
     let outcome = pir_breach::check::check(&session, &header, credential).await?;
+    if args.json {
+        let (found, count) = match outcome {
+            Outcome::Found { count } => (true, count),
+            Outcome::NotFound => (false, None),
+        };
+        let report = serde_json::json!({ "found": found, "count": count, "privacy": PRIVACY });
+        println!("{report}");
+        return Ok(if found {
+            ExitCode::from(CREDENTIAL_FOUND)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
     eprintln!("privacy: {PRIVACY}");
     match outcome {
         Outcome::Found { count: Some(count) } => println!(

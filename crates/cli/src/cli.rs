@@ -300,6 +300,9 @@ pub struct BreachCheckArgs {
     /// The servers file (from `pir breach servers`).
     #[arg(long, value_name = "SERVERS")]
     pub servers: PathBuf,
+    /// Print the result as one JSON object on standard output (for scripts).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `pir breach proxy`.
@@ -405,13 +408,17 @@ pub struct GetArgs {
     /// The server's public key; TLS and answer signatures must match it.
     #[arg(long, value_name = "SERVER.pub")]
     pub server_pub: PathBuf,
-    /// Write the record or value here (atomically) instead of printing it.
+    /// Write the record or value here (atomically) instead of printing it; `-` is standard
+    /// output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Where hints are cached, per server key and database version (default: the user's
     /// cache directory, ~/.cache/pir).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Print the result as one JSON object on standard output (for scripts).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `pir bench`.
@@ -665,7 +672,9 @@ pub struct FetchArgs {
     /// The vendor's public key; the mirror list and manifest must be signed by it.
     #[arg(long, value_name = "VENDOR.pub")]
     pub vendor_pub: PathBuf,
-    /// Where to write the file; written atomically, never partially.
+    /// Where to write the file; written atomically, never partially. `-` writes it to
+    /// standard output once it has been verified (evidence files then go to the current
+    /// directory).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// Scheme.
@@ -680,6 +689,9 @@ pub struct FetchArgs {
     /// RAID-PIR chunks c (default: servers); one query fetches up to c blocks.
     #[arg(long)]
     pub chunks: Option<usize>,
+    /// Print the result as one JSON object on standard output (for scripts).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `pir evidence ...`.

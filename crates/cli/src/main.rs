@@ -148,6 +148,10 @@ async fn run_other(command: Command) -> Result<()> {
             if servers > listed {
                 bail!("--servers {servers} but the mirror list has only {listed} mirrors");
             }
+            let to_stdout = args.out == Path::new(pir_updates::fetch::STDOUT);
+            if to_stdout && args.json {
+                bail!("--json and --out - both want standard output: write the file somewhere");
+            }
             let choice = match args.scheme {
                 SchemeArg::Chor => SchemeChoice::Chor { servers },
                 SchemeArg::RaidPir => SchemeChoice::RaidPir {
@@ -175,8 +179,30 @@ async fn run_other(command: Command) -> Result<()> {
             }
             let sent: u64 = fetched.stats.iter().map(|s| s.bytes_sent).sum();
             let received: u64 = fetched.stats.iter().map(|s| s.bytes_received).sum();
-            println!(
-                "fetched {} -> {} ({} bytes, {} blocks, {} quer{} per mirror, {} bytes sent, {} received, {:.1} ms)",
+            if args.json {
+                let incidents: Vec<serde_json::Value> = fetched
+                    .incidents
+                    .iter()
+                    .map(|i| serde_json::json!({ "mirror": i.url, "what": i.what }))
+                    .collect();
+                let report = serde_json::json!({
+                    "name": args.name,
+                    "out": args.out,
+                    "bytes": fetched.bytes.len(),
+                    "blocks": fetched.blocks,
+                    "queries_per_mirror": fetched.queries,
+                    "bytes_sent": sent,
+                    "bytes_received": received,
+                    "milliseconds": fetched.elapsed.as_secs_f64() * 1e3,
+                    "incidents": incidents,
+                    "evidence": evidence,
+                    "privacy": choice.assumption(),
+                });
+                println!("{report}");
+                return Ok(());
+            }
+            let summary = format!(
+                "fetched {} -> {} ({} bytes, {} blocks, {} quer{} per mirror, {} bytes sent, {} received, {:.1} ms)\nprivacy: {}",
                 args.name,
                 args.out.display(),
                 fetched.bytes.len(),
@@ -185,9 +211,15 @@ async fn run_other(command: Command) -> Result<()> {
                 if fetched.queries == 1 { "y" } else { "ies" },
                 sent,
                 received,
-                fetched.elapsed.as_secs_f64() * 1e3
+                fetched.elapsed.as_secs_f64() * 1e3,
+                choice.assumption()
             );
-            println!("privacy: {}", choice.assumption());
+            // With `--out -` standard output is the file itself.
+            if to_stdout {
+                eprintln!("{summary}");
+            } else {
+                println!("{summary}");
+            }
             Ok(())
         }
         Command::Db(DbCommand::Build(args)) => records::build(&args),

@@ -174,6 +174,27 @@ pub async fn get(args: &GetArgs) -> Result<()> {
         }
         Err(other) => return Err(other.into()),
     };
+    let to_stdout = args.out.as_deref() == Some(Path::new("-"));
+    if args.json {
+        let out = args.out.as_ref().filter(|_| !to_stdout);
+        if let Some(path) = out {
+            write_atomic(path, &found.value)?;
+        }
+        let report = serde_json::json!({
+            "what": what,
+            "bytes": found.value.len(),
+            "value_hex": out.is_none().then(|| hex::encode(&found.value)),
+            "out": out,
+            "scheme": session.header().params.scheme.id().name(),
+            "request_bytes": found.request_bytes,
+            "reply_bytes": found.reply_bytes,
+            "hint_from_cache": session.hint_from_cache(),
+            "hint_bytes": session.hint_bytes(),
+            "privacy": PRIVACY,
+        });
+        println!("{report}");
+        return Ok(());
+    }
     let summary = format!(
         "{what}: {} bytes ({}, {} bytes sent, {} received, {})",
         found.value.len(),
@@ -182,14 +203,19 @@ pub async fn get(args: &GetArgs) -> Result<()> {
         found.reply_bytes,
         hint_note
     );
-    match &args.out {
+    match args.out.as_ref().filter(|_| !to_stdout) {
         Some(path) => {
             write_atomic(path, &found.value)?;
             println!("{summary} -> {}", path.display());
         }
         None => {
             let mut out = std::io::stdout().lock();
-            out.write_all(&found.value)?;
+            match out.write_all(&found.value) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    return Err(e).context("writing the value to standard output")
+                }
+                _ => {}
+            }
             eprintln!("{summary}");
         }
     }

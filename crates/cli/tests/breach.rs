@@ -27,8 +27,14 @@ const JOHN_LIST: &str = "/usr/share/john/password.lst";
 
 /// `pir breach check` with `input` on standard input.
 fn check(servers: &str, input: &str) -> Output {
+    check_with(servers, input, &[])
+}
+
+/// `pir breach check EXTRA` with `input` on standard input.
+fn check_with(servers: &str, input: &str, extra: &[&str]) -> Output {
     let mut child = pir()
         .args(["breach", "check", "--servers", servers])
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -208,6 +214,20 @@ fn private_checks_over_a_real_password_list_pairs_and_the_range_proxy() {
     }
     // No password on standard input is an error, not a verdict.
     assert_eq!(check(&servers, "").status.code(), Some(1));
+    // Scripts get JSON, with the same exit codes.
+    let hit = check_with(&servers, "password\n", &["--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&hit.stdout).unwrap();
+    assert_eq!(
+        (hit.status.code(), &report["found"]),
+        (Some(5), &serde_json::json!(true))
+    );
+    assert!(report["count"].as_u64().is_some_and(|c| c >= 1), "{report}");
+    let miss = check_with(&servers, "miss-not-in-any-list\n", &["--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&miss.stdout).unwrap();
+    assert_eq!(
+        (miss.status.code(), &report["found"]),
+        (Some(0), &serde_json::json!(false))
+    );
 
     // A replayed QDP query is refused with a clear error; malformed requests are refused,
     // and the servers keep serving.

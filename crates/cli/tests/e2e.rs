@@ -615,3 +615,29 @@ fn completions_and_the_man_page_come_from_the_command_definitions() {
     assert!(man.contains("breach"), "subcommands are listed");
     assert!(!run(&["completions", "tcsh"]).status.success());
 }
+
+#[test]
+fn fetch_reports_json_and_writes_to_standard_output() {
+    let world = World::new(3);
+    let mirrors = three_good_mirrors(&world);
+    let list = world.mirror_list("mirrors.pir", &entries(&mirrors, 0));
+    let (name, bytes) = &world.files[1];
+    let out = world.path("out-json");
+    let mut json_args = fetch_args(name, &list, &world, &out);
+    json_args.push("--json".into());
+    let report: serde_json::Value = serde_json::from_str(&ok(&args(&json_args))).unwrap();
+    assert_eq!(report["bytes"].as_u64(), Some(bytes.len() as u64));
+    assert_eq!(report["out"], out);
+    assert!(report["privacy"].as_str().unwrap().contains("collude"));
+    assert_eq!(&std::fs::read(&out).unwrap(), bytes);
+    let to_stdout = run(&args(&fetch_args(name, &list, &world, "-")));
+    assert!(to_stdout.status.success(), "{to_stdout:?}");
+    assert_eq!(
+        &to_stdout.stdout, bytes,
+        "the file itself on standard output"
+    );
+    assert!(String::from_utf8_lossy(&to_stdout.stderr).contains("privacy:"));
+    let mut both = fetch_args(name, &list, &world, "-");
+    both.push("--json".into());
+    assert!(!run(&args(&both)).status.success());
+}

@@ -94,6 +94,16 @@ fn records_and_keys_fetched_privately_from_one_server() {
         let second = get(&["5"], &records);
         assert_eq!(second.stdout, &data[5 * 24..6 * 24]);
         assert!(String::from_utf8_lossy(&second.stderr).contains("hint from cache"));
+        // `--out -` is standard output; `--json` is one object with the value in hex.
+        let dash = get(&["5", "--out", "-"], &records);
+        assert_eq!(dash.stdout, &data[5 * 24..6 * 24]);
+        let json = get(&["5", "--json"], &records);
+        let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(report["value_hex"], hex::encode(&data[5 * 24..6 * 24]));
+        assert_eq!(
+            (report["bytes"].as_u64(), &report["scheme"]),
+            (Some(24), &serde_json::json!(scheme))
+        );
         // An index past the end is refused on the client.
         assert!(!get(&["150"], &records).status.success());
 
