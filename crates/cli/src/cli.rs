@@ -628,6 +628,10 @@ pub struct MirrorServeArgs {
     /// Lock the database in RAM (mlock).
     #[arg(long)]
     pub lock_in_ram: bool,
+    /// Print the effective settings (file and flags merged, defaults filled in) as a config
+    /// file, and exit without serving.
+    #[arg(long)]
+    pub print_config: bool,
 }
 
 /// `pir mirror-list ...`.

@@ -114,7 +114,11 @@ async fn run_other(command: Command) -> Result<()> {
             show_release(&args.release, args.vendor_pub.as_deref())
         }
         Command::Mirror(MirrorCommand::Serve(args)) => {
+            let print = args.print_config;
             let config = mirror_config::resolve(args)?;
+            if print {
+                return write_stdout(config.to_toml()?.as_bytes());
+            }
             serve_mirror(config).await
         }
         Command::MirrorList(MirrorListCommand::Build(args)) => {

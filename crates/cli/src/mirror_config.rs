@@ -22,12 +22,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cli::MirrorServeArgs;
 
 /// The file's fields; all optional so that flags can supply them.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     release: Option<PathBuf>,
@@ -60,6 +60,36 @@ pub struct MirrorConfig {
     pub grace: std::time::Duration,
     pub engine: pir_xor::EngineOptions,
     pub lock_in_ram: bool,
+}
+
+impl MirrorConfig {
+    /// The effective settings as a config file (every field filled in).
+    pub fn to_toml(&self) -> Result<String> {
+        // Absolute paths: the printed file stays right wherever it is saved.
+        let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        let file = FileConfig {
+            release: Some(absolute(&self.release)),
+            key: Some(absolute(&self.key)),
+            listen: Some(self.listen),
+            legacy_http: self.legacy_http,
+            admin_listen: self.admin_listen,
+            workers: self.workers,
+            skip_verify: Some(self.skip_verify),
+            batch_window_ms: Some(self.batch_window.as_millis() as u64),
+            max_batch: Some(self.max_batch),
+            grace_seconds: Some(self.grace.as_secs()),
+            four_russians: Some(match self.engine.russians {
+                pir_xor::Russians::Auto => "auto".to_string(),
+                pir_xor::Russians::Off => "off".to_string(),
+                pir_xor::Russians::Group(t) => t.to_string(),
+            }),
+            four_russians_memory_gib: Some(
+                self.engine.russians_memory_limit as f64 / (1u64 << 30) as f64,
+            ),
+            lock_in_ram: Some(self.lock_in_ram),
+        };
+        toml::to_string(&file).context("writing the settings as TOML")
+    }
 }
 
 /// Parses `auto`, `off` or a group size.

@@ -641,3 +641,30 @@ fn fetch_reports_json_and_writes_to_standard_output() {
     both.push("--json".into());
     assert!(!run(&args(&both)).status.success());
 }
+
+#[test]
+fn print_config_shows_the_effective_settings_as_a_config_that_round_trips() {
+    let world = World::new(1);
+    let printed = ok(&[
+        "mirror",
+        "serve",
+        "--release",
+        &world.path("release"),
+        "--key",
+        &world.path("m0.key"),
+        "--listen",
+        "127.0.0.1:0",
+        "--max-batch",
+        "8",
+        "--print-config",
+    ]);
+    assert!(printed.contains("max_batch = 8"), "{printed}");
+    assert!(
+        printed.contains("grace_seconds = 10"),
+        "defaults are filled in: {printed}"
+    );
+    let config = world.path("printed.toml");
+    std::fs::write(&config, &printed).unwrap();
+    let again = ok(&["mirror", "serve", "--config", &config, "--print-config"]);
+    assert_eq!(again, printed);
+}
