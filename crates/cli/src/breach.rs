@@ -27,9 +27,10 @@ mod bench;
 
 use crate::cli::{
     BreachBuildArgs, BreachCheckArgs, BreachCommand, BreachProxyArgs, BreachServeArgs,
-    BreachServersArgs, CorpusArg, CredentialHashArg, QdpPolicyArg,
+    BreachServeSettings, BreachServersArgs, CorpusArg, CredentialHashArg, QdpPolicyArg,
 };
 use crate::error::CREDENTIAL_FOUND;
+use crate::server_config;
 
 use pir_breach::check::{Credential, Outcome, PRIVACY};
 
@@ -104,8 +105,26 @@ fn build(args: &BreachBuildArgs) -> Result<()> {
     Ok(())
 }
 
-/// `pir breach serve`.
-async fn serve(args: BreachServeArgs) -> Result<()> {
+/// `pir breach serve`: resolves the settings, then prints them (`--print-config`) or serves.
+async fn serve(flags: BreachServeArgs) -> Result<()> {
+    let defaults = server_config::defaults([
+        ("qdp_policy", toml::Value::String("half".into())),
+        ("qdp_queue", toml::Value::Integer(500)),
+        ("grace_seconds", toml::Value::Integer(10)),
+    ]);
+    let paths = ["db", "key", "blinding_key", "seed_state"];
+    let args: BreachServeSettings =
+        server_config::merge(defaults, flags.config.as_deref(), &flags, &paths)?;
+    if args.server > 1 {
+        bail!("server must be 0 or 1, not {}", args.server);
+    }
+    if args.four_russians.is_some_and(|t| !(1..=8).contains(&t)) {
+        bail!("four_russians must be a group size 1 to 8");
+    }
+    if flags.print_config {
+        print!("{}", server_config::print(&args, &paths)?);
+        return Ok(());
+    }
     let key = SecretKey::load(&args.key)?;
     let server = usize::from(args.server);
     let seed_state = args.seed_state.clone().unwrap_or_else(|| {

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::{Deserialize, Serialize};
 
 /// Private information retrieval you can deploy.
 ///
@@ -198,7 +199,8 @@ pub struct BreachBuildArgs {
 }
 
 /// Pause policies of the precompute worker (seed 001, section 5.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum QdpPolicyArg {
     /// Pause whenever a query is being answered.
     Always,
@@ -208,50 +210,96 @@ pub enum QdpPolicyArg {
     Half,
 }
 
-/// `pir breach serve`.
-#[derive(Debug, Args)]
+/// `pir breach serve`. Every setting can also come from a TOML file (`--config`; keys are
+/// the flag names with `_`, e.g. `qdp_queue = 1000`); flags override it.
+#[derive(Debug, Args, Serialize)]
 pub struct BreachServeArgs {
+    /// TOML file with any of: db, server, key, listen, blinding_key, qdp_policy, qdp_queue,
+    /// seed_state, workers, four_russians, grace_seconds, admin_listen.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings (file and flags merged, defaults filled in) as a config
+    /// file, and exit without serving.
+    #[arg(long)]
+    #[serde(skip)]
+    pub print_config: bool,
     /// The database (from `pir breach build`).
     #[arg(long, value_name = "DB")]
-    pub db: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db: Option<PathBuf>,
     /// This server's position: 0 or 1.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1))]
-    pub server: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<u16>,
     /// The server's secret key (from `pir keygen`): TLS identity and answer signatures.
     #[arg(long, value_name = "SERVER.key")]
-    pub key: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
     /// HTTPS address to listen on.
     #[arg(long, value_name = "ADDR")]
-    pub listen: SocketAddr,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
     /// The blinding key (DB.key from the build of a pairs database): this server then
     /// answers blinded requests. Give it to one server only.
     #[arg(long, value_name = "DB.key")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub blinding_key: Option<PathBuf>,
-    /// When the precompute worker pauses.
-    #[arg(long, value_enum, default_value_t = QdpPolicyArg::Half)]
-    pub qdp_policy: QdpPolicyArg,
-    /// Precomputed answers kept ready (0 disables precomputation).
-    #[arg(long, value_name = "N", default_value_t = 500)]
-    pub qdp_queue: usize,
+    /// When the precompute worker pauses (default half).
+    #[arg(long, value_enum)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qdp_policy: Option<QdpPolicyArg>,
+    /// Precomputed answers kept ready (0 disables precomputation; default 500).
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qdp_queue: Option<usize>,
     /// File keeping the seed counter's high-water mark (default: DB.seeds-SERVER).
     #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub seed_state: Option<PathBuf>,
     /// Threads that answer queries (default: number of cores).
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
     /// Keep a four-Russians table of group size T (1 to 8) over this server's flip chunk:
     /// the online step then reads one table entry per T rows instead of up to T rows
     /// (at 1.07 GB: 18 -> 8.8 ms with T = 4). Costs about (2^T - 1) / T / 2 times the
     /// database in memory (T = 4: 1.9x, T = 5: 3.1x) and a build at start. Off by default.
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u8).range(1..=8))]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub four_russians: Option<u8>,
     /// On SIGTERM or Ctrl-C, stop accepting and let requests in flight finish for up to
     /// this many seconds before closing their connections (default 10).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
-    pub grace_seconds: u64,
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_seconds: Option<u64>,
     /// Also serve /metrics and /health over plain HTTP at ADDR (for a scraper on this host;
     /// use a loopback address such as 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<SocketAddr>,
+}
+
+/// The settings of `pir breach serve` after defaults, file and flags are merged.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreachServeSettings {
+    pub db: PathBuf,
+    pub server: u16,
+    pub key: PathBuf,
+    pub listen: SocketAddr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blinding_key: Option<PathBuf>,
+    pub qdp_policy: QdpPolicyArg,
+    pub qdp_queue: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_state: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub four_russians: Option<u8>,
+    pub grace_seconds: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_listen: Option<SocketAddr>,
 }
 
@@ -348,7 +396,8 @@ pub struct DbBuildArgs {
 }
 
 /// The single-server schemes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LatticeSchemeArg {
     /// SimplePIR: fastest answers; the hint grows with the square root of the database.
     Simplepir,
@@ -356,41 +405,80 @@ pub enum LatticeSchemeArg {
     Doublepir,
 }
 
-/// `pir serve`.
-#[derive(Debug, Args)]
+/// `pir serve`. Every setting can also come from a TOML file (`--config`; keys are the flag
+/// names with `_`, e.g. `grace_seconds = 30`); flags override it.
+#[derive(Debug, Args, Serialize)]
 pub struct ServeArgs {
+    /// TOML file with any of: db, scheme, key, listen, workers, batch_window_ms, max_batch,
+    /// grace_seconds, admin_listen.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings (file and flags merged, defaults filled in) as a config
+    /// file, and exit without serving.
+    #[arg(long)]
+    #[serde(skip)]
+    pub print_config: bool,
     /// The database (from `pir db build`).
     #[arg(long, value_name = "DB")]
-    pub db: PathBuf,
-    /// Scheme.
-    #[arg(long, value_enum, default_value_t = LatticeSchemeArg::Simplepir)]
-    pub scheme: LatticeSchemeArg,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db: Option<PathBuf>,
+    /// Scheme (default simplepir).
+    #[arg(long, value_enum)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<LatticeSchemeArg>,
     /// The server's secret key (from `pir keygen`): TLS identity and answer signatures.
     #[arg(long, value_name = "SERVER.key")]
-    pub key: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
     /// HTTPS address to listen on.
     #[arg(long, value_name = "ADDR")]
-    pub listen: SocketAddr,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
     /// Threads that answer queries (default: number of cores).
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
-    /// Queries arriving within this many ms of the first waiting one share one pass.
-    #[arg(long, value_name = "MS", default_value_t = 2)]
-    pub batch_window_ms: u64,
-    /// Most requests answered in one pass.
-    #[arg(long, value_name = "N", default_value_t = 64)]
-    pub max_batch: usize,
+    /// Queries arriving within this many ms of the first waiting one share one pass
+    /// (default 2).
+    #[arg(long, value_name = "MS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_window_ms: Option<u64>,
+    /// Most requests answered in one pass (default 64).
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_batch: Option<usize>,
     /// On SIGTERM or Ctrl-C, stop accepting and let requests in flight finish for up to
     /// this many seconds before closing their connections (default 10).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
-    pub grace_seconds: u64,
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_seconds: Option<u64>,
     /// Also serve /metrics and /health over plain HTTP at ADDR (for a scraper on this host;
     /// use a loopback address such as 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_listen: Option<SocketAddr>,
     /// Do not draw a progress bar.
     #[arg(long)]
+    #[serde(skip)]
     pub quiet: bool,
+}
+
+/// The settings of `pir serve` after defaults, file and flags are merged.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeSettings {
+    pub db: PathBuf,
+    pub scheme: LatticeSchemeArg,
+    pub key: PathBuf,
+    pub listen: SocketAddr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    pub batch_window_ms: u64,
+    pub max_batch: usize,
+    pub grace_seconds: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<SocketAddr>,
 }
 
 /// `pir get`.

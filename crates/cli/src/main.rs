@@ -7,6 +7,7 @@ mod demo;
 mod error;
 mod mirror_config;
 mod records;
+mod server_config;
 
 use std::path::Path;
 use std::process::ExitCode;

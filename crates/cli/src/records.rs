@@ -10,8 +10,9 @@ use pir_keys::{PublicKey, SecretKey};
 use pir_records::lookup::{self, LookupError, Query, PRIVACY};
 use pir_records::{DbKind, RecordDb};
 
-use crate::cli::{DbBuildArgs, GetArgs, LatticeSchemeArg, ServeArgs};
+use crate::cli::{DbBuildArgs, GetArgs, LatticeSchemeArg, ServeArgs, ServeSettings};
 use crate::error::KeyNotFound;
+use crate::server_config;
 
 /// `pir db build`.
 pub fn build(args: &DbBuildArgs) -> Result<()> {
@@ -64,8 +65,28 @@ pub fn build(args: &DbBuildArgs) -> Result<()> {
     Ok(())
 }
 
-/// `pir serve`.
+/// `pir serve`: resolves the settings, then prints them (`--print-config`) or serves.
 pub async fn serve(args: &ServeArgs) -> Result<()> {
+    let defaults = server_config::defaults([
+        ("scheme", toml::Value::String("simplepir".into())),
+        ("batch_window_ms", toml::Value::Integer(2)),
+        ("max_batch", toml::Value::Integer(64)),
+        ("grace_seconds", toml::Value::Integer(10)),
+    ]);
+    let paths = ["db", "key"];
+    let settings: ServeSettings =
+        server_config::merge(defaults, args.config.as_deref(), args, &paths)?;
+    if settings.max_batch == 0 || settings.batch_window_ms > 1000 {
+        bail!("max_batch must be at least 1 and batch_window_ms at most 1000");
+    }
+    if args.print_config {
+        print!("{}", server_config::print(&settings, &paths)?);
+        return Ok(());
+    }
+    serve_with(&settings, args.quiet).await
+}
+
+async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
     let key = SecretKey::load(&args.key)?;
     let db = RecordDb::open(&args.db, true)?;
     let header = *db.header();
@@ -86,7 +107,7 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
         "computing the {name} hint of {} records of {} bytes",
         header.records, header.record_size
     );
-    let bar = (!args.quiet).then(|| {
+    let bar = (!quiet).then(|| {
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
             indicatif::ProgressStyle::with_template("hint {bar:40} {percent}% {eta} left")

@@ -668,3 +668,60 @@ fn print_config_shows_the_effective_settings_as_a_config_that_round_trips() {
     let again = ok(&["mirror", "serve", "--config", &config, "--print-config"]);
     assert_eq!(again, printed);
 }
+
+#[test]
+fn serve_and_breach_serve_take_a_config_file_and_print_theirs() {
+    let world = World::new(1);
+    let dir = std::path::Path::new(&world.path("release"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    for (command, required) in [
+        (
+            vec!["serve"],
+            vec!["--db", "x.db", "--key", "k.key", "--listen", "127.0.0.1:0"],
+        ),
+        (
+            vec!["breach", "serve"],
+            vec![
+                "--db",
+                "x.db",
+                "--server",
+                "1",
+                "--key",
+                "k.key",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+        ),
+    ] {
+        let mut args: Vec<&str> = command.clone();
+        args.extend(&required);
+        args.extend(["--grace-seconds", "3", "--print-config"]);
+        let printed = ok(&args);
+        assert!(printed.contains("grace_seconds = 3"), "{printed}");
+        assert!(printed.contains("listen = \"127.0.0.1:0\""), "{printed}");
+        assert!(
+            printed.contains(&format!("{}", dir.join("x.db").display()))
+                || printed.contains("/x.db\""),
+            "paths are absolute: {printed}"
+        );
+        let file = world.path(&format!("{}.toml", command.join("-")));
+        std::fs::write(&file, &printed).unwrap();
+        let mut again: Vec<&str> = command.clone();
+        again.extend(["--config", &file, "--print-config"]);
+        assert_eq!(ok(&again), printed, "the printed file round-trips");
+        // A flag overrides the file.
+        again.extend(["--grace-seconds", "7"]);
+        assert!(ok(&again).contains("grace_seconds = 7"));
+        // Missing required settings are named.
+        let mut bare: Vec<&str> = command.clone();
+        bare.push("--print-config");
+        let refused = run(&bare);
+        assert!(!refused.status.success());
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("db"),
+            "{refused:?}"
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! Config files for `pir serve` and `pir breach serve`: defaults, then the TOML file
+//! (`--config`), then the flags, merged into one validated settings struct; `--print-config`
+//! prints the result as a file.
+//!
+//! Each command's settings are a serde struct whose field names are the long flag names with
+//! `_` for `-` (`grace_seconds` for `--grace-seconds`). Relative paths in a file are taken
+//! relative to the file's directory; printed files hold absolute paths, so they stay right
+//! wherever they are saved.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Merges `defaults`, the file at `config` (if any) and `flags` (only the flags given), later
+/// ones winning, into `S`. `paths` names the fields that hold paths.
+pub fn merge<S: DeserializeOwned, F: Serialize>(
+    defaults: toml::Table,
+    config: Option<&Path>,
+    flags: &F,
+    paths: &[&str],
+) -> Result<S> {
+    let mut merged = defaults;
+    if let Some(path) = config {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut file: toml::Table =
+            toml::from_str(&text).with_context(|| format!("{} is not TOML", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        for field in paths {
+            if let Some(toml::Value::String(p)) = file.get(*field) {
+                let joined = base.join(p).to_string_lossy().into_owned();
+                file.insert((*field).to_string(), toml::Value::String(joined));
+            }
+        }
+        merged.extend(file);
+    }
+    let flags = toml::Table::try_from(flags).context("reading the flags")?;
+    merged.extend(flags);
+    let settings: std::result::Result<S, _> = toml::Value::Table(merged).try_into();
+    settings.map_err(|e| {
+        anyhow::anyhow!(
+            "{}: every setting is a flag (--name) or a line `name = value` in --config",
+            e.to_string().trim()
+        )
+    })
+}
+
+/// `settings` as a config file, with the `paths` fields made absolute.
+pub fn print<S: Serialize>(settings: &S, paths: &[&str]) -> Result<String> {
+    let mut table = toml::Table::try_from(settings).context("writing the settings")?;
+    for field in paths {
+        if let Some(toml::Value::String(p)) = table.get(*field) {
+            let absolute = std::path::absolute(PathBuf::from(p))
+                .map(|a| a.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| p.clone());
+            table.insert((*field).to_string(), toml::Value::String(absolute));
+        }
+    }
+    toml::to_string(&table).context("writing the settings as TOML")
+}
+
+/// Makes a defaults table from `(name, value)` pairs.
+pub fn defaults<const N: usize>(pairs: [(&str, toml::Value); N]) -> toml::Table {
+    pairs
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, Serialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Settings {
+        db: PathBuf,
+        workers: Option<usize>,
+        grace_seconds: u64,
+    }
+
+    #[derive(Serialize)]
+    struct Flags {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        db: Option<PathBuf>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        grace_seconds: Option<u64>,
+    }
+
+    #[test]
+    fn defaults_then_file_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("server.toml");
+        std::fs::write(&file, "db = \"a.db\"\nworkers = 3\ngrace_seconds = 5\n").unwrap();
+        let defaults = || defaults([("grace_seconds", toml::Value::Integer(10))]);
+        let none = Flags {
+            db: None,
+            grace_seconds: None,
+        };
+        let s: Settings = merge(defaults(), Some(&file), &none, &["db"]).unwrap();
+        assert_eq!(s.db, dir.path().join("a.db"), "relative to the file");
+        assert_eq!((s.workers, s.grace_seconds), (Some(3), 5));
+        let flags = Flags {
+            db: Some("b.db".into()),
+            grace_seconds: Some(1),
+        };
+        let s: Settings = merge(defaults(), Some(&file), &flags, &["db"]).unwrap();
+        assert_eq!((s.db, s.grace_seconds), (PathBuf::from("b.db"), 1));
+        let missing = merge::<Settings, _>(defaults(), None, &none, &["db"]).unwrap_err();
+        assert!(missing.to_string().contains("db"), "{missing}");
+        std::fs::write(&file, "db = \"a.db\"\nlisten_on = 1\n").unwrap();
+        assert!(merge::<Settings, _>(defaults(), Some(&file), &none, &["db"]).is_err());
+        let printed = print(
+            &Settings {
+                db: "x.db".into(),
+                workers: None,
+                grace_seconds: 2,
+            },
+            &["db"],
+        )
+        .unwrap();
+        assert!(
+            printed.contains("grace_seconds = 2") && !printed.contains("\"x.db\""),
+            "{printed}"
+        );
+    }
+}
