@@ -123,6 +123,13 @@ impl MirrorList {
         }
         parse_body(body)
     }
+
+    /// Parses and validates the list without checking its signature (for inspection tools
+    /// and fuzzing; clients must use [`MirrorList::decode_verified`]).
+    pub fn decode_unverified(bytes: &[u8]) -> Result<MirrorList, UpdateError> {
+        let (body, _signature) = split_signature(bytes, "mirror list")?;
+        parse_body(body)
+    }
 }
 
 /// Parses a `URL=PATH/TO/MIRROR.pub` command-line argument and loads the key file.

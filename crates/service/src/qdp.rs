@@ -430,6 +430,20 @@ pub struct FileSeedStore {
     path: PathBuf,
 }
 
+/// The high-water mark in a seed state file's text (`pir-qdp-seed-state-v1 N`), if the text
+/// is one.
+pub fn parse_seed_state(text: &str) -> Option<u64> {
+    let mut words = text.split_whitespace();
+    match (
+        words.next(),
+        words.next().map(str::parse::<u64>),
+        words.next(),
+    ) {
+        (Some(SEED_STATE_HEADER), Some(Ok(value)), None) => Some(value),
+        _ => None,
+    }
+}
+
 /// First word of a seed state file.
 pub const SEED_STATE_HEADER: &str = "pir-qdp-seed-state-v1";
 
@@ -449,14 +463,9 @@ impl SeedStore for FileSeedStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(format!("{}: {e}", self.path.display()).into()),
         };
-        let mut words = text.split_whitespace();
-        match (
-            words.next(),
-            words.next().map(str::parse::<u64>),
-            words.next(),
-        ) {
-            (Some(SEED_STATE_HEADER), Some(Ok(value)), None) => Ok(value),
-            _ => Err(format!(
+        match parse_seed_state(&text) {
+            Some(value) => Ok(value),
+            None => Err(format!(
                 "{}: not a seed state file; restore it from a backup (never delete it: a new \
                  state could repeat seeds)",
                 self.path.display()

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for SECONDS (default 600) and reports executions and findings.
+#
+#   bash fuzz/run.sh [SECONDS] [TARGET...]
+#
+# Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`). Each
+# target starts from a corpus seeded with the known-answer and fail_ vectors of tests/vectors
+# (decoded from hex into a temporary directory, never committed) and keeps what it finds
+# under fuzz/corpus/TARGET (ignored by git). A crash is written to fuzz/artifacts/TARGET and
+# makes the script exit non-zero: add the input as a fail_ vector and fix the decoder.
+set -uo pipefail
+cd "$(dirname "$0")"
+seconds="${1:-600}"
+shift || true
+targets=("$@")
+if [ "${#targets[@]}" -eq 0 ]; then
+  mapfile -t targets < <(cargo +nightly fuzz list)
+fi
+cargo +nightly fuzz build -O >/dev/null 2>&1 || cargo +nightly fuzz build -O || exit 1
+
+seeds="$(mktemp -d)"
+trap 'rm -rf "$seeds"' EXIT
+# Every hex vector (lines that are not comments) becomes one seed input.
+python3 - "$seeds" ../tests/vectors/*.hex ../tests/vectors/prologue/*.hex <<'PY'
+import os, sys
+out = sys.argv[1]
+for path in sys.argv[2:]:
+    text = "".join(l.strip() for l in open(path) if not l.startswith("#"))
+    try:
+        data = bytes.fromhex(text)
+    except ValueError:
+        continue
+    name = os.path.basename(path)[:-4]
+    open(os.path.join(out, name), "wb").write(data)
+PY
+
+failed=0
+printf '%-20s %12s %10s  %s\n' target executions exec/s result
+for target in "${targets[@]}"; do
+  mkdir -p "corpus/$target"
+  log="$(mktemp)"
+  cargo +nightly fuzz run -O "$target" "corpus/$target" "$seeds" -- \
+    -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1
+  status=$?
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  if [ "$status" -eq 0 ]; then
+    result="no findings"
+  else
+    result="FINDING (see fuzz/artifacts/$target)"
+    failed=1
+    tail -30 "$log"
+  fi
+  printf '%-20s %12s %10s  %s\n' "$target" "${runs:-?}" "${speed:-?}" "$result"
+  rm -f "$log"
+done
+exit "$failed"
