@@ -136,6 +136,12 @@ fn split_control(mut block: [u8; 16]) -> ([u8; 16], bool) {
     (block, t)
 }
 
+fn xor_block(a: &mut aes::Block, b: &aes::Block) {
+    for (x, y) in a.iter_mut().zip(b.iter()) {
+        *x ^= y;
+    }
+}
+
 fn xor16(a: &mut [u8; 16], b: &[u8; 16]) {
     for (x, y) in a.iter_mut().zip(b) {
         *x ^= y;
@@ -242,35 +248,51 @@ impl DpfKey {
             )));
         }
         let prg = Prg::new();
-        // Breadth first, one level at a time, so AES sees many independent blocks.
-        let mut seeds = vec![self.seed];
-        let mut bits = vec![self.t];
-        let (mut left, mut right) = (Vec::new(), Vec::new());
-        for cw in &self.levels {
-            prg.mmo_many(0, &seeds, &mut left);
-            prg.mmo_many(1, &seeds, &mut right);
-            let mut next_seeds = Vec::with_capacity(seeds.len() * 2);
-            let mut next_bits = Vec::with_capacity(seeds.len() * 2);
-            for (i, &t) in bits.iter().enumerate() {
-                for (block, t_cw) in [(left[i], cw.t_left), (right[i], cw.t_right)] {
-                    let (mut seed, mut bit) = split_control(block);
+        // Breadth first, one level at a time, in place, so AES sees many independent blocks
+        // and nothing is allocated per level: the children of node `i` go to `2i` and `2i + 1`,
+        // written from the last node down so that no node is overwritten before it is read.
+        let leaves = 1usize << self.depth();
+        let mut seeds = vec![aes::Block::default(); leaves];
+        let mut bits = vec![false; leaves];
+        let mut left = vec![aes::Block::default(); leaves / 2];
+        let mut right = vec![aes::Block::default(); leaves / 2];
+        seeds[0] = self.seed.into();
+        bits[0] = self.t;
+        for (level, cw) in self.levels.iter().enumerate() {
+            let n = 1usize << level;
+            left[..n].copy_from_slice(&seeds[..n]);
+            right[..n].copy_from_slice(&seeds[..n]);
+            prg.aes[0].encrypt_blocks(&mut left[..n]);
+            prg.aes[1].encrypt_blocks(&mut right[..n]);
+            let cw_seed = aes::Block::from(cw.seed);
+            for i in (0..n).rev() {
+                let (seed, t) = (seeds[i], bits[i]);
+                for (slot, block, t_cw) in [
+                    (2 * i, left[i], cw.t_left),
+                    (2 * i + 1, right[i], cw.t_right),
+                ] {
+                    // MMO: AES(s) xor s; the low bit is the child's control bit.
+                    let mut child = block;
+                    xor_block(&mut child, &seed);
+                    let mut bit = child[0] & 1 == 1;
+                    child[0] &= !1;
                     if t {
-                        xor16(&mut seed, &cw.seed);
+                        xor_block(&mut child, &cw_seed);
                         bit ^= t_cw;
                     }
-                    next_seeds.push(seed);
-                    next_bits.push(bit);
+                    seeds[slot] = child;
+                    bits[slot] = bit;
                 }
             }
-            seeds = next_seeds;
-            bits = next_bits;
         }
-        let mut out = Vec::new();
-        prg.mmo_many(2, &seeds, &mut out);
-        let mut bytes = Vec::with_capacity(out.len() * 16);
-        for (block, &t) in out.iter_mut().zip(&bits) {
+        let mut out = seeds.clone();
+        prg.aes[2].encrypt_blocks(&mut out);
+        let last = aes::Block::from(self.last);
+        let mut bytes = Vec::with_capacity(leaves * 16);
+        for ((block, seed), &t) in out.iter_mut().zip(&seeds).zip(&bits) {
+            xor_block(block, seed);
             if t {
-                xor16(block, &self.last);
+                xor_block(block, &last);
             }
             bytes.extend_from_slice(block);
         }
