@@ -114,6 +114,53 @@ pub struct RunningServer {
     pub admin_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
+    signals: StopSignals,
+}
+
+impl std::fmt::Debug for StopSignals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopSignals")
+    }
+}
+
+/// SIGTERM and SIGINT, listened for from the moment the server starts: a signal that arrives
+/// before [`RunningServer::run_until_signal`] waits (just after start-up) still drains the
+/// server instead of killing it.
+struct StopSignals {
+    #[cfg(unix)]
+    streams: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl StopSignals {
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let streams = match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(term), Ok(int)) => Some((term, int)),
+                _ => None,
+            };
+            Self { streams }
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// Waits for SIGINT or SIGTERM and names it.
+    async fn wait(&mut self) -> &'static str {
+        #[cfg(unix)]
+        if let Some((term, int)) = &mut self.streams {
+            return tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            };
+        }
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
+    }
 }
 
 impl RunningServer {
@@ -127,28 +174,12 @@ impl RunningServer {
 
     /// Runs until the process receives SIGINT (Ctrl-C) or SIGTERM (what systemd and
     /// Kubernetes send), then shuts down gracefully ([`RunningServer::shutdown`]).
-    pub async fn run_until_signal(self) {
-        let signal = stop_signal().await;
+    pub async fn run_until_signal(mut self) {
+        let signal = self.signals.wait().await;
         tracing::info!(signal, "draining requests in flight, then stopping");
         self.shutdown().await;
         tracing::info!("stopped");
     }
-}
-
-/// Waits for SIGINT or SIGTERM and names it.
-async fn stop_signal() -> &'static str {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            return tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            };
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
-    "SIGINT"
 }
 
 struct AppState<H: ?Sized> {
@@ -219,6 +250,8 @@ pub async fn start<H: Handler + ?Sized>(
     tls: Arc<rustls::ServerConfig>,
     options: ServerOptions,
 ) -> std::io::Result<RunningServer> {
+    // First, so that a stop signal during start-up is already drained, not fatal.
+    let signals = StopSignals::listen();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(options.workers.max(1))
         .thread_name(|i| format!("pir-scan-{i}"))
@@ -305,6 +338,7 @@ pub async fn start<H: Handler + ?Sized>(
         admin_addr,
         stop,
         tasks,
+        signals,
     })
 }
 
