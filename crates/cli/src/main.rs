@@ -57,6 +57,9 @@ async fn run(command: Command) -> Result<ExitCode> {
     if let Command::Breach(command) = command {
         return breach::run(command).await;
     }
+    if let Command::Evidence(EvidenceCommand::Check(args)) = &command {
+        return check_evidence(&args.evidence, &args.release);
+    }
     run_other(command).await.map(|()| ExitCode::SUCCESS)
 }
 
@@ -231,9 +234,7 @@ async fn run_other(command: Command) -> Result<()> {
         Command::Serve(args) => records::serve(&args).await,
         Command::Get(args) => records::get(&args).await,
         Command::Bench(args) => bench(&args),
-        Command::Evidence(EvidenceCommand::Check(args)) => {
-            check_evidence(&args.evidence, &args.release)
-        }
+        Command::Evidence(_) => bail!("internal: evidence commands are dispatched by run"),
     }
 }
 
@@ -435,36 +436,52 @@ fn build_engine(
     Ok(engine)
 }
 
-fn check_evidence(path: &Path, release_dir: &Path) -> Result<()> {
+/// `pir evidence check`: verifies the local release copy (every block against the signed
+/// manifest), then recomputes the mirror's answers from it. Exit codes in [`error`].
+fn check_evidence(path: &Path, release_dir: &Path) -> Result<ExitCode> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let evidence = pir_client::Evidence::decode(&bytes)
         .with_context(|| format!("{} is not an evidence file", path.display()))?;
-    let release = release::open(release_dir, None, false)?;
+    // A corrupt local copy would make an honest mirror look guilty: check it first.
+    let release = release::open(release_dir, None, true).with_context(|| {
+        format!(
+            "the local release {} cannot be trusted, so the evidence cannot be judged",
+            release_dir.display()
+        )
+    })?;
     if evidence.release_id != release.release_id {
         bail!(
-            "the evidence is for release {}, not {}",
+            "the evidence is for release {}, not {}: check it against that release",
             hex::encode(&evidence.release_id[..8]),
             hex::encode(&release.release_id[..8])
         );
     }
-    match pir_client::evidence::check(&evidence, &release.database)? {
-        pir_client::Verdict::Cheated { query } => {
-            println!(
+    Ok(
+        match pir_client::evidence::check(&evidence, &release.database)? {
+            pir_client::Verdict::Cheated { query } => {
+                println!(
                 "CHEATED: mirror {} (key {}) signed a wrong answer to query {query} of the batch",
                 evidence.url,
                 evidence.key.fingerprint()
             );
-        }
-        pir_client::Verdict::Correct => println!(
-            "correct: every answer mirror {} signed is right",
-            evidence.url
-        ),
-        pir_client::Verdict::NotSigned => println!(
-            "not signed by mirror {}'s key: proves nothing about it",
-            evidence.url
-        ),
-    }
-    Ok(())
+                ExitCode::from(error::EVIDENCE_CHEATED)
+            }
+            pir_client::Verdict::Correct => {
+                println!(
+                    "correct: every answer mirror {} signed is right",
+                    evidence.url
+                );
+                ExitCode::SUCCESS
+            }
+            pir_client::Verdict::NotSigned => {
+                println!(
+                    "not signed by mirror {}'s key: proves nothing about it",
+                    evidence.url
+                );
+                ExitCode::from(error::EVIDENCE_NOT_SIGNED)
+            }
+        },
+    )
 }
 
 fn unix_now() -> u64 {

@@ -137,15 +137,26 @@ fn cheating_mirror_is_named_and_its_signed_answer_proves_it() {
         .filter(|p| p.to_string_lossy().contains(".evidence-"))
         .collect();
     assert_eq!(evidence.len(), 1, "{evidence:?}");
-    let verdict = ok(&[
-        "evidence",
-        "check",
-        &evidence[0].to_string_lossy(),
-        "--release",
-        &release,
-    ]);
+    let check = |file: &str, release: &str| {
+        let out = run(&["evidence", "check", file, "--release", release]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let (code, verdict) = check(&evidence[0].to_string_lossy(), &release);
+    assert_eq!(code, Some(6), "proof of cheating exits 6: {verdict}");
     assert!(
         verdict.contains("CHEATED") && verdict.contains(&bad.url),
+        "{verdict}"
+    );
+    // Against a corrupt local copy nothing is judged: it could make an honest mirror look guilty.
+    let (code, verdict) = check(&evidence[0].to_string_lossy(), &world.path("bad-release"));
+    assert_eq!(code, Some(1), "{verdict}");
+    assert!(
+        verdict.contains("cannot be trusted") && !verdict.contains("CHEATED"),
         "{verdict}"
     );
 
@@ -170,6 +181,17 @@ fn cheating_mirror_is_named_and_its_signed_answer_proves_it() {
         "partial file left behind"
     );
     assert!(stderr.contains("evidence kept"), "{stderr}");
+    // Every suspect's signed answer was kept; the honest ones check as correct (exit 0), the
+    // corrupt one as proof (exit 6).
+    let mut codes: Vec<Option<i32>> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(".evidence-"))
+        .map(|p| check(&p.to_string_lossy(), &release).0)
+        .collect();
+    codes.sort();
+    assert_eq!(codes, vec![Some(0), Some(0), Some(6)]);
 }
 
 #[test]

@@ -7,14 +7,17 @@
 //! - A mirror that is down, refuses, or sends something malformed is replaced by a spare and
 //!   the batch is asked again with fresh randomness; with no spare left the error names it.
 //! - A block that fails its check means at least one mirror answered wrongly. For each position
-//!   in turn, the client re-asks the failing blocks (fresh randomness) with that position's
-//!   mirror swapped for a spare; the swap that makes every block verify names the culprit, whose
-//!   signed answer from the failed attempt is kept as [`Evidence`]. Without spares the error
-//!   lists the suspects and keeps all their signed answers.
+//!   in turn, the client sends a spare the EXACT request that position was sent and decodes the
+//!   failing rounds again with the spare's answer in its place; if every block then verifies,
+//!   that position's signed answer is proven inconsistent with the vendor's hashes given the
+//!   other answers, and it is kept as [`Evidence`]. A mirror is never named on a retry with fresh
+//!   randomness (a corrupt row spoils only the queries that select it). Without a usable spare
+//!   the error lists the suspects and keeps all their signed answers.
 //!
 //! Privacy of retries: every attempt is a complete, independent PIR query with fresh
-//! randomness, so each set of mirrors asked learns nothing unless all of the mirrors in one
-//! attempt (Chor) or `r` of them (RAID-PIR) collude. Users listing spares should read the
+//! randomness, and a spare asked during isolation receives one position's query unchanged, so
+//! each set of mirrors asked learns nothing unless all of the mirrors of one query (Chor) or
+//! `r` of them (RAID-PIR) collude. Users listing spares should read the
 //! assumption as ranging over every mirror that may be asked.
 
 use std::collections::VecDeque;
@@ -165,11 +168,18 @@ enum PositionFailure {
     Signed(String),
 }
 
-struct Attempt {
+/// A round's index in its group and its decoded blocks.
+type RoundBlocks = (usize, Vec<Vec<u8>>);
+
+struct Attempt<S: MultiServerScheme> {
     /// Decoded blocks per round.
     blocks: Vec<Vec<Vec<u8>>>,
     /// (round, position in round) of blocks that failed the check.
     bad: Vec<(usize, usize)>,
+    /// The client state of each round, to decode again with one position's answers replaced.
+    states: Vec<S::ClientState>,
+    /// The queries each position was sent, round by round.
+    queries: Vec<Vec<S::Query>>,
     requests: Vec<Vec<u8>>,
     replies: Vec<Vec<u8>>,
 }
@@ -194,7 +204,7 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
         assignment: &[usize],
         rounds: &[Vec<usize>],
         rng: &mut impl CryptoRng,
-    ) -> Result<Attempt, AttemptError> {
+    ) -> Result<Attempt<S>, AttemptError> {
         let n = assignment.len();
         let mut states = Vec::with_capacity(rounds.len());
         let mut queries: Vec<Vec<S::Query>> =
@@ -302,6 +312,8 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
         Ok(Attempt {
             blocks,
             bad,
+            states,
+            queries,
             requests,
             replies,
         })
@@ -416,7 +428,6 @@ pub async fn retrieve<S: MultiServerScheme, T: Transport>(
                     group,
                     &attempt,
                     &mut incidents,
-                    rng,
                 )
                 .await?
             };
@@ -435,83 +446,111 @@ pub async fn retrieve<S: MultiServerScheme, T: Transport>(
 }
 
 impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
-    /// Finds the mirror whose answer broke `failed` by swapping positions for spares; returns
-    /// the group's blocks with the broken rounds replaced by verified ones.
+    /// Finds the mirror whose answer broke `failed`, with proof; returns the group's blocks
+    /// with the broken rounds replaced by verified ones.
+    ///
+    /// For each position in turn, the spare is sent the EXACT request that position was sent.
+    /// The failed rounds are then decoded again with the spare's answers in place of that
+    /// position's. If every block now matches the vendor's hash, the position's signed answer is
+    /// proven wrong: given the other positions' signed answers, the block is a bijection of
+    /// that position's answer (XOR), so only the spare's answer is consistent with the vendor's
+    /// hash, and the position's answer differs from it. A position whose answer equals the
+    /// spare's, or that swapping does not repair, is never named. (A fresh-randomness retry
+    /// that happens to verify proves nothing: a corrupt row spoils only the answers whose
+    /// random query selects it.)
+    ///
+    /// Privacy: the spare receives one query exactly as that position did; it learns what that
+    /// position learned, so the assumption ranges over every mirror that may be asked.
     async fn isolate(
         &mut self,
         assignment: &mut [usize],
         spares: &mut VecDeque<usize>,
         group: &[Vec<usize>],
-        failed: &Attempt,
+        failed: &Attempt<S>,
         incidents: &mut Vec<Incident>,
-        rng: &mut impl CryptoRng,
     ) -> Result<Vec<Vec<Vec<u8>>>, FetchError> {
         let mut bad_rounds: Vec<usize> = failed.bad.iter().map(|&(t, _)| t).collect();
         bad_rounds.dedup();
-        let retry: Vec<Vec<usize>> = bad_rounds.iter().map(|&t| group[t].clone()).collect();
         let first_bad_block = group[failed.bad[0].0][failed.bad[0].1];
+        let max_reply = framing::reply_bytes(group.len(), self.options.max_answer);
 
         let mut position = 0;
         while position < assignment.len() {
             let Some(&spare) = spares.front() else { break };
-            let mut trial = assignment.to_vec();
-            trial[position] = spare;
-            match self.attempt(&trial, &retry, rng).await {
-                Ok(fixed) if fixed.bad.is_empty() => {
-                    spares.pop_front();
-                    let culprit = assignment[position];
-                    let evidence = Evidence::new(
-                        &self.mirrors[culprit],
-                        self.options.release_id,
-                        failed.requests[position].clone(),
-                        failed.replies[position].clone(),
-                    );
-                    let what = format!(
-                        "sent a wrong answer: block {first_bad_block} failed its manifest hash, and verified once this mirror was replaced"
-                    );
-                    tracing::warn!(mirror = %self.mirrors[culprit].url, "mirror sent a wrong answer");
+            let stats = &mut self.stats[spare];
+            stats.requests += 1;
+            stats.queries += group.len() as u64;
+            stats.bytes_sent += failed.requests[position].len() as u64;
+            let exchanged = self
+                .transport
+                .exchange(spare, failed.requests[position].clone(), max_reply)
+                .await;
+            let checked = match exchanged {
+                Err(error) => Err(error.to_string()),
+                Ok(reply) => {
+                    self.stats[spare].bytes_received += reply.len() as u64;
+                    self.check_reply(
+                        spare,
+                        &failed.requests[position],
+                        &reply,
+                        &failed.queries[position],
+                    )
+                    .map_err(|failure| match failure {
+                        PositionFailure::Unusable(w) | PositionFailure::Signed(w) => w,
+                    })
+                }
+            };
+            let spare_answers = match checked {
+                Ok(answers) => answers,
+                Err(what) => {
+                    // The spare is of no use: drop it and try this position with the next one.
+                    tracing::warn!(mirror = %self.mirrors[spare].url, %what, "spare failed");
                     incidents.push(Incident {
-                        mirror: culprit,
-                        url: self.mirrors[culprit].url.clone(),
+                        mirror: spare,
+                        url: self.mirrors[spare].url.clone(),
                         what,
-                        evidence: Some(evidence),
+                        evidence: None,
                     });
-                    assignment[position] = spare;
-                    let mut blocks = failed.blocks.clone();
-                    for (k, &t) in bad_rounds.iter().enumerate() {
-                        blocks[t] = fixed.blocks[k].clone();
-                    }
-                    return Ok(blocks);
+                    spares.pop_front();
+                    continue;
                 }
-                Ok(_) => position += 1,
-                Err(AttemptError::Scheme(e)) => return Err(FetchError::Scheme(e)),
-                Err(AttemptError::Mirrors(failures)) => {
-                    // The spare failed during the trial: drop it and try this position again
-                    // with the next spare. If a mirror already in use failed instead, there is
-                    // nobody left to compare against: give up naming it.
-                    for (p, failure, _, _) in failures {
-                        let mirror = trial[p];
-                        let what = match failure {
-                            PositionFailure::Unusable(w) | PositionFailure::Signed(w) => w,
-                        };
-                        incidents.push(Incident {
-                            mirror,
-                            url: self.mirrors[mirror].url.clone(),
-                            what: what.clone(),
-                            evidence: None,
-                        });
-                        if mirror == spare {
-                            spares.retain(|&s| s != mirror);
-                        } else {
-                            return Err(FetchError::MirrorFailed {
-                                url: self.mirrors[mirror].url.clone(),
-                                reason: what,
-                                incidents: std::mem::take(incidents),
-                            });
-                        }
-                    }
+            };
+            if let Some(repaired) = self.repair(
+                assignment,
+                position,
+                spare_answers,
+                group,
+                &bad_rounds,
+                failed,
+            )? {
+                spares.pop_front();
+                let culprit = assignment[position];
+                let evidence = Evidence::new(
+                    &self.mirrors[culprit],
+                    self.options.release_id,
+                    failed.requests[position].clone(),
+                    failed.replies[position].clone(),
+                );
+                let what = format!(
+                    "sent a wrong answer: block {first_bad_block} failed its manifest hash, and \
+                     the spare {}'s signed answer to the same query repairs it",
+                    self.mirrors[spare].url
+                );
+                tracing::warn!(mirror = %self.mirrors[culprit].url, "mirror sent a wrong answer");
+                incidents.push(Incident {
+                    mirror: culprit,
+                    url: self.mirrors[culprit].url.clone(),
+                    what,
+                    evidence: Some(evidence),
+                });
+                assignment[position] = spare;
+                let mut blocks = failed.blocks.clone();
+                for (t, round_blocks) in repaired {
+                    blocks[t] = round_blocks;
                 }
+                return Ok(blocks);
             }
+            position += 1;
         }
         let suspects: Vec<String> = assignment
             .iter()
@@ -535,6 +574,68 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
             suspects,
             incidents: std::mem::take(incidents),
         })
+    }
+
+    /// Decodes the `bad_rounds` of `failed` again with `replacement` as the answers of
+    /// `position`; the repaired rounds if every block of them now verifies.
+    fn repair(
+        &self,
+        assignment: &[usize],
+        position: usize,
+        replacement: Vec<S::Answer>,
+        group: &[Vec<usize>],
+        bad_rounds: &[usize],
+        failed: &Attempt<S>,
+    ) -> Result<Option<Vec<RoundBlocks>>, FetchError> {
+        let mut per_position: Vec<Vec<Option<S::Answer>>> = Vec::with_capacity(assignment.len());
+        for (p, &mirror) in assignment.iter().enumerate() {
+            let answers = if p == position {
+                replacement.iter().map(|_| None).collect()
+            } else {
+                // These replies passed the same check in the failed attempt.
+                self.check_reply(
+                    mirror,
+                    &failed.requests[p],
+                    &failed.replies[p],
+                    &failed.queries[p],
+                )
+                .map_err(|_| {
+                    FetchError::Scheme(Error::Malformed(
+                        "a reply that verified no longer does".into(),
+                    ))
+                })?
+                .into_iter()
+                .map(Some)
+                .collect()
+            };
+            per_position.push(answers);
+        }
+        let mut replacement: Vec<Option<S::Answer>> = replacement.into_iter().map(Some).collect();
+        let mut repaired = Vec::with_capacity(bad_rounds.len());
+        for &t in bad_rounds {
+            let round_answers: Vec<S::Answer> = (0..assignment.len())
+                .filter_map(|p| {
+                    if p == position {
+                        replacement.get_mut(t).and_then(Option::take)
+                    } else {
+                        per_position[p].get_mut(t).and_then(Option::take)
+                    }
+                })
+                .collect();
+            if round_answers.len() != assignment.len() {
+                return Ok(None);
+            }
+            let decoded = self.scheme.decode(&failed.states[t], &round_answers)?;
+            let all_verify = decoded
+                .iter()
+                .enumerate()
+                .all(|(k, block)| (self.verify)(group[t][k], block));
+            if !all_verify {
+                return Ok(None);
+            }
+            repaired.push((t, decoded));
+        }
+        Ok(Some(repaired))
     }
 }
 

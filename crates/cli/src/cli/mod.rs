@@ -530,6 +530,15 @@ pub struct FetchArgs {
 #[derive(Debug, Subcommand)]
 pub enum EvidenceCommand {
     /// Recompute the answers in an evidence file from the release and say whether the mirror cheated.
+    ///
+    /// The local release is checked first (every block against the signed manifest): a
+    /// corrupt copy would make an honest mirror look guilty.
+    ///
+    /// Exit codes: 0 every answer the mirror signed is correct; 6 CHEATED: the mirror signed a
+    /// wrong answer (the file is proof, for anyone holding the release); 7 the reply is not
+    /// signed by the mirror's key (proves nothing about it); 1 the file or the local release
+    /// is unusable.
+    #[command(verbatim_doc_comment)]
     Check(EvidenceCheckArgs),
 }
 
