@@ -20,6 +20,10 @@ pub enum UpdateError {
     /// A manifest, mirror list or release file is malformed (says what and which file).
     #[error("{0}")]
     Format(String),
+    /// The manifest is expired or older than a release this client already used (freeze or
+    /// rollback attack); says which.
+    #[error("{0}")]
+    Stale(String),
     /// A signature did not verify (says which document and which key fingerprint).
     #[error("{0}")]
     Signature(String),

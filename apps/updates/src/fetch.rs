@@ -16,6 +16,7 @@ use pir_core::MultiServerScheme;
 use pir_keys::PublicKey;
 use pir_xor::{AnswerMode, Chor, RaidPir};
 
+use crate::freshness::Freshness;
 use crate::{Manifest, MirrorList, UpdateError};
 
 /// Largest manifest a client accepts from a mirror (256 MiB: 8 M block hashes).
@@ -91,21 +92,67 @@ pub async fn fetch_file<T: Transport>(
     transport: Arc<T>,
     choice: SchemeChoice,
 ) -> Result<Fetched, UpdateError> {
-    let entry = manifest.file(name).ok_or_else(|| {
-        UpdateError::Input(format!(
-            "the release has no file named {name:?} ({} files; names are paths like {:?})",
-            manifest.files.len(),
-            manifest
-                .files
-                .first()
-                .map(|f| f.name.as_str())
-                .unwrap_or("")
-        ))
-    })?;
+    let mut many = fetch_files(manifest, release_id, &[name], mirrors, transport, choice).await?;
+    Ok(Fetched {
+        bytes: many.files.pop().map(|(_, bytes)| bytes).unwrap_or_default(),
+        blocks: many.blocks,
+        queries: many.queries,
+        stats: many.stats,
+        incidents: many.incidents,
+        elapsed: many.elapsed,
+    })
+}
+
+/// Several files fetched in one retrieval.
+#[derive(Debug)]
+pub struct FetchedMany {
+    /// `(name, bytes)` in the order asked, each verified against the manifest.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Blocks retrieved in all (including size-class padding).
+    pub blocks: u64,
+    /// Queries per mirror position.
+    pub queries: usize,
+    /// Traffic per mirror of the list.
+    pub stats: Vec<MirrorStats>,
+    /// Mirrors that failed or cheated, with evidence.
+    pub incidents: Vec<Incident>,
+    /// Wall time of the private retrieval.
+    pub elapsed: Duration,
+}
+
+/// Retrieves the files `names` of `manifest` privately in ONE retrieval: their blocks are
+/// planned into rounds together and sent as batches of up to 64 queries per mirror, so several
+/// files cost about what one file of their total size costs (a mirror learns the total number
+/// of blocks, never which files).
+pub async fn fetch_files<T: Transport>(
+    manifest: &Manifest,
+    release_id: [u8; 32],
+    names: &[&str],
+    mirrors: &[MirrorInfo],
+    transport: Arc<T>,
+    choice: SchemeChoice,
+) -> Result<FetchedMany, UpdateError> {
+    let mut entries = Vec::with_capacity(names.len());
+    for name in names {
+        entries.push(manifest.file(name).ok_or_else(|| {
+            UpdateError::Input(format!(
+                "the release has no file named {name:?} ({} files; names are paths like {:?})",
+                manifest.files.len(),
+                manifest
+                    .files
+                    .first()
+                    .map(|f| f.name.as_str())
+                    .unwrap_or("")
+            ))
+        })?);
+    }
     let shape = manifest.shape()?;
-    let indices: Vec<usize> = (entry.first_block..entry.first_block + entry.block_count)
-        .map(|i| i as usize)
+    let mut indices: Vec<usize> = entries
+        .iter()
+        .flat_map(|e| (e.first_block..e.first_block + e.block_count).map(|i| i as usize))
         .collect();
+    indices.sort_unstable();
+    indices.dedup();
     let hashes = &manifest.block_hashes;
     let verify = |index: usize, block: &[u8]| {
         hashes
@@ -171,23 +218,31 @@ pub async fn fetch_file<T: Transport>(
     };
     let elapsed = started.elapsed();
 
-    let mut blocks = retrieval.blocks;
-    blocks.sort_by_key(|(index, _)| *index);
-    let mut bytes: Vec<u8> = Vec::with_capacity(indices.len() * shape.block_size());
-    for (_, block) in &blocks {
-        bytes.extend_from_slice(block);
+    let blocks: std::collections::HashMap<usize, Vec<u8>> = retrieval.blocks.into_iter().collect();
+    let mut files = Vec::with_capacity(entries.len());
+    for entry in &entries {
+        let size = usize::try_from(entry.size)
+            .map_err(|_| UpdateError::Input("file too large for this machine".into()))?;
+        let mut bytes: Vec<u8> =
+            Vec::with_capacity(entry.block_count as usize * shape.block_size());
+        for index in entry.first_block..entry.first_block + entry.block_count {
+            let block = blocks.get(&(index as usize)).ok_or_else(|| {
+                UpdateError::Format(format!("{}: block {index} was not retrieved", entry.name))
+            })?;
+            bytes.extend_from_slice(block);
+        }
+        bytes.truncate(size);
+        if pir_keys::sha256(&bytes) != entry.sha256 {
+            return Err(UpdateError::Format(format!(
+                "{}: reassembled file does not match its manifest hash",
+                entry.name
+            )));
+        }
+        files.push((entry.name.clone(), bytes));
     }
-    let size = usize::try_from(entry.size)
-        .map_err(|_| UpdateError::Input("file too large for this machine".into()))?;
-    bytes.truncate(size);
-    if pir_keys::sha256(&bytes) != entry.sha256 {
-        return Err(UpdateError::Format(format!(
-            "{name}: reassembled file does not match its manifest hash"
-        )));
-    }
-    Ok(Fetched {
-        bytes,
-        blocks: entry.block_count,
+    Ok(FetchedMany {
+        files,
+        blocks: indices.len() as u64,
         queries,
         stats: retrieval.stats,
         incidents: retrieval.incidents,
@@ -212,31 +267,110 @@ pub fn load_mirror_list(path: &Path, vendor: &PublicKey) -> Result<Vec<MirrorInf
         .collect())
 }
 
-/// Fetches the signed manifest from the first mirror that sends one with a valid vendor
-/// signature. A mirror that sends a tampered manifest is skipped (and named in the error if no
-/// mirror sends a valid one). Returns the manifest and its release id.
-pub async fn load_manifest<T: Transport>(
+/// The release a client fetches from, and the mirrors that serve it first.
+#[derive(Debug, Clone)]
+pub struct ChosenRelease {
+    /// The verified manifest.
+    pub manifest: Manifest,
+    /// SHA-256 of its signed bytes.
+    pub release_id: [u8; 32],
+    /// Mirror list positions, those serving the release first (in list order), then the rest
+    /// as last spares.
+    pub order: Vec<usize>,
+}
+
+/// Chooses the release to fetch from: asks every mirror which releases it serves, takes the
+/// newest one served by at least `need` mirrors (during a rollover, some mirrors serve the next
+/// release before the others), fetches its manifest from a mirror that serves it and checks the
+/// vendor signature, the id, and freshness (expiry, and no older than the newest release this
+/// client used, when `freshness` is given). A mirror that sends a tampered manifest is skipped
+/// and named in the error if nothing else works.
+pub async fn choose_release<T: Transport>(
     transport: &T,
     mirrors: &[MirrorInfo],
     vendor: &PublicKey,
-) -> Result<(Manifest, [u8; 32]), UpdateError> {
+    need: usize,
+    freshness: Option<&Freshness>,
+) -> Result<ChosenRelease, UpdateError> {
+    let lists = futures_join_all(mirrors.len(), |i| pir_client::fetch_releases(transport, i)).await;
     let mut failures = Vec::new();
+    // id -> (version hint, mirrors serving it)
+    let mut candidates: Vec<([u8; 32], u64, Vec<usize>)> = Vec::new();
+    for (i, list) in lists.into_iter().enumerate() {
+        match list {
+            Ok(infos) => {
+                for info in infos {
+                    match candidates.iter_mut().find(|c| c.0 == info.id) {
+                        Some(c) => c.2.push(i),
+                        None => candidates.push((info.id, info.version, vec![i])),
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(mirror = %mirrors[i].url, "no releases list, used only as a last spare: {e}");
+                failures.push(format!("{}: {e}", mirrors[i].url));
+            }
+        }
+    }
+    // Served by enough mirrors first, then newest, then most widely served.
+    candidates.sort_by_key(|(_, version, serving)| {
+        (
+            serving.len() < need,
+            std::cmp::Reverse(*version),
+            std::cmp::Reverse(serving.len()),
+        )
+    });
     let mut tampered = false;
-    for (i, mirror) in mirrors.iter().enumerate() {
-        match pir_client::fetch_manifest(transport, i, MAX_MANIFEST_BYTES).await {
-            Ok(bytes) => match Manifest::decode_verified(&bytes, vendor) {
-                Ok(manifest) => return Ok((manifest, Manifest::release_id(&bytes))),
+    let mut stale: Option<UpdateError> = None;
+    for (id, _, serving) in &candidates {
+        for &i in serving {
+            let bytes =
+                match pir_client::fetch_manifest_of(transport, i, Some(id), MAX_MANIFEST_BYTES)
+                    .await
+                {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        failures.push(format!("{}: {e}", mirrors[i].url));
+                        continue;
+                    }
+                };
+            if Manifest::release_id(&bytes) != *id {
+                tampered = true;
+                failures.push(format!(
+                    "{} sent a manifest that is not the release it listed",
+                    mirrors[i].url
+                ));
+                continue;
+            }
+            let manifest = match Manifest::decode_verified(&bytes, vendor) {
+                Ok(manifest) => manifest,
                 Err(e) => {
-                    tracing::warn!(mirror = %mirror.url, "manifest rejected: {e}");
+                    tracing::warn!(mirror = %mirrors[i].url, "manifest rejected: {e}");
                     tampered = true;
                     failures.push(format!(
                         "{} sent a manifest that was rejected: {e}",
-                        mirror.url
+                        mirrors[i].url
                     ));
+                    continue;
                 }
-            },
-            Err(e) => failures.push(format!("{}: {e}", mirror.url)),
+            };
+            if let Some(freshness) = freshness {
+                if let Err(e) = freshness.check(&manifest, crate::freshness::now_unix()) {
+                    stale.get_or_insert(e);
+                    break; // the same release from another mirror is just as stale
+                }
+            }
+            let mut order = serving.clone();
+            order.extend((0..mirrors.len()).filter(|m| !serving.contains(m)));
+            return Ok(ChosenRelease {
+                manifest,
+                release_id: *id,
+                order,
+            });
         }
+    }
+    if let Some(stale) = stale {
+        return Err(stale);
     }
     let message = format!("no mirror sent a valid manifest: {}", failures.join("; "));
     Err(if tampered {
@@ -244,6 +378,136 @@ pub async fn load_manifest<T: Transport>(
     } else {
         UpdateError::Input(message)
     })
+}
+
+/// Runs `make(i)` for `i` in `0..n` concurrently; results in order.
+async fn futures_join_all<F, Fut, R>(n: usize, make: F) -> Vec<R>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = R>,
+{
+    let mut futures: Vec<std::pin::Pin<Box<Fut>>> = (0..n).map(|i| Box::pin(make(i))).collect();
+    let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, future) in futures.iter_mut().enumerate() {
+            if results[i].is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(r) => results[i] = Some(r),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    results.into_iter().flatten().collect()
+}
+
+/// A transport that sees the mirror list in another order: position `k` is mirror
+/// `order[k]` of the inner transport.
+#[derive(Debug)]
+pub struct Reordered<T> {
+    inner: Arc<T>,
+    order: Vec<usize>,
+}
+
+impl<T> Reordered<T> {
+    /// `inner` with positions permuted by `order`.
+    pub fn new(inner: Arc<T>, order: Vec<usize>) -> Self {
+        Self { inner, order }
+    }
+}
+
+impl<T: Transport> Transport for Reordered<T> {
+    async fn exchange(
+        &self,
+        mirror: usize,
+        request: Vec<u8>,
+        max_reply: usize,
+    ) -> Result<Vec<u8>, pir_client::TransportError> {
+        let Some(&inner) = self.order.get(mirror) else {
+            return Err(pir_client::TransportError::Url(format!(
+                "no mirror number {mirror}"
+            )));
+        };
+        self.inner.exchange(inner, request, max_reply).await
+    }
+}
+
+/// A client's view of one release on a set of mirrors: chosen once, then any number of fetches
+/// (the apt method keeps one for its whole run).
+#[derive(Debug)]
+pub struct UpdateSession<T> {
+    /// The chosen release.
+    pub release: ChosenRelease,
+    /// The mirrors in the chosen order.
+    pub mirrors: Vec<MirrorInfo>,
+    transport: Arc<Reordered<T>>,
+}
+
+impl UpdateSession<HttpsTransport> {
+    /// Verifies the mirror list, connects over pinned TLS, chooses the release (see
+    /// [`choose_release`]) and records its version in `state_dir` (freshness).
+    pub async fn open(
+        mirror_list: &Path,
+        vendor: &PublicKey,
+        state_dir: &Path,
+        need: usize,
+    ) -> Result<Self, UpdateError> {
+        let mirrors = load_mirror_list(mirror_list, vendor)?;
+        let pins: Vec<(String, PublicKey)> =
+            mirrors.iter().map(|m| (m.url.clone(), m.key)).collect();
+        let transport =
+            Arc::new(HttpsTransport::new(&pins).map_err(|e| UpdateError::Input(e.to_string()))?);
+        let freshness = Freshness::new(state_dir, vendor);
+        Self::open_with(transport, mirrors, vendor, Some(&freshness), need).await
+    }
+}
+
+impl<T: Transport> UpdateSession<T> {
+    /// [`UpdateSession::open`] over any transport; with `freshness`, the chosen version is
+    /// checked and recorded.
+    pub async fn open_with(
+        transport: Arc<T>,
+        mirrors: Vec<MirrorInfo>,
+        vendor: &PublicKey,
+        freshness: Option<&Freshness>,
+        need: usize,
+    ) -> Result<Self, UpdateError> {
+        let release = choose_release(transport.as_ref(), &mirrors, vendor, need, freshness).await?;
+        if let Some(freshness) = freshness {
+            freshness.record(release.manifest.release_version)?;
+        }
+        let ordered = release.order.iter().map(|&i| mirrors[i].clone()).collect();
+        let transport = Arc::new(Reordered::new(transport, release.order.clone()));
+        Ok(Self {
+            release,
+            mirrors: ordered,
+            transport,
+        })
+    }
+
+    /// Fetches `names` privately in one retrieval (see [`fetch_files`]).
+    pub async fn fetch(
+        &self,
+        names: &[&str],
+        choice: SchemeChoice,
+    ) -> Result<FetchedMany, UpdateError> {
+        fetch_files(
+            &self.release.manifest,
+            self.release.release_id,
+            names,
+            &self.mirrors,
+            self.transport.clone(),
+            choice,
+        )
+        .await
+    }
 }
 
 /// Writes `bytes` to `out` atomically: a temporary file in the same directory, synced, then
@@ -304,30 +568,39 @@ fn write_stdout(bytes: &[u8]) -> Result<(), UpdateError> {
     }
 }
 
-/// Everything `pir fetch` does: verify the mirror list, fetch and verify the manifest,
-/// retrieve `name` privately, save evidence of cheating mirrors, write `out` atomically.
+/// Everything `pir fetch` does: verify the mirror list, choose the release and check its
+/// manifest and freshness (state in `state_dir`), retrieve `name` privately, save evidence of
+/// cheating mirrors, write `out` atomically.
 pub async fn fetch_to_file(
     name: &str,
     mirror_list: &Path,
     vendor: &PublicKey,
+    state_dir: &Path,
     out: &Path,
     choice: SchemeChoice,
 ) -> Result<(Fetched, Vec<PathBuf>), UpdateError> {
-    let mirrors = load_mirror_list(mirror_list, vendor)?;
-    let pins: Vec<(String, PublicKey)> = mirrors.iter().map(|m| (m.url.clone(), m.key)).collect();
-    let transport =
-        Arc::new(HttpsTransport::new(&pins).map_err(|e| UpdateError::Input(e.to_string()))?);
-    let (manifest, release_id) = load_manifest(transport.as_ref(), &mirrors, vendor).await?;
-    let result = fetch_file(&manifest, release_id, name, &mirrors, transport, choice).await;
+    let session = UpdateSession::open(mirror_list, vendor, state_dir, choice.servers()).await?;
+    let result = session.fetch(&[name], choice).await;
     match result {
-        Ok(fetched) => {
-            let evidence = save_evidence(out, &fetched.incidents)?;
+        Ok(mut many) => {
+            let evidence = save_evidence(out, &many.incidents)?;
+            let bytes = many.files.pop().map(|(_, b)| b).unwrap_or_default();
             if out == Path::new(STDOUT) {
-                write_stdout(&fetched.bytes)?;
+                write_stdout(&bytes)?;
             } else {
-                write_atomically(out, &fetched.bytes)?;
+                write_atomically(out, &bytes)?;
             }
-            Ok((fetched, evidence))
+            Ok((
+                Fetched {
+                    bytes,
+                    blocks: many.blocks,
+                    queries: many.queries,
+                    stats: many.stats,
+                    incidents: many.incidents,
+                    elapsed: many.elapsed,
+                },
+                evidence,
+            ))
         }
         Err(UpdateError::Fetch(error)) => {
             let incidents = match &error {

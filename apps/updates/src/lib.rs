@@ -22,10 +22,12 @@
 
 pub mod error;
 pub mod fetch;
+pub mod freshness;
 pub mod manifest;
 pub mod mirrors;
 pub mod release;
 pub mod sample;
+pub mod serve;
 
 #[cfg(test)]
 mod testutil;

@@ -6,15 +6,17 @@
 //! of the release they serve (section 4.2). The manifest is signed with the vendor's Ed25519
 //! key, so a malicious mirror cannot hand a client a forged release.
 //!
-//! # Format (version 1, all integers little-endian)
+//! # Format (version 2, all integers little-endian)
 //!
 //! | field            | size            | meaning                                              |
 //! |------------------|-----------------|------------------------------------------------------|
 //! | magic            | 4               | `PIRM`                                               |
-//! | version          | u16             | [`MANIFEST_FORMAT_VERSION`] (= 1)                    |
+//! | version          | u16             | [`MANIFEST_FORMAT_VERSION`] (= 2)                    |
 //! | block_size       | u32             | `b`, bytes per block, a multiple of 64               |
 //! | block_count      | u64             | `B`, blocks in the release database                  |
 //! | created_unix     | u64             | seconds since 1970 when the release was built        |
+//! | release_version  | u64             | the vendor's release counter; clients refuse a lower one than they have seen |
+//! | expires_unix     | u64             | seconds since 1970 after which clients refuse the manifest |
 //! | file_count       | u32             | number of file entries that follow (at least 1)      |
 //! | per file: name   | u16 + bytes     | UTF-8 relative path, 1 to [`MAX_NAME_LEN`] bytes     |
 //! | per file: size   | u64             | bytes of the file (without padding)                  |
@@ -43,7 +45,7 @@ use pir_keys::{PublicKey, SecretKey, SIGNATURE_LEN};
 use crate::UpdateError;
 
 /// The manifest format version this build writes and reads.
-pub const MANIFEST_FORMAT_VERSION: u16 = 1;
+pub const MANIFEST_FORMAT_VERSION: u16 = 2;
 
 /// First bytes of every manifest.
 pub const MANIFEST_MAGIC: [u8; 4] = *b"PIRM";
@@ -66,8 +68,9 @@ const HASH_LEN: usize = 32;
 /// Smallest encoding of one file entry: a 1-byte name plus its length, three u64 and a hash.
 const MIN_ENTRY_LEN: usize = 2 + 1 + 8 + 8 + 8 + HASH_LEN;
 
-/// Fixed header: magic, version, block size, block count, creation time, file count.
-const HEADER_LEN: usize = 4 + 2 + 4 + 8 + 8 + 4;
+/// Fixed header: magic, version, block size, block count, creation time, release version,
+/// expiry, file count.
+const HEADER_LEN: usize = 4 + 2 + 4 + 8 + 8 + 8 + 8 + 4;
 
 /// One file of the release: where its blocks lie and what its bytes hash to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,8 +94,14 @@ pub struct Manifest {
     pub block_size: u32,
     /// `B`, blocks in the database.
     pub block_count: u64,
-    /// When the release was built, in seconds since 1970 (lets clients spot a stale manifest).
+    /// When the release was built, in seconds since 1970.
     pub created_unix: u64,
+    /// The vendor's release counter: a client refuses a manifest with a lower one than the
+    /// newest it has seen (rollback), see [`crate::freshness`].
+    pub release_version: u64,
+    /// Seconds since 1970 after which clients refuse this manifest (freeze: a mirror replaying
+    /// an old, signed manifest forever), like apt's `Valid-Until`.
+    pub expires_unix: u64,
     /// The files, in database order.
     pub files: Vec<FileEntry>,
     /// SHA-256 of every block, `B` of them.
@@ -169,6 +178,8 @@ impl Manifest {
         w.u32(self.block_size);
         w.u64(self.block_count);
         w.u64(self.created_unix);
+        w.u64(self.release_version);
+        w.u64(self.expires_unix);
         // A valid manifest has at most 2^32 blocks and so at most 2^32 - 1 files + 1; a larger
         // list is refused by every decoder anyway.
         w.u32(u32::try_from(self.files.len()).unwrap_or(u32::MAX));
@@ -304,6 +315,13 @@ fn wire(e: pir_core::Error) -> UpdateError {
 fn parse_body(body: &[u8]) -> Result<Manifest, UpdateError> {
     let mut r = Reader::new(body);
     MANIFEST.read(&mut r).map_err(|e| match e {
+        pir_core::Error::WrongVersion { found, supported } if found < supported => {
+            UpdateError::Format(format!(
+                "manifest format version {found} is older than this build reads ({supported}: \
+                 it adds the release version and expiry clients check); the vendor must \
+                 rebuild the release with `pir release build`"
+            ))
+        }
         pir_core::Error::WrongVersion { found, supported } => UpdateError::Format(format!(
             "manifest format version {found} is not supported (this build reads version \
              {supported}); upgrade pir"
@@ -314,6 +332,8 @@ fn parse_body(body: &[u8]) -> Result<Manifest, UpdateError> {
     let block_size = r.u32().map_err(wire)?;
     let block_count = r.u64().map_err(wire)?;
     let created_unix = r.u64().map_err(wire)?;
+    let release_version = r.u64().map_err(wire)?;
+    let expires_unix = r.u64().map_err(wire)?;
     let file_count = r.u32().map_err(wire)?;
     // The shape bounds B (at most 2^32, B * b addressable) before anything is sized from it.
     let shape = DbShape::new(block_count, block_size as usize)
@@ -369,6 +389,8 @@ fn parse_body(body: &[u8]) -> Result<Manifest, UpdateError> {
         block_size,
         block_count,
         created_unix,
+        release_version,
+        expires_unix,
         files,
         block_hashes,
     };
@@ -388,6 +410,8 @@ mod tests {
             block_size: 64,
             block_count: 4,
             created_unix: 1_700_000_000,
+            release_version: 7,
+            expires_unix: 1_800_000_000,
             files: vec![
                 FileEntry {
                     name: "pool/main/a.deb".into(),
@@ -434,11 +458,13 @@ mod tests {
     #[test]
     fn known_answer() {
         let bytes = sample().encode_signed(&vendor_key());
-        // Header: magic, version 1, b = 64, B = 4, created, 2 files, then the first name.
+        // Header: magic, version 2, b = 64, B = 4, created, release version 7, expiry, 2 files,
+        // then the first name's length.
         assert_eq!(
             hex::encode(&bytes[..HEADER_LEN + 2]),
-            "5049524d0100400000000400000000000000\
-             00f1536500000000020000000f00"
+            "5049524d0200400000000400000000000000\
+             00f15365000000000700000000000000\
+             00d2496b00000000020000000f00"
         );
         assert_eq!(
             bytes.len(),
@@ -517,7 +543,8 @@ mod tests {
         let cases: Vec<(&str, Vec<u8>)> = vec![
             ("fail_empty", vec![]),
             ("fail_bad_magic", patched(0, b"PIRL")),
-            ("fail_version_2", patched(4, &2u16.to_le_bytes())),
+            ("fail_version_1", patched(4, &1u16.to_le_bytes())),
+            ("fail_version_3", patched(4, &3u16.to_le_bytes())),
             (
                 "fail_block_size_not_multiple_of_64",
                 patched(6, &65u32.to_le_bytes()),
@@ -532,14 +559,14 @@ mod tests {
                 "fail_block_count_more_than_hashes",
                 patched(10, &5u64.to_le_bytes()),
             ),
-            ("fail_file_count_zero", patched(26, &0u32.to_le_bytes())),
-            ("fail_file_count_huge", patched(26, &u32::MAX.to_le_bytes())),
-            ("fail_file_count_three", patched(26, &3u32.to_le_bytes())),
+            ("fail_file_count_zero", patched(42, &0u32.to_le_bytes())),
+            ("fail_file_count_huge", patched(42, &u32::MAX.to_le_bytes())),
+            ("fail_file_count_three", patched(42, &3u32.to_le_bytes())),
             (
                 "fail_name_length_huge",
-                patched(30, &u16::MAX.to_le_bytes()),
+                patched(46, &u16::MAX.to_le_bytes()),
             ),
-            ("fail_name_not_utf8", patched(32, &[0xff])),
+            ("fail_name_not_utf8", patched(48, &[0xff])),
             ("fail_trailing_byte", trailing),
             ("fail_truncated_hashes", good[..good.len() - 1].to_vec()),
             ("fail_no_files", with(|m| m.files.clear())),
@@ -669,7 +696,7 @@ mod tests {
                 files.push(FileEntry { name: format!("f{i}"), size: *size, first_block: next, block_count: blocks, sha256: [i as u8; 32] });
                 next += blocks;
             }
-            let m = Manifest { block_size: 64, block_count: next, created_unix: created, files, block_hashes: vec![[7; 32]; next as usize] };
+            let m = Manifest { block_size: 64, block_count: next, created_unix: created, release_version: 1, expires_unix: u64::MAX, files, block_hashes: vec![[7; 32]; next as usize] };
             let bytes = m.encode_signed(&vendor_key());
             prop_assert_eq!(Manifest::decode_verified(&bytes, &vendor_key().public()).unwrap(), m);
         }

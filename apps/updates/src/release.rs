@@ -69,7 +69,17 @@ pub struct BuildOptions {
     pub size_classes: bool,
     /// Draw a progress bar on standard error.
     pub progress: bool,
+    /// The release counter clients check for rollback; `None` uses the build time in seconds
+    /// (so each build is newer than the one before).
+    pub release_version: Option<u64>,
+    /// Seconds the manifest stays valid; `None` uses [`DEFAULT_VALID_SECONDS`].
+    pub valid_seconds: Option<u64>,
 }
+
+/// How long a manifest is valid by default: 7 days, as Debian's security suite's
+/// `Valid-Until`. The vendor re-signs (rebuilds) within that time; a mirror that keeps serving
+/// an older manifest is then refused by clients.
+pub const DEFAULT_VALID_SECONDS: u64 = 7 * 24 * 3600;
 
 /// What [`build`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,11 +167,15 @@ pub fn build(
     let block_hashes = write_database(&sources, &mut entries, shape, &db_path, &bar)?;
     bar.finish_and_clear();
 
+    let created_unix = now_unix();
     let manifest = Manifest {
         block_size: u32::try_from(block_size)
             .map_err(|_| UpdateError::Input(format!("block size {block_size} is too large")))?,
         block_count: next_block,
-        created_unix: now_unix(),
+        created_unix,
+        release_version: opts.release_version.unwrap_or(created_unix),
+        expires_unix: created_unix
+            .saturating_add(opts.valid_seconds.unwrap_or(DEFAULT_VALID_SECONDS)),
         files: entries,
         block_hashes,
     };

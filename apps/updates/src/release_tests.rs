@@ -38,6 +38,7 @@ fn opts(block_size: Option<usize>, size_classes: bool) -> BuildOptions {
         block_size,
         size_classes,
         progress: false,
+        ..BuildOptions::default()
     }
 }
 

@@ -17,7 +17,7 @@ const OTHER_PKCS8: &str = "3053020101300506032b657004220420379fce8cbd87ee9572d52
 
 /// Release id of `manifest::tests::sample()` signed by [`vendor_key`].
 pub(crate) const MANIFEST_KAT_RELEASE_ID: &str =
-    "a35902685ad22619aba58502861d08a25058f4242a110be2b49e7e677720e2ab";
+    "0a728c45227251ebbd1a813ecb1b588ac582f2bc781de0273e6826b7ea6e3190";
 
 /// SHA-256 of `mirrors::tests::sample()` signed by [`vendor_key`].
 pub(crate) const MIRROR_LIST_KAT_SHA256: &str =

@@ -69,6 +69,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         block_size: None,
         size_classes: false,
         progress: false,
+        ..release::BuildOptions::default()
     };
     let report = release::build(&source, &vendor, &release_dir, &options)?;
     println!(
@@ -87,9 +88,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     for _ in 0..MIRRORS {
         let key = SecretKey::generate()?;
         let opened = release::open(&release_dir, Some(&vendor.public()), true)?;
-        let service =
-            pir_service::Mirror::plain(opened.database, opened.release_id, opened.manifest_bytes)
-                .serve(SecretKey::from_pkcs8(key.pkcs8())?);
+        let service = pir_updates::serve::single(opened, &key)?;
         let tls = pir_keys::tls::server_config(&key)?;
         let options = pir_server::ServerOptions::new("127.0.0.1:0".parse()?);
         let running = pir_server::start(Arc::new(service), tls, options).await?;
@@ -134,24 +133,23 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         inner: HttpsTransport::new(&pins)?,
         seen: Mutex::new(Vec::new()),
     });
-    let (manifest, release_id) =
-        fetch::load_manifest(transport.as_ref(), &mirrors, &vendor.public()).await?;
-    let fetched = fetch::fetch_file(
-        &manifest,
-        release_id,
-        &name,
-        &mirrors,
+    let session = fetch::UpdateSession::open_with(
         transport.clone(),
-        choice,
+        mirrors,
+        &vendor.public(),
+        None,
+        choice.servers(),
     )
     .await?;
+    let mut fetched = session.fetch(&[name.as_str()], choice).await?;
+    let (_, bytes) = fetched.files.pop().context("no file came back")?;
     let original = std::fs::read(source.join(&name))
         .with_context(|| format!("reading the original {name}"))?;
-    if fetched.bytes != original {
+    if bytes != original {
         bail!("the fetched file differs from the original");
     }
     println!("      got {} bytes in {} blocks with {} {} per mirror, {:.1} ms; SHA-256 matches the manifest and the bytes match the original",
-        fetched.bytes.len(), fetched.blocks, fetched.queries, if fetched.queries == 1 { "query" } else { "queries" },
+        bytes.len(), fetched.blocks, fetched.queries, if fetched.queries == 1 { "query" } else { "queries" },
         fetched.elapsed.as_secs_f64() * 1e3);
 
     println!("[5/5] what each mirror saw:");
@@ -180,8 +178,8 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     );
     println!(
         "      the number of queries reveals only the file's block count ({} of the {} files have {} blocks)",
-        manifest.files.iter().filter(|f| f.block_count == fetched.blocks).count(),
-        manifest.files.len(),
+        session.release.manifest.files.iter().filter(|f| f.block_count == fetched.blocks).count(),
+        session.release.manifest.files.len(),
         fetched.blocks
     );
     println!("      privacy: {}", choice.assumption());

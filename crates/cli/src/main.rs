@@ -5,13 +5,13 @@ mod breach;
 mod cli;
 mod demo;
 mod error;
+mod mirror;
 mod mirror_config;
 mod records;
 mod server_config;
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -99,6 +99,8 @@ async fn run_other(command: Command) -> Result<()> {
                 block_size: args.block_size,
                 size_classes: args.size_classes,
                 progress: !args.quiet,
+                release_version: args.release_version,
+                valid_seconds: args.valid_days.map(|days| (days * 86400.0) as u64),
             };
             let report = release::build(&args.dir, &key, &args.out, &options)
                 .with_context(|| format!("building a release from {}", args.dir.display()))?;
@@ -123,7 +125,7 @@ async fn run_other(command: Command) -> Result<()> {
             if print {
                 return write_stdout(config.to_toml()?.as_bytes());
             }
-            serve_mirror(config).await
+            mirror::serve(config).await
         }
         Command::MirrorList(MirrorListCommand::Build(args)) => {
             let vendor = SecretKey::load(&args.vendor_key)?;
@@ -168,10 +170,15 @@ async fn run_other(command: Command) -> Result<()> {
                     chunks: args.chunks.unwrap_or(servers),
                 },
             };
+            let state_dir = args
+                .state_dir
+                .clone()
+                .unwrap_or_else(pir_updates::freshness::default_state_dir);
             let (fetched, evidence) = pir_updates::fetch::fetch_to_file(
                 &args.name,
                 &args.mirrors,
                 &vendor,
+                &state_dir,
                 &args.out,
                 choice,
             )
@@ -276,6 +283,12 @@ fn show_release(dir: &Path, vendor_pub: Option<&Path>) -> Result<()> {
         "blocks      {} x {} bytes",
         manifest.block_count, manifest.block_size
     );
+    println!("version     {}", manifest.release_version);
+    println!(
+        "expires     {} ({})",
+        manifest.expires_unix,
+        pir_updates::freshness::describe_expiry(manifest.expires_unix, unix_now())
+    );
     println!("files       {}", manifest.files.len());
     for file in &manifest.files {
         println!(
@@ -283,84 +296,6 @@ fn show_release(dir: &Path, vendor_pub: Option<&Path>) -> Result<()> {
             file.size, file.block_count, file.name
         );
     }
-    Ok(())
-}
-
-async fn serve_mirror(config: mirror_config::MirrorConfig) -> Result<()> {
-    let key = SecretKey::load(&config.key)?;
-    eprintln!(
-        "opening {} (checking every block against the manifest: {})",
-        config.release.display(),
-        !config.skip_verify
-    );
-    let started = std::time::Instant::now();
-    let release = release::open_with(
-        &config.release,
-        None,
-        !config.skip_verify,
-        config.lock_in_ram,
-    )?;
-    eprintln!(
-        "release loaded in {:.2} s{}",
-        started.elapsed().as_secs_f64(),
-        if config.lock_in_ram {
-            " (locked in RAM)"
-        } else {
-            ""
-        }
-    );
-    let files = release.manifest.files.len();
-    let shape = release.database.shape();
-    let legacy: Vec<(String, usize, usize)> = if config.legacy_http.is_some() {
-        release
-            .manifest
-            .files
-            .iter()
-            .map(|f| {
-                (
-                    f.name.clone(),
-                    f.first_block as usize * shape.block_size(),
-                    f.size as usize,
-                )
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let tls = pir_keys::tls::server_config(&key)?;
-    let mut options = pir_server::ServerOptions::new(config.listen);
-    options.legacy_listen = config.legacy_http;
-    options.admin_listen = config.admin_listen;
-    if let Some(workers) = config.workers {
-        options.workers = workers;
-    }
-    options.batch_window = config.batch_window;
-    options.max_batch = config.max_batch;
-    options.grace = config.grace;
-    let engine = build_engine(release.database, config.engine, options.workers)?;
-    let service = pir_service::Mirror::new(engine, release.release_id, release.manifest_bytes)
-        .with_legacy_files(legacy)?
-        .serve(SecretKey::from_pkcs8(key.pkcs8())?);
-    let running = pir_server::start(Arc::new(service), tls, options)
-        .await
-        .context("starting the mirror")?;
-    println!(
-        "mirror serving release {} ({files} files, {} blocks of {} bytes) at https://{} with key {}",
-        hex::encode(&release.release_id[..8]),
-        shape.block_count(),
-        shape.block_size(),
-        running.addr,
-        key.public().fingerprint()
-    );
-    if let Some(addr) = running.legacy_addr {
-        println!("legacy downloads (NOT private) at http://{addr}/files/NAME");
-    }
-    print_admin(&running);
-    println!(
-        "health: https://{}/health  metrics: https://{}/metrics  (Ctrl-C or SIGTERM drains and stops)",
-        running.addr, running.addr
-    );
-    running.run_until_signal().await;
     Ok(())
 }
 

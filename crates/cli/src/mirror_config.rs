@@ -1,7 +1,8 @@
 //! `pir mirror serve` settings: a TOML file, overridden by flags, validated into one struct.
 //!
 //! ```toml
-//! release = "/srv/pir/release-42"
+//! release = "/srv/pir/current"   # or a list: ["/srv/pir/r41", "/srv/pir/r42"]
+//! retire_seconds = 600           # optional: how long a replaced release is still served
 //! key = "/etc/pir/mirror.key"
 //! listen = "0.0.0.0:8443"
 //! legacy_http = "0.0.0.0:8080"   # optional, NOT private
@@ -30,7 +31,8 @@ use crate::cli::MirrorServeArgs;
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
-    release: Option<PathBuf>,
+    release: Option<OneOrMany>,
+    retire_seconds: Option<u64>,
     key: Option<PathBuf>,
     listen: Option<SocketAddr>,
     legacy_http: Option<SocketAddr>,
@@ -45,10 +47,31 @@ struct FileConfig {
     lock_in_ram: Option<bool>,
 }
 
+/// `release = "DIR"` or `release = ["DIR", ...]`.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(PathBuf),
+    Many(Vec<PathBuf>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<PathBuf> {
+        match self {
+            OneOrMany::One(p) => vec![p],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// How long a replaced release is still served by default (fetches in progress finish).
+pub const DEFAULT_RETIRE_SECONDS: u64 = 600;
+
 /// A complete, validated mirror configuration.
 #[derive(Debug)]
 pub struct MirrorConfig {
-    pub release: PathBuf,
+    pub release: Vec<PathBuf>,
+    pub retire_seconds: u64,
     pub key: PathBuf,
     pub listen: SocketAddr,
     pub legacy_http: Option<SocketAddr>,
@@ -68,7 +91,8 @@ impl MirrorConfig {
         // Absolute paths: the printed file stays right wherever it is saved.
         let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
         let file = FileConfig {
-            release: Some(absolute(&self.release)),
+            release: Some(OneOrMany::Many(self.release.iter().map(absolute).collect())),
+            retire_seconds: Some(self.retire_seconds),
             key: Some(absolute(&self.key)),
             listen: Some(self.listen),
             legacy_http: self.legacy_http,
@@ -118,7 +142,9 @@ pub fn resolve(args: MirrorServeArgs) -> Result<MirrorConfig> {
                 .with_context(|| format!("{} is not a valid mirror config", path.display()))?;
             // Relative paths in the file are relative to the file, not to where we run.
             let base = path.parent().unwrap_or(std::path::Path::new(""));
-            file.release = file.release.map(|p| base.join(p));
+            file.release = file
+                .release
+                .map(|r| OneOrMany::Many(r.into_vec().into_iter().map(|p| base.join(p)).collect()));
             file.key = file.key.map(|p| base.join(p));
             file
         }
@@ -157,11 +183,27 @@ pub fn resolve(args: MirrorServeArgs) -> Result<MirrorConfig> {
     if !(0.0..=1024.0).contains(&gib) {
         anyhow::bail!("four_russians_memory_gib must be between 0 and 1024");
     }
+    let release = if args.release.is_empty() {
+        file.release.map(OneOrMany::into_vec).unwrap_or_default()
+    } else {
+        args.release
+    };
+    if release.is_empty() {
+        return Err(missing("release", "--release RELEASE"));
+    }
+    if release.len() > pir_service::releases::MAX_RELEASES {
+        anyhow::bail!(
+            "{} releases; a mirror serves at most {}",
+            release.len(),
+            pir_service::releases::MAX_RELEASES
+        );
+    }
     Ok(MirrorConfig {
-        release: args
-            .release
-            .or(file.release)
-            .ok_or_else(|| missing("release", "--release RELEASE"))?,
+        release,
+        retire_seconds: args
+            .retire_seconds
+            .or(file.retire_seconds)
+            .unwrap_or(DEFAULT_RETIRE_SECONDS),
         key: args
             .key
             .or(file.key)

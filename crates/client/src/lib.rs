@@ -32,4 +32,7 @@ pub use lattice::LatticeSession;
 pub use retrieve::{
     retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions,
 };
-pub use transport::{fetch_manifest, HttpsTransport, LocalTransport, Transport, TransportError};
+pub use transport::{
+    fetch_manifest, fetch_manifest_of, fetch_releases, HttpsTransport, LocalTransport, Transport,
+    TransportError,
+};

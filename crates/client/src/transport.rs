@@ -328,14 +328,49 @@ pub async fn fetch_manifest<T: Transport>(
     mirror: usize,
     max_bytes: usize,
 ) -> Result<Vec<u8>, TransportError> {
-    let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
+    fetch_manifest_of(transport, mirror, None, max_bytes).await
+}
+
+/// Asks mirror `mirror` for the signed manifest of release `id` (`None`: the newest it serves).
+/// The caller checks the signature, and that the bytes hash to `id`.
+pub async fn fetch_manifest_of<T: Transport>(
+    transport: &T,
+    mirror: usize,
+    id: Option<&[u8; 32]>,
+    max_bytes: usize,
+) -> Result<Vec<u8>, TransportError> {
+    let body: &[u8] = id.map_or(&[], |id| id.as_slice());
+    let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, body);
+    control(transport, mirror, request, MessageKind::Manifest, max_bytes).await
+}
+
+/// Asks mirror `mirror` which releases it serves (an unsigned hint, see
+/// [`pir_service::releases`]).
+pub async fn fetch_releases<T: Transport>(
+    transport: &T,
+    mirror: usize,
+) -> Result<Vec<pir_service::ReleaseInfo>, TransportError> {
+    let request = wire::encode_envelope(SchemeId::Control, MessageKind::ReleasesRequest, &[]);
+    let max = 2 + pir_service::releases::MAX_RELEASES * 48;
+    let body = control(transport, mirror, request, MessageKind::Releases, max).await?;
+    pir_service::releases::decode_releases(&body).map_err(|e| TransportError::Http(e.to_string()))
+}
+
+/// One control exchange: the body of a reply of kind `expect`, or the mirror's refusal.
+async fn control<T: Transport>(
+    transport: &T,
+    mirror: usize,
+    request: Vec<u8>,
+    expect: MessageKind,
+    max_bytes: usize,
+) -> Result<Vec<u8>, TransportError> {
     let reply = transport
         .exchange(mirror, request, max_bytes + wire::HEADER_LEN)
         .await?;
     let envelope = wire::decode_envelope(&reply, max_bytes)
         .map_err(|e| TransportError::Http(e.to_string()))?;
     match envelope.kind {
-        MessageKind::Manifest => Ok(envelope.body.to_vec()),
+        kind if kind == expect => Ok(envelope.body.to_vec()),
         MessageKind::Error => {
             let (_, message) = wire::decode_error(envelope.body)
                 .map_err(|e| TransportError::Http(e.to_string()))?;

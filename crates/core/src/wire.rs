@@ -90,6 +90,10 @@ pub enum MessageKind {
     ManifestRequest = 4,
     /// Server to client: the signed manifest.
     Manifest = 5,
+    /// Client to server: which releases do you serve?
+    ReleasesRequest = 6,
+    /// Server to client: the releases it serves (id, version, expiry each; unsigned, a hint).
+    Releases = 7,
 }
 
 impl MessageKind {
@@ -101,6 +105,8 @@ impl MessageKind {
             3 => Ok(Self::Error),
             4 => Ok(Self::ManifestRequest),
             5 => Ok(Self::Manifest),
+            6 => Ok(Self::ReleasesRequest),
+            7 => Ok(Self::Releases),
             other => Err(Error::UnknownValue {
                 field: "message kind",
                 found: u64::from(other),

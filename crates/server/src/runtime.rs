@@ -466,22 +466,18 @@ async fn legacy_file<H: Handler + ?Sized>(
     Path(name): Path<String>,
 ) -> Response {
     match state.service.legacy_file(&name) {
-        Some(bytes) => (
-            [(header::CONTENT_TYPE, "application/octet-stream")],
-            bytes.to_vec(),
-        )
-            .into_response(),
+        Some(bytes) => {
+            ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+        }
         None => (StatusCode::NOT_FOUND, "no such file in this release\n").into_response(),
     }
 }
 
 async fn legacy_manifest<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Response {
     match state.service.legacy_manifest() {
-        Some(bytes) => (
-            [(header::CONTENT_TYPE, "application/octet-stream")],
-            bytes.to_vec(),
-        )
-            .into_response(),
+        Some(bytes) => {
+            ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+        }
         None => (StatusCode::NOT_FOUND, "no manifest here\n").into_response(),
     }
 }

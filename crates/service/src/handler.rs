@@ -34,12 +34,13 @@ pub trait Handler: Send + Sync + 'static {
     fn hint(&self) -> Option<Bytes> {
         None
     }
-    /// A file for the plain legacy listener, if registered.
-    fn legacy_file(&self, _name: &str) -> Option<&[u8]> {
+    /// A file for the plain legacy listener, if registered (a copy: the release it comes
+    /// from may be swapped while it is sent).
+    fn legacy_file(&self, _name: &str) -> Option<Bytes> {
         None
     }
     /// The manifest for the plain legacy listener, if any.
-    fn legacy_manifest(&self) -> Option<&[u8]> {
+    fn legacy_manifest(&self) -> Option<Bytes> {
         None
     }
 }

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod mirror;
 pub mod qdp;
 pub mod registry;
+pub mod releases;
 pub mod reply;
 pub mod signed;
 
@@ -32,4 +33,5 @@ pub use handler::{Handler, Reply};
 pub use lattice::{Lattice, LatticeDatabase, LatticeService};
 pub use metrics::Metrics;
 pub use mirror::{Mirror, MirrorService};
+pub use releases::{ReleaseInfo, ReleaseSet, ServedRelease};
 pub use signed::{Backend, Refusal, SignedService, DATABASE_ID_LEN};

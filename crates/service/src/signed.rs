@@ -158,7 +158,7 @@ pub trait Backend: Send + Sync + 'static {
 pub struct SignedService<B> {
     backend: B,
     key: SecretKey,
-    metrics: Metrics,
+    metrics: std::sync::Arc<Metrics>,
 }
 
 impl<B: std::fmt::Debug> std::fmt::Debug for SignedService<B> {
@@ -181,8 +181,15 @@ impl<B: Backend> SignedService<B> {
         Self {
             backend,
             key,
-            metrics: Metrics::default(),
+            metrics: std::sync::Arc::new(Metrics::default()),
         }
+    }
+
+    /// Counts into `metrics` (shared with other services, such as the releases of one mirror)
+    /// instead of counters of its own.
+    pub fn with_metrics(mut self, metrics: std::sync::Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The scheme backend.
@@ -342,10 +349,10 @@ impl<B: Backend> Handler for SignedService<B> {
     fn hint(&self) -> Option<Bytes> {
         self.backend.hint()
     }
-    fn legacy_file(&self, name: &str) -> Option<&[u8]> {
-        self.backend.legacy_file(name)
+    fn legacy_file(&self, name: &str) -> Option<Bytes> {
+        self.backend.legacy_file(name).map(Bytes::copy_from_slice)
     }
-    fn legacy_manifest(&self) -> Option<&[u8]> {
-        self.backend.legacy_manifest()
+    fn legacy_manifest(&self) -> Option<Bytes> {
+        self.backend.legacy_manifest().map(Bytes::copy_from_slice)
     }
 }

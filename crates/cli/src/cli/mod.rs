@@ -363,9 +363,27 @@ pub struct ReleaseBuildArgs {
     /// Pad every file to a power-of-two number of blocks so its size reveals only a class.
     #[arg(long)]
     pub size_classes: bool,
+    /// Release counter signed into the manifest (default: the build time in seconds). Clients
+    /// refuse a manifest with a lower one than the newest they have seen (rollback attack).
+    #[arg(long, value_name = "N")]
+    pub release_version: Option<u64>,
+    /// Days the manifest stays valid (default 7, like Debian's security suite); clients refuse
+    /// it afterwards (a mirror replaying an old manifest: freeze attack). Rebuild before then.
+    #[arg(long, value_name = "DAYS", value_parser = parse_days)]
+    pub valid_days: Option<f64>,
     /// Do not draw a progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// A number of days from 0.0001 (about 9 s, for tests) to 3650.
+fn parse_days(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(days) if (0.0001..=3650.0).contains(&days) => Ok(days),
+        _ => Err(format!(
+            "{text:?} is not a number of days from 0.0001 to 3650"
+        )),
+    }
 }
 
 /// `pir release show`.
@@ -410,14 +428,21 @@ pub enum MirrorCommand {
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct MirrorServeArgs {
-    /// TOML file with any of: release, key, listen, legacy_http, admin_listen, workers, skip_verify,
+    /// TOML file with any of: release (a path or a list), retire_seconds, key, listen, legacy_http, admin_listen, workers, skip_verify,
     /// batch_window_ms, max_batch, grace_seconds, four_russians, four_russians_memory_gib,
     /// lock_in_ram.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// The release directory (from `pir release build`).
+    /// A release directory (from `pir release build`); repeat to serve several at once. Each
+    /// query goes to the release it names. SIGHUP opens the directories again: a directory
+    /// that now holds another release (a moved `current` symlink) adds it and retires the
+    /// old one (see --retire-seconds).
     #[arg(long, value_name = "RELEASE")]
-    pub release: Option<PathBuf>,
+    pub release: Vec<PathBuf>,
+    /// After a reload, keep serving a replaced release this long so fetches in progress
+    /// finish (default 600).
+    #[arg(long, value_name = "SECONDS")]
+    pub retire_seconds: Option<u64>,
     /// The mirror's secret key (from `pir keygen`).
     #[arg(long, value_name = "MIRROR.key")]
     pub key: Option<PathBuf>,
@@ -521,6 +546,10 @@ pub struct FetchArgs {
     /// RAID-PIR chunks c (default: servers); one query fetches up to c blocks.
     #[arg(long)]
     pub chunks: Option<usize>,
+    /// Where the client remembers the newest release version it used, to refuse a mirror
+    /// that rolls it back (default: $PIR_STATE_DIR, $XDG_STATE_HOME/pir or ~/.local/state/pir).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Print the result as one JSON object on standard output (for scripts).
     #[arg(long)]
     pub json: bool,

@@ -12,7 +12,19 @@ use rand::{RngCore, SeedableRng};
 
 /// The `pir` binary built for this test run.
 pub fn pir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pir"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pir"));
+    // Client state (the newest release version seen) goes to a directory of this test run,
+    // never to the user's home.
+    command.env("PIR_STATE_DIR", state_dir());
+    command
+}
+
+/// The client state directory of this test process.
+pub fn state_dir() -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("state dir"))
+        .path()
+        .to_path_buf()
 }
 
 /// Runs `pir` with `args`, returning its output.

@@ -1,0 +1,175 @@
+//! Freshness: a client refuses an expired manifest and any release older than the newest it
+//! has used, so a mirror cannot freeze it on an old release or roll it back to one with known
+//! holes (the freeze and rollback attacks that TUF and apt's `Valid-Until` defend against).
+//!
+//! The vendor signs a release version and an expiry into every manifest
+//! ([`crate::Manifest::release_version`], [`crate::Manifest::expires_unix`]). The client keeps
+//! the newest version it has accepted from each vendor in its state directory, one small file
+//! per vendor key (`newest-<fingerprint>`), written atomically.
+
+use std::path::{Path, PathBuf};
+
+use pir_keys::PublicKey;
+
+use crate::{Manifest, UpdateError};
+
+/// The client's memory of the newest release it accepted from one vendor.
+#[derive(Debug, Clone)]
+pub struct Freshness {
+    path: PathBuf,
+}
+
+/// The state directory used when none is given: `$PIR_STATE_DIR`, else
+/// `$XDG_STATE_HOME/pir`, else `$HOME/.local/state/pir`, else `.pir-state`.
+pub fn default_state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PIR_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME") {
+        return PathBuf::from(dir).join("pir");
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        return PathBuf::from(home).join(".local/state/pir");
+    }
+    PathBuf::from(".pir-state")
+}
+
+/// Seconds since 1970, now.
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// "in 6 days" / "3 hours ago": when `expires_unix` is, seen from `now`.
+pub fn describe_expiry(expires_unix: u64, now: u64) -> String {
+    let span = |seconds: u64| match seconds {
+        s if s >= 2 * 86400 => format!("{} days", s / 86400),
+        s if s >= 2 * 3600 => format!("{} hours", s / 3600),
+        s if s >= 120 => format!("{} minutes", s / 60),
+        s => format!("{s} seconds"),
+    };
+    if expires_unix > now {
+        format!("valid for {} more", span(expires_unix - now))
+    } else {
+        format!("EXPIRED {} ago", span(now - expires_unix))
+    }
+}
+
+impl Freshness {
+    /// The record for `vendor` in `state_dir` (created on the first [`Freshness::record`]).
+    pub fn new(state_dir: &Path, vendor: &PublicKey) -> Self {
+        Self {
+            path: state_dir.join(format!("newest-{}", vendor.fingerprint())),
+        }
+    }
+
+    /// The newest release version accepted so far, if any.
+    pub fn newest_seen(&self) -> Result<Option<u64>, UpdateError> {
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => text.trim().parse::<u64>().map(Some).map_err(|_| {
+                UpdateError::Format(format!(
+                    "{}: not a release version; the state file was damaged. Delete it only if \
+                     you trust the next manifest a mirror sends",
+                    self.path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(UpdateError::io(&self.path, e)),
+        }
+    }
+
+    /// Refuses `manifest` if it has expired at `now` or is older than the newest release
+    /// accepted before; the error names the attack.
+    pub fn check(&self, manifest: &Manifest, now: u64) -> Result<(), UpdateError> {
+        if manifest.expires_unix <= now {
+            return Err(UpdateError::Stale(format!(
+                "the release manifest (version {}) expired {}: a mirror may be replaying an old \
+                 release to keep you from seeing updates (freeze attack), or the vendor has not \
+                 re-signed it in time. Try other mirrors; if every mirror sends it, tell the \
+                 vendor",
+                manifest.release_version,
+                describe_expiry(manifest.expires_unix, now).trim_start_matches("EXPIRED ")
+            )));
+        }
+        if let Some(newest) = self.newest_seen()? {
+            if manifest.release_version < newest {
+                return Err(UpdateError::Stale(format!(
+                    "the mirrors offer release version {}, older than version {newest} which \
+                     this client already used: a mirror may be rolling you back to a release \
+                     with known holes (rollback attack). Try again later or other mirrors \
+                     (state: {})",
+                    manifest.release_version,
+                    self.path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Remembers `version` if it is newer than what was remembered.
+    pub fn record(&self, version: u64) -> Result<(), UpdateError> {
+        if self.newest_seen()?.is_some_and(|newest| newest >= version) {
+            return Ok(());
+        }
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(UpdateError::io_at(dir))?;
+        }
+        pir_fs::write_atomic_bytes(&self.path, format!("{version}\n").as_bytes())
+            .map_err(UpdateError::io_at(&self.path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::vendor_key;
+
+    fn manifest(version: u64, expires_unix: u64) -> Manifest {
+        Manifest {
+            block_size: 64,
+            block_count: 1,
+            created_unix: 0,
+            release_version: version,
+            expires_unix,
+            files: Vec::new(),
+            block_hashes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn expired_and_older_releases_are_refused_and_the_newest_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = Freshness::new(dir.path(), &vendor_key().public());
+        assert_eq!(fresh.newest_seen().unwrap(), None);
+        fresh.check(&manifest(5, 1000), 999).unwrap();
+        let expired = fresh.check(&manifest(5, 1000), 1000).unwrap_err();
+        assert!(expired.to_string().contains("freeze attack"), "{expired}");
+        fresh.record(5).unwrap();
+        fresh.record(3).unwrap(); // never goes back
+        assert_eq!(fresh.newest_seen().unwrap(), Some(5));
+        fresh.check(&manifest(5, 1000), 10).unwrap();
+        fresh.check(&manifest(6, 1000), 10).unwrap();
+        let rollback = fresh.check(&manifest(4, 1000), 10).unwrap_err();
+        assert!(
+            rollback.to_string().contains("rollback attack"),
+            "{rollback}"
+        );
+        // Another vendor has its own record.
+        let other = Freshness::new(dir.path(), &crate::testutil::other_key().public());
+        other.check(&manifest(1, 1000), 10).unwrap();
+        // A damaged record is an error, not a fresh start.
+        std::fs::write(&fresh.path, "garbage").unwrap();
+        assert!(fresh.check(&manifest(9, 1000), 10).is_err());
+    }
+
+    #[test]
+    fn expiry_is_described_in_words() {
+        assert_eq!(
+            describe_expiry(100 + 3 * 86400, 100),
+            "valid for 3 days more"
+        );
+        assert_eq!(describe_expiry(100, 100 + 7200), "EXPIRED 2 hours ago");
+    }
+}

@@ -1,0 +1,74 @@
+//! A release as a mirror serves it: one [`ServedRelease`] of a mirror's [`ReleaseSet`].
+
+use std::sync::Arc;
+
+use pir_core::Database;
+use pir_keys::SecretKey;
+use pir_service::{Metrics, ReleaseInfo, ReleaseSet, ServedRelease};
+use pir_xor::{Engine, EngineOptions};
+
+use crate::release::Release;
+use crate::UpdateError;
+
+/// What the releases list says of `release`.
+pub fn info(release: &Release) -> ReleaseInfo {
+    ReleaseInfo {
+        id: release.release_id,
+        version: release.manifest.release_version,
+        expires_unix: release.manifest.expires_unix,
+    }
+}
+
+/// `release` answered by the engine `make_engine` builds over its database, signed with `key`,
+/// counting into `metrics`; with `legacy`, its files are also offered to the plain legacy
+/// listener.
+pub fn served(
+    release: Release,
+    make_engine: impl FnOnce(Database) -> Result<Engine, UpdateError>,
+    key: &SecretKey,
+    metrics: Arc<Metrics>,
+    legacy: bool,
+) -> Result<ServedRelease, UpdateError> {
+    let info = info(&release);
+    let files: Vec<(String, usize, usize)> = if legacy {
+        let block_size = release.manifest.block_size as usize;
+        release
+            .manifest
+            .files
+            .iter()
+            .map(|f| {
+                (
+                    f.name.clone(),
+                    f.first_block as usize * block_size,
+                    f.size as usize,
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let engine = make_engine(release.database)?;
+    let mirror = pir_service::Mirror::new(engine, release.release_id, release.manifest_bytes)
+        .with_legacy_files(files)?;
+    let service = mirror
+        .serve(SecretKey::from_pkcs8(key.pkcs8())?)
+        .with_metrics(metrics);
+    Ok(ServedRelease::new(info, Arc::new(service)))
+}
+
+/// One release behind a plain scan engine: a mirror for tests and the demo.
+pub fn single(release: Release, key: &SecretKey) -> Result<ReleaseSet, UpdateError> {
+    let metrics = Arc::new(Metrics::default());
+    let plain = EngineOptions {
+        russians: pir_xor::Russians::Off,
+        ..EngineOptions::default()
+    };
+    let served = served(
+        release,
+        |db| Ok(Engine::new(db, plain, &|_, _| {})),
+        key,
+        metrics.clone(),
+        false,
+    )?;
+    Ok(ReleaseSet::new(vec![served], metrics)?)
+}

@@ -1,0 +1,380 @@
+//! Several releases on one mirror, and a new one picked up without a restart.
+//!
+//! A [`ReleaseSet`] is a [`Handler`] over one [`MirrorService`] per release. Every query batch
+//! names its release id (`pir_core::protocol`), so each request goes to the release it was made
+//! for: a client finishes a fetch against the release it started with while the mirror already
+//! serves the next one. Requests for the same release are still answered in one pass.
+//!
+//! ```text
+//! ReleasesRequest (control, empty body)  -> Releases: count u16 | count x (id [32] | version u64 | expires_unix u64)
+//! ManifestRequest (control, empty body)  -> the newest release's manifest
+//! ManifestRequest (control, id [32])     -> that release's manifest, or WrongDatabase
+//! Query (batch naming id)                -> that release's service (an unknown id: the newest
+//!                                           one's refusal, which names the release it serves)
+//! ```
+//!
+//! The releases list is unsigned: it is a hint a client uses to choose a release every mirror
+//! serves; the manifest it then fetches is checked against the vendor key and the id.
+//!
+//! [`ReleaseSet::update`] installs a new set of releases. A release that is no longer wanted is
+//! not dropped at once: it is retired, still served for a grace period so that fetches in
+//! progress finish, and dropped by [`ReleaseSet::prune`] afterwards.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use pir_core::wire::{self, MessageKind, Reader, Writer};
+use pir_core::{Error, SchemeId};
+
+use crate::{framing, Handler, Metrics, MirrorService, Refusal, Reply, DATABASE_ID_LEN};
+
+/// Most releases one mirror serves at once (and one releases list carries).
+pub const MAX_RELEASES: usize = 64;
+
+/// What a mirror says of one release it serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleaseInfo {
+    /// SHA-256 of the signed manifest.
+    pub id: [u8; DATABASE_ID_LEN],
+    /// The manifest's release version.
+    pub version: u64,
+    /// The manifest's expiry, seconds since 1970.
+    pub expires_unix: u64,
+}
+
+/// One release being served.
+#[derive(Clone)]
+pub struct ServedRelease {
+    /// What the releases list says of it.
+    pub info: ReleaseInfo,
+    /// Its signed service.
+    pub service: Arc<MirrorService>,
+    /// When it stops being served (set once it is replaced).
+    retire_at: Option<Instant>,
+}
+
+impl ServedRelease {
+    /// Whether it has been replaced and is served only until its grace period ends.
+    pub fn is_retired(&self) -> bool {
+        self.retire_at.is_some()
+    }
+
+    /// A release to serve.
+    pub fn new(info: ReleaseInfo, service: Arc<MirrorService>) -> Self {
+        Self {
+            info,
+            service,
+            retire_at: None,
+        }
+    }
+}
+
+/// Encodes a releases list body.
+pub fn encode_releases(releases: &[ReleaseInfo]) -> Vec<u8> {
+    let count = releases.len().min(MAX_RELEASES);
+    let mut w = Writer::with_capacity(2 + count * (DATABASE_ID_LEN + 16));
+    w.u16(count as u16);
+    for release in &releases[..count] {
+        w.bytes(&release.id);
+        w.u64(release.version);
+        w.u64(release.expires_unix);
+    }
+    w.into_bytes()
+}
+
+/// Decodes a releases list body (untrusted bytes from a mirror).
+pub fn decode_releases(body: &[u8]) -> Result<Vec<ReleaseInfo>, Error> {
+    let mut r = Reader::new(body);
+    let count = usize::from(r.u16()?);
+    if count > MAX_RELEASES {
+        return Err(Error::OutOfRange {
+            field: "release count",
+            found: count as u64,
+            limit: MAX_RELEASES as u64,
+        });
+    }
+    let mut releases = Vec::with_capacity(count);
+    for _ in 0..count {
+        releases.push(ReleaseInfo {
+            id: r.array()?,
+            version: r.u64()?,
+            expires_unix: r.u64()?,
+        });
+    }
+    r.finish()?;
+    Ok(releases)
+}
+
+/// The releases of one mirror, behind one [`Handler`].
+pub struct ReleaseSet {
+    releases: RwLock<Arc<Vec<ServedRelease>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for ReleaseSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReleaseSet")
+            .field("releases", &self.current().len())
+            .finish()
+    }
+}
+
+/// Where one request goes.
+enum Route {
+    Release(usize),
+    Direct(Reply),
+}
+
+impl ReleaseSet {
+    /// Serves `releases` (at least one), counting into `metrics`, which every release's service
+    /// must share (see [`crate::SignedService::with_metrics`]).
+    pub fn new(releases: Vec<ServedRelease>, metrics: Arc<Metrics>) -> Result<Self, Error> {
+        check_set(&releases)?;
+        Ok(Self {
+            releases: RwLock::new(Arc::new(sorted(releases))),
+            metrics,
+        })
+    }
+
+    /// The shared counters, for the services of releases added later.
+    pub fn shared_metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// The releases served now, newest first.
+    pub fn current(&self) -> Arc<Vec<ServedRelease>> {
+        match self.releases.read() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The releases list as served.
+    pub fn infos(&self) -> Vec<ReleaseInfo> {
+        self.current().iter().map(|r| r.info).collect()
+    }
+
+    /// Installs `wanted` as the releases to serve. Releases served now but not wanted are kept
+    /// for `retire_after`, so fetches in progress finish; a wanted release already served
+    /// keeps its service. Returns the ids added.
+    pub fn update(
+        &self,
+        wanted: Vec<ServedRelease>,
+        retire_after: Duration,
+    ) -> Result<Vec<[u8; DATABASE_ID_LEN]>, Error> {
+        check_set(&wanted)?;
+        let now = Instant::now();
+        let old = self.current();
+        let mut next: Vec<ServedRelease> = Vec::with_capacity(wanted.len() + old.len());
+        let mut added = Vec::new();
+        for release in wanted {
+            match old.iter().find(|o| o.info.id == release.info.id) {
+                Some(existing) => next.push(ServedRelease {
+                    retire_at: None,
+                    ..existing.clone()
+                }),
+                None => {
+                    added.push(release.info.id);
+                    next.push(release);
+                }
+            }
+        }
+        for release in old.iter() {
+            if !next.iter().any(|n| n.info.id == release.info.id) {
+                let retire_at = release.retire_at.unwrap_or(now + retire_after);
+                if retire_at > now {
+                    next.push(ServedRelease {
+                        retire_at: Some(retire_at),
+                        ..release.clone()
+                    });
+                }
+            }
+        }
+        next.truncate(MAX_RELEASES);
+        self.install(next);
+        Ok(added)
+    }
+
+    /// Drops retired releases whose grace period is over; returns how many.
+    pub fn prune(&self) -> usize {
+        let now = Instant::now();
+        let old = self.current();
+        if !old.iter().any(|r| r.retire_at.is_some_and(|t| t <= now)) {
+            return 0;
+        }
+        let next: Vec<ServedRelease> = old
+            .iter()
+            .filter(|r| r.retire_at.is_none_or(|t| t > now))
+            .cloned()
+            .collect();
+        let dropped = old.len() - next.len();
+        self.install(next);
+        dropped
+    }
+
+    fn install(&self, releases: Vec<ServedRelease>) {
+        let releases = Arc::new(sorted(releases));
+        match self.releases.write() {
+            Ok(mut guard) => *guard = releases,
+            Err(poisoned) => *poisoned.into_inner() = releases,
+        }
+    }
+
+    /// Where `request` goes among `releases` (never empty).
+    fn route(&self, request: &[u8], releases: &[ServedRelease]) -> Route {
+        let max = releases
+            .iter()
+            .map(|r| r.service.max_request_bytes())
+            .max()
+            .unwrap_or(0);
+        let Ok(envelope) = wire::decode_envelope(request, max) else {
+            // The newest release's service sends the precise refusal.
+            return Route::Release(0);
+        };
+        match (envelope.kind, envelope.body.len()) {
+            (MessageKind::ReleasesRequest, 0) => {
+                let infos: Vec<ReleaseInfo> = releases.iter().map(|r| r.info).collect();
+                Route::Direct(Reply {
+                    status: 200,
+                    body: wire::encode_envelope(
+                        SchemeId::Control,
+                        MessageKind::Releases,
+                        &encode_releases(&infos),
+                    ),
+                })
+            }
+            (MessageKind::ManifestRequest, DATABASE_ID_LEN) => {
+                match releases
+                    .iter()
+                    .position(|r| r.info.id.as_slice() == envelope.body)
+                {
+                    Some(k) => Route::Direct(Reply {
+                        status: 200,
+                        body: wire::encode_envelope(
+                            SchemeId::Control,
+                            MessageKind::Manifest,
+                            releases[k].service.backend().manifest(),
+                        ),
+                    }),
+                    None => Route::Direct(
+                        Refusal::wrong_database(
+                            "this mirror does not serve that release (ask for its releases list)",
+                        )
+                        .reply(),
+                    ),
+                }
+            }
+            (MessageKind::Query, len) if len >= DATABASE_ID_LEN => {
+                let id = &envelope.body[..DATABASE_ID_LEN];
+                Route::Release(
+                    releases
+                        .iter()
+                        .position(|r| r.info.id.as_slice() == id)
+                        .unwrap_or(0),
+                )
+            }
+            _ => Route::Release(0),
+        }
+    }
+}
+
+/// Newest first (by version, then expiry).
+fn sorted(mut releases: Vec<ServedRelease>) -> Vec<ServedRelease> {
+    releases.sort_by(|a, b| {
+        (b.info.version, b.info.expires_unix).cmp(&(a.info.version, a.info.expires_unix))
+    });
+    releases
+}
+
+fn check_set(releases: &[ServedRelease]) -> Result<(), Error> {
+    if releases.is_empty() {
+        return Err(Error::Malformed(
+            "a mirror serves at least one release".into(),
+        ));
+    }
+    if releases.len() > MAX_RELEASES {
+        return Err(Error::OutOfRange {
+            field: "releases",
+            found: releases.len() as u64,
+            limit: MAX_RELEASES as u64,
+        });
+    }
+    for (k, a) in releases.iter().enumerate() {
+        if releases[..k].iter().any(|b| b.info.id == a.info.id) {
+            return Err(Error::Malformed(format!(
+                "release {} is listed twice",
+                hex_prefix(&a.info.id)
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn hex_prefix(id: &[u8; DATABASE_ID_LEN]) -> String {
+    id[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Handler for ReleaseSet {
+    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
+        let releases = self.current();
+        let mut replies: Vec<Option<Reply>> = vec![None; requests.len()];
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); releases.len()];
+        for (i, request) in requests.iter().enumerate() {
+            match self.route(request, &releases) {
+                Route::Direct(reply) => {
+                    self.metrics
+                        .record(request.len(), reply.body.len(), 0, reply.status != 200, 0);
+                    replies[i] = Some(reply);
+                }
+                Route::Release(k) => groups[k].push(i),
+            }
+        }
+        for (k, group) in groups.iter().enumerate() {
+            if group.is_empty() {
+                continue;
+            }
+            let batch: Vec<&[u8]> = group.iter().map(|&i| requests[i]).collect();
+            for (&i, reply) in group.iter().zip(releases[k].service.handle_many(&batch)) {
+                replies[i] = Some(reply);
+            }
+        }
+        replies
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Refusal::internal("no reply").reply()))
+            .collect()
+    }
+
+    fn max_request_bytes(&self) -> usize {
+        self.current()
+            .iter()
+            .map(|r| r.service.max_request_bytes())
+            .max()
+            .unwrap_or_else(|| framing::request_bytes(1, 0))
+    }
+
+    fn health(&self) -> String {
+        let releases = self.current();
+        let newest = releases
+            .first()
+            .map(|r| Handler::health(r.service.as_ref()))
+            .unwrap_or_default();
+        if releases.len() == 1 {
+            newest
+        } else {
+            format!("{newest} (newest of {} releases served)", releases.len())
+        }
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// From the newest release.
+    fn legacy_file(&self, name: &str) -> Option<bytes::Bytes> {
+        self.current().first()?.service.legacy_file(name)
+    }
+
+    fn legacy_manifest(&self) -> Option<bytes::Bytes> {
+        self.current().first()?.service.legacy_manifest()
+    }
+}
