@@ -157,8 +157,8 @@ async fn reload_on_hangup(
                 let result = tokio::task::spawn_blocking(move || reload(&config, &key, &metrics, workers, &set)).await;
                 match result {
                     Ok(Ok(message)) => println!("{message}"),
-                    Ok(Err(e)) => eprintln!("reload failed, still serving the releases as before: {e:#}"),
-                    Err(e) => eprintln!("reload failed: {e}"),
+                    Ok(Err(e)) => println!("reload failed, still serving the releases as before: {e:#}"),
+                    Err(e) => println!("reload failed: {e}"),
                 }
             }
             _ = prune.tick() => {

@@ -145,6 +145,8 @@ pub struct Mirror {
     child: Child,
     pub url: String,
     pub legacy: Option<SocketAddr>,
+    /// The lines it prints after start-up.
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Mirror {
@@ -193,8 +195,37 @@ impl Mirror {
             legacy = Some(addr.parse().unwrap());
         }
         // Keep draining stdout so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, url, legacy }
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = send.send(line);
+            }
+        });
+        Self {
+            child,
+            url,
+            legacy,
+            lines: receive,
+        }
+    }
+
+    /// Sends SIGHUP (reload the releases) and waits for the mirror to report the reload;
+    /// returns its report line.
+    pub fn hangup(&self) -> String {
+        let sent = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -HUP failed");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with("reload") => return line,
+                Ok(_) => continue,
+                Err(e) => panic!("no reload report within a minute: {e}"),
+            }
+        }
     }
 }
 
