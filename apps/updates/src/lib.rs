@@ -20,6 +20,7 @@
 //! What it does not do: no server side and no PIR scheme code (the server and scheme crates do
 //! that), no key management beyond loading the key files it is given.
 
+pub mod apt;
 pub mod error;
 pub mod fetch;
 pub mod freshness;

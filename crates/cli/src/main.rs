@@ -1,6 +1,7 @@
 //! The `pir` binary: parse flags, build a validated configuration, call the libraries, map
 //! errors to messages and exit codes. See `cli.rs` for the commands.
 
+mod apt;
 mod breach;
 mod cli;
 mod demo;
@@ -56,6 +57,13 @@ fn main() -> ExitCode {
 async fn run(command: Command) -> Result<ExitCode> {
     if let Command::Breach(command) = command {
         return breach::run(command).await;
+    }
+    if let Command::Apt(apt_command) = &command {
+        return match apt_command {
+            cli::AptCommand::InstallMethod { dir } => apt::install_method(dir),
+            cli::AptCommand::Method => apt::method().await,
+        }
+        .map(|()| ExitCode::SUCCESS);
     }
     if let Command::Evidence(EvidenceCommand::Check(args)) = &command {
         return check_evidence(&args.evidence, &args.release);
@@ -241,7 +249,9 @@ async fn run_other(command: Command) -> Result<()> {
         Command::Serve(args) => records::serve(&args).await,
         Command::Get(args) => records::get(&args).await,
         Command::Bench(args) => bench(&args),
-        Command::Evidence(_) => bail!("internal: evidence commands are dispatched by run"),
+        Command::Evidence(_) | Command::Apt(_) => {
+            bail!("internal: evidence and apt commands are dispatched by run")
+        }
     }
 }
 

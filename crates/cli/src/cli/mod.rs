@@ -80,6 +80,9 @@ pub enum Command {
     /// Check a mirror's signed answer (saved by `pir fetch`) against the release.
     #[command(subcommand)]
     Evidence(EvidenceCommand),
+    /// Private updates for apt: the `pir` method for `pir://` sources.
+    #[command(subcommand)]
+    Apt(AptCommand),
     /// Single server: build a record or key-value database for `pir serve`.
     #[command(subcommand)]
     Db(DbCommand),
@@ -553,6 +556,31 @@ pub struct FetchArgs {
     /// Print the result as one JSON object on standard output (for scripts).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `pir apt ...`.
+#[derive(Debug, Subcommand)]
+pub enum AptCommand {
+    /// Write DIR/pir, the program apt runs for pir:// URIs.
+    ///
+    /// DIR is /usr/lib/apt/methods for a system install, or any directory used with
+    /// `-o Dir::Bin::Methods=DIR` (apt's own methods are then linked beside it). apt must be
+    /// told the signed mirror list and the vendor key:
+    ///   Acquire::pir::MirrorList "/etc/pir/mirrors.pir";
+    ///   Acquire::pir::VendorKey "/etc/pir/vendor.pub";
+    /// optionally Acquire::pir::StateDir (freshness state) and Acquire::pir::Servers (mirrors
+    /// per query, default 3). In `deb pir://updates/ bookworm main` the host names no server:
+    /// the path is the file's name in the release, so flat repositories (`deb pir://updates/ ./`)
+    /// work too.
+    #[command(verbatim_doc_comment)]
+    InstallMethod {
+        /// Where to write the method.
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// The method itself: speaks apt's method protocol on standard input and output (apt runs
+    /// it; you do not).
+    Method,
 }
 
 /// `pir evidence ...`.
