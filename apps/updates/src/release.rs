@@ -121,8 +121,28 @@ pub fn build(
     check_out(dir, out)?;
     let sources = collect_files(dir)?;
     let sizes: Vec<u64> = sources.iter().map(|s| s.size).collect();
+    // In a Debian repository the packages are what clients fetch one by one: the block-size
+    // rule and the size classes apply to them. The indices (Packages, Release, InRelease...)
+    // are fetched by every client alike; their sizes reveal nothing and they are not padded.
+    let packages = sources
+        .iter()
+        .filter(|s| crate::apt::is_package(&s.name))
+        .count();
+    let ruled = |s: &Source| packages == 0 || crate::apt::is_package(&s.name);
+    let rule_sizes: Vec<u64> = sources
+        .iter()
+        .filter(|s| ruled(s))
+        .map(|s| s.size)
+        .collect();
     let (block_size, reason) = match opts.block_size {
-        None => choose_block_size(&sizes, opts.size_classes),
+        None => {
+            let (b, why) = choose_block_size(&rule_sizes, opts.size_classes);
+            if packages > 0 && packages < sources.len() {
+                (b, format!("{why} (over the {packages} package files)"))
+            } else {
+                (b, why)
+            }
+        }
         Some(b) => {
             if b < LINE || b % LINE != 0 || b > MAX_BLOCK_SIZE {
                 return Err(UpdateError::Input(format!(
@@ -130,7 +150,7 @@ pub fn build(
                      {MAX_BLOCK_SIZE} bytes, or leave it out to have it chosen"
                 )));
             }
-            let (auto, _) = choose_block_size(&sizes, opts.size_classes);
+            let (auto, _) = choose_block_size(&rule_sizes, opts.size_classes);
             (
                 b,
                 format!("{b} bytes, as requested (the automatic rule would choose {auto})"),
@@ -142,7 +162,8 @@ pub fn build(
     let mut entries = Vec::with_capacity(sources.len());
     let mut next_block = 0u64;
     for source in &sources {
-        let blocks = padded_block_count(source.size, block_size, opts.size_classes);
+        let blocks =
+            padded_block_count(source.size, block_size, opts.size_classes && ruled(source));
         entries.push(FileEntry {
             name: source.name.clone(),
             size: source.size,

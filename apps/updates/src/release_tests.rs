@@ -76,9 +76,11 @@ fn check_release(release: &Release, files: &[(String, Vec<u8>)], size_classes: b
         assert_eq!(release.file_bytes(entry), &bytes[..], "{name}");
         assert_eq!(entry.sha256, pir_keys::sha256(bytes), "{name}");
         assert_eq!(entry.size, bytes.len() as u64);
+        // The tree holds packages, so size classes pad only them.
         assert_eq!(
             entry.block_count,
-            padded_block_count(entry.size, b, size_classes)
+            padded_block_count(entry.size, b, size_classes && crate::apt::is_package(name)),
+            "{name}"
         );
         let start = entry.first_block as usize * b;
         let end = start + entry.block_count as usize * b;
@@ -140,29 +142,55 @@ fn build_then_open_verifies_every_file() {
 #[test]
 fn automatic_block_size_and_unverified_open() {
     let (_tmp, files, out, report) = built(&opts(None, false));
-    let sizes: Vec<u64> = files.iter().map(|(_, b)| b.len() as u64).collect();
+    // The rule runs over the package files only (the tree has two .deb files).
+    let sizes: Vec<u64> = files
+        .iter()
+        .filter(|(n, _)| crate::apt::is_package(n))
+        .map(|(_, b)| b.len() as u64)
+        .collect();
+    assert_eq!(sizes.len(), 2);
+    let (b, why) = choose_block_size(&sizes, false);
     assert_eq!(
         (report.block_size, report.block_size_reason.clone()),
-        choose_block_size(&sizes, false)
+        (b, format!("{why} (over the 2 package files)"))
     );
     let release = open(&out, None, true).unwrap();
     check_release(&release, &files, false);
 }
 
 #[test]
-fn size_classes_pad_to_powers_of_two() {
+fn size_classes_pad_packages_to_powers_of_two() {
     let (_tmp, files, out, _) = built(&opts(Some(B), true));
     let release = open(&out, Some(&vendor_key().public()), true).unwrap();
     check_release(&release, &files, true);
     for entry in &release.manifest.files {
-        assert!(entry.block_count.is_power_of_two(), "{}", entry.name);
+        if crate::apt::is_package(&entry.name) {
+            assert!(entry.block_count.is_power_of_two(), "{}", entry.name);
+        }
     }
-    // 5000 bytes = 20 blocks of 256 -> class 32; 40 blocks + 17 bytes = 41 -> 64.
+    // 5000 bytes = 20 blocks of 256 -> class 32. The other files are not packages (in a
+    // repository: the indices every client fetches alike) and are not padded: 40 blocks + 17
+    // bytes take 41 blocks.
     assert_eq!(
         release.manifest.file("a/b/c/deep.deb").unwrap().block_count,
         32
     );
-    assert_eq!(release.manifest.file("big.iso").unwrap().block_count, 64);
+    assert_eq!(release.manifest.file("big.iso").unwrap().block_count, 41);
+}
+
+#[test]
+fn a_tree_without_packages_pads_every_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    for (name, len) in [("a.bin", 5000usize), ("b.bin", 41 * B - 3)] {
+        fs::create_dir_all(&src).unwrap();
+        fs::write(src.join(name), content(len, 9)).unwrap();
+    }
+    let out = tmp.path().join("out");
+    build(&src, &vendor_key(), &out, &opts(Some(B), true)).unwrap();
+    let m = open(&out, None, false).unwrap().manifest;
+    assert_eq!(m.file("a.bin").unwrap().block_count, 32);
+    assert_eq!(m.file("b.bin").unwrap().block_count, 64);
 }
 
 #[test]

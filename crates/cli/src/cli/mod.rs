@@ -344,6 +344,11 @@ pub enum ReleaseCommand {
     /// boundary. Block size rule (override with --block-size): the largest power of two from
     /// 64 B to 1 MiB whose padding adds at most 10% to the release (upPIR section 5.4: every
     /// block fetched costs one full scan, so bigger blocks fetch faster).
+    ///
+    /// A Debian repository (dists/ + pool/ from apt-ftparchive or reprepro, or a flat one) is
+    /// packed byte for byte, so apt's own signed index stays valid; when the tree holds
+    /// packages (.deb, .udeb, .ddeb), the block-size rule and --size-classes apply to them
+    /// only, not to the indices every client fetches alike.
     Build(ReleaseBuildArgs),
     /// Print a release's manifest summary.
     Show(ReleaseShowArgs),
