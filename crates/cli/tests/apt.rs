@@ -43,29 +43,10 @@ fn download(dir: &Path) -> bool {
     )
 }
 
-#[test]
-fn apt_get_installs_through_the_pir_method() {
-    if !apt_available() {
-        return;
-    }
-    let work = tempfile::tempdir().unwrap();
-    let w = |name: &str| work.path().join(name);
-    let ws = |name: &str| w(name).to_string_lossy().into_owned();
-    let pool = w("repo/pool");
-    std::fs::create_dir_all(&pool).unwrap();
-    if !download(&pool) {
-        return;
-    }
-    // A flat repository: the packages and their index (dpkg-scanpackages, as a vendor would).
-    let index = Command::new("dpkg-scanpackages")
-        .args(["-m", "pool"])
-        .current_dir(w("repo"))
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(index.status.success());
-    std::fs::write(w("repo/Packages"), &index.stdout).unwrap();
-
+/// Three mirrors serving `repo` packed as a release, the signed mirror list, and the method
+/// installed in `work/methods`. Returns the mirrors (kept running while they live).
+fn serve_repo(work: &Path, repo: &Path) -> Vec<Mirror> {
+    let ws = |name: &str| work.join(name).to_string_lossy().into_owned();
     ok(&["keygen", "--out", &ws("vendor")]);
     for i in 0..3 {
         ok(&["keygen", "--out", &ws(&format!("m{i}"))]);
@@ -73,7 +54,7 @@ fn apt_get_installs_through_the_pir_method() {
     ok(&[
         "release",
         "build",
-        &ws("repo"),
+        &repo.to_string_lossy(),
         "--key",
         &ws("vendor.key"),
         "--out",
@@ -98,11 +79,24 @@ fn apt_get_installs_through_the_pir_method() {
     ok(&list.iter().map(String::as_str).collect::<Vec<_>>());
     let installed = ok(&["apt", "install-method", "--dir", &ws("methods")]);
     assert!(installed.contains("installed"), "{installed}");
-    assert!(w("methods/pir").exists() && w("methods/http").exists());
+    assert!(work.join("methods/pir").exists() && work.join("methods/http").exists());
+    mirrors
+}
 
-    std::fs::write(w("sources.list"), "deb [trusted=yes] pir://updates/ ./\n").unwrap();
+/// `apt-get ARGS` against the state in `work` with `source` as the only source, through the
+/// method in `work/methods`; asserts success and returns what it printed.
+fn apt_get(work: &Path, source: &str, args: &[&str]) -> String {
+    let (success, text) = apt_run(work, source, args);
+    assert!(success, "apt-get {args:?} failed:\n{text}");
+    text
+}
+
+/// [`apt_get`] without the assertion: whether it succeeded, and what it printed.
+fn apt_run(work: &Path, source: &str, args: &[&str]) -> (bool, String) {
+    let ws = |name: &str| work.join(name).to_string_lossy().into_owned();
+    std::fs::write(work.join("sources.list"), format!("{source}\n")).unwrap();
     for dir in ["state/lists/partial", "cache/archives/partial"] {
-        std::fs::create_dir_all(w(dir)).unwrap();
+        std::fs::create_dir_all(work.join(dir)).unwrap();
     }
     let options: Vec<String> = [
         format!("Dir::State={}", ws("state")),
@@ -120,26 +114,23 @@ fn apt_get_installs_through_the_pir_method() {
     .iter()
     .flat_map(|o| ["-o".to_string(), o.clone()])
     .collect();
-    let apt = |args: &[&str]| {
-        let out = Command::new("apt-get")
-            .args(&options)
-            .args(args)
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "apt-get {args:?} failed:\n{text}");
-        text
-    };
-    let update = apt(&["update"]);
-    assert!(update.contains("pir://updates ./ Packages"), "{update}");
-    let install = apt(&["install", "--download-only", "-y", "jq"]);
-    assert!(install.contains("pir://updates"), "{install}");
-    // jq and its dependencies that this machine lacks were fetched, and are the originals.
-    let archives = w("cache/archives");
+    let out = Command::new("apt-get")
+        .args(&options)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The `.deb` files apt fetched into `work/cache/archives` are byte-equal to those in `pool`,
+/// and include jq's.
+fn check_fetched(work: &Path, pool: &Path) {
+    let archives = work.join("cache/archives");
     let fetched: Vec<String> = std::fs::read_dir(&archives)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -154,8 +145,183 @@ fn apt_get_installs_through_the_pir_method() {
             "{name}"
         );
     }
+}
+
+#[test]
+fn apt_get_installs_through_the_pir_method() {
+    if !apt_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let w = |name: &str| work.path().join(name);
+    let pool = w("repo/pool");
+    std::fs::create_dir_all(&pool).unwrap();
+    if !download(&pool) {
+        return;
+    }
+    // A flat repository: the packages and their index (dpkg-scanpackages, as a vendor would).
+    let index = Command::new("dpkg-scanpackages")
+        .args(["-m", "pool"])
+        .current_dir(w("repo"))
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(index.status.success());
+    std::fs::write(w("repo/Packages"), &index.stdout).unwrap();
+    let _mirrors = serve_repo(work.path(), &w("repo"));
+
+    let source = "deb [trusted=yes] pir://updates/ ./";
+    let update = apt_get(work.path(), source, &["update"]);
+    assert!(update.contains("pir://updates ./ Packages"), "{update}");
+    let install = apt_get(
+        work.path(),
+        source,
+        &["install", "--download-only", "-y", "jq"],
+    );
+    assert!(install.contains("pir://updates"), "{install}");
+    check_fetched(work.path(), &pool);
     // The freshness state was recorded.
-    assert!(std::fs::read_dir(w("pir-state")).unwrap().count() == 1);
+    assert_eq!(std::fs::read_dir(w("pir-state")).unwrap().count(), 1);
+}
+
+/// `program ARGS` in `dir`, asserting success; its standard output.
+fn tool(dir: &Path, program: &str, args: &[&str]) -> Vec<u8> {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A `dists/` + `pool/` repository as `apt-ftparchive` makes it, with an `InRelease` signed by
+/// an archive key of its own (gpg): apt checks that signature itself, so the test shows that
+/// `pir release build` keeps apt's signed index valid.
+#[test]
+fn apt_get_verifies_the_archive_signature_of_a_dists_repository_through_pir() {
+    if !apt_available()
+        || !require(
+            has_program("apt-ftparchive") && has_program("gpg"),
+            "apt-ftparchive and gpg",
+            "apt-get install apt-utils gnupg",
+        )
+    {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let w = |name: &str| work.path().join(name);
+    let pool = w("repo/pool/main");
+    std::fs::create_dir_all(&pool).unwrap();
+    std::fs::create_dir_all(w("repo/dists/stable/main/binary-amd64")).unwrap();
+    if !download(&pool) {
+        return;
+    }
+    let repo = w("repo");
+    let packages = tool(&repo, "apt-ftparchive", &["packages", "pool"]);
+    std::fs::write(w("repo/dists/stable/main/binary-amd64/Packages"), packages).unwrap();
+    let release = tool(
+        &repo,
+        "apt-ftparchive",
+        &[
+            "-o",
+            "APT::FTPArchive::Release::Suite=stable",
+            "-o",
+            "APT::FTPArchive::Release::Codename=stable",
+            "-o",
+            "APT::FTPArchive::Release::Architectures=amd64",
+            "-o",
+            "APT::FTPArchive::Release::Components=main",
+            "release",
+            "dists/stable",
+        ],
+    );
+    std::fs::write(w("repo/dists/stable/Release"), release).unwrap();
+    let gnupg = w("gnupg");
+    std::fs::create_dir(&gnupg).unwrap();
+    std::fs::set_permissions(&gnupg, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let home = gnupg.to_string_lossy().into_owned();
+    let gpg = |args: &[&str]| {
+        let mut all = vec!["--batch", "--homedir", &home];
+        all.extend_from_slice(args);
+        tool(work.path(), "gpg", &all)
+    };
+    gpg(&[
+        "--passphrase",
+        "",
+        "--quick-gen-key",
+        "pir test archive <archive@pir.invalid>",
+        "ed25519",
+        "sign",
+        "never",
+    ]);
+    gpg(&[
+        "--yes",
+        "--clearsign",
+        "-o",
+        &w("repo/dists/stable/InRelease").to_string_lossy(),
+        &w("repo/dists/stable/Release").to_string_lossy(),
+    ]);
+    std::fs::write(w("archive-key.gpg"), gpg(&["--export"])).unwrap();
+    let _mirrors = serve_repo(work.path(), &repo);
+
+    let source = format!(
+        "deb [signed-by={}] pir://updates/ stable main",
+        w("archive-key.gpg").display()
+    );
+    let update = apt_get(work.path(), &source, &["update"]);
+    assert!(
+        update.contains("pir://updates stable InRelease") && !update.contains("NO_PUBKEY"),
+        "{update}"
+    );
+    apt_get(
+        work.path(),
+        &source,
+        &["install", "--download-only", "-y", "jq"],
+    );
+    check_fetched(work.path(), &pool);
+
+    // An archive key that did not sign the index: apt refuses the repository.
+    let other = w("other-gnupg");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let other_home = other.to_string_lossy().into_owned();
+    tool(
+        work.path(),
+        "gpg",
+        &[
+            "--batch",
+            "--homedir",
+            &other_home,
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "someone else <else@pir.invalid>",
+            "ed25519",
+            "sign",
+            "never",
+        ],
+    );
+    let wrong = tool(
+        work.path(),
+        "gpg",
+        &["--batch", "--homedir", &other_home, "--export"],
+    );
+    std::fs::write(w("wrong-key.gpg"), wrong).unwrap();
+    std::fs::remove_dir_all(w("state/lists")).unwrap();
+    let wrong_source = format!(
+        "deb [signed-by={}] pir://updates/ stable main",
+        w("wrong-key.gpg").display()
+    );
+    let (_, text) = apt_run(work.path(), &wrong_source, &["update"]);
+    assert!(
+        text.contains("NO_PUBKEY") || text.contains("not signed"),
+        "apt accepted an index signed by another key:\n{text}"
+    );
 }
 
 #[test]
