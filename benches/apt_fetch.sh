@@ -73,6 +73,9 @@ run() { # $1 = source line; prints seconds of one download-only install
   ls "$W/$kind/cache/archives/"jq_*.deb >/dev/null
   python3 -c "print($t1 - $t0)"
 }
+if [ -n "${HOLD:-}" ]; then # keep the set-up for experiments: HOLD=1 bash benches/apt_fetch.sh
+  echo "holding: W=$W http port $port (Ctrl-C ends)"; sleep infinity
+fi
 pir_times=(); http_times=()
 for _ in $(seq "$RUNS"); do
   pir_times+=("$(run pir 'deb [trusted=yes] pir://updates/ ./')")

@@ -323,34 +323,44 @@ pub async fn choose_release<T: Transport>(
     let mut tampered = false;
     let mut stale: Option<UpdateError> = None;
     for (id, _, serving) in &candidates {
-        for &i in serving {
-            let bytes =
-                match pir_client::fetch_manifest_of(transport, i, Some(id), MAX_MANIFEST_BYTES)
-                    .await
-                {
-                    Ok(bytes) => bytes,
-                    Err(e) => {
-                        failures.push(format!("{}: {e}", mirrors[i].url));
-                        continue;
+        // A manifest kept from an earlier session is used again (still checked like a fresh
+        // one); otherwise it comes from a mirror that serves the release.
+        let kept = freshness.and_then(|f| f.kept_manifest(id));
+        let sources: Vec<Option<usize>> = kept
+            .as_ref()
+            .map(|_| None)
+            .into_iter()
+            .chain(serving.iter().copied().map(Some))
+            .collect();
+        for source in sources {
+            let (bytes, from) = match (source, &kept) {
+                (Some(i), _) => {
+                    match pir_client::fetch_manifest_of(transport, i, Some(id), MAX_MANIFEST_BYTES)
+                        .await
+                    {
+                        Ok(bytes) => (bytes, mirrors[i].url.as_str()),
+                        Err(e) => {
+                            failures.push(format!("{}: {e}", mirrors[i].url));
+                            continue;
+                        }
                     }
-                };
+                }
+                (None, Some(bytes)) => (bytes.clone(), "the state directory"),
+                (None, None) => continue,
+            };
             if Manifest::release_id(&bytes) != *id {
                 tampered = true;
                 failures.push(format!(
-                    "{} sent a manifest that is not the release it listed",
-                    mirrors[i].url
+                    "{from} sent a manifest that is not the release it listed"
                 ));
                 continue;
             }
             let manifest = match Manifest::decode_verified(&bytes, vendor) {
                 Ok(manifest) => manifest,
                 Err(e) => {
-                    tracing::warn!(mirror = %mirrors[i].url, "manifest rejected: {e}");
+                    tracing::warn!(from, "manifest rejected: {e}");
                     tampered = true;
-                    failures.push(format!(
-                        "{} sent a manifest that was rejected: {e}",
-                        mirrors[i].url
-                    ));
+                    failures.push(format!("{from} sent a manifest that was rejected: {e}"));
                     continue;
                 }
             };
@@ -359,6 +369,7 @@ pub async fn choose_release<T: Transport>(
                     stale.get_or_insert(e);
                     break; // the same release from another mirror is just as stale
                 }
+                freshness.keep_manifest(id, &bytes);
             }
             let mut order = serving.clone();
             order.extend((0..mirrors.len()).filter(|m| !serving.contains(m)));

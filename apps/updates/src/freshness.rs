@@ -59,6 +59,7 @@ pub fn describe_expiry(expires_unix: u64, now: u64) -> String {
 
 impl Freshness {
     /// The record for `vendor` in `state_dir` (created on the first [`Freshness::record`]).
+    /// It also keeps the last manifest used, see [`Freshness::keep_manifest`].
     pub fn new(state_dir: &Path, vendor: &PublicKey) -> Self {
         Self {
             path: state_dir.join(format!("newest-{}", vendor.fingerprint())),
@@ -106,6 +107,54 @@ impl Freshness {
             }
         }
         Ok(())
+    }
+
+    /// The manifest of release `id` kept by [`Freshness::keep_manifest`], if its bytes still
+    /// hash to `id` (the caller checks the vendor signature as for a downloaded one).
+    pub fn kept_manifest(&self, id: &[u8; 32]) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(self.manifest_path(id)).ok()?;
+        (Manifest::release_id(&bytes) == *id).then_some(bytes)
+    }
+
+    /// Keeps the signed manifest `bytes` of release `id`, so the next session need not download
+    /// it again (a release of 1 GB in 4 KiB blocks has an 8 MB manifest), and drops the ones
+    /// kept before. A failure to keep it only costs a download next time.
+    pub fn keep_manifest(&self, id: &[u8; 32], bytes: &[u8]) {
+        let path = self.manifest_path(id);
+        if path.exists() {
+            return;
+        }
+        let Some(dir) = self.path.parent() else {
+            return;
+        };
+        if std::fs::create_dir_all(dir).is_err()
+            || pir_fs::write_atomic_bytes(&path, bytes).is_err()
+        {
+            return;
+        }
+        let prefix = self.manifest_prefix();
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&prefix) && entry.path() != path {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+    }
+
+    fn manifest_prefix(&self) -> String {
+        let stem = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        format!("{}-manifest-", stem.trim_start_matches("newest-"))
+    }
+
+    fn manifest_path(&self, id: &[u8; 32]) -> PathBuf {
+        self.path
+            .with_file_name(format!("{}{}.pir", self.manifest_prefix(), hex::encode(id)))
     }
 
     /// Remembers `version` if it is newer than what was remembered.
@@ -159,6 +208,22 @@ mod tests {
         // Another vendor has its own record.
         let other = Freshness::new(dir.path(), &crate::testutil::other_key().public());
         other.check(&manifest(1, 1000), 10).unwrap();
+        // Manifests are kept by id; only the newest one stays, and a damaged copy is ignored.
+        fresh.keep_manifest(&[1; 32], b"not this one");
+        assert_eq!(
+            fresh.kept_manifest(&[1; 32]),
+            None,
+            "bytes must hash to the id"
+        );
+        let bytes = b"signed manifest bytes".to_vec();
+        let id = Manifest::release_id(&bytes);
+        fresh.keep_manifest(&id, &bytes);
+        assert_eq!(fresh.kept_manifest(&id), Some(bytes.clone()));
+        let newer = b"the next one".to_vec();
+        let newer_id = Manifest::release_id(&newer);
+        fresh.keep_manifest(&newer_id, &newer);
+        assert_eq!(fresh.kept_manifest(&id), None);
+        assert_eq!(fresh.kept_manifest(&newer_id), Some(newer));
         // A damaged record is an error, not a fresh start.
         std::fs::write(&fresh.path, "garbage").unwrap();
         assert!(fresh.check(&manifest(9, 1000), 10).is_err());

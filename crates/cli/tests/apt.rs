@@ -180,8 +180,14 @@ fn apt_get_installs_through_the_pir_method() {
     );
     assert!(install.contains("pir://updates"), "{install}");
     check_fetched(work.path(), &pool);
-    // The freshness state was recorded.
-    assert_eq!(std::fs::read_dir(w("pir-state")).unwrap().count(), 1);
+    // The freshness state was recorded, and the manifest kept for the next run.
+    let mut state: Vec<String> = std::fs::read_dir(w("pir-state"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    state.sort();
+    assert_eq!(state.len(), 2, "{state:?}");
+    assert!(state[0].contains("-manifest-") && state[1].starts_with("newest-"), "{state:?}");
 }
 
 /// `program ARGS` in `dir`, asserting success; its standard output.

@@ -131,6 +131,18 @@ impl Prepared {
     }
 }
 
+/// Up to this many queries answerable from the four-Russians table are answered one by one
+/// rather than in one shared pass. Measured at 1 GiB (32768 x 32 KiB and 262144 x 4 KiB), two
+/// threads, AMD EPYC, AVX-512 and `PIR_KERNEL=avx2` alike (`pir bench --modes
+/// plain,four-russians,batched --batch K`): a table answer takes 9.2-11 ms, a shared pass
+/// 89-137 ms for 2 to 16 queries.
+pub const BATCH_PASS_IN_TABLE_QUERIES: usize = 8;
+
+/// Up to this many queries without a table (RAID-PIR per-chunk answers, or no table) are
+/// answered one by one: a plain answer takes 19-20 ms on the machine above, a shared pass
+/// 89-137 ms.
+pub const BATCH_PASS_IN_PLAIN_QUERIES: usize = 4;
+
 impl Engine {
     /// An engine over `database`, building four-Russians tables as `options` ask (reporting
     /// `progress(done, total)` while it builds, since 1 GiB of blocks takes seconds).
@@ -239,7 +251,18 @@ impl Engine {
         self.answer_batch_refs(&prepared.iter().collect::<Vec<_>>())
     }
 
+    /// Whether `prepared` is answered from the four-Russians table (one entry per group).
+    fn uses_table(&self, prepared: &Prepared) -> bool {
+        self.russians.is_some() && prepared.sums_all_chunks()
+    }
+
     /// [`Engine::answer_batch`] over borrowed queries.
+    ///
+    /// The shared pass ([`pir_kernels::batch`]) reads every row once for all its queries and
+    /// costs about as much as [`BATCH_PASS_IN_TABLE_QUERIES`] table answers or
+    /// [`BATCH_PASS_IN_PLAIN_QUERIES`] plain ones (which skip unselected rows); smaller groups are
+    /// answered one query at a time, which is faster for them (a client fetching a few blocks
+    /// sends a batch of 2 or 3 queries).
     pub fn answer_batch_refs(&self, prepared: &[&Prepared]) -> Vec<Vec<u8>> {
         match prepared {
             [] => return Vec::new(),
@@ -249,13 +272,36 @@ impl Engine {
         let b = self.database.shape().block_size();
         let rows = 0..self.database.shape().block_count();
         let mut answers: Vec<Option<Vec<u8>>> = vec![None; prepared.len()];
-        let mut counts: Vec<usize> = prepared.iter().map(|p| p.chunk_count()).collect();
+        let table_queries: Vec<usize> = (0..prepared.len())
+            .filter(|&i| self.uses_table(prepared[i]))
+            .collect();
+        if table_queries.len() <= BATCH_PASS_IN_TABLE_QUERIES {
+            for &i in &table_queries {
+                answers[i] = Some(self.answer(prepared[i]));
+            }
+        }
+        let mut counts: Vec<usize> = (0..prepared.len())
+            .filter(|&i| answers[i].is_none())
+            .map(|i| prepared[i].chunk_count())
+            .collect();
         counts.sort_unstable();
         counts.dedup();
         for c in counts {
             let members: Vec<usize> = (0..prepared.len())
-                .filter(|&i| prepared[i].chunk_count() == c)
+                .filter(|&i| answers[i].is_none() && prepared[i].chunk_count() == c)
                 .collect();
+            let in_table = members.iter().all(|&i| self.uses_table(prepared[i]));
+            let alone = if in_table {
+                BATCH_PASS_IN_TABLE_QUERIES
+            } else {
+                BATCH_PASS_IN_PLAIN_QUERIES
+            };
+            if members.len() <= alone {
+                for &i in &members {
+                    answers[i] = Some(self.answer(prepared[i]));
+                }
+                continue;
+            }
             let refs: Vec<Vec<&[u8]>> = members.iter().map(|&i| prepared[i].refs()).collect();
             let selections: Vec<Selection<'_>> = refs.iter().map(|r| Selection::new(r)).collect();
             let sums = pir_kernels::batch::scan_parallel(
@@ -342,10 +388,22 @@ mod tests {
                 for (p, expect) in prepared.iter().zip(&reference) {
                     assert_eq!(&engine.answer(p), expect, "{rows}x{b} {russians:?}");
                 }
+                // Ten queries: small groups, answered one by one.
                 assert_eq!(
                     engine.answer_batch(&prepared),
                     reference,
                     "{rows}x{b} batch"
+                );
+                // Thirty: every group is past its threshold, answered in shared passes.
+                let many: Vec<&Prepared> =
+                    prepared.iter().cycle().take(3 * prepared.len()).collect();
+                assert!(many.len() > 2 * BATCH_PASS_IN_TABLE_QUERIES);
+                let expect: Vec<Vec<u8>> =
+                    reference.iter().cycle().take(many.len()).cloned().collect();
+                assert_eq!(
+                    engine.answer_batch_refs(&many),
+                    expect,
+                    "{rows}x{b} big batch"
                 );
             }
         }
