@@ -16,6 +16,13 @@ use pir_keys::PublicKey;
 use pir_updates::apt::{self, Config, Expected, Message};
 use pir_updates::fetch::{SchemeChoice, UpdateSession};
 
+/// How long the method waits after a request for more: apt writes its pipelined requests
+/// back to back, so a few milliseconds catch them all.
+const GATHER: Duration = Duration::from_millis(3);
+
+/// Most RAID-PIR chunks the method asks for: one query fetches up to this many blocks.
+const MAX_CHUNKS: usize = 16;
+
 /// The system's apt methods directory.
 const SYSTEM_METHODS: &str = "/usr/lib/apt/methods";
 
@@ -131,9 +138,7 @@ pub async fn method() -> Result<()> {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         // Gather every request already waiting (apt pipelines): one retrieval for all.
-        while let Ok(Some(message)) =
-            tokio::time::timeout(Duration::from_millis(20), rx.recv()).await
-        {
+        while let Ok(Some(message)) = tokio::time::timeout(GATHER, rx.recv()).await {
             batch.push(message);
         }
         let mut acquires = Vec::new();
@@ -269,11 +274,24 @@ async fn acquire(
     }
     let names: Vec<&str> = fetchable.iter().map(|w| w.name.as_str()).collect();
     let listed = session.mirrors.len();
+    // One query fetches up to `chunks` blocks (one per chunk), so asking for as many chunks as
+    // the files have blocks fetches them in one round: each mirror makes ONE pass over its
+    // share of the release instead of one per round, for answers of `r/n x chunks` blocks.
+    // Rounded up to a power of two, the chunk count reveals no more than the query count
+    // would (the number of blocks, up to a size class).
+    let blocks: u64 = fetchable
+        .iter()
+        .filter_map(|w| manifest.file(&w.name))
+        .map(|entry| entry.block_count)
+        .sum();
     let choice = match servers(config, listed) {
         Ok(n) => SchemeChoice::RaidPir {
             servers: n,
             redundancy: 2,
-            chunks: n,
+            chunks: usize::try_from(blocks)
+                .unwrap_or(MAX_CHUNKS)
+                .next_power_of_two()
+                .clamp(n, MAX_CHUNKS.max(n)),
         },
         Err(e) => {
             for w in &fetchable {

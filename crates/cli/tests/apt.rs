@@ -187,7 +187,10 @@ fn apt_get_installs_through_the_pir_method() {
         .collect();
     state.sort();
     assert_eq!(state.len(), 2, "{state:?}");
-    assert!(state[0].contains("-manifest-") && state[1].starts_with("newest-"), "{state:?}");
+    assert!(
+        state[0].contains("-manifest-") && state[1].starts_with("newest-"),
+        "{state:?}"
+    );
 }
 
 /// `program ARGS` in `dir`, asserting success; its standard output.
