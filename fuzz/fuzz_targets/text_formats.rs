@@ -1,4 +1,5 @@
-//! Fuzz target: Key files, the breach servers file, the seed state file and HIBP range prefixes.
+//! Fuzz target: Key files, the breach servers file, the seed state file, HIBP range prefixes
+//! and what apt sends the `pir` method (messages, URIs, expected hashes).
 
 #![no_main]
 
@@ -12,5 +13,17 @@ fuzz_target!(|data: &[u8]| {
         let _ = pir_breach::servers::parse(text);
         let _ = pir_service::qdp::parse_seed_state(text);
         let _ = pir_breach::range::RangePrefix::parse(text);
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if let Ok(message) = pir_updates::apt::parse(&lines) {
+            let _ = pir_updates::apt::Config::from_message(&message);
+            let _ = pir_updates::apt::Expected::from_message(&message);
+            if let Some(uri) = message.get("URI") {
+                let _ = pir_updates::apt::release_name(uri);
+            }
+            // What the method writes back never carries a second line in a value.
+            let echoed = pir_updates::apt::failure(text, text, Some(text)).encode();
+            assert_eq!(echoed.matches('\n').count(), 5);
+        }
+        let _ = pir_updates::apt::release_name(text);
     }
 });

@@ -1,4 +1,4 @@
-//! Fuzz target: Manifests, mirror lists and evidence files.
+//! Fuzz target: Manifests, mirror lists, evidence files and a mirror's releases list.
 
 #![no_main]
 
@@ -8,4 +8,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = pir_updates::manifest::Manifest::decode_unverified(data);
     let _ = pir_updates::mirrors::MirrorList::decode_unverified(data);
     let _ = pir_client::Evidence::decode(data);
+    let _ = pir_service::releases::decode_releases(data);
 });
