@@ -292,7 +292,17 @@ pub async fn choose_release<T: Transport>(
     need: usize,
     freshness: Option<&Freshness>,
 ) -> Result<ChosenRelease, UpdateError> {
+    // The manifest kept from the last session is most likely the one to use: check its
+    // signature (a few ms for a large release) while the mirrors are asked.
+    let checking = freshness.and_then(Freshness::kept).map(|(id, bytes)| {
+        let vendor = *vendor;
+        std::thread::spawn(move || {
+            let manifest = Manifest::decode_verified(&bytes, &vendor);
+            (id, bytes, manifest)
+        })
+    });
     let lists = futures_join_all(mirrors.len(), |i| pir_client::fetch_releases(transport, i)).await;
+    let mut kept = checking.and_then(|thread| thread.join().ok());
     let mut failures = Vec::new();
     // id -> (version hint, mirrors serving it)
     let mut candidates: Vec<([u8; 32], u64, Vec<usize>)> = Vec::new();
@@ -323,45 +333,56 @@ pub async fn choose_release<T: Transport>(
     let mut tampered = false;
     let mut stale: Option<UpdateError> = None;
     for (id, _, serving) in &candidates {
-        // A manifest kept from an earlier session is used again (still checked like a fresh
-        // one); otherwise it comes from a mirror that serves the release.
-        let kept = freshness.and_then(|f| f.kept_manifest(id));
-        let sources: Vec<Option<usize>> = kept
-            .as_ref()
-            .map(|_| None)
+        // The kept manifest, already checked, if it is this release; else a mirror's.
+        let mut checked = match kept.take() {
+            Some((kept_id, bytes, Ok(manifest))) if kept_id == *id => Some((bytes, manifest)),
+            other => {
+                kept = other;
+                None
+            }
+        };
+        let sources: Vec<Option<usize>> = checked
+            .is_some()
+            .then_some(None)
             .into_iter()
             .chain(serving.iter().copied().map(Some))
             .collect();
         for source in sources {
-            let (bytes, from) = match (source, &kept) {
+            let (bytes, manifest) = match (source, checked.take()) {
+                (None, Some(pair)) => pair,
+                (None, None) => continue,
                 (Some(i), _) => {
-                    match pir_client::fetch_manifest_of(transport, i, Some(id), MAX_MANIFEST_BYTES)
-                        .await
+                    let bytes = match pir_client::fetch_manifest_of(
+                        transport,
+                        i,
+                        Some(id),
+                        MAX_MANIFEST_BYTES,
+                    )
+                    .await
                     {
-                        Ok(bytes) => (bytes, mirrors[i].url.as_str()),
+                        Ok(bytes) => bytes,
                         Err(e) => {
                             failures.push(format!("{}: {e}", mirrors[i].url));
                             continue;
                         }
+                    };
+                    let from = mirrors[i].url.as_str();
+                    if Manifest::release_id(&bytes) != *id {
+                        tampered = true;
+                        failures.push(format!(
+                            "{from} sent a manifest that is not the release it listed"
+                        ));
+                        continue;
                     }
-                }
-                (None, Some(bytes)) => (bytes.clone(), "the state directory"),
-                (None, None) => continue,
-            };
-            if Manifest::release_id(&bytes) != *id {
-                tampered = true;
-                failures.push(format!(
-                    "{from} sent a manifest that is not the release it listed"
-                ));
-                continue;
-            }
-            let manifest = match Manifest::decode_verified(&bytes, vendor) {
-                Ok(manifest) => manifest,
-                Err(e) => {
-                    tracing::warn!(from, "manifest rejected: {e}");
-                    tampered = true;
-                    failures.push(format!("{from} sent a manifest that was rejected: {e}"));
-                    continue;
+                    match Manifest::decode_verified(&bytes, vendor) {
+                        Ok(manifest) => (bytes, manifest),
+                        Err(e) => {
+                            tracing::warn!(from, "manifest rejected: {e}");
+                            tampered = true;
+                            failures.push(format!("{from} sent a manifest that was rejected: {e}"));
+                            continue;
+                        }
+                    }
                 }
             };
             if let Some(freshness) = freshness {

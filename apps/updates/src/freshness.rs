@@ -109,11 +109,31 @@ impl Freshness {
         Ok(())
     }
 
-    /// The manifest of release `id` kept by [`Freshness::keep_manifest`], if its bytes still
-    /// hash to `id` (the caller checks the vendor signature as for a downloaded one).
-    pub fn kept_manifest(&self, id: &[u8; 32]) -> Option<Vec<u8>> {
-        let bytes = std::fs::read(self.manifest_path(id)).ok()?;
-        (Manifest::release_id(&bytes) == *id).then_some(bytes)
+    /// The manifest kept by [`Freshness::keep_manifest`] and its release id, if its bytes
+    /// still hash to the id in its name (the caller checks the vendor signature as for a
+    /// downloaded one).
+    pub fn kept(&self) -> Option<([u8; 32], Vec<u8>)> {
+        let dir = self.path.parent()?;
+        let prefix = self.manifest_prefix();
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(hex_id) = name
+                .strip_prefix(&prefix)
+                .and_then(|rest| rest.strip_suffix(".pir"))
+            else {
+                continue;
+            };
+            let Ok(id) = <[u8; 32]>::try_from(hex::decode(hex_id).unwrap_or_default()) else {
+                continue;
+            };
+            let Ok(bytes) = std::fs::read(entry.path()) else {
+                continue;
+            };
+            if Manifest::release_id(&bytes) == id {
+                return Some((id, bytes));
+            }
+        }
+        None
     }
 
     /// Keeps the signed manifest `bytes` of release `id`, so the next session need not download
@@ -210,20 +230,19 @@ mod tests {
         other.check(&manifest(1, 1000), 10).unwrap();
         // Manifests are kept by id; only the newest one stays, and a damaged copy is ignored.
         fresh.keep_manifest(&[1; 32], b"not this one");
-        assert_eq!(
-            fresh.kept_manifest(&[1; 32]),
-            None,
-            "bytes must hash to the id"
-        );
+        assert_eq!(fresh.kept(), None, "bytes must hash to the id");
         let bytes = b"signed manifest bytes".to_vec();
         let id = Manifest::release_id(&bytes);
         fresh.keep_manifest(&id, &bytes);
-        assert_eq!(fresh.kept_manifest(&id), Some(bytes.clone()));
+        assert_eq!(fresh.kept(), Some((id, bytes.clone())));
         let newer = b"the next one".to_vec();
         let newer_id = Manifest::release_id(&newer);
         fresh.keep_manifest(&newer_id, &newer);
-        assert_eq!(fresh.kept_manifest(&id), None);
-        assert_eq!(fresh.kept_manifest(&newer_id), Some(newer));
+        assert_eq!(
+            fresh.kept(),
+            Some((newer_id, newer)),
+            "only the newest is kept"
+        );
         // A damaged record is an error, not a fresh start.
         std::fs::write(&fresh.path, "garbage").unwrap();
         assert!(fresh.check(&manifest(9, 1000), 10).is_err());

@@ -252,12 +252,19 @@ multiversioned! {
     /// [`scan`] with a chosen backend. A table over consecutive rows (`c = 1`) also answers a
     /// selection with several chunks, as one XOR of all its selected rows (the group's bits
     /// are gathered from the chunks they belong to); `accs` is then one slot of `b` bytes.
+    /// A table of `c` chunks also answers a selection whose chunk count `cc` divides `c`, per
+    /// chunk: table chunk `j` holds rows `j mod c`, all in selection chunk `j mod cc`, at
+    /// positions `m` apart (`m = c / cc`); `accs` then has `cc` slots.
     pub fn scan_with(layout: RussiansLayout, selection: Selection<'_>, table: &[u8], groups: Range<usize>, accs: &mut [u8]) {
         let RussiansLayout { b, c, t, .. } = layout;
-        let gathered = selection.chunk_count() != c;
-        assert!(!gathered || c == 1, "four Russians: chunk count");
+        let cc = selection.chunk_count();
+        let strided = cc != c && c != 1;
+        let gathered = cc != c && c == 1;
+        assert!(!strided || c % cc == 0, "four Russians: chunk count");
         assert_eq!(table.len(), layout.table_bytes(), "four Russians: table size");
-        assert_eq!(accs.len(), c * b, "four Russians: accumulator size");
+        let slots = if strided { cc } else { c };
+        assert_eq!(accs.len(), slots * b, "four Russians: accumulator size");
+        let m = c / cc.min(c);
         let entries = layout.entries();
         let held = layout.held();
         // In gathered mode, row s t + u is bit k of chunk cj: walk (cj, k) without dividing.
@@ -279,6 +286,14 @@ multiversioned! {
                         }
                     }
                     index
+                } else if strided {
+                    let bits = selection.chunk(j % cc);
+                    let first = s * t * m + j / cc;
+                    let mut index = 0;
+                    for u in 0..t {
+                        index |= usize::from(bit_at(bits, first + u * m)) << u;
+                    }
+                    index
                 } else {
                     group_bits(selection.chunk(j), s, t)
                 };
@@ -289,7 +304,8 @@ multiversioned! {
                     if b <= PREFETCH_MAX_ENTRY {
                         crate::prefetch_l2_all(&table[at..at + b]);
                     }
-                    if let Some((j, at)) = ahead[next].replace((j, at)) {
+                    let slot = if strided { j % cc } else { j };
+                    if let Some((j, at)) = ahead[next].replace((slot, at)) {
                         xor_in(&mut accs[j * b..(j + 1) * b], &table[at..at + b]);
                     }
                     next = (next + 1) % LOOKAHEAD;
@@ -314,10 +330,13 @@ const PREFETCH_MAX_ENTRY: usize = 16 << 10;
 /// Answers one query from the table with every thread of the current rayon pool.
 pub fn scan_parallel(layout: RussiansLayout, selection: Selection<'_>, table: &[u8]) -> Vec<u8> {
     let backend = Backend::current();
-    let slots = if selection.chunk_count() == layout.c {
+    let cc = selection.chunk_count();
+    let slots = if cc == layout.c {
         layout.c * layout.b
-    } else {
+    } else if layout.c == 1 {
         layout.b
+    } else {
+        cc * layout.b
     };
     let parts = crate::xor::split_rows(0..layout.super_groups(), rayon::current_num_threads(), 8);
     let partials = rayon_map(&parts, |part| {
@@ -441,6 +460,17 @@ mod tests {
                 let mut acc = vec![0u8; b];
                 scan_with(backend, flat, selection, &flat_table, 0..flat.super_groups(), &mut acc);
                 prop_assert_eq!(&acc, &total, "gathered, backend {:?}", backend);
+            }
+            // A table of a multiple of c chunks answers the selection per chunk (strided).
+            for k in [2usize, 3, 4] {
+                let wide = RussiansLayout::new(rows, b, c * k, t).unwrap();
+                let wide_table = build_parallel(wide, &region, &|_, _| {});
+                for backend in Backend::available() {
+                    let mut accs = vec![0u8; c * b];
+                    scan_with(backend, wide, selection, &wide_table, 0..wide.super_groups(), &mut accs);
+                    prop_assert_eq!(&accs, &expect, "strided x{}, backend {:?}", k, backend);
+                }
+                prop_assert_eq!(scan_parallel(wide, selection, &wide_table), expect.clone());
             }
         }
     }

@@ -7,9 +7,10 @@
 //!   `(2^t - 1) / t` times the database answers a query with one lookup per `t` rows. It wins
 //!   for large blocks, where a lookup streams a whole block, and loses for small ones, where
 //!   random lookups cost more than streaming `t` rows; [`Russians::Auto`] uses it from
-//!   [`RUSSIANS_MIN_BLOCK`] bytes up, within a memory limit. It answers Chor queries and
-//!   RAID-PIR queries in [`AnswerMode::Single`](crate::AnswerMode::Single) (one XOR of all
-//!   selected rows); per-chunk answers use the plain scan.
+//!   [`RUSSIANS_MIN_BLOCK`] bytes up, within a memory limit. The table groups rows by
+//!   [`TABLE_CHUNKS`] interleaved chunks, so it answers, per chunk, every query whose chunk
+//!   count divides 48: Chor, and RAID-PIR with 1, 2, 3, 4, 6, 8, 12, 16, 24 or 48 chunks, in
+//!   either answer mode. Other chunk counts use the plain scan.
 //! - **Batches** ([`pir_kernels::batch`]): queries answered together share one pass over the
 //!   database; each answer is exactly the one the query gets alone.
 //!
@@ -31,6 +32,13 @@ use crate::serve::max_query_body;
 /// two runs: 512 B 11.1 / 9.9 and 12.1 / 13.7, 1 KiB 11.4 / 5.8 and 20.2 / 7.9, 2 KiB
 /// 11.2 / 4.2 and 16.2 / 7.8 (the crossover table is in README.md).
 pub const RUSSIANS_MIN_BLOCK: usize = 1024;
+
+/// Chunks of the engine's four-Russians table: groups hold rows `j mod 48` of one chunk, so a
+/// query with a chunk count dividing 48 gets per-chunk sums from it (RAID-PIR per-chunk
+/// answers included). Databases under [`TABLE_CHUNKS`] x `t` x 16 rows get a table over
+/// consecutive rows instead (one chunk: whole-block answers only), which wastes no memory on
+/// a partial last super-group.
+pub const TABLE_CHUNKS: usize = 48;
 
 /// Group size `t` that [`Russians::Auto`] uses (memory 3.75 x the database).
 pub const RUSSIANS_AUTO_GROUP: usize = 4;
@@ -167,7 +175,12 @@ impl Engine {
             Russians::Auto => RUSSIANS_AUTO_GROUP,
             Russians::Group(t) => t,
         };
-        RussiansLayout::new(shape.block_count(), shape.block_size(), 1, t)
+        let chunks = if shape.block_count() >= TABLE_CHUNKS * t * 16 {
+            TABLE_CHUNKS
+        } else {
+            1
+        };
+        RussiansLayout::new(shape.block_count(), shape.block_size(), chunks, t)
             .filter(|layout| layout.table_bytes() <= options.russians_memory_limit)
     }
 
@@ -233,8 +246,12 @@ impl Engine {
         let region = self.database.bytes();
         let b = self.database.shape().block_size();
         match &self.russians {
-            Some((layout, table)) if prepared.sums_all_chunks() => prepared.finish_from_total(
-                pir_kernels::russians::scan_parallel(*layout, selection, table),
+            Some((layout, table)) if layout.chunks() == 1 && prepared.sums_all_chunks() => prepared
+                .finish_from_total(pir_kernels::russians::scan_parallel(
+                    *layout, selection, table,
+                )),
+            Some((layout, table)) if self.uses_table(prepared) => prepared.finish_from_sums(
+                &pir_kernels::russians::scan_parallel(*layout, selection, table),
             ),
             _ => prepared.finish_from_sums(&pir_kernels::scan_parallel(
                 selection,
@@ -253,7 +270,11 @@ impl Engine {
 
     /// Whether `prepared` is answered from the four-Russians table (one entry per group).
     fn uses_table(&self, prepared: &Prepared) -> bool {
-        self.russians.is_some() && prepared.sums_all_chunks()
+        match &self.russians {
+            None => false,
+            Some((layout, _)) if layout.chunks() == 1 => prepared.sums_all_chunks(),
+            Some((layout, _)) => layout.chunks() % prepared.chunk_count() == 0,
+        }
     }
 
     /// [`Engine::answer_batch`] over borrowed queries.
@@ -335,10 +356,13 @@ mod tests {
         let chor = Chor::new(shape, 2).unwrap();
         let (qs, _) = chor.query(&[shape.block_count() / 2], rng).unwrap();
         out.push((SchemeId::Chor, chor.encode_query(&qs[0])));
+        // Chunk counts dividing the table's 48 and one that does not (5: plain scan).
         for (c, mode) in [
             (1, AnswerMode::Single),
             (3, AnswerMode::Single),
             (3, AnswerMode::PerChunk),
+            (16, AnswerMode::PerChunk),
+            (5, AnswerMode::PerChunk),
         ] {
             let raid = RaidPir::new(shape, 3, 2, c.min(shape.block_count()), mode).unwrap();
             let (qs, _) = raid.query(&[shape.block_count() - 1], rng).unwrap();
@@ -358,6 +382,8 @@ mod tests {
             (200, 64),
             (129, 1024),
             (50, 4096),
+            // Enough rows for a 48-chunk table with t = 2 (48 x 2 x 16).
+            (3001, 64),
         ] {
             let shape = DbShape::new(rows as u64, b).unwrap();
             let db = Database::random(shape, &mut rng);
@@ -381,6 +407,12 @@ mod tests {
                     options,
                     &|_, _| {},
                 );
+                if rows == 3001 && russians == Russians::Group(2) {
+                    assert_eq!(
+                        engine.russians.as_ref().map(|(l, _)| l.chunks()),
+                        Some(TABLE_CHUNKS)
+                    );
+                }
                 let prepared: Vec<Prepared> = bodies
                     .iter()
                     .map(|(scheme, body)| engine.prepare(*scheme, body).unwrap())
