@@ -43,6 +43,10 @@ pub enum SchemeChoice {
         /// Chunks `c` (defaults to `n`); one query fetches up to `c` blocks.
         chunks: usize,
     },
+    /// DPF PIR (Boyle, Gilboa, Ishai) over 2 mirrors: as long as the two mirrors asked do not
+    /// collude, neither learns which file you fetched. Each mirror receives a DPF key of about
+    /// 20 bytes per level of the block tree (267 bytes for 2^20 blocks) instead of `B` bits.
+    Dpf,
 }
 
 impl SchemeChoice {
@@ -55,6 +59,7 @@ impl SchemeChoice {
             SchemeChoice::RaidPir { servers, redundancy, .. } => format!(
                 "RAID-PIR over {servers} mirrors, redundancy {redundancy}: as long as no {redundancy} of the mirrors asked collude, none of them learns which file you fetched"
             ),
+            SchemeChoice::Dpf => "DPF over 2 mirrors: as long as the two mirrors asked do not collude, neither learns which file you fetched (each sees one DPF key, pseudorandom under AES)".to_string(),
         }
     }
 
@@ -62,6 +67,7 @@ impl SchemeChoice {
     pub fn servers(&self) -> usize {
         match *self {
             SchemeChoice::Chor { servers } | SchemeChoice::RaidPir { servers, .. } => servers,
+            SchemeChoice::Dpf => 2,
         }
     }
 }
@@ -170,6 +176,21 @@ pub async fn fetch_files<T: Transport>(
     let (retrieval, queries) = match choice {
         SchemeChoice::Chor { servers } => {
             let scheme = Chor::new(shape, servers)?;
+            let rounds = pir_client::retrieve::plan_rounds(&indices, 1, |i| i);
+            let options = RetrieveOptions {
+                release_id,
+                max_answer: shape.block_size(),
+            };
+            (
+                retrieve(
+                    &scheme, transport, mirrors, &options, &rounds, &verify, &mut rng,
+                )
+                .await?,
+                rounds.len(),
+            )
+        }
+        SchemeChoice::Dpf => {
+            let scheme = pir_xor::DpfPir::new(shape);
             let rounds = pir_client::retrieve::plan_rounds(&indices, 1, |i| i);
             let options = RetrieveOptions {
                 release_id,

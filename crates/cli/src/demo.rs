@@ -125,6 +125,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
             chunks: MIRRORS,
         },
         SchemeArg::Chor => SchemeChoice::Chor { servers: MIRRORS },
+        SchemeArg::Dpf => SchemeChoice::Dpf,
     };
     println!("[4/5] client: verifying mirror list and manifest, fetching {name:?} privately");
     let mirrors = fetch::load_mirror_list(&list_path, &vendor.public())?;
@@ -216,6 +217,8 @@ fn describe_queries(requests: &[&Vec<u8>]) {
         };
         let header = match envelope.scheme {
             pir_core::SchemeId::RaidPir => pir_xor::raid::QUERY_HEADER_LEN - pir_xor::prg::SEED_LEN,
+            // The shape header and the DPF key's depth byte (fixed by the block count).
+            pir_core::SchemeId::Dpf => 13,
             _ => 12,
         };
         bodies.extend(

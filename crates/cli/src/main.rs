@@ -170,7 +170,11 @@ async fn run_other(command: Command) -> Result<()> {
             if to_stdout && args.json {
                 bail!("--json and --out - both want standard output: write the file somewhere");
             }
+            if args.scheme == SchemeArg::Dpf && args.servers.is_some_and(|n| n != 2) {
+                bail!("--scheme dpf asks exactly 2 mirrors; leave out --servers");
+            }
             let choice = match args.scheme {
+                SchemeArg::Dpf => SchemeChoice::Dpf,
                 SchemeArg::Chor => SchemeChoice::Chor { servers },
                 SchemeArg::RaidPir => SchemeChoice::RaidPir {
                     servers,

@@ -72,6 +72,13 @@ fn every_file_fetched_privately_is_byte_equal() {
         "{stdout}"
     );
     assert_eq!(&std::fs::read(&out).unwrap(), bytes);
+    // DPF over two of the mirrors: a short key per mirror instead of one bit per block.
+    let out = world.path("out-dpf");
+    let mut dpf = fetch_args(name, &list, &world, &out);
+    dpf.extend(["--scheme", "dpf", "--json"].map(String::from));
+    let report = ok(&args(&dpf));
+    assert!(report.contains("DPF over 2 mirrors"), "{report}");
+    assert_eq!(&std::fs::read(&out).unwrap(), bytes);
     let out = world.path("out-raid-r3");
     let mut r3 = fetch_args(name, &list, &world, &out);
     r3.extend(["--redundancy", "3", "--chunks", "5"].map(String::from));

@@ -270,6 +270,11 @@ pub fn deploy_chor(fixture: &Fixture) -> Result<Deployment, Error> {
     deploy_mirrors(fixture, Chor::new(fixture.database()?.shape(), 2)?)
 }
 
+/// DPF PIR over two mirrors.
+pub fn deploy_dpf(fixture: &Fixture) -> Result<Deployment, Error> {
+    deploy_mirrors(fixture, pir_xor::DpfPir::new(fixture.database()?.shape()))
+}
+
 /// RAID-PIR over three mirrors, `r = 2`.
 pub fn deploy_raid_pir(fixture: &Fixture) -> Result<Deployment, Error> {
     let shape = fixture.database()?.shape();

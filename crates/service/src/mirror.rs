@@ -113,7 +113,7 @@ impl Backend for Mirror {
     type Prepared = Prepared;
 
     fn accepts(&self, scheme: SchemeId) -> bool {
-        matches!(scheme, SchemeId::Chor | SchemeId::RaidPir)
+        matches!(scheme, SchemeId::Chor | SchemeId::RaidPir | SchemeId::Dpf)
     }
     fn database_id(&self) -> &[u8; RELEASE_ID_LEN] {
         &self.release_id

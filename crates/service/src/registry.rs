@@ -49,6 +49,13 @@ pub fn standard() -> Vec<SchemeEntry> {
             deploy: conformance::deploy_raid_pir,
         },
         SchemeEntry {
+            id: SchemeId::Dpf,
+            family: Family::MultiServer,
+            assumption: "the two mirrors asked do not collude (each sees one DPF key, \
+                         pseudorandom under AES: 128-bit security)",
+            deploy: conformance::deploy_dpf,
+        },
+        SchemeEntry {
             id: SchemeId::Qdp,
             family: Family::MultiServer,
             assumption: "the two servers do not collude",

@@ -40,6 +40,13 @@ pub struct DpfAnswer {
     block: Vec<u8>,
 }
 
+impl DpfAnswer {
+    /// The answer whose bytes are `block` (the XOR of the selected blocks).
+    pub fn new(block: Vec<u8>) -> Self {
+        Self { block }
+    }
+}
+
 /// What the client keeps: nothing but the index (the answers XOR to the block).
 #[derive(Clone)]
 pub struct DpfState {

@@ -98,7 +98,12 @@ pub struct Prepared {
 #[derive(Debug)]
 enum Kind {
     Chor(Chor),
-    Raid { raid: RaidPir, server: usize },
+    /// A DPF key, expanded into one selection vector: answered like Chor.
+    Dpf(crate::DpfPir),
+    Raid {
+        raid: RaidPir,
+        server: usize,
+    },
 }
 
 impl Prepared {
@@ -109,7 +114,7 @@ impl Prepared {
 
     fn sums_all_chunks(&self) -> bool {
         match &self.scheme {
-            Kind::Chor(_) => true,
+            Kind::Chor(_) | Kind::Dpf(_) => true,
             Kind::Raid { raid, .. } => raid.sums_all_chunks(),
         }
     }
@@ -124,6 +129,7 @@ impl Prepared {
             Kind::Chor(chor) => chor.encode_answer(&crate::ChorAnswer {
                 block: sums.to_vec(),
             }),
+            Kind::Dpf(dpf) => dpf.encode_answer(&crate::DpfAnswer::new(sums.to_vec())),
             Kind::Raid { raid, server } => {
                 raid.encode_answer(&raid.answer_from_chunk_sums(*server, sums))
             }
@@ -134,6 +140,7 @@ impl Prepared {
     fn finish_from_total(&self, total: Vec<u8>) -> Vec<u8> {
         match &self.scheme {
             Kind::Chor(chor) => chor.encode_answer(&crate::ChorAnswer { block: total }),
+            Kind::Dpf(dpf) => dpf.encode_answer(&crate::DpfAnswer::new(total)),
             Kind::Raid { raid, .. } => raid.encode_answer(&raid.answer_from_total(total)),
         }
     }
@@ -230,6 +237,16 @@ impl Engine {
                         server: query.server,
                     },
                     selection,
+                })
+            }
+            SchemeId::Dpf => {
+                // The key is expanded here, once, into the selection every scan method takes.
+                let dpf = crate::DpfPir::new(shape);
+                let query = dpf.decode_query(body)?;
+                let selection = dpf.selection(&query)?;
+                Ok(Prepared {
+                    scheme: Kind::Dpf(dpf),
+                    selection: vec![selection],
                 })
             }
             other => Err(Error::WrongScheme {
@@ -356,6 +373,11 @@ mod tests {
         let chor = Chor::new(shape, 2).unwrap();
         let (qs, _) = chor.query(&[shape.block_count() / 2], rng).unwrap();
         out.push((SchemeId::Chor, chor.encode_query(&qs[0])));
+        let dpf = crate::DpfPir::new(shape);
+        let (qs, _) = dpf.query(&[shape.block_count() / 3], rng).unwrap();
+        for q in &qs {
+            out.push((SchemeId::Dpf, dpf.encode_query(q)));
+        }
         // Chunk counts dividing the table's 48 and one that does not (5: plain scan).
         for (c, mode) in [
             (1, AnswerMode::Single),

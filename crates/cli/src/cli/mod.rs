@@ -524,6 +524,9 @@ pub enum SchemeArg {
     RaidPir,
     /// Chor: private while at least one of the mirrors asked does not collude with the others.
     Chor,
+    /// DPF: two mirrors, private while they do not collude; each receives a short DPF key
+    /// (hundreds of bytes) instead of one bit per block.
+    Dpf,
 }
 
 /// `pir fetch`.
