@@ -137,6 +137,12 @@ pub struct Row {
     pub setup_s: f64,
     /// Runs behind the median.
     pub runs: usize,
+    /// Bytes of memory the mode actually reads per batch (selected rows, table entries, or the
+    /// database once per shared pass), mean over the runs; `None` where not counted.
+    pub touched_bytes: Option<usize>,
+    /// `touched_bytes` per second of server time over the plain read's bandwidth: how close
+    /// the mode runs to the memory limit on what it touches (1.0 = at the limit).
+    pub touched_ratio: Option<f64>,
 }
 
 impl Row {
@@ -170,8 +176,41 @@ impl Row {
             extra_memory_bytes: extra.0,
             setup_s: extra.1,
             runs,
+            touched_bytes: None,
+            touched_ratio: None,
         }
     }
+
+    /// The row with the bytes its mode read per batch, and their ratio to the plain read.
+    pub fn with_touched(mut self, bytes: usize) -> Row {
+        let gb_per_s = bytes as f64 / (self.median_ms * 1e6);
+        self.touched_bytes = Some(bytes);
+        self.touched_ratio = Some(gb_per_s / self.memory_read_gb_per_s);
+        self
+    }
+}
+
+/// The machine line every bench table starts with: CPU model, kernel backend, cores.
+pub fn machine_line() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!(
+        "CPU: {model}; kernel backend {} (of {}); {cores} cores",
+        pir_kernels::Backend::current().name(),
+        pir_kernels::Backend::available()
+            .iter()
+            .map(|b| b.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// The median of some durations, in milliseconds.
@@ -281,6 +320,7 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
                 let pool = pool(threads);
                 let mut server = Vec::new();
                 let mut reads = Vec::new();
+                let mut touched = Vec::new();
                 // One untimed warm-up of each, then alternate.
                 for run in 0..=runs {
                     let bodies = query_bodies(shape, db_shape, queries, &mut rng);
@@ -291,18 +331,20 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
                         ));
                         t.elapsed()
                     });
-                    let server_time = pool.install(|| {
+                    let (server_time, prepared) = pool.install(|| {
                         let t = Instant::now();
                         let prepared: Vec<Prepared> = bodies
                             .iter()
                             .map(|body| engine.prepare(shape.scheme, body).expect("valid query"))
                             .collect();
                         std::hint::black_box(engine.answer_batch(&prepared));
-                        t.elapsed()
+                        (t.elapsed(), prepared)
                     });
                     if run > 0 {
                         reads.push(read_time);
                         server.push(server_time);
+                        let refs: Vec<&Prepared> = prepared.iter().collect();
+                        touched.push(engine.bytes_read(&refs));
                     }
                 }
                 let median = median_ms(server);
@@ -316,7 +358,8 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
                     (read_ms, median),
                     (engine.russians_table_bytes(), setup_s),
                     runs,
-                );
+                )
+                .with_touched(touched.iter().sum::<usize>() / touched.len().max(1));
                 report(&row);
                 rows.push(row);
             }
@@ -327,10 +370,25 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
 }
 
 /// The header of the text table.
+///
+/// `ratio` is the database bytes (times the queries of a batch) per second over the plain
+/// read's bandwidth: a mode that skips rows can pass 1. `touched` is the bytes the mode really
+/// read, and `t-ratio` their bandwidth over the plain read's: how close to the memory limit it
+/// runs on what it touches.
 pub fn table_header() -> String {
     format!(
-        "{:<17} {:<9} {:<18} {:>3} {:>10} {:>9} {:>12} {:>6}  {}",
-        "shape", "scheme", "mode", "thr", "median ms", "GB/s", "read GB/s", "ratio", "extra memory"
+        "{:<17} {:<9} {:<18} {:>3} {:>10} {:>9} {:>12} {:>6} {:>10} {:>7}  {}",
+        "shape",
+        "scheme",
+        "mode",
+        "thr",
+        "median ms",
+        "GB/s",
+        "read GB/s",
+        "ratio",
+        "touched",
+        "t-ratio",
+        "extra memory"
     )
 }
 
@@ -346,8 +404,14 @@ pub fn table_line(row: &Row) -> String {
     } else {
         "-".into()
     };
+    let touched = row
+        .touched_bytes
+        .map_or_else(|| "-".to_string(), |b| format!("{:.0} MB", b as f64 / 1e6));
+    let touched_ratio = row
+        .touched_ratio
+        .map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
     format!(
-        "{:<17} {:<9} {:<18} {:>3} {:>10.2} {:>9.2} {:>12.2} {:>6.2}  {}",
+        "{:<17} {:<9} {:<18} {:>3} {:>10.2} {:>9.2} {:>12.2} {:>6.2} {:>10} {:>7}  {}",
         row.shape,
         row.scheme,
         row.mode,
@@ -356,6 +420,8 @@ pub fn table_line(row: &Row) -> String {
         row.gb_per_s,
         row.memory_read_gb_per_s,
         row.ratio,
+        touched,
+        touched_ratio,
         extra
     )
 }
@@ -433,11 +499,21 @@ mod tests {
                 "gb_per_s",
                 "memory_read_gb_per_s",
                 "ratio",
+                "touched_bytes",
+                "touched_ratio",
             ] {
                 assert!(json.get(field).is_some(), "{field}");
             }
         }
-        assert_eq!(rows[2].extra_memory_bytes, 64 * 1024 * 15);
+        // 4096 rows in groups of 4: at least 1024 groups of 15 entries of 64 bytes (the
+        // 48-chunk table rounds up to whole super-groups of 192 rows: 22 of them).
+        assert_eq!(rows[2].extra_memory_bytes, 22 * 48 * 15 * 64);
+        for row in &rows {
+            // Every mode reads at most the database once per query, and something.
+            let touched = row.touched_bytes.expect("counted");
+            assert!(touched > 0 && touched <= row.database_bytes * 4, "{row:?}");
+            assert!(row.touched_ratio.is_some());
+        }
         assert!(shape_named("2^24x32b").is_some());
         assert!(shape_named("nope").is_none());
         let custom = shape_named("1024x96-raid").unwrap();

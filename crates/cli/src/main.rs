@@ -511,11 +511,15 @@ fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
         threads,
         runs: args.runs.max(1),
     };
-    if !args.json {
+    if args.json {
         println!(
-            "backend {}, {} cores, median of {} runs",
-            pir_kernels::Backend::current().name(),
-            cores,
+            "{}",
+            serde_json::json!({ "machine": pir_bench::machine_line() })
+        );
+    } else {
+        println!(
+            "{}; median of {} runs",
+            pir_bench::machine_line(),
             options.runs
         );
         println!("{}", pir_bench::table_header());
@@ -547,19 +551,23 @@ fn bench_qdp(args: &cli::BenchArgs) -> anyhow::Result<()> {
     if !pir_kernels::russians::GROUP_SIZES.contains(&args.group) {
         anyhow::bail!("--group must be 1 to 8");
     }
-    let (cores, threads) = bench_threads(&args.threads)?;
+    let (_, threads) = bench_threads(&args.threads)?;
     let options = QdpBenchOptions {
         shapes,
         group: args.group,
         threads,
         runs: args.runs.max(1),
     };
-    if !args.json {
+    if args.json {
         println!(
-            "backend {}, {} cores, median of {} runs; RAID-PIR n = 2 and 3, r = 2, c = n, one \
-             block per query; qdp rows time the online step only (entry precomputed first)",
-            pir_kernels::Backend::current().name(),
-            cores,
+            "{}",
+            serde_json::json!({ "machine": pir_bench::machine_line() })
+        );
+    } else {
+        println!(
+            "{}; median of {} runs; RAID-PIR n = 2 and 3, r = 2, c = n, one block per query; \
+             qdp rows time the online step only (entry precomputed first)",
+            pir_bench::machine_line(),
             options.runs
         );
         println!(
@@ -606,11 +614,16 @@ fn bench_lattice(args: &cli::BenchArgs, modes: &[&str]) -> anyhow::Result<()> {
             .filter_map(|n| pir_bench::lattice::lattice_shape_named(n))
             .collect(),
     };
-    let (cores, threads) = bench_threads(&args.threads)?;
-    if !args.json {
+    let (_, threads) = bench_threads(&args.threads)?;
+    if args.json {
         println!(
-            "{} cores, median of {} runs; answer time only (the hint is built first)",
-            cores,
+            "{}",
+            serde_json::json!({ "machine": pir_bench::machine_line() })
+        );
+    } else {
+        println!(
+            "{}; median of {} runs; answer time only (the hint is built first)",
+            pir_bench::machine_line(),
             args.runs.max(1)
         );
         println!("{}", pir_bench::lattice::lattice_table_header());

@@ -327,6 +327,23 @@ const LOOKAHEAD: usize = 4;
 /// the hardware prefetcher follows a long entry on its own.
 const PREFETCH_MAX_ENTRY: usize = 16 << 10;
 
+/// How many table entries [`scan`] reads for `selection`: the groups of the held chunks with
+/// at least one selected row (group `(s, j)` holds rows `(s t + u) c + j`, whatever the
+/// selection's own chunk count). For reports of the bytes a query touches; not a hot path.
+pub fn entries_read(layout: RussiansLayout, selection: Selection<'_>) -> usize {
+    let RussiansLayout { rows, c, t, .. } = layout;
+    let mut read = 0;
+    for s in 0..layout.super_groups() {
+        for j in layout.held_chunks() {
+            let selected = (0..t)
+                .map(|u| (s * t + u) * c + j)
+                .any(|row| row < rows && selection.bit(row));
+            read += usize::from(selected);
+        }
+    }
+    read
+}
+
 /// Answers one query from the table with every thread of the current rayon pool.
 pub fn scan_parallel(layout: RussiansLayout, selection: Selection<'_>, table: &[u8]) -> Vec<u8> {
     let backend = Backend::current();
@@ -471,6 +488,11 @@ mod tests {
                     prop_assert_eq!(&accs, &expect, "strided x{}, backend {:?}", k, backend);
                 }
                 prop_assert_eq!(scan_parallel(wide, selection, &wide_table), expect.clone());
+                // Entries read: at most one per group, at least one per group with a row set.
+                let read = entries_read(wide, selection);
+                prop_assert!(read <= wide.super_groups() * wide.held());
+                let rows_set = (0..rows).filter(|&r| selection.bit(r)).count();
+                prop_assert!(read <= rows_set && read * t >= rows_set);
             }
         }
     }

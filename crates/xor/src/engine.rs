@@ -88,6 +88,14 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// One step of answering a batch.
+enum Step {
+    /// Query `i` on its own.
+    Alone(usize),
+    /// These queries, all of `chunks` chunks, in one shared pass.
+    Pass { chunks: usize, members: Vec<usize> },
+}
+
 /// A query body, decoded and checked against the database, ready to scan.
 #[derive(Debug)]
 pub struct Prepared {
@@ -302,57 +310,103 @@ impl Engine {
     /// answered one query at a time, which is faster for them (a client fetching a few blocks
     /// sends a batch of 2 or 3 queries).
     pub fn answer_batch_refs(&self, prepared: &[&Prepared]) -> Vec<Vec<u8>> {
-        match prepared {
-            [] => return Vec::new(),
-            [one] => return vec![self.answer(one)],
-            _ => {}
-        }
         let b = self.database.shape().block_size();
         let rows = 0..self.database.shape().block_count();
         let mut answers: Vec<Option<Vec<u8>>> = vec![None; prepared.len()];
+        for step in self.plan(prepared) {
+            match step {
+                Step::Alone(i) => answers[i] = Some(self.answer(prepared[i])),
+                Step::Pass { chunks: c, members } => {
+                    let refs: Vec<Vec<&[u8]>> =
+                        members.iter().map(|&i| prepared[i].refs()).collect();
+                    let selections: Vec<Selection<'_>> =
+                        refs.iter().map(|r| Selection::new(r)).collect();
+                    let sums = pir_kernels::batch::scan_parallel(
+                        &selections,
+                        self.database.bytes(),
+                        b,
+                        rows.clone(),
+                    );
+                    for (n, &i) in members.iter().enumerate() {
+                        answers[i] =
+                            Some(prepared[i].finish_from_sums(&sums[n * c * b..(n + 1) * c * b]));
+                    }
+                }
+            }
+        }
+        answers.into_iter().flatten().collect()
+    }
+
+    /// How [`Engine::answer_batch_refs`] answers `prepared`: small groups one query at a time,
+    /// larger groups of the same chunk count in one shared pass each.
+    fn plan(&self, prepared: &[&Prepared]) -> Vec<Step> {
+        if prepared.len() <= 1 {
+            return (0..prepared.len()).map(Step::Alone).collect();
+        }
+        let mut steps = Vec::new();
+        let mut planned = vec![false; prepared.len()];
         let table_queries: Vec<usize> = (0..prepared.len())
             .filter(|&i| self.uses_table(prepared[i]))
             .collect();
         if table_queries.len() <= BATCH_PASS_IN_TABLE_QUERIES {
             for &i in &table_queries {
-                answers[i] = Some(self.answer(prepared[i]));
+                steps.push(Step::Alone(i));
+                planned[i] = true;
             }
         }
         let mut counts: Vec<usize> = (0..prepared.len())
-            .filter(|&i| answers[i].is_none())
+            .filter(|&i| !planned[i])
             .map(|i| prepared[i].chunk_count())
             .collect();
         counts.sort_unstable();
         counts.dedup();
         for c in counts {
             let members: Vec<usize> = (0..prepared.len())
-                .filter(|&i| answers[i].is_none() && prepared[i].chunk_count() == c)
+                .filter(|&i| !planned[i] && prepared[i].chunk_count() == c)
                 .collect();
-            let in_table = members.iter().all(|&i| self.uses_table(prepared[i]));
-            let alone = if in_table {
+            let limit = if members.iter().all(|&i| self.uses_table(prepared[i])) {
                 BATCH_PASS_IN_TABLE_QUERIES
             } else {
                 BATCH_PASS_IN_PLAIN_QUERIES
             };
-            if members.len() <= alone {
-                for &i in &members {
-                    answers[i] = Some(self.answer(prepared[i]));
-                }
-                continue;
-            }
-            let refs: Vec<Vec<&[u8]>> = members.iter().map(|&i| prepared[i].refs()).collect();
-            let selections: Vec<Selection<'_>> = refs.iter().map(|r| Selection::new(r)).collect();
-            let sums = pir_kernels::batch::scan_parallel(
-                &selections,
-                self.database.bytes(),
-                b,
-                rows.clone(),
-            );
-            for (n, &i) in members.iter().enumerate() {
-                answers[i] = Some(prepared[i].finish_from_sums(&sums[n * c * b..(n + 1) * c * b]));
+            if members.len() <= limit {
+                steps.extend(members.into_iter().map(Step::Alone));
+            } else {
+                steps.push(Step::Pass { chunks: c, members });
             }
         }
-        answers.into_iter().flatten().collect()
+        steps
+    }
+
+    /// Bytes of memory [`Engine::answer_batch_refs`] reads to answer `prepared`, following the
+    /// same choices: table entries for table answers, the selected rows for plain answers of
+    /// rows of [`pir_kernels::xor::SPARSE_ROW_BYTES`] and more (every row below), the whole
+    /// database once per shared pass. For reports (`pir bench`), measured against the memory
+    /// bandwidth; not a hot path.
+    pub fn bytes_read(&self, prepared: &[&Prepared]) -> usize {
+        let shape = self.database.shape();
+        let b = shape.block_size();
+        let rows = shape.block_count();
+        let alone = |p: &Prepared| -> usize {
+            let refs = p.refs();
+            let selection = Selection::new(&refs);
+            match &self.russians {
+                Some((layout, _)) if self.uses_table(p) => {
+                    pir_kernels::russians::entries_read(*layout, selection) * b
+                }
+                _ if b >= pir_kernels::xor::SPARSE_ROW_BYTES => {
+                    (0..rows).filter(|&r| selection.bit(r)).count() * b
+                }
+                _ => rows * b,
+            }
+        };
+        self.plan(prepared)
+            .iter()
+            .map(|step| match step {
+                Step::Alone(i) => alone(prepared[*i]),
+                Step::Pass { .. } => rows * b,
+            })
+            .sum()
     }
 
     /// [`Engine::prepare`] then [`Engine::answer`].
@@ -393,6 +447,44 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn bytes_read_follows_the_answer_path() {
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let shape = DbShape::new(3072, 4096).unwrap();
+        let db = Database::random(shape, &mut rng);
+        let chor = Chor::new(shape, 2).unwrap();
+        let (qs, _) = chor.query(&[17], &mut rng).unwrap();
+        let body = chor.encode_query(&qs[0]);
+        let selected = qs[0].bits.count_ones();
+        let plain = Engine::new(
+            Database::from_bytes(shape, db.bytes()).unwrap(),
+            EngineOptions {
+                russians: Russians::Off,
+                ..EngineOptions::default()
+            },
+            &|_, _| {},
+        );
+        let p = plain.prepare(SchemeId::Chor, &body).unwrap();
+        // Plain, 4 KiB rows: the selected rows only.
+        assert_eq!(plain.bytes_read(&[&p]), selected * 4096);
+        // Past the plain threshold, one shared pass reads the database once.
+        let many: Vec<&Prepared> =
+            std::iter::repeat_n(&p, BATCH_PASS_IN_PLAIN_QUERIES + 1).collect();
+        assert_eq!(plain.bytes_read(&many), shape.total_bytes());
+        let table = Engine::new(
+            db,
+            EngineOptions {
+                russians: Russians::Group(4),
+                ..EngineOptions::default()
+            },
+            &|_, _| {},
+        );
+        let p = table.prepare(SchemeId::Chor, &body).unwrap();
+        // The table: one entry per group with a selected row, at most 3072 / 4 of them.
+        let read = table.bytes_read(&[&p]);
+        assert!(read <= 768 * 4096 && read * 4 >= selected * 4096, "{read}");
     }
 
     #[test]
