@@ -322,14 +322,21 @@ pub async fn choose_release<T: Transport>(
             (id, bytes, manifest)
         })
     });
-    let lists = futures_join_all(mirrors.len(), |i| pir_client::fetch_releases(transport, i)).await;
+    let lists = futures_join_all(mirrors.len(), |i| releases_of(transport, i)).await;
     let mut kept = checking.and_then(|thread| thread.join().ok());
     let mut failures = Vec::new();
     // id -> (version hint, mirrors serving it)
     let mut candidates: Vec<([u8; 32], u64, Vec<usize>)> = Vec::new();
+    // Manifests that mirrors without releases lists sent instead, by id (checked below).
+    let mut sent: Vec<([u8; 32], Vec<u8>)> = Vec::new();
     for (i, list) in lists.into_iter().enumerate() {
         match list {
-            Ok(infos) => {
+            Ok((infos, manifest)) => {
+                if let (Some(bytes), Some(info)) = (manifest, infos.first()) {
+                    if !sent.iter().any(|(id, _)| *id == info.id) {
+                        sent.push((info.id, bytes));
+                    }
+                }
                 for info in infos {
                     match candidates.iter_mut().find(|c| c.0 == info.id) {
                         Some(c) => c.2.push(i),
@@ -373,14 +380,20 @@ pub async fn choose_release<T: Transport>(
                 (None, Some(pair)) => pair,
                 (None, None) => continue,
                 (Some(i), _) => {
-                    let bytes = match pir_client::fetch_manifest_of(
-                        transport,
-                        i,
-                        Some(id),
-                        MAX_MANIFEST_BYTES,
-                    )
-                    .await
-                    {
+                    let already = sent.iter().find(|(sent_id, _)| sent_id == id);
+                    let fetched = match already {
+                        Some((_, bytes)) => Ok(bytes.clone()),
+                        None => {
+                            pir_client::fetch_manifest_of(
+                                transport,
+                                i,
+                                Some(id),
+                                MAX_MANIFEST_BYTES,
+                            )
+                            .await
+                        }
+                    };
+                    let bytes = match fetched {
                         Ok(bytes) => bytes,
                         Err(e) => {
                             failures.push(format!("{}: {e}", mirrors[i].url));
@@ -431,6 +444,29 @@ pub async fn choose_release<T: Transport>(
     } else {
         UpdateError::Input(message)
     })
+}
+
+/// The releases mirror `i` serves. A mirror from before releases lists (it refuses the
+/// request) serves exactly one release: the manifest it sends, which is returned too so that it
+/// is not downloaded twice (its version here is a hint; the manifest is checked later).
+async fn releases_of<T: Transport>(
+    transport: &T,
+    i: usize,
+) -> Result<(Vec<pir_service::ReleaseInfo>, Option<Vec<u8>>), pir_client::TransportError> {
+    match pir_client::fetch_releases(transport, i).await {
+        Ok(list) => Ok((list, None)),
+        Err(pir_client::TransportError::Refused(_)) => {
+            let bytes = pir_client::fetch_manifest(transport, i, MAX_MANIFEST_BYTES).await?;
+            let version = Manifest::decode_unverified(&bytes).map_or(0, |m| m.release_version);
+            let info = pir_service::ReleaseInfo {
+                id: Manifest::release_id(&bytes),
+                version,
+                expires_unix: 0,
+            };
+            Ok((vec![info], Some(bytes)))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Runs `make(i)` for `i` in `0..n` concurrently; results in order.

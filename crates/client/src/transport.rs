@@ -33,6 +33,9 @@ pub enum TransportError {
     /// HTTP failed, timed out, or the reply was too large or not an envelope.
     #[error("HTTP exchange failed: {0}")]
     Http(String),
+    /// The server answered with an error envelope (its message).
+    #[error("mirror refused: {0}")]
+    Refused(String),
 }
 
 /// Sends one request envelope to server `mirror` (an index into the transport's server list)
@@ -374,7 +377,7 @@ async fn control<T: Transport>(
         MessageKind::Error => {
             let (_, message) = wire::decode_error(envelope.body)
                 .map_err(|e| TransportError::Http(e.to_string()))?;
-            Err(TransportError::Http(format!("mirror refused: {message}")))
+            Err(TransportError::Refused(message))
         }
         other => Err(TransportError::Http(format!(
             "unexpected reply kind {other:?}"

@@ -1,0 +1,79 @@
+//! Mirrors from before releases lists (a plain signed mirror service, which refuses the
+//! request) still serve clients: the client takes the manifest they send as the one release
+//! they serve, next to mirrors that answer with a releases list.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
+use std::sync::Arc;
+
+use pir_client::{LocalTransport, MirrorInfo};
+use pir_keys::SecretKey;
+use pir_service::Handler;
+use pir_updates::fetch::{SchemeChoice, UpdateSession};
+use pir_updates::freshness::Freshness;
+use pir_updates::release;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_and_new_mirrors_serve_one_fetch() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("pool")).unwrap();
+    let payload: Vec<u8> = (0..20_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    std::fs::write(src.join("pool/a.deb"), &payload).unwrap();
+    std::fs::write(src.join("Packages"), b"Package: a\n").unwrap();
+    let vendor = SecretKey::generate().unwrap();
+    let out = dir.path().join("release");
+    let options = release::BuildOptions {
+        block_size: Some(1024),
+        ..release::BuildOptions::default()
+    };
+    release::build(&src, &vendor, &out, &options).unwrap();
+
+    let keys: Vec<SecretKey> = (0..3).map(|_| SecretKey::generate().unwrap()).collect();
+    let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let opened = release::open(&out, None, true).unwrap();
+        if i < 2 {
+            // An old mirror: one release behind the signed service, no releases list.
+            let service = pir_service::Mirror::plain(
+                opened.database,
+                opened.release_id,
+                opened.manifest_bytes,
+            )
+            .serve(SecretKey::from_pkcs8(key.pkcs8()).unwrap());
+            servers.push(Arc::new(service));
+        } else {
+            servers.push(Arc::new(pir_updates::serve::single(opened, key).unwrap()));
+        }
+    }
+    let mirrors: Vec<MirrorInfo> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| MirrorInfo {
+            url: format!("https://mirror-{i}.test"),
+            key: k.public(),
+        })
+        .collect();
+    let state = dir.path().join("state");
+    let freshness = Freshness::new(&state, &vendor.public());
+    let session = UpdateSession::open_with(
+        Arc::new(LocalTransport::new(servers)),
+        mirrors,
+        &vendor.public(),
+        Some(&freshness),
+        3,
+    )
+    .await
+    .unwrap();
+    // All three serve the release, in list order.
+    assert_eq!(session.release.order, vec![0, 1, 2]);
+    let choice = SchemeChoice::RaidPir {
+        servers: 3,
+        redundancy: 2,
+        chunks: 3,
+    };
+    let mut got = session.fetch(&["pool/a.deb", "Packages"], choice).await.unwrap();
+    assert!(got.incidents.is_empty(), "{:?}", got.incidents);
+    assert_eq!(got.files.pop().unwrap().1, b"Package: a\n");
+    assert_eq!(got.files.pop().unwrap().1, payload);
+}
