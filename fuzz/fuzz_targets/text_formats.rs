@@ -1,5 +1,6 @@
 //! Fuzz target: Key files, the breach servers file, the seed state file, HIBP range prefixes
-//! and what apt sends the `pir` method (messages, URIs, expected hashes).
+//! what apt sends the `pir` method (messages, URIs, expected hashes) and URLs as Safe Browsing
+//! canonicalizes them.
 
 #![no_main]
 
@@ -25,5 +26,12 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(echoed.matches('\n').count(), 5);
         }
         let _ = pir_updates::apt::release_name(text);
+        if let Ok(url) = pir_safebrowsing::canonicalize(text) {
+            let expressions = pir_safebrowsing::expressions(&url);
+            assert!(!expressions.is_empty() && expressions.len() <= 30);
+            // Canonical is canonical: once more changes nothing.
+            let again = pir_safebrowsing::canonicalize(&url.to_string());
+            assert_eq!(again.map(|u| u.to_string()), Ok(url.to_string()));
+        }
     }
 });

@@ -72,7 +72,10 @@ async fn old_and_new_mirrors_serve_one_fetch() {
         redundancy: 2,
         chunks: 3,
     };
-    let mut got = session.fetch(&["pool/a.deb", "Packages"], choice).await.unwrap();
+    let mut got = session
+        .fetch(&["pool/a.deb", "Packages"], choice)
+        .await
+        .unwrap();
     assert!(got.incidents.is_empty(), "{:?}", got.incidents);
     assert_eq!(got.files.pop().unwrap().1, b"Package: a\n");
     assert_eq!(got.files.pop().unwrap().1, payload);
