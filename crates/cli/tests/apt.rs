@@ -180,6 +180,56 @@ fn apt_get_installs_through_the_pir_method() {
     );
     assert!(install.contains("pir://updates"), "{install}");
     check_fetched(work.path(), &pool);
+    // The method honours the hashes apt's signed index expects: a file whose bytes do not match
+    // them (here: the index claims another SHA-256, as for a tampered index) is refused with
+    // HashSumMismatch, and nothing is written; the right hash and size are accepted.
+    let jq = std::fs::read_dir(&pool)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with("jq_"))
+        .unwrap();
+    let jq_bytes = std::fs::read(pool.join(&jq)).unwrap();
+    let right = hex::encode(pir_keys::sha256(&jq_bytes));
+    let config = format!(
+        "601 Configuration\nConfig-Item: Acquire::pir::MirrorList={}\nConfig-Item: Acquire::pir::VendorKey={}\nConfig-Item: Acquire::pir::StateDir={}\n\n",
+        w("mirrors.pir").display(),
+        w("vendor.pub").display(),
+        w("pir-state").display()
+    );
+    let acquire = |out: &Path, sha: &str, size: usize| {
+        format!(
+            "600 URI Acquire\nURI: pir://updates/pool/{jq}\nFilename: {}\nExpected-SHA256: {sha}\nExpected-Checksum-FileSize: {size}\n\n",
+            out.display()
+        )
+    };
+    let (bad, good) = (w("bad.deb"), w("good.deb"));
+    let input = format!(
+        "{config}{}{}",
+        acquire(&bad, &"0".repeat(64), jq_bytes.len()),
+        acquire(&good, &right, jq_bytes.len())
+    );
+    let mut method = pir()
+        .args(["apt", "method"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    method
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = method.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("FailReason: HashSumMismatch"), "{text}");
+    assert!(text.contains(&format!("SHA256-Hash: {right}")), "{text}");
+    assert!(
+        !bad.exists(),
+        "a file that failed the index's hash was written"
+    );
+    assert_eq!(std::fs::read(&good).unwrap(), jq_bytes);
+
     // The freshness state was recorded, and the manifest kept for the next run.
     let mut state: Vec<String> = std::fs::read_dir(w("pir-state"))
         .unwrap()
