@@ -182,27 +182,23 @@ fn reload(
     let wanted = open_releases(config, key, metrics, workers, Some(set))?;
     let retire = Duration::from_secs(config.retire_seconds);
     let added = set.update(wanted, retire)?;
-    let now: Vec<_> = set.current().iter().map(|r| r.info).collect();
+    let now = set.current();
     let retired = before
         .iter()
-        .filter(|id| !config_ids(set).contains(id))
+        .filter(|id| now.iter().any(|r| r.info.id == **id && r.is_retired()))
         .count();
     Ok(format!(
         "reloaded: {} release(s) added, {retired} retired (served {} s more), now serving {}",
         added.len(),
         config.retire_seconds,
         now.iter()
-            .map(|i| format!("{} (version {})", hex::encode(&i.id[..8]), i.version))
+            .map(|r| format!(
+                "{} (version {}{})",
+                hex::encode(&r.info.id[..8]),
+                r.info.version,
+                if r.is_retired() { ", retired" } else { "" }
+            ))
             .collect::<Vec<_>>()
             .join(", ")
     ))
-}
-
-/// Ids of the releases not retired.
-fn config_ids(set: &ReleaseSet) -> Vec<[u8; 32]> {
-    set.current()
-        .iter()
-        .filter(|r| !r.is_retired())
-        .map(|r| r.info.id)
-        .collect()
 }
