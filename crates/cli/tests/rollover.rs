@@ -161,6 +161,33 @@ fn rollover_keeps_fetches_working_and_old_or_expired_releases_are_refused() {
         old
     );
 
+    // `--release` given twice: each mirror serves both releases; clients take the newest.
+    let both: Vec<Mirror> = (0..3)
+        .map(|i| {
+            Mirror::start_with(&[
+                "--release",
+                &world.path("r10"),
+                "--release",
+                &world.path("r11"),
+                "--key",
+                &world.path(&format!("m{i}.key")),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+        })
+        .collect();
+    let entries: Vec<(String, String)> = both
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.url.clone(), format!("m{i}")))
+        .collect();
+    let both_list = world.mirror_list("both.pir", &entries);
+    assert_eq!(
+        fetch(&world, &both_list, &world.path("s2"), &world.path("h")).unwrap(),
+        new
+    );
+    drop(both);
+
     // Freeze: an expired manifest is refused, whatever the client has seen.
     drop(stale);
     let short: Vec<Mirror> = (0..3)

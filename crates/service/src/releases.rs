@@ -378,3 +378,105 @@ impl Handler for ReleaseSet {
         self.current().first()?.service.legacy_manifest()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
+    use super::*;
+    use pir_core::{Database, DbShape};
+
+    fn release(id: u8, version: u64, metrics: &Arc<Metrics>) -> ServedRelease {
+        let shape = DbShape::new(8, 64).unwrap();
+        let bytes: Vec<u8> = (0..8 * 64).map(|i| (i as u8) ^ id).collect();
+        let db = Database::from_bytes(shape, &bytes).unwrap();
+        let key = pir_keys::SecretKey::generate().unwrap();
+        let service = crate::Mirror::plain(db, [id; 32], vec![id; 5])
+            .serve(key)
+            .with_metrics(metrics.clone());
+        let info = ReleaseInfo {
+            id: [id; 32],
+            version,
+            expires_unix: 1_000 + version,
+        };
+        ServedRelease::new(info, Arc::new(service))
+    }
+
+    fn control(kind: MessageKind, body: &[u8]) -> Vec<u8> {
+        wire::encode_envelope(SchemeId::Control, kind, body)
+    }
+
+    fn reply_of(set: &ReleaseSet, request: &[u8]) -> (MessageKind, Vec<u8>) {
+        let reply = set.handle_many(&[request]).remove(0);
+        let envelope = wire::decode_envelope(&reply.body, reply.body.len()).unwrap();
+        (envelope.kind, envelope.body.to_vec())
+    }
+
+    #[test]
+    fn lists_routes_by_id_and_retires_replaced_releases() {
+        let metrics = Arc::new(Metrics::default());
+        let set = ReleaseSet::new(
+            vec![release(1, 10, &metrics), release(2, 11, &metrics)],
+            metrics.clone(),
+        )
+        .unwrap();
+        // The list, newest first, survives the round trip.
+        let (kind, body) = reply_of(&set, &control(MessageKind::ReleasesRequest, &[]));
+        assert_eq!(kind, MessageKind::Releases);
+        let list = decode_releases(&body).unwrap();
+        assert_eq!(list.iter().map(|r| r.version).collect::<Vec<_>>(), [11, 10]);
+        // The newest manifest by default, any served one by id, a refusal for another id.
+        assert_eq!(
+            reply_of(&set, &control(MessageKind::ManifestRequest, &[])).1,
+            vec![2; 5]
+        );
+        assert_eq!(
+            reply_of(&set, &control(MessageKind::ManifestRequest, &[1; 32])).1,
+            vec![1; 5]
+        );
+        assert_eq!(
+            reply_of(&set, &control(MessageKind::ManifestRequest, &[9; 32])).0,
+            MessageKind::Error
+        );
+        // A query naming release 1 is answered by release 1 (its own signed answer).
+        let chor = pir_xor::Chor::new(DbShape::new(8, 64).unwrap(), 2).unwrap();
+        let mut rng = <rand_chacha::ChaCha20Rng as rand::SeedableRng>::seed_from_u64(3);
+        let (queries, _) = pir_core::MultiServerScheme::query(&chor, &[3], &mut rng).unwrap();
+        let body = pir_core::MultiServerScheme::encode_query(&chor, &queries[0]);
+        for id in [1u8, 2] {
+            let request = crate::reply::request(SchemeId::Chor, &[id; 32], &[body.clone()]);
+            let (kind, answer) = reply_of(&set, &request);
+            assert_eq!(kind, MessageKind::Answer);
+            assert_eq!(&answer[..DATABASE_ID_LEN], &[id; 32]);
+        }
+        // Replacing release 1 by 3 retires 1 (still served), prune keeps it until its time.
+        let added = set
+            .update(
+                vec![release(2, 11, &metrics), release(3, 12, &metrics)],
+                Duration::from_secs(3600),
+            )
+            .unwrap();
+        assert_eq!(added, vec![[3; 32]]);
+        assert_eq!(set.prune(), 0);
+        let current = set.current();
+        assert_eq!(current.len(), 3);
+        assert!(current
+            .iter()
+            .any(|r| r.info.id == [1; 32] && r.is_retired()));
+        // With no grace, a replaced release goes at once; one retired before keeps its time.
+        set.update(vec![release(3, 12, &metrics)], Duration::ZERO)
+            .unwrap();
+        let ids: Vec<[u8; 32]> = set.current().iter().map(|r| r.info.id).collect();
+        assert_eq!(ids, vec![[3; 32], [1; 32]]);
+        assert_eq!(set.prune(), 0);
+        // Garbage lists and sets are errors, not panics.
+        assert!(decode_releases(&[0xff, 0xff]).is_err());
+        assert!(decode_releases(&[1, 0, 1]).is_err());
+        assert!(ReleaseSet::new(Vec::new(), metrics.clone()).is_err());
+        assert!(ReleaseSet::new(
+            vec![release(4, 1, &metrics), release(4, 1, &metrics)],
+            metrics
+        )
+        .is_err());
+    }
+}
