@@ -444,7 +444,8 @@ mod tests {
         let (queries, _) = pir_core::MultiServerScheme::query(&chor, &[3], &mut rng).unwrap();
         let body = pir_core::MultiServerScheme::encode_query(&chor, &queries[0]);
         for id in [1u8, 2] {
-            let request = crate::reply::request(SchemeId::Chor, &[id; 32], &[body.clone()]);
+            let request =
+                crate::reply::request(SchemeId::Chor, &[id; 32], std::slice::from_ref(&body));
             let (kind, answer) = reply_of(&set, &request);
             assert_eq!(kind, MessageKind::Answer);
             assert_eq!(&answer[..DATABASE_ID_LEN], &[id; 32]);
