@@ -1,0 +1,111 @@
+//! A synchronous driver: runs batches of an [`Oram`] against a [`SlotStore`].
+//!
+//! The driver does the I/O the core plans, in the order the core requires: a batch's reads,
+//! the answers, then the batch's evictions (each a read of the source levels and one write of
+//! the rebuilt level). Committing the client state is the caller's job (it owns the state
+//! file): call [`Client::sync`] first so every slot the state references is durable.
+
+use rand::{CryptoRng, RngCore};
+
+use crate::error::OramError;
+use crate::oram::{Answer, Oram, Request};
+use crate::store::SlotStore;
+
+/// Requests per batch: ObliviStore keeps many operations in flight; 32 is the concurrency
+/// the benchmarks report latency at.
+pub const MAX_BATCH: usize = 32;
+
+/// An [`Oram`] with its store and randomness.
+pub struct Client<S, R> {
+    /// The ORAM state.
+    pub oram: Oram,
+    /// The slot store.
+    pub store: S,
+    rng: R,
+    buffer: Vec<u8>,
+    /// Largest eviction cache seen after a batch (the stash bound the tests check).
+    pub peak_cache: usize,
+}
+
+impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
+    /// A driver for `oram` on `store`.
+    pub fn new(oram: Oram, store: S, rng: R) -> Client<S, R> {
+        Client {
+            oram,
+            store,
+            rng,
+            buffer: Vec::new(),
+            peak_cache: 0,
+        }
+    }
+
+    /// Runs one batch of pending requests; returns its answers (empty if nothing was pending).
+    pub fn step(&mut self) -> Result<Vec<Answer>, OramError> {
+        let Some(batch) = self.oram.begin_batch(MAX_BATCH, &mut self.rng)? else {
+            return Ok(Vec::new());
+        };
+        self.buffer.clear();
+        self.store.read(&batch.reads, &mut self.buffer)?;
+        let read = batch.partitions();
+        let answers = self
+            .oram
+            .finish_batch(batch, &mut self.buffer, &mut self.rng)?;
+        for partition in self.oram.eviction_targets(&read) {
+            self.write_partition(partition)?;
+        }
+        self.peak_cache = self.peak_cache.max(self.oram.cache_len());
+        Ok(answers)
+    }
+
+    fn write_partition(&mut self, partition: u32) -> Result<(), OramError> {
+        let plan = self.oram.plan_write(partition);
+        self.buffer.clear();
+        self.store.read(&plan.reads, &mut self.buffer)?;
+        let write = self
+            .oram
+            .finish_write(plan, &mut self.buffer, &mut self.rng)?;
+        self.store.write(write.extent, &write.bytes)
+    }
+
+    /// Submits `requests` and runs batches until all are answered; answers in request order.
+    pub fn run(&mut self, requests: Vec<Request>) -> Result<Vec<Answer>, OramError> {
+        let ids: Vec<u64> = requests.iter().map(|r| r.id).collect();
+        for request in requests {
+            self.oram.submit(request)?;
+        }
+        let mut answers = Vec::with_capacity(ids.len());
+        while self.oram.pending_len() > 0 {
+            answers.extend(self.step()?);
+        }
+        let mut by_id: std::collections::HashMap<u64, Answer> =
+            answers.into_iter().map(|a| (a.id, a)).collect();
+        ids.iter()
+            .map(|id| {
+                by_id
+                    .remove(id)
+                    .ok_or(OramError::Internal("a request was not answered"))
+            })
+            .collect()
+    }
+
+    /// Rebuilds every partition into its top level (after an unclean shutdown, before any
+    /// request: no slot read before the crash is read again).
+    pub fn reshuffle_all(&mut self) -> Result<(), OramError> {
+        for partition in 0..self.oram.geometry().partitions {
+            if let Some(plan) = self.oram.plan_reshuffle(partition) {
+                self.buffer.clear();
+                self.store.read(&plan.reads, &mut self.buffer)?;
+                let write = self
+                    .oram
+                    .finish_write(plan, &mut self.buffer, &mut self.rng)?;
+                self.store.write(write.extent, &write.bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes every slot written so far durable (call before committing the state).
+    pub fn sync(&mut self) -> Result<(), OramError> {
+        self.store.sync()
+    }
+}

@@ -1,0 +1,758 @@
+//! The client's ORAM state machine: position map, partitions, eviction cache, batches.
+//!
+//! One batch (ObliviStore's concurrent requests, section 3):
+//! 1. [`Oram::begin_batch`] takes pending requests in arrival order, gives each a partition
+//!    to read and returns the slots to read: one per filled level of that partition. The
+//!    partition is the block's home, drawn uniformly at its previous access and never read
+//!    since, even when the block now sits in the eviction cache (then every slot read is a
+//!    dummy). Reading a random partition for cached blocks instead (as SSS section 4 does)
+//!    leaks: the first read after the eviction pass wrote the block back hits the partition
+//!    just written, which a repeat-one-block workload makes frequent (our obliviousness test
+//!    caught it). A *fake* read of a uniformly random partition is issued only for a block
+//!    already in this batch (the same-block-twice case); its block is pinned in the cache
+//!    until it is served. Partitions in one batch are distinct; a request whose partition is
+//!    taken waits for the next batch, keeping the partition it drew, so waiting never
+//!    depends on what was asked.
+//! 2. [`Oram::finish_batch`] gets the sealed slots back, opens the real ones, applies the
+//!    operations and moves each accessed block to the cache of a fresh random partition.
+//!    Answers are released only here, after every read of the batch completed.
+//! 3. Evictions: [`Oram::eviction_targets`] lists each read partition once (so every read
+//!    of a partition is followed by a write before the next read, which bounds how many
+//!    dummies a level needs) and `EVICTIONS_PER_REQUEST` round-robin partitions per request.
+//!    Each is a [`Oram::plan_write`] (the levels to read back) and a [`Oram::finish_write`]
+//!    (the rebuilt level to write). A write carries one block from the partition's cache, or a
+//!    dummy; the store cannot tell which.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use rand::{CryptoRng, Rng};
+
+use crate::error::OramError;
+use crate::params::{Geometry, EVICTIONS_PER_REQUEST};
+use crate::partition::{Level, Partition, CONSUMED, DUMMY};
+use crate::seal::{Sealer, SlotPlace, KEY_LEN};
+
+/// Position-map marker: the block was never written; it reads as zeros.
+pub const LOC_NOWHERE: u32 = u32::MAX;
+/// Position-map marker: the block is in the eviction cache.
+pub const LOC_CACHE: u32 = u32::MAX - 1;
+const SLOT_BITS: u32 = 24;
+
+/// What a request does to its block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Return the block.
+    Read,
+    /// Replace the block (`B` bytes).
+    Write(Vec<u8>),
+    /// Replace `bytes.len()` bytes at `offset` inside the block; the rest is kept.
+    Patch {
+        /// Offset inside the block.
+        offset: u32,
+        /// New bytes.
+        bytes: Vec<u8>,
+    },
+}
+
+/// One logical request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The caller's id, returned in the [`Answer`].
+    pub id: u64,
+    /// Logical block.
+    pub block: u32,
+    /// The operation.
+    pub op: Op,
+}
+
+/// The answer to a request: the block's contents for a read, empty for a write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The request's id.
+    pub id: u64,
+    /// Block contents (reads only).
+    pub data: Vec<u8>,
+}
+
+/// A run of consecutive slots on one store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Store index.
+    pub store: u32,
+    /// First slot, counted from the start of the store.
+    pub first_slot: u64,
+    /// Number of slots.
+    pub slots: u32,
+}
+
+struct Pending {
+    request: Request,
+    partition: Option<u32>,
+    fake: bool,
+}
+
+struct Entry {
+    request: Request,
+    partition: u32,
+    fake: bool,
+    /// Index of the real slot among the batch's reads, with its place.
+    real: Option<(usize, SlotPlace)>,
+}
+
+/// Slots to read for one batch; hand back with the sealed bytes to [`Oram::finish_batch`].
+pub struct Batch {
+    entries: Vec<Entry>,
+    /// The slots to read, one extent each, in this order.
+    pub reads: Vec<Extent>,
+}
+
+impl Batch {
+    /// Requests in the batch.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Partitions read, in order.
+    pub fn partitions(&self) -> Vec<u32> {
+        self.entries.iter().map(|e| e.partition).collect()
+    }
+}
+
+/// The levels to read back before rebuilding a level of one partition.
+pub struct WritePlan {
+    partition: u32,
+    target: usize,
+    sources: Vec<usize>,
+    new_block: Option<u32>,
+    /// Whole source-level regions to read, in this order.
+    pub reads: Vec<Extent>,
+}
+
+/// A rebuilt level to write.
+pub struct LevelWrite {
+    /// Where.
+    pub extent: Extent,
+    /// The sealed slots, `extent.slots` of them.
+    pub bytes: Vec<u8>,
+}
+
+/// Counters for benchmarks and the obliviousness tests (what storage saw).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Logical requests answered.
+    pub requests: u64,
+    /// Extents read (each one contiguous storage read: a seek).
+    pub extents_read: u64,
+    /// Slots read.
+    pub slots_read: u64,
+    /// Extents written.
+    pub extents_written: u64,
+    /// Slots written.
+    pub slots_written: u64,
+}
+
+/// The client's ORAM.
+pub struct Oram {
+    pub(crate) geometry: Geometry,
+    pub(crate) instance: [u8; 16],
+    pub(crate) slot_key: [u8; KEY_LEN],
+    pub(crate) session: u32,
+    pub(crate) rebuilds: u32,
+    pub(crate) sweep: u32,
+    pub(crate) clean: bool,
+    pub(crate) home: Vec<u32>,
+    pub(crate) loc: Vec<u32>,
+    pub(crate) partitions: Vec<Partition>,
+    pub(crate) cached: HashMap<u32, Vec<u8>>,
+    sealer: Sealer,
+    pins: HashMap<u32, u32>,
+    pending: VecDeque<Pending>,
+    traffic: Traffic,
+}
+
+impl Oram {
+    /// A new, empty ORAM (every block reads as zeros) with fresh keys, in session 1.
+    pub fn create(geometry: Geometry, rng: &mut impl CryptoRng) -> Result<Oram, OramError> {
+        let mut instance = [0u8; 16];
+        rng.fill_bytes(&mut instance);
+        let mut slot_key = [0u8; KEY_LEN];
+        rng.fill_bytes(&mut slot_key);
+        let home = (0..geometry.blocks)
+            .map(|_| rng.random_range(0..geometry.partitions))
+            .collect();
+        let loc = vec![LOC_NOWHERE; geometry.blocks as usize];
+        let partitions = (0..geometry.partitions)
+            .map(|_| Partition::new(geometry.levels()))
+            .collect();
+        Oram::assemble(
+            geometry,
+            instance,
+            slot_key,
+            1,
+            0,
+            false,
+            home,
+            loc,
+            partitions,
+            HashMap::new(),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn assemble(
+        geometry: Geometry,
+        instance: [u8; 16],
+        slot_key: [u8; KEY_LEN],
+        session: u32,
+        sweep: u32,
+        clean: bool,
+        home: Vec<u32>,
+        loc: Vec<u32>,
+        partitions: Vec<Partition>,
+        cached: HashMap<u32, Vec<u8>>,
+    ) -> Result<Oram, OramError> {
+        let sealer = Sealer::new(&slot_key, instance, session)?;
+        Ok(Oram {
+            geometry,
+            instance,
+            slot_key,
+            session,
+            rebuilds: 0,
+            sweep,
+            clean,
+            home,
+            loc,
+            partitions,
+            cached,
+            sealer,
+            pins: HashMap::new(),
+            pending: VecDeque::new(),
+            traffic: Traffic::default(),
+        })
+    }
+
+    /// The shape.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// Blocks in the eviction cache (the client-side stash).
+    pub fn cache_len(&self) -> usize {
+        self.cached.len()
+    }
+
+    /// Requests waiting for a batch.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Storage traffic so far.
+    pub fn traffic(&self) -> &Traffic {
+        &self.traffic
+    }
+
+    /// The session number (durable before this session writes a slot).
+    pub fn session(&self) -> u32 {
+        self.session
+    }
+
+    /// Whether the state was closed cleanly (false while a session runs).
+    pub fn was_clean(&self) -> bool {
+        self.clean
+    }
+
+    /// Starts a new session: a new nonce and epoch space, marked unclean until
+    /// [`crate::state::encode`] is called with `clean`. The caller must make the resulting
+    /// state durable before the first slot is written.
+    pub fn begin_session(&mut self) -> Result<(), OramError> {
+        self.session = self.session.checked_add(1).ok_or(OramError::State(
+            "session counter exhausted; re-create the store".into(),
+        ))?;
+        self.rebuilds = 0;
+        self.clean = false;
+        self.sealer = Sealer::new(&self.slot_key, self.instance, self.session)?;
+        Ok(())
+    }
+
+    /// Queues a request. Checks the block id and the operation's size.
+    pub fn submit(&mut self, request: Request) -> Result<(), OramError> {
+        if request.block >= self.geometry.blocks {
+            return Err(OramError::OutOfRange {
+                block: u64::from(request.block),
+                blocks: self.geometry.blocks,
+            });
+        }
+        let b = self.geometry.block_size as usize;
+        match &request.op {
+            Op::Read => {}
+            Op::Write(data) if data.len() == b => {}
+            Op::Patch { offset, bytes } if (*offset as usize).saturating_add(bytes.len()) <= b => {}
+            _ => {
+                return Err(OramError::Params(
+                    "a write must fit inside its block".into(),
+                ))
+            }
+        }
+        self.pending.push_back(Pending {
+            request,
+            partition: None,
+            fake: false,
+        });
+        Ok(())
+    }
+
+    fn unpin(&mut self, block: u32) {
+        if let Some(count) = self.pins.get_mut(&block) {
+            *count -= 1;
+            if *count == 0 {
+                self.pins.remove(&block);
+            }
+        }
+    }
+
+    /// Forms the next batch of at most `max` requests (see the module docs). Returns `None`
+    /// when nothing is pending.
+    pub fn begin_batch(
+        &mut self,
+        max: usize,
+        rng: &mut impl CryptoRng,
+    ) -> Result<Option<Batch>, OramError> {
+        if self.pending.is_empty() || max == 0 {
+            return Ok(None);
+        }
+        let mut used: HashSet<u32> = HashSet::new();
+        let mut in_batch: HashSet<u32> = HashSet::new();
+        let mut waiting: HashSet<u32> = HashSet::new();
+        let mut keep = VecDeque::new();
+        let mut chosen = Vec::new();
+        while let Some(mut p) = self.pending.pop_front() {
+            let block = p.request.block;
+            if chosen.len() >= max || waiting.contains(&block) {
+                waiting.insert(block);
+                keep.push_back(p);
+                continue;
+            }
+            let partition = match p.partition {
+                Some(partition) => partition,
+                None => {
+                    p.fake = in_batch.contains(&block);
+                    let partition = if p.fake {
+                        // Pinned: the block stays in the cache until this request is served.
+                        *self.pins.entry(block).or_insert(0) += 1;
+                        rng.random_range(0..self.geometry.partitions)
+                    } else {
+                        self.home[block as usize]
+                    };
+                    p.partition = Some(partition);
+                    partition
+                }
+            };
+            if !used.insert(partition) {
+                waiting.insert(block);
+                keep.push_back(p);
+                continue;
+            }
+            in_batch.insert(block);
+            chosen.push((p.request, partition, p.fake));
+        }
+        self.pending = keep;
+
+        let mut reads = Vec::new();
+        let mut entries = Vec::with_capacity(chosen.len());
+        for (request, partition, fake) in chosen {
+            let target = if fake {
+                LOC_NOWHERE
+            } else {
+                self.loc[request.block as usize]
+            };
+            let mut real = None;
+            let part = &mut self.partitions[partition as usize];
+            for (level_index, level) in part.levels.iter_mut().enumerate() {
+                if !level.filled {
+                    continue;
+                }
+                let slot = if target != LOC_NOWHERE
+                    && target != LOC_CACHE
+                    && (target >> SLOT_BITS) as usize == level_index
+                {
+                    let slot = target & ((1 << SLOT_BITS) - 1);
+                    real = Some((
+                        reads.len(),
+                        SlotPlace {
+                            partition,
+                            level: level_index as u8,
+                            region: level.region,
+                            slot,
+                            epoch: level.epoch,
+                        },
+                    ));
+                    slot
+                } else {
+                    // Never empty while every read of a partition is followed by a write to
+                    // it (the dummy budget); reported, never a panic.
+                    level
+                        .dummies
+                        .pop()
+                        .ok_or(OramError::Internal("a level ran out of dummies"))?
+                };
+                level.slots[slot as usize] = CONSUMED;
+                let first_slot = self
+                    .geometry
+                    .region_start(partition, level_index, level.region)
+                    + u64::from(slot);
+                reads.push(Extent {
+                    store: partition % self.geometry.stores,
+                    first_slot,
+                    slots: 1,
+                });
+            }
+            entries.push(Entry {
+                request,
+                partition,
+                fake,
+                real,
+            });
+        }
+        self.traffic.extents_read += reads.len() as u64;
+        self.traffic.slots_read += reads.len() as u64;
+        Ok(Some(Batch { entries, reads }))
+    }
+
+    /// Completes a batch with the sealed slots read (concatenated in `batch.reads` order) and
+    /// returns the answers.
+    pub fn finish_batch(
+        &mut self,
+        batch: Batch,
+        sealed: &mut [u8],
+        rng: &mut impl CryptoRng,
+    ) -> Result<Vec<Answer>, OramError> {
+        let slot_bytes = self.geometry.sealed_slot() as usize;
+        let want = batch.reads.len() * slot_bytes;
+        if sealed.len() != want {
+            return Err(OramError::ShortRead {
+                store: 0,
+                got: sealed.len(),
+                want,
+            });
+        }
+        let mut answers = Vec::with_capacity(batch.entries.len());
+        for entry in batch.entries {
+            let block = entry.request.block;
+            let mut data = if entry.fake {
+                self.unpin(block);
+                self.cached.remove(&block).ok_or(OramError::Internal(
+                    "a fake read's block is not in the cache",
+                ))?
+            } else {
+                match entry.real {
+                    Some((index, place)) => {
+                        let slot = &mut sealed[index * slot_bytes..(index + 1) * slot_bytes];
+                        let plain = self.sealer.open(place, slot).ok_or(OramError::Tampered {
+                            store: place.partition % self.geometry.stores,
+                            partition: place.partition,
+                            level: u32::from(place.level),
+                            slot: place.slot,
+                        })?;
+                        let data = plain.to_vec();
+                        self.partitions[entry.partition as usize].real -= 1;
+                        data
+                    }
+                    None if self.loc[block as usize] == LOC_NOWHERE => {
+                        vec![0u8; self.geometry.block_size as usize]
+                    }
+                    None if self.loc[block as usize] == LOC_CACHE => {
+                        let home = &mut self.partitions[entry.partition as usize].cache;
+                        home.retain(|&b| b != block);
+                        self.cached
+                            .remove(&block)
+                            .ok_or(OramError::Internal("a cached block has no data"))?
+                    }
+                    None => return Err(OramError::Internal("a real read found no slot")),
+                }
+            };
+            let answer = match entry.request.op {
+                Op::Read => data.clone(),
+                Op::Write(new) => {
+                    data = new;
+                    Vec::new()
+                }
+                Op::Patch { offset, bytes } => {
+                    let start = offset as usize;
+                    data[start..start + bytes.len()].copy_from_slice(&bytes);
+                    Vec::new()
+                }
+            };
+            if !entry.fake {
+                // A fresh, uniformly random home the store has never seen used for it.
+                let home = rng.random_range(0..self.geometry.partitions);
+                self.home[block as usize] = home;
+                self.loc[block as usize] = LOC_CACHE;
+                self.partitions[home as usize].cache.push(block);
+            }
+            self.cached.insert(block, data);
+            answers.push(Answer {
+                id: entry.request.id,
+                data: answer,
+            });
+        }
+        self.traffic.requests += answers.len() as u64;
+        Ok(answers)
+    }
+
+    /// The partitions to write after a batch that read `read` (see the module docs).
+    pub fn eviction_targets(&mut self, read: &[u32]) -> Vec<u32> {
+        let mut targets = read.to_vec();
+        for _ in 0..read.len() as u32 * EVICTIONS_PER_REQUEST {
+            targets.push(self.sweep);
+            self.sweep = (self.sweep + 1) % self.geometry.partitions;
+        }
+        targets
+    }
+
+    /// Plans the next write to `partition`: which block it carries and which levels must be
+    /// read back to rebuild the target level.
+    pub fn plan_write(&mut self, partition: u32) -> WritePlan {
+        let part = &self.partitions[partition as usize];
+        let target = part.next_target();
+        let top = self.geometry.top as usize;
+        let new_block = if part.real < self.geometry.top_capacity {
+            part.cache
+                .iter()
+                .copied()
+                .find(|b| !self.pins.contains_key(b))
+        } else {
+            None
+        };
+        self.plan_rebuild(partition, target, target == top, new_block)
+    }
+
+    /// Plans rebuilding every filled level of `partition` into its top level (recovery after
+    /// an unclean shutdown: no slot read before the crash is read again).
+    pub fn plan_reshuffle(&mut self, partition: u32) -> Option<WritePlan> {
+        let part = &self.partitions[partition as usize];
+        if !part.levels.iter().any(|l| l.filled) {
+            return None;
+        }
+        Some(self.plan_rebuild(partition, self.geometry.top as usize, true, None))
+    }
+
+    fn plan_rebuild(
+        &self,
+        partition: u32,
+        target: usize,
+        include_target: bool,
+        new_block: Option<u32>,
+    ) -> WritePlan {
+        let part = &self.partitions[partition as usize];
+        let last = if include_target { target + 1 } else { target };
+        let sources: Vec<usize> = (0..last).filter(|&l| part.levels[l].filled).collect();
+        let reads = sources
+            .iter()
+            .map(|&l| Extent {
+                store: partition % self.geometry.stores,
+                first_slot: self
+                    .geometry
+                    .region_start(partition, l, part.levels[l].region),
+                slots: self.geometry.slots(l),
+            })
+            .collect();
+        WritePlan {
+            partition,
+            target,
+            sources,
+            new_block,
+            reads,
+        }
+    }
+
+    /// Rebuilds the planned level from the source regions read (concatenated in
+    /// `plan.reads` order) and returns the sealed level to write.
+    pub fn finish_write(
+        &mut self,
+        plan: WritePlan,
+        sealed: &mut [u8],
+        rng: &mut impl CryptoRng,
+    ) -> Result<LevelWrite, OramError> {
+        let slot_bytes = self.geometry.sealed_slot() as usize;
+        let want: usize = plan.reads.iter().map(|e| e.slots as usize).sum::<usize>() * slot_bytes;
+        if sealed.len() != want {
+            return Err(OramError::ShortRead {
+                store: 0,
+                got: sealed.len(),
+                want,
+            });
+        }
+        let partition = plan.partition;
+        let mut reals: Vec<u32> = Vec::new();
+        let mut data: HashMap<u32, Vec<u8>> = HashMap::new();
+        let mut offset = 0usize;
+        for &l in &plan.sources {
+            let level = &self.partitions[partition as usize].levels[l];
+            for (slot, block) in level.live() {
+                let start = offset + slot as usize * slot_bytes;
+                let place = SlotPlace {
+                    partition,
+                    level: l as u8,
+                    region: level.region,
+                    slot,
+                    epoch: level.epoch,
+                };
+                let plain = self
+                    .sealer
+                    .open(place, &mut sealed[start..start + slot_bytes])
+                    .ok_or(OramError::Tampered {
+                        store: partition % self.geometry.stores,
+                        partition,
+                        level: l as u32,
+                        slot,
+                    })?;
+                reals.push(block);
+                data.insert(block, plain.to_vec());
+            }
+            offset += level.slots.len() * slot_bytes;
+        }
+        if let Some(block) = plan.new_block {
+            let contents = self
+                .cached
+                .remove(&block)
+                .ok_or(OramError::Internal("an evicted block is not in the cache"))?;
+            let cache = &mut self.partitions[partition as usize].cache;
+            cache.retain(|&b| b != block);
+            reals.push(block);
+            data.insert(block, contents);
+            self.partitions[partition as usize].real += 1;
+        }
+        let target = plan.target;
+        if reals.len() > self.geometry.capacity(target) as usize {
+            return Err(OramError::Internal("a rebuilt level is over capacity"));
+        }
+        for &l in &plan.sources {
+            self.partitions[partition as usize].levels[l].clear();
+        }
+        let epoch = (u64::from(self.session) << 32) | u64::from(self.rebuilds);
+        self.rebuilds = self.rebuilds.checked_add(1).ok_or(OramError::Internal(
+            "rebuild counter exhausted; reopen the store",
+        ))?;
+        let slots = self.geometry.slots(target);
+        let durable = self.partitions[partition as usize].levels[target].durable_region;
+        let region = 1 - durable;
+        let level = Level::build(&reals, slots, region, epoch, durable, rng);
+        let zeros = vec![0u8; self.geometry.block_size as usize];
+        let mut bytes = vec![0u8; slots as usize * slot_bytes];
+        for (slot, &block) in level.slots.iter().enumerate() {
+            let plain = if block == DUMMY {
+                &zeros
+            } else {
+                &data[&block]
+            };
+            let place = SlotPlace {
+                partition,
+                level: target as u8,
+                region,
+                slot: slot as u32,
+                epoch,
+            };
+            self.sealer.seal(
+                place,
+                plain,
+                &mut bytes[slot * slot_bytes..(slot + 1) * slot_bytes],
+            )?;
+            if block != DUMMY {
+                self.loc[block as usize] = ((target as u32) << SLOT_BITS) | slot as u32;
+            }
+        }
+        self.partitions[partition as usize].levels[target] = level;
+        let extent = Extent {
+            store: partition % self.geometry.stores,
+            first_slot: self.geometry.region_start(partition, target, region),
+            slots,
+        };
+        self.traffic.extents_read += plan.reads.len() as u64;
+        self.traffic.slots_read += plan.reads.iter().map(|e| u64::from(e.slots)).sum::<u64>();
+        self.traffic.extents_written += 1;
+        self.traffic.slots_written += u64::from(slots);
+        Ok(LevelWrite { extent, bytes })
+    }
+
+    /// After the state encoded by `encode_state` is durable: rebuilds must now avoid the
+    /// regions it references.
+    pub fn mark_durable(&mut self) {
+        for part in &mut self.partitions {
+            for level in &mut part.levels {
+                if level.filled {
+                    level.durable_region = level.region;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::params::Geometry;
+    use rand_chacha::rand_core::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    #[test]
+    fn same_block_twice_in_one_batch_is_a_fake_read() {
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let mut oram = Oram::create(Geometry::new(512, 64, 1).unwrap(), &mut rng).unwrap();
+        oram.submit(Request {
+            id: 1,
+            block: 5,
+            op: Op::Write(vec![9; 512]),
+        })
+        .unwrap();
+        oram.submit(Request {
+            id: 2,
+            block: 5,
+            op: Op::Read,
+        })
+        .unwrap();
+        let batch = oram.begin_batch(32, &mut rng).unwrap().unwrap();
+        // Either both are in the batch (the second a fake read of another partition) or the
+        // second waits; never two reads of the block's home.
+        let parts = batch.partitions();
+        let distinct: HashSet<u32> = parts.iter().copied().collect();
+        assert_eq!(distinct.len(), parts.len());
+        assert!(batch.entries.iter().skip(1).all(|e| e.fake));
+    }
+
+    #[test]
+    fn bad_requests_are_refused() {
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let mut oram = Oram::create(Geometry::new(512, 64, 1).unwrap(), &mut rng).unwrap();
+        assert!(oram
+            .submit(Request {
+                id: 1,
+                block: 64,
+                op: Op::Read
+            })
+            .is_err());
+        assert!(oram
+            .submit(Request {
+                id: 1,
+                block: 1,
+                op: Op::Write(vec![0; 10])
+            })
+            .is_err());
+        let patch = Op::Patch {
+            offset: 510,
+            bytes: vec![0; 3],
+        };
+        assert!(oram
+            .submit(Request {
+                id: 1,
+                block: 1,
+                op: patch
+            })
+            .is_err());
+    }
+}

@@ -1,0 +1,191 @@
+//! What a store sees does not depend on what is asked: the slots read and written under a
+//! sequential scan, uniformly random blocks and one block asked again and again have the same
+//! distribution (two-sample chi-square tests on the store's view), and the test has the power
+//! to see a leak (a control trace that reads a repeated block's home again is flagged).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use pir_oram::{Client, Extent, Geometry, MemoryStore, Op, Oram, Request};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+const BLOCKS: u64 = 1024;
+const REQUESTS: u32 = 40_000;
+
+#[derive(Clone, Copy)]
+enum Workload {
+    Sequential,
+    Random,
+    RepeatOne,
+}
+
+/// The store's view: for every read, (partition, level, slot offset inside the region); and
+/// the number of extents read and written per request.
+struct View {
+    reads: Vec<(u32, usize, u32)>,
+    first_read_partitions: Vec<u32>,
+    extents: u64,
+    slots: u64,
+}
+
+fn locate(g: &Geometry, e: Extent) -> (u32, usize, u32) {
+    let footprint = g.partition_footprint();
+    let partition = (e.first_slot / footprint) as u32;
+    let mut rest = e.first_slot % footprint;
+    for level in 0..g.levels() {
+        let region = 2 * u64::from(g.slots(level));
+        if rest < region {
+            return (partition, level, (rest % u64::from(g.slots(level))) as u32);
+        }
+        rest -= region;
+    }
+    unreachable!("extent outside the partition")
+}
+
+fn observe(workload: Workload, width: u32, seed: u64) -> View {
+    let g = Geometry::new(512, BLOCKS, 1).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let oram = Oram::create(g.clone(), &mut rng).unwrap();
+    let mut store = MemoryStore::new(g.sealed_slot(), &[g.store_bytes(0)]);
+    store.log = Some(Vec::new());
+    let mut c = Client::new(oram, store, rng);
+    let mut pick = ChaCha20Rng::seed_from_u64(seed + 1000);
+    let mut view = View {
+        reads: Vec::new(),
+        first_read_partitions: Vec::new(),
+        extents: 0,
+        slots: 0,
+    };
+    for batch in 0..REQUESTS / width {
+        let requests = (0..width)
+            .map(|j| {
+                let i = batch * width + j;
+                let block = match workload {
+                    Workload::Sequential => i % BLOCKS as u32,
+                    Workload::Random => pick.random_range(0..BLOCKS as u32),
+                    Workload::RepeatOne => 7,
+                };
+                let op = if i.is_multiple_of(2) {
+                    Op::Write(vec![i as u8; 512])
+                } else {
+                    Op::Read
+                };
+                Request {
+                    id: u64::from(i),
+                    block,
+                    op,
+                }
+            })
+            .collect();
+        c.run(requests).unwrap();
+        let log = c.store.log.replace(Vec::new()).unwrap();
+        let mut seen = Vec::new();
+        let mut writing = false;
+        for (write, e) in log {
+            view.extents += 1;
+            view.slots += u64::from(e.slots);
+            // Batch reads (one slot each) come before the batch's evictions.
+            writing |= write || e.slots > 1;
+            if !writing {
+                let at = locate(&g, e);
+                if !seen.contains(&at.0) {
+                    seen.push(at.0);
+                    view.first_read_partitions.push(at.0);
+                }
+                view.reads.push(at);
+            }
+        }
+    }
+    view
+}
+
+/// Two-sample chi-square statistic over histograms with equal totals scaled; returns
+/// (statistic, degrees of freedom).
+fn two_sample(a: &[u64], b: &[u64]) -> (f64, usize) {
+    let (na, nb) = (a.iter().sum::<u64>() as f64, b.iter().sum::<u64>() as f64);
+    let (ka, kb) = ((nb / na).sqrt(), (na / nb).sqrt());
+    let mut stat = 0.0;
+    let mut bins = 0;
+    for (&x, &y) in a.iter().zip(b) {
+        if x + y == 0 {
+            continue;
+        }
+        let d = ka * x as f64 - kb * y as f64;
+        stat += d * d / (x + y) as f64;
+        bins += 1;
+    }
+    (stat, bins.max(2) - 1)
+}
+
+/// Whether a chi-square statistic is far beyond its degrees of freedom (about p < 1e-6:
+/// mean df, standard deviation sqrt(2 df)).
+fn suspicious(stat: f64, df: usize) -> bool {
+    stat > df as f64 + 5.0 * (2.0 * df as f64).sqrt() + 10.0
+}
+
+fn histograms(view: &View, g: &Geometry) -> Vec<Vec<u64>> {
+    let mut partitions = vec![0u64; g.partitions as usize];
+    let mut repeats = vec![0u64; 2];
+    let mut offsets = vec![vec![0u64; 16]; g.levels()];
+    for w in view.first_read_partitions.windows(2) {
+        repeats[usize::from(w[0] == w[1])] += 1;
+    }
+    // The partition each request read (its first slot read; every read of a request is in
+    // the same partition).
+    for &p in &view.first_read_partitions {
+        partitions[p as usize] += 1;
+    }
+    for &(_, level, offset) in &view.reads {
+        let bucket = (u64::from(offset) * 16 / u64::from(g.slots(level))) as usize;
+        offsets[level][bucket] += 1;
+    }
+    let mut all = vec![partitions, repeats];
+    all.extend(offsets);
+    all
+}
+
+#[test]
+fn the_store_view_is_the_same_for_every_workload() {
+    compare(1);
+}
+
+/// Eight requests in flight at once: the same block asked eight times concurrently (fake
+/// reads for all but one) looks like eight different blocks.
+#[test]
+fn concurrent_requests_for_one_block_do_not_show() {
+    compare(8);
+}
+
+fn compare(width: u32) {
+    let g = Geometry::new(512, BLOCKS, 1).unwrap();
+    let views = [
+        ("sequential", observe(Workload::Sequential, width, 1)),
+        ("random", observe(Workload::Random, width, 2)),
+        ("repeat-one", observe(Workload::RepeatOne, width, 3)),
+    ];
+    let reference = histograms(&views[1].1, &g);
+    for (name, view) in &views {
+        // Same amount of traffic per request (within 2%: it depends only on the random
+        // partitions drawn).
+        let ratio = view.slots as f64 / views[1].1.slots as f64;
+        assert!((0.98..1.02).contains(&ratio), "{name}: {ratio}");
+        for (i, (h, r)) in histograms(view, &g).iter().zip(&reference).enumerate() {
+            let (stat, df) = two_sample(h, r);
+            assert!(
+                !suspicious(stat, df),
+                "{name}: statistic {i} is {stat:.1} with {df} degrees of freedom"
+            );
+        }
+    }
+    if width > 1 {
+        return;
+    }
+    // Power: a leaky client that reads a repeated block's home again (no fresh home after
+    // each access) makes every partition read the same; the same test flags it at once.
+    let mut leaky = histograms(&views[2].1, &g);
+    leaky[1] = vec![0, views[2].1.first_read_partitions.len() as u64];
+    let (stat, df) = two_sample(&leaky[1], &reference[1]);
+    assert!(
+        suspicious(stat, df),
+        "the control leak was not seen: {stat}"
+    );
+}
