@@ -8,6 +8,7 @@ mod demo;
 mod error;
 mod mirror;
 mod mirror_config;
+mod oram;
 mod records;
 mod server_config;
 
@@ -58,6 +59,9 @@ async fn run(command: Command) -> Result<ExitCode> {
     if let Command::Breach(command) = command {
         return breach::run(command).await;
     }
+    if let Command::Oram(command) = command {
+        return oram::run(command).await.map(|()| ExitCode::SUCCESS);
+    }
     if let Command::Apt(apt_command) = &command {
         return match apt_command {
             cli::AptCommand::InstallMethod { dir } => apt::install_method(dir),
@@ -73,7 +77,9 @@ async fn run(command: Command) -> Result<ExitCode> {
 
 async fn run_other(command: Command) -> Result<()> {
     match command {
-        Command::Breach(_) => bail!("internal: breach commands are dispatched by run"),
+        Command::Breach(_) | Command::Oram(_) => {
+            bail!("internal: breach and oram commands are dispatched by run")
+        }
         Command::Demo(args) => demo::run(args).await,
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();

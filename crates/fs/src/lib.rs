@@ -82,6 +82,21 @@ fn at(path: &Path, error: io::Error) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
+/// Creates `path` with `bytes`, readable by the owner only (mode 0600 on Unix), and syncs
+/// it. Never overwrites: an existing file is an error (secret keys are written this way).
+pub fn write_new_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path).map_err(|e| at(path, e))?;
+    file.write_all(bytes).map_err(|e| at(path, e))?;
+    file.sync_all().map_err(|e| at(path, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

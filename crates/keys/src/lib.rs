@@ -274,21 +274,10 @@ fn read(path: &Path) -> Result<String, KeyError> {
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
-    use std::io::Write;
-    let io = |source| KeyError::Io {
+    pir_fs::write_new_private(path, bytes).map_err(|source| KeyError::Io {
         path: path.display().to_string(),
         source,
-    };
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.sync_all().map_err(io)
+    })
 }
 
 #[cfg(test)]

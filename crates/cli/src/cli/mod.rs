@@ -7,8 +7,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 mod breach;
+mod oram;
 
 pub use breach::*;
+pub use oram::*;
 
 /// Private information retrieval you can deploy.
 ///
@@ -106,6 +108,14 @@ pub enum Command {
     /// corpora) sees only a uniformly random point.
     #[command(subcommand)]
     Breach(BreachCommand),
+    /// Oblivious storage: keep your own blocks on stores you do not trust, hiding which
+    /// blocks you read or write (ObliviStore-style ORAM), usable as a block device over NBD.
+    ///
+    /// Privacy assumption: the client (this machine, STATE and STATE.key) is trusted. The
+    /// stores see only sealed slots, slot numbers and timing: the pattern is the same whatever
+    /// you read or write. A store that changes, swaps or rolls back data is detected.
+    #[command(subcommand)]
+    Oram(OramCommand),
 }
 
 /// `pir db ...`.

@@ -1,0 +1,372 @@
+//! An oblivious disk: the ORAM client over file stores, with a crash-safe sealed state.
+//!
+//! Files: `STATE` (the sealed client state: store list, keys, position map, partitions,
+//! eviction cache) and `STATE.key` (32 random bytes in hex, mode 0600, written once by
+//! [`Disk::init`]). The stores hold only sealed slots.
+//!
+//! Durability: [`Disk::flush`] runs every queued request, syncs the stores, then replaces
+//! `STATE` atomically (`pir_fs::write_atomic`). A write is acknowledged as durable when a
+//! flush that follows it returns (a disk's contract, and NBD's: `NBD_CMD_FLUSH`). After a
+//! crash, the state is the one of the last flush; the ORAM never rebuilds a level into a
+//! region that state references, so everything it points to is intact. Opening bumps the
+//! session (new nonces and epochs, made durable before any slot is written) and, if the last
+//! session did not close cleanly, rebuilds every partition before serving, so no slot read
+//! before the crash is read again.
+
+use std::path::{Path, PathBuf};
+
+use pir_oram::seal::{open_blob, seal_blob, KEY_LEN};
+use pir_oram::{state, Answer, Client, Geometry, Op, Oram, OramError, Request};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+use crate::files::FileStores;
+
+const STATE_LABEL: &[u8] = b"pir-blockstore state v1";
+const MAX_STORE_PATH: usize = 4096;
+
+/// Errors of the disk layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DiskError {
+    /// The ORAM refused or detected something.
+    #[error(transparent)]
+    Oram(#[from] OramError),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A bad argument.
+    #[error("{0}")]
+    Usage(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DiskError + '_ {
+    move |source| DiskError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// The key file beside a state file: `STATE.key`.
+pub fn key_path(state: &Path) -> PathBuf {
+    let mut name = state.as_os_str().to_owned();
+    name.push(".key");
+    PathBuf::from(name)
+}
+
+/// An open oblivious disk.
+pub struct Disk {
+    client: Client<FileStores, ChaCha20Rng>,
+    state_path: PathBuf,
+    key: [u8; KEY_LEN],
+    stores: Vec<PathBuf>,
+    recovered: bool,
+    next_id: u64,
+}
+
+impl Disk {
+    /// Creates a disk of `size` bytes in blocks of `block_size` on the store directories,
+    /// its state file and its key file. Refuses to overwrite any of them.
+    pub fn init(
+        state: &Path,
+        size: u64,
+        block_size: u32,
+        stores: &[PathBuf],
+    ) -> Result<Geometry, DiskError> {
+        if size == 0 || !size.is_multiple_of(u64::from(block_size)) {
+            return Err(DiskError::Usage(format!(
+                "the size ({size} bytes) must be a positive multiple of the block size ({block_size} bytes)"
+            )));
+        }
+        if stores.is_empty() {
+            return Err(DiskError::Usage("give at least one --store".into()));
+        }
+        let key_file = key_path(state);
+        for existing in [state, key_file.as_path()] {
+            if existing.exists() {
+                return Err(DiskError::Usage(format!(
+                    "{} exists; refusing to overwrite a store's state or key",
+                    existing.display()
+                )));
+            }
+        }
+        let stores: Vec<PathBuf> = stores
+            .iter()
+            .map(|s| std::path::absolute(s).map_err(io(s)))
+            .collect::<Result<_, _>>()?;
+        let geometry = Geometry::new(
+            block_size,
+            size / u64::from(block_size),
+            stores.len() as u32,
+        )?;
+        let mut rng = ChaCha20Rng::from_rng(&mut rand::rng());
+        let oram = Oram::create(geometry.clone(), &mut rng)?;
+        FileStores::create(&stores, &geometry)?;
+        let mut key = [0u8; KEY_LEN];
+        rng.fill_bytes(&mut key);
+        pir_fs::write_new_private(&key_file, format!("{}\n", hex::encode(key)).as_bytes())
+            .map_err(io(&key_file))?;
+        write_state(state, &key, &stores, &oram, true, &mut rng)?;
+        Ok(geometry)
+    }
+
+    /// Opens a disk: reads the key, opens and checks the state, starts a durable new session,
+    /// and rebuilds every partition if the last session did not close cleanly.
+    pub fn open(state: &Path) -> Result<Disk, DiskError> {
+        let key_file = key_path(state);
+        let text = std::fs::read_to_string(&key_file).map_err(io(&key_file))?;
+        let mut key = [0u8; KEY_LEN];
+        hex::decode_to_slice(text.trim(), &mut key).map_err(|_| {
+            DiskError::Usage(format!("{} is not a 64-digit hex key", key_file.display()))
+        })?;
+        let sealed = std::fs::read(state).map_err(io(state))?;
+        let plain = open_blob(&key, STATE_LABEL, sealed)?;
+        let (stores, core) = decode_wrapper(&plain)?;
+        let mut oram = state::decode(core)?;
+        let recovered = !oram.was_clean();
+        oram.begin_session()?;
+        let files = FileStores::open(&stores, oram.geometry())?;
+        let rng = ChaCha20Rng::from_rng(&mut rand::rng());
+        let mut disk = Disk {
+            client: Client::new(oram, files, rng),
+            state_path: state.to_path_buf(),
+            key,
+            stores,
+            recovered,
+            next_id: 0,
+        };
+        // The new session number is durable before any slot is sealed with it.
+        disk.commit(false)?;
+        if recovered {
+            disk.client.reshuffle_all()?;
+            disk.commit(false)?;
+        }
+        Ok(disk)
+    }
+
+    /// Whether opening found an unclean shutdown and rebuilt the partitions.
+    pub fn recovered(&self) -> bool {
+        self.recovered
+    }
+
+    /// The ORAM shape.
+    pub fn geometry(&self) -> &Geometry {
+        self.client.oram.geometry()
+    }
+
+    /// Logical size in bytes.
+    pub fn size(&self) -> u64 {
+        self.geometry().logical_bytes()
+    }
+
+    /// The ORAM (counters, cache size).
+    pub fn oram(&self) -> &Oram {
+        &self.client.oram
+    }
+
+    /// The largest eviction cache seen.
+    pub fn peak_cache(&self) -> usize {
+        self.client.peak_cache
+    }
+
+    /// Queues a block request (answered by [`Disk::step`]).
+    pub fn submit(&mut self, request: Request) -> Result<(), DiskError> {
+        Ok(self.client.oram.submit(request)?)
+    }
+
+    /// Runs one batch of queued requests.
+    pub fn step(&mut self) -> Result<Vec<Answer>, DiskError> {
+        Ok(self.client.step()?)
+    }
+
+    /// Requests queued.
+    pub fn pending(&self) -> usize {
+        self.client.oram.pending_len()
+    }
+
+    fn commit(&mut self, clean: bool) -> Result<(), DiskError> {
+        self.client.sync()?;
+        let mut rng = ChaCha20Rng::from_rng(&mut rand::rng());
+        write_state(
+            &self.state_path,
+            &self.key,
+            &self.stores,
+            &self.client.oram,
+            clean,
+            &mut rng,
+        )?;
+        self.client.oram.mark_durable();
+        Ok(())
+    }
+
+    /// Runs every queued request and makes all of them durable.
+    pub fn flush(&mut self) -> Result<Vec<Answer>, DiskError> {
+        let mut answers = Vec::new();
+        while self.pending() > 0 {
+            answers.extend(self.step()?);
+        }
+        self.commit(false)?;
+        Ok(answers)
+    }
+
+    /// Flushes and marks the state clean (the next open needs no rebuild).
+    pub fn close(mut self) -> Result<(), DiskError> {
+        let answers = self.flush()?;
+        debug_assert!(answers.is_empty());
+        self.commit(true)
+    }
+
+    fn check_range(&self, offset: u64, len: u64) -> Result<(), DiskError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size() => Ok(()),
+            _ => Err(DiskError::Usage(format!(
+                "bytes {offset}..{offset}+{len} are past the end of the disk ({} bytes)",
+                self.size()
+            ))),
+        }
+    }
+
+    /// Splits a byte range into (block, offset in block, length) pieces.
+    pub fn pieces(&self, offset: u64, len: u64) -> Vec<(u32, u32, u32)> {
+        let b = u64::from(self.geometry().block_size);
+        let mut out = Vec::new();
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            let within = at % b;
+            let take = (b - within).min(end - at);
+            out.push(((at / b) as u32, within as u32, take as u32));
+            at += take;
+        }
+        out
+    }
+
+    /// Queues the block requests of a byte-range read; returns their ids in order.
+    pub fn submit_read(
+        &mut self,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<(u64, u32, u32)>, DiskError> {
+        self.check_range(offset, len)?;
+        let mut ids = Vec::new();
+        for (block, within, take) in self.pieces(offset, len) {
+            let id = self.next_id;
+            self.next_id += 1;
+            self.submit(Request {
+                id,
+                block,
+                op: Op::Read,
+            })?;
+            ids.push((id, within, take));
+        }
+        Ok(ids)
+    }
+
+    /// Queues the block requests of a byte-range write; returns their ids.
+    pub fn submit_write(&mut self, offset: u64, data: &[u8]) -> Result<Vec<u64>, DiskError> {
+        self.check_range(offset, data.len() as u64)?;
+        let b = self.geometry().block_size;
+        let mut ids = Vec::new();
+        let mut used = 0usize;
+        for (block, within, take) in self.pieces(offset, data.len() as u64) {
+            let bytes = data[used..used + take as usize].to_vec();
+            used += take as usize;
+            let op = if take == b {
+                Op::Write(bytes)
+            } else {
+                Op::Patch {
+                    offset: within,
+                    bytes,
+                }
+            };
+            let id = self.next_id;
+            self.next_id += 1;
+            self.submit(Request { id, block, op })?;
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    /// Reads `len` bytes at `offset` (runs the queue until they are answered).
+    pub fn read_at(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, DiskError> {
+        let ids = self.submit_read(offset, len)?;
+        let mut answers = std::collections::HashMap::new();
+        while self.pending() > 0 {
+            for a in self.step()? {
+                answers.insert(a.id, a.data);
+            }
+        }
+        let mut out = Vec::with_capacity(len as usize);
+        for (id, within, take) in ids {
+            let block = answers
+                .get(&id)
+                .ok_or(OramError::Internal("a read was not answered"))?;
+            out.extend_from_slice(&block[within as usize..(within + take) as usize]);
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` at `offset` (runs the queue; durable after the next [`Disk::flush`]).
+    pub fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), DiskError> {
+        self.submit_write(offset, data)?;
+        while self.pending() > 0 {
+            self.step()?;
+        }
+        Ok(())
+    }
+}
+
+fn write_state(
+    path: &Path,
+    key: &[u8; KEY_LEN],
+    stores: &[PathBuf],
+    oram: &Oram,
+    clean: bool,
+    rng: &mut ChaCha20Rng,
+) -> Result<(), DiskError> {
+    let core = state::encode(oram, clean);
+    let mut plain = Vec::with_capacity(core.len() + 256);
+    plain.extend_from_slice(&(stores.len() as u32).to_le_bytes());
+    for s in stores {
+        let text = s.to_string_lossy();
+        plain.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        plain.extend_from_slice(text.as_bytes());
+    }
+    plain.extend_from_slice(&core);
+    let mut nonce = [0u8; 12];
+    rng.fill_bytes(&mut nonce);
+    let sealed = seal_blob(key, nonce, STATE_LABEL, &plain)?;
+    pir_fs::write_atomic_bytes(path, &sealed).map_err(io(path))
+}
+
+fn decode_wrapper(plain: &[u8]) -> Result<(Vec<PathBuf>, &[u8]), DiskError> {
+    let bad = || DiskError::Oram(OramError::State("the store list is damaged".into()));
+    let take_u32 = |at: &mut usize| -> Result<u32, DiskError> {
+        let bytes = plain.get(*at..*at + 4).ok_or_else(bad)?;
+        *at += 4;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    };
+    let mut at = 0usize;
+    let count = take_u32(&mut at)?;
+    if count == 0 || count > 64 {
+        return Err(bad());
+    }
+    let mut stores = Vec::new();
+    for _ in 0..count {
+        let len = take_u32(&mut at)? as usize;
+        if len > MAX_STORE_PATH {
+            return Err(bad());
+        }
+        let text = plain.get(at..at + len).ok_or_else(bad)?;
+        at += len;
+        stores.push(PathBuf::from(
+            String::from_utf8(text.to_vec()).map_err(|_| bad())?,
+        ));
+    }
+    Ok((stores, &plain[at..]))
+}

@@ -1,0 +1,95 @@
+//! The flags of `pir oram init|info|put|get|nbd`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+/// `pir oram ...`.
+#[derive(Debug, Subcommand)]
+pub enum OramCommand {
+    /// Create an oblivious store: the client state STATE, its key STATE.key (mode 0600), and
+    /// the slot files in every --store directory.
+    ///
+    /// Keep STATE and STATE.key on a disk you trust; the stores may be anywhere (a rented
+    /// server's disk, a network mount). Stores take about 9x the size (sealed slots, dummies,
+    /// and two regions per level for crash safety), allocated sparsely.
+    Init(OramInitArgs),
+    /// Show the store's shape, storage and client memory.
+    Info(OramStateArgs),
+    /// Write FILE into the store at --at (bytes), then flush.
+    Put(OramPutArgs),
+    /// Read --length bytes at --at from the store into FILE.
+    Get(OramGetArgs),
+    /// Export the store as a Network Block Device on 127.0.0.1:PORT.
+    ///
+    /// Any NBD client works unchanged: `nbdinfo nbd://127.0.0.1:PORT`, `nbdcopy image.raw
+    /// nbd://127.0.0.1:PORT`, `qemu-img convert -O raw nbd://127.0.0.1:PORT out.raw`. A flush
+    /// (NBD_CMD_FLUSH, or a write with FUA) is acknowledged only when the data and the client
+    /// state are durable. Ctrl-C or SIGTERM finishes queued requests, flushes and closes cleanly.
+    Nbd(OramNbdArgs),
+}
+
+/// The client state file.
+#[derive(Debug, Args)]
+pub struct OramStateArgs {
+    /// The client state (its key is STATE.key).
+    #[arg(long, value_name = "STATE")]
+    pub state: PathBuf,
+}
+
+/// `pir oram init`.
+#[derive(Debug, Args)]
+pub struct OramInitArgs {
+    /// The client state to create (its key goes to STATE.key).
+    #[arg(long, value_name = "STATE")]
+    pub state: PathBuf,
+    /// Logical size, e.g. 64MiB or 1GiB.
+    #[arg(long, value_name = "SIZE")]
+    pub size: String,
+    /// Block size: a power of two from 512 bytes to 64KiB.
+    #[arg(long, value_name = "SIZE", default_value = "4KiB")]
+    pub block: String,
+    /// A store directory (repeat to spread partitions over several stores).
+    #[arg(long, value_name = "DIR", required = true)]
+    pub store: Vec<PathBuf>,
+}
+
+/// `pir oram put`.
+#[derive(Debug, Args)]
+pub struct OramPutArgs {
+    #[command(flatten)]
+    pub state: OramStateArgs,
+    /// Byte offset in the store.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub at: u64,
+    /// The file to write into the store.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+/// `pir oram get`.
+#[derive(Debug, Args)]
+pub struct OramGetArgs {
+    #[command(flatten)]
+    pub state: OramStateArgs,
+    /// Byte offset in the store.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub at: u64,
+    /// Bytes to read (default: to the end of the store).
+    #[arg(long, value_name = "BYTES")]
+    pub length: Option<u64>,
+    /// Where to write them (replaced atomically).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+/// `pir oram nbd`.
+#[derive(Debug, Args)]
+pub struct OramNbdArgs {
+    #[command(flatten)]
+    pub state: OramStateArgs,
+    /// Address to listen on (port 0 picks a free port; the address is printed).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10809")]
+    pub listen: SocketAddr,
+}
