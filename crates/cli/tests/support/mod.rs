@@ -293,6 +293,18 @@ impl Proc {
     }
 }
 
+impl Proc {
+    /// The child process (to signal it).
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// The child's process id.
+    pub fn child_id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();

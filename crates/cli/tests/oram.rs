@@ -1,0 +1,358 @@
+//! `pir oram`: files in and out, the NBD export used by real NBD clients (`nbdinfo`,
+//! `nbdcopy`, `qemu-img`), bad input refused, and `kill -9` at random points of a write-heavy
+//! run over NBD with no flushed write lost.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use support::{ok, require, run, Proc};
+
+fn init(dir: &Path, size: &str, stores: usize) -> String {
+    let state = dir.join("state").display().to_string();
+    let mut args = vec![
+        "oram".to_string(),
+        "init".into(),
+        "--state".into(),
+        state.clone(),
+        "--size".into(),
+        size.into(),
+    ];
+    for i in 0..stores {
+        args.push("--store".into());
+        args.push(dir.join(format!("store{i}")).display().to_string());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&args);
+    state
+}
+
+fn random_file(path: &Path, len: usize, seed: u64) -> Vec<u8> {
+    let mut data = vec![0u8; len];
+    ChaCha20Rng::seed_from_u64(seed).fill_bytes(&mut data);
+    std::fs::write(path, &data).unwrap();
+    data
+}
+
+#[test]
+fn files_go_in_and_out_and_bad_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = init(dir.path(), "8MiB", 2);
+    let input = dir.path().join("in.bin");
+    let data = random_file(&input, 1_000_003, 1);
+    ok(&[
+        "oram",
+        "put",
+        "--state",
+        &state,
+        "--at",
+        "5000",
+        input.to_str().unwrap(),
+    ]);
+    let output = dir.path().join("out.bin");
+    ok(&[
+        "oram",
+        "get",
+        "--state",
+        &state,
+        "--at",
+        "5000",
+        "--length",
+        "1000003",
+        output.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(&output).unwrap(), data);
+    let info = ok(&["oram", "info", "--state", &state]);
+    assert!(info.contains("8.0 MiB"), "{info}");
+
+    // The store's slot files never contain the plaintext.
+    for store in ["store0", "store1"] {
+        let raw = std::fs::read(dir.path().join(store).join("slots")).unwrap();
+        assert!(
+            !raw.windows(32).any(|w| w == &data[4096..4128]),
+            "plaintext in {store}"
+        );
+    }
+    // Past the end, a second init over the same state, a bad size, a wrong key.
+    let fail = run(&[
+        "oram",
+        "put",
+        "--state",
+        &state,
+        "--at",
+        "8388000",
+        input.to_str().unwrap(),
+    ]);
+    assert!(!fail.status.success());
+    assert!(
+        String::from_utf8_lossy(&fail.stderr).contains("does not fit"),
+        "{fail:?}"
+    );
+    let again = run(&[
+        "oram", "init", "--state", &state, "--size", "8MiB", "--store", "x",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("refusing to overwrite"),
+        "{again:?}"
+    );
+    let odd = run(&[
+        "oram", "init", "--state", "s2", "--size", "1000", "--store", "y",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&odd.stderr).contains("multiple of the block size"),
+        "{odd:?}"
+    );
+    std::fs::write(format!("{state}.key"), format!("{}\n", "ab".repeat(32))).unwrap();
+    let wrong = run(&["oram", "info", "--state", &state]);
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("does not open with this key"),
+        "{wrong:?}"
+    );
+}
+
+#[test]
+fn a_store_that_changes_data_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = init(dir.path(), "2MiB", 1);
+    let input = dir.path().join("in.bin");
+    random_file(&input, 2 << 20, 2);
+    ok(&["oram", "put", "--state", &state, input.to_str().unwrap()]);
+    // Flip one bit in every 4 KiB of the store.
+    let slots = dir.path().join("store0").join("slots");
+    let mut raw = std::fs::read(&slots).unwrap();
+    for at in (100..raw.len()).step_by(4096) {
+        raw[at] ^= 1;
+    }
+    std::fs::write(&slots, raw).unwrap();
+    let out = run(&[
+        "oram",
+        "get",
+        "--state",
+        &state,
+        dir.path().join("o").to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fails authentication"), "{err}");
+}
+
+fn nbd_tools() -> bool {
+    require(
+        support::has_program("nbdcopy")
+            && support::has_program("nbdinfo")
+            && support::has_program("qemu-img"),
+        "nbdcopy, nbdinfo and qemu-img",
+        "apt-get install libnbd-bin qemu-utils",
+    )
+}
+
+#[test]
+fn real_nbd_clients_copy_an_image_in_and_out_byte_for_byte() {
+    if !nbd_tools() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = init(dir.path(), "16MiB", 2);
+    let server = Proc::start(
+        &["oram", "nbd", "--state", &state, "--listen", "127.0.0.1:0"],
+        "nbd://",
+    );
+    let url = format!("nbd://{}", server.addr);
+    let info = Command::new("nbdinfo").arg(&url).output().unwrap();
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        info.status.success() && text.contains("export-size: 16777216"),
+        "{text}"
+    );
+    assert!(text.contains("can_flush: true"), "{text}");
+
+    // A random image with a zero hole in the middle (nbdcopy sends it as write-zeroes).
+    let image = dir.path().join("image.raw");
+    let mut data = vec![0u8; 16 << 20];
+    ChaCha20Rng::seed_from_u64(3).fill_bytes(&mut data[..6 << 20]);
+    ChaCha20Rng::seed_from_u64(4).fill_bytes(&mut data[10 << 20..]);
+    std::fs::write(&image, &data).unwrap();
+    let copy_in = Command::new("nbdcopy")
+        .arg(&image)
+        .arg(&url)
+        .status()
+        .unwrap();
+    assert!(copy_in.success());
+    let back = dir.path().join("back.raw");
+    let copy_out = Command::new("nbdcopy")
+        .arg(&url)
+        .arg(&back)
+        .status()
+        .unwrap();
+    assert!(copy_out.success());
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "nbdcopy round trip differs"
+    );
+    let qemu = dir.path().join("qemu.raw");
+    let convert = Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "raw", &url])
+        .arg(&qemu)
+        .status()
+        .unwrap();
+    assert!(convert.success());
+    assert!(
+        std::fs::read(&qemu).unwrap() == data,
+        "qemu-img read differs"
+    );
+    let mut server = server;
+    let status = support::terminate(server.child_mut());
+    assert!(status.success(), "pir oram nbd did not stop cleanly");
+    // Closed cleanly: the next open needs no recovery, and the data is still there.
+    let again = dir.path().join("again.raw");
+    let out = run(&[
+        "oram",
+        "get",
+        "--state",
+        &state,
+        "--at",
+        "10485760",
+        "--length",
+        "4096",
+        again.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("did not close cleanly"));
+    assert_eq!(
+        std::fs::read(&again).unwrap(),
+        data[10 << 20..(10 << 20) + 4096]
+    );
+}
+
+/// A minimal NBD client (old-style export name, simple replies) for the crash test.
+struct Nbd {
+    stream: TcpStream,
+    cookie: u64,
+}
+
+impl Nbd {
+    fn connect(addr: &str) -> std::io::Result<Nbd> {
+        let mut stream = TcpStream::connect(addr)?;
+        let mut greeting = [0u8; 18];
+        stream.read_exact(&mut greeting)?;
+        assert_eq!(&greeting[..8], b"NBDMAGIC");
+        stream.write_all(&3u32.to_be_bytes())?;
+        let mut option = Vec::new();
+        option.extend_from_slice(b"IHAVEOPT");
+        option.extend_from_slice(&1u32.to_be_bytes());
+        option.extend_from_slice(&0u32.to_be_bytes());
+        stream.write_all(&option)?;
+        let mut export = [0u8; 10];
+        stream.read_exact(&mut export)?;
+        Ok(Nbd { stream, cookie: 0 })
+    }
+
+    fn request(
+        &mut self,
+        command: u16,
+        offset: u64,
+        data: &[u8],
+        length: u32,
+    ) -> std::io::Result<Vec<u8>> {
+        self.cookie += 1;
+        let mut header = Vec::with_capacity(28 + data.len());
+        header.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+        header.extend_from_slice(&0u16.to_be_bytes());
+        header.extend_from_slice(&command.to_be_bytes());
+        header.extend_from_slice(&self.cookie.to_be_bytes());
+        header.extend_from_slice(&offset.to_be_bytes());
+        header.extend_from_slice(&length.to_be_bytes());
+        header.extend_from_slice(data);
+        self.stream.write_all(&header)?;
+        let mut reply = [0u8; 16];
+        self.stream.read_exact(&mut reply)?;
+        let error = u32::from_be_bytes(reply[4..8].try_into().unwrap());
+        assert_eq!(error, 0, "NBD error {error}");
+        let mut out = vec![0u8; if command == 0 { length as usize } else { 0 }];
+        self.stream.read_exact(&mut out)?;
+        Ok(out)
+    }
+}
+
+#[test]
+fn kill_9_during_writes_loses_no_flushed_write() {
+    const BLOCK: usize = 4096;
+    const BLOCKS: u64 = 256;
+    let dir = tempfile::tempdir().unwrap();
+    let state = init(dir.path(), "1MiB", 2);
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    // Per block: the value of the last flushed write, and values written after it.
+    let mut durable: HashMap<u64, Vec<u8>> = HashMap::new();
+    let mut unflushed: HashMap<u64, Vec<Vec<u8>>> = HashMap::new();
+    let mut flushes = 0;
+    for round in 0..6 {
+        let server = Proc::start(
+            &["oram", "nbd", "--state", &state, "--listen", "127.0.0.1:0"],
+            "nbd://",
+        );
+        let mut nbd = Nbd::connect(&server.addr).unwrap();
+        // Everything durable so far reads back exactly; an unflushed write may or may not be there.
+        for block in 0..BLOCKS {
+            let got = nbd
+                .request(0, block * BLOCK as u64, &[], BLOCK as u32)
+                .unwrap();
+            let want = durable.get(&block).cloned().unwrap_or(vec![0u8; BLOCK]);
+            let pending = unflushed.remove(&block).unwrap_or_default();
+            assert!(
+                got == want || pending.contains(&got),
+                "round {round}: block {block} lost its last flushed write"
+            );
+            if got != want {
+                durable.insert(block, got);
+            }
+        }
+        // A write-heavy run, killed with SIGKILL after a random delay.
+        let victim = server.child_id();
+        let delay = rng.random_range(50..400);
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(delay));
+            let _ = Command::new("kill")
+                .args(["-KILL", &victim.to_string()])
+                .stdout(Stdio::null())
+                .status();
+        });
+        'run: loop {
+            let mut batch: Vec<(u64, Vec<u8>)> = Vec::new();
+            for _ in 0..rng.random_range(1..8) {
+                let block = rng.random_range(0..BLOCKS);
+                let mut value = vec![0u8; BLOCK];
+                rng.fill_bytes(&mut value);
+                unflushed.entry(block).or_default().push(value.clone());
+                if nbd
+                    .request(1, block * BLOCK as u64, &value, BLOCK as u32)
+                    .is_err()
+                {
+                    break 'run;
+                }
+                batch.push((block, value));
+            }
+            if nbd.request(3, 0, &[], 0).is_err() {
+                break 'run;
+            }
+            // Flushed: these are now acknowledged.
+            flushes += 1;
+            for (block, value) in batch {
+                durable.insert(block, value);
+                unflushed.remove(&block);
+            }
+        }
+        killer.join().unwrap();
+        drop(server);
+    }
+    assert!(
+        flushes >= 20,
+        "only {flushes} flushes before the kills: the test did not exercise recovery"
+    );
+}
