@@ -10,6 +10,7 @@
 //! What it does not do: sockets (the `pir oram nbd` command runs the NBD loop), or trust the
 //! stores: they see sealed slots, slot numbers and timing only.
 
+pub mod bench;
 pub mod disk;
 pub mod files;
 pub mod nbd;
@@ -17,3 +18,4 @@ pub mod size;
 
 pub use disk::{key_path, Disk, DiskError};
 pub use files::FileStores;
+pub use pir_oram;

@@ -449,6 +449,9 @@ fn unix_now() -> u64 {
 /// `pir bench`: parses the choices, runs the rows and prints each as it finishes.
 fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
     use pir_bench::{BenchOptions, Mode};
+    if args.oram {
+        return oram::bench(args);
+    }
     let lattice: Vec<&str> = args
         .modes
         .iter()

@@ -526,3 +526,92 @@ async fn connection(
     let _ = writer_task.await;
     Ok(())
 }
+
+/// `pir bench --oram`.
+pub fn bench(args: &crate::cli::BenchArgs) -> Result<()> {
+    use pir_blockstore::bench::{run, OramBenchOptions};
+    let size = parse_size(&args.oram_size).map_err(anyhow::Error::msg)?;
+    let scratch = match &args.scratch {
+        Some(dir) => tempfile::tempdir_in(dir),
+        None => tempfile::tempdir(),
+    }
+    .context("cannot make a scratch directory")?;
+    let options = OramBenchOptions {
+        size,
+        block: 4096,
+        stores: args.oram_stores,
+        ops: args.ops,
+        runs: args.runs.max(1),
+        in_flight: pir_blockstore::pir_oram::MAX_BATCH,
+        dir: scratch.path().to_path_buf(),
+    };
+    println!("{}", pir_bench::machine_line());
+    println!(
+        "oblivious store: {} logical, 4 KiB blocks, {} file store(s) in {}; filling every block once...",
+        crate::human(size),
+        options.stores,
+        scratch.path().display()
+    );
+    let progress = bar(size);
+    let block = u64::from(options.block);
+    let report = run(&options, &mut |done, _| progress.set_position(done * block))?;
+    progress.finish_and_clear();
+    let slot =
+        u64::from(options.block) + u64::from(pir_blockstore::pir_oram::params::SEAL_OVERHEAD);
+    let ops = report.ops_per_second();
+    let mbps = ops * f64::from(options.block) / 1e6;
+    let moved = report.bytes_per_op(slot);
+    println!(
+        "fill: {} blocks in {:.1} s ({:.0} writes/s)",
+        size / block,
+        report.fill.as_secs_f64(),
+        (size / block) as f64 / report.fill.as_secs_f64()
+    );
+    println!(
+        "random 4 KiB, half reads, 32 in flight, median of {} rounds of {} ops:",
+        report.rounds.len(),
+        report.ops
+    );
+    println!("  {ops:.0} ops/s = {mbps:.1} MB/s logical");
+    println!(
+        "  latency p50 {:.2} ms, p99 {:.2} ms",
+        report.latency(0.5).as_secs_f64() * 1e3,
+        report.latency(0.99).as_secs_f64() * 1e3
+    );
+    println!(
+        "  storage per op: {:.0} KB moved ({:.1}x the block), {:.2} reads (seeks) + {:.2} level writes",
+        moved / 1e3,
+        moved / f64::from(options.block),
+        report.seeks_per_op(),
+        report.writes_per_op()
+    );
+    println!(
+        "  storage bandwidth {:.2} GB/s = {:.2} x a plain sequential read of the same bytes ({:.2} GB/s, over the bytes touched)",
+        ops * moved / 1e9,
+        ops * moved / report.plain_read_bps,
+        report.plain_read_bps / 1e9
+    );
+    println!(
+        "  vs a plain (non-oblivious) disk: {:.0} random 4 KiB reads/s, ORAM = {:.3} x that",
+        report.plain_random_ops,
+        ops / report.plain_random_ops
+    );
+    println!(
+        "  client memory: state {} = {} per GiB stored; eviction cache p50 {} / p99 {} / max {} blocks",
+        crate::human(report.state_bytes as u64),
+        crate::human((report.state_bytes as f64 / (size as f64 / (1u64 << 30) as f64)) as u64),
+        report.cache_percentile(0.5),
+        report.cache_percentile(0.99),
+        report.peak_cache
+    );
+    let histogram: Vec<String> = report
+        .cache_histogram()
+        .iter()
+        .map(|(bound, n)| format!("<{bound}: {n}"))
+        .collect();
+    println!(
+        "  eviction cache histogram (batches): {}",
+        histogram.join(", ")
+    );
+    Ok(())
+}

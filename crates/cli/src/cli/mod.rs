@@ -312,6 +312,22 @@ pub struct BenchArgs {
     /// Kernel backend: portable, avx2 or avx512 (default: the best this CPU has).
     #[arg(long)]
     pub backend: Option<String>,
+    /// Benchmark the oblivious block store instead (`pir oram`): fill a store of --oram-size,
+    /// then --runs rounds of --ops random 4 KiB reads and writes with 32 in flight.
+    #[arg(long)]
+    pub oram: bool,
+    /// Logical size of the benchmarked store (it takes about 9x on disk, sparse).
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    pub oram_size: String,
+    /// Stores to spread the partitions over.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub oram_stores: u32,
+    /// Operations per timed round of the ORAM benchmark.
+    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    pub ops: u64,
+    /// Scratch directory of the ORAM benchmark (default: the system temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
 }
 
 /// `pir demo`.
