@@ -61,10 +61,13 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
         let plan = self.oram.plan_write(partition);
         self.buffer.clear();
         self.store.read(&plan.reads, &mut self.buffer)?;
-        let write = self
+        match self
             .oram
-            .finish_write(plan, &mut self.buffer, &mut self.rng)?;
-        self.store.write(write.extent, &write.bytes)
+            .finish_write(plan, &mut self.buffer, &mut self.rng)?
+        {
+            Some(write) => self.store.write(write.extent, &write.bytes),
+            None => Ok(()),
+        }
     }
 
     /// Submits `requests` and runs batches until all are answered; answers in request order.
@@ -95,10 +98,12 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
             if let Some(plan) = self.oram.plan_reshuffle(partition) {
                 self.buffer.clear();
                 self.store.read(&plan.reads, &mut self.buffer)?;
-                let write = self
-                    .oram
-                    .finish_write(plan, &mut self.buffer, &mut self.rng)?;
-                self.store.write(write.extent, &write.bytes)?;
+                if let Some(write) =
+                    self.oram
+                        .finish_write(plan, &mut self.buffer, &mut self.rng)?
+                {
+                    self.store.write(write.extent, &write.bytes)?;
+                }
             }
         }
         Ok(())

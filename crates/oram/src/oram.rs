@@ -18,7 +18,7 @@
 //!    Answers are released only here, after every read of the batch completed.
 //! 3. Evictions: [`Oram::eviction_targets`] lists each read partition once (so every read
 //!    of a partition is followed by a write before the next read, which bounds how many
-//!    dummies a level needs) and `EVICTIONS_PER_REQUEST` round-robin partitions per request.
+//!    dummies a level needs) and `EVICTION_RATE` round-robin partitions per request.
 //!    Each is a [`Oram::plan_write`] (the levels to read back) and a [`Oram::finish_write`]
 //!    (the rebuilt level to write). A write carries one block from the partition's cache, or a
 //!    dummy; the store cannot tell which.
@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use rand::{CryptoRng, Rng};
 
 use crate::error::OramError;
-use crate::params::{Geometry, EVICTIONS_PER_REQUEST};
+use crate::params::{Geometry, EVICTION_RATE};
 use crate::partition::{Level, Partition, CONSUMED, DUMMY};
 use crate::seal::{Sealer, SlotPlace, KEY_LEN};
 
@@ -97,6 +97,8 @@ struct Entry {
     fake: bool,
     /// Index of the real slot among the batch's reads, with its place.
     real: Option<(usize, SlotPlace)>,
+    /// The block is in one of the partition's client-side levels.
+    local: bool,
 }
 
 /// Slots to read for one batch; hand back with the sealed bytes to [`Oram::finish_batch`].
@@ -169,6 +171,8 @@ pub struct Oram {
     pub(crate) loc: Vec<u32>,
     pub(crate) partitions: Vec<Partition>,
     pub(crate) cached: HashMap<u32, Vec<u8>>,
+    pub(crate) local_data: HashMap<u32, Vec<u8>>,
+    sweep_credit: u32,
     sealer: Sealer,
     pins: HashMap<u32, u32>,
     pending: VecDeque<Pending>,
@@ -200,6 +204,7 @@ impl Oram {
             loc,
             partitions,
             HashMap::new(),
+            HashMap::new(),
         )
     }
 
@@ -215,6 +220,7 @@ impl Oram {
         loc: Vec<u32>,
         partitions: Vec<Partition>,
         cached: HashMap<u32, Vec<u8>>,
+        local_data: HashMap<u32, Vec<u8>>,
     ) -> Result<Oram, OramError> {
         let sealer = Sealer::new(&slot_key, instance, session)?;
         Ok(Oram {
@@ -229,6 +235,8 @@ impl Oram {
             loc,
             partitions,
             cached,
+            local_data,
+            sweep_credit: 0,
             sealer,
             pins: HashMap::new(),
             pending: VecDeque::new(),
@@ -371,9 +379,22 @@ impl Oram {
                 self.loc[request.block as usize]
             };
             let mut real = None;
+            let mut local = false;
+            let local_levels = self.geometry.local_levels();
             let part = &mut self.partitions[partition as usize];
             for (level_index, level) in part.levels.iter_mut().enumerate() {
                 if !level.filled {
+                    continue;
+                }
+                let here = target != LOC_NOWHERE
+                    && target != LOC_CACHE
+                    && (target >> SLOT_BITS) as usize == level_index;
+                if level_index < local_levels {
+                    // A client-side level: nothing to read from the store.
+                    if here {
+                        level.slots[(target & ((1 << SLOT_BITS) - 1)) as usize] = CONSUMED;
+                        local = true;
+                    }
                     continue;
                 }
                 let slot = if target != LOC_NOWHERE
@@ -416,6 +437,7 @@ impl Oram {
                 partition,
                 fake,
                 real,
+                local,
             });
         }
         self.traffic.extents_read += reads.len() as u64;
@@ -462,6 +484,12 @@ impl Oram {
                         self.partitions[entry.partition as usize].real -= 1;
                         data
                     }
+                    None if entry.local => {
+                        self.partitions[entry.partition as usize].real -= 1;
+                        self.local_data
+                            .remove(&block)
+                            .ok_or(OramError::Internal("a client-side block has no data"))?
+                    }
                     None if self.loc[block as usize] == LOC_NOWHERE => {
                         vec![0u8; self.geometry.block_size as usize]
                     }
@@ -507,7 +535,10 @@ impl Oram {
     /// The partitions to write after a batch that read `read` (see the module docs).
     pub fn eviction_targets(&mut self, read: &[u32]) -> Vec<u32> {
         let mut targets = read.to_vec();
-        for _ in 0..read.len() as u32 * EVICTIONS_PER_REQUEST {
+        let (per, requests) = EVICTION_RATE;
+        self.sweep_credit += read.len() as u32 * per;
+        while self.sweep_credit >= requests {
+            self.sweep_credit -= requests;
             targets.push(self.sweep);
             self.sweep = (self.sweep + 1) % self.geometry.partitions;
         }
@@ -551,8 +582,10 @@ impl Oram {
         let part = &self.partitions[partition as usize];
         let last = if include_target { target + 1 } else { target };
         let sources: Vec<usize> = (0..last).filter(|&l| part.levels[l].filled).collect();
+        let local = self.geometry.local_levels();
         let reads = sources
             .iter()
+            .filter(|&&l| l >= local)
             .map(|&l| Extent {
                 store: partition % self.geometry.stores,
                 first_slot: self
@@ -571,13 +604,14 @@ impl Oram {
     }
 
     /// Rebuilds the planned level from the source regions read (concatenated in
-    /// `plan.reads` order) and returns the sealed level to write.
+    /// `plan.reads` order) and returns the sealed level to write, or `None` when the level
+    /// is one of the client-side levels.
     pub fn finish_write(
         &mut self,
         plan: WritePlan,
         sealed: &mut [u8],
         rng: &mut impl CryptoRng,
-    ) -> Result<LevelWrite, OramError> {
+    ) -> Result<Option<LevelWrite>, OramError> {
         let slot_bytes = self.geometry.sealed_slot() as usize;
         let want: usize = plan.reads.iter().map(|e| e.slots as usize).sum::<usize>() * slot_bytes;
         if sealed.len() != want {
@@ -591,8 +625,20 @@ impl Oram {
         let mut reals: Vec<u32> = Vec::new();
         let mut data: HashMap<u32, Vec<u8>> = HashMap::new();
         let mut offset = 0usize;
+        let local = self.geometry.local_levels();
         for &l in &plan.sources {
             let level = &self.partitions[partition as usize].levels[l];
+            if l < local {
+                for (_, block) in level.live() {
+                    let contents = self
+                        .local_data
+                        .remove(&block)
+                        .ok_or(OramError::Internal("a client-side block has no data"))?;
+                    reals.push(block);
+                    data.insert(block, contents);
+                }
+                continue;
+            }
             for (slot, block) in level.live() {
                 let start = offset + slot as usize * slot_bytes;
                 let place = SlotPlace {
@@ -642,6 +688,18 @@ impl Oram {
         let durable = self.partitions[partition as usize].levels[target].durable_region;
         let region = 1 - durable;
         let level = Level::build(&reals, slots, region, epoch, durable, rng);
+        self.traffic.extents_read += plan.reads.len() as u64;
+        self.traffic.slots_read += plan.reads.iter().map(|e| u64::from(e.slots)).sum::<u64>();
+        if target < local {
+            for (slot, &block) in level.slots.iter().enumerate() {
+                if block != DUMMY {
+                    self.loc[block as usize] = ((target as u32) << SLOT_BITS) | slot as u32;
+                }
+            }
+            self.local_data.extend(data);
+            self.partitions[partition as usize].levels[target] = level;
+            return Ok(None);
+        }
         let zeros = vec![0u8; self.geometry.block_size as usize];
         let mut bytes = vec![0u8; slots as usize * slot_bytes];
         for (slot, &block) in level.slots.iter().enumerate() {
@@ -672,11 +730,9 @@ impl Oram {
             first_slot: self.geometry.region_start(partition, target, region),
             slots,
         };
-        self.traffic.extents_read += plan.reads.len() as u64;
-        self.traffic.slots_read += plan.reads.iter().map(|e| u64::from(e.slots)).sum::<u64>();
         self.traffic.extents_written += 1;
         self.traffic.slots_written += u64::from(slots);
-        Ok(LevelWrite { extent, bytes })
+        Ok(Some(LevelWrite { extent, bytes }))
     }
 
     /// After the state encoded by `encode_state` is durable: rebuilds must now avoid the

@@ -26,13 +26,22 @@ pub const MAX_BLOCKS: u64 = (u32::MAX - 2) as u64;
 /// Bytes a sealed slot adds to a block: a 12-byte nonce in front, a 16-byte AES-GCM tag behind.
 pub const SEAL_OVERHEAD: u32 = 12 + 16;
 
-/// Background eviction rate `nu`: after every batch, this many extra partitions per request
-/// are evicted in round-robin ("sequential eviction", SSS section 4.2; ObliviStore section 3
-/// keeps the same knob). Every read partition is also written once right after it is read,
-/// which keeps each level's dummy budget (reads of a level between two of its rebuilds are at
-/// most its dummy count). With 1 extra, the eviction cache drains at twice the rate blocks
-/// enter it; the bound is measured (stash histogram in `pir bench --oram`), not assumed.
-pub const EVICTIONS_PER_REQUEST: u32 = 1;
+/// Background eviction rate `nu` as (partitions, per requests): after every batch, this many
+/// extra partitions per request are evicted in round-robin ("sequential eviction", SSS
+/// section 4.2; ObliviStore section 3 keeps the same knob). Every read partition is also
+/// written once right after it is read, which keeps each level's dummy budget (reads of a
+/// level between two of its rebuilds are at most its dummy count), so blocks leave the
+/// eviction cache at 1.5 times the rate they enter it. The bound is measured (stash
+/// histogram in `pir bench --oram`, and the long-run test), not assumed.
+pub const EVICTION_RATE: (u32, u32) = (1, 2);
+
+/// Levels kept in client memory instead of on the stores: levels `0..LOCAL_LEVELS` hold at
+/// most `2^LOCAL_LEVELS - 1` blocks per partition, and they are the ones rebuilt most often
+/// (level `l` every `2^(l+1)` writes), so keeping them saves about 2 slot transfers per level
+/// per write. The stores see nothing of them; reads still touch one slot of every filled
+/// level on the store. Cost: up to 7 blocks per partition of client memory (about 14 MiB
+/// per GiB stored at 4 KiB blocks). Always below the top level.
+pub const LOCAL_LEVELS: u32 = 3;
 
 /// Real-block capacity of the top level above the expected `Z`: six standard deviations of the
 /// binomial partition load (`6 sqrt(Z)`) plus 8. A partition at capacity takes dummies until
@@ -94,6 +103,11 @@ impl Geometry {
     /// `Z = 2^k`.
     pub fn z(&self) -> u32 {
         1 << self.top
+    }
+
+    /// Levels kept in client memory (`LOCAL_LEVELS`, below the top level).
+    pub fn local_levels(&self) -> usize {
+        LOCAL_LEVELS.min(self.top) as usize
     }
 
     /// Number of levels, `k + 1`.

@@ -5,7 +5,8 @@
 //! slot key [32] ‖ session u32 ‖ sweep u32 ‖ clean u8 ‖ home[N] u32 ‖ loc[N] u32 ‖ per
 //! partition: real u32, cache count u32 + ids, per level: filled u8, region u8, durable u8,
 //! epoch u64, and if filled the slot array and the unread-dummy list (u32 count + ids) ‖
-//! cached blocks: count u32, then (id u32 ‖ B bytes) each.
+//! cached blocks, then blocks of the client-side levels: each a count u32, then (id u32 ‖ B
+//! bytes) each.
 //!
 //! The file is sealed with AES-256-GCM under the state key (`STATE.key`, written by
 //! `pir oram init`); [`decode`] checks every length against the geometry before allocating,
@@ -71,12 +72,14 @@ pub fn encode(oram: &Oram, clean: bool) -> Vec<u8> {
             }
         }
     }
-    let mut ids: Vec<u32> = oram.cached.keys().copied().collect();
-    ids.sort_unstable();
-    out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
-    for id in ids {
-        out.extend_from_slice(&id.to_le_bytes());
-        out.extend_from_slice(&oram.cached[&id]);
+    for map in [&oram.cached, &oram.local_data] {
+        let mut ids: Vec<u32> = map.keys().copied().collect();
+        ids.sort_unstable();
+        out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+        for id in ids {
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&map[&id]);
+        }
     }
     out
 }
@@ -196,24 +199,30 @@ pub fn decode(bytes: &[u8]) -> Result<Oram, OramError> {
             cache,
         });
     }
-    let count = r.u32()? as usize;
-    if count > n {
-        return Err(bad("more cached blocks than blocks"));
-    }
-    let mut cached = HashMap::with_capacity(count);
-    for _ in 0..count {
-        let id = r.u32()?;
-        let data = r.take(block_size as usize)?.to_vec();
-        if id >= blocks || cached.insert(id, data).is_some() {
-            return Err(bad("a cached block id is out of range or repeated"));
+    let mut maps = Vec::with_capacity(2);
+    for _ in 0..2 {
+        let count = r.u32()? as usize;
+        if count > n {
+            return Err(bad("more client-side blocks than blocks"));
         }
+        let mut map = HashMap::with_capacity(count);
+        for _ in 0..count {
+            let id = r.u32()?;
+            let data = r.take(block_size as usize)?.to_vec();
+            if id >= blocks || map.insert(id, data).is_some() {
+                return Err(bad("a client-side block id is out of range or repeated"));
+            }
+        }
+        maps.push(map);
     }
+    let local_data = maps.pop().unwrap_or_default();
+    let cached = maps.pop().unwrap_or_default();
     if !r.bytes.is_empty() {
         return Err(bad("trailing bytes after the state"));
     }
-    check(&g, &home, &loc, &partitions, &cached)?;
+    check(&g, &home, &loc, &partitions, &cached, &local_data)?;
     Oram::assemble(
-        g, instance, slot_key, session, sweep, clean, home, loc, partitions, cached,
+        g, instance, slot_key, session, sweep, clean, home, loc, partitions, cached, local_data,
     )
 }
 
@@ -224,7 +233,9 @@ fn check(
     loc: &[u32],
     partitions: &[Partition],
     cached: &HashMap<u32, Vec<u8>>,
+    local_data: &HashMap<u32, Vec<u8>>,
 ) -> Result<(), OramError> {
+    let mut local_live = 0usize;
     let mut found = vec![0u8; g.blocks as usize];
     for (p, part) in partitions.iter().enumerate() {
         let mut real = 0u32;
@@ -235,6 +246,12 @@ fn check(
                     || loc[block as usize] != ((l as u32) << 24 | slot)
                 {
                     return Err(bad("a level and the position map disagree"));
+                }
+                if l < g.local_levels() {
+                    if !local_data.contains_key(&block) {
+                        return Err(bad("a client-side level block has no data"));
+                    }
+                    local_live += 1;
                 }
                 found[block as usize] += 1;
                 real += 1;
@@ -270,6 +287,11 @@ fn check(
         if found[b] != want {
             return Err(bad("a block is stored twice or lost"));
         }
+    }
+    if local_live != local_data.len() {
+        return Err(bad(
+            "client-side data for blocks not in a client-side level",
+        ));
     }
     if cached.len() != loc.iter().filter(|&&l| l == LOC_CACHE).count() {
         return Err(bad(
