@@ -16,7 +16,7 @@ use pir_oram::{state, Op, Request, Traffic};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-use crate::disk::{Disk, DiskError};
+use crate::disk::{Disk, DiskError, StoreSpec};
 
 /// What to measure.
 pub struct OramBenchOptions {
@@ -24,8 +24,10 @@ pub struct OramBenchOptions {
     pub size: u64,
     /// Block size.
     pub block: u32,
-    /// Store directories to create under `dir`.
-    pub stores: u32,
+    /// The stores (empty: one directory under `dir`).
+    pub stores: Vec<StoreSpec>,
+    /// The runtime remote stores run on.
+    pub runtime: Option<tokio::runtime::Handle>,
     /// Operations per timed round.
     pub ops: u64,
     /// Timed rounds (the median is reported).
@@ -281,11 +283,14 @@ pub fn run(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<OramReport, DiskError> {
     let state = options.dir.join("state");
-    let stores: Vec<PathBuf> = (0..options.stores)
-        .map(|i| options.dir.join(format!("store{i}")))
-        .collect();
-    Disk::init(&state, options.size, options.block, &stores)?;
-    let mut disk = Disk::open(&state)?;
+    let stores = if options.stores.is_empty() {
+        vec![StoreSpec::Dir(options.dir.join("store0"))]
+    } else {
+        options.stores.clone()
+    };
+    let runtime = options.runtime.as_ref();
+    Disk::init(&state, options.size, options.block, &stores, runtime)?;
+    let mut disk = Disk::open(&state, runtime)?;
     let t = Instant::now();
     fill(&mut disk, progress)?;
     let fill_time = t.elapsed();
@@ -318,7 +323,7 @@ pub fn run(
     Ok(OramReport {
         size: options.size,
         block: options.block,
-        stores: options.stores,
+        stores: stores.len() as u32,
         ops: options.ops,
         rounds,
         fill: fill_time,

@@ -15,12 +15,14 @@
 
 use std::path::{Path, PathBuf};
 
+use pir_keys::PublicKey;
 use pir_oram::seal::{open_blob, seal_blob, KEY_LEN};
-use pir_oram::{state, Answer, Client, Geometry, Op, Oram, OramError, Request};
+use pir_oram::{state, Answer, Client, Geometry, Op, Oram, OramError, Request, SlotStore};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 use crate::files::FileStores;
+use crate::remote::RemoteStores;
 
 const STATE_LABEL: &[u8] = b"pir-blockstore state v1";
 const MAX_STORE_PATH: usize = 4096;
@@ -59,24 +61,131 @@ pub fn key_path(state: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Where one store is: a local directory, or a `pir oram store` server and its key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// A directory on this machine (any file system, a network mount included).
+    Dir(PathBuf),
+    /// A remote store, pinned to its Ed25519 key.
+    Remote {
+        /// `https://HOST:PORT`.
+        url: String,
+        /// The store's public key.
+        key: PublicKey,
+    },
+}
+
+impl StoreSpec {
+    /// Parses a `--store` argument: `DIR`, or `https://HOST:PORT=STORE.pub` (the key file).
+    pub fn parse(arg: &str) -> Result<StoreSpec, DiskError> {
+        if arg.starts_with("https://") {
+            let (url, key_file) = arg.split_once('=').ok_or_else(|| {
+                DiskError::Usage(format!(
+                    "'{arg}': a remote store is https://HOST:PORT=STORE.pub"
+                ))
+            })?;
+            let key = PublicKey::load(Path::new(key_file))
+                .map_err(|e| DiskError::Usage(format!("store key {key_file}: {e}")))?;
+            return Ok(StoreSpec::Remote {
+                url: url.to_string(),
+                key,
+            });
+        }
+        let dir = std::path::absolute(arg).map_err(io(Path::new(arg)))?;
+        Ok(StoreSpec::Dir(dir))
+    }
+
+    fn encode(&self) -> String {
+        match self {
+            StoreSpec::Dir(dir) => dir.to_string_lossy().into_owned(),
+            StoreSpec::Remote { url, key } => format!("{url} {}", key.to_text().trim()),
+        }
+    }
+
+    fn decode(text: &str) -> Option<StoreSpec> {
+        if text.starts_with("https://") {
+            let (url, key) = text.split_once(' ')?;
+            return Some(StoreSpec::Remote {
+                url: url.to_string(),
+                key: PublicKey::from_text(key).ok()?,
+            });
+        }
+        Some(StoreSpec::Dir(PathBuf::from(text)))
+    }
+}
+
+/// Opens the stores of `specs` (all directories, or all remote) as one slot store.
+fn open_stores(
+    specs: &[StoreSpec],
+    geometry: &Geometry,
+    runtime: Option<&tokio::runtime::Handle>,
+    create: bool,
+) -> Result<Box<dyn SlotStore + Send>, DiskError> {
+    let dirs: Vec<PathBuf> = specs
+        .iter()
+        .filter_map(|s| {
+            if let StoreSpec::Dir(d) = s {
+                Some(d.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    if dirs.len() == specs.len() {
+        if create {
+            FileStores::create(&dirs, geometry)?;
+        }
+        return Ok(Box::new(FileStores::open(&dirs, geometry)?));
+    }
+    let remote: Vec<(String, PublicKey)> = specs
+        .iter()
+        .filter_map(|s| {
+            if let StoreSpec::Remote { url, key } = s {
+                Some((url.clone(), *key))
+            } else {
+                None
+            }
+        })
+        .collect();
+    if remote.len() != specs.len() {
+        return Err(DiskError::Usage(
+            "use either only directories or only remote stores".into(),
+        ));
+    }
+    let runtime = runtime.ok_or(DiskError::Usage(
+        "remote stores need an async runtime".into(),
+    ))?;
+    let stores = RemoteStores::new(&remote, geometry.sealed_slot(), runtime.clone())?;
+    let slots: Vec<u64> = (0..geometry.stores)
+        .map(|i| geometry.store_bytes(i) / geometry.sealed_slot())
+        .collect();
+    if create {
+        stores.format(&slots)?;
+    }
+    stores.check(&slots)?;
+    Ok(Box::new(stores))
+}
+
 /// An open oblivious disk.
 pub struct Disk {
-    client: Client<FileStores, ChaCha20Rng>,
+    client: Client<Box<dyn SlotStore + Send>, ChaCha20Rng>,
     state_path: PathBuf,
     key: [u8; KEY_LEN],
-    stores: Vec<PathBuf>,
+    stores: Vec<StoreSpec>,
     recovered: bool,
     next_id: u64,
 }
 
 impl Disk {
-    /// Creates a disk of `size` bytes in blocks of `block_size` on the store directories,
-    /// its state file and its key file. Refuses to overwrite any of them.
+    /// Creates a disk of `size` bytes in blocks of `block_size` on the stores (formatting
+    /// them), its state file and its key file. Refuses to overwrite any of them. Remote
+    /// stores need `runtime` (call from outside it, e.g. in `spawn_blocking`).
     pub fn init(
         state: &Path,
         size: u64,
         block_size: u32,
-        stores: &[PathBuf],
+        stores: &[StoreSpec],
+        runtime: Option<&tokio::runtime::Handle>,
     ) -> Result<Geometry, DiskError> {
         if size == 0 || !size.is_multiple_of(u64::from(block_size)) {
             return Err(DiskError::Usage(format!(
@@ -95,10 +204,6 @@ impl Disk {
                 )));
             }
         }
-        let stores: Vec<PathBuf> = stores
-            .iter()
-            .map(|s| std::path::absolute(s).map_err(io(s)))
-            .collect::<Result<_, _>>()?;
         let geometry = Geometry::new(
             block_size,
             size / u64::from(block_size),
@@ -106,18 +211,18 @@ impl Disk {
         )?;
         let mut rng = ChaCha20Rng::from_rng(&mut rand::rng());
         let oram = Oram::create(geometry.clone(), &mut rng)?;
-        FileStores::create(&stores, &geometry)?;
+        open_stores(stores, &geometry, runtime, true)?;
         let mut key = [0u8; KEY_LEN];
         rng.fill_bytes(&mut key);
         pir_fs::write_new_private(&key_file, format!("{}\n", hex::encode(key)).as_bytes())
             .map_err(io(&key_file))?;
-        write_state(state, &key, &stores, &oram, true, &mut rng)?;
+        write_state(state, &key, stores, &oram, true, &mut rng)?;
         Ok(geometry)
     }
 
     /// Opens a disk: reads the key, opens and checks the state, starts a durable new session,
     /// and rebuilds every partition if the last session did not close cleanly.
-    pub fn open(state: &Path) -> Result<Disk, DiskError> {
+    pub fn open(state: &Path, runtime: Option<&tokio::runtime::Handle>) -> Result<Disk, DiskError> {
         let key_file = key_path(state);
         let text = std::fs::read_to_string(&key_file).map_err(io(&key_file))?;
         let mut key = [0u8; KEY_LEN];
@@ -130,7 +235,7 @@ impl Disk {
         let mut oram = state::decode(core)?;
         let recovered = !oram.was_clean();
         oram.begin_session()?;
-        let files = FileStores::open(&stores, oram.geometry())?;
+        let files = open_stores(&stores, oram.geometry(), runtime, false)?;
         let rng = ChaCha20Rng::from_rng(&mut rand::rng());
         let mut disk = Disk {
             client: Client::new(oram, files, rng),
@@ -324,7 +429,7 @@ impl Disk {
 fn write_state(
     path: &Path,
     key: &[u8; KEY_LEN],
-    stores: &[PathBuf],
+    stores: &[StoreSpec],
     oram: &Oram,
     clean: bool,
     rng: &mut ChaCha20Rng,
@@ -333,7 +438,7 @@ fn write_state(
     let mut plain = Vec::with_capacity(core.len() + 256);
     plain.extend_from_slice(&(stores.len() as u32).to_le_bytes());
     for s in stores {
-        let text = s.to_string_lossy();
+        let text = s.encode();
         plain.extend_from_slice(&(text.len() as u32).to_le_bytes());
         plain.extend_from_slice(text.as_bytes());
     }
@@ -344,7 +449,7 @@ fn write_state(
     pir_fs::write_atomic_bytes(path, &sealed).map_err(io(path))
 }
 
-fn decode_wrapper(plain: &[u8]) -> Result<(Vec<PathBuf>, &[u8]), DiskError> {
+fn decode_wrapper(plain: &[u8]) -> Result<(Vec<StoreSpec>, &[u8]), DiskError> {
     let bad = || DiskError::Oram(OramError::State("the store list is damaged".into()));
     let take_u32 = |at: &mut usize| -> Result<u32, DiskError> {
         let bytes = plain.get(*at..*at + 4).ok_or_else(bad)?;
@@ -364,9 +469,8 @@ fn decode_wrapper(plain: &[u8]) -> Result<(Vec<PathBuf>, &[u8]), DiskError> {
         }
         let text = plain.get(at..at + len).ok_or_else(bad)?;
         at += len;
-        stores.push(PathBuf::from(
-            String::from_utf8(text.to_vec()).map_err(|_| bad())?,
-        ));
+        let text = String::from_utf8(text.to_vec()).map_err(|_| bad())?;
+        stores.push(StoreSpec::decode(&text).ok_or_else(bad)?);
     }
     Ok((stores, &plain[at..]))
 }

@@ -14,8 +14,9 @@ pub mod bench;
 pub mod disk;
 pub mod files;
 pub mod nbd;
+pub mod remote;
 pub mod size;
 
-pub use disk::{key_path, Disk, DiskError};
+pub use disk::{key_path, Disk, DiskError, StoreSpec};
 pub use files::FileStores;
 pub use pir_oram;

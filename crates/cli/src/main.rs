@@ -258,6 +258,7 @@ async fn run_other(command: Command) -> Result<()> {
         Command::Db(DbCommand::Build(args)) => records::build(&args),
         Command::Serve(args) => records::serve(&args).await,
         Command::Get(args) => records::get(&args).await,
+        Command::Bench(args) if args.oram => oram::bench(args).await,
         Command::Bench(args) => bench(&args),
         Command::Evidence(_) | Command::Apt(_) => {
             bail!("internal: evidence and apt commands are dispatched by run")
@@ -449,9 +450,7 @@ fn unix_now() -> u64 {
 /// `pir bench`: parses the choices, runs the rows and prints each as it finishes.
 fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
     use pir_bench::{BenchOptions, Mode};
-    if args.oram {
-        return oram::bench(args);
-    }
+
     let lattice: Vec<&str> = args
         .modes
         .iter()

@@ -18,22 +18,36 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
-use crate::cli::{OramCommand, OramGetArgs, OramInitArgs, OramNbdArgs, OramPutArgs};
+use pir_blockstore::remote::StoreService;
+use pir_blockstore::StoreSpec;
+
+use crate::cli::{OramCommand, OramGetArgs, OramInitArgs, OramNbdArgs, OramPutArgs, OramStoreArgs};
 
 /// Runs one `pir oram` command.
 pub async fn run(command: OramCommand) -> Result<()> {
     match command {
-        OramCommand::Init(args) => init(&args),
-        OramCommand::Info(args) => info(&args.state),
-        OramCommand::Put(args) => put(&args),
-        OramCommand::Get(args) => get(&args),
+        OramCommand::Init(args) => blocking(move |rt| init(&args, rt)).await,
+        OramCommand::Info(args) => blocking(move |rt| info(&args.state, rt)).await,
+        OramCommand::Put(args) => blocking(move |rt| put(&args, rt)).await,
+        OramCommand::Get(args) => blocking(move |rt| get(&args, rt)).await,
         OramCommand::Nbd(args) => serve_nbd(&args).await,
+        OramCommand::Store(args) => serve_store(&args).await,
     }
 }
 
-fn open(state: &Path) -> Result<Disk> {
-    let disk =
-        Disk::open(state).with_context(|| format!("cannot open the store {}", state.display()))?;
+/// Runs disk work on a blocking thread, where remote stores may block on the runtime.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce(&tokio::runtime::Handle) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || work(&runtime))
+        .await
+        .context("the disk worker panicked")?
+}
+
+fn open(state: &Path, runtime: &tokio::runtime::Handle) -> Result<Disk> {
+    let disk = Disk::open(state, Some(runtime))
+        .with_context(|| format!("cannot open the store {}", state.display()))?;
     if disk.recovered() {
         eprintln!(
             "{}: the last session did not close cleanly; every partition was rebuilt, and the data of the last flush is intact",
@@ -43,11 +57,16 @@ fn open(state: &Path) -> Result<Disk> {
     Ok(disk)
 }
 
-fn init(args: &OramInitArgs) -> Result<()> {
+fn init(args: &OramInitArgs, runtime: &tokio::runtime::Handle) -> Result<()> {
     let size = parse_size(&args.size).map_err(anyhow::Error::msg)?;
     let block = parse_size(&args.block).map_err(anyhow::Error::msg)?;
     let block = u32::try_from(block).context("the block size is too large")?;
-    let g = Disk::init(&args.state, size, block, &args.store)?;
+    let stores: Vec<StoreSpec> = args
+        .store
+        .iter()
+        .map(|s| StoreSpec::parse(s))
+        .collect::<Result<_, _>>()?;
+    let g = Disk::init(&args.state, size, block, &stores, Some(runtime))?;
     println!(
         "created an oblivious store of {} ({} blocks of {} bytes, {} partitions of {} levels) on {} store(s)",
         crate::human(g.logical_bytes()),
@@ -65,8 +84,8 @@ fn init(args: &OramInitArgs) -> Result<()> {
     Ok(())
 }
 
-fn info(state: &Path) -> Result<()> {
-    let disk = open(state)?;
+fn info(state: &Path, runtime: &tokio::runtime::Handle) -> Result<()> {
+    let disk = open(state, runtime)?;
     let g = disk.geometry().clone();
     let stored: u64 = (0..g.stores).map(|s| g.store_bytes(s)).sum();
     println!(
@@ -107,10 +126,10 @@ fn bar(total: u64) -> indicatif::ProgressBar {
 /// Bytes moved per step of put/get: 256 blocks, so progress moves and batches stay full.
 const CHUNK_BLOCKS: u64 = 256;
 
-fn put(args: &OramPutArgs) -> Result<()> {
+fn put(args: &OramPutArgs, runtime: &tokio::runtime::Handle) -> Result<()> {
     let data = std::fs::read(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
-    let mut disk = open(&args.state.state)?;
+    let mut disk = open(&args.state.state, runtime)?;
     let end = args
         .at
         .checked_add(data.len() as u64)
@@ -136,8 +155,8 @@ fn put(args: &OramPutArgs) -> Result<()> {
     Ok(())
 }
 
-fn get(args: &OramGetArgs) -> Result<()> {
-    let mut disk = open(&args.state.state)?;
+fn get(args: &OramGetArgs, runtime: &tokio::runtime::Handle) -> Result<()> {
+    let mut disk = open(&args.state.state, runtime)?;
     let size = disk.size();
     if args.at > size {
         bail!(
@@ -360,6 +379,31 @@ fn write_zeroes(
     Ok(())
 }
 
+async fn serve_store(args: &OramStoreArgs) -> Result<()> {
+    let key = pir_keys::SecretKey::load(&args.key)
+        .with_context(|| format!("cannot read the store key {}", args.key.display()))?;
+    let tls = pir_keys::tls::server_config(&key)?;
+    let service = std::sync::Arc::new(
+        StoreService::open(&args.dir)
+            .with_context(|| format!("cannot open the store {}", args.dir.display()))?,
+    );
+    let mut options = pir_server::ServerOptions::new(args.listen);
+    // Slot I/O is sequential per client; no batching window.
+    options.batch_window = std::time::Duration::ZERO;
+    options.workers = 1;
+    let running = pir_server::start(service, tls, options)
+        .await
+        .context("starting the store")?;
+    println!(
+        "serving an oblivious slot store from {} at https://{} with key {} (Ctrl-C or SIGTERM stops)",
+        args.dir.display(),
+        running.addr,
+        key.public().fingerprint()
+    );
+    running.run_until_signal().await;
+    Ok(())
+}
+
 fn reply_to(job: Job, result: JobResult) {
     let reply = match job {
         Job::Read { reply, .. }
@@ -372,7 +416,8 @@ fn reply_to(job: Job, result: JobResult) {
 }
 
 async fn serve_nbd(args: &OramNbdArgs) -> Result<()> {
-    let disk = open(&args.state.state)?;
+    let state = args.state.state.clone();
+    let disk = blocking(move |rt| open(&state, rt)).await?;
     let (size, block_size) = (disk.size(), disk.geometry().block_size);
     let listener = TcpListener::bind(args.listen)
         .await
@@ -528,7 +573,7 @@ async fn connection(
 }
 
 /// `pir bench --oram`.
-pub fn bench(args: &crate::cli::BenchArgs) -> Result<()> {
+pub async fn bench(args: crate::cli::BenchArgs) -> Result<()> {
     use pir_blockstore::bench::{run, OramBenchOptions};
     let size = parse_size(&args.oram_size).map_err(anyhow::Error::msg)?;
     let scratch = match &args.scratch {
@@ -536,10 +581,38 @@ pub fn bench(args: &crate::cli::BenchArgs) -> Result<()> {
         None => tempfile::tempdir(),
     }
     .context("cannot make a scratch directory")?;
+    // Directories, or `pir oram store` servers on 127.0.0.1 in this process, one per store.
+    let mut servers = Vec::new();
+    let mut stores = Vec::new();
+    for i in 0..args.oram_stores.max(1) {
+        let dir = scratch.path().join(format!("store{i}"));
+        if args.oram_remote {
+            let key = pir_keys::SecretKey::generate()?;
+            let service = std::sync::Arc::new(StoreService::open(&dir)?);
+            let mut options = pir_server::ServerOptions::new("127.0.0.1:0".parse()?);
+            options.batch_window = std::time::Duration::ZERO;
+            options.workers = 1;
+            let running =
+                pir_server::start(service, pir_keys::tls::server_config(&key)?, options).await?;
+            stores.push(StoreSpec::Remote {
+                url: format!("https://{}", running.addr),
+                key: key.public(),
+            });
+            servers.push(running);
+        } else {
+            stores.push(StoreSpec::Dir(dir));
+        }
+    }
+    let kind = if args.oram_remote {
+        "HTTPS store server(s) on 127.0.0.1"
+    } else {
+        "file store(s)"
+    };
     let options = OramBenchOptions {
         size,
         block: 4096,
-        stores: args.oram_stores,
+        stores,
+        runtime: Some(tokio::runtime::Handle::current()),
         ops: args.ops,
         runs: args.runs.max(1),
         in_flight: pir_blockstore::pir_oram::MAX_BATCH,
@@ -547,14 +620,24 @@ pub fn bench(args: &crate::cli::BenchArgs) -> Result<()> {
     };
     println!("{}", pir_bench::machine_line());
     println!(
-        "oblivious store: {} logical, 4 KiB blocks, {} file store(s) in {}; filling every block once...",
+        "oblivious store: {} logical, 4 KiB blocks, {} {kind} in {}; filling every block once...",
         crate::human(size),
-        options.stores,
+        options.stores.len(),
         scratch.path().display()
     );
     let progress = bar(size);
     let block = u64::from(options.block);
-    let report = run(&options, &mut |done, _| progress.set_position(done * block))?;
+    let bar = progress.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let report = run(&options, &mut |done, _| bar.set_position(done * block));
+        (options, report)
+    })
+    .await
+    .context("the benchmark panicked")?;
+    let (options, report) = (report.0, report.1?);
+    for server in servers {
+        server.shutdown().await;
+    }
     progress.finish_and_clear();
     let slot =
         u64::from(options.block) + u64::from(pir_blockstore::pir_oram::params::SEAL_OVERHEAD);

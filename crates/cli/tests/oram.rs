@@ -274,7 +274,9 @@ impl Nbd {
         let mut reply = [0u8; 16];
         self.stream.read_exact(&mut reply)?;
         let error = u32::from_be_bytes(reply[4..8].try_into().unwrap());
-        assert_eq!(error, 0, "NBD error {error}");
+        if error != 0 {
+            return Err(std::io::Error::other(format!("NBD error {error}")));
+        }
         let mut out = vec![0u8; if command == 0 { length as usize } else { 0 }];
         self.stream.read_exact(&mut out)?;
         Ok(out)
@@ -355,4 +357,110 @@ fn kill_9_during_writes_loses_no_flushed_write() {
         flushes >= 20,
         "only {flushes} flushes before the kills: the test did not exercise recovery"
     );
+}
+
+#[test]
+fn kill_9_of_a_remote_store_loses_no_flushed_write() {
+    const BLOCK: usize = 4096;
+    const BLOCKS: u64 = 256;
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let mut stores = Vec::new();
+    for i in 0..2 {
+        ok(&["keygen", "--out", &path(&format!("s{i}"))]);
+        let args = [
+            "oram",
+            "store",
+            "--dir",
+            &path(&format!("d{i}")),
+            "--key",
+            &path(&format!("s{i}.key")),
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        stores.push(Proc::start(&args, "https://"));
+    }
+    let addrs: Vec<String> = stores.iter().map(|s| s.addr.clone()).collect();
+    let state = path("state");
+    let specs: Vec<String> = (0..2)
+        .map(|i| format!("https://{}={}", addrs[i], path(&format!("s{i}.pub"))))
+        .collect();
+    ok(&[
+        "oram", "init", "--state", &state, "--size", "1MiB", "--store", &specs[0], "--store",
+        &specs[1],
+    ]);
+    // The stores hold only sealed slots and their shape.
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let mut durable: HashMap<u64, Vec<u8>> = HashMap::new();
+    let mut unflushed: HashMap<u64, Vec<Vec<u8>>> = HashMap::new();
+    let mut flushes = 0;
+    for round in 0..4 {
+        let server = Proc::start(
+            &["oram", "nbd", "--state", &state, "--listen", "127.0.0.1:0"],
+            "nbd://",
+        );
+        let mut nbd = Nbd::connect(&server.addr).unwrap();
+        for block in 0..BLOCKS {
+            let got = nbd
+                .request(0, block * BLOCK as u64, &[], BLOCK as u32)
+                .unwrap();
+            let want = durable.get(&block).cloned().unwrap_or(vec![0u8; BLOCK]);
+            let pending = unflushed.remove(&block).unwrap_or_default();
+            assert!(
+                got == want || pending.contains(&got),
+                "round {round}: block {block} lost its last flushed write"
+            );
+            if got != want {
+                durable.insert(block, got);
+            }
+        }
+        let victim = rng.random_range(0..2usize);
+        let pid = stores[victim].child_id();
+        let delay = rng.random_range(50..300);
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(delay));
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        });
+        'run: loop {
+            let mut batch = Vec::new();
+            for _ in 0..rng.random_range(1..8) {
+                let block = rng.random_range(0..BLOCKS);
+                let mut value = vec![0u8; BLOCK];
+                rng.fill_bytes(&mut value);
+                unflushed.entry(block).or_default().push(value.clone());
+                if nbd
+                    .request(1, block * BLOCK as u64, &value, BLOCK as u32)
+                    .is_err()
+                {
+                    break 'run;
+                }
+                batch.push((block, value));
+            }
+            if nbd.request(3, 0, &[], 0).is_err() {
+                break 'run;
+            }
+            flushes += 1;
+            for (block, value) in batch {
+                durable.insert(block, value);
+                unflushed.remove(&block);
+            }
+        }
+        killer.join().unwrap();
+        // The client refuses to go on without the store; stop it, bring the store back.
+        drop(server);
+        let args = [
+            "oram",
+            "store",
+            "--dir",
+            &path(&format!("d{victim}")),
+            "--key",
+            &path(&format!("s{victim}.key")),
+            "--listen",
+            &addrs[victim],
+        ];
+        stores[victim] = Proc::start(&args, "https://");
+    }
+    assert!(flushes >= 10, "only {flushes} flushes before the kills");
 }

@@ -33,6 +33,9 @@ pub enum SchemeId {
     /// Two-server PIR from a distributed point function (Boyle, Gilboa, Ishai 2016): Chor's
     /// selection vector, compressed to a key of `O(log B)` bytes per server.
     Dpf = 6,
+    /// Not PIR: the slot-store protocol of oblivious storage (`pir oram store`, seed 002).
+    /// Its stores are dumb and untrusted; the ORAM client hides the access pattern.
+    OramStore = 7,
     /// Reserved for a scheme under development (and the toy scheme of the service tests):
     /// no release build registers it, so every server refuses it until it gets an id of its
     /// own.
@@ -50,6 +53,7 @@ impl SchemeId {
             4 => Ok(Self::DoublePir),
             5 => Ok(Self::Qdp),
             6 => Ok(Self::Dpf),
+            7 => Ok(Self::OramStore),
             254 => Ok(Self::Experimental),
             other => Err(Error::WrongScheme {
                 found: other,
@@ -68,6 +72,7 @@ impl SchemeId {
             Self::DoublePir => "doublepir",
             Self::Qdp => "qdp",
             Self::Dpf => "dpf",
+            Self::OramStore => "oram-store",
             Self::Experimental => "experimental",
         }
     }

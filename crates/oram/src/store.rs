@@ -17,6 +17,20 @@ pub trait SlotStore {
     fn sync(&mut self) -> Result<(), OramError>;
 }
 
+impl<S: SlotStore + ?Sized> SlotStore for Box<S> {
+    fn read(&mut self, extents: &[Extent], out: &mut Vec<u8>) -> Result<(), OramError> {
+        (**self).read(extents, out)
+    }
+
+    fn write(&mut self, extent: Extent, bytes: &[u8]) -> Result<(), OramError> {
+        (**self).write(extent, bytes)
+    }
+
+    fn sync(&mut self) -> Result<(), OramError> {
+        (**self).sync()
+    }
+}
+
 /// Slots in memory (tests and benchmarks of the core); unwritten slots read as zeros.
 pub struct MemoryStore {
     slot_bytes: usize,

@@ -322,6 +322,10 @@ pub struct BenchArgs {
     /// Stores to spread the partitions over.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub oram_stores: u32,
+    /// Run the stores as `pir oram store` HTTPS servers on 127.0.0.1 in this process
+    /// (instead of directories the client writes itself).
+    #[arg(long)]
+    pub oram_remote: bool,
     /// Operations per timed round of the ORAM benchmark.
     #[arg(long, value_name = "N", default_value_t = 50_000)]
     pub ops: u64,

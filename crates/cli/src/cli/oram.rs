@@ -21,6 +21,12 @@ pub enum OramCommand {
     Put(OramPutArgs),
     /// Read --length bytes at --at from the store into FILE.
     Get(OramGetArgs),
+    /// Serve a store directory to ORAM clients over HTTPS (pinned to KEY, from `pir keygen`).
+    ///
+    /// The store is dumb and untrusted: it keeps sealed slots and reads or writes the slot
+    /// ranges it is asked for; it never sees a key or which block is which. Clients name it
+    /// in `pir oram init --store https://HOST:PORT=KEY.pub`.
+    Store(OramStoreArgs),
     /// Export the store as a Network Block Device on 127.0.0.1:PORT.
     ///
     /// Any NBD client works unchanged: `nbdinfo nbd://127.0.0.1:PORT`, `nbdcopy image.raw
@@ -50,9 +56,10 @@ pub struct OramInitArgs {
     /// Block size: a power of two from 512 bytes to 64KiB.
     #[arg(long, value_name = "SIZE", default_value = "4KiB")]
     pub block: String,
-    /// A store directory (repeat to spread partitions over several stores).
-    #[arg(long, value_name = "DIR", required = true)]
-    pub store: Vec<PathBuf>,
+    /// A store: a directory, or a `pir oram store` server as https://HOST:PORT=STORE.pub
+    /// (its public key file). Repeat to spread partitions over several stores.
+    #[arg(long, value_name = "STORE", required = true)]
+    pub store: Vec<String>,
 }
 
 /// `pir oram put`.
@@ -91,5 +98,19 @@ pub struct OramNbdArgs {
     pub state: OramStateArgs,
     /// Address to listen on (port 0 picks a free port; the address is printed).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10809")]
+    pub listen: SocketAddr,
+}
+
+/// `pir oram store`.
+#[derive(Debug, Args)]
+pub struct OramStoreArgs {
+    /// The directory holding the slots (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The store's secret key (from `pir keygen`); clients pin its public half.
+    #[arg(long, value_name = "KEY")]
+    pub key: PathBuf,
+    /// HTTPS address to listen on (port 0 picks a free port; the address is printed).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8460")]
     pub listen: SocketAddr,
 }
