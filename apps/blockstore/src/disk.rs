@@ -25,6 +25,19 @@ use crate::files::FileStores;
 use crate::remote::RemoteStores;
 
 const STATE_LABEL: &[u8] = b"pir-blockstore state v1";
+/// The prologue of the `STATE` file: `"PIRoram1"`, version 1, then the sealed state
+/// (nonce ‖ AES-256-GCM ciphertext ‖ tag).
+pub const STATE_FILE: pir_core::wire::Prologue = pir_core::wire::Prologue {
+    magic: b"PIRoram1",
+    version: 1,
+};
+
+/// Checks the prologue of a `STATE` file and returns the sealed state after it.
+pub fn sealed_state(bytes: &[u8]) -> Result<&[u8], pir_core::Error> {
+    let mut r = pir_core::wire::Reader::new(bytes);
+    STATE_FILE.read(&mut r)?;
+    r.take(r.remaining())
+}
 const MAX_STORE_PATH: usize = 4096;
 
 /// Errors of the disk layer.
@@ -229,8 +242,14 @@ impl Disk {
         hex::decode_to_slice(text.trim(), &mut key).map_err(|_| {
             DiskError::Usage(format!("{} is not a 64-digit hex key", key_file.display()))
         })?;
-        let sealed = std::fs::read(state).map_err(io(state))?;
-        let plain = open_blob(&key, STATE_LABEL, sealed)?;
+        let file = std::fs::read(state).map_err(io(state))?;
+        let sealed = sealed_state(&file).map_err(|e| {
+            DiskError::Usage(format!(
+                "{} is not a pir oram state file: {e}",
+                state.display()
+            ))
+        })?;
+        let plain = open_blob(&key, STATE_LABEL, sealed.to_vec())?;
         let (stores, core) = decode_wrapper(&plain)?;
         let mut oram = state::decode(core)?;
         let recovered = !oram.was_clean();
@@ -446,7 +465,10 @@ fn write_state(
     let mut nonce = [0u8; 12];
     rng.fill_bytes(&mut nonce);
     let sealed = seal_blob(key, nonce, STATE_LABEL, &plain)?;
-    pir_fs::write_atomic_bytes(path, &sealed).map_err(io(path))
+    let mut w = pir_core::wire::Writer::with_capacity(STATE_FILE.len() + sealed.len());
+    STATE_FILE.write(&mut w);
+    w.bytes(&sealed);
+    pir_fs::write_atomic_bytes(path, &w.into_bytes()).map_err(io(path))
 }
 
 fn decode_wrapper(plain: &[u8]) -> Result<(Vec<StoreSpec>, &[u8]), DiskError> {

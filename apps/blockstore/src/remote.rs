@@ -10,7 +10,8 @@
 //!   same shape is a no-op, another shape is refused. Reply: empty.
 //! - `READ` (2): count u32, then count × (first slot u64, slots u32). Reply: the slots,
 //!   concatenated.
-//! - `WRITE` (3): first slot u64, slots u32, then the slots. Reply: empty.
+//! - `WRITE` (3): count u32, then count × (first slot u64, slots u32), then the slots of
+//!   every extent, concatenated. Reply: empty.
 //! - `SYNC` (4): makes every write durable (`fdatasync`). Reply: empty.
 //! - `INFO` (5): reply slot bytes u32, slots u64 (zeros when not formatted).
 //!
@@ -205,15 +206,27 @@ impl StoreService {
                 Ok(out)
             }
             WRITE => {
-                let first = r.u64().map_err(|e| e.to_string())?;
-                let n = r.u32().map_err(|e| e.to_string())?;
-                let (at, len) = range(first, n)?;
-                if r.remaining() != len {
-                    return Err("a write whose data does not match its slot count".into());
+                let count = r.u32().map_err(|e| e.to_string())? as usize;
+                if count > MAX_EXTENTS {
+                    return Err("too many extents".into());
                 }
-                s.file
-                    .write_all_at(r.take(len).map_err(|e| e.to_string())?, at)
-                    .map_err(io)?;
+                let mut ranges = Vec::with_capacity(count);
+                let mut total = 0usize;
+                for _ in 0..count {
+                    let first = r.u64().map_err(|e| e.to_string())?;
+                    let n = r.u32().map_err(|e| e.to_string())?;
+                    let (at, len) = range(first, n)?;
+                    total = total.saturating_add(len);
+                    ranges.push((at, len));
+                }
+                if r.remaining() != total {
+                    return Err("a write whose data does not match its slot counts".into());
+                }
+                for (at, len) in ranges {
+                    s.file
+                        .write_all_at(r.take(len).map_err(|e| e.to_string())?, at)
+                        .map_err(io)?;
+                }
                 Ok(Vec::new())
             }
             SYNC => {
@@ -440,13 +453,41 @@ impl SlotStore for RemoteStores {
     }
 
     fn write(&mut self, extent: Extent, bytes: &[u8]) -> Result<(), OramError> {
-        let mut w = Writer::with_capacity(13 + bytes.len());
-        w.u8(WRITE);
-        w.u64(extent.first_slot);
-        w.u32(extent.slots);
-        w.bytes(bytes);
-        self.all(vec![(extent.store as usize, w.into_bytes())])
-            .map(|_| ())
+        self.write_many(&[(extent, bytes)])
+    }
+
+    fn write_many(&mut self, writes: &[(Extent, &[u8])]) -> Result<(), OramError> {
+        let mut bodies = Vec::new();
+        for store in 0..self.stores {
+            let mine: Vec<&(Extent, &[u8])> = writes
+                .iter()
+                .filter(|(e, _)| e.store as usize == store)
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let data: usize = mine.iter().map(|(_, b)| b.len()).sum();
+            let mut w = Writer::with_capacity(5 + 12 * mine.len() + data);
+            w.u8(WRITE);
+            w.u32(mine.len() as u32);
+            for (e, b) in &mine {
+                if b.len() as u64 != u64::from(e.slots) * self.slot_bytes {
+                    return Err(OramError::Store("a write of the wrong size".into()));
+                }
+                w.u64(e.first_slot);
+                w.u32(e.slots);
+            }
+            for (_, b) in &mine {
+                w.bytes(b);
+            }
+            bodies.push((store, w.into_bytes()));
+        }
+        if writes.iter().any(|(e, _)| e.store as usize >= self.stores) {
+            return Err(OramError::Store(
+                "a write to a store that does not exist".into(),
+            ));
+        }
+        self.all(bodies).map(|_| ())
     }
 
     fn sync(&mut self) -> Result<(), OramError> {

@@ -50,24 +50,50 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
         let answers = self
             .oram
             .finish_batch(batch, &mut self.buffer, &mut self.rng)?;
-        for partition in self.oram.eviction_targets(&read) {
-            self.write_partition(partition)?;
+        let mut targets = self.oram.eviction_targets(&read);
+        // Waves of distinct partitions: their source levels are read in one go and their
+        // rebuilt levels written in one go (one round trip each to every remote store).
+        while !targets.is_empty() {
+            let mut wave = Vec::new();
+            let mut later = Vec::new();
+            for partition in targets {
+                if wave.contains(&partition) {
+                    later.push(partition);
+                } else {
+                    wave.push(partition);
+                }
+            }
+            self.write_wave(&wave)?;
+            targets = later;
         }
         self.peak_cache = self.peak_cache.max(self.oram.cache_len());
         Ok(answers)
     }
 
-    fn write_partition(&mut self, partition: u32) -> Result<(), OramError> {
-        let plan = self.oram.plan_write(partition);
+    fn write_wave(&mut self, partitions: &[u32]) -> Result<(), OramError> {
+        let plans: Vec<_> = partitions
+            .iter()
+            .map(|&p| self.oram.plan_write(p))
+            .collect();
+        let extents: Vec<_> = plans.iter().flat_map(|p| p.reads.iter().copied()).collect();
         self.buffer.clear();
-        self.store.read(&plan.reads, &mut self.buffer)?;
-        match self
-            .oram
-            .finish_write(plan, &mut self.buffer, &mut self.rng)?
-        {
-            Some(write) => self.store.write(write.extent, &write.bytes),
-            None => Ok(()),
+        self.store.read(&extents, &mut self.buffer)?;
+        let slot = self.oram.geometry().sealed_slot() as usize;
+        let mut writes = Vec::new();
+        let mut at = 0;
+        for plan in plans {
+            let len: usize = plan.reads.iter().map(|e| e.slots as usize * slot).sum();
+            let part = &mut self.buffer[at..at + len];
+            at += len;
+            if let Some(write) = self.oram.finish_write(plan, part, &mut self.rng)? {
+                writes.push(write);
+            }
         }
+        let refs: Vec<(crate::oram::Extent, &[u8])> = writes
+            .iter()
+            .map(|w| (w.extent, w.bytes.as_slice()))
+            .collect();
+        self.store.write_many(&refs)
     }
 
     /// Submits `requests` and runs batches until all are answered; answers in request order.

@@ -15,6 +15,14 @@ pub trait SlotStore {
     fn write(&mut self, extent: Extent, bytes: &[u8]) -> Result<(), OramError>;
     /// Makes every completed write durable.
     fn sync(&mut self) -> Result<(), OramError>;
+    /// Writes several extents (distinct, non-overlapping); stores that can send them
+    /// together do.
+    fn write_many(&mut self, writes: &[(Extent, &[u8])]) -> Result<(), OramError> {
+        for (extent, bytes) in writes {
+            self.write(*extent, bytes)?;
+        }
+        Ok(())
+    }
 }
 
 impl<S: SlotStore + ?Sized> SlotStore for Box<S> {
@@ -28,6 +36,10 @@ impl<S: SlotStore + ?Sized> SlotStore for Box<S> {
 
     fn sync(&mut self) -> Result<(), OramError> {
         (**self).sync()
+    }
+
+    fn write_many(&mut self, writes: &[(Extent, &[u8])]) -> Result<(), OramError> {
+        (**self).write_many(writes)
     }
 }
 
