@@ -25,6 +25,10 @@ pub struct Client<S, R> {
     buffer: Vec<u8>,
     /// Largest eviction cache seen after a batch (the stash bound the tests check).
     pub peak_cache: usize,
+    /// Evictions owed by the last batch: they run before the next batch's reads (or a sync),
+    /// after its answers were released, the way ObliviStore shuffles in the background of
+    /// the requests rather than in front of them.
+    owed: Vec<u32>,
 }
 
 impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
@@ -36,11 +40,15 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
             rng,
             buffer: Vec::new(),
             peak_cache: 0,
+            owed: Vec::new(),
         }
     }
 
     /// Runs one batch of pending requests; returns its answers (empty if nothing was pending).
+    /// The batch's evictions are owed until the next call (or [`Client::sync`]): every
+    /// partition read is still written before it is read again.
     pub fn step(&mut self) -> Result<Vec<Answer>, OramError> {
+        self.evict()?;
         let Some(batch) = self.oram.begin_batch(MAX_BATCH, &mut self.rng)? else {
             return Ok(Vec::new());
         };
@@ -50,7 +58,13 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
         let answers = self
             .oram
             .finish_batch(batch, &mut self.buffer, &mut self.rng)?;
-        let mut targets = self.oram.eviction_targets(&read);
+        self.owed = self.oram.eviction_targets(&read);
+        Ok(answers)
+    }
+
+    /// Runs the evictions owed by the last batch.
+    pub fn evict(&mut self) -> Result<(), OramError> {
+        let mut targets = std::mem::take(&mut self.owed);
         // Waves of distinct partitions: their source levels are read in one go and their
         // rebuilt levels written in one go (one round trip each to every remote store).
         while !targets.is_empty() {
@@ -67,7 +81,7 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
             targets = later;
         }
         self.peak_cache = self.peak_cache.max(self.oram.cache_len());
-        Ok(answers)
+        Ok(())
     }
 
     fn write_wave(&mut self, partitions: &[u32]) -> Result<(), OramError> {
@@ -120,6 +134,7 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
     /// Rebuilds every partition into its top level (after an unclean shutdown, before any
     /// request: no slot read before the crash is read again).
     pub fn reshuffle_all(&mut self) -> Result<(), OramError> {
+        self.evict()?;
         for partition in 0..self.oram.geometry().partitions {
             if let Some(plan) = self.oram.plan_reshuffle(partition) {
                 self.buffer.clear();
@@ -137,6 +152,7 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
 
     /// Makes every slot written so far durable (call before committing the state).
     pub fn sync(&mut self) -> Result<(), OramError> {
+        self.evict()?;
         self.store.sync()
     }
 }

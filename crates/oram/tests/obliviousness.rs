@@ -79,13 +79,11 @@ fn observe(workload: Workload, width: u32, seed: u64) -> View {
         c.run(requests).unwrap();
         let log = c.store.log.replace(Vec::new()).unwrap();
         let mut seen = Vec::new();
-        let mut writing = false;
         for (write, e) in log {
             view.extents += 1;
             view.slots += u64::from(e.slots);
-            // Batch reads (one slot each) come before the batch's evictions.
-            writing |= write || e.slots > 1;
-            if !writing {
+            // Batch reads are one slot each; eviction reads are whole levels.
+            if !write && e.slots == 1 {
                 let at = locate(&g, e);
                 if !seen.contains(&at.0) {
                     seen.push(at.0);
