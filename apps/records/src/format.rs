@@ -103,6 +103,15 @@ pub struct DbHeader {
     pub payload_hash: [u8; 32],
 }
 
+/// Whether `scheme` can serve a database of this header's shape, and if not why: the limits
+/// are checked when the database is built, not first when it is served.
+pub fn scheme_fits(header: &DbHeader, scheme: pir_lattice::Scheme) -> Result<(), String> {
+    let bits = u32::try_from(header.record_size.saturating_mul(8)).unwrap_or(u32::MAX);
+    pir_lattice::params::Params::new(scheme, header.records, bits)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 impl DbHeader {
     /// The 128-byte encoding.
     pub fn encode(&self) -> [u8; HEADER_LEN] {

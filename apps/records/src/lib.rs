@@ -23,4 +23,4 @@ pub mod format;
 pub mod lookup;
 
 pub use cuckoo::{build_key_values, parse_key_values};
-pub use format::{build_records, DbHeader, DbKind, RecordDb, RecordsError};
+pub use format::{build_records, scheme_fits, DbHeader, DbKind, RecordDb, RecordsError};

@@ -43,6 +43,43 @@ pub fn build(args: &DbBuildArgs) -> Result<()> {
         }
         _ => bail!("give either --records FILE --record-size BYTES or --kv FILE"),
     };
+    // Every scheme's limits are checked now, not first when `pir serve` starts.
+    let fits: Vec<(LatticeSchemeArg, Result<(), String>)> =
+        [LatticeSchemeArg::Simplepir, LatticeSchemeArg::Doublepir]
+            .into_iter()
+            .map(|arg| (arg, pir_records::scheme_fits(&header, lattice_scheme(arg))))
+            .collect();
+    let serving: Vec<&str> = fits
+        .iter()
+        .filter(|(_, fit)| fit.is_ok())
+        .map(|(arg, _)| lattice_scheme(*arg).id().name())
+        .collect();
+    if let Some(wanted) = args.scheme {
+        if let Some((_, Err(why))) = fits.iter().find(|(arg, _)| *arg == wanted) {
+            let name = lattice_scheme(wanted).id().name();
+            match serving.first() {
+                Some(other) => bail!(
+                    "{name} cannot serve {} records of {} bytes ({why}); build it with --scheme {other} and serve it with `pir serve --scheme {other}`",
+                    header.records,
+                    header.record_size
+                ),
+                None => bail!("no scheme can serve {} records of {} bytes: {why}", header.records, header.record_size),
+            }
+        }
+    }
+    if serving.is_empty() {
+        let why = fits
+            .iter()
+            .filter_map(|(_, fit)| fit.as_ref().err())
+            .next()
+            .cloned()
+            .unwrap_or_default();
+        bail!(
+            "no scheme can serve {} records of {} bytes: {why}",
+            header.records,
+            header.record_size
+        );
+    }
     pir_records::format::write(&args.out, &header, &payload)?;
     match header.kind {
         DbKind::Records => println!(
@@ -62,7 +99,31 @@ pub fn build(args: &DbBuildArgs) -> Result<()> {
             header.payload_bytes()
         ),
     }
+    let unfit: Vec<String> = fits
+        .iter()
+        .filter_map(|(arg, fit)| {
+            fit.as_ref()
+                .err()
+                .map(|why| format!("{}: {why}", lattice_scheme(*arg).id().name()))
+        })
+        .collect();
+    if unfit.is_empty() {
+        println!("served by: {}", serving.join(", "));
+    } else {
+        println!(
+            "served by: {} (not {})",
+            serving.join(", "),
+            unfit.join("; ")
+        );
+    }
     Ok(())
+}
+
+fn lattice_scheme(arg: LatticeSchemeArg) -> pir_lattice::Scheme {
+    match arg {
+        LatticeSchemeArg::Simplepir => pir_lattice::Scheme::SimplePir,
+        LatticeSchemeArg::Doublepir => pir_lattice::Scheme::DoublePir,
+    }
 }
 
 /// `pir serve`: resolves the settings, then prints them (`--print-config`) or serves.
@@ -90,11 +151,14 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
     let key = SecretKey::load(&args.key)?;
     let db = RecordDb::open(&args.db, true)?;
     let header = *db.header();
-    let scheme = match args.scheme {
-        LatticeSchemeArg::Simplepir => pir_lattice::Scheme::SimplePir,
-        LatticeSchemeArg::Doublepir => pir_lattice::Scheme::DoublePir,
-    };
+    let scheme = lattice_scheme(args.scheme);
     let name = scheme.id().name();
+    if let Err(why) = pir_records::scheme_fits(&header, scheme) {
+        bail!(
+            "{} cannot be served with {name}: {why}; serve it with `--scheme simplepir`",
+            args.db.display()
+        );
+    }
     let mut options = pir_server::ServerOptions::new(args.listen);
     if let Some(workers) = args.workers {
         options.workers = workers;

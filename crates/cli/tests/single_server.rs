@@ -149,3 +149,63 @@ fn post_raw(url: &str, key_path: &str, body: &[u8]) -> Vec<u8> {
     let split = reply.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
     reply[split + 4..].to_vec()
 }
+
+/// DoublePIR's record limit is checked when the database is built (naming the scheme that
+/// fits), and `pir serve` refuses before computing any hint.
+#[test]
+fn scheme_limits_are_checked_at_build_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    std::fs::write(path("records"), vec![7u8; 256 * 100]).unwrap();
+    let refused = run(&[
+        "db",
+        "build",
+        "--records",
+        &path("records"),
+        "--record-size",
+        "256",
+        "--out",
+        &path("d.pir"),
+        "--scheme",
+        "doublepir",
+    ]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--scheme simplepir"), "{err}");
+    assert!(
+        !dir.path().join("d.pir").exists(),
+        "nothing is written for a refused build"
+    );
+    let built = ok(&[
+        "db",
+        "build",
+        "--records",
+        &path("records"),
+        "--record-size",
+        "256",
+        "--out",
+        &path("s.pir"),
+    ]);
+    assert!(
+        built.contains("served by: simplepir (not doublepir"),
+        "{built}"
+    );
+    ok(&["keygen", "--out", &path("k")]);
+    let serve = run(&[
+        "serve",
+        "--db",
+        &path("s.pir"),
+        "--scheme",
+        "doublepir",
+        "--key",
+        &path("k.key"),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(!serve.status.success());
+    let err = String::from_utf8_lossy(&serve.stderr);
+    assert!(
+        err.contains("cannot be served with doublepir") && !err.contains("computing"),
+        "{err}"
+    );
+}

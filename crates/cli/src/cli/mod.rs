@@ -146,6 +146,10 @@ pub struct DbBuildArgs {
     /// The database file to write.
     #[arg(long, value_name = "DB")]
     pub out: PathBuf,
+    /// The scheme this database is for: refuse to build it (naming the scheme that fits) if
+    /// that scheme cannot serve it. Without it, the schemes that can are listed.
+    #[arg(long, value_enum)]
+    pub scheme: Option<LatticeSchemeArg>,
 }
 
 /// The single-server schemes.
