@@ -21,6 +21,7 @@
 pub mod cuckoo;
 pub mod format;
 pub mod lookup;
+pub mod offline;
 
 pub use cuckoo::{build_key_values, parse_key_values};
 pub use format::{build_records, scheme_fits, DbHeader, DbKind, RecordDb, RecordsError};

@@ -167,10 +167,15 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
     options.max_batch = args.max_batch;
     options.grace = Duration::from_secs(args.grace_seconds);
     options.admin_listen = args.admin_listen;
-    eprintln!(
-        "computing the {name} hint of {} records of {} bytes",
-        header.records, header.record_size
-    );
+    // The hint computed at an earlier start, if it is for this very database.
+    let version = lookup::lattice_database(&header, &[], scheme).version;
+    let mut saved = match pir_records::offline::load(&args.db, scheme, &version) {
+        Ok(saved) => saved,
+        Err(e) => {
+            eprintln!("{e}; computing the hint again");
+            None
+        }
+    };
     let bar = (!quiet).then(|| {
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
@@ -183,27 +188,59 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
         .num_threads(options.workers.max(1))
         .build()
         .context("starting the worker threads")?;
-    let database = lookup::lattice_database(&header, db.payload(), scheme);
     let started = std::time::Instant::now();
-    let service = pool.install(|| {
-        pir_service::Lattice::new(database, &mut |done, total| {
-            if let Some(bar) = &bar {
-                bar.set_length(total);
-                bar.set_position(done);
+    let (lattice, offline, reused) = loop {
+        let reused = saved.is_some();
+        if reused {
+            eprintln!(
+                "loading the saved {name} hint ({})",
+                pir_records::offline::path_for(&args.db, scheme).display()
+            );
+        } else {
+            eprintln!(
+                "computing the {name} hint of {} records of {} bytes",
+                header.records, header.record_size
+            );
+        }
+        let database = lookup::lattice_database(&header, db.payload(), scheme);
+        let attempt = pool.install(|| {
+            pir_service::Lattice::with_saved(database, saved.take(), &mut |done, total| {
+                if let Some(bar) = &bar {
+                    bar.set_length(total);
+                    bar.set_position(done);
+                }
+            })
+        });
+        match attempt {
+            Ok((lattice, offline)) => break (lattice, offline, reused),
+            Err(e) if reused => {
+                eprintln!("the saved hint does not fit this database ({e}); computing it again")
             }
-        })
-        .map_err(anyhow::Error::from)
-    });
+            Err(e) => {
+                return Err(anyhow::Error::from(e))
+                    .with_context(|| format!("serving {} with {name}", args.db.display()))
+            }
+        }
+    };
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let lattice = service.with_context(|| format!("serving {} with {name}", args.db.display()))?;
     drop(db);
     eprintln!(
         "hint ready in {:.2} s: {} bytes to download once per client and database version",
         started.elapsed().as_secs_f64(),
         lattice.download().len()
     );
+    if !reused {
+        match pir_records::offline::save(&args.db, scheme, &version, &offline) {
+            Ok(path) => eprintln!(
+                "saved the hint to {} (the next start loads it)",
+                path.display()
+            ),
+            Err(e) => eprintln!("could not save the hint ({e}); the next start computes it again"),
+        }
+    }
+    drop(offline);
     let version = lattice.header().version;
     let service = lattice.serve(SecretKey::from_pkcs8(key.pkcs8())?);
     let tls = pir_keys::tls::server_config(&key)?;

@@ -209,3 +209,99 @@ fn scheme_limits_are_checked_at_build_time() {
         "{err}"
     );
 }
+
+/// The hint is computed once: `pir serve` saves it next to the database, a restart loads it
+/// (and answers correctly with it), and a damaged file is recomputed, never used.
+#[test]
+fn a_restarted_server_loads_its_saved_hint() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    ok(&["keygen", "--out", &p("server")]);
+    let data: Vec<u8> = (0..300 * 16).map(|i| (i * 7 % 253) as u8).collect();
+    std::fs::write(p("records.bin"), &data).unwrap();
+    ok(&[
+        "db",
+        "build",
+        "--records",
+        &p("records.bin"),
+        "--record-size",
+        "16",
+        "--out",
+        &p("r.db"),
+    ]);
+    for scheme in ["simplepir", "doublepir"] {
+        let start = |round: usize| {
+            let log = p(&format!("{scheme}-{round}.log"));
+            let mut child = support::pir()
+                .args([
+                    "serve",
+                    "--db",
+                    &p("r.db"),
+                    "--scheme",
+                    scheme,
+                    "--key",
+                    &p("server.key"),
+                ])
+                .args(["--listen", "127.0.0.1:0", "--quiet"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap();
+                        let mut first = String::new();
+            let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
+            lines.read_line(&mut first).unwrap();
+            // Keep draining standard output so the server never writes to a closed pipe.
+            std::thread::spawn(move || for _ in lines.lines() {});
+            let addr = first
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("https://"))
+                .unwrap()
+                .to_string();
+            (
+                child,
+                format!("https://{addr}"),
+                std::fs::read_to_string(&log).unwrap(),
+            )
+        };
+        let fetch = |url: &str| {
+            let out = run(&[
+                "get",
+                "123",
+                "--server",
+                url,
+                "--server-pub",
+                &p("server.pub"),
+            ]);
+            assert!(out.status.success(), "{out:?}");
+            out.stdout
+        };
+        let (mut first, url, log) = start(0);
+        assert!(
+            log.contains("computing") && log.contains("saved the hint"),
+            "{log}"
+        );
+        assert_eq!(fetch(&url), &data[123 * 16..124 * 16]);
+        support::terminate(&mut first);
+        let (mut second, url, log) = start(1);
+        assert!(
+            log.contains("loading the saved") && !log.contains("computing"),
+            "{log}"
+        );
+        assert_eq!(fetch(&url), &data[123 * 16..124 * 16]);
+        support::terminate(&mut second);
+        // A damaged file is refused (checksum) and the hint recomputed.
+        let offline = p(&format!("r.db.{scheme}.offline"));
+        let mut bytes = std::fs::read(&offline).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 1;
+        std::fs::write(&offline, bytes).unwrap();
+        let (mut third, url, log) = start(2);
+        assert!(
+            log.contains("damaged") && log.contains("computing"),
+            "{log}"
+        );
+        assert_eq!(fetch(&url), &data[123 * 16..124 * 16]);
+        support::terminate(&mut third);
+    }
+}

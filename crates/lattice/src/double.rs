@@ -31,6 +31,7 @@ use crate::params::{self, Location, Params, Scheme, LWE_N};
 use crate::prg::{self, Seed};
 use crate::records;
 use crate::simple::pack_database;
+use crate::single::Saved;
 use crate::wire::{self, DbVersion, HintHeader};
 
 /// A DoublePIR server: the packed database, `Decomp(H1ᵀ)` and `A2`.
@@ -54,6 +55,21 @@ impl DoublePirServer {
         version: DbVersion,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<(DoublePirServer, Vec<u8>), Error> {
+        let (server, hint, _) = Self::build(params, records, seeds, version, None, progress)?;
+        Ok((server, hint))
+    }
+
+    /// Like [`DoublePirServer::new`], and also returns `H1` (with the hint, the offline work
+    /// worth keeping); given both saved for the same records, seeds and version, skips
+    /// computing them (the saved hint's header must match).
+    pub fn build(
+        params: Params,
+        records: &[u8],
+        seeds: [Seed; 2],
+        version: DbVersion,
+        saved: Option<Saved>,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(DoublePirServer, Vec<u8>, Vec<u32>), Error> {
         if params.scheme != Scheme::DoublePir {
             return Err(Error::InvalidParameter(
                 "parameters are not for DoublePIR".into(),
@@ -62,24 +78,39 @@ impl DoublePirServer {
         let db = pack_database(&params, records)?;
         let (rows, columns) = (params.rows(), params.columns());
         let total = (columns + rows) as u64;
-        let h1 = db.times_public(&seeds[0], &mut |done, _| progress(done, total));
-        let hint_digits = digits_of_columns(&params, &h1, rows, LWE_N)?;
-        let mut a2 = vec![0u32; rows * LWE_N];
-        prg::expand_rows(&seeds[1], 0, &mut a2);
-        let mut a2_sums = vec![0u32; LWE_N];
-        lwe::add_rows(&mut a2_sums, &a2);
-        let h2 = hint_digits.times_dense(
-            &a2,
-            &a2_sums,
-            Some(&mut |done| progress(columns as u64 + done, total)),
-        );
         let header = HintHeader {
             params,
             seed: seeds[0],
             seed2: Some(seeds[1]),
             version,
         };
-        let bytes = wire::encode_hint(&header, &h2);
+        let saved = match saved {
+            Some(saved) => Some(saved.check(&header, rows * LWE_N)?),
+            None => None,
+        };
+        let (h1, saved_hint) = match saved {
+            Some((h1, hint)) => (h1, Some(hint)),
+            None => (
+                db.times_public(&seeds[0], &mut |done, _| progress(done, total)),
+                None,
+            ),
+        };
+        let hint_digits = digits_of_columns(&params, &h1, rows, LWE_N)?;
+        let mut a2 = vec![0u32; rows * LWE_N];
+        prg::expand_rows(&seeds[1], 0, &mut a2);
+        let mut a2_sums = vec![0u32; LWE_N];
+        lwe::add_rows(&mut a2_sums, &a2);
+        let bytes = match saved_hint {
+            Some(hint) => hint,
+            None => {
+                let h2 = hint_digits.times_dense(
+                    &a2,
+                    &a2_sums,
+                    Some(&mut |done| progress(columns as u64 + done, total)),
+                );
+                wire::encode_hint(&header, &h2)
+            }
+        };
         let server = DoublePirServer {
             header,
             db,
@@ -87,7 +118,7 @@ impl DoublePirServer {
             a2,
             a2_sums,
         };
-        Ok((server, bytes))
+        Ok((server, bytes, h1))
     }
 
     /// The database shape.

@@ -44,5 +44,7 @@ pub use double::{DoublePirClient, DoublePirServer, DoubleQueryState};
 pub use params::{Params, Scheme};
 pub use prg::Seed;
 pub use simple::{SimplePirClient, SimplePirServer, SimpleQueryState};
-pub use single::{build_server, open_client, QueryState, SingleClient, SingleServer};
+pub use single::{
+    build_server, build_server_saved, open_client, QueryState, Saved, SingleClient, SingleServer,
+};
 pub use wire::{DbVersion, HintHeader};

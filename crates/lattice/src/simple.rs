@@ -20,6 +20,7 @@ use crate::lwe::{self, ZpMatrix};
 use crate::params::{Location, Params, Scheme, LWE_N};
 use crate::prg::{self, Seed};
 use crate::records;
+use crate::single::Saved;
 use crate::wire::{self, DbVersion, HintHeader};
 
 /// A SimplePIR server: the packed database and what it needs to answer.
@@ -42,20 +43,35 @@ impl SimplePirServer {
         version: DbVersion,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<(SimplePirServer, Vec<u8>), Error> {
+        Self::build(params, records, seed, version, None, progress)
+    }
+
+    /// Like [`SimplePirServer::new`]; given the hint saved for the same records, seed and
+    /// version (its header must match), skips computing it.
+    pub fn build(
+        params: Params,
+        records: &[u8],
+        seed: Seed,
+        version: DbVersion,
+        saved: Option<Saved>,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(SimplePirServer, Vec<u8>), Error> {
         if params.scheme != Scheme::SimplePir {
             return Err(Error::InvalidParameter(
                 "parameters are not for SimplePIR".into(),
             ));
         }
         let db = pack_database(&params, records)?;
-        let hint = db.times_public(&seed, progress);
         let header = HintHeader {
             params,
             seed,
             seed2: None,
             version,
         };
-        let bytes = wire::encode_hint(&header, &hint);
+        let bytes = match saved {
+            Some(saved) => saved.check(&header, 0)?.1,
+            None => wire::encode_hint(&header, &db.times_public(&seed, progress)),
+        };
         Ok((SimplePirServer { header, db }, bytes))
     }
 

@@ -60,6 +60,71 @@ impl QueryState {
     }
 }
 
+/// The offline work a server keeps next to its database so that a restart does not redo it:
+/// the hint message clients download and the scheme's extra server state (DoublePIR: `H1`;
+/// SimplePIR: none). The application stores it (with a checksum); [`build_server_saved`]
+/// checks that it belongs to the database being served before using it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Saved {
+    /// The hint message.
+    pub hint: Vec<u8>,
+    /// Extra server state (words).
+    pub extra: Vec<u32>,
+}
+
+impl Saved {
+    /// Checks the saved hint's header against `header` and the extra state's length; returns
+    /// (extra, hint).
+    pub(crate) fn check(
+        self,
+        header: &HintHeader,
+        extra_words: usize,
+    ) -> Result<(Vec<u32>, Vec<u8>), Error> {
+        let (saved, _) = crate::wire::decode_hint(&self.hint, header.params.scheme)?;
+        if saved != *header {
+            return Err(Error::DatabaseMismatch(
+                "the saved hint is for another database, seed or version".into(),
+            ));
+        }
+        if self.extra.len() != extra_words {
+            return Err(Error::DatabaseMismatch(
+                "the saved server state has the wrong size".into(),
+            ));
+        }
+        Ok((self.extra, self.hint))
+    }
+}
+
+/// [`build_server`], reusing `saved` offline work when it belongs to this database (else an
+/// error: the caller recomputes). Also returns the offline work to save.
+pub fn build_server_saved(
+    params: Params,
+    records: &[u8],
+    seeds: [Seed; 2],
+    version: DbVersion,
+    saved: Option<Saved>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Box<dyn SingleServer>, Saved), Error> {
+    Ok(match params.scheme {
+        Scheme::SimplePir => {
+            let (server, hint) =
+                SimplePirServer::build(params, records, seeds[0], version, saved, progress)?;
+            (
+                Box::new(server),
+                Saved {
+                    hint,
+                    extra: Vec::new(),
+                },
+            )
+        }
+        Scheme::DoublePir => {
+            let (server, hint, h1) =
+                DoublePirServer::build(params, records, seeds, version, saved, progress)?;
+            (Box::new(server), Saved { hint, extra: h1 })
+        }
+    })
+}
+
 /// Packs `records` for `params.scheme` and computes its hint (`progress(done, total)` follows
 /// that pass). Returns the server and the hint message clients download.
 pub fn build_server(

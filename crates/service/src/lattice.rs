@@ -91,6 +91,17 @@ impl Lattice {
         database: LatticeDatabase<'_>,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Self, Error> {
+        Self::with_saved(database, None, progress).map(|(lattice, _)| lattice)
+    }
+
+    /// [`Lattice::new`], reusing `saved` offline work (the hint, and DoublePIR's `H1`) when it
+    /// belongs to this database; an error if it does not (the caller then computes afresh).
+    /// Also returns the offline work to keep next to the database.
+    pub fn with_saved(
+        database: LatticeDatabase<'_>,
+        saved: Option<pir_lattice::Saved>,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(Self, pir_lattice::Saved), Error> {
         if database.about.len() > MAX_ABOUT_BYTES {
             return Err(Error::InvalidParameter(format!(
                 "the database description is {} bytes; at most {MAX_ABOUT_BYTES}",
@@ -102,30 +113,33 @@ impl Lattice {
             .and_then(|b| b.checked_mul(8))
             .ok_or_else(|| Error::InvalidParameter("records are too large".into()))?;
         let params = Params::new(database.scheme, database.record_count, record_bits)?;
-        let (server, hint) = pir_lattice::build_server(
+        let (server, offline) = pir_lattice::build_server_saved(
             params,
             database.records,
             database.seeds,
             database.version,
+            saved,
             progress,
         )?;
+        let hint = &offline.hint;
         let mut body = Writer::with_capacity(4 + database.about.len() + hint.len());
         body.u32(database.about.len() as u32);
         body.bytes(&database.about);
-        body.bytes(&hint);
+        body.bytes(hint);
         let download = wire::encode_envelope(
             params.scheme.id(),
             MessageKind::Manifest,
             &body.into_bytes(),
         );
-        Ok(Self {
+        let lattice = Self {
             header_message: server.header().encode(),
             server,
             download: Bytes::from(download),
             query_bytes: wire::HEADER_LEN
                 + pir_lattice::wire::VERSION_LEN
                 + 4 * pir_lattice::wire::query_words(&params),
-        })
+        };
+        Ok((lattice, offline))
     }
 
     /// Puts the backend behind the signed-batch service, signing with `key`.

@@ -1,0 +1,146 @@
+//! The server's offline work, kept next to the database: `DB.SCHEME.offline`.
+//!
+//! Computing a hint is one pass of `n = 1024` multiply-adds per database entry (about two
+//! minutes per GiB on one core); a restart should not redo it. `pir serve` writes this file
+//! after computing the hint and reads it at the next start; a file for another database,
+//! seed or version, or a damaged one, is ignored with a message and recomputed.
+//!
+//! ```text
+//! file = prologue "PIRoffl1" | version u16 = 1 | SHA-256 of the body [32] | body
+//! body = scheme u8 (3 SimplePIR, 4 DoublePIR) | database version [32]
+//!      | hint length u64 | the hint message | extra words u64 | extra (u32 LE each)
+//! ```
+//! The extra words are DoublePIR's `H1` (`pir_lattice::Saved`).
+
+use std::path::{Path, PathBuf};
+
+use pir_core::wire::{Prologue, Reader, Writer};
+use pir_lattice::{DbVersion, Saved, Scheme};
+use sha2::{Digest, Sha256};
+
+use crate::format::RecordsError;
+
+/// Prologue of an offline file.
+pub const OFFLINE: Prologue = Prologue {
+    magic: b"PIRoffl1",
+    version: 1,
+};
+/// Largest hint accepted.
+const MAX_HINT: u64 = pir_lattice::wire::MAX_HINT_BODY as u64 + 1024;
+/// Most extra words accepted.
+const MAX_EXTRA: u64 = pir_lattice::params::MAX_ROWS as u64 * pir_lattice::params::LWE_N as u64;
+
+/// Where the offline work of `db` for `scheme` is kept.
+pub fn path_for(db: &Path, scheme: Scheme) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(format!(".{}.offline", scheme.id().name()));
+    PathBuf::from(name)
+}
+
+/// Encodes the offline work.
+pub fn encode(scheme: Scheme, version: &DbVersion, saved: &Saved) -> Vec<u8> {
+    let mut body = Writer::with_capacity(64 + saved.hint.len() + 4 * saved.extra.len());
+    body.u8(scheme.id() as u8);
+    body.bytes(version);
+    body.u64(saved.hint.len() as u64);
+    body.bytes(&saved.hint);
+    body.u64(saved.extra.len() as u64);
+    for &w in &saved.extra {
+        body.u32(w);
+    }
+    let body = body.into_bytes();
+    let mut out = Writer::with_capacity(OFFLINE.len() + 32 + body.len());
+    OFFLINE.write(&mut out);
+    out.bytes(&Sha256::digest(&body));
+    out.bytes(&body);
+    out.into_bytes()
+}
+
+fn bad(why: &str) -> RecordsError {
+    RecordsError::Input(format!("the saved offline work is unusable ({why})"))
+}
+
+/// Decodes offline work saved for `scheme` and `version`; any mismatch or damage is an error.
+pub fn decode(bytes: &[u8], scheme: Scheme, version: &DbVersion) -> Result<Saved, RecordsError> {
+    let mut r = Reader::new(bytes);
+    OFFLINE.read(&mut r).map_err(|e| bad(&e.to_string()))?;
+    let digest = r.take(32).map_err(|e| bad(&e.to_string()))?.to_vec();
+    let body = r.take(r.remaining()).map_err(|e| bad(&e.to_string()))?;
+    if Sha256::digest(body).as_slice() != digest.as_slice() {
+        return Err(bad("its checksum does not match: the file is damaged"));
+    }
+    let mut r = Reader::new(body);
+    let err = |e: pir_core::Error| bad(&e.to_string());
+    if r.u8().map_err(err)? != scheme.id() as u8 {
+        return Err(bad("it is for another scheme"));
+    }
+    if r.take(32).map_err(err)? != version.as_slice() {
+        return Err(bad("it is for another version of the database"));
+    }
+    let hint_len = r.u64().map_err(err)?;
+    if hint_len > MAX_HINT || hint_len > r.remaining() as u64 {
+        return Err(bad("its hint length is out of range"));
+    }
+    let hint = r.take(hint_len as usize).map_err(err)?.to_vec();
+    let words = r.u64().map_err(err)?;
+    if words > MAX_EXTRA || words.saturating_mul(4) != r.remaining() as u64 {
+        return Err(bad("its server state length is out of range"));
+    }
+    let extra = r
+        .take(words as usize * 4)
+        .map_err(err)?
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Ok(Saved { hint, extra })
+}
+
+/// Reads the offline work of `db` for `scheme`: `Ok(None)` when there is none yet.
+pub fn load(db: &Path, scheme: Scheme, version: &DbVersion) -> Result<Option<Saved>, RecordsError> {
+    let path = path_for(db, scheme);
+    match std::fs::read(&path) {
+        Ok(bytes) => decode(&bytes, scheme, version).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(RecordsError::Input(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Writes the offline work of `db` for `scheme` (atomically and durably).
+pub fn save(
+    db: &Path,
+    scheme: Scheme,
+    version: &DbVersion,
+    saved: &Saved,
+) -> Result<PathBuf, RecordsError> {
+    let path = path_for(db, scheme);
+    pir_fs::write_atomic_bytes(&path, &encode(scheme, version, saved))
+        .map_err(|e| RecordsError::Input(format!("{}: {e}", path.display())))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn round_trip_and_refusals() {
+        let saved = Saved {
+            hint: vec![1, 2, 3],
+            extra: vec![7, 8],
+        };
+        let bytes = encode(Scheme::DoublePir, &[5; 32], &saved);
+        assert_eq!(decode(&bytes, Scheme::DoublePir, &[5; 32]).unwrap(), saved);
+        assert!(decode(&bytes, Scheme::SimplePir, &[5; 32]).is_err());
+        assert!(decode(&bytes, Scheme::DoublePir, &[6; 32]).is_err());
+        for at in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 1;
+            assert!(
+                decode(&damaged, Scheme::DoublePir, &[5; 32]).is_err(),
+                "byte {at}"
+            );
+            assert!(decode(&bytes[..at], Scheme::DoublePir, &[5; 32]).is_err());
+        }
+    }
+}
