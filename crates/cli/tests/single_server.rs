@@ -248,7 +248,7 @@ fn a_restarted_server_loads_its_saved_hint() {
                 .stderr(std::fs::File::create(&log).unwrap())
                 .spawn()
                 .unwrap();
-                        let mut first = String::new();
+            let mut first = String::new();
             let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
             lines.read_line(&mut first).unwrap();
             // Keep draining standard output so the server never writes to a closed pipe.

@@ -7,12 +7,21 @@ use crate::params::{Location, Params};
 
 /// Bits `[start, start + len)` of `bytes` as an integer (`len <= 32`; bits past the end are 0).
 pub fn read_bits(bytes: &[u8], start: u64, len: u32) -> u32 {
-    let mut value = 0u64;
     let first = (start / 8) as usize;
     let shift = (start % 8) as u32;
-    for (i, &byte) in bytes.iter().skip(first).take(5).enumerate() {
-        value |= u64::from(byte) << (8 * i);
-    }
+    // Eight bytes at once where they exist (the common case), else the bytes left.
+    let value = match bytes.get(first..first + 8) {
+        Some(eight) => u64::from_le_bytes([
+            eight[0], eight[1], eight[2], eight[3], eight[4], eight[5], eight[6], eight[7],
+        ]),
+        None => {
+            let mut buffer = [0u8; 8];
+            let tail = bytes.get(first..).unwrap_or(&[]);
+            let n = tail.len().min(8);
+            buffer[..n].copy_from_slice(&tail[..n]);
+            u64::from_le_bytes(buffer)
+        }
+    };
     ((value >> shift) & ((1u64 << len) - 1)) as u32
 }
 

@@ -133,16 +133,39 @@ pub(crate) fn pack_database(params: &Params, records: &[u8]) -> Result<ZpMatrix,
     }
     let packing = Packing::new(params.entry_bits())
         .ok_or_else(|| Error::InvalidParameter("plaintext modulus out of range".into()))?;
-    Ok(ZpMatrix::from_fn(
+    // `Params::entry_span` for every entry, with the per-row part computed once per row and
+    // the per-column step added (no divisions per entry): packing is on every server start.
+    let entries = params.entries_per_record();
+    let per_column = (params.rows() / entries) as u64;
+    let record_bits = u64::from(params.record_bits);
+    let total = params.records * record_bits;
+    let b = u64::from(params.entry_bits());
+    let (mut current, mut base, mut len, mut stride) = (usize::MAX, 0u64, 0u64, 0u64);
+    let matrix = ZpMatrix::from_fn(
         params.rows(),
         params.columns(),
         packing,
         params.center(),
         |row, column| {
-            let (start, len) = params.entry_span(row, column);
-            records::read_bits(records, start, len)
+            if row != current {
+                current = row;
+                if entries == 1 {
+                    let bits = params.records_per_entry() * record_bits;
+                    (base, len, stride) = (row as u64 * bits, bits, per_column * bits);
+                } else {
+                    let piece = (row % entries) as u64 * b;
+                    base = (row / entries) as u64 * record_bits + piece;
+                    (len, stride) = (b.min(record_bits - piece), per_column * record_bits);
+                }
+            }
+            let start = base + column as u64 * stride;
+            if start >= total {
+                return 0;
+            }
+            records::read_bits(records, start, len.min(total - start) as u32)
         },
-    ))
+    );
+    Ok(matrix)
 }
 
 /// A SimplePIR client: the hint and the seed of `A`.
