@@ -94,6 +94,9 @@ fn reason(format: &str, bytes: &[u8]) -> Option<&'static str> {
         "breachdb" => pir_breach::header::DbHeader::decode(bytes)
             .err()
             .map(|e| text_reason(&e.to_string())),
+        "offline" => pir_records::offline::decode(bytes, pir_lattice::Scheme::SimplePir, &[0; 32])
+            .err()
+            .map(|e| text_reason(&e.to_string())),
         "oramstate" => pir_blockstore::disk::sealed_state(bytes)
             .err()
             .map(|e| core_reason(&e)),
@@ -132,5 +135,5 @@ fn every_format_refuses_a_bad_prologue_for_that_reason() {
         }
         formats.insert(format);
     }
-    assert_eq!(formats.len(), 8, "a format lost its vectors: {formats:?}");
+    assert_eq!(formats.len(), 9, "a format lost its vectors: {formats:?}");
 }
