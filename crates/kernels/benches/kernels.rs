@@ -97,5 +97,25 @@ fn kernels(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, kernels);
+/// One forward and one inverse negacyclic NTT at YPIR's `d = 2048` (first prime of `q2`).
+fn ntt(c: &mut Criterion) {
+    let table = pir_kernels::ntt::NttTable::new(268_369_921, 2048).unwrap();
+    let poly: Vec<u32> = pseudo_random(2048 * 4, 3)
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) % 268_369_921)
+        .collect();
+    let mut group = c.benchmark_group("ntt-2048");
+    for backend in Backend::available() {
+        group.bench_function(BenchmarkId::new("forward+inverse", backend.name()), |b| {
+            let mut x = poly.clone();
+            b.iter(|| {
+                table.forward(backend, &mut x);
+                table.inverse(backend, &mut x);
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, kernels, ntt);
 criterion_main!(benches);

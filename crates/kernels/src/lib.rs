@@ -9,6 +9,7 @@
 //! - [`memory`]: the plain read every speed is compared with.
 //! - [`matvec`]: matrix-vector products mod 2^32 for the lattice schemes.
 //! - [`map`]: read-only memory maps of database files.
+//! - [`ntt`]: the negacyclic NTT for the RLWE layer of YPIR.
 //!
 //! What it does not do: no scheme logic, no parameter validation beyond slice lengths.
 
@@ -79,6 +80,7 @@ pub mod batch;
 pub mod map;
 pub mod matvec;
 pub mod memory;
+pub mod ntt;
 pub mod russians;
 pub mod xor;
 

@@ -1,0 +1,328 @@
+//! The negacyclic number-theoretic transform over `Z_q[X]/(X^d + 1)`, for the RLWE layer of
+//! YPIR (Menon and Wu 2024, seed 003): `d = 2048` and NTT-friendly primes `q ≡ 1 (mod 2d)`
+//! below `2^30` (YPIR's `q2 = 268369921 · 249561089` is two of them, used as an RNS pair).
+//!
+//! Layout and algorithms: forward transform by Cooley-Tukey butterflies with the powers of a
+//! primitive `2d`-th root `ψ` in bit-reversed order (the merged negacyclic twist of Longa and
+//! Naehrig, "Speeding up the NTT", CANS 2016, algorithms 1 and 2), output in bit-reversed
+//! order; the inverse by Gentleman-Sande butterflies back to natural order, scaled by `d^-1`.
+//! Products are pointwise in between. Multiplication by a fixed twiddle `w` uses Shoup's
+//! precomputed `w' = floor(w 2^32 / q)`: `a w - floor(a w' / 2^32) q` lies in `[0, 2q)`.
+//!
+//! Every butterfly pass is one generic loop compiled for each [`Backend`] (the compiler
+//! vectorises it), tested against the portable one and against a schoolbook product.
+
+use crate::Backend;
+
+/// Largest modulus: Shoup's reduction needs `q < 2^31`; `2^30` leaves room for lazy sums.
+pub const MAX_MODULUS: u32 = 1 << 30;
+
+/// Twiddle tables for one `(q, d)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NttTable {
+    q: u32,
+    d: usize,
+    psi: u32,
+    forward: Vec<u32>,
+    forward_shoup: Vec<u32>,
+    inverse: Vec<u32>,
+    inverse_shoup: Vec<u32>,
+    d_inverse: u32,
+    d_inverse_shoup: u32,
+}
+
+fn power(mut base: u64, mut exponent: u64, q: u64) -> u64 {
+    let mut result = 1u64;
+    base %= q;
+    while exponent > 0 {
+        if exponent & 1 == 1 {
+            result = result * base % q;
+        }
+        base = base * base % q;
+        exponent >>= 1;
+    }
+    result
+}
+
+fn shoup(w: u32, q: u32) -> u32 {
+    ((u64::from(w) << 32) / u64::from(q)) as u32
+}
+
+#[inline(always)]
+fn mul_shoup(a: u32, w: u32, w_shoup: u32, q: u32) -> u32 {
+    let estimate = ((u64::from(a) * u64::from(w_shoup)) >> 32) as u32;
+    let r = a.wrapping_mul(w).wrapping_sub(estimate.wrapping_mul(q));
+    if r >= q {
+        r - q
+    } else {
+        r
+    }
+}
+
+#[inline(always)]
+fn add_mod(a: u32, b: u32, q: u32) -> u32 {
+    let s = a + b;
+    if s >= q {
+        s - q
+    } else {
+        s
+    }
+}
+
+#[inline(always)]
+fn sub_mod(a: u32, b: u32, q: u32) -> u32 {
+    if a >= b {
+        a - b
+    } else {
+        a + q - b
+    }
+}
+
+fn bit_reverse(x: usize, bits: u32) -> usize {
+    if bits == 0 {
+        0
+    } else {
+        x.reverse_bits() >> (usize::BITS - bits)
+    }
+}
+
+impl NttTable {
+    /// Tables for dimension `d` (a power of two from 2 to 2^16) and a prime `q < 2^30` with
+    /// `q ≡ 1 (mod 2d)`; `None` otherwise. `ψ` is `g^((q-1)/2d)` for the smallest `g >= 2`
+    /// that makes it a primitive `2d`-th root of unity (`ψ^d = -1`), so tables are
+    /// reproducible.
+    pub fn new(q: u32, d: usize) -> Option<NttTable> {
+        if !d.is_power_of_two() || !(2..=1 << 16).contains(&d) || q >= MAX_MODULUS || q < 3 {
+            return None;
+        }
+        let (q64, two_d) = (u64::from(q), 2 * d as u64);
+        if (q64 - 1) % two_d != 0 || !(2..q64).take_while(|f| f * f <= q64).all(|f| q64 % f != 0) {
+            return None;
+        }
+        let psi = (2..q64)
+            .map(|g| power(g, (q64 - 1) / two_d, q64))
+            .find(|&psi| power(psi, d as u64, q64) == q64 - 1)? as u32;
+        let psi_inverse = power(u64::from(psi), two_d - 1, q64) as u32;
+        let bits = d.trailing_zeros();
+        let table = |root: u32| -> Vec<u32> {
+            (0..d)
+                .map(|k| power(u64::from(root), bit_reverse(k, bits) as u64, q64) as u32)
+                .collect()
+        };
+        let forward = table(psi);
+        let inverse = table(psi_inverse);
+        let d_inverse = power(d as u64, q64 - 2, q64) as u32;
+        Some(NttTable {
+            q,
+            d,
+            psi,
+            forward_shoup: forward.iter().map(|&w| shoup(w, q)).collect(),
+            inverse_shoup: inverse.iter().map(|&w| shoup(w, q)).collect(),
+            forward,
+            inverse,
+            d_inverse,
+            d_inverse_shoup: shoup(d_inverse, q),
+        })
+    }
+
+    /// The modulus.
+    pub fn modulus(&self) -> u32 {
+        self.q
+    }
+
+    /// The dimension `d`.
+    pub fn dimension(&self) -> usize {
+        self.d
+    }
+
+    /// The primitive `2d`-th root of unity the tables use.
+    pub fn psi(&self) -> u32 {
+        self.psi
+    }
+
+    /// In place: coefficients (each below `q`, natural order) to evaluations (bit-reversed
+    /// order). Panics if `a.len() != d` (a caller bug, not untrusted input).
+    pub fn forward(&self, backend: Backend, a: &mut [u32]) {
+        assert_eq!(a.len(), self.d, "NTT input of the wrong length");
+        forward_passes(backend, a, &self.forward, &self.forward_shoup, self.q);
+    }
+
+    /// In place: evaluations (bit-reversed order) back to coefficients (natural order).
+    pub fn inverse(&self, backend: Backend, a: &mut [u32]) {
+        assert_eq!(a.len(), self.d, "NTT input of the wrong length");
+        inverse_passes(
+            backend,
+            a,
+            &self.inverse,
+            &self.inverse_shoup,
+            self.q,
+            self.d_inverse,
+            self.d_inverse_shoup,
+        );
+    }
+
+    /// `out[i] = a[i] b[i] mod q` (evaluations).
+    pub fn pointwise(&self, backend: Backend, a: &[u32], b: &[u32], out: &mut [u32]) {
+        assert!(a.len() == self.d && b.len() == self.d && out.len() == self.d);
+        pointwise_mul(backend, a, b, out, self.q);
+    }
+}
+
+multiversioned! {
+    fn forward_passes(a: &mut [u32], w: &[u32], w_shoup: &[u32], q: u32) {
+        let d = a.len();
+        let mut t = d;
+        let mut m = 1;
+        while m < d {
+            t /= 2;
+            for i in 0..m {
+                let (s, s_shoup) = (w[m + i], w_shoup[m + i]);
+                let (low, high) = a[2 * i * t..2 * i * t + 2 * t].split_at_mut(t);
+                for (x, y) in low.iter_mut().zip(high.iter_mut()) {
+                    let u = *x;
+                    let v = mul_shoup(*y, s, s_shoup, q);
+                    *x = add_mod(u, v, q);
+                    *y = sub_mod(u, v, q);
+                }
+            }
+            m *= 2;
+        }
+    }
+}
+
+multiversioned! {
+    fn inverse_passes(
+        a: &mut [u32],
+        w: &[u32],
+        w_shoup: &[u32],
+        q: u32,
+        d_inverse: u32,
+        d_inverse_shoup: u32,
+    ) {
+        let d = a.len();
+        let mut t = 1;
+        let mut m = d;
+        while m > 1 {
+            let h = m / 2;
+            for i in 0..h {
+                let (s, s_shoup) = (w[h + i], w_shoup[h + i]);
+                let (low, high) = a[2 * i * t..2 * i * t + 2 * t].split_at_mut(t);
+                for (x, y) in low.iter_mut().zip(high.iter_mut()) {
+                    let (u, v) = (*x, *y);
+                    *x = add_mod(u, v, q);
+                    *y = mul_shoup(sub_mod(u, v, q), s, s_shoup, q);
+                }
+            }
+            t *= 2;
+            m = h;
+        }
+        for x in a.iter_mut() {
+            *x = mul_shoup(*x, d_inverse, d_inverse_shoup, q);
+        }
+    }
+}
+
+multiversioned! {
+    fn pointwise_mul(a: &[u32], b: &[u32], out: &mut [u32], q: u32) {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            *o = ((u64::from(x) * u64::from(y)) % u64::from(q)) as u32;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use proptest::prelude::*;
+
+    /// YPIR's two primes (`q2` of the paper is their product).
+    const PRIMES: [u32; 2] = [268_369_921, 249_561_089];
+
+    fn schoolbook(a: &[u32], b: &[u32], q: u32) -> Vec<u32> {
+        let d = a.len();
+        let q = u64::from(q);
+        let mut out = vec![0u64; d];
+        for i in 0..d {
+            for j in 0..d {
+                let p = u64::from(a[i]) * u64::from(b[j]) % q;
+                let k = (i + j) % d;
+                // X^d = -1: products that wrap around change sign.
+                out[k] = if i + j < d {
+                    (out[k] + p) % q
+                } else {
+                    (out[k] + q - p) % q
+                };
+            }
+        }
+        out.into_iter().map(|x| x as u32).collect()
+    }
+
+    fn product(table: &NttTable, backend: Backend, a: &[u32], b: &[u32]) -> Vec<u32> {
+        let (mut x, mut y) = (a.to_vec(), b.to_vec());
+        table.forward(backend, &mut x);
+        table.forward(backend, &mut y);
+        let mut z = vec![0u32; a.len()];
+        table.pointwise(backend, &x, &y, &mut z);
+        table.inverse(backend, &mut z);
+        z
+    }
+
+    fn random(seed: u64, d: usize, q: u32) -> Vec<u32> {
+        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..d)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s % u64::from(q)) as u32
+            })
+            .collect()
+    }
+
+    #[test]
+    fn roots_are_primitive_and_tables_are_refused_for_bad_moduli() {
+        for q in PRIMES {
+            let t = NttTable::new(q, 2048).unwrap();
+            let (psi, q64) = (u64::from(t.psi()), u64::from(q));
+            assert_eq!(power(psi, 2048, q64), q64 - 1);
+            assert_eq!(power(psi, 4096, q64), 1);
+        }
+        assert!(
+            NttTable::new(268_369_921, 3).is_none(),
+            "d not a power of two"
+        );
+        assert!(NttTable::new(268_369_923, 2048).is_none(), "not 1 mod 2d");
+        assert!(NttTable::new(12289 * 4097, 2048).is_none(), "not prime");
+        assert!(NttTable::new((1 << 30) + 1, 2).is_none(), "too large");
+    }
+
+    #[test]
+    fn products_match_the_schoolbook_at_d_2048_on_every_backend() {
+        for q in PRIMES {
+            let table = NttTable::new(q, 2048).unwrap();
+            let (a, b) = (random(1, 2048, q), random(2, 2048, q));
+            let want = schoolbook(&a, &b, q);
+            for backend in Backend::available() {
+                assert_eq!(product(&table, backend, &a, &b), want, "q {q}, {backend:?}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn small_products_and_round_trips(log_d in 1u32..8, seed in any::<u64>(), which in 0usize..2) {
+            let q = PRIMES[which];
+            let d = 1usize << log_d;
+            let table = NttTable::new(q, d).unwrap();
+            let (a, b) = (random(seed, d, q), random(seed ^ 77, d, q));
+            for backend in Backend::available() {
+                prop_assert_eq!(product(&table, backend, &a, &b), schoolbook(&a, &b, q));
+                let mut x = a.clone();
+                table.forward(backend, &mut x);
+                table.inverse(backend, &mut x);
+                prop_assert_eq!(&x, &a);
+            }
+        }
+    }
+}
