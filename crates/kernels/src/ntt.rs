@@ -92,7 +92,7 @@ impl NttTable {
     /// that makes it a primitive `2d`-th root of unity (`ψ^d = -1`), so tables are
     /// reproducible.
     pub fn new(q: u32, d: usize) -> Option<NttTable> {
-        if !d.is_power_of_two() || !(2..=1 << 16).contains(&d) || q >= MAX_MODULUS || q < 3 {
+        if !d.is_power_of_two() || !(2..=1 << 16).contains(&d) || !(3..MAX_MODULUS).contains(&q) {
             return None;
         }
         let (q64, two_d) = (u64::from(q), 2 * d as u64);
@@ -243,9 +243,9 @@ mod tests {
         let d = a.len();
         let q = u64::from(q);
         let mut out = vec![0u64; d];
-        for i in 0..d {
-            for j in 0..d {
-                let p = u64::from(a[i]) * u64::from(b[j]) % q;
+        for (i, &x) in a.iter().enumerate() {
+            for (j, &y) in b.iter().enumerate() {
+                let p = u64::from(x) * u64::from(y) % q;
                 let k = (i + j) % d;
                 // X^d = -1: products that wrap around change sign.
                 out[k] = if i + j < d {
