@@ -24,6 +24,11 @@ pub use oram::*;
 ///             them learns which file you fetched. (Default: 3 mirrors, r = 2.)
 /// Mirrors do learn how many blocks you fetched; build releases with --size-classes so that
 /// this reveals only a size class.
+///   Single server (pir serve/get): privacy rests on LWE alone, no assumption about other
+///             servers.
+///   Oblivious storage (pir oram): your machine and its state file are trusted; the stores
+///             see sealed slots and an access pattern that does not depend on your reads and
+///             writes.
 #[derive(Debug, Parser)]
 #[command(
     name = "pir",
