@@ -58,6 +58,8 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
         let answers = self
             .oram
             .finish_batch(batch, &mut self.buffer, &mut self.rng)?;
+        // The cache is at its largest now, before the owed evictions drain it.
+        self.peak_cache = self.peak_cache.max(self.oram.cache_len());
         self.owed = self.oram.eviction_targets(&read);
         Ok(answers)
     }
