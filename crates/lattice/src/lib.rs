@@ -12,6 +12,9 @@
 //!   (16 MiB) whatever the database size; answers about 32 KiB per entry.
 //! - [`wire`]: every message (hint, header-only hint, query, answer) inside the `pir_core`
 //!   envelope, length-checked before allocation.
+//! - [`ring`]: the RLWE ring of YPIR's packing layer (`d = 2048`, `q` as two NTT primes),
+//!   with automorphisms; YPIR itself is being built on it.
+//! - [`Saved`]: the offline work (hint, DoublePIR's `H1`) a server keeps next to its database.
 //!
 //! Data flow of one retrieval: `Server::new(params, records, seed, version, progress)` →
 //! hint bytes (sent once, cached by the client) → `Client::new(hint)` →
@@ -36,6 +39,7 @@ pub mod notation;
 pub mod params;
 pub mod prg;
 pub mod records;
+pub mod ring;
 pub mod simple;
 pub mod single;
 pub mod wire;
