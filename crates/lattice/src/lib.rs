@@ -13,8 +13,8 @@
 //! - [`wire`]: every message (hint, header-only hint, query, answer) inside the `pir_core`
 //!   envelope, length-checked before allocation.
 //! - [`ring`]: the RLWE ring of YPIR's packing layer (`d = 2048`, `q` as two NTT primes),
-//!   with automorphisms, and [`rlwe`]: RLWE encryption and gadget key switching on it; YPIR
-//!   itself is being built on them.
+//!   with automorphisms, [`rlwe`]: RLWE encryption and gadget key switching on it, and
+//!   [`pack`]: CDKS LWE-to-RLWE packing; YPIR itself is being built on them.
 //! - [`Saved`]: the offline work (hint, DoublePIR's `H1`) a server keeps next to its database.
 //!
 //! Data flow of one retrieval: `Server::new(params, records, seed, version, progress)` →
@@ -37,6 +37,7 @@ pub mod double;
 pub mod gaussian;
 pub mod lwe;
 pub mod notation;
+pub mod pack;
 pub mod params;
 pub mod prg;
 pub mod records;

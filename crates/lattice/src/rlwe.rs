@@ -80,6 +80,14 @@ impl Secret {
         Secret::from_coefficients(ring, coefficients)
     }
 
+    /// A fresh ternary secret and its coefficients (for LWE ciphertexts under the same key,
+    /// which packing reads as RLWE ones).
+    pub fn generate_with_coefficients(ring: &Ring, rng: &mut impl CryptoRng) -> (Secret, Vec<i64>) {
+        let secret = Secret::generate(ring, rng);
+        let coefficients = secret.coefficients.clone();
+        (secret, coefficients)
+    }
+
     fn from_coefficients(ring: &Ring, coefficients: Vec<i64>) -> Secret {
         let mut evaluations = ring
             .from_coefficients(&coefficients)
