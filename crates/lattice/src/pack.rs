@@ -210,7 +210,7 @@ mod tests {
         let ring = Ring::new(d, Backend::best()).unwrap();
         let sampler = ErrorSampler::new();
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
-        let (secret, coefficients) = Secret::generate_with_coefficients(&ring, &mut rng);
+        let (secret, coefficients) = Secret::generate_with_coefficients(&ring, &mut rng).unwrap();
         let levels = count.trailing_zeros() as usize;
         let keys: Vec<SwitchKey> = (1..=levels)
             .map(|l| {

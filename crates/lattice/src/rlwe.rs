@@ -48,32 +48,28 @@ pub fn gadget_digits(ring: &Ring) -> usize {
     (64 - ring.modulus().leading_zeros()).div_ceil(GADGET_BITS) as usize
 }
 
-fn uniform(ring: &Ring, rng: &mut impl CryptoRng) -> Poly {
+fn uniform(ring: &Ring, rng: &mut impl CryptoRng) -> Result<Poly, Error> {
     let q = ring.modulus();
     let coefficients: Vec<i64> = (0..ring.dimension())
         .map(|_| rng.random_range(0..q) as i64)
         .collect();
-    let mut p = ring
-        .from_coefficients(&coefficients)
-        .unwrap_or_else(|_| ring.zero());
+    let mut p = ring.from_coefficients(&coefficients)?;
     ring.to_evaluations(&mut p);
-    p
+    Ok(p)
 }
 
-fn error(ring: &Ring, sampler: &ErrorSampler, rng: &mut impl CryptoRng) -> Poly {
+fn error(ring: &Ring, sampler: &ErrorSampler, rng: &mut impl CryptoRng) -> Result<Poly, Error> {
     let coefficients: Vec<i64> = (0..ring.dimension())
         .map(|_| i64::from(sampler.sample(rng)))
         .collect();
-    let mut p = ring
-        .from_coefficients(&coefficients)
-        .unwrap_or_else(|_| ring.zero());
+    let mut p = ring.from_coefficients(&coefficients)?;
     ring.to_evaluations(&mut p);
-    p
+    Ok(p)
 }
 
 impl Secret {
     /// A fresh ternary secret.
-    pub fn generate(ring: &Ring, rng: &mut impl CryptoRng) -> Secret {
+    pub fn generate(ring: &Ring, rng: &mut impl CryptoRng) -> Result<Secret, Error> {
         let coefficients: Vec<i64> = (0..ring.dimension())
             .map(|_| rng.random_range(-1i64..=1))
             .collect();
@@ -82,21 +78,22 @@ impl Secret {
 
     /// A fresh ternary secret and its coefficients (for LWE ciphertexts under the same key,
     /// which packing reads as RLWE ones).
-    pub fn generate_with_coefficients(ring: &Ring, rng: &mut impl CryptoRng) -> (Secret, Vec<i64>) {
-        let secret = Secret::generate(ring, rng);
+    pub fn generate_with_coefficients(
+        ring: &Ring,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(Secret, Vec<i64>), Error> {
+        let secret = Secret::generate(ring, rng)?;
         let coefficients = secret.coefficients.clone();
-        (secret, coefficients)
+        Ok((secret, coefficients))
     }
 
-    fn from_coefficients(ring: &Ring, coefficients: Vec<i64>) -> Secret {
-        let mut evaluations = ring
-            .from_coefficients(&coefficients)
-            .unwrap_or_else(|_| ring.zero());
+    fn from_coefficients(ring: &Ring, coefficients: Vec<i64>) -> Result<Secret, Error> {
+        let mut evaluations = ring.from_coefficients(&coefficients)?;
         ring.to_evaluations(&mut evaluations);
-        Secret {
+        Ok(Secret {
             evaluations,
             coefficients,
-        }
+        })
     }
 
     /// `τ_k(s)`, the secret an automorphism of a ciphertext leaves it under.
@@ -115,7 +112,7 @@ impl Secret {
                 }
             })
             .collect();
-        Ok(Secret::from_coefficients(ring, centered))
+        Secret::from_coefficients(ring, centered)
     }
 
     /// Encrypts `m` (evaluation form).
@@ -126,8 +123,8 @@ impl Secret {
         sampler: &ErrorSampler,
         rng: &mut impl CryptoRng,
     ) -> Result<Ciphertext, Error> {
-        let a = uniform(ring, rng);
-        let e = error(ring, sampler, rng);
+        let a = uniform(ring, rng)?;
+        let e = error(ring, sampler, rng)?;
         let b = ring.add(&ring.sub(&e, &ring.mul(&a, &self.evaluations)?)?, m)?;
         Ok(Ciphertext { a, b })
     }
@@ -241,8 +238,8 @@ mod tests {
         let mut rng = ChaCha20Rng::seed_from_u64(1);
         let message: Vec<u64> = (0..RING_D as u64).map(|i| i * 7919 % P).collect();
         let (s1, s2) = (
-            Secret::generate(&ring, &mut rng),
-            Secret::generate(&ring, &mut rng),
+            Secret::generate(&ring, &mut rng).unwrap(),
+            Secret::generate(&ring, &mut rng).unwrap(),
         );
         let c = s1
             .encrypt(&ring, &encode(&ring, &message), &sampler, &mut rng)
@@ -271,7 +268,7 @@ mod tests {
         let sampler = ErrorSampler::new();
         let mut rng = ChaCha20Rng::seed_from_u64(2);
         let message: Vec<u64> = (0..RING_D as u64).map(|i| (i * i + 3) % P).collect();
-        let s = Secret::generate(&ring, &mut rng);
+        let s = Secret::generate(&ring, &mut rng).unwrap();
         let c = s
             .encrypt(&ring, &encode(&ring, &message), &sampler, &mut rng)
             .unwrap();
