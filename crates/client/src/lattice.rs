@@ -216,7 +216,7 @@ impl<T: Transport> LatticeSession<T> {
         let scheme = self.header.params.scheme.id();
         let request = reply::request(scheme, &version, &queries);
         let max_answer =
-            wire::HEADER_LEN + 4 * pir_lattice::wire::answer_words(&self.header.params);
+            wire::HEADER_LEN + pir_lattice::wire::answer_body_bytes(&self.header.params);
         let request_bytes = request.len();
         let reply = self
             .transport

@@ -36,6 +36,9 @@ pub enum SchemeId {
     /// Not PIR: the slot-store protocol of oblivious storage (`pir oram store`, seed 002).
     /// Its stores are dumb and untrusted; the ORAM client hides the access pattern.
     OramStore = 7,
+    /// YPIR (Menon and Wu 2024, seed 003): single-server lattice PIR with the second layer
+    /// packed into RLWE ciphertexts, no hint download.
+    Ypir = 8,
     /// Reserved for a scheme under development (and the toy scheme of the service tests):
     /// no release build registers it, so every server refuses it until it gets an id of its
     /// own.
@@ -54,6 +57,7 @@ impl SchemeId {
             5 => Ok(Self::Qdp),
             6 => Ok(Self::Dpf),
             7 => Ok(Self::OramStore),
+            8 => Ok(Self::Ypir),
             254 => Ok(Self::Experimental),
             other => Err(Error::WrongScheme {
                 found: other,
@@ -73,6 +77,7 @@ impl SchemeId {
             Self::Qdp => "qdp",
             Self::Dpf => "dpf",
             Self::OramStore => "oram-store",
+            Self::Ypir => "ypir",
             Self::Experimental => "experimental",
         }
     }

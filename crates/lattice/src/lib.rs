@@ -46,6 +46,7 @@ pub mod rlwe;
 pub mod simple;
 pub mod single;
 pub mod wire;
+pub mod ypir;
 
 pub use double::{DoublePirClient, DoublePirServer, DoubleQueryState};
 pub use params::{Params, Scheme};

@@ -61,6 +61,19 @@ impl ZpMatrix {
         self.rows
     }
 
+    /// The stored entries of `row` (not centered) into `out[..columns]`.
+    pub(crate) fn row_values(&self, row: usize, out: &mut [u32]) {
+        let view = self.view();
+        for (column, o) in out.iter_mut().enumerate().take(self.columns) {
+            *o = view.entry(row, column);
+        }
+    }
+
+    /// `floor(p/2)`, the centering offset.
+    pub(crate) fn center(&self) -> u32 {
+        self.center
+    }
+
     /// Bytes the packed entries take in memory.
     pub fn memory_bytes(&self) -> usize {
         self.words.len() * 4

@@ -164,7 +164,7 @@ fn pack_level(
     })
 }
 
-fn inverse_mod(x: u64, q: u64) -> Option<u64> {
+pub(crate) fn inverse_mod(x: u64, q: u64) -> Option<u64> {
     // Extended Euclid over i128.
     let (mut r0, mut r1) = (i128::from(q), i128::from(x % q));
     let (mut t0, mut t1) = (0i128, 1i128);

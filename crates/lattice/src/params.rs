@@ -77,6 +77,9 @@ pub enum Scheme {
     /// DoublePIR: a second LWE layer over the first answer and the hint; the client's hint is
     /// `κn × n`, independent of the database size.
     DoublePir,
+    /// YPIR: DoublePIR's two layers with the second answer packed into RLWE ciphertexts; no
+    /// hint download ([`crate::ypir`]).
+    Ypir,
 }
 
 impl Scheme {
@@ -85,6 +88,7 @@ impl Scheme {
         match id {
             SchemeId::SimplePir => Ok(Scheme::SimplePir),
             SchemeId::DoublePir => Ok(Scheme::DoublePir),
+            SchemeId::Ypir => Ok(Scheme::Ypir),
             other => Err(Error::WrongScheme {
                 found: other as u8,
                 expected: SchemeId::SimplePir as u8,
@@ -97,6 +101,7 @@ impl Scheme {
         match self {
             Scheme::SimplePir => SchemeId::SimplePir,
             Scheme::DoublePir => SchemeId::DoublePir,
+            Scheme::Ypir => SchemeId::Ypir,
         }
     }
 }
@@ -156,6 +161,8 @@ pub fn p_for(m: u64, scheme: Scheme) -> Result<u32, Error> {
     Ok(match scheme {
         Scheme::SimplePir => SIMPLE_PIR_P[i],
         Scheme::DoublePir => DOUBLE_PIR_P[i],
+        // YPIR rescales the first answer before decoding: p = 256 at every width it lays out.
+        Scheme::Ypir => 256,
     })
 }
 
@@ -179,7 +186,7 @@ fn scheme_p(m: u64, scheme: Scheme) -> Result<u32, Error> {
     for b in (entry_bits(p).saturating_sub(1).max(1)..=entry_bits(p)).rev() {
         let power = 1u32 << b;
         let allowed = match scheme {
-            Scheme::SimplePir => true,
+            Scheme::SimplePir | Scheme::Ypir => true,
             Scheme::DoublePir => digits(power) == digits(p),
         };
         if allowed && data_bits_per_word(power) > data_bits_per_word(best) {
@@ -251,6 +258,7 @@ impl Params {
     /// of 8 data bits per word instead of three of 9).
     pub fn new(scheme: Scheme, records: u64, record_bits: u32) -> Result<Params, Error> {
         match scheme {
+            Scheme::Ypir => crate::ypir::layout(records, record_bits),
             Scheme::SimplePir => Params::settle(scheme, |p| {
                 Params::with_modulus(scheme, records, record_bits, p)
             }),
@@ -274,7 +282,7 @@ impl Params {
         loop {
             let shape = layout(p)?;
             let width = match scheme {
-                Scheme::SimplePir => u64::from(shape.columns),
+                Scheme::SimplePir | Scheme::Ypir => u64::from(shape.columns),
                 Scheme::DoublePir => u64::from(shape.columns.max(shape.rows)),
             };
             let next = scheme_p(width, scheme)?;
@@ -372,8 +380,14 @@ impl Params {
     /// (a larger `p` would break the 2^-40 correctness bound), sizes within the limits, and
     /// rows and columns that hold exactly the records.
     pub fn validate(&self) -> Result<(), Error> {
+        if self.scheme == Scheme::Ypir {
+            crate::ypir::Shape::of(self)?;
+            return self
+                .check_shape()
+                .map_err(|e| Error::Malformed(e.to_string()));
+        }
         let width = match self.scheme {
-            Scheme::SimplePir => u64::from(self.columns),
+            Scheme::SimplePir | Scheme::Ypir => u64::from(self.columns),
             Scheme::DoublePir => u64::from(self.columns.max(self.rows)),
         };
         let limit = p_for(width, self.scheme).map_err(|e| Error::Malformed(e.to_string()))?;

@@ -33,8 +33,8 @@ pub struct Ring {
 /// A ring element as residues mod each prime.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Poly {
-    residues: [Vec<u32>; 2],
-    evaluations: bool,
+    pub(crate) residues: [Vec<u32>; 2],
+    pub(crate) evaluations: bool,
 }
 
 fn power(mut base: u64, mut exponent: u64, q: u64) -> u64 {
@@ -74,6 +74,48 @@ impl Ring {
     /// The dimension.
     pub fn dimension(&self) -> usize {
         self.d
+    }
+
+    /// The NTT table of prime `i` (0 or 1).
+    pub(crate) fn table(&self, i: usize) -> &NttTable {
+        &self.tables[i]
+    }
+
+    /// The kernel backend.
+    pub(crate) fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The permutation of NTT evaluations that applies `τ_k` (odd `k`) in the evaluation
+    /// domain, per prime: `τ_k(p)` has evaluation `i` equal to `p`'s evaluation
+    /// `permutation[i]` (the point `ψ_i^k` is another evaluation point `ψ_j`).
+    pub(crate) fn automorphism_permutation(&self, k: usize) -> Result<[Vec<u32>; 2], Error> {
+        if k.is_multiple_of(2) {
+            return Err(Error::InvalidParameter("automorphisms take odd k".into()));
+        }
+        let one = |i: usize| -> Result<Vec<u32>, Error> {
+            let q = u64::from(RNS_PRIMES[i]);
+            let mut points = vec![0u32; self.d];
+            if self.d > 1 {
+                points[1] = 1;
+            }
+            self.tables[i].forward(self.backend, &mut points);
+            let index: std::collections::HashMap<u32, u32> = points
+                .iter()
+                .enumerate()
+                .map(|(j, &x)| (x, j as u32))
+                .collect();
+            points
+                .iter()
+                .map(|&x| {
+                    index
+                        .get(&(power(u64::from(x), k as u64, q) as u32))
+                        .copied()
+                        .ok_or_else(|| Error::InvalidParameter("not an evaluation point".into()))
+                })
+                .collect()
+        };
+        Ok([one(0)?, one(1)?])
     }
 
     /// `q = q_1 q_2`.

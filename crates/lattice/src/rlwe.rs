@@ -96,6 +96,17 @@ impl Secret {
         })
     }
 
+    /// The secret in NTT form.
+    pub(crate) fn evaluations(&self) -> &Poly {
+        &self.evaluations
+    }
+
+    /// The secret's coefficients.
+    #[cfg(test)]
+    pub(crate) fn coefficients(&self) -> &[i64] {
+        &self.coefficients
+    }
+
     /// `τ_k(s)`, the secret an automorphism of a ciphertext leaves it under.
     pub fn automorphism(&self, ring: &Ring, k: usize) -> Result<Secret, Error> {
         let p = ring.from_coefficients(&self.coefficients)?;

@@ -49,11 +49,11 @@ impl std::fmt::Debug for QueryState {
 }
 
 impl QueryState {
-    fn of<T: Any + Send + Sync>(state: T) -> Self {
+    pub(crate) fn of<T: Any + Send + Sync>(state: T) -> Self {
         Self(Box::new(state))
     }
 
-    fn downcast<T: Any>(&self) -> Result<&T, Error> {
+    pub(crate) fn downcast<T: Any>(&self) -> Result<&T, Error> {
         self.0
             .downcast_ref()
             .ok_or_else(|| Error::InvalidParameter("query state of another scheme".into()))
@@ -122,6 +122,11 @@ pub fn build_server_saved(
                 DoublePirServer::build(params, records, seeds, version, saved, progress)?;
             (Box::new(server), Saved { hint, extra: h1 })
         }
+        Scheme::Ypir => {
+            let (server, hint, h1) =
+                crate::ypir::YpirServer::build(params, records, seeds, version, saved, progress)?;
+            (Box::new(server), Saved { hint, extra: h1 })
+        }
     })
 }
 
@@ -144,6 +149,11 @@ pub fn build_server(
             let (server, hint) = DoublePirServer::new(params, records, seeds, version, progress)?;
             (Box::new(server), hint)
         }
+        Scheme::Ypir => {
+            let (server, hint, _) =
+                crate::ypir::YpirServer::build(params, records, seeds, version, None, progress)?;
+            (Box::new(server), hint)
+        }
     })
 }
 
@@ -152,6 +162,7 @@ pub fn open_client(scheme: Scheme, hint: &[u8]) -> Result<Box<dyn SingleClient>,
     Ok(match scheme {
         Scheme::SimplePir => Box::new(SimplePirClient::new(hint)?),
         Scheme::DoublePir => Box::new(DoublePirClient::new(hint)?),
+        Scheme::Ypir => Box::new(crate::ypir::YpirClient::new(hint)?),
     })
 }
 

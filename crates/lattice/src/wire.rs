@@ -90,6 +90,7 @@ impl HintHeader {
         match self.params.scheme {
             Scheme::SimplePir => self.params.rows() * LWE_N,
             Scheme::DoublePir => self.params.digits() * LWE_N * LWE_N,
+            Scheme::Ypir => 0,
         }
     }
 
@@ -164,7 +165,7 @@ pub fn decode_hint(bytes: &[u8], scheme: Scheme) -> Result<(HintHeader, Option<V
     let seed = r.array::<SEED_LEN>()?;
     let seed2 = match scheme {
         Scheme::SimplePir => None,
-        Scheme::DoublePir => Some(r.array::<SEED_LEN>()?),
+        Scheme::DoublePir | Scheme::Ypir => Some(r.array::<SEED_LEN>()?),
     };
     let version = r.array::<VERSION_LEN>()?;
     let header = HintHeader {
@@ -197,6 +198,8 @@ pub fn query_words(params: &Params) -> usize {
     match params.scheme {
         Scheme::SimplePir => params.columns(),
         Scheme::DoublePir => params.columns() + params.entries_per_record() * params.rows(),
+        // YPIR's query is not words: crate::ypir::wire.
+        Scheme::Ypir => 0,
     }
 }
 
@@ -226,6 +229,24 @@ pub fn answer_words(params: &Params) -> usize {
             let kappa = params.digits();
             kappa * LWE_N + params.entries_per_record() * (kappa * LWE_N + kappa)
         }
+        // YPIR's answer is packed ciphertexts: crate::ypir::wire.
+        Scheme::Ypir => 0,
+    }
+}
+
+/// Bytes of a query body for `params`, every scheme (the version included).
+pub fn query_body_bytes(params: &Params) -> usize {
+    match params.scheme {
+        Scheme::Ypir => crate::ypir::Shape::of(params).map_or(0, |s| s.query_bytes()),
+        _ => VERSION_LEN + 4 * query_words(params),
+    }
+}
+
+/// Bytes of an answer body for `params`, every scheme.
+pub fn answer_body_bytes(params: &Params) -> usize {
+    match params.scheme {
+        Scheme::Ypir => crate::ypir::Shape::of(params).map_or(0, |s| s.answer_bytes()),
+        _ => 4 * answer_words(params),
     }
 }
 
@@ -244,7 +265,12 @@ pub fn decode_answer(bytes: &[u8], params: &Params) -> Result<Vec<u32>, Error> {
 }
 
 /// Checks the envelope (scheme, kind, length at most `max_body`) and returns the body.
-fn open(bytes: &[u8], scheme: Scheme, kind: MessageKind, max_body: usize) -> Result<&[u8], Error> {
+pub(crate) fn open(
+    bytes: &[u8],
+    scheme: Scheme,
+    kind: MessageKind,
+    max_body: usize,
+) -> Result<&[u8], Error> {
     let envelope = decode_envelope(bytes, max_body)?;
     if envelope.scheme != scheme.id() {
         return Err(Error::WrongScheme {

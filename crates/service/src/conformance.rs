@@ -394,7 +394,7 @@ impl Client for LatticeTestClient {
             .client
             .query(index as u64, rng)
             .map_err(|e| e.to_string())?;
-        let max_answer = wire::HEADER_LEN + 4 * pir_lattice::wire::answer_words(&header.params);
+        let max_answer = wire::HEADER_LEN + pir_lattice::wire::answer_body_bytes(&header.params);
         let got = ask(
             exchange,
             0,

@@ -135,9 +135,7 @@ impl Lattice {
             header_message: server.header().encode(),
             server,
             download: Bytes::from(download),
-            query_bytes: wire::HEADER_LEN
-                + pir_lattice::wire::VERSION_LEN
-                + 4 * pir_lattice::wire::query_words(&params),
+            query_bytes: wire::HEADER_LEN + pir_lattice::wire::query_body_bytes(&params),
         };
         Ok((lattice, offline))
     }

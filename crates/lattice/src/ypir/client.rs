@@ -1,0 +1,282 @@
+//! The YPIR client: queries (`c1`, `c2` and the key-switching key bodies) and decoding. It
+//! needs only the header-only hint message: no hint matrix is ever downloaded.
+//!
+//! The client draws its RLWE secret `s2` and key bodies once and reuses them for every query
+//! (they are 516 KB of each query; keeping them under a key id on the server is future work).
+//! Reusing `s2` is safe: every query is a fresh RLWE encryption under it. `s1` is fresh per
+//! query.
+
+use std::sync::Mutex;
+
+use pir_core::Error;
+use pir_kernels::Backend;
+use rand::CryptoRng;
+
+use super::rns::{self, Rns};
+use super::server::{a1_blocks, a2_blocks};
+use super::tree::{coefficient_of, Packer};
+use super::wire::{self, Query};
+use super::{key_bodies, Shape, ANSWER_BODY_BITS, ANSWER_MASK_BITS, PACKED_P_BITS};
+use crate::gaussian::ErrorSampler;
+use crate::params::{Location, Scheme, LWE_N};
+use crate::records;
+use crate::ring::{Ring, RING_D};
+use crate::rlwe::Secret;
+use crate::wire::{decode_hint, HintHeader};
+
+/// A YPIR client for one database (built from its header-only hint message).
+pub struct YpirClient {
+    header: HintHeader,
+    shape: Shape,
+    ring1: Ring,
+    packer: Packer,
+    a1: Vec<Rns>,
+    a2: Vec<Rns>,
+    sampler: ErrorSampler,
+    keys: Mutex<Option<Keys>>,
+}
+
+#[derive(Clone)]
+struct Keys {
+    secret: Secret,
+    /// Key bodies in coefficient form, as sent.
+    bodies: Vec<Vec<Vec<u64>>>,
+}
+
+/// What decoding an answer needs.
+pub struct YpirQueryState {
+    s1: Vec<i64>,
+    s2: Secret,
+    location: Location,
+}
+
+impl std::fmt::Debug for YpirQueryState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("YpirQueryState { .. }")
+    }
+}
+
+impl YpirClient {
+    /// A client from the server's header-only hint message (a full hint is refused: YPIR
+    /// has none).
+    pub fn new(hint: &[u8]) -> Result<YpirClient, Error> {
+        let (header, matrix) = decode_hint(hint, Scheme::Ypir)?;
+        if matrix.is_some() {
+            return Err(Error::Malformed("a YPIR hint carries no matrix".into()));
+        }
+        let shape = Shape::of(&header.params)?;
+        let seed2 = header
+            .seed2
+            .ok_or_else(|| Error::Malformed("a YPIR header needs two seeds".into()))?;
+        let backend = Backend::current();
+        let ring1 = Ring::new(LWE_N, backend)?;
+        let ring2 = Ring::new(RING_D, backend)?;
+        let a1 = a1_blocks(&header.seed, shape.padded_columns / LWE_N)
+            .iter()
+            .map(|a| {
+                let mut r = rns::from_signed(a);
+                rns::forward(&ring1, &mut r);
+                r
+            })
+            .collect();
+        let mut a2 = a2_blocks(&seed2, shape.groups / RING_D)?;
+        for block in &mut a2 {
+            rns::forward(&ring2, block);
+        }
+        let packer = Packer::new(ring2, &seed2)?;
+        Ok(YpirClient {
+            header,
+            shape,
+            ring1,
+            packer,
+            a1,
+            a2,
+            sampler: ErrorSampler::new(),
+            keys: Mutex::new(None),
+        })
+    }
+
+    /// The header the client was built from.
+    pub fn header(&self) -> &HintHeader {
+        &self.header
+    }
+
+    fn keys(&self, rng: &mut impl CryptoRng) -> Result<Keys, Error> {
+        let mut slot = self
+            .keys
+            .lock()
+            .map_err(|_| Error::InvalidParameter("key cache poisoned".into()))?;
+        if let Some(keys) = slot.as_ref() {
+            return Ok(keys.clone());
+        }
+        let ring = &self.packer.ring;
+        let secret = Secret::generate(ring, rng)?;
+        let bodies = key_bodies(&self.packer, &secret, &self.sampler, rng)?
+            .into_iter()
+            .map(|level| {
+                level
+                    .into_iter()
+                    .map(|mut part| {
+                        rns::inverse(ring, &mut part);
+                        rns::crt(&part)
+                    })
+                    .collect()
+            })
+            .collect();
+        let keys = Keys { secret, bodies };
+        *slot = Some(keys.clone());
+        Ok(keys)
+    }
+
+    /// A query for record `index` and the state decoding needs.
+    pub fn query(
+        &self,
+        index: u64,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(YpirQueryState, Vec<u8>), Error> {
+        let location = self.header.params.locate(index)?;
+        let group = location.row / self.shape.entries;
+        let keys = self.keys(rng)?;
+        // First layer: Gaussian s1, c1 = -a1 s1 + e + 2^24 u_column (mod 2^32).
+        let s1: Vec<i64> = (0..LWE_N)
+            .map(|_| i64::from(self.sampler.sample(rng)))
+            .collect();
+        let mut s1_eval = rns::from_signed(&s1);
+        rns::forward(&self.ring1, &mut s1_eval);
+        let delta1 = 1u32 << (32 - 8);
+        let mut c1 = Vec::with_capacity(self.shape.padded_columns);
+        for (u, a) in self.a1.iter().enumerate() {
+            let mut product = rns::mul(a, &s1_eval);
+            rns::inverse(&self.ring1, &mut product);
+            for (j, x) in rns::crt(&product).into_iter().enumerate() {
+                let e = self.sampler.sample(rng) as u32;
+                let mut b = e.wrapping_sub(rns::centered(x) as u32);
+                if u * LWE_N + j == location.column {
+                    b = b.wrapping_add(delta1);
+                }
+                c1.push(b);
+            }
+        }
+        // Second layer: c2 = -a2 s2 + e + Δ2 u_group (mod q2).
+        let q = rns::modulus();
+        let delta2 = q >> PACKED_P_BITS;
+        let ring2 = &self.packer.ring;
+        let s2 = &keys.secret.evaluations().residues;
+        let mut c2 = Vec::with_capacity(self.shape.groups);
+        for (u, a) in self.a2.iter().enumerate() {
+            let mut product = rns::mul(a, s2);
+            rns::inverse(ring2, &mut product);
+            for (j, x) in rns::crt(&product).into_iter().enumerate() {
+                let e = i64::from(self.sampler.sample(rng));
+                let mut b = (i128::from(e) - i128::from(x)).rem_euclid(i128::from(q)) as u64;
+                if u * RING_D + j == group {
+                    b = (b + delta2) % q;
+                }
+                c2.push(b);
+            }
+        }
+        let query = Query {
+            c1,
+            c2,
+            keys: keys.bodies,
+        };
+        Ok((
+            YpirQueryState {
+                s1,
+                s2: keys.secret,
+                location,
+            },
+            wire::encode_query(&self.header.version, &query),
+        ))
+    }
+
+    /// The packed values of every tree: `values[t][c]` in `Z_{2^18}`.
+    fn packed_values(&self, state: &YpirQueryState, answer: &[u8]) -> Result<Vec<Vec<u32>>, Error> {
+        let ring = &self.packer.ring;
+        let ciphertexts = wire::decode_answer(answer, &self.shape)?;
+        let mask_half = 1i64 << (ANSWER_MASK_BITS - 1);
+        let s2 = &state.s2.evaluations().residues;
+        let phase_bits = ANSWER_MASK_BITS;
+        let shift = ANSWER_MASK_BITS - ANSWER_BODY_BITS;
+        let round = phase_bits - PACKED_P_BITS;
+        Ok(ciphertexts
+            .into_iter()
+            .map(|(a, b)| {
+                let centered: Vec<i64> = a
+                    .iter()
+                    .map(|&x| {
+                        let v = i64::from(x);
+                        if v >= mask_half {
+                            v - 2 * mask_half
+                        } else {
+                            v
+                        }
+                    })
+                    .collect();
+                let mut a = rns::from_signed(&centered);
+                rns::forward(ring, &mut a);
+                let mut product = rns::mul(&a, s2);
+                rns::inverse(ring, &mut product);
+                rns::crt(&product)
+                    .into_iter()
+                    .zip(b)
+                    .map(|(x, body)| {
+                        let phase = (i64::from(body) << shift) + rns::centered(x);
+                        let phase = phase.rem_euclid(1 << phase_bits);
+                        (((phase + (1 << (round - 1))) >> round) & ((1 << PACKED_P_BITS) - 1))
+                            as u32
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// The record from the answer to the query that made `state`.
+    pub fn decode(&self, state: &YpirQueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {
+        let values = self.packed_values(state, answer)?;
+        let value = |leaf: usize| -> Result<i64, Error> {
+            values
+                .get(leaf / RING_D)
+                .map(|v| i64::from(v[coefficient_of(leaf % RING_D)]))
+                .ok_or_else(|| Error::Malformed("an answer without that ciphertext".into()))
+        };
+        let e = self.shape.entries;
+        let modulus = 1i64 << PACKED_P_BITS;
+        let mut entries = Vec::with_capacity(e);
+        for k in 0..e {
+            let mut phase = value(e * LWE_N + k)?;
+            for i in 0..LWE_N {
+                let h = value(k * LWE_N + i)?;
+                phase += if i == 0 {
+                    h * state.s1[0]
+                } else {
+                    -h * state.s1[LWE_N - i]
+                };
+            }
+            let phase = phase.rem_euclid(modulus);
+            let round = PACKED_P_BITS - 8;
+            let centered_entry = ((phase + (1 << (round - 1))) >> round) & 0xff;
+            entries.push(((centered_entry + 128) & 0xff) as u32);
+        }
+        records::assemble(&self.header.params, &state.location, &entries)
+    }
+}
+
+impl crate::single::SingleClient for YpirClient {
+    fn header(&self) -> &HintHeader {
+        &self.header
+    }
+
+    fn query(
+        &self,
+        index: u64,
+        rng: &mut dyn CryptoRng,
+    ) -> Result<(crate::single::QueryState, Vec<u8>), Error> {
+        let (state, message) = YpirClient::query(self, index, &mut &mut *rng)?;
+        Ok((crate::single::QueryState::of(state), message))
+    }
+
+    fn decode(&self, state: &crate::single::QueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {
+        YpirClient::decode(self, state.downcast::<YpirQueryState>()?, answer)
+    }
+}

@@ -1,0 +1,271 @@
+//! YPIR (Menon and Wu, "YPIR: High-Throughput Single-Server PIR with Silent Preprocessing",
+//! USENIX Security 2024, seed 003): DoublePIR whose second-layer answer is packed into RLWE
+//! ciphertexts, so the client downloads no hint at all.
+//!
+//! # The scheme as built here
+//!
+//! The database is the `ℓ × m` matrix of bytes of [`crate::Params`] (`p = 256`, centered
+//! `D' = D - 128`); a record's group of `e` entries lies down rows `g e .. g e + e` of one
+//! column.
+//!
+//! 1. **First layer** (LWE, `n = 1024`, `q1 = 2^32`, `σ = 6.4`, Gaussian secret `s1`): the
+//!    client sends `c1 = ` bodies of RLWE encryptions over `Z_{2^32}[X]/(X^1024 + 1)` of
+//!    `Δ1 = 2^24` at the wanted column, masks `a1_u` from the public seed. The server
+//!    computes `T = D' c1` (the first pass, [`pir_kernels::matvec`]); row `i` of the result
+//!    is an LWE ciphertext `(H_i, T_i)` whose mask polynomial `H_i = Σ_u D̃'_{i,u} a1_u` the
+//!    server computes **offline** by NTT (the structured `A1` is what makes this 40x cheaper
+//!    than SimplePIR's hint).
+//! 2. **Rescaling** both to `q̃1 = 2^18` ([`RESCALED_BITS`]).
+//! 3. **Second layer** (RLWE, `d = 2048`, `q2 = 268369921 · 249561089`, ternary `s2`): the
+//!    client sends `c2 =` RLWE bodies encrypting `Δ2 = floor(q2 / 2^18)` at its row group.
+//!    Each of the `e (n + 1)` values of the wanted row group (the `n` coefficients of each
+//!    `H̃` and each `T̃`) becomes an LWE ciphertext of dimension 2048: body `Σ_g M[r, g] c2[g]`
+//!    (the second pass), mask fixed by the database and `A2` for the hint rows (offline).
+//! 4. **Packing** those `e (n + 1)` ciphertexts into `ceil(e (n + 1) / 2048)` RLWE ciphertexts
+//!    with the client's key-switching keys ([`tree`], CDKS with the masks precomputed).
+//! 5. **Modulus switching** of each packed ciphertext to `2^28` (mask) and `2^20` (body):
+//!    12,288 bytes per ciphertext ([`ANSWER_MASK_BITS`], [`ANSWER_BODY_BITS`]).
+//!
+//! The client decrypts the packed values with `s2`, gets `H̃_i` and `T̃_i` for each entry of
+//! its group, and decrypts `T̃_i + <H̃_i, s1>` to the entry.
+//!
+//! # Parameters and their bounds
+//!
+//! - First layer: SimplePIR's `n = 1024, q = 2^32, σ = 6.4` (128-bit security by the lattice
+//!   estimator, Henzinger et al. 2023; a Gaussian secret is LWE's normal form, as hard as a
+//!   uniform one). The structured `A1` makes it ring-LWE over a power-of-two modulus, as in
+//!   YPIR.
+//! - Second layer: `d = 2048`, `log2 q2 = 55.9`, `σ = 6.4`, ternary secret: YPIR's parameters,
+//!   128-bit security by Menon and Wu's lattice-estimator run (the HE standard's table, with
+//!   `σ = 3.2`, lists `log2 q = 54` for 128 bits at `d = 2048`; the doubled `σ` is what the
+//!   last two bits rest on).
+//! - Correctness, `2^-40` per query: the rescaling error of step 2 is `r_T + <r_H, s1>` with
+//!   `r` uniform in `[-1/2, 1/2]`: standard deviation `0.29 · 6.4 · 32 = 59`; the first layer's
+//!   noise after rescaling at most `2^17 / 2^14 = 8` for `m <= 2^18` ([`MAX_COLUMNS`]);
+//!   decoding `Z_256` from `Z_{2^18}` tolerates `512 = 8.6 σ`. The packed values live in
+//!   `Z_{2^18}` with `Δ2 = 2^37.9`: second-pass noise `2^26.4`, packing noise `2^33.5`
+//!   ([`tree::GADGET`]), the mask's switching error `0.29 · 26 · 2^(55.9-28) = 2^30`, the
+//!   body's at most `2^(55.9-21)`: the sum is below `Δ2 / 2 = 2^36.9` by more than 9 σ.
+//!   The test `ypir_decoding_noise_is_within_the_bounds` measures these.
+//!
+//! # What it does not do (yet)
+//!
+//! YPIR+SP (SimplePIR's first layer with packing, for large records), cross-client batching of
+//! the second layer, and keeping a client's keys under a key id.
+
+pub mod client;
+pub(crate) mod rns;
+pub mod server;
+pub mod tree;
+pub mod wire;
+
+pub use client::{YpirClient, YpirQueryState};
+pub use server::YpirServer;
+
+use pir_core::Error;
+use rand::CryptoRng;
+
+use crate::gaussian::ErrorSampler;
+use crate::params::{Params, Scheme, LWE_N};
+use crate::ring::RING_D;
+use crate::rlwe::Secret;
+use rns::Rns;
+use tree::{Packer, GADGET, LEVELS};
+
+/// `log2 q̃1`: the first layer's answer and hint rows are rescaled from `2^32` to this, and it
+/// is also the plaintext modulus of the packed layer (one value per packed coefficient).
+pub const RESCALED_BITS: u32 = 18;
+/// `log2` of the packed layer's plaintext modulus (= [`RESCALED_BITS`]).
+pub const PACKED_P_BITS: u32 = RESCALED_BITS;
+/// Bits of a packed ciphertext's mask coefficients after modulus switching.
+pub const ANSWER_MASK_BITS: u32 = 28;
+/// Bits of a packed ciphertext's body coefficients after modulus switching.
+pub const ANSWER_BODY_BITS: u32 = 20;
+/// Most columns `m` (the first layer's noise bound, above).
+pub const MAX_COLUMNS: usize = 1 << 18;
+/// Most row groups `ℓ / e` (the second pass sums at most this many 45-bit terms in an `i64`).
+pub const MAX_GROUPS: usize = 1 << 17;
+/// Bytes of one element mod `q2` on the wire (`q2 < 2^56`).
+pub const ELEMENT_BYTES: usize = 7;
+
+/// Stream kinds of the second seed ([`rns::public_element`]): `A2`'s blocks and the key masks.
+pub(crate) const KIND_A2: u64 = 1;
+pub(crate) const KIND_KEY: u64 = 2;
+
+/// The shape of a YPIR database beyond [`Params`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// `e`, entries per record group.
+    pub entries: usize,
+    /// Row groups `ℓ / e` (a multiple of 2048): what `c2` selects.
+    pub groups: usize,
+    /// `m`, columns.
+    pub columns: usize,
+    /// `m` rounded up to whole blocks of 1024: `c1`'s length.
+    pub padded_columns: usize,
+}
+
+impl Shape {
+    /// The shape of `params` (a YPIR database), checked.
+    pub fn of(params: &Params) -> Result<Shape, Error> {
+        if params.scheme != Scheme::Ypir {
+            return Err(Error::InvalidParameter(
+                "parameters are not for YPIR".into(),
+            ));
+        }
+        let entries = params.entries_per_record();
+        let groups = params.rows() / entries.max(1);
+        if params.p != 256
+            || !groups.is_multiple_of(RING_D)
+            || groups > MAX_GROUPS
+            || params.columns() > MAX_COLUMNS
+        {
+            return Err(Error::Malformed("not a YPIR layout".into()));
+        }
+        Ok(Shape {
+            entries,
+            groups,
+            columns: params.columns(),
+            padded_columns: params.columns().next_multiple_of(LWE_N),
+        })
+    }
+
+    /// Leaves of the packing: `e (n + 1)`.
+    pub fn leaves(&self) -> usize {
+        self.entries * (LWE_N + 1)
+    }
+
+    /// Leaves with offline masks: `e n`.
+    pub fn static_leaves(&self) -> usize {
+        self.entries * LWE_N
+    }
+
+    /// Packed ciphertexts in an answer.
+    pub fn trees(&self) -> usize {
+        self.leaves().div_ceil(RING_D)
+    }
+
+    /// Bytes of a query body.
+    pub fn query_bytes(&self) -> usize {
+        crate::wire::VERSION_LEN
+            + 4 * self.padded_columns
+            + ELEMENT_BYTES * (self.groups + tree::key_parts() * RING_D)
+    }
+
+    /// Bytes of an answer body.
+    pub fn answer_bytes(&self) -> usize {
+        self.trees() * RING_D * (ANSWER_MASK_BITS + ANSWER_BODY_BITS) as usize / 8
+    }
+}
+
+/// YPIR's layout of `records` records of `record_bits` bits: `p = 256`, row groups a multiple
+/// of 2048, and among those the one with the smallest query (`4 m + 7 ℓ/e` bytes, `m` padded
+/// to whole blocks of 1024).
+pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
+    let probe = Params {
+        scheme: Scheme::Ypir,
+        records,
+        record_bits,
+        rows: 1,
+        columns: 1,
+        p: 256,
+    };
+    let per_entry = probe.records_per_entry();
+    let entries = probe.entries_per_record() as u64;
+    let groups = records.div_ceil(per_entry);
+    let most_groups = (MAX_GROUPS as u64).min(u64::from(crate::params::MAX_ROWS) / entries);
+    let mut best: Option<(u64, u64, u64)> = None;
+    let mut g = RING_D as u64;
+    while g <= most_groups {
+        let m = groups.div_ceil(g);
+        if m <= MAX_COLUMNS as u64 {
+            let bytes = 4 * m.next_multiple_of(LWE_N as u64) + ELEMENT_BYTES as u64 * g;
+            if best.is_none_or(|(b, _, _)| bytes < b) {
+                best = Some((bytes, g, m));
+            }
+        }
+        g += RING_D as u64;
+    }
+    let (_, g, m) = best.ok_or_else(|| {
+        Error::InvalidParameter(format!(
+            "{records} records of {record_bits} bits are more than YPIR lays out \
+             ({MAX_COLUMNS} columns of {MAX_GROUPS} row groups); split the database"
+        ))
+    })?;
+    let params = Params {
+        rows: (g * entries) as u32,
+        columns: m as u32,
+        ..probe
+    };
+    params.validate()?;
+    Ok(params)
+}
+
+/// The client's key-switching key bodies for the public masks of `packer` (NTT form):
+/// `b = -a s + e + B^i τ_{2^l+1}(s)` for each level `l` and digit `i`.
+pub(crate) fn key_bodies(
+    packer: &Packer,
+    secret: &Secret,
+    sampler: &ErrorSampler,
+    rng: &mut impl CryptoRng,
+) -> Result<Vec<Vec<Rns>>, Error> {
+    let ring = &packer.ring;
+    let q = rns::modulus();
+    let s = &secret.evaluations().residues;
+    let mut all = Vec::with_capacity(LEVELS);
+    for level in 1..=LEVELS {
+        let moved = secret.automorphism(ring, tree::automorphism_of(level))?;
+        let moved = &moved.evaluations().residues;
+        let (bits, count) = GADGET[level - 1];
+        let mut parts = Vec::with_capacity(count);
+        for digit in 0..count {
+            let scale = ((1u128 << (bits as usize * digit)) % u128::from(q)) as u64;
+            let errors: Vec<i64> = (0..RING_D)
+                .map(|_| i64::from(sampler.sample(rng)))
+                .collect();
+            let mut body = rns::from_signed(&errors);
+            rns::forward(ring, &mut body);
+            let a_s = rns::mul(&packer.key_masks[level - 1][digit], s);
+            body = rns::sub(&body, &a_s);
+            let g = rns::mul(moved, &rns::constant(RING_D, scale));
+            rns::add_assign(&mut body, &g);
+            parts.push(body);
+        }
+        all.push(parts);
+    }
+    Ok(all)
+}
+
+/// `round(x / 2^14) mod 2^18`: a value mod `2^32` rescaled to `q̃1`.
+pub(crate) fn rescale(x: u32) -> u32 {
+    let shift = 32 - RESCALED_BITS;
+    (((u64::from(x) + (1 << (shift - 1))) >> shift) & ((1 << RESCALED_BITS) - 1)) as u32
+}
+
+/// A value of `Z_{2^18}` centered in `[-2^17, 2^17)`.
+pub(crate) fn centered_rescaled(x: u32) -> i64 {
+    let half = 1i64 << (RESCALED_BITS - 1);
+    let v = i64::from(x);
+    if v >= half {
+        v - (half << 1)
+    } else {
+        v
+    }
+}
+
+/// The negacyclic "reversed" polynomial of a row of values: coefficient 0 is `v_0`,
+/// coefficient `d - j` is `-v_j`, so that `Σ_j v_j coeff_j(a s) = coeff_0(ṽ a s)`.
+pub(crate) fn reversed(values: &[i64], d: usize) -> Vec<i64> {
+    let mut out = vec![0i64; d];
+    for (j, &v) in values.iter().enumerate().take(d) {
+        if j == 0 {
+            out[0] = v;
+        } else {
+            out[d - j] = -v;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,352 @@
+//! The YPIR server: offline work (`H1` by NTT, the second layer's static masks, the packing
+//! plan) and answers (first pass, rescaling, second pass, packing, modulus switching).
+
+use pir_core::Error;
+use pir_kernels::Backend;
+use rayon::prelude::*;
+
+use super::rns::{self, Rns};
+use super::tree::{Packer, Plan};
+use super::{centered_rescaled, rescale, reversed, wire, Shape, KIND_A2, RESCALED_BITS};
+use crate::lwe::ZpMatrix;
+use crate::params::{Params, LWE_N};
+use crate::prg::{self, Seed};
+use crate::ring::{Ring, RING_D};
+use crate::simple::pack_database;
+use crate::single::Saved;
+use crate::wire::{DbVersion, HintHeader};
+
+/// Blocks of `A1` summed in the NTT domain before reducing mod `2^32`: each block adds at
+/// most `1024 · 128 · 2^31 = 2^48` to a coefficient, and `q2 / 2 > 2^54.9`.
+const BLOCKS_PER_REDUCTION: usize = 64;
+
+/// A YPIR server: the packed database, the second layer's static rows, `A2` and the packing
+/// plan.
+#[derive(Debug)]
+pub struct YpirServer {
+    header: HintHeader,
+    shape: Shape,
+    db: ZpMatrix,
+    /// Static rows of the second layer, `(k n + c) × groups`: coefficient `c` of the rescaled
+    /// `H̃` of entry `k` of each group, centered.
+    second: Vec<i32>,
+    /// `A2`'s blocks (NTT form).
+    a2: Vec<Rns>,
+    packer: Packer,
+    plan: Plan,
+}
+
+/// The public blocks of `A1` (`m / 1024` polynomials mod `2^32`, centered).
+pub(crate) fn a1_blocks(seed: &Seed, blocks: usize) -> Vec<Vec<i64>> {
+    (0..blocks)
+        .map(|u| {
+            let mut row = vec![0u32; LWE_N];
+            prg::expand_rows(seed, u, &mut row);
+            row.into_iter().map(|x| i64::from(x as i32)).collect()
+        })
+        .collect()
+}
+
+/// `A2`'s blocks (coefficient form).
+pub(crate) fn a2_blocks(seed: &Seed, blocks: usize) -> Result<Vec<Rns>, Error> {
+    (0..blocks)
+        .map(|u| rns::public_element(seed, KIND_A2, u as u64, RING_D))
+        .collect()
+}
+
+impl YpirServer {
+    /// Packs `records` and does the offline work for the public seeds (`A1` from `seeds[0]`,
+    /// `A2` and the key masks from `seeds[1]`), reusing `saved` (`H1` rescaled) when it
+    /// belongs to this database. Returns the server, the header-only hint message, and
+    /// `H1` to save. `progress(done, total)` counts rows of `H1`.
+    pub fn build(
+        params: Params,
+        records: &[u8],
+        seeds: [Seed; 2],
+        version: DbVersion,
+        saved: Option<Saved>,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(YpirServer, Vec<u8>, Vec<u32>), Error> {
+        let shape = Shape::of(&params)?;
+        let db = pack_database(&params, records)?;
+        let header = HintHeader {
+            params,
+            seed: seeds[0],
+            seed2: Some(seeds[1]),
+            version,
+        };
+        let rows = params.rows();
+        let h1 = match saved {
+            Some(saved) => saved.check(&header, rows * LWE_N)?.0,
+            None => first_layer_masks(&db, &shape, &seeds[0], rows, progress)?,
+        };
+        if h1.iter().any(|&x| x >> RESCALED_BITS != 0) {
+            return Err(Error::DatabaseMismatch(
+                "the saved offline work holds values out of range".into(),
+            ));
+        }
+        let (e, groups) = (shape.entries, shape.groups);
+        let mut second = vec![0i32; shape.static_leaves() * groups];
+        second
+            .par_chunks_mut(groups)
+            .enumerate()
+            .for_each(|(r, out)| {
+                let (k, c) = (r / LWE_N, r % LWE_N);
+                for (g, o) in out.iter_mut().enumerate() {
+                    *o = centered_rescaled(h1[(g * e + k) * LWE_N + c]) as i32;
+                }
+            });
+        let ring = Ring::new(RING_D, Backend::current())?;
+        let mut a2 = a2_blocks(&seeds[1], groups / RING_D)?;
+        for block in &mut a2 {
+            rns::forward(&ring, block);
+        }
+        let packer = Packer::new(ring.clone(), &seeds[1])?;
+        let masks: Vec<Rns> = second
+            .par_chunks(groups)
+            .map(|row| row_mask(&ring, &a2, row.iter().map(|&v| i64::from(v))))
+            .collect();
+        let plan = packer.plan(shape.leaves(), shape.static_leaves(), &|k| {
+            masks
+                .get(k)
+                .cloned()
+                .ok_or_else(|| Error::InvalidParameter("no such static leaf".into()))
+        })?;
+        let hint = header.encode();
+        Ok((
+            YpirServer {
+                header,
+                shape,
+                db,
+                second,
+                a2,
+                packer,
+                plan,
+            },
+            hint,
+            h1,
+        ))
+    }
+
+    /// The hint header (all a client needs: there is no hint matrix).
+    pub fn header(&self) -> &HintHeader {
+        &self.header
+    }
+
+    /// Bytes in memory: the packed database, the static rows and the packing plan.
+    pub fn memory_bytes(&self) -> usize {
+        self.db.memory_bytes() + self.second.len() * 4 + self.plan.memory_bytes()
+    }
+
+    /// The database shape.
+    pub fn params(&self) -> &Params {
+        &self.header.params
+    }
+
+    /// Answers many queries: one first pass over the database for all of them, then each
+    /// query's second pass and packing; a malformed query gets its own error.
+    pub fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
+        let decoded: Vec<Result<wire::Query, Error>> = queries
+            .iter()
+            .map(|q| wire::decode_query(q, &self.shape, &self.header.version))
+            .collect();
+        let vectors: Vec<&[u32]> = decoded
+            .iter()
+            .flatten()
+            .map(|q| &q.c1[..self.shape.columns])
+            .collect();
+        let products = self.db.times_vectors(&vectors);
+        let k = vectors.len();
+        let rows = self.params().rows();
+        let mut next = 0;
+        decoded
+            .into_iter()
+            .map(|query| {
+                let query = query?;
+                let t: Vec<u32> = (0..rows).map(|i| products[i * k + next]).collect();
+                next += 1;
+                self.finish(&query, &t)
+            })
+            .collect()
+    }
+
+    /// Answers one query.
+    pub fn answer(&self, query: &[u8]) -> Result<Vec<u8>, Error> {
+        self.answer_batch(&[query])
+            .pop()
+            .unwrap_or_else(|| Err(Error::InvalidParameter("no answer".into())))
+    }
+
+    /// Everything after the first pass: `t = D' c1`.
+    fn finish(&self, query: &wire::Query, t: &[u32]) -> Result<Vec<u8>, Error> {
+        let ring = &self.packer.ring;
+        let (e, groups) = (self.shape.entries, self.shape.groups);
+        let t_rows: Vec<Vec<i64>> = (0..e)
+            .map(|k| {
+                (0..groups)
+                    .map(|g| centered_rescaled(rescale(t[g * e + k])))
+                    .collect()
+            })
+            .collect();
+        let c2: Rns = [
+            query
+                .c2
+                .iter()
+                .map(|&x| (x % u64::from(rns::q(0))) as u32)
+                .collect(),
+            query
+                .c2
+                .iter()
+                .map(|&x| (x % u64::from(rns::q(1))) as u32)
+                .collect(),
+        ];
+        // Second pass: bodies of every leaf.
+        let mut bodies: Vec<u64> = self
+            .second
+            .par_chunks(groups)
+            .map(|row| inner(row.iter().map(|&v| i64::from(v)), &c2))
+            .collect();
+        bodies.extend(t_rows.iter().map(|row| inner(row.iter().copied(), &c2)));
+        let keys: Vec<Vec<Rns>> = query
+            .keys
+            .iter()
+            .map(|level| {
+                level
+                    .iter()
+                    .map(|part| {
+                        let mut r: Rns = [
+                            part.iter()
+                                .map(|&x| (x % u64::from(rns::q(0))) as u32)
+                                .collect(),
+                            part.iter()
+                                .map(|&x| (x % u64::from(rns::q(1))) as u32)
+                                .collect(),
+                        ];
+                        rns::forward(ring, &mut r);
+                        r
+                    })
+                    .collect()
+            })
+            .collect();
+        let static_leaves = self.shape.static_leaves();
+        let dynamic_mask = |k: usize| -> Result<Rns, Error> {
+            let row = t_rows
+                .get(k - static_leaves)
+                .ok_or_else(|| Error::InvalidParameter("no such leaf".into()))?;
+            Ok(row_mask(ring, &self.a2, row.iter().copied()))
+        };
+        let mut ciphertexts = Vec::with_capacity(self.plan.trees());
+        for tree in 0..self.plan.trees() {
+            let (mut a, mut b) =
+                self.packer
+                    .pack(&self.plan, tree, &|k| bodies[k], &dynamic_mask, &keys)?;
+            rns::inverse(ring, &mut a);
+            rns::inverse(ring, &mut b);
+            ciphertexts.push((rns::crt(&a), rns::crt(&b)));
+        }
+        Ok(wire::encode_answer(&ciphertexts))
+    }
+}
+
+/// `Σ_g row[g] c2[g] mod q` (both primes; `|row[g]| <= 2^17`, `c2 < 2^28`, at most 2^17
+/// terms, so each `i64` sum stays below `2^62`).
+fn inner(row: impl Iterator<Item = i64> + Clone, c2: &Rns) -> u64 {
+    let residue = |i: usize| -> u32 {
+        let q = i64::from(rns::q(i));
+        let sum: i64 = row
+            .clone()
+            .zip(&c2[i])
+            .map(|(v, &c)| v * i64::from(c))
+            .sum();
+        sum.rem_euclid(q) as u32
+    };
+    rns::crt(&[vec![residue(0)], vec![residue(1)]])[0]
+}
+
+/// The second-layer mask polynomial (NTT form) of a row of values over the row groups:
+/// `Σ_u ṽ_u a2_u`, `ṽ_u` the reversed polynomial of block `u` of the row.
+fn row_mask(ring: &Ring, a2: &[Rns], row: impl Iterator<Item = i64>) -> Rns {
+    let values: Vec<i64> = row.collect();
+    let mut acc = rns::zero(RING_D);
+    for (u, block) in values.chunks(RING_D).enumerate() {
+        let mut v = rns::from_signed(&reversed(block, RING_D));
+        rns::forward(ring, &mut v);
+        rns::mul_acc_many(&mut acc, &[(&v, &a2[u])]);
+    }
+    acc
+}
+
+/// `H1` rescaled: row `i` holds the coefficients of `H_i = Σ_u D̃'_{i,u} a1_u` mod `2^32`,
+/// rounded to `Z_{2^18}`. By NTT over the two primes (exact: see [`BLOCKS_PER_REDUCTION`]),
+/// rows in parallel.
+fn first_layer_masks(
+    db: &ZpMatrix,
+    shape: &Shape,
+    seed: &Seed,
+    rows: usize,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Vec<u32>, Error> {
+    let ring = Ring::new(LWE_N, Backend::current())?;
+    let blocks = shape.padded_columns / LWE_N;
+    let a1: Vec<Rns> = a1_blocks(seed, blocks)
+        .iter()
+        .map(|a| {
+            let mut r = rns::from_signed(a);
+            rns::forward(&ring, &mut r);
+            r
+        })
+        .collect();
+    let center = i64::from(db.center());
+    let columns = shape.columns;
+    let mut h1 = vec![0u32; rows * LWE_N];
+    let chunk_rows = 256;
+    for (chunk_index, chunk) in h1.chunks_mut(chunk_rows * LWE_N).enumerate() {
+        chunk
+            .par_chunks_mut(LWE_N)
+            .enumerate()
+            .for_each(|(i, out)| {
+                let row = chunk_index * chunk_rows + i;
+                let mut values = vec![0u32; columns];
+                db.row_values(row, &mut values);
+                let mut total = vec![0u32; LWE_N];
+                let mut acc = rns::zero(LWE_N);
+                for (u, a) in a1.iter().enumerate() {
+                    let block: Vec<i64> = (u * LWE_N..(u + 1) * LWE_N)
+                        .map(|j| values.get(j).map_or(0, |&v| i64::from(v) - center))
+                        .collect();
+                    let mut d = rns::from_signed(&reversed(&block, LWE_N));
+                    rns::forward(&ring, &mut d);
+                    rns::mul_acc_many(&mut acc, &[(&d, a)]);
+                    if (u + 1) % BLOCKS_PER_REDUCTION == 0 || u + 1 == blocks {
+                        rns::inverse(&ring, &mut acc);
+                        for (t, x) in total.iter_mut().zip(rns::crt(&acc)) {
+                            *t = t.wrapping_add(rns::centered(x) as u32);
+                        }
+                        acc = rns::zero(LWE_N);
+                    }
+                }
+                for (o, t) in out.iter_mut().zip(total) {
+                    *o = rescale(t);
+                }
+            });
+        progress(
+            ((chunk_index + 1) * chunk_rows).min(rows) as u64,
+            rows as u64,
+        );
+    }
+    Ok(h1)
+}
+
+impl crate::single::SingleServer for YpirServer {
+    fn header(&self) -> &HintHeader {
+        &self.header
+    }
+
+    fn memory_bytes(&self) -> usize {
+        YpirServer::memory_bytes(self)
+    }
+
+    fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
+        YpirServer::answer_batch(self, queries)
+    }
+}

@@ -1,0 +1,558 @@
+//! YPIR's packing with the server's offline work (Menon and Wu 2024, section 3: "silent
+//! preprocessing"): CDKS `PackLWEs` ([`crate::pack`]) split into the part that depends only on
+//! public data and the database, done once, and the part that depends on the query, done per
+//! answer.
+//!
+//! In a packing tree every ciphertext is `(a, b)`. The masks `a` of the leaves that come from
+//! the hint rows are fixed by the database and the public matrix `A2`; the key-switching keys'
+//! masks come from a public seed too (the client sends only their bodies). So for every node
+//! whose leaves are all such rows (a *static* node) the mask, and the gadget digits of
+//! `τ(a_even - X^s a_odd)` that key switching multiplies into the key bodies, are computed
+//! offline. Online, a static node costs only its bodies, `b = b_e + X^s b_o + τ(b_e - X^s b_o)`
+//! plus `Σ_i digit_i ⊙ key_b_i`, all in the NTT domain (`τ` is a permutation of evaluations there).
+//! Nodes above a leaf whose mask depends on the query (a *dynamic* node: the rows of the first
+//! answer) compute their masks online too; zero subtrees cost nothing.
+//!
+//! Leaves are placed in bit-reversed order: list element `k` of a tree lands on coefficient
+//! `bitrev_11(k)`, so every aligned range of the list is one subtree of the even/odd recursion,
+//! and the static rows (listed first) fill whole subtrees.
+
+use std::collections::HashMap;
+
+use pir_core::Error;
+
+use super::rns::{self, Rns};
+use crate::ring::{Ring, RING_D};
+
+/// Packing levels: `log2 d`.
+pub const LEVELS: usize = 11;
+
+/// Gadget `(bits, digits)` of the key-switching key of each level (level 1, the bottom, first).
+///
+/// Key switching at level `l` adds noise of variance `k d (B²/12) σ²` (balanced digits of base
+/// `B`, `k` of them); a level-`l` node's noise doubles in variance at each of the `11 - l`
+/// levels above it, and there are up to `2^(11-l)` such nodes, so level `l` contributes
+/// `4^(11-l)` times its switching variance. The bottom levels therefore get the fine gadget
+/// (`2^14`, four digits: `2^21.4` per switch) and the rest the coarse one (`2^19`, three digits:
+/// `2^26.2`): total standard deviation about `2^33.5`, against a decoding margin of `2^36.9`
+/// ([`super::PACKED_P_BITS`]); the coarse gadget everywhere would reach `2^35.9`. Key bodies
+/// are what the client uploads: `36 · 2048 · 7` bytes.
+pub const GADGET: [(u32, usize); LEVELS] = [
+    (14, 4),
+    (14, 4),
+    (14, 4),
+    (19, 3),
+    (19, 3),
+    (19, 3),
+    (19, 3),
+    (19, 3),
+    (19, 3),
+    (19, 3),
+    (19, 3),
+];
+
+/// Total key-switching key parts (sum of the digits of every level).
+pub fn key_parts() -> usize {
+    GADGET.iter().map(|&(_, k)| k).sum()
+}
+
+/// The automorphism of level `l`: `τ_{2^l + 1}`.
+pub fn automorphism_of(level: usize) -> usize {
+    (1 << level) + 1
+}
+
+/// `bitrev_11(k)`: the coefficient where list element `k` of a tree lands.
+pub fn coefficient_of(k: usize) -> usize {
+    (k as u32).reverse_bits() as usize >> (32 - LEVELS)
+}
+
+/// Index of the public mask of key part `(level, digit)` in the seed's stream.
+pub fn key_index(level: usize, digit: usize) -> u64 {
+    (level * 8 + digit) as u64
+}
+
+/// Public data of the packing: the ring, the automorphism permutations, the shifts `X^s` and
+/// the key masks of every level (NTT form).
+#[derive(Debug)]
+pub struct Packer {
+    pub(crate) ring: Ring,
+    permutations: Vec<[Vec<u32>; 2]>,
+    shifts: Vec<Rns>,
+    pub(crate) key_masks: Vec<Vec<Rns>>,
+    /// `2^-11 mod q`.
+    inverse: u64,
+}
+
+/// What a static node keeps: the digits of `τ(a_e - X^s a_o)` (internal nodes) and its mask
+/// when a dynamic node above it needs it.
+#[derive(Debug, Default)]
+struct StaticNode {
+    digits: Vec<Rns>,
+    mask: Option<Rns>,
+}
+
+/// The offline work of one database: per tree, its static nodes by heap id (root 1).
+#[derive(Debug)]
+pub struct Plan {
+    leaves: usize,
+    static_leaves: usize,
+    trees: Vec<HashMap<usize, StaticNode>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Zero,
+    Static,
+    Dynamic,
+}
+
+/// A node's result: its mask (when computed) and body.
+struct Node {
+    mask: Option<Rns>,
+    body: Rns,
+}
+
+impl Plan {
+    /// Number of trees (response ciphertexts).
+    pub fn trees(&self) -> usize {
+        self.trees.len()
+    }
+
+    /// Bytes the offline work takes in memory.
+    pub fn memory_bytes(&self) -> usize {
+        let d = RING_D * 8;
+        self.trees
+            .iter()
+            .flat_map(|t| t.values())
+            .map(|n| n.digits.len() * d + n.mask.as_ref().map_or(0, |_| d))
+            .sum()
+    }
+
+    fn kind(&self, tree: usize, lo: usize, level: usize) -> Kind {
+        let start = tree * RING_D + lo;
+        let end = (start + (1 << level)).min(self.leaves);
+        if start >= end {
+            Kind::Zero
+        } else if end > self.static_leaves {
+            Kind::Dynamic
+        } else {
+            Kind::Static
+        }
+    }
+}
+
+impl Packer {
+    /// The packer for the key masks of `seed` (see [`key_index`]).
+    pub fn new(ring: Ring, seed: &crate::prg::Seed) -> Result<Packer, Error> {
+        let d = ring.dimension();
+        let mut permutations = Vec::with_capacity(LEVELS);
+        let mut shifts = Vec::with_capacity(LEVELS);
+        let mut key_masks = Vec::with_capacity(LEVELS);
+        for level in 1..=LEVELS {
+            permutations.push(ring.automorphism_permutation(automorphism_of(level))?);
+            let mut shift = vec![0i64; d];
+            shift[d >> level] = 1;
+            let mut shift = rns::from_signed(&shift);
+            rns::forward(&ring, &mut shift);
+            shifts.push(shift);
+            let mut masks = Vec::new();
+            for digit in 0..GADGET[level - 1].1 {
+                let mut m = rns::public_element(seed, super::KIND_KEY, key_index(level, digit), d)?;
+                rns::forward(&ring, &mut m);
+                masks.push(m);
+            }
+            key_masks.push(masks);
+        }
+        let q = rns::modulus();
+        let inverse = crate::pack::inverse_mod(1 << LEVELS, q)
+            .ok_or(Error::InvalidParameter("2^11 not invertible".into()))?;
+        Ok(Packer {
+            ring,
+            permutations,
+            shifts,
+            key_masks,
+            inverse,
+        })
+    }
+
+    fn scaled(&self, value: u64) -> u64 {
+        (u128::from(value) * u128::from(self.inverse) % u128::from(rns::modulus())) as u64
+    }
+
+    /// The offline work for `leaves` leaves of which the first `static_leaves` have masks
+    /// `leaf_mask(k)` (NTT form) known now.
+    pub fn plan(
+        &self,
+        leaves: usize,
+        static_leaves: usize,
+        leaf_mask: &(dyn Fn(usize) -> Result<Rns, Error> + Sync),
+    ) -> Result<Plan, Error> {
+        let mut plan = Plan {
+            leaves,
+            static_leaves,
+            trees: Vec::new(),
+        };
+        let trees = leaves.div_ceil(RING_D);
+        for tree in 0..trees {
+            let mut nodes = HashMap::new();
+            self.build(&plan, &mut nodes, tree, 1, LEVELS, 0, true, leaf_mask)?;
+            plan.trees.push(nodes);
+        }
+        Ok(plan)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        &self,
+        plan: &Plan,
+        nodes: &mut HashMap<usize, StaticNode>,
+        tree: usize,
+        id: usize,
+        level: usize,
+        lo: usize,
+        keep_mask: bool,
+        leaf_mask: &(dyn Fn(usize) -> Result<Rns, Error> + Sync),
+    ) -> Result<Option<Rns>, Error> {
+        let kind = plan.kind(tree, lo, level);
+        let half = (1 << level) >> 1;
+        match kind {
+            Kind::Zero => Ok(None),
+            Kind::Dynamic => {
+                if level > 0 {
+                    self.build(plan, nodes, tree, 2 * id, level - 1, lo, true, leaf_mask)?;
+                    self.build(
+                        plan,
+                        nodes,
+                        tree,
+                        2 * id + 1,
+                        level - 1,
+                        lo + half,
+                        true,
+                        leaf_mask,
+                    )?;
+                }
+                Ok(None)
+            }
+            Kind::Static => {
+                let (mask, digits) = if level == 0 {
+                    let mut mask = leaf_mask(tree * RING_D + lo)?;
+                    let scale = rns::constant(RING_D, self.inverse);
+                    mask = rns::mul(&mask, &scale);
+                    (mask, Vec::new())
+                } else {
+                    let even =
+                        self.build(plan, nodes, tree, 2 * id, level - 1, lo, false, leaf_mask)?;
+                    let odd = self.build(
+                        plan,
+                        nodes,
+                        tree,
+                        2 * id + 1,
+                        level - 1,
+                        lo + half,
+                        false,
+                        leaf_mask,
+                    )?;
+                    self.combine_masks(level, even.as_ref(), odd.as_ref())?
+                };
+                let node = StaticNode {
+                    digits,
+                    mask: keep_mask.then(|| mask.clone()),
+                };
+                if !node.digits.is_empty() || node.mask.is_some() {
+                    nodes.insert(id, node);
+                }
+                Ok(Some(mask))
+            }
+        }
+    }
+
+    /// `(a_e + X^s a_o + KS(τ(a_e - X^s a_o)).a, digits of τ(a_e - X^s a_o))`.
+    fn combine_masks(
+        &self,
+        level: usize,
+        even: Option<&Rns>,
+        odd: Option<&Rns>,
+    ) -> Result<(Rns, Vec<Rns>), Error> {
+        let d = RING_D;
+        let zero = rns::zero(d);
+        let even = even.unwrap_or(&zero);
+        let shifted = match odd {
+            Some(o) => rns::mul(o, &self.shifts[level - 1]),
+            None => rns::zero(d),
+        };
+        let sum = rns::add(even, &shifted);
+        let mut moved = rns::permute(&rns::sub(even, &shifted), &self.permutations[level - 1]);
+        rns::inverse(&self.ring, &mut moved);
+        let coefficients = rns::crt(&moved);
+        let (bits, count) = GADGET[level - 1];
+        let mut digit_values = vec![vec![0i64; d]; count];
+        let mut scratch = [0i64; 4];
+        for (c, &x) in coefficients.iter().enumerate() {
+            rns::balanced_digits(rns::centered(x), bits, count, &mut scratch);
+            for (i, values) in digit_values.iter_mut().enumerate() {
+                values[c] = scratch[i];
+            }
+        }
+        let digits: Vec<Rns> = digit_values
+            .iter()
+            .map(|v| {
+                let mut r = rns::from_signed(v);
+                rns::forward(&self.ring, &mut r);
+                r
+            })
+            .collect();
+        let mut out = sum;
+        let pairs: Vec<(&Rns, &Rns)> = digits.iter().zip(&self.key_masks[level - 1]).collect();
+        rns::mul_acc_many(&mut out, &pairs);
+        Ok((out, digits))
+    }
+
+    fn combine_bodies(
+        &self,
+        level: usize,
+        even: Option<&Rns>,
+        odd: Option<&Rns>,
+        digits: &[Rns],
+        key_bodies: &[Vec<Rns>],
+    ) -> Rns {
+        let d = RING_D;
+        let zero = rns::zero(d);
+        let even = even.unwrap_or(&zero);
+        let shifted = match odd {
+            Some(o) => rns::mul(o, &self.shifts[level - 1]),
+            None => rns::zero(d),
+        };
+        let mut out = rns::add(even, &shifted);
+        let moved = rns::permute(&rns::sub(even, &shifted), &self.permutations[level - 1]);
+        rns::add_assign(&mut out, &moved);
+        let pairs: Vec<(&Rns, &Rns)> = digits.iter().zip(&key_bodies[level - 1]).collect();
+        rns::mul_acc_many(&mut out, &pairs);
+        out
+    }
+
+    /// Packs one tree online: `body(k)` is leaf `k`'s body (a value mod `q`), `dynamic_mask(k)`
+    /// the mask (NTT form) of a leaf past the static ones, `key_bodies[l][i]` the client's key
+    /// bodies (NTT form). Returns the packed ciphertext `(a, b)` in NTT form.
+    pub fn pack(
+        &self,
+        plan: &Plan,
+        tree: usize,
+        body: &dyn Fn(usize) -> u64,
+        dynamic_mask: &dyn Fn(usize) -> Result<Rns, Error>,
+        key_bodies: &[Vec<Rns>],
+    ) -> Result<(Rns, Rns), Error> {
+        if tree >= plan.trees.len() || key_bodies.len() != LEVELS {
+            return Err(Error::InvalidParameter("no such packing tree".into()));
+        }
+        let root = self.online(
+            plan,
+            tree,
+            1,
+            LEVELS,
+            0,
+            true,
+            body,
+            dynamic_mask,
+            key_bodies,
+        )?;
+        match root {
+            Some(Node {
+                mask: Some(mask),
+                body,
+            }) => Ok((mask, body)),
+            _ => Err(Error::InvalidParameter("an empty packing tree".into())),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn online(
+        &self,
+        plan: &Plan,
+        tree: usize,
+        id: usize,
+        level: usize,
+        lo: usize,
+        need_mask: bool,
+        body: &dyn Fn(usize) -> u64,
+        dynamic_mask: &dyn Fn(usize) -> Result<Rns, Error>,
+        key_bodies: &[Vec<Rns>],
+    ) -> Result<Option<Node>, Error> {
+        let kind = plan.kind(tree, lo, level);
+        let half = (1 << level) >> 1;
+        let nodes = &plan.trees[tree];
+        let missing = || Error::InvalidParameter("packing plan is missing a node".into());
+        if kind == Kind::Zero {
+            return Ok(None);
+        }
+        if level == 0 {
+            let k = tree * RING_D + lo;
+            let b = rns::constant(RING_D, self.scaled(body(k)));
+            let mask = match (need_mask, kind) {
+                (false, _) => None,
+                (true, Kind::Static) => Some(
+                    nodes
+                        .get(&id)
+                        .and_then(|n| n.mask.clone())
+                        .ok_or_else(missing)?,
+                ),
+                (true, _) => {
+                    let scale = rns::constant(RING_D, self.inverse);
+                    Some(rns::mul(&dynamic_mask(k)?, &scale))
+                }
+            };
+            return Ok(Some(Node { mask, body: b }));
+        }
+        let child_needs = kind == Kind::Dynamic;
+        let even = self.online(
+            plan,
+            tree,
+            2 * id,
+            level - 1,
+            lo,
+            child_needs,
+            body,
+            dynamic_mask,
+            key_bodies,
+        )?;
+        let odd = self.online(
+            plan,
+            tree,
+            2 * id + 1,
+            level - 1,
+            lo + half,
+            child_needs,
+            body,
+            dynamic_mask,
+            key_bodies,
+        )?;
+        let (mask, digits_owned);
+        let digits: &[Rns] = if kind == Kind::Static {
+            let node = nodes.get(&id).ok_or_else(missing)?;
+            mask = if need_mask {
+                Some(node.mask.clone().ok_or_else(missing)?)
+            } else {
+                None
+            };
+            &node.digits
+        } else {
+            let (m, d) = self.combine_masks(
+                level,
+                even.as_ref().and_then(|n| n.mask.as_ref()),
+                odd.as_ref().and_then(|n| n.mask.as_ref()),
+            )?;
+            mask = Some(m);
+            digits_owned = d;
+            &digits_owned
+        };
+        let b = self.combine_bodies(
+            level,
+            even.as_ref().map(|n| &n.body),
+            odd.as_ref().map(|n| &n.body),
+            digits,
+            key_bodies,
+        );
+        Ok(Some(Node { mask, body: b }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::gaussian::ErrorSampler;
+    use crate::rlwe::Secret;
+    use pir_kernels::Backend;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha20Rng;
+
+    #[test]
+    fn bit_reversal_places_the_first_half_on_even_coefficients() {
+        assert_eq!(coefficient_of(0), 0);
+        assert_eq!(coefficient_of(1024), 1);
+        assert_eq!(coefficient_of(1), 1024);
+        assert!((0..1024).all(|k| coefficient_of(k).is_multiple_of(2)));
+        assert_eq!(key_parts(), 36);
+    }
+
+    /// Packs 1025 LWE ciphertexts (1024 static, one dynamic) with the offline plan and checks
+    /// every message, against the same packing done by `crate::pack::pack` from scratch.
+    #[test]
+    fn planned_packing_decodes_every_leaf() {
+        let ring = Ring::new(RING_D, Backend::best()).unwrap();
+        let seed = [3u8; 16];
+        let packer = Packer::new(ring.clone(), &seed).unwrap();
+        let sampler = ErrorSampler::new();
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let secret = Secret::generate(&ring, &mut rng).unwrap();
+        let s_eval: Vec<i64> = secret.coefficients().to_vec();
+        let key_bodies = super::super::key_bodies(&packer, &secret, &sampler, &mut rng).unwrap();
+        let q = rns::modulus();
+        // 1025 LWE ciphertexts under s: masks uniform, body = -<a, s> + e + Δ m.
+        let p_bits = 18u32;
+        let delta = q >> p_bits;
+        let leaves = 1025;
+        let mut masks = Vec::new();
+        let mut bodies = Vec::new();
+        let mut messages = Vec::new();
+        for k in 0..leaves {
+            let a = rns::public_element(&seed, 9, k as u64, RING_D).unwrap();
+            let coefficients = rns::crt(&a);
+            let mut mask = a.clone();
+            rns::forward(&ring, &mut mask);
+            // Phase constant term of (A, b) is b + Σ_i A_i s_{-i}.
+            let inner = (0..RING_D).fold(0i128, |acc, i| {
+                let s = if i == 0 {
+                    s_eval[0]
+                } else {
+                    -s_eval[RING_D - i]
+                };
+                acc + i128::from(coefficients[i]) * i128::from(s)
+            });
+            let m = rng.random_range(0..1u64 << p_bits);
+            let e = i128::from(sampler.sample(&mut rng));
+            let b = (i128::from(m * delta) + e - inner).rem_euclid(i128::from(q)) as u64;
+            masks.push(mask);
+            bodies.push(b);
+            messages.push(m);
+        }
+        let plan = packer
+            .plan(leaves, 1024, &|k: usize| Ok(masks[k].clone()))
+            .unwrap();
+        assert_eq!(plan.trees(), 1);
+        let (a, b) = packer
+            .pack(
+                &plan,
+                0,
+                &|k| bodies[k],
+                &|k| Ok(masks[k].clone()),
+                &key_bodies,
+            )
+            .unwrap();
+        let ct = crate::rlwe::Ciphertext {
+            a: crate::ring::Poly {
+                residues: a,
+                evaluations: true,
+            },
+            b: crate::ring::Poly {
+                residues: b,
+                evaluations: true,
+            },
+        };
+        let mut phase = secret.phase(&ring, &ct).unwrap();
+        ring.to_coefficients(&mut phase);
+        let values = ring.coefficients(&phase).unwrap();
+        let mut worst = 0i64;
+        for (k, &m) in messages.iter().enumerate() {
+            let c = values[coefficient_of(k)];
+            let noise = rns::centered((c + q - (m * delta) % q) % q);
+            worst = worst.max(noise.abs());
+            assert!(noise.unsigned_abs() < delta / 2, "leaf {k}: noise {noise}");
+        }
+        // The analysis in GADGET's documentation: about 2^33.5; allow 8 sigma.
+        assert!(
+            worst < 1 << 37,
+            "worst noise 2^{:.1}",
+            (worst as f64).log2()
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! YPIR's wire bodies, inside the `pir_core::wire` envelope (scheme id 8). The hint is the
+//! header-only message of [`crate::wire`] (scheme, shape, both seeds, version): there is no
+//! hint matrix. Lengths are fixed by the shape and checked before anything is allocated;
+//! every element mod `q2` is checked to be below `q2`.
+//!
+//! ```text
+//! query (kind Query)
+//!   version   32 B
+//!   c1        u32 × m'              m' = m rounded up to a multiple of 1024
+//!   c2        7 B × ℓ/e             elements mod q2, little-endian
+//!   keys      7 B × 36 · 2048       key-switching key bodies, level 1 digit 0 first,
+//!                                   each polynomial's coefficients in order
+//!
+//! answer (kind Answer), per packed ciphertext (ceil(e (n+1) / 2048) of them):
+//!   mask      2048 × 28 bits        little-endian bit string
+//!   body      2048 × 20 bits
+//! ```
+
+use pir_core::wire::{encode_envelope, MessageKind, Reader, Writer};
+use pir_core::Error;
+
+use super::rns;
+use super::tree::{key_parts, GADGET, LEVELS};
+use super::{Shape, ANSWER_BODY_BITS, ANSWER_MASK_BITS, ELEMENT_BYTES};
+use crate::params::Scheme;
+use crate::ring::RING_D;
+use crate::wire::{DbVersion, VERSION_LEN};
+
+/// A decoded query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query {
+    /// First-layer bodies (`m'` words).
+    pub c1: Vec<u32>,
+    /// Second-layer bodies (`ℓ / e` elements mod `q2`).
+    pub c2: Vec<u64>,
+    /// Key bodies per level and digit (coefficients mod `q2`).
+    pub keys: Vec<Vec<Vec<u64>>>,
+}
+
+fn put_element(w: &mut Writer, x: u64) {
+    w.bytes(&x.to_le_bytes()[..ELEMENT_BYTES]);
+}
+
+fn element(r: &mut Reader<'_>) -> Result<u64, Error> {
+    let bytes = r.take(ELEMENT_BYTES)?;
+    let mut le = [0u8; 8];
+    le[..ELEMENT_BYTES].copy_from_slice(bytes);
+    let x = u64::from_le_bytes(le);
+    if x >= rns::modulus() {
+        return Err(Error::Malformed("an element at or above q2".into()));
+    }
+    Ok(x)
+}
+
+/// A query message.
+pub fn encode_query(version: &DbVersion, query: &Query) -> Vec<u8> {
+    let mut w = Writer::with_capacity(
+        VERSION_LEN + 4 * query.c1.len() + ELEMENT_BYTES * (query.c2.len() + key_parts() * RING_D),
+    );
+    w.bytes(version);
+    for &x in &query.c1 {
+        w.u32(x);
+    }
+    for &x in &query.c2 {
+        put_element(&mut w, x);
+    }
+    for level in &query.keys {
+        for part in level {
+            for &x in part {
+                put_element(&mut w, x);
+            }
+        }
+    }
+    encode_envelope(Scheme::Ypir.id(), MessageKind::Query, &w.into_bytes())
+}
+
+/// Parses a query for `shape`, refusing other lengths (before allocating), other versions and
+/// out-of-range elements.
+pub fn decode_query(bytes: &[u8], shape: &Shape, version: &DbVersion) -> Result<Query, Error> {
+    let need = shape.query_bytes();
+    let body = crate::wire::open(bytes, Scheme::Ypir, MessageKind::Query, need)?;
+    if body.len() != need {
+        return Err(Error::WrongLength(format!(
+            "a YPIR query for this database is {need} bytes, found {}",
+            body.len()
+        )));
+    }
+    let mut r = Reader::new(body);
+    if r.array::<VERSION_LEN>()? != *version {
+        return Err(Error::DatabaseMismatch(
+            "the query was made for another version of the database; fetch the header again".into(),
+        ));
+    }
+    let c1 = (0..shape.padded_columns)
+        .map(|_| r.u32())
+        .collect::<Result<Vec<u32>, Error>>()?;
+    let c2 = (0..shape.groups)
+        .map(|_| element(&mut r))
+        .collect::<Result<Vec<u64>, Error>>()?;
+    let mut keys = Vec::with_capacity(LEVELS);
+    for &(_, digits) in &GADGET {
+        let mut level = Vec::with_capacity(digits);
+        for _ in 0..digits {
+            level.push(
+                (0..RING_D)
+                    .map(|_| element(&mut r))
+                    .collect::<Result<Vec<u64>, Error>>()?,
+            );
+        }
+        keys.push(level);
+    }
+    r.finish()?;
+    Ok(Query { c1, c2, keys })
+}
+
+fn put_bits(out: &mut Vec<u8>, values: impl Iterator<Item = u32>, bits: u32) {
+    let (mut acc, mut filled) = (0u64, 0u32);
+    for v in values {
+        acc |= u64::from(v) << filled;
+        filled += bits;
+        while filled >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            filled -= 8;
+        }
+    }
+    if filled > 0 {
+        out.push(acc as u8);
+    }
+}
+
+fn get_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u32> {
+    let mut out = Vec::with_capacity(count);
+    let (mut acc, mut filled, mut next) = (0u64, 0u32, 0usize);
+    for _ in 0..count {
+        while filled < bits {
+            acc |= u64::from(bytes.get(next).copied().unwrap_or(0)) << filled;
+            next += 1;
+            filled += 8;
+        }
+        out.push((acc & ((1u64 << bits) - 1)) as u32);
+        acc >>= bits;
+        filled -= bits;
+    }
+    out
+}
+
+/// An answer message from packed ciphertexts `(a, b)` (coefficients in `[0, q2)`), switched to
+/// `2^28` and `2^20`.
+pub fn encode_answer(ciphertexts: &[(Vec<u64>, Vec<u64>)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ciphertexts.len() * RING_D * 6);
+    for (a, b) in ciphertexts {
+        put_bits(
+            &mut out,
+            a.iter().map(|&x| rns::switch_modulus(x, ANSWER_MASK_BITS)),
+            ANSWER_MASK_BITS,
+        );
+        put_bits(
+            &mut out,
+            b.iter().map(|&x| rns::switch_modulus(x, ANSWER_BODY_BITS)),
+            ANSWER_BODY_BITS,
+        );
+    }
+    encode_envelope(Scheme::Ypir.id(), MessageKind::Answer, &out)
+}
+
+/// A packed ciphertext as received: mask and body coefficients, switched.
+pub type Switched = (Vec<u32>, Vec<u32>);
+
+/// Parses an answer for `shape`: per packed ciphertext, its switched mask and body.
+pub fn decode_answer(bytes: &[u8], shape: &Shape) -> Result<Vec<Switched>, Error> {
+    let need = shape.answer_bytes();
+    let body = crate::wire::open(bytes, Scheme::Ypir, MessageKind::Answer, need)?;
+    if body.len() != need {
+        return Err(Error::WrongLength(format!(
+            "a YPIR answer for this database is {need} bytes, found {}",
+            body.len()
+        )));
+    }
+    let mask_bytes = RING_D * ANSWER_MASK_BITS as usize / 8;
+    let body_bytes = RING_D * ANSWER_BODY_BITS as usize / 8;
+    Ok(body
+        .chunks_exact(mask_bytes + body_bytes)
+        .map(|c| {
+            (
+                get_bits(&c[..mask_bytes], RING_D, ANSWER_MASK_BITS),
+                get_bits(&c[mask_bytes..], RING_D, ANSWER_BODY_BITS),
+            )
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn bit_strings_round_trip() {
+        for bits in [20u32, 28] {
+            let values: Vec<u32> = (0..RING_D as u32)
+                .map(|i| i.wrapping_mul(2_654_435_761) & ((1 << bits) - 1))
+                .collect();
+            let mut out = Vec::new();
+            put_bits(&mut out, values.iter().copied(), bits);
+            assert_eq!(out.len(), RING_D * bits as usize / 8);
+            assert_eq!(get_bits(&out, RING_D, bits), values);
+        }
+    }
+}
