@@ -44,11 +44,14 @@ pub fn build(args: &DbBuildArgs) -> Result<()> {
         _ => bail!("give either --records FILE --record-size BYTES or --kv FILE"),
     };
     // Every scheme's limits are checked now, not first when `pir serve` starts.
-    let fits: Vec<(LatticeSchemeArg, Result<(), String>)> =
-        [LatticeSchemeArg::Simplepir, LatticeSchemeArg::Doublepir]
-            .into_iter()
-            .map(|arg| (arg, pir_records::scheme_fits(&header, lattice_scheme(arg))))
-            .collect();
+    let fits: Vec<(LatticeSchemeArg, Result<(), String>)> = [
+        LatticeSchemeArg::Simplepir,
+        LatticeSchemeArg::Doublepir,
+        LatticeSchemeArg::Ypir,
+    ]
+    .into_iter()
+    .map(|arg| (arg, pir_records::scheme_fits(&header, lattice_scheme(arg))))
+    .collect();
     let serving: Vec<&str> = fits
         .iter()
         .filter(|(_, fit)| fit.is_ok())
@@ -123,6 +126,7 @@ fn lattice_scheme(arg: LatticeSchemeArg) -> pir_lattice::Scheme {
     match arg {
         LatticeSchemeArg::Simplepir => pir_lattice::Scheme::SimplePir,
         LatticeSchemeArg::Doublepir => pir_lattice::Scheme::DoublePir,
+        LatticeSchemeArg::Ypir => pir_lattice::Scheme::Ypir,
     }
 }
 

@@ -1,4 +1,4 @@
-//! End-to-end single-server PIR: `pir db build`, `pir serve` (SimplePIR and DoublePIR) and
+//! End-to-end single-server PIR: `pir db build`, `pir serve` (SimplePIR, DoublePIR, YPIR) and
 //! `pir get` as real processes over HTTPS on 127.0.0.1.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
@@ -66,7 +66,7 @@ fn records_and_keys_fetched_privately_from_one_server() {
     std::fs::write(p("kv.txt"), kv).unwrap();
     ok(&["db", "build", "--kv", &p("kv.txt"), "--out", &p("kv.db")]);
 
-    for scheme in ["simplepir", "doublepir"] {
+    for scheme in ["simplepir", "doublepir", "ypir"] {
         let cache = p(&format!("cache-{scheme}"));
         let records = Server::start(&p("records.db"), scheme, &p("server.key"));
         let get = |what: &[&str], server: &Server| {
@@ -104,11 +104,34 @@ fn records_and_keys_fetched_privately_from_one_server() {
             (report["bytes"].as_u64(), &report["scheme"]),
             (Some(24), &serde_json::json!(scheme))
         );
+        if scheme == "ypir" {
+            // No hint: a fresh client downloads only the header and the description.
+            let fresh = p("cache-ypir-fresh");
+            let args = [
+                "get",
+                "5",
+                "--json",
+                "--server",
+                &records.url,
+                "--server-pub",
+                &p("server.pub"),
+                "--cache-dir",
+                &fresh,
+            ];
+            let report: serde_json::Value = serde_json::from_slice(&run(&args).stdout).unwrap();
+            assert_eq!(report["value_hex"], hex::encode(&data[5 * 24..6 * 24]));
+            let hint = report["hint_bytes"].as_u64().unwrap();
+            assert!(hint < 1024, "YPIR downloaded {hint} bytes of hint");
+        }
         // An index past the end is refused on the client.
         assert!(!get(&["150"], &records).status.success());
 
         // A malformed query gets an error envelope; the server keeps serving.
-        let scheme_id = if scheme == "simplepir" { 3 } else { 4 };
+        let scheme_id = match scheme {
+            "simplepir" => 3,
+            "doublepir" => 4,
+            _ => 8,
+        };
         let mut bad = b"PIRw\x01\x00".to_vec();
         bad.extend_from_slice(&[scheme_id, 1, 5, 0, 0, 0]);
         bad.extend_from_slice(b"hello");
@@ -230,7 +253,7 @@ fn a_restarted_server_loads_its_saved_hint() {
         "--out",
         &p("r.db"),
     ]);
-    for scheme in ["simplepir", "doublepir"] {
+    for scheme in ["simplepir", "doublepir", "ypir"] {
         let start = |round: usize| {
             let log = p(&format!("{scheme}-{round}.log"));
             let mut child = support::pir()

@@ -165,6 +165,9 @@ pub enum LatticeSchemeArg {
     Simplepir,
     /// DoublePIR: a 16 MiB hint whatever the database size; records up to 72 bytes; slower.
     Doublepir,
+    /// YPIR: no hint download at all; queries under 1 MB, answers 12 KB for records of up
+    /// to one byte (about 6 KB per byte beyond); the server keeps more precomputed state.
+    Ypir,
 }
 
 /// `pir serve`. Every setting can also come from a TOML file (`--config`; keys are the flag
