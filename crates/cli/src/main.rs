@@ -455,7 +455,7 @@ fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
         .modes
         .iter()
         .map(String::as_str)
-        .filter(|m| matches!(*m, "simplepir" | "doublepir"))
+        .filter(|m| matches!(*m, "simplepir" | "doublepir" | "ypir"))
         .collect();
     if args.modes.iter().any(|m| m == "qdp") {
         if args.modes.len() != 1 {
@@ -465,7 +465,9 @@ fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
     }
     if !lattice.is_empty() {
         if lattice.len() != args.modes.len() {
-            anyhow::bail!("run the lattice modes (simplepir, doublepir) apart from the XOR modes");
+            anyhow::bail!(
+                "run the lattice modes (simplepir, doublepir, ypir) apart from the XOR modes"
+            );
         }
         return bench_lattice(args, &lattice);
     }
@@ -638,10 +640,10 @@ fn bench_lattice(args: &cli::BenchArgs, modes: &[&str]) -> anyhow::Result<()> {
     }
     for shape in &shapes {
         for mode in modes {
-            let scheme = if *mode == "simplepir" {
-                pir_lattice::Scheme::SimplePir
-            } else {
-                pir_lattice::Scheme::DoublePir
+            let scheme = match *mode {
+                "simplepir" => pir_lattice::Scheme::SimplePir,
+                "doublepir" => pir_lattice::Scheme::DoublePir,
+                _ => pir_lattice::Scheme::Ypir,
             };
             let batches = if args.lattice_batch.is_empty() {
                 vec![1]

@@ -165,7 +165,7 @@ pub enum LatticeSchemeArg {
     Simplepir,
     /// DoublePIR: a 16 MiB hint whatever the database size; records up to 72 bytes; slower.
     Doublepir,
-    /// YPIR: no hint download at all; queries under 1 MB, answers 12 KB for records of up
+    /// YPIR: no hint download at all; queries under 1 MB, answers 12.5 KB for records of up
     /// to one byte (about 6 KB per byte beyond); the server keeps more precomputed state.
     Ypir,
 }
@@ -290,7 +290,7 @@ pub struct BenchArgs {
     /// or RECORDSxBYTES (e.g. 65536x32) for a quick run.
     #[arg(long, value_name = "NAME")]
     pub shape: Option<String>,
-    /// Modes: plain, four-russians, batched, and the single-server simplepir, doublepir
+    /// Modes: plain, four-russians, batched, and the single-server simplepir, doublepir, ypir
     /// (comma-separated; lattice rows report answer time only, after the hint is built).
     /// `qdp` (alone) times the online step of RAID-PIR with query-dependent preprocessing
     /// for n = 2 and 3 (r = 2, c = n) next to plain and four-Russians RAID-PIR (--group) on

@@ -190,15 +190,14 @@ impl YpirClient {
         ))
     }
 
-    /// The packed values of every tree: `values[t][c]` in `Z_{2^18}`.
-    fn packed_values(&self, state: &YpirQueryState, answer: &[u8]) -> Result<Vec<Vec<u32>>, Error> {
+    /// The phases of every packed ciphertext: `phases[t][c]` in `Z_{2^28}`, a packed value
+    /// times `2^10` plus noise.
+    fn packed_phases(&self, state: &YpirQueryState, answer: &[u8]) -> Result<Vec<Vec<i64>>, Error> {
         let ring = &self.packer.ring;
         let ciphertexts = wire::decode_answer(answer, &self.shape)?;
         let mask_half = 1i64 << (ANSWER_MASK_BITS - 1);
         let s2 = &state.s2.evaluations().residues;
-        let phase_bits = ANSWER_MASK_BITS;
         let shift = ANSWER_MASK_BITS - ANSWER_BODY_BITS;
-        let round = phase_bits - PACKED_P_BITS;
         Ok(ciphertexts
             .into_iter()
             .map(|(a, b)| {
@@ -221,45 +220,95 @@ impl YpirClient {
                     .into_iter()
                     .zip(b)
                     .map(|(x, body)| {
-                        let phase = (i64::from(body) << shift) + rns::centered(x);
-                        let phase = phase.rem_euclid(1 << phase_bits);
-                        (((phase + (1 << (round - 1))) >> round) & ((1 << PACKED_P_BITS) - 1))
-                            as u32
+                        ((i64::from(body) << shift) + rns::centered(x))
+                            .rem_euclid(1 << ANSWER_MASK_BITS)
                     })
                     .collect()
             })
             .collect())
     }
 
-    /// The record from the answer to the query that made `state`.
-    pub fn decode(&self, state: &YpirQueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {
-        let values = self.packed_values(state, answer)?;
+    /// The first layer's phases `T̃_k + <H̃_k, s1>` in `Z_{2^18}` for each entry `k` of the
+    /// group, from the rounded packed values.
+    fn entry_phases(&self, state: &YpirQueryState, phases: &[Vec<i64>]) -> Result<Vec<i64>, Error> {
         let value = |leaf: usize| -> Result<i64, Error> {
-            values
+            phases
                 .get(leaf / RING_D)
-                .map(|v| i64::from(v[coefficient_of(leaf % RING_D)]))
+                .map(|v| round_bits(v[coefficient_of(leaf % RING_D)], PACKED_ROUND))
                 .ok_or_else(|| Error::Malformed("an answer without that ciphertext".into()))
         };
         let e = self.shape.entries;
-        let modulus = 1i64 << PACKED_P_BITS;
-        let mut entries = Vec::with_capacity(e);
-        for k in 0..e {
-            let mut phase = value(e * LWE_N + k)?;
-            for i in 0..LWE_N {
-                let h = value(k * LWE_N + i)?;
-                phase += if i == 0 {
-                    h * state.s1[0]
-                } else {
-                    -h * state.s1[LWE_N - i]
-                };
+        (0..e)
+            .map(|k| {
+                let mut phase = value(e * LWE_N + k)?;
+                for i in 0..LWE_N {
+                    let h = value(k * LWE_N + i)?;
+                    phase += if i == 0 {
+                        h * state.s1[0]
+                    } else {
+                        -h * state.s1[LWE_N - i]
+                    };
+                }
+                Ok(phase.rem_euclid(1 << PACKED_P_BITS))
+            })
+            .collect()
+    }
+
+    /// The noise of every decoding step, for the tests that measure it: each packed
+    /// coefficient's distance from its value (in units of `2^-28`; decoding tolerates
+    /// `2^9`), and each entry's first-layer distance (units of `2^-18`; tolerates `2^9`).
+    #[cfg(test)]
+    pub(crate) fn noise(
+        &self,
+        state: &YpirQueryState,
+        answer: &[u8],
+    ) -> Result<(Vec<i64>, Vec<i64>), Error> {
+        let phases = self.packed_phases(state, answer)?;
+        let distance = |x: i64, bits: u32| {
+            let step = 1i64 << bits;
+            let r = x.rem_euclid(step);
+            if r >= step / 2 {
+                r - step
+            } else {
+                r
             }
-            let phase = phase.rem_euclid(modulus);
-            let round = PACKED_P_BITS - 8;
-            let centered_entry = ((phase + (1 << (round - 1))) >> round) & 0xff;
-            entries.push(((centered_entry + 128) & 0xff) as u32);
-        }
+        };
+        let leaves = self.shape.leaves();
+        let packed = (0..leaves)
+            .map(|leaf| {
+                distance(
+                    phases[leaf / RING_D][coefficient_of(leaf % RING_D)],
+                    PACKED_ROUND,
+                )
+            })
+            .collect();
+        let first = self
+            .entry_phases(state, &phases)?
+            .into_iter()
+            .map(|x| distance(x, PACKED_P_BITS - 8))
+            .collect();
+        Ok((packed, first))
+    }
+
+    /// The record from the answer to the query that made `state`.
+    pub fn decode(&self, state: &YpirQueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {
+        let phases = self.packed_phases(state, answer)?;
+        let entries: Vec<u32> = self
+            .entry_phases(state, &phases)?
+            .into_iter()
+            // The phase is Δ1' (D - 128) + noise with Δ1' = 2^10: round, then uncenter.
+            .map(|phase| ((round_bits(phase, PACKED_P_BITS - 8) + 128) & 0xff) as u32)
+            .collect();
         records::assemble(&self.header.params, &state.location, &entries)
     }
+}
+
+/// Bits the packed phase (mod `2^28`) carries below a packed value.
+const PACKED_ROUND: u32 = ANSWER_MASK_BITS - PACKED_P_BITS;
+
+/// `round(x / 2^bits)`, reduced mod `2^18` (the packed values' ring; callers mask further).
+fn round_bits(x: i64, bits: u32) -> i64 {
+    ((x + (1 << (bits - 1))) >> bits) & ((1 << PACKED_P_BITS) - 1)
 }
 
 impl crate::single::SingleClient for YpirClient {

@@ -70,3 +70,61 @@ fn records_of_several_sizes_come_back_through_the_wire() {
         }
     }
 }
+
+/// Measures the noise of both decoding steps over many queries against the analysis in the
+/// module documentation (units of the decoded phase; each step decodes correctly below 512):
+/// - packed layer: the subgaussian part (packing, second pass, mask switching) at most
+///   `2^33.6` of `q2` = 50 units of `2^-28`, plus the body's switching error, uniform in
+///   `±2^6` (standard deviation 37);
+/// - first layer after rescaling: about 59 units of `2^-18`.
+///
+/// Fails if a measured deviation is above its analysed value, or a sample is past the margin
+/// the `2^-40` argument leaves to the subgaussian part.
+#[test]
+fn ypir_decoding_noise_is_within_the_bounds() {
+    let (params, bytes) = database(4096, 8, 7);
+    let (server, hint, _) = YpirServer::build(
+        params,
+        &bytes,
+        [[4; 16], [5; 16]],
+        [1; 32],
+        None,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let client = YpirClient::new(&hint).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    let (mut packed, mut first) = (Vec::new(), Vec::new());
+    for _ in 0..12 {
+        let index = rng.random_range(0..4096);
+        let (state, query) = client.query(index, &mut rng).unwrap();
+        let answer = server.answer(&query).unwrap();
+        assert_eq!(
+            client.decode(&state, &answer).unwrap(),
+            record(&bytes, index, 8)
+        );
+        let (p, f) = client.noise(&state, &answer).unwrap();
+        packed.extend(p);
+        first.extend(f);
+    }
+    let deviation =
+        |v: &[i64]| (v.iter().map(|&x| (x * x) as f64).sum::<f64>() / v.len() as f64).sqrt();
+    let (packed_sd, first_sd) = (deviation(&packed), deviation(&first));
+    let body_rounding_sd = 64.0 * 2.0 / 12f64.sqrt();
+    let subgaussian_sd = (packed_sd * packed_sd - body_rounding_sd * body_rounding_sd)
+        .max(0.0)
+        .sqrt();
+    let worst = |v: &[i64]| v.iter().map(|x| x.abs()).max().unwrap_or(0);
+    eprintln!(
+        "packed layer: sd {packed_sd:.1} (subgaussian part {subgaussian_sd:.1}), worst {} of 512; \
+         first layer: sd {first_sd:.1}, worst {} of 512",
+        worst(&packed),
+        worst(&first)
+    );
+    assert!(subgaussian_sd < 50.0, "packed-layer sd {packed_sd}");
+    assert!(worst(&packed) < 448, "a packed coefficient near failure");
+    assert!(
+        first_sd < 62.0 && worst(&first) < 448,
+        "first-layer sd {first_sd}"
+    );
+}

@@ -13,7 +13,7 @@
 //!
 //! answer (kind Answer), per packed ciphertext (ceil(e (n+1) / 2048) of them):
 //!   mask      2048 × 28 bits        little-endian bit string
-//!   body      2048 × 20 bits
+//!   body      2048 × 21 bits
 //! ```
 
 use pir_core::wire::{encode_envelope, MessageKind, Reader, Writer};
@@ -146,7 +146,7 @@ fn get_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u32> {
 }
 
 /// An answer message from packed ciphertexts `(a, b)` (coefficients in `[0, q2)`), switched to
-/// `2^28` and `2^20`.
+/// `2^28` and `2^21`.
 pub fn encode_answer(ciphertexts: &[(Vec<u64>, Vec<u64>)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(ciphertexts.len() * RING_D * 6);
     for (a, b) in ciphertexts {
@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn bit_strings_round_trip() {
-        for bits in [20u32, 28] {
+        for bits in [20u32, 21, 28] {
             let values: Vec<u32> = (0..RING_D as u32)
                 .map(|i| i.wrapping_mul(2_654_435_761) & ((1 << bits) - 1))
                 .collect();
