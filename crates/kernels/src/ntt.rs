@@ -175,12 +175,13 @@ multiversioned! {
         let mut m = 1;
         while m < d {
             t /= 2;
-            for i in 0..m {
-                let (s, s_shoup) = (w[m + i], w_shoup[m + i]);
-                let (low, high) = a[2 * i * t..2 * i * t + 2 * t].split_at_mut(t);
+            for (block, (&s, &s_shoup)) in a
+                .chunks_exact_mut(2 * t)
+                .zip(w[m..2 * m].iter().zip(&w_shoup[m..2 * m]))
+            {
+                let (low, high) = block.split_at_mut(t);
                 for (x, y) in low.iter_mut().zip(high.iter_mut()) {
-                    let u = *x;
-                    let v = mul_shoup(*y, s, s_shoup, q);
+                    let (u, v) = (*x, mul_shoup(*y, s, s_shoup, q));
                     *x = add_mod(u, v, q);
                     *y = sub_mod(u, v, q);
                 }
@@ -218,6 +219,30 @@ multiversioned! {
         }
         for x in a.iter_mut() {
             *x = mul_shoup(*x, d_inverse, d_inverse_shoup, q);
+        }
+    }
+}
+
+/// Shoup companions `floor(w 2^32 / q)` of fixed multipliers `w < q` (for [`mul_fixed`] and
+/// [`mul_add_fixed`]).
+pub fn shoup_companions(w: &[u32], q: u32) -> Vec<u32> {
+    w.iter().map(|&x| shoup(x, q)).collect()
+}
+
+multiversioned! {
+    /// `out[i] = x[i] w[i] mod q` for a fixed `w` with its companions (`x[i]` any `u32`).
+    pub fn mul_fixed(out: &mut [u32], x: &[u32], w: &[u32], w_shoup: &[u32], q: u32) {
+        for (((o, &a), &b), &b_shoup) in out.iter_mut().zip(x).zip(w).zip(w_shoup) {
+            *o = mul_shoup(a, b, b_shoup, q);
+        }
+    }
+}
+
+multiversioned! {
+    /// `acc[i] = acc[i] + x[i] w[i] mod q` for a fixed `w` with its companions (`acc[i] < q`).
+    pub fn mul_add_fixed(acc: &mut [u32], x: &[u32], w: &[u32], w_shoup: &[u32], q: u32) {
+        for (((o, &a), &b), &b_shoup) in acc.iter_mut().zip(x).zip(w).zip(w_shoup) {
+            *o = add_mod(*o, mul_shoup(a, b, b_shoup, q), q);
         }
     }
 }
@@ -278,6 +303,29 @@ mod tests {
                 (s % u64::from(q)) as u32
             })
             .collect()
+    }
+
+    #[test]
+    fn fixed_multipliers_match_plain_products_on_every_backend() {
+        for q in PRIMES {
+            let (x, w) = (random(3, 512, q), random(4, 512, q));
+            let companions = shoup_companions(&w, q);
+            let want: Vec<u32> = x
+                .iter()
+                .zip(&w)
+                .map(|(&a, &b)| (u64::from(a) * u64::from(b) % u64::from(q)) as u32)
+                .collect();
+            for backend in Backend::available() {
+                let mut out = vec![0u32; 512];
+                mul_fixed(backend, &mut out, &x, &w, &companions, q);
+                assert_eq!(out, want, "{backend:?}");
+                let mut acc = x.clone();
+                mul_add_fixed(backend, &mut acc, &x, &w, &companions, q);
+                for ((&a, &p), &o) in x.iter().zip(&want).zip(&acc) {
+                    assert_eq!(o, ((u64::from(a) + u64::from(p)) % u64::from(q)) as u32);
+                }
+            }
+        }
     }
 
     #[test]

@@ -94,7 +94,19 @@ pub(crate) fn permute(a: &Rns, permutation: &[Vec<u32>; 2]) -> Rns {
 pub(crate) fn from_signed(values: &[i64]) -> Rns {
     let residue = |i: usize| -> Vec<u32> {
         let q = i64::from(q(i));
-        values.iter().map(|&v| v.rem_euclid(q) as u32).collect()
+        values
+            .iter()
+            .map(|&v| {
+                // Most values are small: one compare instead of a division.
+                if (0..q).contains(&v) {
+                    v as u32
+                } else if (-q..0).contains(&v) {
+                    (v + q) as u32
+                } else {
+                    v.rem_euclid(q) as u32
+                }
+            })
+            .collect()
     };
     [residue(0), residue(1)]
 }

@@ -28,8 +28,9 @@ pub struct YpirServer {
     shape: Shape,
     db: ZpMatrix,
     /// Static rows of the second layer, `(k n + c) × groups`: coefficient `c` of the rescaled
-    /// `H̃` of entry `k` of each group, centered.
-    second: Vec<i32>,
+    /// `H̃` of entry `k` of each group, centered and then offset by `2^17` (so in
+    /// `[0, 2^18)`: the second pass multiplies unsigned 32-bit words into 64-bit sums).
+    second: Vec<u32>,
     /// `A2`'s blocks (NTT form).
     a2: Vec<Rns>,
     packer: Packer,
@@ -86,14 +87,14 @@ impl YpirServer {
             ));
         }
         let (e, groups) = (shape.entries, shape.groups);
-        let mut second = vec![0i32; shape.static_leaves() * groups];
+        let mut second = vec![0u32; shape.static_leaves() * groups];
         second
             .par_chunks_mut(groups)
             .enumerate()
             .for_each(|(r, out)| {
                 let (k, c) = (r / LWE_N, r % LWE_N);
                 for (g, o) in out.iter_mut().enumerate() {
-                    *o = centered_rescaled(h1[(g * e + k) * LWE_N + c]) as i32;
+                    *o = (centered_rescaled(h1[(g * e + k) * LWE_N + c]) + OFFSET) as u32;
                 }
             });
         let ring = Ring::new(RING_D, Backend::current())?;
@@ -104,7 +105,7 @@ impl YpirServer {
         let packer = Packer::new(ring.clone(), &seeds[1])?;
         let masks: Vec<Rns> = second
             .par_chunks(groups)
-            .map(|row| row_mask(&ring, &a2, row.iter().map(|&v| i64::from(v))))
+            .map(|row| row_mask(&ring, &a2, row.iter().map(|&v| i64::from(v) - OFFSET)))
             .collect();
         let plan = packer.plan(shape.leaves(), shape.static_leaves(), &|k| {
             masks
@@ -181,10 +182,10 @@ impl YpirServer {
     fn finish(&self, query: &wire::Query, t: &[u32]) -> Result<Vec<u8>, Error> {
         let ring = &self.packer.ring;
         let (e, groups) = (self.shape.entries, self.shape.groups);
-        let t_rows: Vec<Vec<i64>> = (0..e)
+        let t_rows: Vec<Vec<u32>> = (0..e)
             .map(|k| {
                 (0..groups)
-                    .map(|g| centered_rescaled(rescale(t[g * e + k])))
+                    .map(|g| (centered_rescaled(rescale(t[g * e + k])) + OFFSET) as u32)
                     .collect()
             })
             .collect();
@@ -201,12 +202,16 @@ impl YpirServer {
                 .collect(),
         ];
         // Second pass: bodies of every leaf.
+        let sums = [
+            c2[0].iter().map(|&c| u64::from(c)).sum::<u64>(),
+            c2[1].iter().map(|&c| u64::from(c)).sum::<u64>(),
+        ];
         let mut bodies: Vec<u64> = self
             .second
             .par_chunks(groups)
-            .map(|row| inner(row.iter().map(|&v| i64::from(v)), &c2))
+            .map(|row| inner(row, &c2, sums))
             .collect();
-        bodies.extend(t_rows.iter().map(|row| inner(row.iter().copied(), &c2)));
+        bodies.extend(t_rows.iter().map(|row| inner(row, &c2, sums)));
         let keys: Vec<Vec<Rns>> = query
             .keys
             .iter()
@@ -233,7 +238,11 @@ impl YpirServer {
             let row = t_rows
                 .get(k - static_leaves)
                 .ok_or_else(|| Error::InvalidParameter("no such leaf".into()))?;
-            Ok(row_mask(ring, &self.a2, row.iter().copied()))
+            Ok(row_mask(
+                ring,
+                &self.a2,
+                row.iter().map(|&v| i64::from(v) - OFFSET),
+            ))
         };
         let mut ciphertexts = Vec::with_capacity(self.plan.trees());
         for tree in 0..self.plan.trees() {
@@ -248,17 +257,22 @@ impl YpirServer {
     }
 }
 
-/// `Σ_g row[g] c2[g] mod q` (both primes; `|row[g]| <= 2^17`, `c2 < 2^28`, at most 2^17
-/// terms, so each `i64` sum stays below `2^62`).
-fn inner(row: impl Iterator<Item = i64> + Clone, c2: &Rns) -> u64 {
+/// The offset that makes the second layer's centered values unsigned.
+const OFFSET: i64 = 1 << (RESCALED_BITS - 1);
+
+/// `Σ_g (row[g] - 2^17) c2[g] mod q`, both primes, for `row` in offset form: each product of
+/// a value below `2^18` and a residue below `2^28` is below `2^46`, at most `2^17` of them
+/// sum below `2^63` (`sums` are the residues' sums, for the offset).
+fn inner(row: &[u32], c2: &Rns, sums: [u64; 2]) -> u64 {
     let residue = |i: usize| -> u32 {
-        let q = i64::from(rns::q(i));
-        let sum: i64 = row
-            .clone()
+        let q = u64::from(rns::q(i));
+        let sum: u64 = row
+            .iter()
             .zip(&c2[i])
-            .map(|(v, &c)| v * i64::from(c))
+            .map(|(&v, &c)| u64::from(v) * u64::from(c))
             .sum();
-        sum.rem_euclid(q) as u32
+        let offset = (OFFSET as u64 % q) * (sums[i] % q) % q;
+        ((sum % q + q - offset) % q) as u32
     };
     rns::crt(&[vec![residue(0)], vec![residue(1)]])[0]
 }

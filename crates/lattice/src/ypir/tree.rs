@@ -21,8 +21,18 @@ use std::collections::HashMap;
 
 use pir_core::Error;
 
+use pir_kernels::ntt;
+
 use super::rns::{self, Rns};
 use crate::ring::{Ring, RING_D};
+
+/// Shoup companions of a fixed operand, per prime.
+fn companions(w: &Rns) -> Rns {
+    [
+        ntt::shoup_companions(&w[0], rns::q(0)),
+        ntt::shoup_companions(&w[1], rns::q(1)),
+    ]
+}
 
 /// Packing levels: `log2 d`.
 pub const LEVELS: usize = 11;
@@ -78,6 +88,7 @@ pub struct Packer {
     pub(crate) ring: Ring,
     permutations: Vec<[Vec<u32>; 2]>,
     shifts: Vec<Rns>,
+    shift_companions: Vec<Rns>,
     pub(crate) key_masks: Vec<Vec<Rns>>,
     /// `2^-11 mod q`.
     inverse: u64,
@@ -88,6 +99,8 @@ pub struct Packer {
 #[derive(Debug, Default)]
 struct StaticNode {
     digits: Vec<Rns>,
+    /// Shoup companions of `digits` (the fixed operand of the online products).
+    companions: Vec<Rns>,
     mask: Option<Rns>,
 }
 
@@ -124,7 +137,7 @@ impl Plan {
         self.trees
             .iter()
             .flat_map(|t| t.values())
-            .map(|n| n.digits.len() * d + n.mask.as_ref().map_or(0, |_| d))
+            .map(|n| 2 * n.digits.len() * d + n.mask.as_ref().map_or(0, |_| d))
             .sum()
     }
 
@@ -147,6 +160,7 @@ impl Packer {
         let d = ring.dimension();
         let mut permutations = Vec::with_capacity(LEVELS);
         let mut shifts = Vec::with_capacity(LEVELS);
+        let mut shift_companions = Vec::with_capacity(LEVELS);
         let mut key_masks = Vec::with_capacity(LEVELS);
         for level in 1..=LEVELS {
             permutations.push(ring.automorphism_permutation(automorphism_of(level))?);
@@ -154,6 +168,7 @@ impl Packer {
             shift[d >> level] = 1;
             let mut shift = rns::from_signed(&shift);
             rns::forward(&ring, &mut shift);
+            shift_companions.push(companions(&shift));
             shifts.push(shift);
             let mut masks = Vec::new();
             for digit in 0..GADGET[level - 1].1 {
@@ -170,6 +185,7 @@ impl Packer {
             ring,
             permutations,
             shifts,
+            shift_companions,
             key_masks,
             inverse,
         })
@@ -255,6 +271,7 @@ impl Packer {
                     self.combine_masks(level, even.as_ref(), odd.as_ref())?
                 };
                 let node = StaticNode {
+                    companions: digits.iter().map(companions).collect(),
                     digits,
                     mask: keep_mask.then(|| mask.clone()),
                 };
@@ -307,26 +324,55 @@ impl Packer {
         Ok((out, digits))
     }
 
+    /// `b_e + X^s b_o + τ(b_e - X^s b_o) + Σ_i digit_i ⊙ key_b_i` (evaluations), with the
+    /// fixed operands (`X^s`, the digits) multiplied by Shoup's method in the kernels.
     fn combine_bodies(
         &self,
         level: usize,
         even: Option<&Rns>,
         odd: Option<&Rns>,
-        digits: &[Rns],
+        (digits, digit_companions): (&[Rns], &[Rns]),
         key_bodies: &[Vec<Rns>],
     ) -> Rns {
         let d = RING_D;
-        let zero = rns::zero(d);
-        let even = even.unwrap_or(&zero);
-        let shifted = match odd {
-            Some(o) => rns::mul(o, &self.shifts[level - 1]),
-            None => rns::zero(d),
-        };
-        let mut out = rns::add(even, &shifted);
-        let moved = rns::permute(&rns::sub(even, &shifted), &self.permutations[level - 1]);
-        rns::add_assign(&mut out, &moved);
-        let pairs: Vec<(&Rns, &Rns)> = digits.iter().zip(&key_bodies[level - 1]).collect();
-        rns::mul_acc_many(&mut out, &pairs);
+        let backend = self.ring.backend();
+        let mut out = rns::zero(d);
+        let mut shifted = vec![0u32; d];
+        let mut difference = vec![0u32; d];
+        for i in 0..2 {
+            let q = rns::q(i);
+            match odd {
+                Some(o) => ntt::mul_fixed(
+                    backend,
+                    &mut shifted,
+                    &o[i],
+                    &self.shifts[level - 1][i],
+                    &self.shift_companions[level - 1][i],
+                    q,
+                ),
+                None => shifted.fill(0),
+            }
+            let even = even.map(|e| e[i].as_slice());
+            for c in 0..d {
+                let e = even.map_or(0, |e| e[c]);
+                let y = shifted[c];
+                difference[c] = if e >= y { e - y } else { e + q - y };
+                let sum = e + y;
+                out[i][c] = if sum >= q { sum - q } else { sum };
+            }
+            let permutation = &self.permutations[level - 1][i];
+            for (o, &j) in out[i].iter_mut().zip(permutation) {
+                let s = *o + difference[j as usize];
+                *o = if s >= q { s - q } else { s };
+            }
+            for ((digit, companion), key) in digits
+                .iter()
+                .zip(digit_companions)
+                .zip(&key_bodies[level - 1])
+            {
+                ntt::mul_add_fixed(backend, &mut out[i], &key[i], &digit[i], &companion[i], q);
+            }
+        }
         out
     }
 
@@ -425,15 +471,15 @@ impl Packer {
             dynamic_mask,
             key_bodies,
         )?;
-        let (mask, digits_owned);
-        let digits: &[Rns] = if kind == Kind::Static {
+        let (mask, digits_owned, companions_owned);
+        let digits: (&[Rns], &[Rns]) = if kind == Kind::Static {
             let node = nodes.get(&id).ok_or_else(missing)?;
             mask = if need_mask {
                 Some(node.mask.clone().ok_or_else(missing)?)
             } else {
                 None
             };
-            &node.digits
+            (&node.digits, &node.companions)
         } else {
             let (m, d) = self.combine_masks(
                 level,
@@ -441,8 +487,9 @@ impl Packer {
                 odd.as_ref().and_then(|n| n.mask.as_ref()),
             )?;
             mask = Some(m);
+            companions_owned = d.iter().map(companions).collect::<Vec<Rns>>();
             digits_owned = d;
-            &digits_owned
+            (&digits_owned, &companions_owned)
         };
         let b = self.combine_bodies(
             level,
