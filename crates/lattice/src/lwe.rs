@@ -63,9 +63,20 @@ impl ZpMatrix {
 
     /// The stored entries of `row` (not centered) into `out[..columns]`.
     pub(crate) fn row_values(&self, row: usize, out: &mut [u32]) {
-        let view = self.view();
-        for (column, o) in out.iter_mut().enumerate().take(self.columns) {
-            *o = view.entry(row, column);
+        // Column `c` is slot `c / W` of word `c % W` (W words per row): slot-major, no
+        // divisions per entry.
+        let width = self.words_per_row;
+        let words = &self.words[row * width..(row + 1) * width];
+        let (bits, mask) = (self.packing.bits(), self.packing.mask());
+        for slot in 0..self.packing.slots() {
+            let first = slot * width;
+            if first >= self.columns {
+                break;
+            }
+            let end = (first + width).min(self.columns).min(out.len());
+            for (o, &word) in out[first..end].iter_mut().zip(words) {
+                *o = (word >> (slot as u32 * bits)) & mask;
+            }
         }
     }
 

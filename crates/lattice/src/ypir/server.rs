@@ -2,7 +2,7 @@
 //! plan) and answers (first pass, rescaling, second pass, packing, modulus switching).
 
 use pir_core::Error;
-use pir_kernels::Backend;
+use pir_kernels::{ntt, Backend};
 use rayon::prelude::*;
 
 use super::rns::{self, Rns};
@@ -310,7 +310,17 @@ fn first_layer_masks(
             r
         })
         .collect();
-    let center = i64::from(db.center());
+    let a1_companions: Vec<Rns> = a1
+        .iter()
+        .map(|a| {
+            [
+                ntt::shoup_companions(&a[0], rns::q(0)),
+                ntt::shoup_companions(&a[1], rns::q(1)),
+            ]
+        })
+        .collect();
+    let backend = ring.backend();
+    let center = db.center();
     let columns = shape.columns;
     let mut h1 = vec![0u32; rows * LWE_N];
     let chunk_rows = 256;
@@ -320,17 +330,35 @@ fn first_layer_masks(
             .enumerate()
             .for_each(|(i, out)| {
                 let row = chunk_index * chunk_rows + i;
-                let mut values = vec![0u32; columns];
+                let mut values = vec![0u32; shape.padded_columns];
                 db.row_values(row, &mut values);
                 let mut total = vec![0u32; LWE_N];
                 let mut acc = rns::zero(LWE_N);
-                for (u, a) in a1.iter().enumerate() {
-                    let block: Vec<i64> = (u * LWE_N..(u + 1) * LWE_N)
-                        .map(|j| values.get(j).map_or(0, |&v| i64::from(v) - center))
-                        .collect();
-                    let mut d = rns::from_signed(&reversed(&block, LWE_N));
-                    rns::forward(&ring, &mut d);
-                    rns::mul_acc_many(&mut acc, &[(&d, a)]);
+                let mut block = vec![0u32; LWE_N];
+                for (u, (a, a_companion)) in a1.iter().zip(&a1_companions).enumerate() {
+                    for p in 0..2 {
+                        let q = rns::q(p);
+                        // The reversed polynomial of D' (columns past m are zero, not -128).
+                        for (j, &v) in values[u * LWE_N..(u + 1) * LWE_N].iter().enumerate() {
+                            let centered = if u * LWE_N + j < columns {
+                                i64::from(v) - i64::from(center)
+                            } else {
+                                0
+                            };
+                            let (at, value) = if j == 0 {
+                                (0, centered)
+                            } else {
+                                (LWE_N - j, -centered)
+                            };
+                            block[at] = if value < 0 {
+                                (value + i64::from(q)) as u32
+                            } else {
+                                value as u32
+                            };
+                        }
+                        ring.table(p).forward(backend, &mut block);
+                        ntt::mul_add_fixed(backend, &mut acc[p], &block, &a[p], &a_companion[p], q);
+                    }
                     if (u + 1) % BLOCKS_PER_REDUCTION == 0 || u + 1 == blocks {
                         rns::inverse(&ring, &mut acc);
                         for (t, x) in total.iter_mut().zip(rns::crt(&acc)) {
