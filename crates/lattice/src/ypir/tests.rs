@@ -128,3 +128,70 @@ fn ypir_decoding_noise_is_within_the_bounds() {
         "first-layer sd {first_sd}"
     );
 }
+
+/// Malformed queries and keys are refused with an error, never a panic, and the server goes on
+/// answering good queries.
+#[test]
+fn malformed_queries_and_keys_are_refused() {
+    let (params, bytes) = database(2000, 8, 21);
+    let (server, hint, _) = YpirServer::build(
+        params,
+        &bytes,
+        [[6; 16], [7; 16]],
+        [2; 32],
+        None,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let client = YpirClient::new(&hint).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let (state, good) = client.query(1234, &mut rng).unwrap();
+    let header = pir_core::wire::HEADER_LEN;
+    let shape = Shape::of(&params).unwrap();
+    let c2_start = header + crate::wire::VERSION_LEN + 4 * shape.padded_columns;
+    let key_start = c2_start + ELEMENT_BYTES * shape.groups;
+    let mut bad: Vec<(&str, Vec<u8>)> = Vec::new();
+    bad.push(("truncated", good[..good.len() - 1].to_vec()));
+    let mut longer = good.clone();
+    longer.push(0);
+    bad.push(("extended", longer));
+    for (what, at) in [
+        ("c2 element", c2_start),
+        ("key element", key_start + 7 * 999),
+    ] {
+        let mut q = good.clone();
+        q[at..at + ELEMENT_BYTES].fill(0xff);
+        bad.push((what, q));
+    }
+    let mut other_version = good.clone();
+    other_version[header] ^= 1;
+    bad.push(("version", other_version));
+    let mut other_scheme = good.clone();
+    other_scheme[6] = crate::Scheme::DoublePir.id() as u8;
+    bad.push(("scheme", other_scheme));
+    bad.push(("empty", Vec::new()));
+    for (what, q) in &bad {
+        assert!(server.answer(q).is_err(), "{what} accepted");
+    }
+    // The length fields of the envelope are fixed up for the two length cases, so those
+    // are refused by the YPIR decoder's own checks too.
+    for (what, q) in &bad[..2] {
+        let mut fixed = q.clone();
+        if fixed.len() >= header {
+            let body = (fixed.len() - header) as u32;
+            fixed[8..12].copy_from_slice(&body.to_le_bytes());
+            assert!(
+                server.answer(&fixed).is_err(),
+                "{what} with a consistent length"
+            );
+        }
+    }
+    let answer = server.answer(&good).unwrap();
+    assert_eq!(
+        client.decode(&state, &answer).unwrap(),
+        record(&bytes, 1234, 8)
+    );
+    // A wrong or truncated answer is an error at the client, never a panic.
+    assert!(client.decode(&state, &answer[..answer.len() - 3]).is_err());
+    assert!(YpirClient::new(&answer).is_err());
+}
