@@ -199,7 +199,9 @@ struct Server {
 }
 
 impl Server {
+    /// One query as a separate client's request would send it (YPIR: with its keys).
     fn query(&self, index: u64, rng: &mut rand::rngs::ThreadRng) -> Result<Vec<u8>, BenchError> {
+        self.client.begin_request();
         Ok(self.client.query(index, rng)?.1)
     }
 

@@ -204,6 +204,7 @@ impl<T: Transport> LatticeSession<T> {
         let mut rng = rand::rng();
         let mut states = Vec::with_capacity(indices.len());
         let mut queries = Vec::with_capacity(indices.len());
+        self.client.begin_request();
         for &index in indices {
             let (state, query) = self
                 .client

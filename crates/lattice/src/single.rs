@@ -37,6 +37,9 @@ pub trait SingleClient: Send + Sync {
     fn query(&self, index: u64, rng: &mut dyn CryptoRng) -> Result<(QueryState, Vec<u8>), Error>;
     /// The record from the answer message to the query that made `state`.
     fn decode(&self, state: &QueryState, answer: &[u8]) -> Result<Vec<u8>, Error>;
+    /// Called before the queries of one request: a scheme whose later queries may refer to
+    /// data sent with the first one of the request (YPIR's key id) starts over here.
+    fn begin_request(&self) {}
 }
 
 /// What a client keeps between a query and its answer (opaque; each scheme knows its own).

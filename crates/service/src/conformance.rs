@@ -390,6 +390,7 @@ impl Client for LatticeTestClient {
         exchange: Exchange<'_>,
     ) -> Result<Vec<u8>, String> {
         let header = *self.client.header();
+        self.client.begin_request();
         let (state, query) = self
             .client
             .query(index as u64, rng)

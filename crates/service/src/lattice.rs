@@ -193,9 +193,10 @@ impl Backend for Lattice {
         &self.header_message
     }
     fn prepare(&self, _scheme: SchemeId, query: &[u8]) -> Result<Vec<u8>, Refusal> {
-        if query.len() != self.query_bytes {
+        // The scheme's decoder checks the exact length (YPIR has two: keys inline or by id).
+        if query.len() > self.query_bytes {
             return Err(Refusal::bad_request(format!(
-                "a query for this database is {} bytes, not {}",
+                "a query for this database is at most {} bytes, not {}",
                 self.query_bytes,
                 query.len()
             )));

@@ -1,11 +1,17 @@
 //! The YPIR client: queries (`c1`, `c2` and the key-switching key bodies) and decoding. It
 //! needs only the header-only hint message: no hint matrix is ever downloaded.
 //!
-//! The client draws its RLWE secret `s2` and key bodies once and reuses them for every query
-//! (they are 516 KB of each query; keeping them under a key id on the server is future work).
-//! Reusing `s2` is safe: every query is a fresh RLWE encryption under it. `s1` is fresh per
-//! query.
+//! The client draws its RLWE secret `s2`, key bodies and a random key id once and reuses
+//! them for every query (reusing `s2` is safe: every query is a fresh RLWE encryption under
+//! it; `s1` is fresh per query). The first query of a request carries the keys (516 KB) and
+//! their key id; the server keeps them for a while ([`super::server::MAX_KEY_SETS`]), and the
+//! other queries of the request refer to them by id. What the key id links: queries that use
+//! it come from one client, which queries in one request (one TLS connection, one signed
+//! batch) already show; it says nothing about which records were asked for. Each request
+//! starts over with the keys inline ([`crate::single::SingleClient::begin_request`]), so no
+//! state outlives a request on either side.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use pir_core::Error;
@@ -15,7 +21,7 @@ use rand::CryptoRng;
 use super::rns::{self, Rns};
 use super::server::{a1_blocks, a2_blocks};
 use super::tree::{coefficient_of, Packer};
-use super::wire::{self, Query};
+use super::wire::{self, KeyId, Query, KEY_ID_LEN};
 use super::{key_bodies, Shape, ANSWER_BODY_BITS, ANSWER_MASK_BITS, PACKED_P_BITS};
 use crate::gaussian::ErrorSampler;
 use crate::params::{Location, Scheme, LWE_N};
@@ -34,6 +40,8 @@ pub struct YpirClient {
     a2: Vec<Rns>,
     sampler: ErrorSampler,
     keys: Mutex<Option<Keys>>,
+    /// Whether this request's keys were sent already (see the module documentation).
+    sent: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -41,6 +49,7 @@ struct Keys {
     secret: Secret,
     /// Key bodies in coefficient form, as sent.
     bodies: Vec<Vec<Vec<u64>>>,
+    id: KeyId,
 }
 
 /// What decoding an answer needs.
@@ -93,12 +102,18 @@ impl YpirClient {
             a2,
             sampler: ErrorSampler::new(),
             keys: Mutex::new(None),
+            sent: AtomicBool::new(false),
         })
     }
 
     /// The header the client was built from.
     pub fn header(&self) -> &HintHeader {
         &self.header
+    }
+
+    /// Starts a request: its first query carries the keys again.
+    pub fn begin_request(&self) {
+        self.sent.store(false, Ordering::SeqCst);
     }
 
     fn keys(&self, rng: &mut impl CryptoRng) -> Result<Keys, Error> {
@@ -123,7 +138,9 @@ impl YpirClient {
                     .collect()
             })
             .collect();
-        let keys = Keys { secret, bodies };
+        let mut id = [0u8; KEY_ID_LEN];
+        rng.fill_bytes(&mut id);
+        let keys = Keys { secret, bodies, id };
         *slot = Some(keys.clone());
         Ok(keys)
     }
@@ -175,10 +192,16 @@ impl YpirClient {
                 c2.push(b);
             }
         }
+        let inline = !self.sent.swap(true, Ordering::SeqCst);
         let query = Query {
+            key_id: keys.id,
             c1,
             c2,
-            keys: keys.bodies,
+            keys: if inline {
+                wire::Keys::Inline(keys.bodies)
+            } else {
+                wire::Keys::ById
+            },
         };
         Ok((
             YpirQueryState {
@@ -323,6 +346,10 @@ impl crate::single::SingleClient for YpirClient {
     ) -> Result<(crate::single::QueryState, Vec<u8>), Error> {
         let (state, message) = YpirClient::query(self, index, &mut &mut *rng)?;
         Ok((crate::single::QueryState::of(state), message))
+    }
+
+    fn begin_request(&self) {
+        YpirClient::begin_request(self);
     }
 
     fn decode(&self, state: &crate::single::QueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {

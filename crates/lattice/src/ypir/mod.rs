@@ -92,6 +92,9 @@ pub const ANSWER_BODY_BITS: u32 = 21;
 pub const MAX_COLUMNS: usize = 1 << 18;
 /// Most row groups `ℓ / e` (the second pass sums at most this many 45-bit terms in an `i64`).
 pub const MAX_GROUPS: usize = 1 << 17;
+/// Most entries (bytes) per record: each adds `n + 1` packed values (about 6 KB of answer),
+/// so larger records belong to SimplePIR (YPIR+SP is not built yet).
+pub const MAX_RECORD_ENTRIES: usize = 64;
 /// Bytes of one element mod `q2` on the wire (`q2 < 2^56`).
 pub const ELEMENT_BYTES: usize = 7;
 
@@ -121,6 +124,11 @@ impl Shape {
             ));
         }
         let entries = params.entries_per_record();
+        if entries > MAX_RECORD_ENTRIES {
+            return Err(Error::InvalidParameter(format!(
+                "records over {MAX_RECORD_ENTRIES} bytes are too large for YPIR (use SimplePIR)"
+            )));
+        }
         let groups = params.rows() / entries.max(1);
         if params.p != 256
             || !groups.is_multiple_of(RING_D)
@@ -152,11 +160,18 @@ impl Shape {
         self.leaves().div_ceil(RING_D)
     }
 
-    /// Bytes of a query body.
+    /// Bytes of a query body that carries the key-switching keys (the largest query).
     pub fn query_bytes(&self) -> usize {
+        self.query_bytes_by_id() + ELEMENT_BYTES * tree::key_parts() * RING_D
+    }
+
+    /// Bytes of a query body that refers to keys sent before under its key id.
+    pub fn query_bytes_by_id(&self) -> usize {
         crate::wire::VERSION_LEN
+            + 1
+            + wire::KEY_ID_LEN
             + 4 * self.padded_columns
-            + ELEMENT_BYTES * (self.groups + tree::key_parts() * RING_D)
+            + ELEMENT_BYTES * self.groups
     }
 
     /// Bytes of an answer body.
@@ -179,6 +194,11 @@ pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
     };
     let per_entry = probe.records_per_entry();
     let entries = probe.entries_per_record() as u64;
+    if entries > MAX_RECORD_ENTRIES as u64 {
+        return Err(Error::InvalidParameter(format!(
+            "records over {MAX_RECORD_ENTRIES} bytes are too large for YPIR (use SimplePIR)"
+        )));
+    }
     let groups = records.div_ceil(per_entry);
     let most_groups = (MAX_GROUPS as u64).min(u64::from(crate::params::MAX_ROWS) / entries);
     let mut best: Option<(u64, u64, u64)> = None;

@@ -1,6 +1,9 @@
 //! The YPIR server: offline work (`H1` by NTT, the second layer's static masks, the packing
 //! plan) and answers (first pass, rescaling, second pass, packing, modulus switching).
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
 use pir_core::Error;
 use pir_kernels::{ntt, Backend};
 use rayon::prelude::*;
@@ -35,7 +38,16 @@ pub struct YpirServer {
     a2: Vec<Rns>,
     packer: Packer,
     plan: Plan,
+    /// Key-switching keys clients sent under a key id, most recently used last.
+    keys: Mutex<VecDeque<(wire::KeyId, Arc<KeySet>)>>,
 }
+
+/// A client's key bodies in NTT form, per level and digit.
+type KeySet = Vec<Vec<Rns>>;
+
+/// Key sets a server keeps for later queries of the same request (about 590 KB each): enough
+/// for the requests of one batch; an evicted key id gets an error that says to send again.
+pub const MAX_KEY_SETS: usize = 32;
 
 /// The public blocks of `A1` (`m / 1024` polynomials mod `2^32`, centered).
 pub(crate) fn a1_blocks(seed: &Seed, blocks: usize) -> Vec<Vec<i64>> {
@@ -123,6 +135,7 @@ impl YpirServer {
                 a2,
                 packer,
                 plan,
+                keys: Mutex::new(VecDeque::new()),
             },
             hint,
             h1,
@@ -147,14 +160,19 @@ impl YpirServer {
     /// Answers many queries: one first pass over the database for all of them, then each
     /// query's second pass and packing; a malformed query gets its own error.
     pub fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
-        let decoded: Vec<Result<wire::Query, Error>> = queries
+        // In order: a query's keys may come with an earlier query of the same batch.
+        let decoded: Vec<Result<(wire::Query, Arc<KeySet>), Error>> = queries
             .iter()
-            .map(|q| wire::decode_query(q, &self.shape, &self.header.version))
+            .map(|q| {
+                let query = wire::decode_query(q, &self.shape, &self.header.version)?;
+                let keys = self.keys_of(&query)?;
+                Ok((query, keys))
+            })
             .collect();
         let vectors: Vec<&[u32]> = decoded
             .iter()
             .flatten()
-            .map(|q| &q.c1[..self.shape.columns])
+            .map(|(q, _)| &q.c1[..self.shape.columns])
             .collect();
         let products = self.db.times_vectors(&vectors);
         let k = vectors.len();
@@ -163,10 +181,10 @@ impl YpirServer {
         decoded
             .into_iter()
             .map(|query| {
-                let query = query?;
+                let (query, keys) = query?;
                 let t: Vec<u32> = (0..rows).map(|i| products[i * k + next]).collect();
                 next += 1;
-                self.finish(&query, &t)
+                self.finish(&query, &keys, &t)
             })
             .collect()
     }
@@ -178,8 +196,70 @@ impl YpirServer {
             .unwrap_or_else(|| Err(Error::InvalidParameter("no answer".into())))
     }
 
+    /// The query's keys in NTT form: converted from the query (and kept under its key id, if
+    /// any), or the ones kept under its key id.
+    fn keys_of(&self, query: &wire::Query) -> Result<Arc<KeySet>, Error> {
+        let mut store = self
+            .keys
+            .lock()
+            .map_err(|_| Error::InvalidParameter("key store poisoned".into()))?;
+        let position = store.iter().position(|(id, _)| *id == query.key_id);
+        let keys = match &query.keys {
+            wire::Keys::Inline(bodies) => {
+                let ring = &self.packer.ring;
+                let keys: KeySet = bodies
+                    .iter()
+                    .map(|level| {
+                        level
+                            .iter()
+                            .map(|part| {
+                                let mut r: Rns = [
+                                    part.iter()
+                                        .map(|&x| (x % u64::from(rns::q(0))) as u32)
+                                        .collect(),
+                                    part.iter()
+                                        .map(|&x| (x % u64::from(rns::q(1))) as u32)
+                                        .collect(),
+                                ];
+                                rns::forward(ring, &mut r);
+                                r
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let keys = Arc::new(keys);
+                if let Some(at) = position {
+                    store.remove(at);
+                }
+                if query.key_id != [0; wire::KEY_ID_LEN] {
+                    if store.len() >= MAX_KEY_SETS {
+                        store.pop_front();
+                    }
+                    store.push_back((query.key_id, Arc::clone(&keys)));
+                }
+                keys
+            }
+            wire::Keys::ById => {
+                let at = position.ok_or_else(|| {
+                    Error::InvalidParameter(
+                        "this server no longer holds the keys of that key id (too many clients \
+                         or a restart): send the request again"
+                            .into(),
+                    )
+                })?;
+                let entry = store.remove(at).ok_or_else(|| {
+                    Error::InvalidParameter("key store changed under the lock".into())
+                })?;
+                let keys = Arc::clone(&entry.1);
+                store.push_back(entry);
+                keys
+            }
+        };
+        Ok(keys)
+    }
+
     /// Everything after the first pass: `t = D' c1`.
-    fn finish(&self, query: &wire::Query, t: &[u32]) -> Result<Vec<u8>, Error> {
+    fn finish(&self, query: &wire::Query, keys: &KeySet, t: &[u32]) -> Result<Vec<u8>, Error> {
         let ring = &self.packer.ring;
         let (e, groups) = (self.shape.entries, self.shape.groups);
         let t_rows: Vec<Vec<u32>> = (0..e)
@@ -212,27 +292,6 @@ impl YpirServer {
             .map(|row| inner(row, &c2, sums))
             .collect();
         bodies.extend(t_rows.iter().map(|row| inner(row, &c2, sums)));
-        let keys: Vec<Vec<Rns>> = query
-            .keys
-            .iter()
-            .map(|level| {
-                level
-                    .iter()
-                    .map(|part| {
-                        let mut r: Rns = [
-                            part.iter()
-                                .map(|&x| (x % u64::from(rns::q(0))) as u32)
-                                .collect(),
-                            part.iter()
-                                .map(|&x| (x % u64::from(rns::q(1))) as u32)
-                                .collect(),
-                        ];
-                        rns::forward(ring, &mut r);
-                        r
-                    })
-                    .collect()
-            })
-            .collect();
         let static_leaves = self.shape.static_leaves();
         let dynamic_mask = |k: usize| -> Result<Rns, Error> {
             let row = t_rows
@@ -248,7 +307,7 @@ impl YpirServer {
         for tree in 0..self.plan.trees() {
             let (mut a, mut b) =
                 self.packer
-                    .pack(&self.plan, tree, &|k| bodies[k], &dynamic_mask, &keys)?;
+                    .pack(&self.plan, tree, &|k| bodies[k], &dynamic_mask, keys)?;
             rns::inverse(ring, &mut a);
             rns::inverse(ring, &mut b);
             ciphertexts.push((rns::crt(&a), rns::crt(&b)));

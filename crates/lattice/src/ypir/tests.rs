@@ -51,6 +51,7 @@ fn records_of_several_sizes_come_back_through_the_wire() {
         let mut rng = ChaCha20Rng::seed_from_u64(seed + 100);
         for _ in 0..3 {
             let index = rng.random_range(0..records);
+            client.begin_request();
             let (state, query) = client.query(index, &mut rng).unwrap();
             let shape = Shape::of(&params).unwrap();
             assert_eq!(
@@ -148,7 +149,8 @@ fn malformed_queries_and_keys_are_refused() {
     let (state, good) = client.query(1234, &mut rng).unwrap();
     let header = pir_core::wire::HEADER_LEN;
     let shape = Shape::of(&params).unwrap();
-    let c2_start = header + crate::wire::VERSION_LEN + 4 * shape.padded_columns;
+    let c2_start =
+        header + crate::wire::VERSION_LEN + 1 + wire::KEY_ID_LEN + 4 * shape.padded_columns;
     let key_start = c2_start + ELEMENT_BYTES * shape.groups;
     let mut bad: Vec<(&str, Vec<u8>)> = Vec::new();
     bad.push(("truncated", good[..good.len() - 1].to_vec()));
@@ -170,6 +172,9 @@ fn malformed_queries_and_keys_are_refused() {
     other_scheme[6] = crate::Scheme::DoublePir.id() as u8;
     bad.push(("scheme", other_scheme));
     bad.push(("empty", Vec::new()));
+    let mut mode = good.clone();
+    mode[header + crate::wire::VERSION_LEN] = 3;
+    bad.push(("key mode", mode));
     for (what, q) in &bad {
         assert!(server.answer(q).is_err(), "{what} accepted");
     }
@@ -194,4 +199,63 @@ fn malformed_queries_and_keys_are_refused() {
     // A wrong or truncated answer is an error at the client, never a panic.
     assert!(client.decode(&state, &answer[..answer.len() - 3]).is_err());
     assert!(YpirClient::new(&answer).is_err());
+}
+
+/// The first query of a request carries the keys under a key id, the next ones refer to it
+/// (516 KB smaller); a server that does not hold the keys refuses, and the next request starts
+/// with the keys again.
+#[test]
+fn later_queries_of_a_request_refer_to_the_keys_by_id() {
+    let (params, bytes) = database(3000, 8, 31);
+    let build = || {
+        YpirServer::build(
+            params,
+            &bytes,
+            [[8; 16], [9; 16]],
+            [3; 32],
+            None,
+            &mut |_, _| {},
+        )
+        .unwrap()
+    };
+    let (server, hint, _) = build();
+    let client = YpirClient::new(&hint).unwrap();
+    let shape = Shape::of(&params).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(8);
+    client.begin_request();
+    let (first_state, first) = client.query(10, &mut rng).unwrap();
+    let (second_state, second) = client.query(2999, &mut rng).unwrap();
+    let header = pir_core::wire::HEADER_LEN;
+    assert_eq!(first.len(), header + shape.query_bytes());
+    assert_eq!(second.len(), header + shape.query_bytes_by_id());
+    assert_eq!(
+        shape.query_bytes() - shape.query_bytes_by_id(),
+        ELEMENT_BYTES * tree::key_parts() * crate::ring::RING_D
+    );
+    // In one batch, in order: the second finds the keys the first brought.
+    let answers = server.answer_batch(&[&first, &second]);
+    let answers: Vec<Vec<u8>> = answers.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        client.decode(&first_state, &answers[0]).unwrap(),
+        record(&bytes, 10, 8)
+    );
+    assert_eq!(
+        client.decode(&second_state, &answers[1]).unwrap(),
+        record(&bytes, 2999, 8)
+    );
+    // A server that never saw the keys refuses the reference, and keeps serving.
+    let (fresh, _, _) = build();
+    assert!(fresh.answer(&second).is_err());
+    client.begin_request();
+    let (state, again) = client.query(1500, &mut rng).unwrap();
+    assert_eq!(
+        again.len(),
+        header + shape.query_bytes(),
+        "keys inline again"
+    );
+    let answer = fresh.answer(&again).unwrap();
+    assert_eq!(
+        client.decode(&state, &answer).unwrap(),
+        record(&bytes, 1500, 8)
+    );
 }

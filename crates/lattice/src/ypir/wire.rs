@@ -6,10 +6,12 @@
 //! ```text
 //! query (kind Query)
 //!   version   32 B
+//!   keys      u8                    1 = key bodies follow c2, 2 = the keys sent under key_id
+//!   key_id    16 B                  random, chosen by the client; all zero = do not keep
 //!   c1        u32 × m'              m' = m rounded up to a multiple of 1024
 //!   c2        7 B × ℓ/e             elements mod q2, little-endian
-//!   keys      7 B × 36 · 2048       key-switching key bodies, level 1 digit 0 first,
-//!                                   each polynomial's coefficients in order
+//!   keys      7 B × 36 · 2048       keys = 1 only: key-switching key bodies, level 1 digit 0
+//!                                   first, each polynomial's coefficients in order
 //!
 //! answer (kind Answer), per packed ciphertext (ceil(e (n+1) / 2048) of them):
 //!   mask      2048 × 28 bits        little-endian bit string
@@ -26,15 +28,35 @@ use crate::params::Scheme;
 use crate::ring::RING_D;
 use crate::wire::{DbVersion, VERSION_LEN};
 
+/// Length of a key id.
+pub const KEY_ID_LEN: usize = 16;
+
+/// A client's key id: random bytes naming its key-switching keys on one server.
+pub type KeyId = [u8; KEY_ID_LEN];
+
+/// Where a query's key-switching keys are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Keys {
+    /// In the query: key bodies per level and digit (coefficients mod `q2`).
+    Inline(Vec<Vec<Vec<u64>>>),
+    /// Sent before under the query's key id.
+    ById,
+}
+
+const KEYS_INLINE: u8 = 1;
+const KEYS_BY_ID: u8 = 2;
+
 /// A decoded query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Query {
+    /// The client's key id (all zero: none).
+    pub key_id: KeyId,
     /// First-layer bodies (`m'` words).
     pub c1: Vec<u32>,
     /// Second-layer bodies (`ℓ / e` elements mod `q2`).
     pub c2: Vec<u64>,
-    /// Key bodies per level and digit (coefficients mod `q2`).
-    pub keys: Vec<Vec<Vec<u64>>>,
+    /// The key-switching keys.
+    pub keys: Keys,
 }
 
 fn put_element(w: &mut Writer, x: u64) {
@@ -58,16 +80,23 @@ pub fn encode_query(version: &DbVersion, query: &Query) -> Vec<u8> {
         VERSION_LEN + 4 * query.c1.len() + ELEMENT_BYTES * (query.c2.len() + key_parts() * RING_D),
     );
     w.bytes(version);
+    w.u8(match query.keys {
+        Keys::Inline(_) => KEYS_INLINE,
+        Keys::ById => KEYS_BY_ID,
+    });
+    w.bytes(&query.key_id);
     for &x in &query.c1 {
         w.u32(x);
     }
     for &x in &query.c2 {
         put_element(&mut w, x);
     }
-    for level in &query.keys {
-        for part in level {
-            for &x in part {
-                put_element(&mut w, x);
+    if let Keys::Inline(keys) = &query.keys {
+        for level in keys {
+            for part in level {
+                for &x in part {
+                    put_element(&mut w, x);
+                }
             }
         }
     }
@@ -77,19 +106,34 @@ pub fn encode_query(version: &DbVersion, query: &Query) -> Vec<u8> {
 /// Parses a query for `shape`, refusing other lengths (before allocating), other versions and
 /// out-of-range elements.
 pub fn decode_query(bytes: &[u8], shape: &Shape, version: &DbVersion) -> Result<Query, Error> {
-    let need = shape.query_bytes();
-    let body = crate::wire::open(bytes, Scheme::Ypir, MessageKind::Query, need)?;
+    let most = shape.query_bytes();
+    let body = crate::wire::open(bytes, Scheme::Ypir, MessageKind::Query, most)?;
+    let mut r = Reader::new(body);
+    if r.array::<VERSION_LEN>()? != *version {
+        return Err(Error::DatabaseMismatch(
+            "the query was made for another version of the database; fetch the header again".into(),
+        ));
+    }
+    let mode = r.u8()?;
+    let need = match mode {
+        KEYS_INLINE => most,
+        KEYS_BY_ID => shape.query_bytes_by_id(),
+        other => {
+            return Err(Error::UnknownValue {
+                field: "YPIR key mode",
+                found: u64::from(other),
+            })
+        }
+    };
     if body.len() != need {
         return Err(Error::WrongLength(format!(
             "a YPIR query for this database is {need} bytes, found {}",
             body.len()
         )));
     }
-    let mut r = Reader::new(body);
-    if r.array::<VERSION_LEN>()? != *version {
-        return Err(Error::DatabaseMismatch(
-            "the query was made for another version of the database; fetch the header again".into(),
-        ));
+    let key_id = r.array::<KEY_ID_LEN>()?;
+    if mode == KEYS_BY_ID && key_id == [0; KEY_ID_LEN] {
+        return Err(Error::Malformed("keys by id without a key id".into()));
     }
     let c1 = (0..shape.padded_columns)
         .map(|_| r.u32())
@@ -97,20 +141,30 @@ pub fn decode_query(bytes: &[u8], shape: &Shape, version: &DbVersion) -> Result<
     let c2 = (0..shape.groups)
         .map(|_| element(&mut r))
         .collect::<Result<Vec<u64>, Error>>()?;
-    let mut keys = Vec::with_capacity(LEVELS);
-    for &(_, digits) in &GADGET {
-        let mut level = Vec::with_capacity(digits);
-        for _ in 0..digits {
-            level.push(
-                (0..RING_D)
-                    .map(|_| element(&mut r))
-                    .collect::<Result<Vec<u64>, Error>>()?,
-            );
+    let keys = if mode == KEYS_INLINE {
+        let mut keys = Vec::with_capacity(LEVELS);
+        for &(_, digits) in &GADGET {
+            let mut level = Vec::with_capacity(digits);
+            for _ in 0..digits {
+                level.push(
+                    (0..RING_D)
+                        .map(|_| element(&mut r))
+                        .collect::<Result<Vec<u64>, Error>>()?,
+                );
+            }
+            keys.push(level);
         }
-        keys.push(level);
-    }
+        Keys::Inline(keys)
+    } else {
+        Keys::ById
+    };
     r.finish()?;
-    Ok(Query { c1, c2, keys })
+    Ok(Query {
+        key_id,
+        c1,
+        c2,
+        keys,
+    })
 }
 
 fn put_bits(out: &mut Vec<u8>, values: impl Iterator<Item = u32>, bits: u32) {
