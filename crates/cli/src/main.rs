@@ -457,6 +457,15 @@ fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
         .map(String::as_str)
         .filter(|m| matches!(*m, "simplepir" | "doublepir" | "ypir"))
         .collect();
+    if let Some(name) = &args.backend {
+        let backend = pir_kernels::Backend::from_name(name).ok_or_else(|| {
+            anyhow::anyhow!("unknown backend {name:?}: use portable, avx2 or avx512")
+        })?;
+        if !backend.is_available() {
+            anyhow::bail!("this CPU cannot run the {name} backend");
+        }
+        backend.force();
+    }
     if args.modes.iter().any(|m| m == "qdp") {
         if args.modes.len() != 1 {
             anyhow::bail!("run the qdp mode apart from the other modes");
@@ -470,15 +479,6 @@ fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
             );
         }
         return bench_lattice(args, &lattice);
-    }
-    if let Some(name) = &args.backend {
-        let backend = pir_kernels::Backend::from_name(name).ok_or_else(|| {
-            anyhow::anyhow!("unknown backend {name:?}: use portable, avx2 or avx512")
-        })?;
-        if !backend.is_available() {
-            anyhow::bail!("this CPU cannot run the {name} backend");
-        }
-        backend.force();
     }
     let shapes = match &args.shape {
         Some(name) => vec![pir_bench::shape_named(name).ok_or_else(|| {
