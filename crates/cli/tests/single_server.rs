@@ -66,7 +66,7 @@ fn records_and_keys_fetched_privately_from_one_server() {
     std::fs::write(p("kv.txt"), kv).unwrap();
     ok(&["db", "build", "--kv", &p("kv.txt"), "--out", &p("kv.db")]);
 
-    for scheme in ["simplepir", "doublepir", "ypir"] {
+    for scheme in ["simplepir", "doublepir"] {
         let cache = p(&format!("cache-{scheme}"));
         let records = Server::start(&p("records.db"), scheme, &p("server.key"));
         let get = |what: &[&str], server: &Server| {
@@ -104,34 +104,11 @@ fn records_and_keys_fetched_privately_from_one_server() {
             (report["bytes"].as_u64(), &report["scheme"]),
             (Some(24), &serde_json::json!(scheme))
         );
-        if scheme == "ypir" {
-            // No hint: a fresh client downloads only the header and the description.
-            let fresh = p("cache-ypir-fresh");
-            let args = [
-                "get",
-                "5",
-                "--json",
-                "--server",
-                &records.url,
-                "--server-pub",
-                &p("server.pub"),
-                "--cache-dir",
-                &fresh,
-            ];
-            let report: serde_json::Value = serde_json::from_slice(&run(&args).stdout).unwrap();
-            assert_eq!(report["value_hex"], hex::encode(&data[5 * 24..6 * 24]));
-            let hint = report["hint_bytes"].as_u64().unwrap();
-            assert!(hint < 1024, "YPIR downloaded {hint} bytes of hint");
-        }
         // An index past the end is refused on the client.
         assert!(!get(&["150"], &records).status.success());
 
         // A malformed query gets an error envelope; the server keeps serving.
-        let scheme_id = match scheme {
-            "simplepir" => 3,
-            "doublepir" => 4,
-            _ => 8,
-        };
+        let scheme_id = if scheme == "simplepir" { 3 } else { 4 };
         let mut bad = b"PIRw\x01\x00".to_vec();
         bad.extend_from_slice(&[scheme_id, 1, 5, 0, 0, 0]);
         bad.extend_from_slice(b"hello");
@@ -253,7 +230,7 @@ fn a_restarted_server_loads_its_saved_hint() {
         "--out",
         &p("r.db"),
     ]);
-    for scheme in ["simplepir", "doublepir", "ypir"] {
+    for scheme in ["simplepir", "doublepir"] {
         let start = |round: usize| {
             let log = p(&format!("{scheme}-{round}.log"));
             let mut child = support::pir()
@@ -327,4 +304,103 @@ fn a_restarted_server_loads_its_saved_hint() {
         assert_eq!(fetch(&url), &data[123 * 16..124 * 16]);
         support::terminate(&mut third);
     }
+}
+
+/// YPIR end to end: no hint download (the client fetches only the header and the
+/// description), records fetched and checked, a malformed query answered with an error
+/// envelope while the server keeps serving, and the offline work loaded at a restart.
+#[test]
+fn ypir_fetches_records_without_a_hint() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    ok(&["keygen", "--out", &p("server")]);
+    let data: Vec<u8> = (0..5000 * 4).map(|i| (i * 13 % 249) as u8).collect();
+    std::fs::write(p("records.bin"), &data).unwrap();
+    let built = ok(&[
+        "db",
+        "build",
+        "--records",
+        &p("records.bin"),
+        "--record-size",
+        "4",
+        "--out",
+        &p("y.db"),
+    ]);
+    assert!(built.contains("ypir"), "{built}");
+    let start = |round: usize| {
+        let log = p(&format!("ypir-{round}.log"));
+        let mut child = support::pir()
+            .args([
+                "serve",
+                "--db",
+                &p("y.db"),
+                "--scheme",
+                "ypir",
+                "--key",
+                &p("server.key"),
+            ])
+            .args(["--listen", "127.0.0.1:0", "--quiet"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
+        lines.read_line(&mut first).unwrap();
+        std::thread::spawn(move || for _ in lines.lines() {});
+        let addr = first
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("https://"))
+            .unwrap()
+            .to_string();
+        (
+            child,
+            format!("https://{addr}"),
+            std::fs::read_to_string(&log).unwrap(),
+        )
+    };
+    let get = |url: &str, index: usize, cache: &str| {
+        let out = run(&[
+            "get",
+            &index.to_string(),
+            "--json",
+            "--server",
+            url,
+            "--server-pub",
+            &p("server.pub"),
+            "--cache-dir",
+            cache,
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            report["value_hex"],
+            hex::encode(&data[index * 4..index * 4 + 4])
+        );
+        assert_eq!(report["scheme"], "ypir");
+        report
+    };
+    let (mut first, url, log) = start(0);
+    assert!(log.contains("computing"), "{log}");
+    for index in [0usize, 2345, 4999] {
+        let report = get(&url, index, &p(&format!("fresh-{index}")));
+        let hint = report["hint_bytes"].as_u64().unwrap();
+        assert!(hint < 1024, "YPIR downloaded {hint} bytes of hint");
+    }
+    // A malformed YPIR query gets an error envelope; the server keeps serving.
+    let mut bad = b"PIRw\x01\x00".to_vec();
+    bad.extend_from_slice(&[8, 1, 5, 0, 0, 0]);
+    bad.extend_from_slice(b"hello");
+    let reply = post_raw(&url, &p("server.pub"), &bad);
+    assert_eq!(reply[7], 3, "an error envelope");
+    get(&url, 77, &p("cache"));
+    support::terminate(&mut first);
+    let (mut second, url, log) = start(1);
+    assert!(
+        log.contains("loading the saved") && !log.contains("computing"),
+        "{log}"
+    );
+    get(&url, 4321, &p("cache"));
+    support::terminate(&mut second);
 }

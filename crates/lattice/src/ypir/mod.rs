@@ -92,9 +92,12 @@ pub const ANSWER_BODY_BITS: u32 = 21;
 pub const MAX_COLUMNS: usize = 1 << 18;
 /// Most row groups `ℓ / e` (the second pass sums at most this many 45-bit terms in an `i64`).
 pub const MAX_GROUPS: usize = 1 << 17;
-/// Most entries (bytes) per record: each adds `n + 1` packed values (about 6 KB of answer),
-/// so larger records belong to SimplePIR (YPIR+SP is not built yet).
-pub const MAX_RECORD_ENTRIES: usize = 64;
+/// Most entries (bytes) per record. Each entry adds `n + 1` packed values (about 6 KB of
+/// answer) and half a packing tree of offline work (the digits of 1023 nodes, about 57 MB of
+/// server memory per entry): 8 entries keep an answer within 4 ciphertexts (50 KB) and the
+/// plan within 460 MB. Larger records belong to SimplePIR or DoublePIR (YPIR+SP, which packs
+/// SimplePIR's answer instead, is not built yet).
+pub const MAX_RECORD_ENTRIES: usize = 8;
 /// Bytes of one element mod `q2` on the wire (`q2 < 2^56`).
 pub const ELEMENT_BYTES: usize = 7;
 
@@ -126,7 +129,7 @@ impl Shape {
         let entries = params.entries_per_record();
         if entries > MAX_RECORD_ENTRIES {
             return Err(Error::InvalidParameter(format!(
-                "records over {MAX_RECORD_ENTRIES} bytes are too large for YPIR (use SimplePIR)"
+                "records over {MAX_RECORD_ENTRIES} bytes are too large for YPIR (use SimplePIR or DoublePIR)"
             )));
         }
         let groups = params.rows() / entries.max(1);
@@ -196,7 +199,7 @@ pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
     let entries = probe.entries_per_record() as u64;
     if entries > MAX_RECORD_ENTRIES as u64 {
         return Err(Error::InvalidParameter(format!(
-            "records over {MAX_RECORD_ENTRIES} bytes are too large for YPIR (use SimplePIR)"
+            "records over {MAX_RECORD_ENTRIES} bytes are too large for YPIR (use SimplePIR or DoublePIR)"
         )));
     }
     let groups = records.div_ceil(per_entry);

@@ -35,7 +35,12 @@ fn record(bytes: &[u8], index: u64, bits: u32) -> Vec<u8> {
 
 #[test]
 fn records_of_several_sizes_come_back_through_the_wire() {
-    for (records, bits, seed) in [(5000u64, 8u32, 1u64), (3000, 1, 2), (700, 24, 3)] {
+    for (records, bits, seed) in [
+        (5000u64, 8u32, 1u64),
+        (3000, 1, 2),
+        (700, 24, 3),
+        (300, 64, 4),
+    ] {
         let (params, bytes) = database(records, bits, seed);
         let (server, hint, h1) = YpirServer::build(
             params,
@@ -258,4 +263,11 @@ fn later_queries_of_a_request_refer_to_the_keys_by_id() {
         client.decode(&state, &answer).unwrap(),
         record(&bytes, 1500, 8)
     );
+}
+
+#[test]
+fn records_over_eight_bytes_are_refused_at_layout() {
+    assert!(Params::new(Scheme::Ypir, 10, 64).is_ok());
+    let err = Params::new(Scheme::Ypir, 10, 72).unwrap_err().to_string();
+    assert!(err.contains("too large for YPIR"), "{err}");
 }
