@@ -230,11 +230,19 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
         bar.finish_and_clear();
     }
     drop(db);
-    eprintln!(
-        "hint ready in {:.2} s: {} bytes to download once per client and database version",
-        started.elapsed().as_secs_f64(),
-        lattice.download().len()
-    );
+    if scheme == pir_lattice::Scheme::Ypir {
+        eprintln!(
+            "offline work ready in {:.2} s; no hint: a client downloads only the {}-byte header",
+            started.elapsed().as_secs_f64(),
+            lattice.download().len()
+        );
+    } else {
+        eprintln!(
+            "hint ready in {:.2} s: {} bytes to download once per client and database version",
+            started.elapsed().as_secs_f64(),
+            lattice.download().len()
+        );
+    }
     if !reused {
         match pir_records::offline::save(&args.db, scheme, &version, &offline) {
             Ok(path) => eprintln!(
