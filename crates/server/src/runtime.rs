@@ -452,7 +452,10 @@ async fn metrics<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Strin
 
 async fn hint<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Response {
     match state.service.hint() {
-        Some(bytes) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], bytes).into_response(),
+        Some(bytes) => {
+            state.service.metrics().record_download(bytes.len());
+            ([(header::CONTENT_TYPE, CONTENT_TYPE)], bytes).into_response()
+        }
         None => (
             StatusCode::NOT_FOUND,
             "this server has no hint to download\n",

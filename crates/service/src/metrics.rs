@@ -77,6 +77,7 @@ pub struct Metrics {
     errors: AtomicU64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    hint_bytes: AtomicU64,
     scan_micros: AtomicU64,
     passes: AtomicU64,
     batched_requests: AtomicU64,
@@ -92,6 +93,7 @@ impl Default for Metrics {
             errors: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            hint_bytes: AtomicU64::new(0),
             scan_micros: AtomicU64::new(0),
             passes: AtomicU64::new(0),
             batched_requests: AtomicU64::new(0),
@@ -119,6 +121,13 @@ impl Metrics {
             .fetch_add(bytes_out as u64, Ordering::Relaxed);
         self.scan_micros.fetch_add(micros, Ordering::Relaxed);
         self.request_seconds.observe(micros as f64 / 1e6);
+    }
+
+    /// Records a hint download (`GET /pir/v1/hint`) of `bytes`: counted in the reply bytes
+    /// and on its own.
+    pub fn record_download(&self, bytes: usize) {
+        self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.hint_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// Records one pass of the batcher that answered `requests` requests together.
@@ -165,7 +174,16 @@ impl Metrics {
                 "Request bytes.",
                 get(&self.bytes_in),
             ),
-            ("pir_bytes_sent_total", "Reply bytes.", get(&self.bytes_out)),
+            (
+                "pir_bytes_sent_total",
+                "Reply bytes, hint downloads included.",
+                get(&self.bytes_out),
+            ),
+            (
+                "pir_hint_bytes_sent_total",
+                "Hint download bytes (GET /pir/v1/hint).",
+                get(&self.hint_bytes),
+            ),
             (
                 "pir_passes_total",
                 "Batched passes over the database.",
@@ -223,6 +241,17 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hint_downloads_count_as_reply_bytes() {
+        let metrics = Metrics::default();
+        metrics.record(10, 20, 1, false, 5);
+        metrics.record_download(1000);
+        let text = metrics.render();
+        assert!(text.contains("pir_bytes_sent_total 1020\n"), "{text}");
+        assert!(text.contains("pir_hint_bytes_sent_total 1000\n"), "{text}");
+        assert!(text.contains("pir_bytes_received_total 10\n"), "{text}");
+    }
 
     #[test]
     fn histograms_are_cumulative_and_counted() {
