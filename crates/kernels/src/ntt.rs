@@ -223,6 +223,51 @@ multiversioned! {
     }
 }
 
+/// `-q^-1 mod 2^32` (odd `q`), the constant of Montgomery reduction.
+pub fn montgomery_constant(q: u32) -> u32 {
+    // Newton's iteration doubles the correct low bits of the inverse each step.
+    let mut inverse: u32 = 1;
+    for _ in 0..5 {
+        inverse = inverse.wrapping_mul(2u32.wrapping_sub(q.wrapping_mul(inverse)));
+    }
+    inverse.wrapping_neg()
+}
+
+#[inline(always)]
+fn mul_montgomery(x: u32, w: u32, q: u32, q_neg_inverse: u32) -> u32 {
+    let t = u64::from(x) * u64::from(w);
+    let m = (t as u32).wrapping_mul(q_neg_inverse);
+    let u = ((t + u64::from(m) * u64::from(q)) >> 32) as u32;
+    if u >= q {
+        u - q
+    } else {
+        u
+    }
+}
+
+multiversioned! {
+    /// `out[i] = w[i] 2^32 mod q` (`w[i] < q`): multipliers in Montgomery form for
+    /// [`mul_add_montgomery`], which needs only these 4 bytes per multiplier (Shoup needs 8).
+    pub fn to_montgomery(out: &mut [u32], w: &[u32], q: u32) {
+        let r = ((1u64 << 32) % u64::from(q)) as u32;
+        let r_shoup = shoup(r, q);
+        for (o, &x) in out.iter_mut().zip(w) {
+            *o = mul_shoup(x, r, r_shoup, q);
+        }
+    }
+}
+
+multiversioned! {
+    /// `acc[i] = acc[i] + x[i] w[i] mod q` for multipliers `w` in Montgomery form
+    /// ([`to_montgomery`]); `x[i] < q < 2^31`, `acc[i] < q`; `q_neg_inverse` is
+    /// [`montgomery_constant`]`(q)`.
+    pub fn mul_add_montgomery(acc: &mut [u32], x: &[u32], w: &[u32], q: u32, q_neg_inverse: u32) {
+        for ((o, &a), &b) in acc.iter_mut().zip(x).zip(w) {
+            *o = add_mod(*o, mul_montgomery(a, b, q, q_neg_inverse), q);
+        }
+    }
+}
+
 /// Shoup companions `floor(w 2^32 / q)` of fixed multipliers `w < q` (for [`mul_fixed`] and
 /// [`mul_add_fixed`]).
 pub fn shoup_companions(w: &[u32], q: u32) -> Vec<u32> {
@@ -303,6 +348,31 @@ mod tests {
                 (s % u64::from(q)) as u32
             })
             .collect()
+    }
+
+    #[test]
+    fn montgomery_products_match_plain_products_on_every_backend() {
+        for q in PRIMES {
+            assert_eq!(q.wrapping_mul(montgomery_constant(q)), u32::MAX, "-q^-1");
+            let (x, w) = (random(5, 512, q), random(6, 512, q));
+            for backend in Backend::available() {
+                let mut montgomery = vec![0u32; 512];
+                to_montgomery(backend, &mut montgomery, &w, q);
+                let mut acc = x.clone();
+                mul_add_montgomery(
+                    backend,
+                    &mut acc,
+                    &x,
+                    &montgomery,
+                    q,
+                    montgomery_constant(q),
+                );
+                for ((&a, &b), &o) in x.iter().zip(&w).zip(&acc) {
+                    let want = (u64::from(a) + u64::from(a) * u64::from(b)) % u64::from(q);
+                    assert_eq!(u64::from(o), want, "{backend:?}");
+                }
+            }
+        }
     }
 
     #[test]

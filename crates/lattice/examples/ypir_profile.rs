@@ -1,4 +1,5 @@
-//! Times the phases of one YPIR answer (`cargo run --release --example ypir_profile -- RECORDS`).
+//! Times YPIR's offline work and answers on one-byte records
+//! (`cargo run --release --example ypir_profile -- RECORDS [ANSWERS]`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use pir_lattice::params::Params;
 use pir_lattice::ypir::{YpirClient, YpirServer};
@@ -25,11 +26,17 @@ fn main() {
     eprintln!("offline {:?} for {params:?}", t.elapsed());
     let client = YpirClient::new(&hint).unwrap();
     let mut rng = rand::rng();
-    for _ in 0..5 {
+    let answers: usize = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(5);
+    for _ in 0..answers {
         let (state, query) = client.query(123, &mut rng).unwrap();
         let t = Instant::now();
         let answer = server.answer(&query).unwrap();
-        eprintln!("answer {:?}", t.elapsed());
+        if answers <= 10 {
+            eprintln!("answer {:?}", t.elapsed());
+        }
         assert_eq!(client.decode(&state, &answer).unwrap(), vec![7]);
     }
 }

@@ -92,15 +92,17 @@ pub struct Packer {
     pub(crate) key_masks: Vec<Vec<Rns>>,
     /// `2^-11 mod q`.
     inverse: u64,
+    /// [`ntt::montgomery_constant`] of each prime.
+    montgomery_constants: [u32; 2],
 }
 
 /// What a static node keeps: the digits of `τ(a_e - X^s a_o)` (internal nodes) and its mask
 /// when a dynamic node above it needs it.
 #[derive(Debug, Default)]
 struct StaticNode {
+    /// The digits in Montgomery form (4 bytes per coefficient: the online products stream
+    /// these, about 57 MB per tree, so their size is the packing's memory traffic).
     digits: Vec<Rns>,
-    /// Shoup companions of `digits` (the fixed operand of the online products).
-    companions: Vec<Rns>,
     mask: Option<Rns>,
 }
 
@@ -137,7 +139,7 @@ impl Plan {
         self.trees
             .iter()
             .flat_map(|t| t.values())
-            .map(|n| 2 * n.digits.len() * d + n.mask.as_ref().map_or(0, |_| d))
+            .map(|n| n.digits.len() * d + n.mask.as_ref().map_or(0, |_| d))
             .sum()
     }
 
@@ -188,7 +190,20 @@ impl Packer {
             shift_companions,
             key_masks,
             inverse,
+            montgomery_constants: [
+                ntt::montgomery_constant(rns::q(0)),
+                ntt::montgomery_constant(rns::q(1)),
+            ],
         })
+    }
+
+    /// `w` in Montgomery form (per prime).
+    fn montgomery(&self, w: &Rns) -> Rns {
+        let mut out = rns::zero(w[0].len());
+        for i in 0..2 {
+            ntt::to_montgomery(self.ring.backend(), &mut out[i], &w[i], rns::q(i));
+        }
+        out
     }
 
     fn scaled(&self, value: u64) -> u64 {
@@ -271,8 +286,7 @@ impl Packer {
                     self.combine_masks(level, even.as_ref(), odd.as_ref())?
                 };
                 let node = StaticNode {
-                    companions: digits.iter().map(companions).collect(),
-                    digits,
+                    digits: digits.iter().map(|d| self.montgomery(d)).collect(),
                     mask: keep_mask.then(|| mask.clone()),
                 };
                 if !node.digits.is_empty() || node.mask.is_some() {
@@ -331,7 +345,7 @@ impl Packer {
         level: usize,
         even: Option<&Rns>,
         odd: Option<&Rns>,
-        (digits, digit_companions): (&[Rns], &[Rns]),
+        digits: &[Rns],
         key_bodies: &[Vec<Rns>],
     ) -> Rns {
         let d = RING_D;
@@ -365,12 +379,15 @@ impl Packer {
                 let s = *o + difference[j as usize];
                 *o = if s >= q { s - q } else { s };
             }
-            for ((digit, companion), key) in digits
-                .iter()
-                .zip(digit_companions)
-                .zip(&key_bodies[level - 1])
-            {
-                ntt::mul_add_fixed(backend, &mut out[i], &key[i], &digit[i], &companion[i], q);
+            for (digit, key) in digits.iter().zip(&key_bodies[level - 1]) {
+                ntt::mul_add_montgomery(
+                    backend,
+                    &mut out[i],
+                    &key[i],
+                    &digit[i],
+                    q,
+                    self.montgomery_constants[i],
+                );
             }
         }
         out
@@ -471,15 +488,15 @@ impl Packer {
             dynamic_mask,
             key_bodies,
         )?;
-        let (mask, digits_owned, companions_owned);
-        let digits: (&[Rns], &[Rns]) = if kind == Kind::Static {
+        let (mask, digits_owned);
+        let digits: &[Rns] = if kind == Kind::Static {
             let node = nodes.get(&id).ok_or_else(missing)?;
             mask = if need_mask {
                 Some(node.mask.clone().ok_or_else(missing)?)
             } else {
                 None
             };
-            (&node.digits, &node.companions)
+            &node.digits
         } else {
             let (m, d) = self.combine_masks(
                 level,
@@ -487,9 +504,8 @@ impl Packer {
                 odd.as_ref().and_then(|n| n.mask.as_ref()),
             )?;
             mask = Some(m);
-            companions_owned = d.iter().map(companions).collect::<Vec<Rns>>();
-            digits_owned = d;
-            (&digits_owned, &companions_owned)
+            digits_owned = d.iter().map(|d| self.montgomery(d)).collect::<Vec<Rns>>();
+            &digits_owned
         };
         let b = self.combine_bodies(
             level,
