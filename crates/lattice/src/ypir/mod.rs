@@ -93,9 +93,9 @@ pub const MAX_COLUMNS: usize = 1 << 18;
 /// Most row groups `ℓ / e` (the second pass sums at most this many 45-bit terms in an `i64`).
 pub const MAX_GROUPS: usize = 1 << 17;
 /// Most entries (bytes) per record. Each entry adds `n + 1` packed values (about 6 KB of
-/// answer) and half a packing tree of offline work (the digits of 1023 nodes, about 57 MB of
-/// server memory per entry): 8 entries keep an answer within 4 ciphertexts (50 KB) and the
-/// plan within 460 MB. Larger records belong to SimplePIR or DoublePIR (YPIR+SP, which packs
+/// answer) and half a packing tree of offline work (a tree's static digits are about 57 MB,
+/// streamed once per answer): 8 entries keep an answer within 5 ciphertexts (63 KB) and the
+/// plan within 290 MB. Larger records belong to SimplePIR or DoublePIR (YPIR+SP, which packs
 /// SimplePIR's answer instead, is not built yet).
 pub const MAX_RECORD_ENTRIES: usize = 8;
 /// Bytes of one element mod `q2` on the wire (`q2 < 2^56`).
