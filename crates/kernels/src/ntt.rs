@@ -168,6 +168,19 @@ impl NttTable {
     }
 }
 
+/// One forward stage whose twiddle runs are `T` long: block `i` (of `2T` entries) uses
+/// `w[i]`.
+#[inline(always)]
+fn forward_stage<const T: usize>(a: &mut [u32], w: &[u32], w_shoup: &[u32], q: u32) {
+    for (block, (&s, &s_shoup)) in a.chunks_exact_mut(2 * T).zip(w.iter().zip(w_shoup)) {
+        for j in 0..T {
+            let (u, v) = (block[j], mul_shoup(block[j + T], s, s_shoup, q));
+            block[j] = add_mod(u, v, q);
+            block[j + T] = sub_mod(u, v, q);
+        }
+    }
+}
+
 multiversioned! {
     fn forward_passes(a: &mut [u32], w: &[u32], w_shoup: &[u32], q: u32) {
         let d = a.len();
@@ -175,18 +188,40 @@ multiversioned! {
         let mut m = 1;
         while m < d {
             t /= 2;
-            for (block, (&s, &s_shoup)) in a
-                .chunks_exact_mut(2 * t)
-                .zip(w[m..2 * m].iter().zip(&w_shoup[m..2 * m]))
-            {
-                let (low, high) = block.split_at_mut(t);
-                for (x, y) in low.iter_mut().zip(high.iter_mut()) {
-                    let (u, v) = (*x, mul_shoup(*y, s, s_shoup, q));
-                    *x = add_mod(u, v, q);
-                    *y = sub_mod(u, v, q);
+            let (w, w_shoup) = (&w[m..2 * m], &w_shoup[m..2 * m]);
+            match t {
+                // The last stages have short runs of one twiddle: a fixed run length lets the
+                // compiler vectorise across blocks (interleaved loads) instead of within one.
+                1 => forward_stage::<1>(a, w, w_shoup, q),
+                2 => forward_stage::<2>(a, w, w_shoup, q),
+                4 => forward_stage::<4>(a, w, w_shoup, q),
+                8 => forward_stage::<8>(a, w, w_shoup, q),
+                _ => {
+                    for (block, (&s, &s_shoup)) in
+                        a.chunks_exact_mut(2 * t).zip(w.iter().zip(w_shoup))
+                    {
+                        let (low, high) = block.split_at_mut(t);
+                        for (x, y) in low.iter_mut().zip(high.iter_mut()) {
+                            let (u, v) = (*x, mul_shoup(*y, s, s_shoup, q));
+                            *x = add_mod(u, v, q);
+                            *y = sub_mod(u, v, q);
+                        }
+                    }
                 }
             }
             m *= 2;
+        }
+    }
+}
+
+/// One inverse stage whose twiddle runs are `T` long.
+#[inline(always)]
+fn inverse_stage<const T: usize>(a: &mut [u32], w: &[u32], w_shoup: &[u32], q: u32) {
+    for (block, (&s, &s_shoup)) in a.chunks_exact_mut(2 * T).zip(w.iter().zip(w_shoup)) {
+        for j in 0..T {
+            let (u, v) = (block[j], block[j + T]);
+            block[j] = add_mod(u, v, q);
+            block[j + T] = mul_shoup(sub_mod(u, v, q), s, s_shoup, q);
         }
     }
 }
@@ -205,13 +240,24 @@ multiversioned! {
         let mut m = d;
         while m > 1 {
             let h = m / 2;
-            for i in 0..h {
-                let (s, s_shoup) = (w[h + i], w_shoup[h + i]);
-                let (low, high) = a[2 * i * t..2 * i * t + 2 * t].split_at_mut(t);
-                for (x, y) in low.iter_mut().zip(high.iter_mut()) {
-                    let (u, v) = (*x, *y);
-                    *x = add_mod(u, v, q);
-                    *y = mul_shoup(sub_mod(u, v, q), s, s_shoup, q);
+            let (w, w_shoup) = (&w[h..2 * h], &w_shoup[h..2 * h]);
+            match t {
+                // As in the forward transform: fixed short runs vectorise across blocks.
+                1 => inverse_stage::<1>(a, w, w_shoup, q),
+                2 => inverse_stage::<2>(a, w, w_shoup, q),
+                4 => inverse_stage::<4>(a, w, w_shoup, q),
+                8 => inverse_stage::<8>(a, w, w_shoup, q),
+                _ => {
+                    for (block, (&s, &s_shoup)) in
+                        a.chunks_exact_mut(2 * t).zip(w.iter().zip(w_shoup))
+                    {
+                        let (low, high) = block.split_at_mut(t);
+                        for (x, y) in low.iter_mut().zip(high.iter_mut()) {
+                            let (u, v) = (*x, *y);
+                            *x = add_mod(u, v, q);
+                            *y = mul_shoup(sub_mod(u, v, q), s, s_shoup, q);
+                        }
+                    }
                 }
             }
             t *= 2;
