@@ -13,6 +13,9 @@ use crate::gaussian::{uniform_secret, ErrorSampler};
 use crate::params::LWE_N;
 use crate::prg::{self, Seed};
 
+/// Rows per tile of [`ZpMatrix::from_tiles`].
+pub const TILE_ROWS: usize = 32;
+
 /// An owned `rows × columns` matrix over `Z_p`, packed for the kernels
 /// (`pir_kernels::matvec` describes the layout).
 #[derive(Debug, Clone)]
@@ -45,6 +48,46 @@ impl ZpMatrix {
                 }
                 matvec::pack_row(&values, packing, out);
             }
+        }
+        ZpMatrix {
+            words,
+            rows,
+            columns,
+            words_per_row,
+            packing,
+            center,
+        }
+    }
+
+    /// Builds the matrix a tile of [`TILE_ROWS`] rows at a time, tiles in parallel:
+    /// `fill(first_row, values)` writes the entries of rows `first_row..` into `values`
+    /// (row-major, `columns` per row; each below `2^bits`). A filler can then walk the tile a
+    /// column at a time, which for record layouts reads the records in order.
+    pub fn from_tiles(
+        rows: usize,
+        columns: usize,
+        packing: Packing,
+        center: u32,
+        fill: impl Fn(usize, &mut [u32]) + Sync,
+    ) -> Self {
+        use rayon::prelude::*;
+        let words_per_row = packing.words_per_row(columns);
+        let mut words = vec![0u32; rows * words_per_row];
+        if words_per_row > 0 && columns > 0 {
+            words
+                .par_chunks_mut(TILE_ROWS * words_per_row)
+                .enumerate()
+                .for_each(|(tile, out)| {
+                    let count = out.len() / words_per_row;
+                    let mut values = vec![0u32; count * columns];
+                    fill(tile * TILE_ROWS, &mut values);
+                    for (row, packed) in values
+                        .chunks_exact(columns)
+                        .zip(out.chunks_exact_mut(words_per_row))
+                    {
+                        matvec::pack_row(row, packing, packed);
+                    }
+                });
         }
         ZpMatrix {
             words,
