@@ -199,13 +199,10 @@ impl YpirServer {
     /// The query's keys in NTT form: converted from the query (and kept under its key id, if
     /// any), or the ones kept under its key id.
     fn keys_of(&self, query: &wire::Query) -> Result<Arc<KeySet>, Error> {
-        let mut store = self
-            .keys
-            .lock()
-            .map_err(|_| Error::InvalidParameter("key store poisoned".into()))?;
-        let position = store.iter().position(|(id, _)| *id == query.key_id);
-        let keys = match &query.keys {
+        let poisoned = |_| Error::InvalidParameter("key store poisoned".into());
+        match &query.keys {
             wire::Keys::Inline(bodies) => {
+                // Converted outside the lock: other queries' lookups do not wait for it.
                 let ring = &self.packer.ring;
                 let keys: KeySet = bodies
                     .iter()
@@ -228,34 +225,36 @@ impl YpirServer {
                     })
                     .collect();
                 let keys = Arc::new(keys);
-                if let Some(at) = position {
-                    store.remove(at);
-                }
                 if query.key_id != [0; wire::KEY_ID_LEN] {
+                    let mut store = self.keys.lock().map_err(poisoned)?;
+                    store.retain(|(id, _)| *id != query.key_id);
                     if store.len() >= MAX_KEY_SETS {
                         store.pop_front();
                     }
                     store.push_back((query.key_id, Arc::clone(&keys)));
                 }
-                keys
+                Ok(keys)
             }
             wire::Keys::ById => {
-                let at = position.ok_or_else(|| {
-                    Error::InvalidParameter(
-                        "this server no longer holds the keys of that key id (too many clients \
-                         or a restart): send the request again"
-                            .into(),
-                    )
-                })?;
+                let mut store = self.keys.lock().map_err(poisoned)?;
+                let at = store
+                    .iter()
+                    .position(|(id, _)| *id == query.key_id)
+                    .ok_or_else(|| {
+                        Error::InvalidParameter(
+                            "this server no longer holds the keys of that key id (too many \
+                             clients or a restart): send the request again"
+                                .into(),
+                        )
+                    })?;
                 let entry = store.remove(at).ok_or_else(|| {
                     Error::InvalidParameter("key store changed under the lock".into())
                 })?;
                 let keys = Arc::clone(&entry.1);
                 store.push_back(entry);
-                keys
+                Ok(keys)
             }
-        };
-        Ok(keys)
+        }
     }
 
     /// Everything after the first pass: `t = D' c1`.
