@@ -148,15 +148,23 @@ fn q1_inverse() -> u64 {
 
 /// The coefficients in `[0, q)` (coefficient form), by CRT.
 pub(crate) fn crt(a: &Rns) -> Vec<u64> {
-    let (q1, q2) = (u64::from(q(0)), u64::from(q(1)));
     let inverse = q1_inverse();
     a[0].iter()
         .zip(&a[1])
-        .map(|(&x, &y)| {
-            let t = (u64::from(y) + q2 - u64::from(x) % q2) % q2 * inverse % q2;
-            u64::from(x) + q1 * t
-        })
+        .map(|(&x, &y)| crt_with(x, y, inverse))
         .collect()
+}
+
+/// The value in `[0, q)` with residues `x` and `y`.
+pub(crate) fn crt_one(x: u32, y: u32) -> u64 {
+    crt_with(x, y, q1_inverse())
+}
+
+fn crt_with(x: u32, y: u32, q1_inverse: u64) -> u64 {
+    let (q1, q2) = (u64::from(q(0)), u64::from(q(1)));
+    // x = a + q1 ((b - a) q1^-1 mod q2)
+    let t = (u64::from(y) + q2 - u64::from(x) % q2) % q2 * q1_inverse % q2;
+    u64::from(x) + q1 * t
 }
 
 /// `x ∈ [0, q)` as the representative in `(-q/2, q/2]`.

@@ -332,7 +332,7 @@ fn inner(row: &[u32], c2: &Rns, sums: [u64; 2]) -> u64 {
         let offset = (OFFSET as u64 % q) * (sums[i] % q) % q;
         ((sum % q + q - offset) % q) as u32
     };
-    rns::crt(&[vec![residue(0)], vec![residue(1)]])[0]
+    rns::crt_one(residue(0), residue(1))
 }
 
 /// The second-layer mask polynomial (NTT form) of a row of values over the row groups:
