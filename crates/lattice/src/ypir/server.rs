@@ -178,12 +178,20 @@ impl YpirServer {
         let k = vectors.len();
         let rows = self.params().rows();
         let mut next = 0;
-        decoded
+        let work: Vec<Result<_, Error>> = decoded
             .into_iter()
             .map(|query| {
                 let (query, keys) = query?;
                 let t: Vec<u32> = (0..rows).map(|i| products[i * k + next]).collect();
                 next += 1;
+                Ok((query, keys, t))
+            })
+            .collect();
+        // Each query's second pass and packing are its own: queries in parallel (the second
+        // pass splits its rows too; rayon balances both).
+        work.into_par_iter()
+            .map(|item| {
+                let (query, keys, t) = item?;
                 self.finish(&query, &keys, &t)
             })
             .collect()
