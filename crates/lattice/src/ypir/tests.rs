@@ -271,3 +271,30 @@ fn records_over_eight_bytes_are_refused_at_layout() {
     let err = Params::new(Scheme::Ypir, 10, 72).unwrap_err().to_string();
     assert!(err.contains("too large for YPIR"), "{err}");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3))]
+    /// Random databases of random shapes (records of 1 to 64 bits) decode every record asked.
+    #[test]
+    fn random_databases_decode(records in 1u64..4000, bits in 1u32..=64, seed in proptest::prelude::any::<u64>()) {
+        let (params, bytes) = database(records, bits, seed);
+        let (server, hint, _) =
+            YpirServer::build(params, &bytes, [[3; 16], [4; 16]], [5; 32], None, &mut |_, _| {})
+                .unwrap();
+        let client = YpirClient::new(&hint).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        client.begin_request();
+        let indices = [0, records - 1, rng.random_range(0..records)];
+        let made: Vec<_> = indices
+            .iter()
+            .map(|&i| client.query(i, &mut rng).unwrap())
+            .collect();
+        let queries: Vec<&[u8]> = made.iter().map(|(_, q)| q.as_slice()).collect();
+        for ((i, (state, _)), answer) in indices.iter().zip(&made).zip(server.answer_batch(&queries)) {
+            proptest::prop_assert_eq!(
+                client.decode(state, &answer.unwrap()).unwrap(),
+                record(&bytes, *i, bits)
+            );
+        }
+    }
+}
