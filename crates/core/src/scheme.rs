@@ -39,6 +39,9 @@ pub enum SchemeId {
     /// YPIR (Menon and Wu 2024, seed 003): single-server lattice PIR with the second layer
     /// packed into RLWE ciphertexts, no hint download.
     Ypir = 8,
+    /// YPIR+SP (Menon and Wu 2024, section 4.3): SimplePIR's single layer over RLWE with its
+    /// answer packed the way YPIR packs, for large records; no hint download.
+    YpirSp = 9,
     /// Reserved for a scheme under development (and the toy scheme of the service tests):
     /// no release build registers it, so every server refuses it until it gets an id of its
     /// own.
@@ -58,6 +61,7 @@ impl SchemeId {
             6 => Ok(Self::Dpf),
             7 => Ok(Self::OramStore),
             8 => Ok(Self::Ypir),
+            9 => Ok(Self::YpirSp),
             254 => Ok(Self::Experimental),
             other => Err(Error::WrongScheme {
                 found: other,
@@ -78,6 +82,7 @@ impl SchemeId {
             Self::Dpf => "dpf",
             Self::OramStore => "oram-store",
             Self::Ypir => "ypir",
+            Self::YpirSp => "ypir-sp",
             Self::Experimental => "experimental",
         }
     }

@@ -133,6 +133,19 @@ impl ZpMatrix {
         self.words.len() * 4
     }
 
+    /// Length of a vector the matrix multiplies (`m` rounded up to whole words' slots).
+    pub(crate) fn vector_len(&self) -> usize {
+        self.view().columns()
+    }
+
+    /// `out[i * K + k] = Σ_j D[i][j] xs[k][j]` in 64 bits, uncentered (16-bit entries only:
+    /// YPIR+SP's first pass). Each vector is [`ZpMatrix::vector_len`] words.
+    pub(crate) fn times_wide(&self, xs: &[&[u32]]) -> Vec<u64> {
+        let mut out = vec![0u64; self.rows * xs.len()];
+        matvec::matvec_wide(self.view(), xs, &mut out);
+        out
+    }
+
     fn view(&self) -> PackedMatrix<'_> {
         // The length is rows · words_per_row by construction in `from_fn`.
         PackedMatrix::new(&self.words, self.rows, self.words_per_row, self.packing)

@@ -80,6 +80,10 @@ pub enum Scheme {
     /// YPIR: DoublePIR's two layers with the second answer packed into RLWE ciphertexts; no
     /// hint download ([`crate::ypir`]).
     Ypir,
+    /// YPIR+SP: SimplePIR's one layer over RLWE, its answer packed as YPIR packs; no hint
+    /// download, for records too large for YPIR ([`crate::ypir::sp`]). `Params::new` of
+    /// [`Scheme::Ypir`] lays large records out with this one.
+    YpirSp,
 }
 
 impl Scheme {
@@ -89,6 +93,7 @@ impl Scheme {
             SchemeId::SimplePir => Ok(Scheme::SimplePir),
             SchemeId::DoublePir => Ok(Scheme::DoublePir),
             SchemeId::Ypir => Ok(Scheme::Ypir),
+            SchemeId::YpirSp => Ok(Scheme::YpirSp),
             other => Err(Error::WrongScheme {
                 found: other as u8,
                 expected: SchemeId::SimplePir as u8,
@@ -102,6 +107,7 @@ impl Scheme {
             Scheme::SimplePir => SchemeId::SimplePir,
             Scheme::DoublePir => SchemeId::DoublePir,
             Scheme::Ypir => SchemeId::Ypir,
+            Scheme::YpirSp => SchemeId::YpirSp,
         }
     }
 }
@@ -163,6 +169,8 @@ pub fn p_for(m: u64, scheme: Scheme) -> Result<u32, Error> {
         Scheme::DoublePir => DOUBLE_PIR_P[i],
         // YPIR rescales the first answer before decoding: p = 256 at every width it lays out.
         Scheme::Ypir => 256,
+        // YPIR+SP decodes from the packed layer: 16 data bits per entry at every width.
+        Scheme::YpirSp => crate::ypir::sp::P,
     })
 }
 
@@ -186,7 +194,7 @@ fn scheme_p(m: u64, scheme: Scheme) -> Result<u32, Error> {
     for b in (entry_bits(p).saturating_sub(1).max(1)..=entry_bits(p)).rev() {
         let power = 1u32 << b;
         let allowed = match scheme {
-            Scheme::SimplePir | Scheme::Ypir => true,
+            Scheme::SimplePir | Scheme::Ypir | Scheme::YpirSp => true,
             Scheme::DoublePir => digits(power) == digits(p),
         };
         if allowed && data_bits_per_word(power) > data_bits_per_word(best) {
@@ -259,6 +267,7 @@ impl Params {
     pub fn new(scheme: Scheme, records: u64, record_bits: u32) -> Result<Params, Error> {
         match scheme {
             Scheme::Ypir => crate::ypir::layout(records, record_bits),
+            Scheme::YpirSp => crate::ypir::sp::layout(records, record_bits),
             Scheme::SimplePir => Params::settle(scheme, |p| {
                 Params::with_modulus(scheme, records, record_bits, p)
             }),
@@ -282,7 +291,7 @@ impl Params {
         loop {
             let shape = layout(p)?;
             let width = match scheme {
-                Scheme::SimplePir | Scheme::Ypir => u64::from(shape.columns),
+                Scheme::SimplePir | Scheme::Ypir | Scheme::YpirSp => u64::from(shape.columns),
                 Scheme::DoublePir => u64::from(shape.columns.max(shape.rows)),
             };
             let next = scheme_p(width, scheme)?;
@@ -380,14 +389,22 @@ impl Params {
     /// (a larger `p` would break the 2^-40 correctness bound), sizes within the limits, and
     /// rows and columns that hold exactly the records.
     pub fn validate(&self) -> Result<(), Error> {
-        if self.scheme == Scheme::Ypir {
-            crate::ypir::Shape::of(self)?;
+        match self.scheme {
+            Scheme::Ypir => {
+                crate::ypir::Shape::of(self)?;
+            }
+            Scheme::YpirSp => {
+                crate::ypir::sp::SpShape::of(self)?;
+            }
+            Scheme::SimplePir | Scheme::DoublePir => {}
+        }
+        if matches!(self.scheme, Scheme::Ypir | Scheme::YpirSp) {
             return self
                 .check_shape()
                 .map_err(|e| Error::Malformed(e.to_string()));
         }
         let width = match self.scheme {
-            Scheme::SimplePir | Scheme::Ypir => u64::from(self.columns),
+            Scheme::SimplePir | Scheme::Ypir | Scheme::YpirSp => u64::from(self.columns),
             Scheme::DoublePir => u64::from(self.columns.max(self.rows)),
         };
         let limit = p_for(width, self.scheme).map_err(|e| Error::Malformed(e.to_string()))?;

@@ -130,6 +130,12 @@ pub fn build_server_saved(
                 crate::ypir::YpirServer::build(params, records, seeds, version, saved, progress)?;
             (Box::new(server), Saved { hint, extra: h1 })
         }
+        Scheme::YpirSp => {
+            let (server, hint, masks) = crate::ypir::YpirSpServer::build(
+                params, records, seeds[0], version, saved, progress,
+            )?;
+            (Box::new(server), Saved { hint, extra: masks })
+        }
     })
 }
 
@@ -157,6 +163,12 @@ pub fn build_server(
                 crate::ypir::YpirServer::build(params, records, seeds, version, None, progress)?;
             (Box::new(server), hint)
         }
+        Scheme::YpirSp => {
+            let (server, hint, _) = crate::ypir::YpirSpServer::build(
+                params, records, seeds[0], version, None, progress,
+            )?;
+            (Box::new(server), hint)
+        }
     })
 }
 
@@ -166,6 +178,7 @@ pub fn open_client(scheme: Scheme, hint: &[u8]) -> Result<Box<dyn SingleClient>,
         Scheme::SimplePir => Box::new(SimplePirClient::new(hint)?),
         Scheme::DoublePir => Box::new(DoublePirClient::new(hint)?),
         Scheme::Ypir => Box::new(crate::ypir::YpirClient::new(hint)?),
+        Scheme::YpirSp => Box::new(crate::ypir::YpirSpClient::new(hint)?),
     })
 }
 

@@ -90,7 +90,7 @@ impl HintHeader {
         match self.params.scheme {
             Scheme::SimplePir => self.params.rows() * LWE_N,
             Scheme::DoublePir => self.params.digits() * LWE_N * LWE_N,
-            Scheme::Ypir => 0,
+            Scheme::Ypir | Scheme::YpirSp => 0,
         }
     }
 
@@ -164,7 +164,8 @@ pub fn decode_hint(bytes: &[u8], scheme: Scheme) -> Result<(HintHeader, Option<V
     params.validate()?;
     let seed = r.array::<SEED_LEN>()?;
     let seed2 = match scheme {
-        Scheme::SimplePir => None,
+        // YPIR+SP draws its query blocks and key masks from one seed.
+        Scheme::SimplePir | Scheme::YpirSp => None,
         Scheme::DoublePir | Scheme::Ypir => Some(r.array::<SEED_LEN>()?),
     };
     let version = r.array::<VERSION_LEN>()?;
@@ -199,7 +200,7 @@ pub fn query_words(params: &Params) -> usize {
         Scheme::SimplePir => params.columns(),
         Scheme::DoublePir => params.columns() + params.entries_per_record() * params.rows(),
         // YPIR's query is not words: crate::ypir::wire.
-        Scheme::Ypir => 0,
+        Scheme::Ypir | Scheme::YpirSp => 0,
     }
 }
 
@@ -230,14 +231,16 @@ pub fn answer_words(params: &Params) -> usize {
             kappa * LWE_N + params.entries_per_record() * (kappa * LWE_N + kappa)
         }
         // YPIR's answer is packed ciphertexts: crate::ypir::wire.
-        Scheme::Ypir => 0,
+        Scheme::Ypir | Scheme::YpirSp => 0,
     }
 }
 
 /// Bytes of a query body for `params`, every scheme (the version included).
 pub fn query_body_bytes(params: &Params) -> usize {
     match params.scheme {
-        Scheme::Ypir => crate::ypir::Shape::of(params).map_or(0, |s| s.query_bytes()),
+        Scheme::Ypir | Scheme::YpirSp => {
+            crate::ypir::lengths_of(params).map_or(0, |l| l.query_bytes())
+        }
         _ => VERSION_LEN + 4 * query_words(params),
     }
 }
@@ -245,7 +248,9 @@ pub fn query_body_bytes(params: &Params) -> usize {
 /// Bytes of an answer body for `params`, every scheme.
 pub fn answer_body_bytes(params: &Params) -> usize {
     match params.scheme {
-        Scheme::Ypir => crate::ypir::Shape::of(params).map_or(0, |s| s.answer_bytes()),
+        Scheme::Ypir | Scheme::YpirSp => {
+            crate::ypir::lengths_of(params).map_or(0, |l| l.answer_bytes())
+        }
         _ => 4 * answer_words(params),
     }
 }

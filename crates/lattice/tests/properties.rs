@@ -60,7 +60,9 @@ fn setup_with(params: Params, data: &[u8]) -> (Server, Client) {
                 Client::Double(DoublePirClient::new(&hint).unwrap()),
             )
         }
-        Scheme::Ypir => panic!("YPIR is tested through the generic interface below"),
+        Scheme::Ypir | Scheme::YpirSp => {
+            panic!("YPIR is tested through the generic interface below")
+        }
     };
     assert!(
         last.0 == last.1 && last.1 > 0,

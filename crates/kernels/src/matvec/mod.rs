@@ -510,6 +510,9 @@ fn tail<const K: usize>(
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
+pub mod wide;
+pub use wide::{matvec_wide, matvec_wide_with};
+
 /// `h[r] += sum_{t < T} M[r][col0 + t] * a[t]` for every row `r` of `matrix`, where `a` holds
 /// `T` rows of `n` words (a block of a dense matrix) and `h` holds `rows` rows of `n` words.
 pub fn matmul_add(matrix: PackedMatrix<'_>, col0: usize, a: &[u32], n: usize, h: &mut [u32]) {

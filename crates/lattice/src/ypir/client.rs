@@ -22,7 +22,7 @@ use super::rns::{self, Rns};
 use super::server::{a1_blocks, a2_blocks};
 use super::tree::{coefficient_of, Packer};
 use super::wire::{self, KeyId, Query, KEY_ID_LEN};
-use super::{key_bodies, Shape, ANSWER_BODY_BITS, ANSWER_MASK_BITS, PACKED_P_BITS};
+use super::{key_bodies, Shape, ANSWER_MASK_BITS, PACKED_P_BITS};
 use crate::gaussian::ErrorSampler;
 use crate::params::{Location, Scheme, LWE_N};
 use crate::records;
@@ -39,17 +39,153 @@ pub struct YpirClient {
     a1: Vec<Rns>,
     a2: Vec<Rns>,
     sampler: ErrorSampler,
-    keys: Mutex<Option<Keys>>,
-    /// Whether this request's keys were sent already (see the module documentation).
-    sent: AtomicBool,
+    keys: KeyCache,
 }
 
+/// A client's RLWE secret, key bodies and key id, drawn once (YPIR and YPIR+SP).
 #[derive(Clone)]
-struct Keys {
-    secret: Secret,
+pub(crate) struct Keys {
+    pub(crate) secret: Secret,
     /// Key bodies in coefficient form, as sent.
     bodies: Vec<Vec<Vec<u64>>>,
     id: KeyId,
+}
+
+/// The client's keys and whether this request sent them yet (see the module documentation).
+#[derive(Default)]
+pub(crate) struct KeyCache {
+    keys: Mutex<Option<Keys>>,
+    sent: AtomicBool,
+}
+
+impl KeyCache {
+    /// Starts a request: its first query carries the keys again.
+    pub(crate) fn begin_request(&self) {
+        self.sent.store(false, Ordering::SeqCst);
+    }
+
+    /// The keys, drawn on first use.
+    pub(crate) fn keys(
+        &self,
+        packer: &Packer,
+        sampler: &ErrorSampler,
+        rng: &mut impl CryptoRng,
+    ) -> Result<Keys, Error> {
+        let mut slot = self
+            .keys
+            .lock()
+            .map_err(|_| Error::InvalidParameter("key cache poisoned".into()))?;
+        if let Some(keys) = slot.as_ref() {
+            return Ok(keys.clone());
+        }
+        let ring = &packer.ring;
+        let secret = Secret::generate(ring, rng)?;
+        let bodies = key_bodies(packer, &secret, sampler, rng)?
+            .into_iter()
+            .map(|level| {
+                level
+                    .into_iter()
+                    .map(|mut part| {
+                        rns::inverse(ring, &mut part);
+                        rns::crt(&part)
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut id = [0u8; KEY_ID_LEN];
+        rng.fill_bytes(&mut id);
+        let keys = Keys { secret, bodies, id };
+        *slot = Some(keys.clone());
+        Ok(keys)
+    }
+
+    /// A query with these bodies: the keys inline if this is the request's first query, else
+    /// by key id.
+    pub(crate) fn query(&self, keys: Keys, c1: Vec<u32>, c2: Vec<u64>) -> Query {
+        let inline = !self.sent.swap(true, Ordering::SeqCst);
+        Query {
+            key_id: keys.id,
+            c1,
+            c2,
+            keys: if inline {
+                wire::Keys::Inline(keys.bodies)
+            } else {
+                wire::Keys::ById
+            },
+        }
+    }
+}
+
+/// RLWE bodies `-a_u s + e + Δ [u d + j = at]` for every block `a_u` (NTT form) and
+/// coefficient `j`: a query vector mod `q2` that selects position `at`.
+pub(crate) fn select(
+    ring: &Ring,
+    blocks: &[Rns],
+    secret: &Secret,
+    delta: u64,
+    at: usize,
+    sampler: &ErrorSampler,
+    rng: &mut impl CryptoRng,
+) -> Vec<u64> {
+    let q = rns::modulus();
+    let s = &secret.evaluations().residues;
+    let d = ring.dimension();
+    let mut out = Vec::with_capacity(blocks.len() * d);
+    for (u, a) in blocks.iter().enumerate() {
+        let mut product = rns::mul(a, s);
+        rns::inverse(ring, &mut product);
+        for (j, x) in rns::crt(&product).into_iter().enumerate() {
+            let e = i64::from(sampler.sample(rng));
+            let mut b = (i128::from(e) - i128::from(x)).rem_euclid(i128::from(q)) as u64;
+            if u * d + j == at {
+                b = (b + delta) % q;
+            }
+            out.push(b);
+        }
+    }
+    out
+}
+
+/// The phases of every packed ciphertext of an answer: `phases[t][c]` in `Z_{2^28}`, a
+/// packed value times `2^(28 - log2 p)` plus noise.
+pub(crate) fn packed_phases(
+    ring: &Ring,
+    secret: &Secret,
+    lengths: &wire::Lengths,
+    answer: &[u8],
+) -> Result<Vec<Vec<i64>>, Error> {
+    let ciphertexts = wire::decode_answer(answer, lengths)?;
+    let mask_half = 1i64 << (ANSWER_MASK_BITS - 1);
+    let s2 = &secret.evaluations().residues;
+    let shift = ANSWER_MASK_BITS - lengths.body_bits;
+    Ok(ciphertexts
+        .into_iter()
+        .map(|(a, b)| {
+            let centered: Vec<i64> = a
+                .iter()
+                .map(|&x| {
+                    let v = i64::from(x);
+                    if v >= mask_half {
+                        v - 2 * mask_half
+                    } else {
+                        v
+                    }
+                })
+                .collect();
+            let mut a = rns::from_signed(&centered);
+            rns::forward(ring, &mut a);
+            let mut product = rns::mul(&a, s2);
+            rns::inverse(ring, &mut product);
+            rns::crt(&product)
+                .into_iter()
+                .zip(b)
+                .map(|(x, body)| {
+                    ((i64::from(body) << shift) + rns::centered(x))
+                        .rem_euclid(1 << ANSWER_MASK_BITS)
+                })
+                .collect()
+        })
+        .collect())
 }
 
 /// What decoding an answer needs.
@@ -101,8 +237,7 @@ impl YpirClient {
             a1,
             a2,
             sampler: ErrorSampler::new(),
-            keys: Mutex::new(None),
-            sent: AtomicBool::new(false),
+            keys: KeyCache::default(),
         })
     }
 
@@ -113,36 +248,7 @@ impl YpirClient {
 
     /// Starts a request: its first query carries the keys again.
     pub fn begin_request(&self) {
-        self.sent.store(false, Ordering::SeqCst);
-    }
-
-    fn keys(&self, rng: &mut impl CryptoRng) -> Result<Keys, Error> {
-        let mut slot = self
-            .keys
-            .lock()
-            .map_err(|_| Error::InvalidParameter("key cache poisoned".into()))?;
-        if let Some(keys) = slot.as_ref() {
-            return Ok(keys.clone());
-        }
-        let ring = &self.packer.ring;
-        let secret = Secret::generate(ring, rng)?;
-        let bodies = key_bodies(&self.packer, &secret, &self.sampler, rng)?
-            .into_iter()
-            .map(|level| {
-                level
-                    .into_iter()
-                    .map(|mut part| {
-                        rns::inverse(ring, &mut part);
-                        rns::crt(&part)
-                    })
-                    .collect()
-            })
-            .collect();
-        let mut id = [0u8; KEY_ID_LEN];
-        rng.fill_bytes(&mut id);
-        let keys = Keys { secret, bodies, id };
-        *slot = Some(keys.clone());
-        Ok(keys)
+        self.keys.begin_request();
     }
 
     /// A query for record `index` and the state decoding needs.
@@ -153,7 +259,7 @@ impl YpirClient {
     ) -> Result<(YpirQueryState, Vec<u8>), Error> {
         let location = self.header.params.locate(index)?;
         let group = location.row / self.shape.entries;
-        let keys = self.keys(rng)?;
+        let keys = self.keys.keys(&self.packer, &self.sampler, rng)?;
         // First layer: Gaussian s1, c1 = -a1 s1 + e + 2^24 u_column (mod 2^32).
         let s1: Vec<i64> = (0..LWE_N)
             .map(|_| i64::from(self.sampler.sample(rng)))
@@ -175,80 +281,32 @@ impl YpirClient {
             }
         }
         // Second layer: c2 = -a2 s2 + e + Δ2 u_group (mod q2).
-        let q = rns::modulus();
-        let delta2 = q >> PACKED_P_BITS;
-        let ring2 = &self.packer.ring;
-        let s2 = &keys.secret.evaluations().residues;
-        let mut c2 = Vec::with_capacity(self.shape.groups);
-        for (u, a) in self.a2.iter().enumerate() {
-            let mut product = rns::mul(a, s2);
-            rns::inverse(ring2, &mut product);
-            for (j, x) in rns::crt(&product).into_iter().enumerate() {
-                let e = i64::from(self.sampler.sample(rng));
-                let mut b = (i128::from(e) - i128::from(x)).rem_euclid(i128::from(q)) as u64;
-                if u * RING_D + j == group {
-                    b = (b + delta2) % q;
-                }
-                c2.push(b);
-            }
-        }
-        let inline = !self.sent.swap(true, Ordering::SeqCst);
-        let query = Query {
-            key_id: keys.id,
-            c1,
-            c2,
-            keys: if inline {
-                wire::Keys::Inline(keys.bodies)
-            } else {
-                wire::Keys::ById
-            },
-        };
+        let delta2 = rns::modulus() >> PACKED_P_BITS;
+        let c2 = select(
+            &self.packer.ring,
+            &self.a2,
+            &keys.secret,
+            delta2,
+            group,
+            &self.sampler,
+            rng,
+        );
+        let secret = keys.secret.clone();
+        let query = self.keys.query(keys, c1, c2);
         Ok((
             YpirQueryState {
                 s1,
-                s2: keys.secret,
+                s2: secret,
                 location,
             },
-            wire::encode_query(&self.header.version, &query),
+            wire::encode_query(Scheme::Ypir, &self.header.version, &query),
         ))
     }
 
     /// The phases of every packed ciphertext: `phases[t][c]` in `Z_{2^28}`, a packed value
     /// times `2^10` plus noise.
     fn packed_phases(&self, state: &YpirQueryState, answer: &[u8]) -> Result<Vec<Vec<i64>>, Error> {
-        let ring = &self.packer.ring;
-        let ciphertexts = wire::decode_answer(answer, &self.shape)?;
-        let mask_half = 1i64 << (ANSWER_MASK_BITS - 1);
-        let s2 = &state.s2.evaluations().residues;
-        let shift = ANSWER_MASK_BITS - ANSWER_BODY_BITS;
-        Ok(ciphertexts
-            .into_iter()
-            .map(|(a, b)| {
-                let centered: Vec<i64> = a
-                    .iter()
-                    .map(|&x| {
-                        let v = i64::from(x);
-                        if v >= mask_half {
-                            v - 2 * mask_half
-                        } else {
-                            v
-                        }
-                    })
-                    .collect();
-                let mut a = rns::from_signed(&centered);
-                rns::forward(ring, &mut a);
-                let mut product = rns::mul(&a, s2);
-                rns::inverse(ring, &mut product);
-                rns::crt(&product)
-                    .into_iter()
-                    .zip(b)
-                    .map(|(x, body)| {
-                        ((i64::from(body) << shift) + rns::centered(x))
-                            .rem_euclid(1 << ANSWER_MASK_BITS)
-                    })
-                    .collect()
-            })
-            .collect())
+        packed_phases(&self.packer.ring, &state.s2, &self.shape.lengths(), answer)
     }
 
     /// The first layer's phases `T̃_k + <H̃_k, s1>` in `Z_{2^18}` for each entry `k` of the

@@ -62,11 +62,15 @@
 pub mod client;
 pub(crate) mod rns;
 pub mod server;
+pub mod sp;
+mod sp_server;
 pub mod tree;
 pub mod wire;
 
 pub use client::{YpirClient, YpirQueryState};
 pub use server::YpirServer;
+pub use sp::{YpirSpClient, YpirSpQueryState};
+pub use sp_server::YpirSpServer;
 
 use pir_core::Error;
 use rand::CryptoRng;
@@ -129,7 +133,7 @@ impl Shape {
         let entries = params.entries_per_record();
         if entries > MAX_RECORD_ENTRIES {
             return Err(Error::InvalidParameter(format!(
-                "records over {MAX_RECORD_ENTRIES} bytes are too large for YPIR (use SimplePIR or DoublePIR)"
+                "records over {MAX_RECORD_ENTRIES} bytes are too large for YPIR (YPIR+SP lays them out)"
             )));
         }
         let groups = params.rows() / entries.max(1);
@@ -163,23 +167,38 @@ impl Shape {
         self.leaves().div_ceil(RING_D)
     }
 
+    /// The lengths of its queries and answers.
+    pub fn lengths(&self) -> wire::Lengths {
+        wire::Lengths {
+            scheme: Scheme::Ypir,
+            c1: self.padded_columns,
+            c2: self.groups,
+            trees: self.trees(),
+            body_bits: ANSWER_BODY_BITS,
+        }
+    }
+
     /// Bytes of a query body that carries the key-switching keys (the largest query).
     pub fn query_bytes(&self) -> usize {
-        self.query_bytes_by_id() + ELEMENT_BYTES * tree::key_parts() * RING_D
+        self.lengths().query_bytes()
     }
 
     /// Bytes of a query body that refers to keys sent before under its key id.
     pub fn query_bytes_by_id(&self) -> usize {
-        crate::wire::VERSION_LEN
-            + 1
-            + wire::KEY_ID_LEN
-            + 4 * self.padded_columns
-            + ELEMENT_BYTES * self.groups
+        self.lengths().query_bytes_by_id()
     }
 
     /// Bytes of an answer body.
     pub fn answer_bytes(&self) -> usize {
-        self.trees() * RING_D * (ANSWER_MASK_BITS + ANSWER_BODY_BITS) as usize / 8
+        self.lengths().answer_bytes()
+    }
+}
+
+/// The query and answer lengths of a YPIR or YPIR+SP database.
+pub fn lengths_of(params: &Params) -> Result<wire::Lengths, Error> {
+    match params.scheme {
+        Scheme::YpirSp => Ok(sp::SpShape::of(params)?.lengths()),
+        _ => Ok(Shape::of(params)?.lengths()),
     }
 }
 
@@ -198,9 +217,8 @@ pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
     let per_entry = probe.records_per_entry();
     let entries = probe.entries_per_record() as u64;
     if entries > MAX_RECORD_ENTRIES as u64 {
-        return Err(Error::InvalidParameter(format!(
-            "records over {MAX_RECORD_ENTRIES} bytes are too large for YPIR (use SimplePIR or DoublePIR)"
-        )));
+        // Larger records: YPIR+SP, whose answer grows with the record, not with `n` per byte.
+        return sp::layout(records, record_bits);
     }
     let groups = records.div_ceil(per_entry);
     let most_groups = (MAX_GROUPS as u64).min(u64::from(crate::params::MAX_ROWS) / entries);
@@ -297,5 +315,7 @@ pub(crate) fn reversed(values: &[i64], d: usize) -> Vec<i64> {
     out
 }
 
+#[cfg(test)]
+mod sp_tests;
 #[cfg(test)]
 mod tests;

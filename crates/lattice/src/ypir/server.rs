@@ -38,12 +38,18 @@ pub struct YpirServer {
     a2: Vec<Rns>,
     packer: Packer,
     plan: Plan,
-    /// Key-switching keys clients sent under a key id, most recently used last.
-    keys: Mutex<VecDeque<(wire::KeyId, Arc<KeySet>)>>,
+    keys: KeyStore,
 }
 
 /// A client's key bodies in NTT form, per level and digit.
-type KeySet = Vec<Vec<Rns>>;
+pub(crate) type KeySet = Vec<Vec<Rns>>;
+
+/// Key-switching keys clients sent under a key id, most recently used last (YPIR and
+/// YPIR+SP).
+#[derive(Debug, Default)]
+pub(crate) struct KeyStore {
+    sets: Mutex<VecDeque<(wire::KeyId, Arc<KeySet>)>>,
+}
 
 /// Key sets a server keeps for later queries of the same request (about 590 KB each): enough
 /// for the requests of one batch; an evicted key id gets an error that says to send again.
@@ -135,7 +141,7 @@ impl YpirServer {
                 a2,
                 packer,
                 plan,
-                keys: Mutex::new(VecDeque::new()),
+                keys: KeyStore::default(),
             },
             hint,
             h1,
@@ -164,8 +170,8 @@ impl YpirServer {
         let decoded: Vec<Result<(wire::Query, Arc<KeySet>), Error>> = queries
             .iter()
             .map(|q| {
-                let query = wire::decode_query(q, &self.shape, &self.header.version)?;
-                let keys = self.keys_of(&query)?;
+                let query = wire::decode_query(q, &self.shape.lengths(), &self.header.version)?;
+                let keys = self.keys.keys_of(&self.packer.ring, &query)?;
                 Ok((query, keys))
             })
             .collect();
@@ -202,67 +208,6 @@ impl YpirServer {
         self.answer_batch(&[query])
             .pop()
             .unwrap_or_else(|| Err(Error::InvalidParameter("no answer".into())))
-    }
-
-    /// The query's keys in NTT form: converted from the query (and kept under its key id, if
-    /// any), or the ones kept under its key id.
-    fn keys_of(&self, query: &wire::Query) -> Result<Arc<KeySet>, Error> {
-        let poisoned = |_| Error::InvalidParameter("key store poisoned".into());
-        match &query.keys {
-            wire::Keys::Inline(bodies) => {
-                // Converted outside the lock: other queries' lookups do not wait for it.
-                let ring = &self.packer.ring;
-                let keys: KeySet = bodies
-                    .iter()
-                    .map(|level| {
-                        level
-                            .iter()
-                            .map(|part| {
-                                let mut r: Rns = [
-                                    part.iter()
-                                        .map(|&x| (x % u64::from(rns::q(0))) as u32)
-                                        .collect(),
-                                    part.iter()
-                                        .map(|&x| (x % u64::from(rns::q(1))) as u32)
-                                        .collect(),
-                                ];
-                                rns::forward(ring, &mut r);
-                                r
-                            })
-                            .collect()
-                    })
-                    .collect();
-                let keys = Arc::new(keys);
-                if query.key_id != [0; wire::KEY_ID_LEN] {
-                    let mut store = self.keys.lock().map_err(poisoned)?;
-                    store.retain(|(id, _)| *id != query.key_id);
-                    if store.len() >= MAX_KEY_SETS {
-                        store.pop_front();
-                    }
-                    store.push_back((query.key_id, Arc::clone(&keys)));
-                }
-                Ok(keys)
-            }
-            wire::Keys::ById => {
-                let mut store = self.keys.lock().map_err(poisoned)?;
-                let at = store
-                    .iter()
-                    .position(|(id, _)| *id == query.key_id)
-                    .ok_or_else(|| {
-                        Error::InvalidParameter(
-                            "this server no longer holds the keys of that key id (too many \
-                             clients or a restart): send the request again"
-                                .into(),
-                        )
-                    })?;
-                let entry = store.remove(at).ok_or_else(|| {
-                    Error::InvalidParameter("key store changed under the lock".into())
-                })?;
-                let keys = Arc::clone(&entry.1);
-                store.push_back(entry);
-                Ok(keys)
-            }
-        }
     }
 
     /// Everything after the first pass: `t = D' c1`.
@@ -319,7 +264,69 @@ impl YpirServer {
             rns::inverse(ring, &mut b);
             ciphertexts.push((rns::crt(&a), rns::crt(&b)));
         }
-        Ok(wire::encode_answer(&ciphertexts))
+        Ok(wire::encode_answer(&self.shape.lengths(), &ciphertexts))
+    }
+}
+
+impl KeyStore {
+    /// The query's keys in NTT form: converted from the query (and kept under its key id, if
+    /// any), or the ones kept under its key id.
+    pub(crate) fn keys_of(&self, ring: &Ring, query: &wire::Query) -> Result<Arc<KeySet>, Error> {
+        let poisoned = |_| Error::InvalidParameter("key store poisoned".into());
+        match &query.keys {
+            wire::Keys::Inline(bodies) => {
+                // Converted outside the lock: other queries' lookups do not wait for it.
+                let keys: KeySet = bodies
+                    .iter()
+                    .map(|level| {
+                        level
+                            .iter()
+                            .map(|part| {
+                                let mut r: Rns = [
+                                    part.iter()
+                                        .map(|&x| (x % u64::from(rns::q(0))) as u32)
+                                        .collect(),
+                                    part.iter()
+                                        .map(|&x| (x % u64::from(rns::q(1))) as u32)
+                                        .collect(),
+                                ];
+                                rns::forward(ring, &mut r);
+                                r
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let keys = Arc::new(keys);
+                if query.key_id != [0; wire::KEY_ID_LEN] {
+                    let mut store = self.sets.lock().map_err(poisoned)?;
+                    store.retain(|(id, _)| *id != query.key_id);
+                    if store.len() >= MAX_KEY_SETS {
+                        store.pop_front();
+                    }
+                    store.push_back((query.key_id, Arc::clone(&keys)));
+                }
+                Ok(keys)
+            }
+            wire::Keys::ById => {
+                let mut store = self.sets.lock().map_err(poisoned)?;
+                let at = store
+                    .iter()
+                    .position(|(id, _)| *id == query.key_id)
+                    .ok_or_else(|| {
+                        Error::InvalidParameter(
+                            "this server no longer holds the keys of that key id (too many \
+                             clients or a restart): send the request again"
+                                .into(),
+                        )
+                    })?;
+                let entry = store.remove(at).ok_or_else(|| {
+                    Error::InvalidParameter("key store changed under the lock".into())
+                })?;
+                let keys = Arc::clone(&entry.1);
+                store.push_back(entry);
+                Ok(keys)
+            }
+        }
     }
 }
 
@@ -345,7 +352,7 @@ fn inner(row: &[u32], c2: &Rns, sums: [u64; 2]) -> u64 {
 
 /// The second-layer mask polynomial (NTT form) of a row of values over the row groups:
 /// `Σ_u ṽ_u a2_u`, `ṽ_u` the reversed polynomial of block `u` of the row.
-fn row_mask(ring: &Ring, a2: &[Rns], row: impl Iterator<Item = i64>) -> Rns {
+pub(crate) fn row_mask(ring: &Ring, a2: &[Rns], row: impl Iterator<Item = i64>) -> Rns {
     let values: Vec<i64> = row.collect();
     let mut acc = rns::zero(RING_D);
     for (u, block) in values.chunks(RING_D).enumerate() {

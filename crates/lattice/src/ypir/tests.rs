@@ -266,9 +266,20 @@ fn later_queries_of_a_request_refer_to_the_keys_by_id() {
 }
 
 #[test]
-fn records_over_eight_bytes_are_refused_at_layout() {
-    assert!(Params::new(Scheme::Ypir, 10, 64).is_ok());
-    let err = Params::new(Scheme::Ypir, 10, 72).unwrap_err().to_string();
+fn records_over_eight_bytes_are_laid_out_for_ypir_sp() {
+    assert_eq!(
+        Params::new(Scheme::Ypir, 10, 64).unwrap().scheme,
+        Scheme::Ypir
+    );
+    assert_eq!(
+        Params::new(Scheme::Ypir, 10, 72).unwrap().scheme,
+        Scheme::YpirSp
+    );
+    let params = Params {
+        scheme: Scheme::Ypir,
+        ..Params::new(Scheme::Ypir, 10, 72).unwrap()
+    };
+    let err = Shape::of(&params).unwrap_err().to_string();
     assert!(err.contains("too large for YPIR"), "{err}");
 }
 

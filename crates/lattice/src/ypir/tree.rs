@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use pir_core::Error;
 
 use pir_kernels::ntt;
+use rayon::prelude::*;
 
 use super::rns::{self, Rns};
 use crate::ring::{Ring, RING_D};
@@ -223,12 +224,16 @@ impl Packer {
             static_leaves,
             trees: Vec::new(),
         };
+        // Trees are independent: built in parallel.
         let trees = leaves.div_ceil(RING_D);
-        for tree in 0..trees {
-            let mut nodes = HashMap::new();
-            self.build(&plan, &mut nodes, tree, 1, LEVELS, 0, true, leaf_mask)?;
-            plan.trees.push(nodes);
-        }
+        plan.trees = (0..trees)
+            .into_par_iter()
+            .map(|tree| {
+                let mut nodes = HashMap::new();
+                self.build(&plan, &mut nodes, tree, 1, LEVELS, 0, true, leaf_mask)?;
+                Ok(nodes)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
         Ok(plan)
     }
 

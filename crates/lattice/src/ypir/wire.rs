@@ -1,21 +1,22 @@
-//! YPIR's wire bodies, inside the `pir_core::wire` envelope (scheme id 8). The hint is the
-//! header-only message of [`crate::wire`] (scheme, shape, both seeds, version): there is no
-//! hint matrix. Lengths are fixed by the shape and checked before anything is allocated;
-//! every element mod `q2` is checked to be below `q2`.
+//! YPIR's and YPIR+SP's wire bodies, inside the `pir_core::wire` envelope (scheme ids 8 and
+//! 9). The hint is the header-only message of [`crate::wire`] (scheme, shape, seeds,
+//! version): there is no hint matrix. Lengths are fixed by the shape ([`Lengths`]) and
+//! checked before anything is allocated; every element mod `q2` is checked to be below `q2`.
 //!
 //! ```text
 //! query (kind Query)
 //!   version   32 B
 //!   keys      u8                    1 = key bodies follow c2, 2 = the keys sent under key_id
 //!   key_id    16 B                  random, chosen by the client; all zero = do not keep
-//!   c1        u32 × m'              m' = m rounded up to a multiple of 1024
-//!   c2        7 B × ℓ/e             elements mod q2, little-endian
+//!   c1        u32 × m'              YPIR: m' = m rounded up to a multiple of 1024; SP: none
+//!   c2        7 B × L               elements mod q2, little-endian; YPIR: L = ℓ/e,
+//!                                   SP: L = m rounded up to a multiple of 2048
 //!   keys      7 B × 36 · 2048       keys = 1 only: key-switching key bodies, level 1 digit 0
 //!                                   first, each polynomial's coefficients in order
 //!
-//! answer (kind Answer), per packed ciphertext (ceil(e (n+1) / 2048) of them):
+//! answer (kind Answer), per packed ciphertext (YPIR: ceil(e (n+1) / 2048), SP: ceil(ℓ / 2048)):
 //!   mask      2048 × 28 bits        little-endian bit string
-//!   body      2048 × 21 bits
+//!   body      2048 × 21 bits        (YPIR+SP: 20 bits)
 //! ```
 
 use pir_core::wire::{encode_envelope, MessageKind, Reader, Writer};
@@ -23,10 +24,43 @@ use pir_core::Error;
 
 use super::rns;
 use super::tree::{key_parts, GADGET, LEVELS};
-use super::{Shape, ANSWER_BODY_BITS, ANSWER_MASK_BITS, ELEMENT_BYTES};
+use super::{ANSWER_MASK_BITS, ELEMENT_BYTES};
 use crate::params::Scheme;
 use crate::ring::RING_D;
 use crate::wire::{DbVersion, VERSION_LEN};
+
+/// What the lengths of a query and an answer depend on (from [`super::Shape`] or
+/// [`super::sp::SpShape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lengths {
+    /// [`Scheme::Ypir`] or [`Scheme::YpirSp`] (the envelope's scheme id).
+    pub scheme: Scheme,
+    /// Words of `c1`.
+    pub c1: usize,
+    /// Elements of `c2`.
+    pub c2: usize,
+    /// Packed ciphertexts in an answer.
+    pub trees: usize,
+    /// Bits of a packed ciphertext's body coefficients.
+    pub body_bits: u32,
+}
+
+impl Lengths {
+    /// Bytes of a query body that refers to keys sent before under its key id.
+    pub fn query_bytes_by_id(&self) -> usize {
+        VERSION_LEN + 1 + KEY_ID_LEN + 4 * self.c1 + ELEMENT_BYTES * self.c2
+    }
+
+    /// Bytes of a query body that carries the key-switching keys (the largest query).
+    pub fn query_bytes(&self) -> usize {
+        self.query_bytes_by_id() + ELEMENT_BYTES * key_parts() * RING_D
+    }
+
+    /// Bytes of an answer body.
+    pub fn answer_bytes(&self) -> usize {
+        self.trees * RING_D * (ANSWER_MASK_BITS + self.body_bits) as usize / 8
+    }
+}
 
 /// Length of a key id.
 pub const KEY_ID_LEN: usize = 16;
@@ -74,8 +108,8 @@ fn element(r: &mut Reader<'_>) -> Result<u64, Error> {
     Ok(x)
 }
 
-/// A query message.
-pub fn encode_query(version: &DbVersion, query: &Query) -> Vec<u8> {
+/// A query message of `scheme`.
+pub fn encode_query(scheme: Scheme, version: &DbVersion, query: &Query) -> Vec<u8> {
     let mut w = Writer::with_capacity(
         VERSION_LEN + 4 * query.c1.len() + ELEMENT_BYTES * (query.c2.len() + key_parts() * RING_D),
     );
@@ -100,14 +134,14 @@ pub fn encode_query(version: &DbVersion, query: &Query) -> Vec<u8> {
             }
         }
     }
-    encode_envelope(Scheme::Ypir.id(), MessageKind::Query, &w.into_bytes())
+    encode_envelope(scheme.id(), MessageKind::Query, &w.into_bytes())
 }
 
-/// Parses a query for `shape`, refusing other lengths (before allocating), other versions and
-/// out-of-range elements.
-pub fn decode_query(bytes: &[u8], shape: &Shape, version: &DbVersion) -> Result<Query, Error> {
+/// Parses a query of these lengths, refusing other lengths (before allocating), other
+/// versions and out-of-range elements.
+pub fn decode_query(bytes: &[u8], shape: &Lengths, version: &DbVersion) -> Result<Query, Error> {
     let most = shape.query_bytes();
-    let body = crate::wire::open(bytes, Scheme::Ypir, MessageKind::Query, most)?;
+    let body = crate::wire::open(bytes, shape.scheme, MessageKind::Query, most)?;
     let mut r = Reader::new(body);
     if r.array::<VERSION_LEN>()? != *version {
         return Err(Error::DatabaseMismatch(
@@ -135,10 +169,10 @@ pub fn decode_query(bytes: &[u8], shape: &Shape, version: &DbVersion) -> Result<
     if mode == KEYS_BY_ID && key_id == [0; KEY_ID_LEN] {
         return Err(Error::Malformed("keys by id without a key id".into()));
     }
-    let c1 = (0..shape.padded_columns)
+    let c1 = (0..shape.c1)
         .map(|_| r.u32())
         .collect::<Result<Vec<u32>, Error>>()?;
-    let c2 = (0..shape.groups)
+    let c2 = (0..shape.c2)
         .map(|_| element(&mut r))
         .collect::<Result<Vec<u64>, Error>>()?;
     let keys = if mode == KEYS_INLINE {
@@ -200,8 +234,8 @@ fn get_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u32> {
 }
 
 /// An answer message from packed ciphertexts `(a, b)` (coefficients in `[0, q2)`), switched to
-/// `2^28` and `2^21`.
-pub fn encode_answer(ciphertexts: &[(Vec<u64>, Vec<u64>)]) -> Vec<u8> {
+/// `2^28` and `2^body_bits`.
+pub fn encode_answer(shape: &Lengths, ciphertexts: &[(Vec<u64>, Vec<u64>)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(ciphertexts.len() * RING_D * 6);
     for (a, b) in ciphertexts {
         put_bits(
@@ -211,20 +245,20 @@ pub fn encode_answer(ciphertexts: &[(Vec<u64>, Vec<u64>)]) -> Vec<u8> {
         );
         put_bits(
             &mut out,
-            b.iter().map(|&x| rns::switch_modulus(x, ANSWER_BODY_BITS)),
-            ANSWER_BODY_BITS,
+            b.iter().map(|&x| rns::switch_modulus(x, shape.body_bits)),
+            shape.body_bits,
         );
     }
-    encode_envelope(Scheme::Ypir.id(), MessageKind::Answer, &out)
+    encode_envelope(shape.scheme.id(), MessageKind::Answer, &out)
 }
 
 /// A packed ciphertext as received: mask and body coefficients, switched.
 pub type Switched = (Vec<u32>, Vec<u32>);
 
-/// Parses an answer for `shape`: per packed ciphertext, its switched mask and body.
-pub fn decode_answer(bytes: &[u8], shape: &Shape) -> Result<Vec<Switched>, Error> {
+/// Parses an answer of these lengths: per packed ciphertext, its switched mask and body.
+pub fn decode_answer(bytes: &[u8], shape: &Lengths) -> Result<Vec<Switched>, Error> {
     let need = shape.answer_bytes();
-    let body = crate::wire::open(bytes, Scheme::Ypir, MessageKind::Answer, need)?;
+    let body = crate::wire::open(bytes, shape.scheme, MessageKind::Answer, need)?;
     if body.len() != need {
         return Err(Error::WrongLength(format!(
             "a YPIR answer for this database is {need} bytes, found {}",
@@ -232,13 +266,13 @@ pub fn decode_answer(bytes: &[u8], shape: &Shape) -> Result<Vec<Switched>, Error
         )));
     }
     let mask_bytes = RING_D * ANSWER_MASK_BITS as usize / 8;
-    let body_bytes = RING_D * ANSWER_BODY_BITS as usize / 8;
+    let body_bytes = RING_D * shape.body_bits as usize / 8;
     Ok(body
         .chunks_exact(mask_bytes + body_bytes)
         .map(|c| {
             (
                 get_bits(&c[..mask_bytes], RING_D, ANSWER_MASK_BITS),
-                get_bits(&c[mask_bytes..], RING_D, ANSWER_BODY_BITS),
+                get_bits(&c[mask_bytes..], RING_D, shape.body_bits),
             )
         })
         .collect())

@@ -1,0 +1,233 @@
+//! The YPIR+SP server ([`super::sp`]): offline, the masks `H_i` by NTT and the packing plan;
+//! online, one pass over the database for a batch of queries, then each query's packing.
+
+use std::sync::Arc;
+
+use pir_core::Error;
+use pir_kernels::Backend;
+use rayon::prelude::*;
+
+use super::rns::{self, Rns};
+use super::server::{row_mask, KeySet, KeyStore};
+use super::sp::{query_blocks, SpShape};
+use super::tree::{Packer, Plan};
+use super::wire;
+use crate::lwe::ZpMatrix;
+use crate::params::Params;
+use crate::prg::Seed;
+use crate::ring::{Ring, RING_D};
+use crate::simple::pack_database;
+use crate::single::Saved;
+use crate::wire::{DbVersion, HintHeader};
+
+/// A YPIR+SP server: the packed database, the packing plan and the clients' keys.
+#[derive(Debug)]
+pub struct YpirSpServer {
+    header: HintHeader,
+    shape: SpShape,
+    db: ZpMatrix,
+    packer: Packer,
+    plan: Plan,
+    keys: KeyStore,
+}
+
+impl YpirSpServer {
+    /// Packs `records` and does the offline work for the public seed, reusing `saved` (the
+    /// masks `H`, NTT form) when it belongs to this database. Returns the server, the
+    /// header-only hint message, and the masks to save. `progress(done, total)` counts rows.
+    pub fn build(
+        params: Params,
+        records: &[u8],
+        seed: Seed,
+        version: DbVersion,
+        saved: Option<Saved>,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(YpirSpServer, Vec<u8>, Vec<u32>), Error> {
+        let shape = SpShape::of(&params)?;
+        let db = pack_database(&params, records)?;
+        let header = HintHeader {
+            params,
+            seed,
+            seed2: None,
+            version,
+        };
+        let ring = Ring::new(RING_D, Backend::current())?;
+        let rows = shape.rows;
+        let words = 2 * RING_D;
+        let masks = match saved {
+            Some(saved) => {
+                let masks = saved.check(&header, rows * words)?.0;
+                let bad = masks.chunks_exact(RING_D).enumerate().any(|(i, half)| {
+                    let q = rns::q(i % 2);
+                    half.iter().any(|&x| x >= q)
+                });
+                if bad {
+                    return Err(Error::DatabaseMismatch(
+                        "the saved offline work holds values out of range".into(),
+                    ));
+                }
+                masks
+            }
+            None => masks(&ring, &db, &shape, &seed, progress)?,
+        };
+        let packer = Packer::new(ring, &seed)?;
+        let plan = packer.plan(rows, rows, &|k| {
+            let at = masks
+                .get(k * words..(k + 1) * words)
+                .ok_or_else(|| Error::InvalidParameter("no such leaf".into()))?;
+            Ok([at[..RING_D].to_vec(), at[RING_D..].to_vec()])
+        })?;
+        let hint = header.encode();
+        Ok((
+            YpirSpServer {
+                header,
+                shape,
+                db,
+                packer,
+                plan,
+                keys: KeyStore::default(),
+            },
+            hint,
+            masks,
+        ))
+    }
+
+    /// The hint header (all a client needs: there is no hint matrix).
+    pub fn header(&self) -> &HintHeader {
+        &self.header
+    }
+
+    /// Bytes in memory: the packed database and the packing plan.
+    pub fn memory_bytes(&self) -> usize {
+        self.db.memory_bytes() + self.plan.memory_bytes()
+    }
+
+    /// Answers many queries: one pass over the database for all of them (both residues of
+    /// each), then each query's packing; a malformed query gets its own error.
+    pub fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
+        let lengths = self.shape.lengths();
+        let decoded: Vec<Result<(wire::Query, Arc<KeySet>), Error>> = queries
+            .iter()
+            .map(|q| {
+                let query = wire::decode_query(q, &lengths, &self.header.version)?;
+                let keys = self.keys.keys_of(&self.packer.ring, &query)?;
+                Ok((query, keys))
+            })
+            .collect();
+        let columns = self.db.vector_len();
+        let residues: Vec<Vec<u32>> = decoded
+            .iter()
+            .flatten()
+            .flat_map(|(query, _)| {
+                (0..2).map(|i| {
+                    let q = u64::from(rns::q(i));
+                    let mut r: Vec<u32> = query.c2[..self.shape.columns]
+                        .iter()
+                        .map(|&x| (x % q) as u32)
+                        .collect();
+                    r.resize(columns, 0);
+                    r
+                })
+            })
+            .collect();
+        let vectors: Vec<&[u32]> = residues.iter().map(|r| r.as_slice()).collect();
+        let sums = self.db.times_wide(&vectors);
+        let k = vectors.len();
+        let mut next = 0;
+        let work: Vec<Result<_, Error>> = decoded
+            .into_iter()
+            .map(|query| {
+                let (_, keys) = query?;
+                let (q0, q1) = (u64::from(rns::q(0)), u64::from(rns::q(1)));
+                let bodies: Vec<u64> = sums
+                    .chunks_exact(k)
+                    .map(|row| rns::crt_one((row[next] % q0) as u32, (row[next + 1] % q1) as u32))
+                    .collect();
+                next += 2;
+                Ok((keys, bodies))
+            })
+            .collect();
+        work.into_par_iter()
+            .map(|item| {
+                let (keys, bodies) = item?;
+                self.finish(&keys, &bodies)
+            })
+            .collect()
+    }
+
+    /// Answers one query.
+    pub fn answer(&self, query: &[u8]) -> Result<Vec<u8>, Error> {
+        self.answer_batch(&[query])
+            .pop()
+            .unwrap_or_else(|| Err(Error::InvalidParameter("no answer".into())))
+    }
+
+    /// Packs the rows' bodies, every tree in parallel, and switches the modulus.
+    fn finish(&self, keys: &KeySet, bodies: &[u64]) -> Result<Vec<u8>, Error> {
+        let ring = &self.packer.ring;
+        let no_dynamic = |_| {
+            Err(Error::InvalidParameter(
+                "YPIR+SP has no online masks".into(),
+            ))
+        };
+        let ciphertexts = (0..self.plan.trees())
+            .into_par_iter()
+            .map(|tree| {
+                let (mut a, mut b) =
+                    self.packer
+                        .pack(&self.plan, tree, &|k| bodies[k], &no_dynamic, keys)?;
+                rns::inverse(ring, &mut a);
+                rns::inverse(ring, &mut b);
+                Ok((rns::crt(&a), rns::crt(&b)))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(wire::encode_answer(&self.shape.lengths(), &ciphertexts))
+    }
+}
+
+/// `H`: row `i` holds `H_i = Σ_u D̃_{i,u} a_u` in NTT form (both primes' residues, 4096
+/// words), rows in parallel.
+fn masks(
+    ring: &Ring,
+    db: &ZpMatrix,
+    shape: &SpShape,
+    seed: &Seed,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Vec<u32>, Error> {
+    let blocks = query_blocks(ring, seed, shape)?;
+    let words = 2 * RING_D;
+    let mut out = vec![0u32; shape.rows * words];
+    let chunk_rows = 256;
+    for (chunk_index, chunk) in out.chunks_mut(chunk_rows * words).enumerate() {
+        chunk
+            .par_chunks_mut(words)
+            .enumerate()
+            .for_each(|(i, out)| {
+                let row = chunk_index * chunk_rows + i;
+                let mut values = vec![0u32; shape.padded_columns];
+                db.row_values(row, &mut values);
+                let mask: Rns = row_mask(ring, &blocks, values.iter().map(|&v| i64::from(v)));
+                out[..RING_D].copy_from_slice(&mask[0]);
+                out[RING_D..].copy_from_slice(&mask[1]);
+            });
+        progress(
+            ((chunk_index + 1) * chunk_rows).min(shape.rows) as u64,
+            shape.rows as u64,
+        );
+    }
+    Ok(out)
+}
+
+impl crate::single::SingleServer for YpirSpServer {
+    fn header(&self) -> &HintHeader {
+        &self.header
+    }
+
+    fn memory_bytes(&self) -> usize {
+        YpirSpServer::memory_bytes(self)
+    }
+
+    fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
+        YpirSpServer::answer_batch(self, queries)
+    }
+}
