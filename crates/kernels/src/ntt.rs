@@ -314,6 +314,69 @@ multiversioned! {
     }
 }
 
+/// Most digit products [`mul_add_montgomery_many`] sums before one reduction: four products
+/// below `2^62` each would pass `q 2^32`; these stay below `2^60` for `q < 2^29`.
+pub const MONTGOMERY_LAZY: usize = 4;
+
+multiversioned! {
+    /// `acc[i] = acc[i] + Σ_t x_t[i] w_t[i] mod q` for multipliers in Montgomery form, the
+    /// products of up to [`MONTGOMERY_LAZY`] pairs summed in 64 bits and reduced once
+    /// (`x_t[i], w_t[i] < q < 2^29`, `acc[i] < q`). Panics on more pairs.
+    pub fn mul_add_montgomery_many(
+        acc: &mut [u32],
+        xs: &[&[u32]],
+        ws: &[&[u32]],
+        q: u32,
+        q_neg_inverse: u32,
+    ) {
+        assert!(xs.len() == ws.len() && xs.len() <= MONTGOMERY_LAZY, "mul_add_montgomery_many: pairs");
+        let n = acc.len();
+        let mut sums = [0u64; 256];
+        for start in (0..n).step_by(sums.len()) {
+            let len = sums.len().min(n - start);
+            let sums = &mut sums[..len];
+            sums.fill(0);
+            for (x, w) in xs.iter().zip(ws) {
+                let (x, w) = (&x[start..start + len], &w[start..start + len]);
+                for ((s, &a), &b) in sums.iter_mut().zip(x).zip(w) {
+                    *s += u64::from(a) * u64::from(b);
+                }
+            }
+            for (o, &t) in acc[start..start + len].iter_mut().zip(sums.iter()) {
+                let m = (t as u32).wrapping_mul(q_neg_inverse);
+                let u = ((t + u64::from(m) * u64::from(q)) >> 32) as u32;
+                let u = if u >= q { u - q } else { u };
+                *o = add_mod(*o, u, q);
+            }
+        }
+    }
+}
+
+multiversioned! {
+    /// One packing node's bodies before key switching: `out[i] = e[i] + y[i] +
+    /// (e[p[i]] - y[p[i]]) mod q`, the sum of the even body and the shifted odd one plus the
+    /// automorphism `p` of their difference (all values below `q`; `p` a permutation of the
+    /// indices).
+    pub fn pack_combine(out: &mut [u32], even: &[u32], shifted: &[u32], permutation: &[u32], q: u32) {
+        let n = out.len();
+        for i in 0..n {
+            let j = permutation[i] as usize % n;
+            let difference = sub_mod(even[j], shifted[j], q);
+            out[i] = add_mod(add_mod(even[i], shifted[i], q), difference, q);
+        }
+    }
+}
+
+multiversioned! {
+    /// `out[i] = a w[i] + b mod q` for a scalar `a < 2^32`, `b < q` and a fixed `w` with its
+    /// companions.
+    pub fn scale_fixed_add(out: &mut [u32], a: u32, w: &[u32], w_shoup: &[u32], b: u32, q: u32) {
+        for ((o, &x), &x_shoup) in out.iter_mut().zip(w).zip(w_shoup) {
+            *o = add_mod(mul_shoup(a, x, x_shoup, q), b, q);
+        }
+    }
+}
+
 /// Shoup companions `floor(w 2^32 / q)` of fixed multipliers `w < q` (for [`mul_fixed`] and
 /// [`mul_add_fixed`]).
 pub fn shoup_companions(w: &[u32], q: u32) -> Vec<u32> {

@@ -8,9 +8,20 @@
 //! columns sum without wrapping.
 //!
 //! The layout is [`super`]'s slot-major packing with two slots: word `w` of a row holds column
-//! `w` in its low half and column `W + w` in its high half, so the vectors are read as two
-//! contiguous runs and each word costs two `u32 × u32 → u64` products per vector (`vpmuludq`
-//! on x86, which the compiler forms from the zero-extended products below).
+//! `w` in its low half and column `W + w` in its high half.
+//!
+//! # The SIMD method
+//!
+//! A word is two 16-bit entries, exactly the operand of `vpmaddwd` (two signed 16-bit products
+//! summed into a 32-bit lane), once the entries are centered: `e ^ 0x8000` read as signed is
+//! `e - 2^15`, so `Σ e x = Σ (e - 2^15) x + 2^15 Σ x`. The vector side is split into three
+//! balanced limbs of base `2^10` (`x = l0 + 2^10 l1 + 2^20 l2`, `|l0|, |l1| <= 512`,
+//! `0 <= l2 <= 513` for `x < 2^29`), interleaved so that each 32-bit word holds the limbs of
+//! the two columns that meet one matrix word. A product is below `2^24` in magnitude, a
+//! `vpmaddwd` lane below `2^25`, so 32 steps sum in 32 bits before they are widened to 64
+//! ([`FLUSH`]). Per 64 bytes of matrix and vector: three `vpmaddwd` and three adds (the
+//! generic loop spends two shifts or masks, two 64-bit multiplies and two adds per word).
+//! Vectors with a word at or above `2^29` take the generic loop.
 
 use rayon::prelude::*;
 
@@ -19,6 +30,53 @@ use crate::Backend;
 
 /// Lanes of 64-bit sums a tile keeps per vector (two AVX-512 registers, four AVX2).
 const LANES: usize = 16;
+
+/// Limbs of a vector word on the SIMD path.
+const LIMBS: usize = 3;
+/// Bits per limb.
+const LIMB_BITS: u32 = 10;
+/// Steps (one `vpmaddwd` per lane) summed in 32 bits before widening: `32 · 2^25 = 2^30`.
+const FLUSH: usize = 32;
+/// The SIMD path takes vectors whose words are all below this (the limb bound above).
+const SIMD_LIMIT: u32 = 1 << 29;
+
+/// The balanced limbs of `x < 2^29`: `x = l0 + 2^10 l1 + 2^20 l2`.
+fn limbs(x: u32) -> [i16; LIMBS] {
+    let half = 1i64 << (LIMB_BITS - 1);
+    let mask = (1i64 << LIMB_BITS) - 1;
+    let mut v = i64::from(x);
+    let l0 = ((v + half) & mask) - half;
+    v = (v - l0) >> LIMB_BITS;
+    let l1 = ((v + half) & mask) - half;
+    v = (v - l1) >> LIMB_BITS;
+    [l0 as i16, l1 as i16, v as i16]
+}
+
+/// The vectors as the SIMD tiles read them: for each step of `lanes` words (whole steps
+/// only), for each vector `k`, for each limb, `lanes` words whose low half is the limb of
+/// column `w` and high half the limb of column `W + w`.
+fn interleave_limbs(xs: &[&[u32]], width: usize, lanes: usize) -> Vec<u32> {
+    let full = width - width % lanes;
+    let mut out = Vec::with_capacity(full * xs.len() * LIMBS);
+    for c in (0..full).step_by(lanes) {
+        for x in xs {
+            let (lo, hi) = (&x[c..c + lanes], &x[width + c..width + c + lanes]);
+            let pairs: Vec<([i16; LIMBS], [i16; LIMBS])> = lo
+                .iter()
+                .zip(hi)
+                .map(|(&a, &b)| (limbs(a), limbs(b)))
+                .collect();
+            for t in 0..LIMBS {
+                out.extend(
+                    pairs
+                        .iter()
+                        .map(|(a, b)| u32::from(a[t] as u16) | (u32::from(b[t] as u16) << 16)),
+                );
+            }
+        }
+    }
+    out
+}
 
 /// Most vectors one pass takes (four queries' residue pairs); more take one pass per group.
 pub const WIDE_MAX_BATCH: usize = 8;
@@ -65,7 +123,44 @@ pub fn matvec_wide_with(
     let rows_per_task = matrix
         .rows
         .div_ceil(4 * rayon::current_num_threads())
-        .max(1);
+        .next_multiple_of(2);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(lanes) = simd_lanes(backend) {
+        if xs.iter().all(|x| x.iter().all(|&v| v < SIMD_LIMIT)) {
+            let xi = interleave_limbs(xs, width, lanes);
+            let full = width - width % lanes;
+            let corrections: Vec<u64> = xs
+                .iter()
+                .map(|x| {
+                    x[..full]
+                        .iter()
+                        .chain(&x[width..width + full])
+                        .fold(0u64, |a, &v| a.wrapping_add(u64::from(v)))
+                        .wrapping_mul(1 << 15)
+                })
+                .collect();
+            let simd = Simd {
+                lanes,
+                width,
+                xs,
+                xi: &xi,
+                corrections: &corrections,
+            };
+            out.par_chunks_mut(rows_per_task * k_all)
+                .zip(matrix.words.par_chunks(rows_per_task * width))
+                .for_each(|(out, words)| match k_all {
+                    1 => simd.band::<1>(words, out),
+                    2 => simd.band::<2>(words, out),
+                    3 => simd.band::<3>(words, out),
+                    4 => simd.band::<4>(words, out),
+                    5 => simd.band::<5>(words, out),
+                    6 => simd.band::<6>(words, out),
+                    7 => simd.band::<7>(words, out),
+                    _ => simd.band::<8>(words, out),
+                });
+            return;
+        }
+    }
     out.par_chunks_mut(rows_per_task * k_all)
         .zip(matrix.words.par_chunks(rows_per_task * width))
         .for_each(|(out, words)| match k_all {
@@ -78,6 +173,247 @@ pub fn matvec_wide_with(
             7 => band_k7(backend, words, width, xs, out),
             _ => band_k8(backend, words, width, xs, out),
         });
+}
+
+/// The SIMD lanes (words per step) of `backend`, if it has a tile here and the CPU has it.
+#[cfg(target_arch = "x86_64")]
+fn simd_lanes(backend: Backend) -> Option<usize> {
+    match backend {
+        Backend::Avx512 if Backend::Avx512.is_available() => Some(16),
+        Backend::Avx2 if Backend::Avx2.is_available() => Some(8),
+        _ => None,
+    }
+}
+
+/// What the SIMD tiles of one product share.
+#[cfg(target_arch = "x86_64")]
+struct Simd<'a> {
+    lanes: usize,
+    width: usize,
+    xs: &'a [&'a [u32]],
+    xi: &'a [u32],
+    /// `2^15 Σ x` over the columns the tiles cover, per vector (the centering's correction).
+    corrections: &'a [u64],
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Simd<'_> {
+    /// Rows of `words` in tiles (two rows for up to two vectors, else one), sums into `out`.
+    fn band<const K: usize>(&self, words: &[u32], out: &mut [u64]) {
+        if K <= 2 {
+            self.tiles::<2, K>(words, out);
+        } else {
+            self.tiles::<1, K>(words, out);
+        }
+    }
+
+    fn tiles<const R: usize, const K: usize>(&self, words: &[u32], out: &mut [u64]) {
+        let width = self.width;
+        let mut tiles = words.chunks_exact(R * width);
+        let mut outs = out.chunks_exact_mut(R * K);
+        for (tile, out) in (&mut tiles).zip(&mut outs) {
+            let sums = self.tile::<R, K>(tile);
+            for r in 0..R {
+                self.finish(
+                    &tile[r * width..(r + 1) * width],
+                    &sums[r],
+                    &mut out[r * K..][..K],
+                );
+            }
+        }
+        for (row, out) in tiles
+            .remainder()
+            .chunks_exact(width)
+            .zip(outs.into_remainder().chunks_exact_mut(K))
+        {
+            let sums = self.tile::<1, K>(row);
+            self.finish(row, &sums[0], out);
+        }
+    }
+
+    /// The limb sums of `R` rows on the chosen tile.
+    fn tile<const R: usize, const K: usize>(&self, words: &[u32]) -> [[[i64; LIMBS]; K]; R] {
+        let full = self.width - self.width % self.lanes;
+        debug_assert!(words.len() == R * self.width && self.xi.len() >= full * K * LIMBS);
+        if self.lanes == 16 {
+            // SAFETY: `simd_lanes` returned 16 only after checking the CPU has AVX-512 F and
+            // BW; `words` holds `R` rows of `width` words and `xi` the interleaving of `K`
+            // vectors over the first `full` words of a row (both checked above).
+            unsafe { x86::tile512::<R, K>(words, self.width, self.xi) }
+        } else {
+            // SAFETY: as above, for AVX2 and steps of 8 words.
+            unsafe { x86::tile256::<R, K>(words, self.width, self.xi) }
+        }
+    }
+
+    /// One row's sums from its limb sums, the correction and the words past the tiles.
+    fn finish<const K: usize>(&self, row: &[u32], limbs: &[[i64; LIMBS]; K], out: &mut [u64]) {
+        let width = self.width;
+        let full = width - width % self.lanes;
+        for k in 0..K {
+            let x = self.xs[k];
+            let mut sum = self.corrections[k];
+            for (t, &l) in limbs[k].iter().enumerate() {
+                sum = sum.wrapping_add((l as u64).wrapping_shl(LIMB_BITS * t as u32));
+            }
+            for j in full..width {
+                sum = sum
+                    .wrapping_add(u64::from(row[j] & 0xffff) * u64::from(x[j]))
+                    .wrapping_add(u64::from(row[j] >> 16) * u64::from(x[width + j]));
+            }
+            out[k] = sum;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The AVX2 and AVX-512 tiles (method in the module documentation).
+
+    use std::arch::x86_64::*;
+
+    use super::{FLUSH, LIMBS};
+
+    /// AVX-512: 16 words of each of `R` rows per step.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F and BW; `words` must hold `R * width` words and `xi`
+    /// the interleaving of `K` vectors with 16 lanes.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn tile512<const R: usize, const K: usize>(
+        words: &[u32],
+        width: usize,
+        xi: &[u32],
+    ) -> [[[i64; LIMBS]; K]; R] {
+        let full = width - width % 16;
+        let flip = _mm512_set1_epi32(0x8000_8000u32 as i32);
+        let mut acc = [[[_mm512_setzero_si512(); LIMBS]; K]; R];
+        let mut wide = [[[_mm512_setzero_si512(); LIMBS]; K]; R];
+        let flush = |acc: &mut [[[__m512i; LIMBS]; K]; R],
+                     wide: &mut [[[__m512i; LIMBS]; K]; R]| {
+            for (acc, wide) in acc
+                .iter_mut()
+                .flatten()
+                .flatten()
+                .zip(wide.iter_mut().flatten().flatten())
+            {
+                let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(*acc));
+                let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(*acc));
+                *wide = _mm512_add_epi64(*wide, _mm512_add_epi64(lo, hi));
+                *acc = _mm512_setzero_si512();
+            }
+        };
+        let (mut c, mut next, mut steps) = (0, 0, 0);
+        while c < full {
+            let mut w = [_mm512_setzero_si512(); R];
+            for (r, w) in w.iter_mut().enumerate() {
+                // SAFETY: r * width + c + 16 <= R * width <= words.len().
+                let v = unsafe { _mm512_loadu_si512(words.as_ptr().add(r * width + c).cast()) };
+                crate::prefetch_l2(words.as_ptr().wrapping_add(r * width + c + 512));
+                *w = _mm512_xor_si512(v, flip);
+            }
+            for k in 0..K {
+                for t in 0..LIMBS {
+                    // SAFETY: `xi` holds `full / 16 * K * LIMBS` runs of 16 words and this
+                    // is run number `next / 16` of them.
+                    let x = unsafe { _mm512_loadu_si512(xi.as_ptr().add(next).cast()) };
+                    next += 16;
+                    for (acc, w) in acc.iter_mut().zip(&w) {
+                        acc[k][t] = _mm512_add_epi32(acc[k][t], _mm512_madd_epi16(*w, x));
+                    }
+                }
+            }
+            c += 16;
+            steps += 1;
+            if steps == FLUSH {
+                flush(&mut acc, &mut wide);
+                steps = 0;
+            }
+        }
+        flush(&mut acc, &mut wide);
+        let mut out = [[[0i64; LIMBS]; K]; R];
+        for (out, wide) in out
+            .iter_mut()
+            .flatten()
+            .flatten()
+            .zip(wide.iter().flatten().flatten())
+        {
+            *out = _mm512_reduce_add_epi64(*wide);
+        }
+        out
+    }
+
+    /// AVX2: 8 words of each of `R` rows per step.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `words` must hold `R * width` words and `xi` the
+    /// interleaving of `K` vectors with 8 lanes.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn tile256<const R: usize, const K: usize>(
+        words: &[u32],
+        width: usize,
+        xi: &[u32],
+    ) -> [[[i64; LIMBS]; K]; R] {
+        let full = width - width % 8;
+        let flip = _mm256_set1_epi32(0x8000_8000u32 as i32);
+        let mut acc = [[[_mm256_setzero_si256(); LIMBS]; K]; R];
+        let mut wide = [[[_mm256_setzero_si256(); LIMBS]; K]; R];
+        let flush = |acc: &mut [[[__m256i; LIMBS]; K]; R],
+                     wide: &mut [[[__m256i; LIMBS]; K]; R]| {
+            for (acc, wide) in acc
+                .iter_mut()
+                .flatten()
+                .flatten()
+                .zip(wide.iter_mut().flatten().flatten())
+            {
+                let lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(*acc));
+                let hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(*acc));
+                *wide = _mm256_add_epi64(*wide, _mm256_add_epi64(lo, hi));
+                *acc = _mm256_setzero_si256();
+            }
+        };
+        let (mut c, mut next, mut steps) = (0, 0, 0);
+        while c < full {
+            let mut w = [_mm256_setzero_si256(); R];
+            for (r, w) in w.iter_mut().enumerate() {
+                // SAFETY: r * width + c + 8 <= R * width <= words.len().
+                let v = unsafe { _mm256_loadu_si256(words.as_ptr().add(r * width + c).cast()) };
+                crate::prefetch_l2(words.as_ptr().wrapping_add(r * width + c + 512));
+                *w = _mm256_xor_si256(v, flip);
+            }
+            for k in 0..K {
+                for t in 0..LIMBS {
+                    // SAFETY: `xi` holds `full / 8 * K * LIMBS` runs of 8 words and this is
+                    // run number `next / 8` of them.
+                    let x = unsafe { _mm256_loadu_si256(xi.as_ptr().add(next).cast()) };
+                    next += 8;
+                    for (acc, w) in acc.iter_mut().zip(&w) {
+                        acc[k][t] = _mm256_add_epi32(acc[k][t], _mm256_madd_epi16(*w, x));
+                    }
+                }
+            }
+            c += 8;
+            steps += 1;
+            if steps == FLUSH {
+                flush(&mut acc, &mut wide);
+                steps = 0;
+            }
+        }
+        flush(&mut acc, &mut wide);
+        let mut out = [[[0i64; LIMBS]; K]; R];
+        for (out, wide) in out
+            .iter_mut()
+            .flatten()
+            .flatten()
+            .zip(wide.iter().flatten().flatten())
+        {
+            let mut lanes = [0i64; 4];
+            // SAFETY: `lanes` holds four i64, the 32 bytes stored.
+            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), *wide) };
+            *out = lanes.iter().fold(0i64, |a, &b| a.wrapping_add(b));
+        }
+        out
+    }
 }
 
 /// [`matvec_wide_with`] on the backend in force.
@@ -152,52 +488,95 @@ mod tests {
         (*state >> 32) as u32
     }
 
-    /// Every backend against the naive sum, for widths around the lane groups and batches
-    /// past one pass.
+    /// Every backend against the naive sum, for widths around the lane groups and the
+    /// widening interval, batches past one pass, vectors on the SIMD path (words below
+    /// `2^29`, at its extremes too) and off it (any `u32`).
     #[test]
     fn wide_products_match_the_naive_sum_on_every_backend() {
         let packing = Packing::new(16).unwrap();
         let mut state = 7u64;
-        for (rows, columns, k) in [
+        let shapes = [
             (1, 2, 1),
             (3, 33, 2),
             (17, 64, 3),
             (40, 200, 8),
             (9, 130, 11),
-        ] {
-            let width = packing.words_per_row(columns);
-            let values: Vec<Vec<u32>> = (0..rows)
-                .map(|_| (0..columns).map(|_| lcg(&mut state) & 0xffff).collect())
-                .collect();
-            let mut words = vec![0u32; rows * width];
-            for (r, row) in words.chunks_mut(width).enumerate() {
-                pack_row(&values[r], packing, row);
-            }
-            let matrix = PackedMatrix::new(&words, rows, width, packing).unwrap();
-            let xs: Vec<Vec<u32>> = (0..k)
-                .map(|_| {
-                    let mut x: Vec<u32> = (0..matrix.columns()).map(|_| lcg(&mut state)).collect();
-                    // Columns past the logical width meet zero entries; their words may be anything.
-                    x[0] = u32::MAX;
-                    x
-                })
-                .collect();
-            let refs: Vec<&[u32]> = xs.iter().map(|x| x.as_slice()).collect();
-            let want: Vec<u64> = (0..rows)
-                .flat_map(|i| {
-                    let values = &values[i];
-                    refs.iter().map(move |x| {
-                        values.iter().zip(x.iter()).fold(0u64, |a, (&v, &c)| {
-                            a.wrapping_add(u64::from(v) * u64::from(c))
+            (5, 4100, 2),
+        ];
+        for (case, (rows, columns, k)) in shapes.into_iter().enumerate() {
+            for vector_kind in 0..4 {
+                let width = packing.words_per_row(columns);
+                // Entries: random, or all at one end of the range (the widening's worst case).
+                let values: Vec<Vec<u32>> = (0..rows)
+                    .map(|r| {
+                        (0..columns)
+                            .map(|_| match (vector_kind, r % 2) {
+                                (3, 0) => 0,
+                                (3, _) => 0xffff,
+                                _ => lcg(&mut state) & 0xffff,
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let mut words = vec![0u32; rows * width];
+                for (r, row) in words.chunks_mut(width).enumerate() {
+                    pack_row(&values[r], packing, row);
+                }
+                let matrix = PackedMatrix::new(&words, rows, width, packing).unwrap();
+                let xs: Vec<Vec<u32>> = (0..k)
+                    .map(|_| {
+                        (0..matrix.columns())
+                            .map(|_| match vector_kind {
+                                0 => lcg(&mut state),
+                                1 => lcg(&mut state) % SIMD_LIMIT,
+                                2 => lcg(&mut state) % (1 << 28),
+                                _ => SIMD_LIMIT - 1 - (lcg(&mut state) & 1) * (1 << 9),
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let refs: Vec<&[u32]> = xs.iter().map(|x| x.as_slice()).collect();
+                let want: Vec<u64> = (0..rows)
+                    .flat_map(|i| {
+                        let values = &values[i];
+                        refs.iter().map(move |x| {
+                            values.iter().zip(x.iter()).fold(0u64, |a, (&v, &c)| {
+                                a.wrapping_add(u64::from(v) * u64::from(c))
+                            })
                         })
                     })
-                })
-                .collect();
-            for backend in Backend::available() {
-                let mut out = vec![0u64; rows * k];
-                matvec_wide_with(backend, matrix, &refs, &mut out);
-                assert_eq!(out, want, "{backend:?} rows {rows} columns {columns} k {k}");
+                    .collect();
+                for backend in Backend::available() {
+                    let mut out = vec![0u64; rows * k];
+                    matvec_wide_with(backend, matrix, &refs, &mut out);
+                    assert_eq!(out, want, "{backend:?} case {case} vectors {vector_kind}");
+                }
             }
+        }
+    }
+
+    #[test]
+    fn limbs_recompose_within_their_bounds() {
+        for x in [
+            0,
+            1,
+            511,
+            512,
+            513,
+            1023,
+            1024,
+            (1 << 28) - 1,
+            SIMD_LIMIT - 1,
+        ] {
+            let [a, b, c] = limbs(x);
+            assert_eq!(
+                i64::from(a) + (i64::from(b) << 10) + (i64::from(c) << 20),
+                i64::from(x)
+            );
+            assert!(
+                a.abs() <= 512 && b.abs() <= 512 && (0..=513).contains(&c),
+                "{x}"
+            );
         }
     }
 }

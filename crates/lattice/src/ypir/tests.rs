@@ -276,8 +276,8 @@ fn records_over_eight_bytes_are_laid_out_for_ypir_sp() {
         Scheme::YpirSp
     );
     let params = Params {
-        scheme: Scheme::Ypir,
-        ..Params::new(Scheme::Ypir, 10, 72).unwrap()
+        record_bits: 72,
+        ..Params::new(Scheme::Ypir, 10, 64).unwrap()
     };
     let err = Shape::of(&params).unwrap_err().to_string();
     assert!(err.contains("too large for YPIR"), "{err}");

@@ -91,6 +91,9 @@ pub struct Packer {
     shifts: Vec<Rns>,
     shift_companions: Vec<Rns>,
     pub(crate) key_masks: Vec<Vec<Rns>>,
+    /// Level 1's `v = X^s - τ(X^s)` (evaluations) and its companions: a node over two
+    /// leaves with constant bodies `b_e, b_o` has body `2 b_e + b_o v` before key switching.
+    leaf_pair: (Rns, Rns),
     /// `2^-11 mod q`.
     inverse: u64,
     /// [`ntt::montgomery_constant`] of each prime.
@@ -184,12 +187,15 @@ impl Packer {
         let q = rns::modulus();
         let inverse = crate::pack::inverse_mod(1 << LEVELS, q)
             .ok_or(Error::InvalidParameter("2^11 not invertible".into()))?;
+        let v = rns::sub(&shifts[0], &rns::permute(&shifts[0], &permutations[0]));
+        let leaf_pair = (companions(&v), v);
         Ok(Packer {
             ring,
             permutations,
             shifts,
             shift_companions,
             key_masks,
+            leaf_pair,
             inverse,
             montgomery_constants: [
                 ntt::montgomery_constant(rns::q(0)),
@@ -344,7 +350,8 @@ impl Packer {
     }
 
     /// `b_e + X^s b_o + τ(b_e - X^s b_o) + Σ_i digit_i ⊙ key_b_i` (evaluations), with the
-    /// fixed operands (`X^s`, the digits) multiplied by Shoup's method in the kernels.
+    /// fixed operands (`X^s`, the digits) multiplied by Shoup's and Montgomery's methods in
+    /// the kernels.
     fn combine_bodies(
         &self,
         level: usize,
@@ -357,7 +364,7 @@ impl Packer {
         let backend = self.ring.backend();
         let mut out = rns::zero(d);
         let mut shifted = vec![0u32; d];
-        let mut difference = vec![0u32; d];
+        let zero = vec![0u32; d];
         for i in 0..2 {
             let q = rns::q(i);
             match odd {
@@ -371,29 +378,68 @@ impl Packer {
                 ),
                 None => shifted.fill(0),
             }
-            let even = even.map(|e| e[i].as_slice());
-            for c in 0..d {
-                let e = even.map_or(0, |e| e[c]);
-                let y = shifted[c];
-                difference[c] = if e >= y { e - y } else { e + q - y };
-                let sum = e + y;
-                out[i][c] = if sum >= q { sum - q } else { sum };
+            let even = even.map_or(zero.as_slice(), |e| e[i].as_slice());
+            ntt::pack_combine(
+                backend,
+                &mut out[i],
+                even,
+                &shifted,
+                &self.permutations[level - 1][i],
+                q,
+            );
+            self.switch_keys(level, i, &mut out[i], digits, key_bodies);
+        }
+        out
+    }
+
+    /// `acc += Σ_t digit_t ⊙ key_b_t` for prime `i` (Montgomery digits, lazily reduced).
+    fn switch_keys(
+        &self,
+        level: usize,
+        i: usize,
+        acc: &mut [u32],
+        digits: &[Rns],
+        key_bodies: &[Vec<Rns>],
+    ) {
+        let keys: Vec<&[u32]> = key_bodies[level - 1].iter().map(|k| k[i].as_slice()).collect();
+        let digits: Vec<&[u32]> = digits.iter().map(|d| d[i].as_slice()).collect();
+        ntt::mul_add_montgomery_many(
+            self.ring.backend(),
+            acc,
+            &digits,
+            &keys[..digits.len()],
+            rns::q(i),
+            self.montgomery_constants[i],
+        );
+    }
+
+    /// A level-1 static node over leaves with bodies `b_e` and `b_o` (`None`: no odd
+    /// leaf): `2 b_e + b_o v` plus the key switching, without forming the leaves'
+    /// constant polynomials.
+    fn leaf_pair_body(
+        &self,
+        even: u64,
+        odd: Option<u64>,
+        digits: &[Rns],
+        key_bodies: &[Vec<Rns>],
+    ) -> Rns {
+        let mut out = rns::zero(RING_D);
+        for (i, out) in out.iter_mut().enumerate() {
+            let q = u64::from(rns::q(i));
+            let twice = (2 * (even % q) % q) as u32;
+            match odd {
+                Some(o) => ntt::scale_fixed_add(
+                    self.ring.backend(),
+                    out,
+                    (o % q) as u32,
+                    &self.leaf_pair.1[i],
+                    &self.leaf_pair.0[i],
+                    twice,
+                    q as u32,
+                ),
+                None => out.fill(twice),
             }
-            let permutation = &self.permutations[level - 1][i];
-            for (o, &j) in out[i].iter_mut().zip(permutation) {
-                let s = *o + difference[j as usize];
-                *o = if s >= q { s - q } else { s };
-            }
-            for (digit, key) in digits.iter().zip(&key_bodies[level - 1]) {
-                ntt::mul_add_montgomery(
-                    backend,
-                    &mut out[i],
-                    &key[i],
-                    &digit[i],
-                    q,
-                    self.montgomery_constants[i],
-                );
-            }
+            self.switch_keys(1, i, out, digits, key_bodies);
         }
         out
     }
@@ -469,6 +515,13 @@ impl Packer {
                 }
             };
             return Ok(Some(Node { mask, body: b }));
+        }
+        if level == 1 && kind == Kind::Static && !need_mask {
+            let node = nodes.get(&id).ok_or_else(missing)?;
+            let k = tree * RING_D + lo;
+            let odd = (plan.kind(tree, lo + 1, 0) != Kind::Zero).then(|| self.scaled(body(k + 1)));
+            let b = self.leaf_pair_body(self.scaled(body(k)), odd, &node.digits, key_bodies);
+            return Ok(Some(Node { mask: None, body: b }));
         }
         let child_needs = kind == Kind::Dynamic;
         let even = self.online(
