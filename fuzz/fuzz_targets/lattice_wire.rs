@@ -1,5 +1,5 @@
 //! Fuzz target: Lattice hints, queries, answers and hint downloads (SimplePIR, DoublePIR,
-//! YPIR).
+//! YPIR, YPIR+SP).
 
 #![no_main]
 
@@ -7,17 +7,20 @@ use libfuzzer_sys::fuzz_target;
 use pir_lattice::{Params, Scheme};
 
 fuzz_target!(|data: &[u8]| {
-    for scheme in [Scheme::SimplePir, Scheme::DoublePir, Scheme::Ypir] {
+    for scheme in [Scheme::SimplePir, Scheme::DoublePir, Scheme::Ypir, Scheme::YpirSp] {
         let _ = pir_lattice::wire::decode_hint(data, scheme);
         if let Ok(params) = Params::new(scheme, 64, 64) {
             let _ = pir_lattice::wire::decode_query(data, &params, &[9; 32]);
             let _ = pir_lattice::wire::decode_answer(data, &params);
         }
     }
-    if let Ok(params) = Params::new(Scheme::Ypir, 64, 64) {
-        if let Ok(shape) = pir_lattice::ypir::Shape::of(&params) {
-            let _ = pir_lattice::ypir::wire::decode_query(data, &shape, &[9; 32]);
-            let _ = pir_lattice::ypir::wire::decode_answer(data, &shape);
+    // YPIR (8-byte records) and YPIR+SP (100-byte records).
+    for bits in [64, 800] {
+        if let Ok(params) = Params::new(Scheme::Ypir, 64, bits) {
+            if let Ok(lengths) = pir_lattice::ypir::lengths_of(&params) {
+                let _ = pir_lattice::ypir::wire::decode_query(data, &lengths, &[9; 32]);
+                let _ = pir_lattice::ypir::wire::decode_answer(data, &lengths);
+            }
         }
     }
     let _ = pir_service::lattice::parse_download(data);

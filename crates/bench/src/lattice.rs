@@ -25,12 +25,13 @@ pub struct LatticeShape {
     pub record_bits: u32,
 }
 
-/// `1GiB-1bit` (2^33 one-bit records), `1GiB-32B` (2^25 records of 32 bytes), or
-/// `RECORDSxBYTES` (for example `65536x32`).
+/// `1GiB-1bit` (2^33 one-bit records), `1GiB-32B` (2^25 records of 32 bytes), `1GiB-32KiB`
+/// (2^15 records of 32 KiB, YPIR+SP's shape), or `RECORDSxBYTES` (for example `65536x32`).
 pub fn lattice_shape_named(name: &str) -> Option<LatticeShape> {
     let (records, record_bits) = match name.to_ascii_lowercase().as_str() {
         "1gib-1bit" => (1u64 << 33, 1),
         "1gib-32b" => (1u64 << 25, 256),
+        "1gib-32kib" => (1u64 << 15, 32 * 1024 * 8),
         other => {
             let (n, b) = other.split_once('x')?;
             let bytes: u32 = b.trim_end_matches('b').parse().ok()?;
@@ -124,7 +125,7 @@ pub fn run_lattice(
             &mut |_, _| {},
         )?;
         Ok(Server {
-            client: open_client(scheme, &hint)?,
+            client: open_client(params.scheme, &hint)?,
             hint_bytes: hint.len(),
             server,
         })
@@ -169,7 +170,7 @@ pub fn run_lattice(
             let memory_read_gb_per_s = bytes as f64 / (read_ms * 1e6);
             let row = LatticeRow {
                 shape: shape.name.clone(),
-                scheme: scheme.id().name().into(),
+                scheme: params.scheme.id().name().into(),
                 mode: format!("answer-x{k}"),
                 threads: t,
                 database_bytes: bytes,

@@ -57,6 +57,13 @@ pub fn build(args: &DbBuildArgs) -> Result<()> {
         .filter(|(_, fit)| fit.is_ok())
         .map(|(arg, _)| lattice_scheme(*arg).id().name())
         .collect();
+    // `ypir` lays records over 8 bytes out for YPIR+SP: say so where the schemes are listed.
+    let ypir_sp = pir_lattice::params::Params::new(
+        pir_lattice::Scheme::Ypir,
+        header.records,
+        u32::try_from(header.record_size.saturating_mul(8)).unwrap_or(u32::MAX),
+    )
+    .is_ok_and(|p| p.scheme == pir_lattice::Scheme::YpirSp);
     if let Some(wanted) = args.scheme {
         if let Some((_, Err(why))) = fits.iter().find(|(arg, _)| *arg == wanted) {
             let name = lattice_scheme(wanted).id().name();
@@ -110,12 +117,19 @@ pub fn build(args: &DbBuildArgs) -> Result<()> {
                 .map(|why| format!("{}: {why}", lattice_scheme(*arg).id().name()))
         })
         .collect();
+    let listed: Vec<String> = serving
+        .iter()
+        .map(|name| match (*name, ypir_sp) {
+            ("ypir", true) => "ypir (as YPIR+SP: records over 8 bytes)".to_string(),
+            _ => name.to_string(),
+        })
+        .collect();
     if unfit.is_empty() {
-        println!("served by: {}", serving.join(", "));
+        println!("served by: {}", listed.join(", "));
     } else {
         println!(
             "served by: {} (not {})",
-            serving.join(", "),
+            listed.join(", "),
             unfit.join("; ")
         );
     }

@@ -66,7 +66,12 @@ fn records_and_keys_fetched_privately_from_one_server() {
     std::fs::write(p("kv.txt"), kv).unwrap();
     ok(&["db", "build", "--kv", &p("kv.txt"), "--out", &p("kv.db")]);
 
-    for scheme in ["simplepir", "doublepir"] {
+    // `ypir` serves records over 8 bytes (and key-value slots) with YPIR+SP.
+    for (scheme, served, scheme_id) in [
+        ("simplepir", "simplepir", 3u8),
+        ("doublepir", "doublepir", 4),
+        ("ypir", "ypir-sp", 9),
+    ] {
         let cache = p(&format!("cache-{scheme}"));
         let records = Server::start(&p("records.db"), scheme, &p("server.key"));
         let get = |what: &[&str], server: &Server| {
@@ -102,13 +107,16 @@ fn records_and_keys_fetched_privately_from_one_server() {
         assert_eq!(report["value_hex"], hex::encode(&data[5 * 24..6 * 24]));
         assert_eq!(
             (report["bytes"].as_u64(), &report["scheme"]),
-            (Some(24), &serde_json::json!(scheme))
+            (Some(24), &serde_json::json!(served))
         );
+        if served == "ypir-sp" {
+            let hint = report["hint_bytes"].as_u64().unwrap();
+            assert!(hint < 1024, "YPIR+SP downloaded {hint} bytes of hint");
+        }
         // An index past the end is refused on the client.
         assert!(!get(&["150"], &records).status.success());
 
         // A malformed query gets an error envelope; the server keeps serving.
-        let scheme_id = if scheme == "simplepir" { 3 } else { 4 };
         let mut bad = b"PIRw\x01\x00".to_vec();
         bad.extend_from_slice(&[scheme_id, 1, 5, 0, 0, 0]);
         bad.extend_from_slice(b"hello");

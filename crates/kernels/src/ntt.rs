@@ -331,22 +331,36 @@ multiversioned! {
     ) {
         assert!(xs.len() == ws.len() && xs.len() <= MONTGOMERY_LAZY, "mul_add_montgomery_many: pairs");
         let n = acc.len();
-        let mut sums = [0u64; 256];
-        for start in (0..n).step_by(sums.len()) {
-            let len = sums.len().min(n - start);
-            let sums = &mut sums[..len];
-            sums.fill(0);
-            for (x, w) in xs.iter().zip(ws) {
-                let (x, w) = (&x[start..start + len], &w[start..start + len]);
-                for ((s, &a), &b) in sums.iter_mut().zip(x).zip(w) {
-                    *s += u64::from(a) * u64::from(b);
+        let reduce = |o: &mut u32, t: u64| {
+            let m = (t as u32).wrapping_mul(q_neg_inverse);
+            let u = ((t + u64::from(m) * u64::from(q)) >> 32) as u32;
+            let u = if u >= q { u - q } else { u };
+            *o = add_mod(*o, u, q);
+        };
+        let p = |a: u32, b: u32| u64::from(a) * u64::from(b);
+        // The common digit counts as one loop over all the streams (no temporary sums).
+        match (xs, ws) {
+            ([x0, x1, x2, x3], [w0, w1, w2, w3]) => {
+                let (x0, x1, x2, x3) = (&x0[..n], &x1[..n], &x2[..n], &x3[..n]);
+                let (w0, w1, w2, w3) = (&w0[..n], &w1[..n], &w2[..n], &w3[..n]);
+                for i in 0..n {
+                    let t = p(x0[i], w0[i]) + p(x1[i], w1[i]) + p(x2[i], w2[i]) + p(x3[i], w3[i]);
+                    reduce(&mut acc[i], t);
                 }
             }
-            for (o, &t) in acc[start..start + len].iter_mut().zip(sums.iter()) {
-                let m = (t as u32).wrapping_mul(q_neg_inverse);
-                let u = ((t + u64::from(m) * u64::from(q)) >> 32) as u32;
-                let u = if u >= q { u - q } else { u };
-                *o = add_mod(*o, u, q);
+            ([x0, x1, x2], [w0, w1, w2]) => {
+                let (x0, x1, x2) = (&x0[..n], &x1[..n], &x2[..n]);
+                let (w0, w1, w2) = (&w0[..n], &w1[..n], &w2[..n]);
+                for i in 0..n {
+                    let t = p(x0[i], w0[i]) + p(x1[i], w1[i]) + p(x2[i], w2[i]);
+                    reduce(&mut acc[i], t);
+                }
+            }
+            _ => {
+                for i in 0..n {
+                    let t = xs.iter().zip(ws).map(|(x, w)| p(x[i], w[i])).sum::<u64>();
+                    reduce(&mut acc[i], t);
+                }
             }
         }
     }
@@ -357,12 +371,16 @@ multiversioned! {
     /// (e[p[i]] - y[p[i]]) mod q`, the sum of the even body and the shifted odd one plus the
     /// automorphism `p` of their difference (all values below `q`; `p` a permutation of the
     /// indices).
+    /// Panics unless `permutation` holds indices below the length.
     pub fn pack_combine(out: &mut [u32], even: &[u32], shifted: &[u32], permutation: &[u32], q: u32) {
         let n = out.len();
+        let (even, shifted, permutation) = (&even[..n], &shifted[..n], &permutation[..n]);
+        assert!(permutation.iter().all(|&j| (j as usize) < n), "pack_combine: permutation");
+        let difference: Vec<u32> = even.iter().zip(shifted).map(|(&e, &y)| sub_mod(e, y, q)).collect();
         for i in 0..n {
-            let j = permutation[i] as usize % n;
-            let difference = sub_mod(even[j], shifted[j], q);
-            out[i] = add_mod(add_mod(even[i], shifted[i], q), difference, q);
+            // SAFETY: every permutation entry is below n = difference.len() (asserted above).
+            let d = unsafe { *difference.get_unchecked(permutation[i] as usize) };
+            out[i] = add_mod(add_mod(even[i], shifted[i], q), d, q);
         }
     }
 }
@@ -502,6 +520,74 @@ mod tests {
                 mul_add_fixed(backend, &mut acc, &x, &w, &companions, q);
                 for ((&a, &p), &o) in x.iter().zip(&want).zip(&acc) {
                     assert_eq!(o, ((u64::from(a) + u64::from(p)) % u64::from(q)) as u32);
+                }
+            }
+        }
+    }
+
+    /// The packing kernels against plain arithmetic: lazily reduced sums of 1 to 4 digit
+    /// products (Montgomery multipliers), a node's combine with a permutation, and a scalar
+    /// times a fixed vector.
+    #[test]
+    fn packing_kernels_match_plain_arithmetic_on_every_backend() {
+        let n = 512;
+        for q in PRIMES {
+            let q64 = u64::from(q);
+            let acc0 = random(5, n, q);
+            let (xs, ws): (Vec<Vec<u32>>, Vec<Vec<u32>>) = (0..4)
+                .map(|t| (random(10 + t, n, q), random(20 + t, n, q)))
+                .unzip();
+            let permutation: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % n as u32).collect();
+            let montgomery_constant = montgomery_constant(q);
+            for backend in Backend::available() {
+                for count in 1..=4 {
+                    let mut mont = vec![vec![0u32; n]; count];
+                    for (m, w) in mont.iter_mut().zip(&ws) {
+                        to_montgomery(backend, m, w, q);
+                    }
+                    let x_refs: Vec<&[u32]> = xs[..count].iter().map(|x| x.as_slice()).collect();
+                    let w_refs: Vec<&[u32]> = mont.iter().map(|w| w.as_slice()).collect();
+                    let mut acc = acc0.clone();
+                    mul_add_montgomery_many(
+                        backend,
+                        &mut acc,
+                        &x_refs,
+                        &w_refs,
+                        q,
+                        montgomery_constant,
+                    );
+                    for i in 0..n {
+                        let want = (0..count).fold(u64::from(acc0[i]), |a, t| {
+                            (a + u64::from(xs[t][i]) * u64::from(ws[t][i])) % q64
+                        });
+                        assert_eq!(u64::from(acc[i]), want, "{backend:?} {count} digits");
+                    }
+                }
+                let (even, shifted) = (&xs[0], &xs[1]);
+                let mut out = vec![0u32; n];
+                pack_combine(backend, &mut out, even, shifted, &permutation, q);
+                for i in 0..n {
+                    let j = permutation[i] as usize;
+                    let want =
+                        (u64::from(even[i]) + u64::from(shifted[i]) + u64::from(even[j]) + q64
+                            - u64::from(shifted[j]))
+                            % q64;
+                    assert_eq!(u64::from(out[i]), want, "{backend:?} combine");
+                }
+                let companions = shoup_companions(&ws[0], q);
+                scale_fixed_add(
+                    backend,
+                    &mut out,
+                    0xdead_beef,
+                    &ws[0],
+                    &companions,
+                    acc0[0],
+                    q,
+                );
+                for i in 0..n {
+                    let want =
+                        (0xdead_beef_u64 % q64 * u64::from(ws[0][i]) + u64::from(acc0[0])) % q64;
+                    assert_eq!(u64::from(out[i]), want, "{backend:?} scale");
                 }
             }
         }

@@ -166,7 +166,9 @@ pub enum LatticeSchemeArg {
     /// DoublePIR: a 16 MiB hint whatever the database size; records up to 72 bytes; slower.
     Doublepir,
     /// YPIR: no hint download at all; queries under 1 MB, answers 12.5 KB for records of up
-    /// to one byte (about 6 KB per byte beyond); the server keeps more precomputed state.
+    /// to one byte (about 6 KB per byte beyond); records over 8 bytes (and key-value
+    /// databases) are served with YPIR+SP, answers about 12 KB per 4 KiB of record. The
+    /// server keeps more precomputed state.
     Ypir,
 }
 
@@ -287,7 +289,8 @@ pub struct GetArgs {
 pub struct BenchArgs {
     /// Run one shape: 2^20x32B, 2^24x32B, 2^18x4KiB, 1GiB-1MiB or 1.07GB-4KiB-raid; for the
     /// lattice modes 1GiB-1bit (2^33 one-bit records), 1GiB-32B (2^25 records of 32 bytes),
-    /// or RECORDSxBYTES (e.g. 65536x32) for a quick run.
+    /// 1GiB-32KiB (2^15 records of 32 KiB: ypir runs YPIR+SP), or RECORDSxBYTES (e.g.
+    /// 65536x32) for a quick run.
     #[arg(long, value_name = "NAME")]
     pub shape: Option<String>,
     /// Modes: plain, four-russians, batched, and the single-server simplepir, doublepir, ypir

@@ -54,10 +54,11 @@
 //!   per query once a record spans more than about 32 coefficients' worth of entries.
 //!   The test `ypir_decoding_noise_is_within_the_bounds` measures both layers' noise.
 //!
-//! # What it does not do (yet)
+//! # Larger records
 //!
-//! YPIR+SP (SimplePIR's first layer with packing, for large records), cross-client batching of
-//! the second layer, and keeping a client's keys under a key id.
+//! Records over [`MAX_RECORD_ENTRIES`] bytes are laid out for YPIR+SP ([`sp`]), which packs
+//! SimplePIR's answer instead: [`layout`] hands them to [`sp::layout`], so `Params::new` of
+//! [`Scheme::Ypir`] serves every record size and key-value database without a hint.
 
 pub mod client;
 pub(crate) mod rns;
@@ -99,8 +100,7 @@ pub const MAX_GROUPS: usize = 1 << 17;
 /// Most entries (bytes) per record. Each entry adds `n + 1` packed values (about 6 KB of
 /// answer) and half a packing tree of offline work (a tree's static digits are about 57 MB,
 /// streamed once per answer): 8 entries keep an answer within 5 ciphertexts (63 KB) and the
-/// plan within 290 MB. Larger records belong to SimplePIR or DoublePIR (YPIR+SP, which packs
-/// SimplePIR's answer instead, is not built yet).
+/// plan within 290 MB. Larger records are laid out for YPIR+SP ([`sp`]).
 pub const MAX_RECORD_ENTRIES: usize = 8;
 /// Bytes of one element mod `q2` on the wire (`q2 < 2^56`).
 pub const ELEMENT_BYTES: usize = 7;

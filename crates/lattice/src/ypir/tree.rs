@@ -401,7 +401,10 @@ impl Packer {
         digits: &[Rns],
         key_bodies: &[Vec<Rns>],
     ) {
-        let keys: Vec<&[u32]> = key_bodies[level - 1].iter().map(|k| k[i].as_slice()).collect();
+        let keys: Vec<&[u32]> = key_bodies[level - 1]
+            .iter()
+            .map(|k| k[i].as_slice())
+            .collect();
         let digits: Vec<&[u32]> = digits.iter().map(|d| d[i].as_slice()).collect();
         ntt::mul_add_montgomery_many(
             self.ring.backend(),
@@ -521,7 +524,10 @@ impl Packer {
             let k = tree * RING_D + lo;
             let odd = (plan.kind(tree, lo + 1, 0) != Kind::Zero).then(|| self.scaled(body(k + 1)));
             let b = self.leaf_pair_body(self.scaled(body(k)), odd, &node.digits, key_bodies);
-            return Ok(Some(Node { mask: None, body: b }));
+            return Ok(Some(Node {
+                mask: None,
+                body: b,
+            }));
         }
         let child_needs = kind == Kind::Dynamic;
         let even = self.online(
