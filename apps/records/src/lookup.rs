@@ -48,7 +48,7 @@ use crate::{DbHeader, DbKind, RecordsError};
 
 /// What privacy rests on, in the user's words.
 pub const PRIVACY: &str = "single server; it learns nothing about which record you asked for as \
-     long as LWE is hard (no assumption about other servers)";
+     long as LWE (for YPIR and YPIR+SP also ring-LWE) is hard (no assumption about other servers)";
 
 /// What to look up.
 #[derive(Debug, Clone, Copy)]
