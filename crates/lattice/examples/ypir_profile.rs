@@ -1,6 +1,8 @@
-//! Times YPIR's (or, for records over 8 bytes, YPIR+SP's) offline work and answers
-//! (`cargo run --release --example ypir_profile -- RECORDS [ANSWERS] [RECORD_BYTES]`;
-//! one-byte records by default).
+//! Times a lattice scheme's offline work and answers (YPIR by default; for records over 8
+//! bytes YPIR runs as YPIR+SP), for `perf record`:
+//! `cargo run --release --example ypir_profile -- RECORDS [ANSWERS] [RECORD_BYTES] [SCHEME] [K]`
+//! (one-byte records, 5 answers, scheme `ypir`, one query per pass by default; SCHEME is
+//! `simplepir`, `doublepir` or `ypir`, K the queries answered in one pass).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use pir_lattice::params::Params;
 use pir_lattice::single::{build_server, open_client};
@@ -8,11 +10,19 @@ use pir_lattice::Scheme;
 use std::time::Instant;
 
 fn main() {
-    let arg = |i: usize| std::env::args().nth(i).and_then(|a| a.parse::<u64>().ok());
-    let records = arg(1).unwrap_or(1 << 24);
-    let answers = arg(2).unwrap_or(5) as usize;
-    let record_bytes = arg(3).unwrap_or(1);
-    let params = Params::new(Scheme::Ypir, records, (record_bytes * 8) as u32).unwrap();
+    let arg = |i: usize| std::env::args().nth(i);
+    let num = |i: usize| arg(i).and_then(|a| a.parse::<u64>().ok());
+    let records = num(1).unwrap_or(1 << 24);
+    let answers = num(2).unwrap_or(5) as usize;
+    let record_bytes = num(3).unwrap_or(1);
+    let scheme = match arg(4).as_deref() {
+        None | Some("ypir") => Scheme::Ypir,
+        Some("simplepir") => Scheme::SimplePir,
+        Some("doublepir") => Scheme::DoublePir,
+        Some(other) => panic!("unknown scheme {other}"),
+    };
+    let k = num(5).unwrap_or(1) as usize;
+    let params = Params::new(scheme, records, (record_bytes * 8) as u32).unwrap();
     let bytes = vec![7u8; params.database_bytes() as usize];
     let t = Instant::now();
     let (server, hint) =
@@ -24,21 +34,26 @@ fn main() {
     );
     let client = open_client(params.scheme, &hint).unwrap();
     let mut rng = rand::rng();
+    // The same queries every time, so a profile of the loop is the server's work.
+    let (states, queries): (Vec<_>, Vec<_>) =
+        (0..k).map(|_| client.query(123, &mut rng).unwrap()).unzip();
+    let refs: Vec<&[u8]> = queries.iter().map(Vec::as_slice).collect();
     for _ in 0..answers {
-        let (state, query) = client.query(123, &mut rng).unwrap();
         let t = Instant::now();
-        let answer = server.answer_batch(&[&query]).pop().unwrap().unwrap();
+        let replies = server.answer_batch(&refs);
         if answers <= 10 {
             eprintln!(
-                "answer {:?} ({} bytes up, {} down)",
+                "{k} answer(s) {:?} ({} bytes up, {} down each)",
                 t.elapsed(),
-                query.len(),
-                answer.len()
+                queries[0].len(),
+                replies[0].as_ref().unwrap().len()
             );
         }
-        assert_eq!(
-            client.decode(&state, &answer).unwrap(),
-            vec![7; record_bytes as usize]
-        );
+        for (state, reply) in states.iter().zip(replies) {
+            assert_eq!(
+                client.decode(state, &reply.unwrap()).unwrap(),
+                vec![7; record_bytes as usize]
+            );
+        }
     }
 }

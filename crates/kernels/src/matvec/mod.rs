@@ -21,6 +21,8 @@
 //! - [`matvec`]: `out = M x`, one pass over `M`, rows split over every core (rayon).
 //! - [`matvec_batch`]: `K` vectors in one pass: each word is loaded once and multiplied
 //!   against all `K` vectors (at most [`MAX_BATCH`] per pass; more are done in groups).
+//!   Rows whose vectors would not stay in L2 are cut into column blocks (each block's
+//!   vectors at most [`BLOCK_VECTOR_BYTES`]), every row passing one block before the next.
 //! - [`matmul_add`]: `H += M[:, c0..c0+T] A` for a block of `T` rows of a dense `A` (`n` columns):
 //!   hint computation (`D A`) and DoublePIR's answer-side products.
 //!
@@ -36,6 +38,13 @@
 //! `M x = Σ_d 2^(8d) (M x_d)`: four `vpdpbusd` per 64 bytes of matrix and no unpacking at
 //! all, where the generic tile spends a shift, a mask, a multiply and an add per entry. The
 //! digit sums wrap mod 2^32, which is all the final shifted sum needs.
+//!
+//! # Byte entries on AVX2
+//!
+//! Without VNNI the same idea runs on `vpmaddwd` (two 16-bit products summed per 32-bit
+//! lane): the bytes of 8 words become two vectors of 16-bit entries (slots 0 and 2, slots 1
+//! and 3), and the vector side two signed 16-bit digits, `x = x0 + 2^16 x1`, so 32 entries
+//! cost four `vpmaddwd` and four adds per vector ([`x86::tile_avx2_bytes`]).
 //!
 //! Panics: only on slice lengths that disagree with the matrix shape (callers derive both from
 //! the same validated parameters), like the XOR kernels.
@@ -201,10 +210,10 @@ pub fn matvec_batch_with(
     if k_all == 0 {
         return;
     }
-    // Where the VNNI tile runs 4 vectors, 5 to 8 in one pass are slower than two passes:
-    // their vectors no longer fit in L2 together ([`vnni_applies`]).
-    let per_pass = if vnni_applies(backend, matrix.packing, VNNI_MAX_BATCH) {
-        VNNI_MAX_BATCH
+    // Where the byte tiles run (VNNI, AVX2 `vpmaddwd`), 5 to 8 vectors in one pass are
+    // slower than two passes of 4: their accumulators no longer fit in registers.
+    let per_pass = if TileKind::choose(backend, matrix.packing, SPLIT_BATCH) != TileKind::Generic {
+        SPLIT_BATCH
     } else {
         MAX_BATCH
     };
@@ -235,12 +244,8 @@ pub fn matvec_batch_with(
         Backend::Avx2 => 8,
         Backend::Avx512 => 16,
     };
-    let vnni = vnni_applies(backend, matrix.packing, k_all);
-    let xi = &if vnni {
-        interleave_digits(xs, width)
-    } else {
-        interleave(xs, width, matrix.packing, lanes)
-    };
+    let kind = TileKind::choose(backend, matrix.packing, k_all);
+    let blocks = column_blocks(xs, width, matrix.packing, lanes, kind);
     // About four tasks per core (work stealing evens out a busy core), whole tiles per task.
     let rows_per_task = matrix
         .rows
@@ -248,29 +253,126 @@ pub fn matvec_batch_with(
         .next_multiple_of(TASK_ROW_MULTIPLE);
     out.par_chunks_mut(rows_per_task * k_all)
         .zip(matrix.words.par_chunks(rows_per_task * width))
-        .for_each(|(out, words)| match k_all {
-            1 => rows_dispatch::<1>(backend, vnni, words, width, matrix.packing, xs, xi, out),
-            2 => rows_dispatch::<2>(backend, vnni, words, width, matrix.packing, xs, xi, out),
-            3 => rows_dispatch::<3>(backend, vnni, words, width, matrix.packing, xs, xi, out),
-            4 => rows_dispatch::<4>(backend, vnni, words, width, matrix.packing, xs, xi, out),
-            5 => rows_dispatch::<5>(backend, vnni, words, width, matrix.packing, xs, xi, out),
-            6 => rows_dispatch::<6>(backend, vnni, words, width, matrix.packing, xs, xi, out),
-            7 => rows_dispatch::<7>(backend, vnni, words, width, matrix.packing, xs, xi, out),
-            _ => rows_dispatch::<8>(backend, vnni, words, width, matrix.packing, xs, xi, out),
+        .for_each(|(out, words)| {
+            let rows = words.len() / width;
+            for (b, block) in blocks.iter().enumerate() {
+                let vectors: Vec<&[u32]> = if block.vectors.is_empty() {
+                    xs.to_vec()
+                } else {
+                    block.vectors.iter().map(Vec::as_slice).collect()
+                };
+                let band = Band {
+                    words: &words[block.first..],
+                    rows,
+                    stride: width,
+                    width: block.width,
+                    packing: matrix.packing,
+                    add: b > 0,
+                };
+                let xi = &block.interleaved;
+                match k_all {
+                    1 => rows_dispatch::<1>(backend, kind, &band, &vectors, xi, out),
+                    2 => rows_dispatch::<2>(backend, kind, &band, &vectors, xi, out),
+                    3 => rows_dispatch::<3>(backend, kind, &band, &vectors, xi, out),
+                    4 => rows_dispatch::<4>(backend, kind, &band, &vectors, xi, out),
+                    5 => rows_dispatch::<5>(backend, kind, &band, &vectors, xi, out),
+                    6 => rows_dispatch::<6>(backend, kind, &band, &vectors, xi, out),
+                    7 => rows_dispatch::<7>(backend, kind, &band, &vectors, xi, out),
+                    _ => rows_dispatch::<8>(backend, kind, &band, &vectors, xi, out),
+                }
+            }
         });
+}
+
+/// Bytes of (interleaved) vectors one column block may hold: every row of a band reads the
+/// block's vectors once per tile, so they must stay in L2 (1 to 2 MiB per core on the CPUs
+/// this runs on) beside the rows streaming through. Without blocks, DoublePIR's first pass
+/// at 1 GiB (541,201 columns, 2.2 MB per vector) with 4 vectors read them from L3: 4 queries
+/// took 4.6x one.
+const BLOCK_VECTOR_BYTES: usize = 512 << 10;
+
+/// A block of words `first .. first + width` of every row, and the vectors' entries that
+/// meet it.
+struct ColumnBlock {
+    first: usize,
+    width: usize,
+    /// The vectors cut to this block (as for a matrix `width` words wide); empty when the
+    /// block is the whole row (the caller's vectors are used).
+    vectors: Vec<Vec<u32>>,
+    /// Their interleaving for the tile that runs.
+    interleaved: Vec<u32>,
+}
+
+/// Cuts rows of `width` words into blocks whose vectors take at most [`BLOCK_VECTOR_BYTES`]
+/// (whole groups of `lanes` words each), with each block's vectors and their interleaving.
+fn column_blocks(
+    xs: &[&[u32]],
+    width: usize,
+    packing: Packing,
+    lanes: usize,
+    kind: TileKind,
+) -> Vec<ColumnBlock> {
+    let slots = packing.slots();
+    let per_word = 4 * slots * xs.len();
+    let block = (BLOCK_VECTOR_BYTES / per_word / lanes).max(1) * lanes;
+    let interleave_for = |vectors: &[&[u32]], width: usize| match kind {
+        TileKind::Vnni => interleave_digits(vectors, width),
+        TileKind::Halves => interleave_halves(vectors, width),
+        TileKind::Generic => interleave(vectors, width, packing, lanes),
+    };
+    if block >= width {
+        return vec![ColumnBlock {
+            first: 0,
+            width,
+            vectors: Vec::new(),
+            interleaved: interleave_for(xs, width),
+        }];
+    }
+    (0..width)
+        .step_by(block)
+        .map(|first| {
+            let block_width = block.min(width - first);
+            let vectors: Vec<Vec<u32>> = xs
+                .iter()
+                .map(|x| {
+                    (0..slots)
+                        .flat_map(|slot| &x[slot * width + first..][..block_width])
+                        .copied()
+                        .collect()
+                })
+                .collect();
+            let refs: Vec<&[u32]> = vectors.iter().map(Vec::as_slice).collect();
+            let interleaved = interleave_for(&refs, block_width);
+            ColumnBlock {
+                first,
+                width: block_width,
+                vectors,
+                interleaved,
+            }
+        })
+        .collect()
+}
+
+/// One task's share of a product: `rows` rows, `stride` words apart, of which the tiles
+/// read words `0 .. width` (a column block; `words` starts at the block). `add`: add the
+/// sums to the output (a later block) instead of storing them.
+struct Band<'a> {
+    words: &'a [u32],
+    rows: usize,
+    stride: usize,
+    width: usize,
+    packing: Packing,
+    add: bool,
 }
 
 /// Runs `K` products over a band of rows on the chosen backend, `R` rows at a time: each
 /// tile loads every vector run once for `R` rows and every matrix word once for `K` vectors,
 /// keeping the `R * K` accumulators in registers (so the loop is bound by memory, not by
 /// reloading the vectors from cache).
-#[allow(clippy::too_many_arguments)]
 fn rows_dispatch<const K: usize>(
     backend: Backend,
-    vnni: bool,
-    words: &[u32],
-    width: usize,
-    packing: Packing,
+    kind: TileKind,
+    band: &Band<'_>,
     xs: &[&[u32]],
     xi: &[u32],
     out: &mut [u32],
@@ -281,26 +383,26 @@ fn rows_dispatch<const K: usize>(
     // `run!(R, tile)`: the band in tiles of `R` rows of the given tile kernel.
     macro_rules! run {
         ($rows:literal, $tile:ident) => {
-            band::<$rows, K>(
-                words,
-                width,
-                packing,
-                xs,
-                xi,
-                out,
-                ($tile::<$rows, K>, $tile::<1, K>),
-            )
+            run_band::<$rows, K>(band, xs, xi, out, ($tile::<$rows, K>, $tile::<1, K>))
         };
     }
     #[cfg(target_arch = "x86_64")]
-    use x86::{tile_avx2, tile_avx512, tile_vnni};
+    use x86::{tile_avx2, tile_avx2_bytes, tile_avx512, tile_vnni};
     match backend {
-        // `vnni` is only set by `vnni_applies`, which checked the CPU features and K <= VNNI_MAX_BATCH.
+        // `TileKind::choose` picks these two only after checking the CPU features, the
+        // packing and (VNNI) K <= SPLIT_BATCH.
         #[cfg(target_arch = "x86_64")]
-        _ if vnni => match K {
+        _ if kind == TileKind::Vnni => match K {
             1 => run!(8, tile_vnni),
             2 => run!(4, tile_vnni),
             _ => run!(2, tile_vnni),
+        },
+        // Two 32-bit accumulators per row and vector: 16 ymm registers hold R * K <= 4.
+        #[cfg(target_arch = "x86_64")]
+        _ if kind == TileKind::Halves => match K {
+            1 => run!(4, tile_avx2_bytes),
+            2 => run!(2, tile_avx2_bytes),
+            _ => run!(1, tile_avx2_bytes),
         },
         #[cfg(target_arch = "x86_64")]
         Backend::Avx512 if Backend::Avx512.is_available() => match K {
@@ -323,21 +425,44 @@ fn rows_dispatch<const K: usize>(
     }
 }
 
-/// The most vectors [`x86::tile_vnni`] takes in one pass; larger batches on such a machine
-/// take one pass per group of this many (at 1 GiB on one core, 8 vectors in one pass took
-/// 443 ms, two passes of 4 about 240 ms).
-const VNNI_MAX_BATCH: usize = 4;
+/// Which tile runs a product (and so how the vectors are interleaved).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TileKind {
+    /// Unpack each slot, one 32-bit multiply per entry ([`interleave`]).
+    Generic,
+    /// AVX-512 VNNI on byte entries ([`interleave_digits`]).
+    Vnni,
+    /// AVX2 `vpmaddwd` on byte entries ([`interleave_halves`]).
+    Halves,
+}
+
+impl TileKind {
+    fn choose(backend: Backend, packing: Packing, k: usize) -> TileKind {
+        if vnni_applies(backend, packing, k) {
+            TileKind::Vnni
+        } else if backend == Backend::Avx2 && packing.bits() == 8 && Backend::Avx2.is_available() {
+            TileKind::Halves
+        } else {
+            TileKind::Generic
+        }
+    }
+}
+
+/// The most vectors the byte tiles ([`x86::tile_vnni`], [`x86::tile_avx2_bytes`]) take in
+/// one pass; larger batches take one pass per group of this many (at 1 GiB on one core of
+/// an Intel Xeon, `examples/matvec_ab.rs`: 8 vectors in one pass took 278 ms with VNNI and
+/// 393 ms with AVX2, two passes of 4 took 263 ms and 350 ms).
+const SPLIT_BATCH: usize = 4;
 
 /// Whether [`x86::tile_vnni`] runs this product: AVX-512 chosen, the CPU has VNNI, byte
-/// entries, and at most 4 vectors. With more, the vectors (4 bytes per column each, 128 KiB
-/// at 1 GiB) no longer fit in L2 together and one row at a time spills its `4 K`
-/// accumulators: measured at 1 GiB on one core, 6 vectors took 295 ms, 2.4x four.
+/// entries, and at most [`SPLIT_BATCH`] vectors (with more, one row at a time spills its
+/// `4 K` accumulators out of the 32 registers).
 fn vnni_applies(backend: Backend, packing: Packing, k: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         backend == Backend::Avx512
             && packing.bits() == 8
-            && k <= VNNI_MAX_BATCH
+            && k <= SPLIT_BATCH
             && Backend::Avx512.is_available()
             && std::arch::is_x86_feature_detected!("avx512vnni")
     }
@@ -387,6 +512,40 @@ fn interleave_digits(xs: &[&[u32]], width: usize) -> Vec<u32> {
     xi
 }
 
+/// `x` as two signed 16-bit digits, `x = low + 2^16 high (mod 2^32)`: `low` exact (the low
+/// half read as signed), `high` only mod 2^16 (it is multiplied by 2^16).
+fn signed_halves(x: u32) -> [u16; 2] {
+    let low = x as u16;
+    let high = (x.wrapping_sub(low as i16 as i32 as u32) >> 16) as u16;
+    [low, high]
+}
+
+/// The vectors as [`x86::tile_avx2_bytes`] reads them: for each group of 8 words of a row
+/// (`c`), for each digit `d` of [`signed_halves`], for each vector `k`, two runs of 8 words:
+/// digit `d` of the entries of slots 0 and 2 (low and high 16 bits), then of slots 1 and 3.
+/// Words past the last whole group are left to [`tail`].
+fn interleave_halves(xs: &[&[u32]], width: usize) -> Vec<u32> {
+    const LANES: usize = 8;
+    let groups = width / LANES;
+    let k_all = xs.len();
+    let mut xi = vec![0u32; groups * 4 * k_all * LANES];
+    for c in 0..groups {
+        for (k, x) in xs.iter().enumerate() {
+            for lane in 0..LANES {
+                let by_slot: [[u16; 2]; 4] =
+                    std::array::from_fn(|slot| signed_halves(x[slot * width + c * LANES + lane]));
+                let [s0, s1, s2, s3] = by_slot;
+                for d in 0..2 {
+                    let run = ((c * 2 + d) * k_all + k) * 2;
+                    xi[run * LANES + lane] = u32::from(s0[d]) | u32::from(s2[d]) << 16;
+                    xi[(run + 1) * LANES + lane] = u32::from(s1[d]) | u32::from(s3[d]) << 16;
+                }
+            }
+        }
+    }
+    xi
+}
+
 /// Rearranges the vectors so a tile reads them as one sequential stream: for each group of
 /// `lanes` words of a row (`c`), for each slot, for each vector `k`, the `lanes` entries that
 /// meet those words. Words past the last whole group are left to [`tail`], which reads `xs`.
@@ -404,38 +563,45 @@ fn interleave(xs: &[&[u32]], width: usize, packing: Packing, lanes: usize) -> Ve
     xi
 }
 
-/// A tile kernel: `R` rows (`R * width` words) times `K` vectors, sums as `[row][vector]`.
-/// `unsafe` because the SIMD tiles need their CPU feature; the portable one is safe.
+/// A tile kernel: `R` rows (`stride` words apart, `width` words each) times `K` vectors,
+/// sums as `[row][vector]`. `unsafe` because the SIMD tiles need their CPU feature; the
+/// portable one is safe.
 type Tile<const R: usize, const K: usize> =
-    unsafe fn(&[u32], usize, Packing, &[&[u32]; K], &[u32]) -> [[u32; K]; R];
+    unsafe fn(&[u32], (usize, usize), Packing, &[&[u32]; K], &[u32]) -> [[u32; K]; R];
 
-/// Splits a band into tiles of `R` rows (the last rows one at a time) and stores the sums.
-fn band<const R: usize, const K: usize>(
-    words: &[u32],
-    width: usize,
-    packing: Packing,
+/// Splits a band into tiles of `R` rows (the last rows one at a time) and stores (or adds)
+/// the sums.
+fn run_band<const R: usize, const K: usize>(
+    band: &Band<'_>,
     xs: &[&[u32]; K],
     xi: &[u32],
     out: &mut [u32],
     (tile, single): (Tile<R, K>, Tile<1, K>),
 ) {
-    let mut rows = words.chunks_exact(R * width);
-    let mut outs = out.chunks_exact_mut(R * K);
-    for (rows, out) in (&mut rows).zip(&mut outs) {
+    let (stride, width) = (band.stride, band.width);
+    let store = |out: &mut [u32], sums: &[u32]| {
+        if band.add {
+            for (o, s) in out.iter_mut().zip(sums) {
+                *o = o.wrapping_add(*s);
+            }
+        } else {
+            out.copy_from_slice(sums);
+        }
+    };
+    let tiles = band.rows / R;
+    for t in 0..tiles {
+        let words = &band.words[t * R * stride..][..(R - 1) * stride + width];
         // SAFETY: `rows_dispatch` passes SIMD tiles only after checking their CPU feature, and
-        // every vector has `slots * width` entries (asserted by `matvec_batch_with`) and `xi` is
-        // their interleaving for the tile's lane count.
-        let sums = unsafe { tile(rows, width, packing, xs, xi) };
-        out.copy_from_slice(sums.as_flattened());
+        // every vector has `slots * width` entries (asserted by `matvec_batch_with`, cut by
+        // `column_blocks`) and `xi` is their interleaving for the tile's lane count.
+        let sums = unsafe { tile(words, (stride, width), band.packing, xs, xi) };
+        store(&mut out[t * R * K..][..R * K], sums.as_flattened());
     }
-    for (row, out) in rows
-        .remainder()
-        .chunks_exact(width)
-        .zip(outs.into_remainder().chunks_exact_mut(K))
-    {
+    for r in tiles * R..band.rows {
+        let words = &band.words[r * stride..][..width];
         // SAFETY: as above.
-        let sums = unsafe { single(row, width, packing, xs, xi) };
-        out.copy_from_slice(sums.as_flattened());
+        let sums = unsafe { single(words, (stride, width), band.packing, xs, xi) };
+        store(&mut out[r * K..][..K], sums.as_flattened());
     }
 }
 
@@ -448,7 +614,7 @@ const PORTABLE_LANES: usize = 16;
 /// None: every slice access is bounds-checked.
 unsafe fn tile_portable<const R: usize, const K: usize>(
     words: &[u32],
-    width: usize,
+    (stride, width): (usize, usize),
     packing: Packing,
     xs: &[&[u32]; K],
     xi: &[u32],
@@ -466,7 +632,7 @@ unsafe fn tile_portable<const R: usize, const K: usize>(
                     return [[0; K]; R];
                 };
                 for (r, acc) in acc.iter_mut().enumerate() {
-                    let chunk = &words[r * width + base..][..L];
+                    let chunk = &words[r * stride + base..][..L];
                     for lane in 0..L {
                         let v = (chunk[lane] >> shift) & mask;
                         acc[k][lane] = acc[k][lane].wrapping_add(v.wrapping_mul(x[lane]));
@@ -480,7 +646,7 @@ unsafe fn tile_portable<const R: usize, const K: usize>(
         for (sum, acc) in sums.iter_mut().zip(&acc[r]) {
             *sum = acc.iter().fold(0u32, |a, &b| a.wrapping_add(b));
         }
-        tail(&words[r * width..][..width], full, packing, xs, sums);
+        tail(&words[r * stride..][..width], full, packing, xs, sums);
     }
     sums
 }

@@ -119,12 +119,20 @@ proptest! {
         });
         prop_assert_eq!(back, x);
     }
+
+    #[test]
+    fn signed_halves_recompose(x in any::<u32>()) {
+        let [low, high] = signed_halves(x);
+        let back = (low as i16 as i32 as u32).wrapping_add(u32::from(high) << 16);
+        prop_assert_eq!(back, x);
+    }
 }
 
 #[test]
 fn big_rows_use_every_simd_path_and_split_over_tasks() {
-    // 3 slots x 40_000 words (and 4 byte slots, the VNNI path): several rayon tasks,
-    // SIMD main loops and tails, 17 rows so every tile height leaves single rows.
+    // 3 slots x 40_000 words (and 4 byte slots, the VNNI and AVX2 `vpmaddwd` paths): several
+    // rayon tasks, SIMD main loops and tails, 17 rows so every tile height leaves single rows,
+    // and rows cut into column blocks (the last one ragged) from one vector on.
     for bits in [10, 8] {
         big_rows(bits);
     }

@@ -20,21 +20,20 @@ fn prefetch_l2(words: &[u32], at: usize) {
     crate::prefetch_l2(words.as_ptr().wrapping_add(at + PREFETCH_WORDS));
 }
 
-/// Words `c .. c + 16` of each of `R` rows (`width` words apart), each row also asked
+/// Words `c .. c + 16` of each of `R` rows (`stride` words apart), each row also asked
 /// into L2 [`PREFETCH_WORDS`] further on.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F; `words` must hold `R * width` words and
-/// `c + 16 <= width`.
+/// The CPU must support AVX-512 F; `words` must hold `(R - 1) * stride + c + 16` words.
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn load_rows<const R: usize>(words: &[u32], width: usize, c: usize) -> [__m512i; R] {
-    debug_assert!(words.len() >= R * width && c + 16 <= width);
+unsafe fn load_rows<const R: usize>(words: &[u32], stride: usize, c: usize) -> [__m512i; R] {
+    debug_assert!(words.len() >= (R - 1) * stride + c + 16);
     let mut w = [_mm512_setzero_si512(); R];
     for (r, w) in w.iter_mut().enumerate() {
-        // SAFETY: r * width + c + 16 <= R * width <= words.len() (caller's contract).
-        *w = unsafe { _mm512_loadu_si512(words.as_ptr().add(r * width + c).cast()) };
-        prefetch_l2(words, r * width + c);
+        // SAFETY: r * stride + c + 16 <= words.len() (caller's contract).
+        *w = unsafe { _mm512_loadu_si512(words.as_ptr().add(r * stride + c).cast()) };
+        prefetch_l2(words, r * stride + c);
     }
     w
 }
@@ -43,17 +42,18 @@ unsafe fn load_rows<const R: usize>(words: &[u32], width: usize, c: usize) -> [_
 /// vectors, each vector run loaded once for all `R` rows.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F; `words` must hold `R * width` words, every `xs[k]`
-/// `slots * width` entries, and `xi` their [`super::interleave`] with 16 lanes.
+/// The CPU must support AVX-512 F; `words` must hold `R` rows of `width` words, `stride`
+/// apart, every `xs[k]` `slots * width` entries, and `xi` their [`super::interleave`] with
+/// 16 lanes.
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn tile_avx512<const R: usize, const K: usize>(
     words: &[u32],
-    width: usize,
+    (stride, width): (usize, usize),
     packing: Packing,
     xs: &[&[u32]; K],
     xi: &[u32],
 ) -> [[u32; K]; R] {
-    debug_assert!(words.len() >= R * width);
+    debug_assert!(words.len() >= (R - 1) * stride + width);
     let mask = _mm512_set1_epi32(packing.mask() as i32);
     let shift = _mm_cvtsi32_si128(packing.bits() as i32);
     let mut acc = [[_mm512_setzero_si512(); K]; R];
@@ -63,7 +63,7 @@ pub(super) unsafe fn tile_avx512<const R: usize, const K: usize>(
     let mut c = 0;
     while c < full {
         // SAFETY: AVX-512 F is enabled here; c + 16 <= full <= width.
-        let mut w = unsafe { load_rows::<R>(words, width, c) };
+        let mut w = unsafe { load_rows::<R>(words, stride, c) };
         for _ in 0..packing.slots() {
             let mut v = [_mm512_setzero_si512(); R];
             for (v, w) in v.iter_mut().zip(&mut w) {
@@ -87,7 +87,7 @@ pub(super) unsafe fn tile_avx512<const R: usize, const K: usize>(
         for (sum, acc) in sums.iter_mut().zip(acc[r]) {
             *sum = _mm512_reduce_add_epi32(acc) as u32;
         }
-        tail(&words[r * width..][..width], full, packing, xs, sums);
+        tail(&words[r * stride..][..width], full, packing, xs, sums);
     }
     sums
 }
@@ -97,17 +97,17 @@ pub(super) unsafe fn tile_avx512<const R: usize, const K: usize>(
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and VNNI; `packing.bits()` must be 8; `words` must hold
-/// `R * width` words, every `xs[k]` `4 * width` entries, and `xi` their
-/// [`super::interleave_digits`].
+/// `R` rows of `width` words, `stride` apart, every `xs[k]` `4 * width` entries, and `xi`
+/// their [`super::interleave_digits`].
 #[target_feature(enable = "avx512f,avx512vnni")]
 pub(super) unsafe fn tile_vnni<const R: usize, const K: usize>(
     words: &[u32],
-    width: usize,
+    (stride, width): (usize, usize),
     packing: Packing,
     xs: &[&[u32]; K],
     xi: &[u32],
 ) -> [[u32; K]; R] {
-    debug_assert!(words.len() >= R * width && packing.bits() == 8);
+    debug_assert!(words.len() >= (R - 1) * stride + width && packing.bits() == 8);
     let mut acc = [[[_mm512_setzero_si512(); 4]; K]; R];
     let full = width - width % 16;
     debug_assert!(xi.len() >= full * 4 * K);
@@ -115,7 +115,7 @@ pub(super) unsafe fn tile_vnni<const R: usize, const K: usize>(
     let mut c = 0;
     while c < full {
         // SAFETY: AVX-512 F is enabled here; c + 16 <= full <= width.
-        let w = unsafe { load_rows::<R>(words, width, c) };
+        let w = unsafe { load_rows::<R>(words, stride, c) };
         for d in 0..4 {
             for k in 0..K {
                 // SAFETY: the interleaving holds `full / 16 * 4 * K` runs of 16 (caller's
@@ -138,7 +138,7 @@ pub(super) unsafe fn tile_vnni<const R: usize, const K: usize>(
             );
             *sum = _mm512_reduce_add_epi32(v) as u32;
         }
-        tail(&words[r * width..][..width], full, packing, xs, sums);
+        tail(&words[r * stride..][..width], full, packing, xs, sums);
     }
     sums
 }
@@ -146,17 +146,17 @@ pub(super) unsafe fn tile_vnni<const R: usize, const K: usize>(
 /// AVX2 tile: as [`tile_avx512`] with 8 words per step.
 ///
 /// # Safety
-/// The CPU must support AVX2; `words` must hold `R * width` words, every `xs[k]`
-/// `slots * width` entries, and `xi` their [`super::interleave`] with 8 lanes.
+/// The CPU must support AVX2; `words` must hold `R` rows of `width` words, `stride` apart,
+/// every `xs[k]` `slots * width` entries, and `xi` their [`super::interleave`] with 8 lanes.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn tile_avx2<const R: usize, const K: usize>(
     words: &[u32],
-    width: usize,
+    (stride, width): (usize, usize),
     packing: Packing,
     xs: &[&[u32]; K],
     xi: &[u32],
 ) -> [[u32; K]; R] {
-    debug_assert!(words.len() >= R * width);
+    debug_assert!(words.len() >= (R - 1) * stride + width);
     let mask = _mm256_set1_epi32(packing.mask() as i32);
     let shift = _mm_cvtsi32_si128(packing.bits() as i32);
     let mut acc = [[_mm256_setzero_si256(); K]; R];
@@ -167,10 +167,10 @@ pub(super) unsafe fn tile_avx2<const R: usize, const K: usize>(
     while c < full {
         let mut w = [_mm256_setzero_si256(); R];
         for (r, w) in w.iter_mut().enumerate() {
-            // SAFETY: r * width + c + 8 <= R * width <= words.len().
-            *w = unsafe { _mm256_loadu_si256(words.as_ptr().add(r * width + c).cast()) };
+            // SAFETY: r * stride + c + 8 <= (R - 1) * stride + width <= words.len().
+            *w = unsafe { _mm256_loadu_si256(words.as_ptr().add(r * stride + c).cast()) };
             if c % 16 == 0 {
-                prefetch_l2(words, r * width + c);
+                prefetch_l2(words, r * stride + c);
             }
         }
         for _ in 0..packing.slots() {
@@ -199,7 +199,85 @@ pub(super) unsafe fn tile_avx2<const R: usize, const K: usize>(
             unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), acc) };
             *sum = lanes.iter().fold(0u32, |a, &b| a.wrapping_add(b));
         }
-        tail(&words[r * width..][..width], full, packing, xs, sums);
+        tail(&words[r * stride..][..width], full, packing, xs, sums);
+    }
+    sums
+}
+
+/// AVX2 tile for byte entries (`bits = 8`) on CPUs without 256-bit VNNI: per 8 words of
+/// each of `R` rows, the bytes are split into two vectors of 16-bit entries (slots 0 and 2,
+/// slots 1 and 3; one `and`, one shift) and each vector's entries, as two signed 16-bit
+/// digits ([`super::signed_halves`]), meet them in `vpmaddwd`: two products summed per
+/// 32-bit lane, so 32 entries cost four `vpmaddwd` and four adds per vector where
+/// [`tile_avx2`] spends four 32-bit multiplies (two micro-ops each on Intel) plus the
+/// unpacking.
+///
+/// # Safety
+/// The CPU must support AVX2; `packing.bits()` must be 8; `words` must hold `R` rows of
+/// `width` words, `stride` apart, every `xs[k]` `4 * width` entries, and `xi` their
+/// [`super::interleave_halves`].
+// The loops index accumulators in the interleaving's order (digit, vector, row).
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn tile_avx2_bytes<const R: usize, const K: usize>(
+    words: &[u32],
+    (stride, width): (usize, usize),
+    packing: Packing,
+    xs: &[&[u32]; K],
+    xi: &[u32],
+) -> [[u32; K]; R] {
+    debug_assert!(words.len() >= (R - 1) * stride + width && packing.bits() == 8);
+    let low_bytes = _mm256_set1_epi32(0x00ff_00ff);
+    // acc[r][k][d]: digit d's products of row r with vector k
+    let mut acc = [[[_mm256_setzero_si256(); 2]; K]; R];
+    let full = width - width % 8;
+    debug_assert!(xi.len() >= full * 4 * K);
+    let mut next = 0;
+    let mut c = 0;
+    while c < full {
+        let mut even = [_mm256_setzero_si256(); R];
+        let mut odd = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            // SAFETY: r * stride + c + 8 <= (R - 1) * stride + width <= words.len().
+            let w = unsafe { _mm256_loadu_si256(words.as_ptr().add(r * stride + c).cast()) };
+            if c % 16 == 0 {
+                prefetch_l2(words, r * stride + c);
+            }
+            even[r] = _mm256_and_si256(w, low_bytes);
+            odd[r] = _mm256_srli_epi16::<8>(w);
+        }
+        for d in 0..2 {
+            for k in 0..K {
+                // SAFETY: the interleaving holds `full / 8 * 4 * K` runs of 8 (caller's
+                // contract); these are runs `next / 8` and the one after.
+                let (x02, x13) = unsafe {
+                    (
+                        _mm256_loadu_si256(xi.as_ptr().add(next).cast()),
+                        _mm256_loadu_si256(xi.as_ptr().add(next + 8).cast()),
+                    )
+                };
+                next += 16;
+                for r in 0..R {
+                    let products = _mm256_add_epi32(
+                        _mm256_madd_epi16(even[r], x02),
+                        _mm256_madd_epi16(odd[r], x13),
+                    );
+                    acc[r][k][d] = _mm256_add_epi32(acc[r][k][d], products);
+                }
+            }
+        }
+        c += 8;
+    }
+    let mut sums = [[0u32; K]; R];
+    for (r, sums) in sums.iter_mut().enumerate() {
+        for (sum, [low, high]) in sums.iter_mut().zip(acc[r]) {
+            let v = _mm256_add_epi32(low, _mm256_slli_epi32::<16>(high));
+            let mut lanes = [0u32; 8];
+            // SAFETY: `lanes` is 32 writable bytes.
+            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), v) };
+            *sum = lanes.iter().fold(0u32, |a, &b| a.wrapping_add(b));
+        }
+        tail(&words[r * stride..][..width], full, packing, xs, sums);
     }
     sums
 }
