@@ -127,36 +127,23 @@ pub fn matvec_wide_with(
     #[cfg(target_arch = "x86_64")]
     if let Some(lanes) = simd_lanes(backend) {
         if xs.iter().all(|x| x.iter().all(|&v| v < SIMD_LIMIT)) {
-            let xi = interleave_limbs(xs, width, lanes);
-            let full = width - width % lanes;
-            let corrections: Vec<u64> = xs
-                .iter()
-                .map(|x| {
-                    x[..full]
-                        .iter()
-                        .chain(&x[width..width + full])
-                        .fold(0u64, |a, &v| a.wrapping_add(u64::from(v)))
-                        .wrapping_mul(1 << 15)
-                })
-                .collect();
-            let simd = Simd {
-                lanes,
-                width,
-                xs,
-                xi: &xi,
-                corrections: &corrections,
-            };
+            let blocks = simd_blocks(xs, width, lanes);
+            let vnni = lanes == 16 && std::arch::is_x86_feature_detected!("avx512vnni");
             out.par_chunks_mut(rows_per_task * k_all)
                 .zip(matrix.words.par_chunks(rows_per_task * width))
-                .for_each(|(out, words)| match k_all {
-                    1 => simd.band::<1>(words, out),
-                    2 => simd.band::<2>(words, out),
-                    3 => simd.band::<3>(words, out),
-                    4 => simd.band::<4>(words, out),
-                    5 => simd.band::<5>(words, out),
-                    6 => simd.band::<6>(words, out),
-                    7 => simd.band::<7>(words, out),
-                    _ => simd.band::<8>(words, out),
+                .for_each(|(out, words)| {
+                    for (b, block) in blocks.iter().enumerate() {
+                        let simd = Simd {
+                            lanes,
+                            stride: width,
+                            width: block.width,
+                            groups: &block.groups,
+                            k_all,
+                            add: b > 0,
+                            vnni,
+                        };
+                        simd.band(&words[block.first..], out.len() / k_all, out);
+                    }
                 });
             return;
         }
@@ -185,74 +172,182 @@ fn simd_lanes(backend: Backend) -> Option<usize> {
     }
 }
 
-/// What the SIMD tiles of one product share.
+/// Bytes of interleaved vectors one column block may hold (see [`super::BLOCK_VECTOR_BYTES`]):
+/// at 1 GiB of 32 KiB records the 8 vectors of four queries take 1.5 MiB whole, and a
+/// pass over them read them from beyond L2.
+const BLOCK_BYTES: usize = 512 << 10;
+
+/// Vectors a tile takes (one query's two residues): with two rows per tile, 12 registers of
+/// sums. Larger batches run their groups one after the other over the same two rows (read
+/// again from L1): a tile of 8 vectors (one row, 24 sums) kept its sums on the stack.
+const GROUP: usize = 2;
+
+/// A column block of words `first .. first + width` of every row, with its vector groups.
+#[cfg(target_arch = "x86_64")]
+struct SimdBlock {
+    first: usize,
+    width: usize,
+    groups: Vec<SimdGroup>,
+}
+
+/// Up to [`GROUP`] vectors cut to a block (as for a matrix `width` words wide), their
+/// interleaving and their corrections.
+#[cfg(target_arch = "x86_64")]
+struct SimdGroup {
+    xs: Vec<Vec<u32>>,
+    xi: Vec<u32>,
+    /// `2^15 Σ x` over the columns the tiles cover, per vector (the centering's correction).
+    corrections: Vec<u64>,
+}
+
+/// Cuts rows of `width` words into blocks whose interleaved vectors take at most
+/// [`BLOCK_BYTES`] (whole steps of `lanes` words), the vectors in groups of [`GROUP`].
+#[cfg(target_arch = "x86_64")]
+fn simd_blocks(xs: &[&[u32]], width: usize, lanes: usize) -> Vec<SimdBlock> {
+    let per_word = 4 * LIMBS * xs.len();
+    let block = ((BLOCK_BYTES / per_word / lanes).max(1) * lanes).min(width);
+    (0..width)
+        .step_by(block)
+        .map(|first| {
+            let width_here = block.min(width - first);
+            let groups = xs
+                .chunks(GROUP)
+                .map(|group| {
+                    let cut: Vec<Vec<u32>> = group
+                        .iter()
+                        .map(|x| {
+                            let (low, high) = (&x[first..], &x[width + first..]);
+                            low[..width_here]
+                                .iter()
+                                .chain(&high[..width_here])
+                                .copied()
+                                .collect()
+                        })
+                        .collect();
+                    let refs: Vec<&[u32]> = cut.iter().map(Vec::as_slice).collect();
+                    let xi = interleave_limbs(&refs, width_here, lanes);
+                    let full = width_here - width_here % lanes;
+                    let corrections = cut
+                        .iter()
+                        .map(|x| {
+                            x[..full]
+                                .iter()
+                                .chain(&x[width_here..width_here + full])
+                                .fold(0u64, |a, &v| a.wrapping_add(u64::from(v)))
+                                .wrapping_mul(1 << 15)
+                        })
+                        .collect();
+                    SimdGroup {
+                        xs: cut,
+                        xi,
+                        corrections,
+                    }
+                })
+                .collect();
+            SimdBlock {
+                first,
+                width: width_here,
+                groups,
+            }
+        })
+        .collect()
+}
+
+/// What the SIMD tiles of one column block share.
 #[cfg(target_arch = "x86_64")]
 struct Simd<'a> {
     lanes: usize,
+    /// Words from one row to the next.
+    stride: usize,
+    /// Words of the block.
     width: usize,
-    xs: &'a [&'a [u32]],
-    xi: &'a [u32],
-    /// `2^15 Σ x` over the columns the tiles cover, per vector (the centering's correction).
-    corrections: &'a [u64],
+    groups: &'a [SimdGroup],
+    /// Vectors in all (sums per row in the output).
+    k_all: usize,
+    /// Add the sums to the output (a later block) instead of storing them.
+    add: bool,
+    /// The CPU has AVX-512 VNNI (`vpdpwssd`; only read with 16 lanes).
+    vnni: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
 impl Simd<'_> {
-    /// Rows of `words` in tiles (two rows for up to two vectors, else one), sums into `out`.
-    fn band<const K: usize>(&self, words: &[u32], out: &mut [u64]) {
-        if K <= 2 {
-            self.tiles::<2, K>(words, out);
-        } else {
-            self.tiles::<1, K>(words, out);
+    /// `rows` rows of `words` (`stride` apart, starting at the block), two at a time, every
+    /// group over each pair before the next pair; sums into `out`.
+    fn band(&self, words: &[u32], rows: usize, out: &mut [u64]) {
+        let (stride, width) = (self.stride, self.width);
+        for first in (0..rows - rows % 2).step_by(2) {
+            let pair = &words[first * stride..][..stride + width];
+            self.rows::<2>(pair, first, out);
+        }
+        if rows % 2 == 1 {
+            let last = rows - 1;
+            self.rows::<1>(&words[last * stride..][..width], last, out);
         }
     }
 
-    fn tiles<const R: usize, const K: usize>(&self, words: &[u32], out: &mut [u64]) {
-        let width = self.width;
-        let mut tiles = words.chunks_exact(R * width);
-        let mut outs = out.chunks_exact_mut(R * K);
-        for (tile, out) in (&mut tiles).zip(&mut outs) {
-            let sums = self.tile::<R, K>(tile);
-            for r in 0..R {
-                self.finish(
-                    &tile[r * width..(r + 1) * width],
-                    &sums[r],
-                    &mut out[r * K..][..K],
-                );
+    /// Every group over `R` rows starting at row `first` of the band.
+    fn rows<const R: usize>(&self, words: &[u32], first: usize, out: &mut [u64]) {
+        for (g, group) in self.groups.iter().enumerate() {
+            let k = group.xs.len();
+            let mut finish = |r: usize, limbs: &[[i64; LIMBS]]| {
+                let row = &words[r * self.stride..][..self.width];
+                let out = &mut out[(first + r) * self.k_all + g * GROUP..][..k];
+                self.finish(row, group, limbs, out);
+            };
+            if k == 1 {
+                for (r, sums) in self.tile::<R, 1>(words, group).iter().enumerate() {
+                    finish(r, sums);
+                }
+            } else {
+                for (r, sums) in self.tile::<R, 2>(words, group).iter().enumerate() {
+                    finish(r, sums);
+                }
             }
         }
-        for (row, out) in tiles
-            .remainder()
-            .chunks_exact(width)
-            .zip(outs.into_remainder().chunks_exact_mut(K))
-        {
-            let sums = self.tile::<1, K>(row);
-            self.finish(row, &sums[0], out);
-        }
     }
 
-    /// The limb sums of `R` rows on the chosen tile.
-    fn tile<const R: usize, const K: usize>(&self, words: &[u32]) -> [[[i64; LIMBS]; K]; R] {
+    /// The limb sums of `R` rows and one group on the chosen tile.
+    fn tile<const R: usize, const K: usize>(
+        &self,
+        words: &[u32],
+        group: &SimdGroup,
+    ) -> [[[i64; LIMBS]; K]; R] {
         let full = self.width - self.width % self.lanes;
-        debug_assert!(words.len() == R * self.width && self.xi.len() >= full * K * LIMBS);
+        assert!(
+            words.len() >= (R - 1) * self.stride + self.width
+                && group.xs.len() == K
+                && group.xi.len() >= full * K * LIMBS,
+            "matvec_wide: tile shape"
+        );
+        let shape = (self.stride, self.width);
+        let xi = &group.xi;
         if self.lanes == 16 {
             // SAFETY: `simd_lanes` returned 16 only after checking the CPU has AVX-512 F and
-            // BW; `words` holds `R` rows of `width` words and `xi` the interleaving of `K`
-            // vectors over the first `full` words of a row (both checked above).
-            unsafe { x86::tile512::<R, K>(words, self.width, self.xi) }
+            // BW (and `vnni` was checked for VNNI); `words` holds `R` rows of `width` words
+            // `stride` apart and `xi` the interleaving of `K` vectors over the first `full`
+            // words of a row (both asserted above).
+            unsafe {
+                if self.vnni {
+                    x86::tile512_vnni::<R, K>(words, shape, xi)
+                } else {
+                    x86::tile512::<R, K>(words, shape, xi)
+                }
+            }
         } else {
             // SAFETY: as above, for AVX2 and steps of 8 words.
-            unsafe { x86::tile256::<R, K>(words, self.width, self.xi) }
+            unsafe { x86::tile256::<R, K>(words, shape, xi) }
         }
     }
 
-    /// One row's sums from its limb sums, the correction and the words past the tiles.
-    fn finish<const K: usize>(&self, row: &[u32], limbs: &[[i64; LIMBS]; K], out: &mut [u64]) {
+    /// One row's sums for a group from its limb sums, the correction and the words past
+    /// the tiles.
+    fn finish(&self, row: &[u32], group: &SimdGroup, limbs: &[[i64; LIMBS]], out: &mut [u64]) {
         let width = self.width;
         let full = width - width % self.lanes;
-        for k in 0..K {
-            let x = self.xs[k];
-            let mut sum = self.corrections[k];
+        for (k, out) in out.iter_mut().enumerate() {
+            let x = &group.xs[k];
+            let mut sum = group.corrections[k];
             for (t, &l) in limbs[k].iter().enumerate() {
                 sum = sum.wrapping_add((l as u64).wrapping_shl(LIMB_BITS * t as u32));
             }
@@ -261,7 +356,7 @@ impl Simd<'_> {
                     .wrapping_add(u64::from(row[j] & 0xffff) * u64::from(x[j]))
                     .wrapping_add(u64::from(row[j] >> 16) * u64::from(x[width + j]));
             }
-            out[k] = sum;
+            *out = if self.add { out.wrapping_add(sum) } else { sum };
         }
     }
 }
@@ -274,15 +369,18 @@ mod x86 {
 
     use super::{FLUSH, LIMBS};
 
-    /// AVX-512: 16 words of each of `R` rows per step.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F and BW; `words` must hold `R * width` words and `xi`
-    /// the interleaving of `K` vectors with 16 lanes.
-    #[target_feature(enable = "avx512f,avx512bw")]
-    pub(super) unsafe fn tile512<const R: usize, const K: usize>(
+    /// How far ahead in its row a tile asks for lines (words: 2 KiB).
+    const AHEAD: usize = 512;
+
+    /// Defines an AVX-512 tile: 16 words of each of `R` rows per step, each product
+    /// accumulated by `$mac!(acc, words, vector)`.
+    macro_rules! tile512 {
+        ($(#[$doc:meta])* $name:ident, $features:literal, $mac:ident) => {
+    $(#[$doc])*
+    #[target_feature(enable = $features)]
+    pub(super) unsafe fn $name<const R: usize, const K: usize>(
         words: &[u32],
-        width: usize,
+        (stride, width): (usize, usize),
         xi: &[u32],
     ) -> [[[i64; LIMBS]; K]; R] {
         let full = width - width % 16;
@@ -303,34 +401,36 @@ mod x86 {
                 *acc = _mm512_setzero_si512();
             }
         };
-        let (mut c, mut next, mut steps) = (0, 0, 0);
+        let (mut c, mut next) = (0, 0);
         while c < full {
-            let mut w = [_mm512_setzero_si512(); R];
-            for (r, w) in w.iter_mut().enumerate() {
-                // SAFETY: r * width + c + 16 <= R * width <= words.len().
-                let v = unsafe { _mm512_loadu_si512(words.as_ptr().add(r * width + c).cast()) };
-                crate::prefetch_l2(words.as_ptr().wrapping_add(r * width + c + 512));
-                *w = _mm512_xor_si512(v, flip);
-            }
-            for k in 0..K {
-                for t in 0..LIMBS {
-                    // SAFETY: `xi` holds `full / 16 * K * LIMBS` runs of 16 words and this
-                    // is run number `next / 16` of them.
-                    let x = unsafe { _mm512_loadu_si512(xi.as_ptr().add(next).cast()) };
-                    next += 16;
-                    for (acc, w) in acc.iter_mut().zip(&w) {
-                        acc[k][t] = _mm512_add_epi32(acc[k][t], _mm512_madd_epi16(*w, x));
+            // FLUSH steps summed in 32 bits, in registers, then widened.
+            let end = (c + FLUSH * 16).min(full);
+            while c < end {
+                let mut w = [_mm512_setzero_si512(); R];
+                for (r, w) in w.iter_mut().enumerate() {
+                    // SAFETY: r * stride + c + 16 <= (R - 1) * stride + width <= words.len().
+                    let v =
+                        unsafe { _mm512_loadu_si512(words.as_ptr().add(r * stride + c).cast()) };
+                    crate::prefetch_l2(words.as_ptr().wrapping_add(r * stride + c + AHEAD));
+                    *w = _mm512_xor_si512(v, flip);
+                }
+                // SAFETY: `xi` holds `full / 16 * K * LIMBS` runs of 16 words and these are
+                // runs `next / 16 ..` of them, `K * LIMBS` in all.
+                let x = unsafe { xi.as_ptr().add(next) };
+                next += 16 * K * LIMBS;
+                for k in 0..K {
+                    for t in 0..LIMBS {
+                        // SAFETY: as above (run k * LIMBS + t of this step).
+                        let x = unsafe { _mm512_loadu_si512(x.add(16 * (k * LIMBS + t)).cast()) };
+                        for (acc, w) in acc.iter_mut().zip(&w) {
+                            acc[k][t] = $mac!(acc[k][t], *w, x);
+                        }
                     }
                 }
+                c += 16;
             }
-            c += 16;
-            steps += 1;
-            if steps == FLUSH {
-                flush(&mut acc, &mut wide);
-                steps = 0;
-            }
+            flush(&mut acc, &mut wide);
         }
-        flush(&mut acc, &mut wide);
         let mut out = [[[0i64; LIMBS]; K]; R];
         for (out, wide) in out
             .iter_mut()
@@ -342,16 +442,53 @@ mod x86 {
         }
         out
     }
+        };
+    }
+
+    /// `acc + vpmaddwd(w, x)`.
+    macro_rules! madd_add {
+        ($acc:expr, $w:expr, $x:expr) => {
+            _mm512_add_epi32($acc, _mm512_madd_epi16($w, $x))
+        };
+    }
+
+    /// The same in one instruction, `vpdpwssd`.
+    macro_rules! dpwssd {
+        ($acc:expr, $w:expr, $x:expr) => {
+            _mm512_dpwssd_epi32($acc, $w, $x)
+        };
+    }
+
+    tile512!(
+        /// AVX-512 with `vpmaddwd` and an add.
+        ///
+        /// # Safety
+        /// The CPU must support AVX-512 F and BW; `words` must hold `R` rows of `width`
+        /// words, `stride` apart, and `xi` the interleaving of `K` vectors with 16 lanes.
+        tile512,
+        "avx512f,avx512bw",
+        madd_add
+    );
+
+    tile512!(
+        /// AVX-512 VNNI: `vpdpwssd` (multiply, pair and add in one).
+        ///
+        /// # Safety
+        /// As [`tile512`], and the CPU must support AVX-512 VNNI.
+        tile512_vnni,
+        "avx512f,avx512bw,avx512vnni",
+        dpwssd
+    );
 
     /// AVX2: 8 words of each of `R` rows per step.
     ///
     /// # Safety
-    /// The CPU must support AVX2; `words` must hold `R * width` words and `xi` the
-    /// interleaving of `K` vectors with 8 lanes.
+    /// The CPU must support AVX2; `words` must hold `R` rows of `width` words, `stride`
+    /// apart, and `xi` the interleaving of `K` vectors with 8 lanes.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn tile256<const R: usize, const K: usize>(
         words: &[u32],
-        width: usize,
+        (stride, width): (usize, usize),
         xi: &[u32],
     ) -> [[[i64; LIMBS]; K]; R] {
         let full = width - width % 8;
@@ -372,34 +509,36 @@ mod x86 {
                 *acc = _mm256_setzero_si256();
             }
         };
-        let (mut c, mut next, mut steps) = (0, 0, 0);
+        let (mut c, mut next) = (0, 0);
         while c < full {
-            let mut w = [_mm256_setzero_si256(); R];
-            for (r, w) in w.iter_mut().enumerate() {
-                // SAFETY: r * width + c + 8 <= R * width <= words.len().
-                let v = unsafe { _mm256_loadu_si256(words.as_ptr().add(r * width + c).cast()) };
-                crate::prefetch_l2(words.as_ptr().wrapping_add(r * width + c + 512));
-                *w = _mm256_xor_si256(v, flip);
-            }
-            for k in 0..K {
-                for t in 0..LIMBS {
-                    // SAFETY: `xi` holds `full / 8 * K * LIMBS` runs of 8 words and this is
-                    // run number `next / 8` of them.
-                    let x = unsafe { _mm256_loadu_si256(xi.as_ptr().add(next).cast()) };
-                    next += 8;
-                    for (acc, w) in acc.iter_mut().zip(&w) {
-                        acc[k][t] = _mm256_add_epi32(acc[k][t], _mm256_madd_epi16(*w, x));
+            // FLUSH steps summed in 32 bits, in registers, then widened.
+            let end = (c + FLUSH * 8).min(full);
+            while c < end {
+                let mut w = [_mm256_setzero_si256(); R];
+                for (r, w) in w.iter_mut().enumerate() {
+                    // SAFETY: r * stride + c + 8 <= (R - 1) * stride + width <= words.len().
+                    let v =
+                        unsafe { _mm256_loadu_si256(words.as_ptr().add(r * stride + c).cast()) };
+                    crate::prefetch_l2(words.as_ptr().wrapping_add(r * stride + c + AHEAD));
+                    *w = _mm256_xor_si256(v, flip);
+                }
+                // SAFETY: `xi` holds `full / 8 * K * LIMBS` runs of 8 words and these are
+                // runs `next / 8 ..` of them, `K * LIMBS` in all.
+                let x = unsafe { xi.as_ptr().add(next) };
+                next += 8 * K * LIMBS;
+                for k in 0..K {
+                    for t in 0..LIMBS {
+                        // SAFETY: as above (run k * LIMBS + t of this step).
+                        let x = unsafe { _mm256_loadu_si256(x.add(8 * (k * LIMBS + t)).cast()) };
+                        for (acc, w) in acc.iter_mut().zip(&w) {
+                            acc[k][t] = _mm256_add_epi32(acc[k][t], _mm256_madd_epi16(*w, x));
+                        }
                     }
                 }
+                c += 8;
             }
-            c += 8;
-            steps += 1;
-            if steps == FLUSH {
-                flush(&mut acc, &mut wide);
-                steps = 0;
-            }
+            flush(&mut acc, &mut wide);
         }
-        flush(&mut acc, &mut wide);
         let mut out = [[[0i64; LIMBS]; K]; R];
         for (out, wide) in out
             .iter_mut()
@@ -489,7 +628,7 @@ mod tests {
     }
 
     /// Every backend against the naive sum, for widths around the lane groups and the
-    /// widening interval, batches past one pass, vectors on the SIMD path (words below
+    /// widening interval, batches past one pass, rows cut into column blocks, vectors on the SIMD path (words below
     /// `2^29`, at its extremes too) and off it (any `u32`).
     #[test]
     fn wide_products_match_the_naive_sum_on_every_backend() {
@@ -502,6 +641,9 @@ mod tests {
             (40, 200, 8),
             (9, 130, 11),
             (5, 4100, 2),
+            // column blocks: three of 8 vectors (the last ragged), two of one vector
+            (3, 24_010, 8),
+            (2, 90_001, 1),
         ];
         for (case, (rows, columns, k)) in shapes.into_iter().enumerate() {
             for vector_kind in 0..4 {

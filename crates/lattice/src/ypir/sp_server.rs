@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use super::rns::{self, Rns};
 use super::server::{row_mask, KeySet, KeyStore};
 use super::sp::{query_blocks, SpShape};
-use super::tree::{Packer, Plan};
+use super::tree::{PackJob, Packer, Plan};
 use super::wire;
 use crate::lwe::ZpMatrix;
 use crate::params::Params;
@@ -133,24 +133,23 @@ impl YpirSpServer {
         let vectors: Vec<&[u32]> = residues.iter().map(|r| r.as_slice()).collect();
         let sums = self.db.times_wide(&vectors);
         let k = vectors.len();
-        let mut next = 0;
-        let work: Vec<Result<_, Error>> = decoded
-            .into_iter()
-            .map(|query| {
-                let (_, keys) = query?;
-                let (q0, q1) = (u64::from(rns::q(0)), u64::from(rns::q(1)));
-                let bodies: Vec<u64> = sums
-                    .chunks_exact(k)
-                    .map(|row| rns::crt_one((row[next] % q0) as u32, (row[next + 1] % q1) as u32))
-                    .collect();
-                next += 2;
-                Ok((keys, bodies))
+        let (q0, q1) = (u64::from(rns::q(0)), u64::from(rns::q(1)));
+        let bodies: Vec<Vec<u64>> = (0..k / 2)
+            .map(|j| {
+                sums.chunks_exact(k)
+                    .map(|row| rns::crt_one((row[2 * j] % q0) as u32, (row[2 * j + 1] % q1) as u32))
+                    .collect()
             })
             .collect();
-        work.into_par_iter()
-            .map(|item| {
-                let (keys, bodies) = item?;
-                self.finish(&keys, &bodies)
+        let keys: Vec<&KeySet> = decoded.iter().flatten().map(|(_, keys)| &**keys).collect();
+        let mut answers = self.finish(&keys, &bodies).into_iter();
+        decoded
+            .into_iter()
+            .map(|query| {
+                query?;
+                answers
+                    .next()
+                    .unwrap_or_else(|| Err(Error::InvalidParameter("no answer computed".into())))
             })
             .collect()
     }
@@ -162,26 +161,52 @@ impl YpirSpServer {
             .unwrap_or_else(|| Err(Error::InvalidParameter("no answer".into())))
     }
 
-    /// Packs the rows' bodies, every tree in parallel, and switches the modulus.
-    fn finish(&self, keys: &KeySet, bodies: &[u64]) -> Result<Vec<u8>, Error> {
+    /// Packs each query's rows' bodies (`bodies[j]`, with the keys `keys[j]`) and switches
+    /// the modulus: the trees in parallel, every query of the batch through each tree
+    /// together (so each static node's digits are read once for all of them).
+    fn finish(&self, keys: &[&KeySet], bodies: &[Vec<u64>]) -> Vec<Result<Vec<u8>, Error>> {
         let ring = &self.packer.ring;
         let no_dynamic = |_| {
             Err(Error::InvalidParameter(
                 "YPIR+SP has no online masks".into(),
             ))
         };
-        let ciphertexts = (0..self.plan.trees())
+        let body_of: Vec<_> = bodies
+            .iter()
+            .map(|bodies| move |k: usize| bodies[k])
+            .collect();
+        let jobs: Vec<PackJob<'_>> = keys
+            .iter()
+            .zip(&body_of)
+            .map(|(keys, body)| PackJob {
+                body,
+                dynamic_mask: &no_dynamic,
+                key_bodies: keys,
+            })
+            .collect();
+        let trees = (0..self.plan.trees())
             .into_par_iter()
             .map(|tree| {
-                let (mut a, mut b) =
-                    self.packer
-                        .pack(&self.plan, tree, &|k| bodies[k], &no_dynamic, keys)?;
-                rns::inverse(ring, &mut a);
-                rns::inverse(ring, &mut b);
-                Ok((rns::crt(&a), rns::crt(&b)))
+                self.packer
+                    .pack_batch(&self.plan, tree, &jobs)?
+                    .into_iter()
+                    .map(|(mut a, mut b)| {
+                        rns::inverse(ring, &mut a);
+                        rns::inverse(ring, &mut b);
+                        Ok((rns::crt(&a), rns::crt(&b)))
+                    })
+                    .collect::<Result<Vec<_>, Error>>()
             })
-            .collect::<Result<Vec<_>, Error>>()?;
-        Ok(wire::encode_answer(&self.shape.lengths(), &ciphertexts))
+            .collect::<Result<Vec<_>, Error>>();
+        match trees {
+            Ok(trees) => (0..jobs.len())
+                .map(|j| {
+                    let ciphertexts: Vec<_> = trees.iter().map(|t| t[j].clone()).collect();
+                    Ok(wire::encode_answer(&self.shape.lengths(), &ciphertexts))
+                })
+                .collect(),
+            Err(e) => jobs.iter().map(|_| Err(e.clone())).collect(),
+        }
     }
 }
 

@@ -172,4 +172,15 @@ fn sp_malformed_queries_are_refused() {
         client.decode(&state, &answer).unwrap(),
         record(&bytes, 5, 800)
     );
+    // In one batch (one pass, one packing of every tree for all), a malformed query gets its
+    // own error and the others their records.
+    let (state7, by_id7) = client.query(7, &mut rng).unwrap();
+    let answers = server.answer_batch(&[&query, &long, &by_id7]);
+    assert_eq!(answers.len(), 3);
+    assert!(answers[1].is_err());
+    let decoded: Vec<Vec<u8>> = [(&state, &answers[0]), (&state7, &answers[2])]
+        .iter()
+        .map(|(state, answer)| client.decode(state, answer.as_ref().unwrap()).unwrap())
+        .collect();
+    assert_eq!(decoded, [record(&bytes, 5, 800), record(&bytes, 7, 800)]);
 }

@@ -454,132 +454,182 @@ impl Packer {
         &self,
         plan: &Plan,
         tree: usize,
-        body: &dyn Fn(usize) -> u64,
-        dynamic_mask: &dyn Fn(usize) -> Result<Rns, Error>,
+        body: &(dyn Fn(usize) -> u64 + Sync),
+        dynamic_mask: &(dyn Fn(usize) -> Result<Rns, Error> + Sync),
         key_bodies: &[Vec<Rns>],
     ) -> Result<(Rns, Rns), Error> {
-        if tree >= plan.trees.len() || key_bodies.len() != LEVELS {
-            return Err(Error::InvalidParameter("no such packing tree".into()));
-        }
-        let root = self.online(
-            plan,
-            tree,
-            1,
-            LEVELS,
-            0,
-            true,
+        let job = PackJob {
             body,
             dynamic_mask,
             key_bodies,
-        )?;
-        match root {
-            Some(Node {
-                mask: Some(mask),
-                body,
-            }) => Ok((mask, body)),
-            _ => Err(Error::InvalidParameter("an empty packing tree".into())),
-        }
+        };
+        self.pack_batch(plan, tree, &[job])?
+            .pop()
+            .ok_or_else(|| Error::InvalidParameter("an empty packing batch".into()))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn online(
+    /// [`Packer::pack`] for several queries at once, node by node: a static node's digits
+    /// (the packing's memory traffic) are read from memory once and stay in cache for the
+    /// other queries' products. Any error fails the whole batch.
+    pub fn pack_batch(
         &self,
         plan: &Plan,
         tree: usize,
-        id: usize,
-        level: usize,
-        lo: usize,
+        jobs: &[PackJob<'_>],
+    ) -> Result<Vec<(Rns, Rns)>, Error> {
+        if tree >= plan.trees.len() || jobs.iter().any(|j| j.key_bodies.len() != LEVELS) {
+            return Err(Error::InvalidParameter("no such packing tree".into()));
+        }
+        let place = Place {
+            tree,
+            id: 1,
+            level: LEVELS,
+            lo: 0,
+        };
+        self.online(plan, place, true, jobs)?
+            .into_iter()
+            .map(|root| match root {
+                Some(Node {
+                    mask: Some(mask),
+                    body,
+                }) => Ok((mask, body)),
+                _ => Err(Error::InvalidParameter("an empty packing tree".into())),
+            })
+            .collect()
+    }
+
+    /// The node at `place` for every job (in order).
+    fn online(
+        &self,
+        plan: &Plan,
+        place: Place,
         need_mask: bool,
-        body: &dyn Fn(usize) -> u64,
-        dynamic_mask: &dyn Fn(usize) -> Result<Rns, Error>,
-        key_bodies: &[Vec<Rns>],
-    ) -> Result<Option<Node>, Error> {
+        jobs: &[PackJob<'_>],
+    ) -> Result<Vec<Option<Node>>, Error> {
+        let Place {
+            tree,
+            id,
+            level,
+            lo,
+        } = place;
         let kind = plan.kind(tree, lo, level);
         let half = (1 << level) >> 1;
         let nodes = &plan.trees[tree];
         let missing = || Error::InvalidParameter("packing plan is missing a node".into());
         if kind == Kind::Zero {
-            return Ok(None);
+            return Ok(jobs.iter().map(|_| None).collect());
         }
+        let k = tree * RING_D + lo;
         if level == 0 {
-            let k = tree * RING_D + lo;
-            let b = rns::constant(RING_D, self.scaled(body(k)));
-            let mask = match (need_mask, kind) {
-                (false, _) => None,
-                (true, Kind::Static) => Some(
-                    nodes
-                        .get(&id)
-                        .and_then(|n| n.mask.clone())
-                        .ok_or_else(missing)?,
-                ),
-                (true, _) => {
-                    let scale = rns::constant(RING_D, self.inverse);
-                    Some(rns::mul(&dynamic_mask(k)?, &scale))
-                }
-            };
-            return Ok(Some(Node { mask, body: b }));
+            return jobs
+                .iter()
+                .map(|job| {
+                    let b = rns::constant(RING_D, self.scaled((job.body)(k)));
+                    let mask = match (need_mask, kind) {
+                        (false, _) => None,
+                        (true, Kind::Static) => Some(
+                            nodes
+                                .get(&id)
+                                .and_then(|n| n.mask.clone())
+                                .ok_or_else(missing)?,
+                        ),
+                        (true, _) => {
+                            let scale = rns::constant(RING_D, self.inverse);
+                            Some(rns::mul(&(job.dynamic_mask)(k)?, &scale))
+                        }
+                    };
+                    Ok(Some(Node { mask, body: b }))
+                })
+                .collect();
         }
         if level == 1 && kind == Kind::Static && !need_mask {
             let node = nodes.get(&id).ok_or_else(missing)?;
-            let k = tree * RING_D + lo;
-            let odd = (plan.kind(tree, lo + 1, 0) != Kind::Zero).then(|| self.scaled(body(k + 1)));
-            let b = self.leaf_pair_body(self.scaled(body(k)), odd, &node.digits, key_bodies);
-            return Ok(Some(Node {
-                mask: None,
-                body: b,
-            }));
+            let has_odd = plan.kind(tree, lo + 1, 0) != Kind::Zero;
+            return Ok(jobs
+                .iter()
+                .map(|job| {
+                    let odd = has_odd.then(|| self.scaled((job.body)(k + 1)));
+                    let b = self.leaf_pair_body(
+                        self.scaled((job.body)(k)),
+                        odd,
+                        &node.digits,
+                        job.key_bodies,
+                    );
+                    Some(Node {
+                        mask: None,
+                        body: b,
+                    })
+                })
+                .collect());
         }
         let child_needs = kind == Kind::Dynamic;
-        let even = self.online(
-            plan,
+        let child = |id: usize, lo: usize| Place {
             tree,
-            2 * id,
-            level - 1,
+            id,
+            level: level - 1,
             lo,
-            child_needs,
-            body,
-            dynamic_mask,
-            key_bodies,
-        )?;
-        let odd = self.online(
-            plan,
-            tree,
-            2 * id + 1,
-            level - 1,
-            lo + half,
-            child_needs,
-            body,
-            dynamic_mask,
-            key_bodies,
-        )?;
-        let (mask, digits_owned);
-        let digits: &[Rns] = if kind == Kind::Static {
-            let node = nodes.get(&id).ok_or_else(missing)?;
-            mask = if need_mask {
-                Some(node.mask.clone().ok_or_else(missing)?)
-            } else {
-                None
-            };
-            &node.digits
-        } else {
-            let (m, d) = self.combine_masks(
-                level,
-                even.as_ref().and_then(|n| n.mask.as_ref()),
-                odd.as_ref().and_then(|n| n.mask.as_ref()),
-            )?;
-            mask = Some(m);
-            digits_owned = d.iter().map(|d| self.montgomery(d)).collect::<Vec<Rns>>();
-            &digits_owned
         };
-        let b = self.combine_bodies(
-            level,
-            even.as_ref().map(|n| &n.body),
-            odd.as_ref().map(|n| &n.body),
-            digits,
-            key_bodies,
-        );
-        Ok(Some(Node { mask, body: b }))
+        let evens = self.online(plan, child(2 * id, lo), child_needs, jobs)?;
+        let odds = self.online(plan, child(2 * id + 1, lo + half), child_needs, jobs)?;
+        let static_node = match kind {
+            Kind::Static => Some(nodes.get(&id).ok_or_else(missing)?),
+            _ => None,
+        };
+        jobs.iter()
+            .zip(evens.into_iter().zip(odds))
+            .map(|(job, (even, odd))| {
+                let (mask, digits_owned);
+                let digits: &[Rns] = match static_node {
+                    Some(node) => {
+                        mask = if need_mask {
+                            Some(node.mask.clone().ok_or_else(missing)?)
+                        } else {
+                            None
+                        };
+                        &node.digits
+                    }
+                    None => {
+                        let (m, d) = self.combine_masks(
+                            level,
+                            even.as_ref().and_then(|n| n.mask.as_ref()),
+                            odd.as_ref().and_then(|n| n.mask.as_ref()),
+                        )?;
+                        mask = Some(m);
+                        digits_owned = d.iter().map(|d| self.montgomery(d)).collect::<Vec<Rns>>();
+                        &digits_owned
+                    }
+                };
+                let b = self.combine_bodies(
+                    level,
+                    even.as_ref().map(|n| &n.body),
+                    odd.as_ref().map(|n| &n.body),
+                    digits,
+                    job.key_bodies,
+                );
+                Ok(Some(Node { mask, body: b }))
+            })
+            .collect()
     }
+}
+
+/// One query's part of [`Packer::pack_batch`]: its leaves' bodies, the masks of its leaves
+/// past the static ones, and its key bodies.
+pub struct PackJob<'a> {
+    /// Leaf `k`'s body (a value mod `q`).
+    pub body: &'a (dyn Fn(usize) -> u64 + Sync),
+    /// The mask (NTT form) of a leaf past the static ones.
+    pub dynamic_mask: &'a (dyn Fn(usize) -> Result<Rns, Error> + Sync),
+    /// The client's key bodies, `[level][part]` (NTT form).
+    pub key_bodies: &'a [Vec<Rns>],
+}
+
+/// A node's place: its tree, heap id (root 1), level (leaves 0) and first leaf.
+#[derive(Clone, Copy)]
+struct Place {
+    tree: usize,
+    id: usize,
+    level: usize,
+    lo: usize,
 }
 
 #[cfg(test)]
