@@ -9,7 +9,7 @@ use pir_kernels::{ntt, Backend};
 use rayon::prelude::*;
 
 use super::rns::{self, Rns};
-use super::tree::{Packer, Plan};
+use super::tree::{PackJob, Packer, Plan};
 use super::{centered_rescaled, rescale, reversed, wire, Shape, KIND_A2, RESCALED_BITS};
 use crate::lwe::ZpMatrix;
 use crate::params::{Params, LWE_N};
@@ -43,6 +43,9 @@ pub struct YpirServer {
 
 /// A client's key bodies in NTT form, per level and digit.
 pub(crate) type KeySet = Vec<Vec<Rns>>;
+
+/// A query after the first pass: the query, its keys and `t = D' c1`.
+type FirstPassed = (wire::Query, Arc<KeySet>, Vec<u32>);
 
 /// Key-switching keys clients sent under a key id, most recently used last (YPIR and
 /// YPIR+SP).
@@ -163,8 +166,9 @@ impl YpirServer {
         &self.header.params
     }
 
-    /// Answers many queries: one first pass over the database for all of them, then each
-    /// query's second pass and packing; a malformed query gets its own error.
+    /// Answers many queries: one first pass over the database for all of them, one second
+    /// pass, and each packing tree for all of them together; a malformed query gets its
+    /// own error.
     pub fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
         // In order: a query's keys may come with an earlier query of the same batch.
         let decoded: Vec<Result<(wire::Query, Arc<KeySet>), Error>> = queries
@@ -193,14 +197,7 @@ impl YpirServer {
                 Ok((query, keys, t))
             })
             .collect();
-        // Each query's second pass and packing are its own: queries in parallel (the second
-        // pass splits its rows too; rayon balances both).
-        work.into_par_iter()
-            .map(|item| {
-                let (query, keys, t) = item?;
-                self.finish(&query, &keys, &t)
-            })
-            .collect()
+        self.finish(&work)
     }
 
     /// Answers one query.
@@ -210,61 +207,115 @@ impl YpirServer {
             .unwrap_or_else(|| Err(Error::InvalidParameter("no answer".into())))
     }
 
-    /// Everything after the first pass: `t = D' c1`.
-    fn finish(&self, query: &wire::Query, keys: &KeySet, t: &[u32]) -> Result<Vec<u8>, Error> {
+    /// Everything after the first pass (`t = D' c1` per query): the second pass over the
+    /// static rows once for all queries, then every packing tree for all of them together
+    /// (a static node's digits are read once for the batch). A query that failed earlier
+    /// keeps its error.
+    fn finish(&self, work: &[Result<FirstPassed, Error>]) -> Vec<Result<Vec<u8>, Error>> {
         let ring = &self.packer.ring;
         let (e, groups) = (self.shape.entries, self.shape.groups);
-        let t_rows: Vec<Vec<u32>> = (0..e)
-            .map(|k| {
-                (0..groups)
-                    .map(|g| (centered_rescaled(rescale(t[g * e + k])) + OFFSET) as u32)
+        let valid: Vec<&FirstPassed> = work.iter().flatten().collect();
+        // Per query: the rescaled first-layer answer as rows over the groups, and c2's
+        // residues and their sums.
+        let prepared: Vec<(Vec<Vec<u32>>, Rns, [u64; 2])> = valid
+            .par_iter()
+            .map(|(query, _, t)| {
+                let t_rows: Vec<Vec<u32>> = (0..e)
+                    .map(|k| {
+                        (0..groups)
+                            .map(|g| (centered_rescaled(rescale(t[g * e + k])) + OFFSET) as u32)
+                            .collect()
+                    })
+                    .collect();
+                let c2: Rns = [0, 1].map(|i| {
+                    let q = u64::from(rns::q(i));
+                    query.c2.iter().map(|&x| (x % q) as u32).collect()
+                });
+                let sums = [0, 1].map(|i| c2[i].iter().map(|&c| u64::from(c)).sum::<u64>());
+                (t_rows, c2, sums)
+            })
+            .collect();
+        // Second pass: bodies of every leaf, each static row read once for every query.
+        let static_bodies: Vec<Vec<u64>> = self
+            .second
+            .par_chunks(groups)
+            .map(|row| {
+                prepared
+                    .iter()
+                    .map(|(_, c2, sums)| inner(row, c2, *sums))
                     .collect()
             })
             .collect();
-        let c2: Rns = [
-            query
-                .c2
-                .iter()
-                .map(|&x| (x % u64::from(rns::q(0))) as u32)
-                .collect(),
-            query
-                .c2
-                .iter()
-                .map(|&x| (x % u64::from(rns::q(1))) as u32)
-                .collect(),
-        ];
-        // Second pass: bodies of every leaf.
-        let sums = [
-            c2[0].iter().map(|&c| u64::from(c)).sum::<u64>(),
-            c2[1].iter().map(|&c| u64::from(c)).sum::<u64>(),
-        ];
-        let mut bodies: Vec<u64> = self
-            .second
-            .par_chunks(groups)
-            .map(|row| inner(row, &c2, sums))
+        let bodies: Vec<Vec<u64>> = prepared
+            .iter()
+            .enumerate()
+            .map(|(j, (t_rows, c2, sums))| {
+                let mut bodies: Vec<u64> = static_bodies.iter().map(|row| row[j]).collect();
+                bodies.extend(t_rows.iter().map(|row| inner(row, c2, *sums)));
+                bodies
+            })
             .collect();
-        bodies.extend(t_rows.iter().map(|row| inner(row, &c2, sums)));
         let static_leaves = self.shape.static_leaves();
-        let dynamic_mask = |k: usize| -> Result<Rns, Error> {
-            let row = t_rows
-                .get(k - static_leaves)
-                .ok_or_else(|| Error::InvalidParameter("no such leaf".into()))?;
-            Ok(row_mask(
-                ring,
-                &self.a2,
-                row.iter().map(|&v| i64::from(v) - OFFSET),
-            ))
-        };
-        let mut ciphertexts = Vec::with_capacity(self.plan.trees());
-        for tree in 0..self.plan.trees() {
-            let (mut a, mut b) =
+        let dynamic_masks: Vec<_> = prepared
+            .iter()
+            .map(|(t_rows, _, _)| {
+                move |k: usize| -> Result<Rns, Error> {
+                    let row = k
+                        .checked_sub(static_leaves)
+                        .and_then(|r| t_rows.get(r))
+                        .ok_or_else(|| Error::InvalidParameter("no such leaf".into()))?;
+                    Ok(row_mask(
+                        ring,
+                        &self.a2,
+                        row.iter().map(|&v| i64::from(v) - OFFSET),
+                    ))
+                }
+            })
+            .collect();
+        let body_of: Vec<_> = bodies
+            .iter()
+            .map(|bodies| move |k: usize| bodies[k])
+            .collect();
+        let jobs: Vec<PackJob<'_>> = valid
+            .iter()
+            .zip(body_of.iter().zip(&dynamic_masks))
+            .map(|((_, keys, _), (body, dynamic_mask))| PackJob {
+                body,
+                dynamic_mask,
+                key_bodies: keys,
+            })
+            .collect();
+        let trees = (0..self.plan.trees())
+            .into_par_iter()
+            .map(|tree| {
                 self.packer
-                    .pack(&self.plan, tree, &|k| bodies[k], &dynamic_mask, keys)?;
-            rns::inverse(ring, &mut a);
-            rns::inverse(ring, &mut b);
-            ciphertexts.push((rns::crt(&a), rns::crt(&b)));
-        }
-        Ok(wire::encode_answer(&self.shape.lengths(), &ciphertexts))
+                    .pack_batch(&self.plan, tree, &jobs)?
+                    .into_iter()
+                    .map(|(mut a, mut b)| {
+                        rns::inverse(ring, &mut a);
+                        rns::inverse(ring, &mut b);
+                        Ok((rns::crt(&a), rns::crt(&b)))
+                    })
+                    .collect::<Result<Vec<_>, Error>>()
+            })
+            .collect::<Result<Vec<_>, Error>>();
+        let mut next = 0;
+        work.iter()
+            .map(|item| {
+                let Err(e) = item else {
+                    let j = next;
+                    next += 1;
+                    return match &trees {
+                        Ok(trees) => {
+                            let ciphertexts: Vec<_> = trees.iter().map(|t| t[j].clone()).collect();
+                            Ok(wire::encode_answer(&self.shape.lengths(), &ciphertexts))
+                        }
+                        Err(e) => Err(e.clone()),
+                    };
+                };
+                Err(e.clone())
+            })
+            .collect()
     }
 }
 
