@@ -7,10 +7,11 @@
 //!
 //! ```text
 //! file = prologue "PIRoffl1" | version u16 = 1 | SHA-256 of the body [32] | body
-//! body = scheme u8 (3 SimplePIR, 4 DoublePIR) | database version [32]
+//! body = scheme u8 (its wire id) | database version [32]
 //!      | hint length u64 | the hint message | extra words u64 | extra (u32 LE each)
 //! ```
-//! The extra words are DoublePIR's `H1` (`pir_lattice::Saved`).
+//! The extra words are DoublePIR's and YPIR's `H1`, YPIR+SP's packing masks
+//! (`pir_lattice::Saved`). A start maps the file read-only and checks its digest.
 
 use std::path::{Path, PathBuf};
 
@@ -95,14 +96,22 @@ pub fn decode(bytes: &[u8], scheme: Scheme, version: &DbVersion) -> Result<Saved
     Ok(Saved { hint, extra })
 }
 
-/// Reads the offline work of `db` for `scheme`: `Ok(None)` when there is none yet.
+/// Reads the offline work of `db` for `scheme` through a read-only memory map (checked and
+/// decoded from the mapped pages, no read buffer): `Ok(None)` when there is none yet.
 pub fn load(db: &Path, scheme: Scheme, version: &DbVersion) -> Result<Option<Saved>, RecordsError> {
     let path = path_for(db, scheme);
-    match std::fs::read(&path) {
-        Ok(bytes) => decode(&bytes, scheme, version).map(Some),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(RecordsError::Input(format!("{}: {e}", path.display()))),
+    let failed = |e: std::io::Error| RecordsError::Input(format!("{}: {e}", path.display()));
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(failed(e)),
+    };
+    if file.metadata().map_err(failed)?.len() == 0 {
+        // An empty file cannot be mapped; it is damaged all the same.
+        return decode(&[], scheme, version).map(Some);
     }
+    let map = pir_kernels::map::map_readonly(&file).map_err(failed)?;
+    decode(&map, scheme, version).map(Some)
 }
 
 /// Writes the offline work of `db` for `scheme` (atomically and durably).
@@ -142,5 +151,26 @@ mod tests {
             );
             assert!(decode(&bytes[..at], Scheme::DoublePir, &[5; 32]).is_err());
         }
+    }
+
+    #[test]
+    fn saved_work_is_loaded_from_the_map_and_damage_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let saved = Saved {
+            hint: vec![9; 100],
+            extra: (0..5000).collect(),
+        };
+        assert_eq!(load(&db, Scheme::Ypir, &[1; 32]).unwrap(), None);
+        let path = save(&db, Scheme::Ypir, &[1; 32], &saved).unwrap();
+        assert_eq!(path, path_for(&db, Scheme::Ypir));
+        assert_eq!(load(&db, Scheme::Ypir, &[1; 32]).unwrap(), Some(saved));
+        assert!(load(&db, Scheme::Ypir, &[2; 32]).is_err());
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[200] ^= 4;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(load(&db, Scheme::Ypir, &[1; 32]).is_err());
+        std::fs::write(&path, b"").unwrap();
+        assert!(load(&db, Scheme::Ypir, &[1; 32]).is_err());
     }
 }

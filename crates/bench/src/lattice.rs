@@ -25,11 +25,13 @@ pub struct LatticeShape {
     pub record_bits: u32,
 }
 
-/// `1GiB-1bit` (2^33 one-bit records), `1GiB-32B` (2^25 records of 32 bytes), `1GiB-32KiB`
-/// (2^15 records of 32 KiB, YPIR+SP's shape), or `RECORDSxBYTES` (for example `65536x32`).
+/// `1GiB-1bit` (2^33 one-bit records), `8GiB-1bit` (2^36; the server then holds about
+/// 17 GB), `1GiB-32B` (2^25 records of 32 bytes), `1GiB-32KiB` (2^15 records of 32 KiB,
+/// YPIR+SP's shape), or `RECORDSxBYTES` (for example `65536x32`).
 pub fn lattice_shape_named(name: &str) -> Option<LatticeShape> {
     let (records, record_bits) = match name.to_ascii_lowercase().as_str() {
         "1gib-1bit" => (1u64 << 33, 1),
+        "8gib-1bit" => (1u64 << 36, 1),
         "1gib-32b" => (1u64 << 25, 256),
         "1gib-32kib" => (1u64 << 15, 32 * 1024 * 8),
         other => {

@@ -615,7 +615,7 @@ fn bench_lattice(args: &cli::BenchArgs, modes: &[&str]) -> anyhow::Result<()> {
         Some(name) => vec![
             pir_bench::lattice::lattice_shape_named(name).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown lattice shape {name:?}: use 1GiB-1bit, 1GiB-32B, 1GiB-32KiB or RECORDSxBYTES"
+                    "unknown lattice shape {name:?}: use 1GiB-1bit, 8GiB-1bit, 1GiB-32B, 1GiB-32KiB or RECORDSxBYTES"
                 )
             })?,
         ],

@@ -288,9 +288,9 @@ pub struct GetArgs {
 #[command(verbatim_doc_comment)]
 pub struct BenchArgs {
     /// Run one shape: 2^20x32B, 2^24x32B, 2^18x4KiB, 1GiB-1MiB or 1.07GB-4KiB-raid; for the
-    /// lattice modes 1GiB-1bit (2^33 one-bit records), 1GiB-32B (2^25 records of 32 bytes),
-    /// 1GiB-32KiB (2^15 records of 32 KiB: ypir runs YPIR+SP), or RECORDSxBYTES (e.g.
-    /// 65536x32) for a quick run.
+    /// lattice modes 1GiB-1bit (2^33 one-bit records), 8GiB-1bit (2^36; needs about 18 GiB
+    /// of memory), 1GiB-32B (2^25 records of 32 bytes), 1GiB-32KiB (2^15 records of 32 KiB:
+    /// ypir runs YPIR+SP), or RECORDSxBYTES (e.g. 65536x32) for a quick run.
     #[arg(long, value_name = "NAME")]
     pub shape: Option<String>,
     /// Modes: plain, four-russians, batched, and the single-server simplepir, doublepir, ypir
