@@ -113,8 +113,56 @@ impl std::fmt::Debug for HugeBuffer {
     }
 }
 
+/// Bytes of this CPU's L2 cache per core, read once from Linux's sysfs
+/// (`/sys/devices/system/cpu/cpu0/cache/index*/`, the level-2 data or unified cache); 1 MiB
+/// where that cannot be read. The kernels size their column blocks from it.
+pub fn l2_bytes() -> usize {
+    static L2: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *L2.get_or_init(|| read_l2().unwrap_or(1 << 20))
+}
+
+fn read_l2() -> Option<usize> {
+    let base = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+    for index in 0..8 {
+        let dir = base.join(format!("index{index}"));
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+        if read("level")?.trim() != "2" || read("type")?.trim() == "Instruction" {
+            continue;
+        }
+        return parse_cache_size(&read("size")?);
+    }
+    None
+}
+
+/// `"2048K"`, `"1M"` or `"524288"` in bytes; `None` for anything else or zero.
+fn parse_cache_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let (digits, unit) = match text.strip_suffix(['K', 'k']) {
+        Some(d) => (d, 1 << 10),
+        None => match text.strip_suffix(['M', 'm']) {
+            Some(d) => (d, 1 << 20),
+            None => (text, 1),
+        },
+    };
+    digits
+        .parse::<usize>()
+        .ok()?
+        .checked_mul(unit)
+        .filter(|&b| b > 0)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cache_sizes_parse() {
+        assert_eq!(super::parse_cache_size("2048K\n"), Some(2 << 20));
+        assert_eq!(super::parse_cache_size("1M"), Some(1 << 20));
+        assert_eq!(super::parse_cache_size("524288"), Some(512 << 10));
+        assert_eq!(super::parse_cache_size("0K"), None);
+        assert_eq!(super::parse_cache_size("big"), None);
+        assert!(super::l2_bytes() >= 1 << 10);
+    }
+
     use super::*;
 
     #[test]

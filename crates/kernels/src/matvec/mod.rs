@@ -22,7 +22,7 @@
 //! - [`matvec_batch`]: `K` vectors in one pass: each word is loaded once and multiplied
 //!   against all `K` vectors (at most [`MAX_BATCH`] per pass; more are done in groups).
 //!   Rows whose vectors would not stay in L2 are cut into column blocks (each block's
-//!   vectors at most [`BLOCK_VECTOR_BYTES`]), every row passing one block before the next.
+//!   vectors at most [`block_vector_bytes`]), every row passing one block before the next.
 //! - [`matmul_add`]: `H += M[:, c0..c0+T] A` for a block of `T` rows of a dense `A` (`n` columns):
 //!   hint computation (`D A`) and DoublePIR's answer-side products.
 //!
@@ -284,12 +284,15 @@ pub fn matvec_batch_with(
         });
 }
 
-/// Bytes of (interleaved) vectors one column block may hold: every row of a band reads the
-/// block's vectors once per tile, so they must stay in L2 (1 to 2 MiB per core on the CPUs
-/// this runs on) beside the rows streaming through. Without blocks, DoublePIR's first pass
-/// at 1 GiB (541,201 columns, 2.2 MB per vector) with 4 vectors read them from L3: 4 queries
-/// took 4.6x one.
-const BLOCK_VECTOR_BYTES: usize = 512 << 10;
+/// Bytes of (interleaved) vectors one column block may hold, half this CPU's L2: every row
+/// of a band reads the block's vectors once per tile, so they must stay in L2 beside the
+/// rows streaming through (at 1 GiB, 4 AVX2 vectors over rows of 32,768 words: 226 ms in
+/// blocks of 512 KiB, 204 ms in blocks of 1 MiB on a 2 MiB L2). Without blocks,
+/// DoublePIR's first pass at 1 GiB (541,201 columns, 2.2 MB per vector) with 4 vectors read
+/// them from L3: 4 queries took 4.6x one.
+pub(crate) fn block_vector_bytes() -> usize {
+    crate::memory::l2_bytes() / 2
+}
 
 /// A block of words `first .. first + width` of every row, and the vectors' entries that
 /// meet it.
@@ -303,7 +306,7 @@ struct ColumnBlock {
     interleaved: Vec<u32>,
 }
 
-/// Cuts rows of `width` words into blocks whose vectors take at most [`BLOCK_VECTOR_BYTES`]
+/// Cuts rows of `width` words into blocks whose vectors take at most [`block_vector_bytes`]
 /// (whole groups of `lanes` words each), with each block's vectors and their interleaving.
 fn column_blocks(
     xs: &[&[u32]],
@@ -314,7 +317,7 @@ fn column_blocks(
 ) -> Vec<ColumnBlock> {
     let slots = packing.slots();
     let per_word = 4 * slots * xs.len();
-    let block = (BLOCK_VECTOR_BYTES / per_word / lanes).max(1) * lanes;
+    let block = (block_vector_bytes() / per_word / lanes).max(1) * lanes;
     let interleave_for = |vectors: &[&[u32]], width: usize| match kind {
         TileKind::Vnni => interleave_digits(vectors, width),
         TileKind::Halves => interleave_halves(vectors, width),
@@ -678,6 +681,21 @@ mod x86;
 
 pub mod wide;
 pub use wide::{matvec_wide, matvec_wide_with};
+
+multiversioned! {
+    /// `(Σ_j row[j] · a[j], Σ_j row[j] · b[j])`, 32-bit words multiplied into 64-bit sums
+    /// (wrapping mod `2^64`; the caller keeps them exact): YPIR's second pass, one row
+    /// against both residues of a query. Panics unless the three lengths agree.
+    pub fn dot_pair(row: &[u32], a: &[u32], b: &[u32]) -> (u64, u64) {
+        assert!(row.len() == a.len() && row.len() == b.len(), "dot_pair: lengths");
+        let (mut x, mut y) = (0u64, 0u64);
+        for ((&v, &p), &q) in row.iter().zip(a).zip(b) {
+            x = x.wrapping_add(u64::from(v) * u64::from(p));
+            y = y.wrapping_add(u64::from(v) * u64::from(q));
+        }
+        (x, y)
+    }
+}
 
 /// `h[r] += sum_{t < T} M[r][col0 + t] * a[t]` for every row `r` of `matrix`, where `a` holds
 /// `T` rows of `n` words (a block of a dense matrix) and `h` holds `rows` rows of `n` words.

@@ -112,6 +112,16 @@ proptest! {
 
 proptest! {
     #[test]
+    fn dot_pair_matches_plain_sums(row in proptest::collection::vec(any::<u32>(), 0..300), seed in any::<u32>()) {
+        let a: Vec<u32> = (0..row.len() as u32).map(|i| (i ^ seed).wrapping_mul(0x9e37_79b9)).collect();
+        let b: Vec<u32> = a.iter().map(|v| v.rotate_left(7)).collect();
+        let plain = |x: &[u32]| row.iter().zip(x).fold(0u64, |s, (&v, &c)| s.wrapping_add(u64::from(v) * u64::from(c)));
+        for backend in Backend::available() {
+            prop_assert_eq!(dot_pair(backend, &row, &a, &b), (plain(&a), plain(&b)), "{:?}", backend);
+        }
+    }
+
+    #[test]
     fn signed_digits_recompose(x in any::<u32>()) {
         let digits = signed_digits(x);
         let back = digits.iter().rev().fold(0u32, |acc, &d| {
@@ -132,7 +142,7 @@ proptest! {
 fn big_rows_use_every_simd_path_and_split_over_tasks() {
     // 3 slots x 40_000 words (and 4 byte slots, the VNNI and AVX2 `vpmaddwd` paths): several
     // rayon tasks, SIMD main loops and tails, 17 rows so every tile height leaves single rows,
-    // and rows cut into column blocks (the last one ragged) from one vector on.
+    // and rows cut into column blocks (the last one ragged) for the larger batches.
     for bits in [10, 8] {
         big_rows(bits);
     }

@@ -172,7 +172,8 @@ fn simd_lanes(backend: Backend) -> Option<usize> {
     }
 }
 
-/// Bytes of interleaved vectors one column block may hold (see [`super::BLOCK_VECTOR_BYTES`]):
+/// Most bytes of interleaved vectors one column block may hold (less where half the L2 is
+/// less, see [`super::block_vector_bytes`]):
 /// at 1 GiB of 32 KiB records the 8 vectors of four queries take 1.5 MiB whole, and a
 /// pass over them read them from beyond L2.
 const BLOCK_BYTES: usize = 512 << 10;
@@ -205,7 +206,8 @@ struct SimdGroup {
 #[cfg(target_arch = "x86_64")]
 fn simd_blocks(xs: &[&[u32]], width: usize, lanes: usize) -> Vec<SimdBlock> {
     let per_word = 4 * LIMBS * xs.len();
-    let block = ((BLOCK_BYTES / per_word / lanes).max(1) * lanes).min(width);
+    let budget = BLOCK_BYTES.min(super::block_vector_bytes());
+    let block = ((budget / per_word / lanes).max(1) * lanes).min(width);
     (0..width)
         .step_by(block)
         .map(|first| {

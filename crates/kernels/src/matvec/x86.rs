@@ -13,11 +13,20 @@ use super::{tail, Packing};
 /// medians of 11; 1 to 3 KiB ahead all helped, into L1 instead of L2 was slower).
 const PREFETCH_WORDS: usize = 512;
 
-/// Asks for the line `PREFETCH_WORDS` words after `words[at]` to be brought into L2 (the
-/// pointer may lie past the slice: it is formed wrapping and never dereferenced).
+/// Asks for the line [`PREFETCH_WORDS`] words after word `c` of row `r` of a tile of `R`
+/// rows (`stride` apart, `width` words read from each) to be brought into L2; past the end
+/// of the row's words, the same distance into the same row of the next tile, so a column
+/// block's short rows keep the stream going (the pointer may lie past the slice: it is
+/// formed wrapping and never dereferenced).
 #[inline(always)]
-fn prefetch_l2(words: &[u32], at: usize) {
-    crate::prefetch_l2(words.as_ptr().wrapping_add(at + PREFETCH_WORDS));
+fn prefetch_l2<const R: usize>(words: &[u32], (stride, width): (usize, usize), r: usize, c: usize) {
+    let ahead = c + PREFETCH_WORDS;
+    let at = if ahead < width {
+        r * stride + ahead
+    } else {
+        (r + R) * stride + (ahead - width)
+    };
+    crate::prefetch_l2(words.as_ptr().wrapping_add(at));
 }
 
 /// Words `c .. c + 16` of each of `R` rows (`stride` words apart), each row also asked
@@ -27,13 +36,17 @@ fn prefetch_l2(words: &[u32], at: usize) {
 /// The CPU must support AVX-512 F; `words` must hold `(R - 1) * stride + c + 16` words.
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn load_rows<const R: usize>(words: &[u32], stride: usize, c: usize) -> [__m512i; R] {
+unsafe fn load_rows<const R: usize>(
+    words: &[u32],
+    (stride, width): (usize, usize),
+    c: usize,
+) -> [__m512i; R] {
     debug_assert!(words.len() >= (R - 1) * stride + c + 16);
     let mut w = [_mm512_setzero_si512(); R];
     for (r, w) in w.iter_mut().enumerate() {
         // SAFETY: r * stride + c + 16 <= words.len() (caller's contract).
         *w = unsafe { _mm512_loadu_si512(words.as_ptr().add(r * stride + c).cast()) };
-        prefetch_l2(words, r * stride + c);
+        prefetch_l2::<R>(words, (stride, width), r, c);
     }
     w
 }
@@ -63,7 +76,7 @@ pub(super) unsafe fn tile_avx512<const R: usize, const K: usize>(
     let mut c = 0;
     while c < full {
         // SAFETY: AVX-512 F is enabled here; c + 16 <= full <= width.
-        let mut w = unsafe { load_rows::<R>(words, stride, c) };
+        let mut w = unsafe { load_rows::<R>(words, (stride, width), c) };
         for _ in 0..packing.slots() {
             let mut v = [_mm512_setzero_si512(); R];
             for (v, w) in v.iter_mut().zip(&mut w) {
@@ -115,7 +128,7 @@ pub(super) unsafe fn tile_vnni<const R: usize, const K: usize>(
     let mut c = 0;
     while c < full {
         // SAFETY: AVX-512 F is enabled here; c + 16 <= full <= width.
-        let w = unsafe { load_rows::<R>(words, stride, c) };
+        let w = unsafe { load_rows::<R>(words, (stride, width), c) };
         for d in 0..4 {
             for k in 0..K {
                 // SAFETY: the interleaving holds `full / 16 * 4 * K` runs of 16 (caller's
@@ -170,7 +183,7 @@ pub(super) unsafe fn tile_avx2<const R: usize, const K: usize>(
             // SAFETY: r * stride + c + 8 <= (R - 1) * stride + width <= words.len().
             *w = unsafe { _mm256_loadu_si256(words.as_ptr().add(r * stride + c).cast()) };
             if c % 16 == 0 {
-                prefetch_l2(words, r * stride + c);
+                prefetch_l2::<R>(words, (stride, width), r, c);
             }
         }
         for _ in 0..packing.slots() {
@@ -241,7 +254,7 @@ pub(super) unsafe fn tile_avx2_bytes<const R: usize, const K: usize>(
             // SAFETY: r * stride + c + 8 <= (R - 1) * stride + width <= words.len().
             let w = unsafe { _mm256_loadu_si256(words.as_ptr().add(r * stride + c).cast()) };
             if c % 16 == 0 {
-                prefetch_l2(words, r * stride + c);
+                prefetch_l2::<R>(words, (stride, width), r, c);
             }
             even[r] = _mm256_and_si256(w, low_bytes);
             odd[r] = _mm256_srli_epi16::<8>(w);

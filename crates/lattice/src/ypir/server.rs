@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use pir_core::Error;
-use pir_kernels::{ntt, Backend};
+use pir_kernels::{matvec, ntt, Backend};
 use rayon::prelude::*;
 
 use super::rns::{self, Rns};
@@ -213,6 +213,7 @@ impl YpirServer {
     /// keeps its error.
     fn finish(&self, work: &[Result<FirstPassed, Error>]) -> Vec<Result<Vec<u8>, Error>> {
         let ring = &self.packer.ring;
+        let backend = ring.backend();
         let (e, groups) = (self.shape.entries, self.shape.groups);
         let valid: Vec<&FirstPassed> = work.iter().flatten().collect();
         // Per query: the rescaled first-layer answer as rows over the groups, and c2's
@@ -242,7 +243,7 @@ impl YpirServer {
             .map(|row| {
                 prepared
                     .iter()
-                    .map(|(_, c2, sums)| inner(row, c2, *sums))
+                    .map(|(_, c2, sums)| inner(backend, row, c2, *sums))
                     .collect()
             })
             .collect();
@@ -251,7 +252,7 @@ impl YpirServer {
             .enumerate()
             .map(|(j, (t_rows, c2, sums))| {
                 let mut bodies: Vec<u64> = static_bodies.iter().map(|row| row[j]).collect();
-                bodies.extend(t_rows.iter().map(|row| inner(row, c2, *sums)));
+                bodies.extend(t_rows.iter().map(|row| inner(backend, row, c2, *sums)));
                 bodies
             })
             .collect();
@@ -387,18 +388,15 @@ const OFFSET: i64 = 1 << (RESCALED_BITS - 1);
 /// `Σ_g (row[g] - 2^17) c2[g] mod q`, both primes, for `row` in offset form: each product of
 /// a value below `2^18` and a residue below `2^28` is below `2^46`, at most `2^17` of them
 /// sum below `2^63` (`sums` are the residues' sums, for the offset).
-fn inner(row: &[u32], c2: &Rns, sums: [u64; 2]) -> u64 {
-    let residue = |i: usize| -> u32 {
+fn inner(backend: Backend, row: &[u32], c2: &Rns, sums: [u64; 2]) -> u64 {
+    let n = row.len().min(c2[0].len()).min(c2[1].len());
+    let (s0, s1) = matvec::dot_pair(backend, &row[..n], &c2[0][..n], &c2[1][..n]);
+    let residue = |i: usize, sum: u64| -> u32 {
         let q = u64::from(rns::q(i));
-        let sum: u64 = row
-            .iter()
-            .zip(&c2[i])
-            .map(|(&v, &c)| u64::from(v) * u64::from(c))
-            .sum();
         let offset = (OFFSET as u64 % q) * (sums[i] % q) % q;
         ((sum % q + q - offset) % q) as u32
     };
-    rns::crt_one(residue(0), residue(1))
+    rns::crt_one(residue(0, s0), residue(1, s1))
 }
 
 /// The second-layer mask polynomial (NTT form) of a row of values over the row groups:
