@@ -13,7 +13,7 @@ pub fn matmul_add(matrix: PackedMatrix<'_>, col0: usize, a: &[u32], n: usize, h:
 }
 
 /// [`matmul_add`] on a chosen backend. Many rows are split over cores by rows (whole groups
-/// of [`MATMUL_ROWS`], each reading `a` once); few rows (the DoublePIR answer side) by blocks
+/// of `MATMUL_ROWS`, each reading `a` once); few rows (the DoublePIR answer side) by blocks
 /// of `a`, with the partial sums added at the end.
 /// Panics unless `n > 0`, `a.len()` is a multiple of `n`, `col0 + a.len() / n <= columns` and
 /// `h.len() == rows * n`.

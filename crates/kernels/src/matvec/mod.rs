@@ -22,7 +22,7 @@
 //! - [`matvec_batch`]: `K` vectors in one pass: each word is loaded once and multiplied
 //!   against all `K` vectors (at most [`MAX_BATCH`] per pass; more are done in groups).
 //!   Rows whose vectors would not stay in L2 are cut into column blocks (each block's
-//!   vectors at most [`block_vector_bytes`]), every row passing one block before the next.
+//!   vectors at most half this CPU's L2), every row passing one block before the next.
 //! - [`matmul_add`]: `H += M[:, c0..c0+T] A` for a block of `T` rows of a dense `A` (`n` columns):
 //!   hint computation (`D A`) and DoublePIR's answer-side products.
 //!
@@ -44,7 +44,7 @@
 //! Without VNNI the same idea runs on `vpmaddwd` (two 16-bit products summed per 32-bit
 //! lane): the bytes of 8 words become two vectors of 16-bit entries (slots 0 and 2, slots 1
 //! and 3), and the vector side two signed 16-bit digits, `x = x0 + 2^16 x1`, so 32 entries
-//! cost four `vpmaddwd` and four adds per vector ([`x86::tile_avx2_bytes`]).
+//! cost four `vpmaddwd` and four adds per vector (`x86::tile_avx2_bytes`).
 //!
 //! Panics: only on slice lengths that disagree with the matrix shape (callers derive both from
 //! the same validated parameters), like the XOR kernels.

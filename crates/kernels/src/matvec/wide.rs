@@ -19,7 +19,7 @@
 //! `0 <= l2 <= 513` for `x < 2^29`), interleaved so that each 32-bit word holds the limbs of
 //! the two columns that meet one matrix word. A product is below `2^24` in magnitude, a
 //! `vpmaddwd` lane below `2^25`, so 32 steps sum in 32 bits before they are widened to 64
-//! ([`FLUSH`]). Per 64 bytes of matrix and vector: three `vpmaddwd` and three adds (the
+//! (`FLUSH`). Per 64 bytes of matrix and vector: three `vpmaddwd` and three adds (the
 //! generic loop spends two shifts or masks, two 64-bit multiplies and two adds per word).
 //! Vectors with a word at or above `2^29` take the generic loop.
 
