@@ -302,19 +302,15 @@ impl YpirServer {
             .collect::<Result<Vec<_>, Error>>();
         let mut next = 0;
         work.iter()
-            .map(|item| {
-                let Err(e) = item else {
+            .map(|item| match (item, &trees) {
+                (Err(e), _) => Err(e.clone()),
+                (Ok(_), Err(e)) => Err(e.clone()),
+                (Ok(_), Ok(trees)) => {
                     let j = next;
                     next += 1;
-                    return match &trees {
-                        Ok(trees) => {
-                            let ciphertexts: Vec<_> = trees.iter().map(|t| t[j].clone()).collect();
-                            Ok(wire::encode_answer(&self.shape.lengths(), &ciphertexts))
-                        }
-                        Err(e) => Err(e.clone()),
-                    };
-                };
-                Err(e.clone())
+                    let ciphertexts: Vec<_> = trees.iter().map(|t| t[j].clone()).collect();
+                    Ok(wire::encode_answer(&self.shape.lengths(), &ciphertexts))
+                }
             })
             .collect()
     }
