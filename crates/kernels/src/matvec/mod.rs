@@ -51,6 +51,7 @@
 
 use rayon::prelude::*;
 
+use crate::aligned::LineAligned;
 use crate::Backend;
 
 /// Most vectors one pass of [`matvec_batch`] multiplies at once; larger batches are split
@@ -302,8 +303,8 @@ struct ColumnBlock {
     /// The vectors cut to this block (as for a matrix `width` words wide); empty when the
     /// block is the whole row (the caller's vectors are used).
     vectors: Vec<Vec<u32>>,
-    /// Their interleaving for the tile that runs.
-    interleaved: Vec<u32>,
+    /// Their interleaving for the tile that runs, on whole cache lines.
+    interleaved: LineAligned,
 }
 
 /// Cuts rows of `width` words into blocks whose vectors take at most [`block_vector_bytes`]
@@ -328,7 +329,7 @@ fn column_blocks(
             first: 0,
             width,
             vectors: Vec::new(),
-            interleaved: interleave_for(xs, width),
+            interleaved: LineAligned::copy_of(&interleave_for(xs, width)),
         }];
     }
     (0..width)
@@ -345,7 +346,7 @@ fn column_blocks(
                 })
                 .collect();
             let refs: Vec<&[u32]> = vectors.iter().map(Vec::as_slice).collect();
-            let interleaved = interleave_for(&refs, block_width);
+            let interleaved = LineAligned::copy_of(&interleave_for(&refs, block_width));
             ColumnBlock {
                 first,
                 width: block_width,

@@ -26,6 +26,8 @@
 use rayon::prelude::*;
 
 use super::PackedMatrix;
+#[cfg(target_arch = "x86_64")]
+use crate::aligned::LineAligned;
 use crate::Backend;
 
 /// Lanes of 64-bit sums a tile keeps per vector (two AVX-512 registers, four AVX2).
@@ -205,7 +207,8 @@ struct SimdBlock {
 #[cfg(target_arch = "x86_64")]
 struct SimdGroup {
     xs: Vec<Vec<u32>>,
-    xi: Vec<u32>,
+    /// The interleaved limbs, on whole cache lines.
+    xi: LineAligned,
     /// `2^15 Σ x` over the columns the tiles cover, per vector (the centering's correction).
     corrections: Vec<u64>,
 }
@@ -236,7 +239,7 @@ fn simd_blocks(xs: &[&[u32]], width: usize, lanes: usize) -> Vec<SimdBlock> {
                         })
                         .collect();
                     let refs: Vec<&[u32]> = cut.iter().map(Vec::as_slice).collect();
-                    let xi = interleave_limbs(&refs, width_here, lanes);
+                    let xi = LineAligned::copy_of(&interleave_limbs(&refs, width_here, lanes));
                     let full = width_here - width_here % lanes;
                     let corrections = cut
                         .iter()
