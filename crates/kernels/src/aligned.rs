@@ -5,7 +5,8 @@
 //! run to run with the heap's layout (4 AVX2 vectors over 1 GiB on an Intel Xeon: 178 ms
 //! or 224 ms, `examples/matvec_ab.rs`).
 
-use std::ops::Deref;
+use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
+use std::ops::{Deref, DerefMut};
 
 /// Bytes in a cache line (every x86-64 CPU this crate targets).
 const LINE_BYTES: usize = 64;
@@ -15,15 +16,41 @@ const LINE_BYTES: usize = 64;
 #[repr(C, align(64))]
 struct Line([u32; LINE_BYTES / 4]);
 
-/// A read-only run of `u32` words whose first word starts a cache line.
-pub(crate) struct LineAligned {
+/// A run of `u32` words whose first word starts a cache line (query vectors as the tiles
+/// read them; a database's rows, so that a row of a multiple of 16 words is whole lines).
+#[derive(Clone)]
+pub struct LineAligned {
     lines: Vec<Line>,
     len: usize,
 }
 
 impl LineAligned {
+    /// `len` zero words (zeroed by the allocator, as `vec![0; len]` is: a large run is
+    /// fresh pages, not written here).
+    pub fn zeroed(len: usize) -> LineAligned {
+        let count = len.div_ceil(LINE_BYTES / 4);
+        let lines = if count == 0 {
+            Vec::new()
+        } else {
+            let Ok(layout) = Layout::array::<Line>(count) else {
+                panic!("capacity overflow: {len} words");
+            };
+            // SAFETY: `layout` has a non-zero size (count > 0). A null pointer is handed to
+            // `handle_alloc_error`, which does not return.
+            let ptr = unsafe { alloc_zeroed(layout) }.cast::<Line>();
+            if ptr.is_null() {
+                handle_alloc_error(layout);
+            }
+            // SAFETY: `ptr` was allocated by the global allocator with exactly the layout of
+            // a `Vec<Line>` of capacity `count`, and all its `count` lines are initialised
+            // (all-zero bytes are a valid `[u32; 16]`).
+            unsafe { Vec::from_raw_parts(ptr, count, count) }
+        };
+        LineAligned { lines, len }
+    }
+
     /// `words`, copied onto whole lines (the last one padded with zeros).
-    pub(crate) fn copy_of(words: &[u32]) -> LineAligned {
+    pub fn copy_of(words: &[u32]) -> LineAligned {
         let mut lines = vec![Line([0; LINE_BYTES / 4]); words.len().div_ceil(LINE_BYTES / 4)];
         for (line, chunk) in lines.iter_mut().zip(words.chunks(LINE_BYTES / 4)) {
             line.0[..chunk.len()].copy_from_slice(chunk);
@@ -46,6 +73,19 @@ impl Deref for LineAligned {
     }
 }
 
+impl DerefMut for LineAligned {
+    fn deref_mut(&mut self) -> &mut [u32] {
+        // SAFETY: as for `deref`, through the unique borrow of `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<u32>(), self.len) }
+    }
+}
+
+impl std::fmt::Debug for LineAligned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LineAligned({} words)", self.len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +99,11 @@ mod tests {
             let aligned = LineAligned::copy_of(&words);
             assert_eq!(&aligned[..], &words[..]);
             assert_eq!(aligned.as_ptr() as usize % LINE_BYTES, 0);
+            let mut zeros = LineAligned::zeroed(len);
+            assert!(zeros.iter().all(|&w| w == 0) && zeros.len() == len);
+            assert_eq!(zeros.as_ptr() as usize % LINE_BYTES, 0);
+            zeros.copy_from_slice(&words);
+            assert_eq!(&zeros[..], &words[..]);
         }
     }
 }

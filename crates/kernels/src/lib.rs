@@ -75,7 +75,7 @@ macro_rules! multiversioned {
     };
 }
 
-mod aligned;
+pub mod aligned;
 pub mod backend;
 pub mod batch;
 pub mod map;

@@ -370,17 +370,20 @@ multiversioned! {
     /// One packing node's bodies before key switching: `out[i] = e[i] + y[i] +
     /// (e[p[i]] - y[p[i]]) mod q`, the sum of the even body and the shifted odd one plus the
     /// automorphism `p` of their difference (all values below `q`; `p` a permutation of the
-    /// indices).
+    /// indices). `shifted` is the scratch: it is left holding `e - y` (no allocation per
+    /// node; `out[i] = 2 e[i] - d[i] + d[p[i]]` for that `d`).
     /// Panics unless `permutation` holds indices below the length.
-    pub fn pack_combine(out: &mut [u32], even: &[u32], shifted: &[u32], permutation: &[u32], q: u32) {
+    pub fn pack_combine(out: &mut [u32], even: &[u32], shifted: &mut [u32], permutation: &[u32], q: u32) {
         let n = out.len();
-        let (even, shifted, permutation) = (&even[..n], &shifted[..n], &permutation[..n]);
+        let (even, difference, permutation) = (&even[..n], &mut shifted[..n], &permutation[..n]);
         assert!(permutation.iter().all(|&j| (j as usize) < n), "pack_combine: permutation");
-        let difference: Vec<u32> = even.iter().zip(shifted).map(|(&e, &y)| sub_mod(e, y, q)).collect();
+        for (d, &e) in difference.iter_mut().zip(even) {
+            *d = sub_mod(e, *d, q);
+        }
         for i in 0..n {
             // SAFETY: every permutation entry is below n = difference.len() (asserted above).
-            let d = unsafe { *difference.get_unchecked(permutation[i] as usize) };
-            out[i] = add_mod(add_mod(even[i], shifted[i], q), d, q);
+            let moved = unsafe { *difference.get_unchecked(permutation[i] as usize) };
+            out[i] = add_mod(sub_mod(add_mod(even[i], even[i], q), difference[i], q), moved, q);
         }
     }
 }
@@ -565,7 +568,8 @@ mod tests {
                 }
                 let (even, shifted) = (&xs[0], &xs[1]);
                 let mut out = vec![0u32; n];
-                pack_combine(backend, &mut out, even, shifted, &permutation, q);
+                let mut scratch = shifted.clone();
+                pack_combine(backend, &mut out, even, &mut scratch, &permutation, q);
                 for i in 0..n {
                     let j = permutation[i] as usize;
                     let want =

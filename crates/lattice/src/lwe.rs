@@ -6,6 +6,7 @@
 //! multiply the stored entries `D`; the shift is applied once per product:
 //! `D' x = D x - floor(p/2) · Σ_j x_j` and `D' A = D A - floor(p/2) · (column sums of A)`.
 
+use pir_kernels::aligned::LineAligned;
 use pir_kernels::matvec::{self, PackedMatrix, Packing};
 use rand::CryptoRng;
 
@@ -20,7 +21,9 @@ pub const TILE_ROWS: usize = 32;
 /// (`pir_kernels::matvec` describes the layout).
 #[derive(Debug, Clone)]
 pub struct ZpMatrix {
-    words: Vec<u32>,
+    /// On whole cache lines: unaligned rows cost 4 AVX2 vectors over 1 GiB 4% (172 ms, 179
+    /// ms from a `Vec`).
+    words: LineAligned,
     rows: usize,
     columns: usize,
     words_per_row: usize,
@@ -39,7 +42,7 @@ impl ZpMatrix {
         mut entry: impl FnMut(usize, usize) -> u32,
     ) -> Self {
         let words_per_row = packing.words_per_row(columns);
-        let mut words = vec![0u32; rows * words_per_row];
+        let mut words = LineAligned::zeroed(rows * words_per_row);
         let mut values = vec![0u32; columns];
         if words_per_row > 0 {
             for (row, out) in words.chunks_exact_mut(words_per_row).enumerate() {
@@ -72,7 +75,7 @@ impl ZpMatrix {
     ) -> Self {
         use rayon::prelude::*;
         let words_per_row = packing.words_per_row(columns);
-        let mut words = vec![0u32; rows * words_per_row];
+        let mut words = LineAligned::zeroed(rows * words_per_row);
         if words_per_row > 0 && columns > 0 {
             words
                 .par_chunks_mut(TILE_ROWS * words_per_row)

@@ -27,6 +27,9 @@ use rayon::prelude::*;
 use super::rns::{self, Rns};
 use crate::ring::{Ring, RING_D};
 
+/// The body of an absent even child.
+static ZERO: [u32; RING_D] = [0; RING_D];
+
 /// Shoup companions of a fixed operand, per prime.
 fn companions(w: &Rns) -> Rns {
     [
@@ -364,7 +367,6 @@ impl Packer {
         let backend = self.ring.backend();
         let mut out = rns::zero(d);
         let mut shifted = vec![0u32; d];
-        let zero = vec![0u32; d];
         for i in 0..2 {
             let q = rns::q(i);
             match odd {
@@ -378,12 +380,12 @@ impl Packer {
                 ),
                 None => shifted.fill(0),
             }
-            let even = even.map_or(zero.as_slice(), |e| e[i].as_slice());
+            let even = even.map_or(&ZERO[..], |e| e[i].as_slice());
             ntt::pack_combine(
                 backend,
                 &mut out[i],
                 even,
-                &shifted,
+                &mut shifted,
                 &self.permutations[level - 1][i],
                 q,
             );
