@@ -684,7 +684,7 @@ pub mod wide;
 pub use wide::{matvec_wide, matvec_wide_with};
 
 mod dot;
-pub use dot::dot_pair;
+pub use dot::{dot_pair, dot_pair4};
 
 mod matmul;
 pub use matmul::{matmul_add, matmul_add_with};

@@ -118,6 +118,11 @@ proptest! {
         let plain = |x: &[u32]| row.iter().zip(x).fold(0u64, |s, (&v, &c)| s.wrapping_add(u64::from(v) * u64::from(c)));
         for backend in Backend::available() {
             prop_assert_eq!(dot_pair(backend, &row, &a, &b), (plain(&a), plain(&b)), "{:?}", backend);
+            // Four rows at once: the row and three others derived from it.
+            let others: Vec<Vec<u32>> = (1..4u32).map(|k| row.iter().map(|v| v.rotate_left(k * 5) ^ k).collect()).collect();
+            let rows = [&row[..], &others[0][..], &others[1][..], &others[2][..]];
+            let want = rows.map(|r| dot_pair(Backend::Portable, r, &a, &b));
+            prop_assert_eq!(dot_pair4(backend, rows, &a, &b), want, "{:?}", backend);
         }
     }
 

@@ -236,15 +236,29 @@ impl YpirServer {
                 (t_rows, c2, sums)
             })
             .collect();
-        // Second pass: bodies of every leaf, each static row read once for every query.
+        // Second pass: bodies of every leaf. Static rows four at a time: the four stay in
+        // cache while every query's `c2` passes them once.
         let static_bodies: Vec<Vec<u64>> = self
             .second
-            .par_chunks(groups)
-            .map(|row| {
-                prepared
-                    .iter()
-                    .map(|(_, c2, sums)| inner(backend, row, c2, *sums))
-                    .collect()
+            .par_chunks(4 * groups)
+            .flat_map_iter(|quad| {
+                let rows: Vec<&[u32]> = quad.chunks(groups).collect();
+                let mut out = vec![Vec::with_capacity(prepared.len()); rows.len()];
+                for (_, c2, sums) in &prepared {
+                    match <[&[u32]; 4]>::try_from(rows.as_slice()) {
+                        Ok(four) => {
+                            for (o, sum) in out.iter_mut().zip(inner4(backend, four, c2, *sums)) {
+                                o.push(sum);
+                            }
+                        }
+                        Err(_) => {
+                            for (o, row) in out.iter_mut().zip(&rows) {
+                                o.push(inner(backend, row, c2, *sums));
+                            }
+                        }
+                    }
+                }
+                out
             })
             .collect();
         let bodies: Vec<Vec<u64>> = prepared
@@ -387,12 +401,27 @@ const OFFSET: i64 = 1 << (RESCALED_BITS - 1);
 fn inner(backend: Backend, row: &[u32], c2: &Rns, sums: [u64; 2]) -> u64 {
     let n = row.len().min(c2[0].len()).min(c2[1].len());
     let (s0, s1) = matvec::dot_pair(backend, &row[..n], &c2[0][..n], &c2[1][..n]);
+    reduce_inner(s0, s1, sums)
+}
+
+/// The residues' sums of [`inner`] less the offset's part, recombined mod `q`.
+fn reduce_inner(s0: u64, s1: u64, sums: [u64; 2]) -> u64 {
     let residue = |i: usize, sum: u64| -> u32 {
         let q = u64::from(rns::q(i));
         let offset = (OFFSET as u64 % q) * (sums[i] % q) % q;
         ((sum % q + q - offset) % q) as u32
     };
     rns::crt_one(residue(0, s0), residue(1, s1))
+}
+
+/// [`inner`] of four rows (the same length) against one query.
+fn inner4(backend: Backend, rows: [&[u32]; 4], c2: &Rns, sums: [u64; 2]) -> [u64; 4] {
+    let n = rows[0].len().min(c2[0].len()).min(c2[1].len());
+    if rows.iter().any(|r| r.len() < n) {
+        return rows.map(|row| inner(backend, row, c2, sums));
+    }
+    let pairs = matvec::dot_pair4(backend, rows.map(|r| &r[..n]), &c2[0][..n], &c2[1][..n]);
+    pairs.map(|(s0, s1)| reduce_inner(s0, s1, sums))
 }
 
 /// The second-layer mask polynomial (NTT form) of a row of values over the row groups:
