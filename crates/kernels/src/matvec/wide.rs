@@ -17,9 +17,9 @@
 //! `e - 2^15`, so `Σ e x = Σ (e - 2^15) x + 2^15 Σ x`. The vector side is split into three
 //! balanced limbs of base `2^10` (`x = l0 + 2^10 l1 + 2^20 l2`, `|l0|, |l1| <= 512`,
 //! `0 <= l2 <= 513` for `x < 2^29`), interleaved so that each 32-bit word holds the limbs of
-//! the two columns that meet one matrix word. A product is below `2^24` in magnitude, a
-//! `vpmaddwd` lane below `2^25`, so 32 steps sum in 32 bits before they are widened to 64
-//! (`FLUSH`). Per 64 bytes of matrix and vector: three `vpmaddwd` and three adds (the
+//! the two columns that meet one matrix word. A product is at most `2^15 · 513` in magnitude,
+//! a `vpmaddwd` lane at most `2^16 · 513 = 33,619,968`, so 63 steps sum in 32 bits
+//! (`2,118,057,984 < 2^31`) before they are widened to 64 (`FLUSH`). Per 64 bytes of matrix and vector: three `vpmaddwd` and three adds (the
 //! generic loop spends two shifts or masks, two 64-bit multiplies and two adds per word).
 //! Vectors with a word at or above `2^29` take the generic loop.
 
@@ -37,8 +37,10 @@ const LANES: usize = 16;
 const LIMBS: usize = 3;
 /// Bits per limb.
 const LIMB_BITS: u32 = 10;
-/// Steps (one `vpmaddwd` per lane) summed in 32 bits before widening: `32 · 2^25 = 2^30`.
-const FLUSH: usize = 32;
+/// Steps (one `vpmaddwd` per lane) summed in 32 bits before widening: at most 63 (module
+/// documentation). At 1 GiB of 32 KiB records, four queries on one AVX2 core: the tile took
+/// 271 ms widening every 32 steps, see `ARCHITECTURE.md` for 63.
+const FLUSH: usize = 63;
 /// The SIMD path takes vectors whose words are all below this (the limb bound above).
 const SIMD_LIMIT: u32 = 1 << 29;
 

@@ -4,6 +4,7 @@
 //! is in is the caller's bookkeeping.
 
 use pir_core::Error;
+use pir_kernels::ntt::Permutation;
 
 use crate::prg::Seed;
 use crate::ring::{Ring, RNS_PRIMES};
@@ -80,10 +81,10 @@ pub(crate) fn mul_acc_many(out: &mut Rns, pairs: &[(&Rns, &Rns)]) {
 }
 
 /// Evaluation `i` of the result is evaluation `permutation[i]` of `a`.
-pub(crate) fn permute(a: &Rns, permutation: &[Vec<u32>; 2]) -> Rns {
+pub(crate) fn permute(a: &Rns, permutation: &[Permutation; 2]) -> Rns {
     let mut out = zero(a[0].len());
     for i in 0..2 {
-        for (o, &j) in out[i].iter_mut().zip(&permutation[i]) {
+        for (o, &j) in out[i].iter_mut().zip(permutation[i].iter()) {
             *o = a[i][j as usize];
         }
     }

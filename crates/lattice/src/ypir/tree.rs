@@ -27,9 +27,6 @@ use rayon::prelude::*;
 use super::rns::{self, Rns};
 use crate::ring::{Ring, RING_D};
 
-/// The body of an absent even child.
-static ZERO: [u32; RING_D] = [0; RING_D];
-
 /// Shoup companions of a fixed operand, per prime.
 fn companions(w: &Rns) -> Rns {
     [
@@ -90,7 +87,7 @@ pub fn key_index(level: usize, digit: usize) -> u64 {
 #[derive(Debug)]
 pub struct Packer {
     pub(crate) ring: Ring,
-    permutations: Vec<[Vec<u32>; 2]>,
+    permutations: Vec<[ntt::Permutation; 2]>,
     shifts: Vec<Rns>,
     shift_companions: Vec<Rns>,
     pub(crate) key_masks: Vec<Vec<Rns>>,
@@ -172,7 +169,13 @@ impl Packer {
         let mut shift_companions = Vec::with_capacity(LEVELS);
         let mut key_masks = Vec::with_capacity(LEVELS);
         for level in 1..=LEVELS {
-            permutations.push(ring.automorphism_permutation(automorphism_of(level))?);
+            let [p0, p1] = ring.automorphism_permutation(automorphism_of(level))?;
+            let check = |p| {
+                ntt::Permutation::new(p).ok_or_else(|| {
+                    Error::InvalidParameter("an automorphism that is not a permutation".into())
+                })
+            };
+            permutations.push([check(p0)?, check(p1)?]);
             let mut shift = vec![0i64; d];
             shift[d >> level] = 1;
             let mut shift = rns::from_signed(&shift);
@@ -354,44 +357,35 @@ impl Packer {
 
     /// `b_e + X^s b_o + τ(b_e - X^s b_o) + Σ_i digit_i ⊙ key_b_i` (evaluations), with the
     /// fixed operands (`X^s`, the digits) multiplied by Shoup's and Montgomery's methods in
-    /// the kernels.
+    /// the kernels. The children's bodies are consumed: the result is written over the even
+    /// one, the odd one is the kernel's scratch (no allocation per node).
     fn combine_bodies(
         &self,
         level: usize,
-        even: Option<&Rns>,
-        odd: Option<&Rns>,
+        even: Option<Rns>,
+        odd: Option<Rns>,
         digits: &[Rns],
         key_bodies: &[Vec<Rns>],
     ) -> Rns {
-        let d = RING_D;
         let backend = self.ring.backend();
-        let mut out = rns::zero(d);
-        let mut shifted = vec![0u32; d];
+        // An absent child is the zero body (only at the end of the last tree).
+        let mut even = even.unwrap_or_else(|| rns::zero(RING_D));
+        let mut odd = odd.unwrap_or_else(|| rns::zero(RING_D));
         for i in 0..2 {
-            let q = rns::q(i);
-            match odd {
-                Some(o) => ntt::mul_fixed(
-                    backend,
-                    &mut shifted,
-                    &o[i],
-                    &self.shifts[level - 1][i],
-                    &self.shift_companions[level - 1][i],
-                    q,
-                ),
-                None => shifted.fill(0),
-            }
-            let even = even.map_or(&ZERO[..], |e| e[i].as_slice());
             ntt::pack_combine(
                 backend,
-                &mut out[i],
-                even,
-                &mut shifted,
+                &mut even[i],
+                &mut odd[i],
+                (
+                    &self.shifts[level - 1][i],
+                    &self.shift_companions[level - 1][i],
+                ),
                 &self.permutations[level - 1][i],
-                q,
+                rns::q(i),
             );
-            self.switch_keys(level, i, &mut out[i], digits, key_bodies);
+            self.switch_keys(level, i, &mut even[i], digits, key_bodies);
         }
-        out
+        even
     }
 
     /// `acc += Σ_t digit_t ⊙ key_b_t` for prime `i` (Montgomery digits, lazily reduced).
@@ -603,8 +597,8 @@ impl Packer {
                 };
                 let b = self.combine_bodies(
                     level,
-                    even.as_ref().map(|n| &n.body),
-                    odd.as_ref().map(|n| &n.body),
+                    even.map(|n| n.body),
+                    odd.map(|n| n.body),
                     digits,
                     job.key_bodies,
                 );
