@@ -359,6 +359,60 @@ pub fn mul_add_montgomery_many(
     }
 }
 
+/// [`mul_add_montgomery_many`] for several accumulators that share the digits `xs`, each
+/// with its own multipliers: `accs[j][i] += Σ_t xs[t][i] ws[j][t][i] mod q`. The queries of a
+/// batch at one packing node: the digits are read once for all of them. Panics unless the
+/// accumulators have one length, every `ws[j]` as many slices as `xs` (at most
+/// [`MONTGOMERY_LAZY`]) and every slice at least that length.
+pub fn mul_add_montgomery_batch(
+    backend: Backend,
+    accs: &mut [&mut [u32]],
+    xs: &[&[u32]],
+    ws: &[&[&[u32]]],
+    q: u32,
+    q_neg_inverse: u32,
+) {
+    let n = accs.first().map_or(0, |a| a.len());
+    assert!(
+        ws.len() == accs.len()
+            && accs.iter().all(|a| a.len() == n)
+            && xs.len() <= MONTGOMERY_LAZY
+            && xs.iter().all(|x| x.len() >= n)
+            && ws
+                .iter()
+                .all(|w| w.len() == xs.len() && w.iter().all(|w| w.len() >= n)),
+        "mul_add_montgomery_batch: shapes"
+    );
+    #[cfg(target_arch = "x86_64")]
+    macro_rules! run {
+        ($kernel:ident) => {
+            match xs.len() {
+                1 => montgomery::$kernel::<1>(accs, xs, ws, q, q_neg_inverse),
+                2 => montgomery::$kernel::<2>(accs, xs, ws, q, q_neg_inverse),
+                3 => montgomery::$kernel::<3>(accs, xs, ws, q, q_neg_inverse),
+                4 => montgomery::$kernel::<4>(accs, xs, ws, q, q_neg_inverse),
+                _ => 0,
+            }
+        };
+    }
+    let done = match backend {
+        // SAFETY: the CPU supports AVX-512 F (checked); the shapes were checked above.
+        #[cfg(target_arch = "x86_64")]
+        Backend::Avx512 if Backend::Avx512.is_available() => unsafe { run!(batch_avx512) },
+        // SAFETY: the CPU supports AVX2 (checked); the shapes were checked above.
+        #[cfg(target_arch = "x86_64")]
+        Backend::Avx2 if Backend::Avx2.is_available() => unsafe { run!(batch_avx2) },
+        _ => 0,
+    };
+    if done < n {
+        let xs: Vec<&[u32]> = xs.iter().map(|x| &x[done..]).collect();
+        for (acc, ws) in accs.iter_mut().zip(ws) {
+            let ws: Vec<&[u32]> = ws.iter().map(|w| &w[done..]).collect();
+            montgomery_many_compiled(backend, &mut acc[done..], &xs, &ws, q, q_neg_inverse);
+        }
+    }
+}
+
 multiversioned! {
     /// [`mul_add_montgomery_many`] as the compiler vectorises it (the portable backend and
     /// the words past the SIMD kernels' last whole step).
@@ -661,6 +715,35 @@ mod tests {
                             (a + u64::from(xs[t][i]) * u64::from(ws[t][i])) % q64
                         });
                         assert_eq!(u64::from(acc[i]), want, "{backend:?} {count} digits");
+                    }
+                    // Three accumulators sharing the digits, each with the multipliers
+                    // rotated: the same as one at a time.
+                    let rotated: Vec<Vec<&[u32]>> = (0..3)
+                        .map(|j| (0..count).map(|t| w_refs[(t + j) % count]).collect())
+                        .collect();
+                    let mut batch = vec![acc0.clone(); 3];
+                    let mut refs: Vec<&mut [u32]> =
+                        batch.iter_mut().map(|a| a.as_mut_slice()).collect();
+                    let w_batch: Vec<&[&[u32]]> = rotated.iter().map(|w| w.as_slice()).collect();
+                    mul_add_montgomery_batch(
+                        backend,
+                        &mut refs,
+                        &x_refs,
+                        &w_batch,
+                        q,
+                        montgomery_constant,
+                    );
+                    for (j, got) in batch.iter().enumerate() {
+                        let mut want = acc0.clone();
+                        mul_add_montgomery_many(
+                            backend,
+                            &mut want,
+                            &x_refs,
+                            &rotated[j],
+                            q,
+                            montgomery_constant,
+                        );
+                        assert_eq!(got, &want, "{backend:?} {count} digits, batch member {j}");
                     }
                 }
                 let (even, odd, shift) = (&xs[0], &xs[1], &xs[2]);

@@ -136,3 +136,123 @@ pub(super) unsafe fn many_avx512(
     }
     full
 }
+
+/// [`many_avx2`] for several accumulators sharing the digits: `accs[j] += Σ_t xs[t] ws[j][t]`,
+/// each digit loaded once per step for all of them (a batch's queries at one packing node).
+/// Returns the words done (the same for every accumulator).
+///
+/// # Safety
+/// The CPU must support AVX2; `T == xs.len() <= 4`, `ws.len() == accs.len()`, every
+/// `ws[j].len() == T`, and every slice at least as long as `accs[0]`, which all the
+/// accumulators are.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn batch_avx2<const T: usize>(
+    accs: &mut [&mut [u32]],
+    xs: &[&[u32]],
+    ws: &[&[&[u32]]],
+    q: u32,
+    q_neg_inverse: u32,
+) -> usize {
+    let Some(n) = accs.first().map(|a| a.len()) else {
+        return 0;
+    };
+    debug_assert!(xs.len() == T && ws.len() == accs.len());
+    let full = n - n % 8;
+    let q64 = _mm256_set1_epi64x(i64::from(q));
+    let inverse = _mm256_set1_epi64x(i64::from(q_neg_inverse));
+    let q32 = _mm256_set1_epi32(q as i32);
+    let mut i = 0;
+    while i < full {
+        let mut x_even = [_mm256_setzero_si256(); T];
+        let mut x_odd = [_mm256_setzero_si256(); T];
+        for t in 0..T {
+            // SAFETY: i + 8 <= full <= n <= xs[t].len() (the caller's contract).
+            x_even[t] = unsafe { _mm256_loadu_si256(xs[t].as_ptr().add(i).cast()) };
+            x_odd[t] = _mm256_srli_epi64::<32>(x_even[t]);
+            if i % 16 == 0 {
+                crate::prefetch_l2(xs[t].as_ptr().wrapping_add(i + AHEAD));
+            }
+        }
+        for (acc, ws) in accs.iter_mut().zip(ws) {
+            let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+            for t in 0..T {
+                // SAFETY: i + 8 <= n <= ws[t].len() (the caller's contract).
+                let w = unsafe { _mm256_loadu_si256(ws[t].as_ptr().add(i).cast()) };
+                even = _mm256_add_epi64(even, _mm256_mul_epu32(x_even[t], w));
+                let w_odd = _mm256_shuffle_epi32::<0b11_11_01_01>(w);
+                odd = _mm256_add_epi64(odd, _mm256_mul_epu32(x_odd[t], w_odd));
+            }
+            let even =
+                _mm256_add_epi64(even, _mm256_mul_epu32(_mm256_mul_epu32(even, inverse), q64));
+            let odd = _mm256_add_epi64(odd, _mm256_mul_epu32(_mm256_mul_epu32(odd, inverse), q64));
+            let u = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
+            let u = _mm256_min_epu32(u, _mm256_sub_epi32(u, q32));
+            // SAFETY: i + 8 <= n = acc.len().
+            let a = unsafe { _mm256_loadu_si256(acc.as_ptr().add(i).cast()) };
+            let s = _mm256_add_epi32(a, u);
+            let s = _mm256_min_epu32(s, _mm256_sub_epi32(s, q32));
+            // SAFETY: as for the load.
+            unsafe { _mm256_storeu_si256(acc.as_mut_ptr().add(i).cast(), s) };
+        }
+        i += 8;
+    }
+    full
+}
+
+/// [`batch_avx2`] with AVX-512, sixteen words per step.
+///
+/// # Safety
+/// The CPU must support AVX-512 F; the slices as for [`batch_avx2`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn batch_avx512<const T: usize>(
+    accs: &mut [&mut [u32]],
+    xs: &[&[u32]],
+    ws: &[&[&[u32]]],
+    q: u32,
+    q_neg_inverse: u32,
+) -> usize {
+    let Some(n) = accs.first().map(|a| a.len()) else {
+        return 0;
+    };
+    debug_assert!(xs.len() == T && ws.len() == accs.len());
+    let full = n - n % 16;
+    let q64 = _mm512_set1_epi64(i64::from(q));
+    let inverse = _mm512_set1_epi64(i64::from(q_neg_inverse));
+    let q32 = _mm512_set1_epi32(q as i32);
+    let mut i = 0;
+    while i < full {
+        let mut x_even = [_mm512_setzero_si512(); T];
+        let mut x_odd = [_mm512_setzero_si512(); T];
+        for t in 0..T {
+            // SAFETY: i + 16 <= full <= n <= xs[t].len() (the caller's contract).
+            x_even[t] = unsafe { _mm512_loadu_si512(xs[t].as_ptr().add(i).cast()) };
+            x_odd[t] = _mm512_shuffle_epi32::<0b11_11_01_01>(x_even[t]);
+            crate::prefetch_l2(xs[t].as_ptr().wrapping_add(i + AHEAD));
+        }
+        for (acc, ws) in accs.iter_mut().zip(ws) {
+            let (mut even, mut odd) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+            for t in 0..T {
+                // SAFETY: i + 16 <= n <= ws[t].len() (the caller's contract).
+                let w = unsafe { _mm512_loadu_si512(ws[t].as_ptr().add(i).cast()) };
+                even = _mm512_add_epi64(even, _mm512_mul_epu32(x_even[t], w));
+                let w_odd = _mm512_shuffle_epi32::<0b11_11_01_01>(w);
+                odd = _mm512_add_epi64(odd, _mm512_mul_epu32(x_odd[t], w_odd));
+            }
+            let even =
+                _mm512_add_epi64(even, _mm512_mul_epu32(_mm512_mul_epu32(even, inverse), q64));
+            let odd = _mm512_add_epi64(odd, _mm512_mul_epu32(_mm512_mul_epu32(odd, inverse), q64));
+            let u = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64::<32>(even), odd);
+            let u = _mm512_min_epu32(u, _mm512_sub_epi32(u, q32));
+            // SAFETY: i + 16 <= n = acc.len().
+            let a = unsafe { _mm512_loadu_si512(acc.as_ptr().add(i).cast()) };
+            let s = _mm512_add_epi32(a, u);
+            let s = _mm512_min_epu32(s, _mm512_sub_epi32(s, q32));
+            // SAFETY: as for the load.
+            unsafe { _mm512_storeu_si512(acc.as_mut_ptr().add(i).cast(), s) };
+        }
+        i += 16;
+    }
+    full
+}

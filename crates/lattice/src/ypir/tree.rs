@@ -355,18 +355,11 @@ impl Packer {
         Ok((out, digits))
     }
 
-    /// `b_e + X^s b_o + τ(b_e - X^s b_o) + Σ_i digit_i ⊙ key_b_i` (evaluations), with the
-    /// fixed operands (`X^s`, the digits) multiplied by Shoup's and Montgomery's methods in
-    /// the kernels. The children's bodies are consumed: the result is written over the even
-    /// one, the odd one is the kernel's scratch (no allocation per node).
-    fn combine_bodies(
-        &self,
-        level: usize,
-        even: Option<Rns>,
-        odd: Option<Rns>,
-        digits: &[Rns],
-        key_bodies: &[Vec<Rns>],
-    ) -> Rns {
+    /// `b_e + X^s b_o + τ(b_e - X^s b_o)` (evaluations; the key switching follows in
+    /// [`Packer::switch_keys`]), `X^s` multiplied by Shoup's method in the kernel. The
+    /// children's bodies are consumed: the result is written over the even one, the odd one
+    /// is the kernel's scratch (no allocation per node).
+    fn combine_bodies(&self, level: usize, even: Option<Rns>, odd: Option<Rns>) -> Rns {
         let backend = self.ring.backend();
         // An absent child is the zero body (only at the end of the last tree).
         let mut even = even.unwrap_or_else(|| rns::zero(RING_D));
@@ -383,45 +376,43 @@ impl Packer {
                 &self.permutations[level - 1][i],
                 rns::q(i),
             );
-            self.switch_keys(level, i, &mut even[i], digits, key_bodies);
         }
         even
     }
 
-    /// `acc += Σ_t digit_t ⊙ key_b_t` for prime `i` (Montgomery digits, lazily reduced).
-    fn switch_keys(
-        &self,
-        level: usize,
-        i: usize,
-        acc: &mut [u32],
-        digits: &[Rns],
-        key_bodies: &[Vec<Rns>],
-    ) {
-        let keys: Vec<&[u32]> = key_bodies[level - 1]
-            .iter()
-            .map(|k| k[i].as_slice())
-            .collect();
-        let digits: Vec<&[u32]> = digits.iter().map(|d| d[i].as_slice()).collect();
-        ntt::mul_add_montgomery_many(
-            self.ring.backend(),
-            acc,
-            &digits,
-            &keys[..digits.len()],
-            rns::q(i),
-            self.montgomery_constants[i],
-        );
+    /// `body_j += Σ_t digit_t ⊙ key_b_t` of job `j`, both primes (Montgomery digits, lazily
+    /// reduced): every job's body against the same digits, read once for all of them.
+    fn switch_keys(&self, level: usize, bodies: &mut [Rns], digits: &[Rns], jobs: &[PackJob<'_>]) {
+        for i in 0..2 {
+            let digits: Vec<&[u32]> = digits.iter().map(|d| d[i].as_slice()).collect();
+            let keys: Vec<Vec<&[u32]>> = jobs
+                .iter()
+                .map(|job| {
+                    job.key_bodies[level - 1]
+                        .iter()
+                        .take(digits.len())
+                        .map(|k| k[i].as_slice())
+                        .collect()
+                })
+                .collect();
+            let keys: Vec<&[&[u32]]> = keys.iter().map(Vec::as_slice).collect();
+            let mut accs: Vec<&mut [u32]> =
+                bodies.iter_mut().map(|b| b[i].as_mut_slice()).collect();
+            ntt::mul_add_montgomery_batch(
+                self.ring.backend(),
+                &mut accs,
+                &digits,
+                &keys,
+                rns::q(i),
+                self.montgomery_constants[i],
+            );
+        }
     }
 
     /// A level-1 static node over leaves with bodies `b_e` and `b_o` (`None`: no odd
-    /// leaf): `2 b_e + b_o v` plus the key switching, without forming the leaves'
+    /// leaf): `2 b_e + b_o v` (the key switching follows), without forming the leaves'
     /// constant polynomials.
-    fn leaf_pair_body(
-        &self,
-        even: u64,
-        odd: Option<u64>,
-        digits: &[Rns],
-        key_bodies: &[Vec<Rns>],
-    ) -> Rns {
+    fn leaf_pair_body(&self, even: u64, odd: Option<u64>) -> Rns {
         let mut out = rns::zero(RING_D);
         for (i, out) in out.iter_mut().enumerate() {
             let q = u64::from(rns::q(i));
@@ -438,7 +429,6 @@ impl Packer {
                 ),
                 None => out.fill(twice),
             }
-            self.switch_keys(1, i, out, digits, key_bodies);
         }
         out
     }
@@ -541,21 +531,17 @@ impl Packer {
         if level == 1 && kind == Kind::Static && !need_mask {
             let node = nodes.get(&id).ok_or_else(missing)?;
             let has_odd = plan.kind(tree, lo + 1, 0) != Kind::Zero;
-            return Ok(jobs
+            let mut bodies: Vec<Rns> = jobs
                 .iter()
                 .map(|job| {
                     let odd = has_odd.then(|| self.scaled((job.body)(k + 1)));
-                    let b = self.leaf_pair_body(
-                        self.scaled((job.body)(k)),
-                        odd,
-                        &node.digits,
-                        job.key_bodies,
-                    );
-                    Some(Node {
-                        mask: None,
-                        body: b,
-                    })
+                    self.leaf_pair_body(self.scaled((job.body)(k)), odd)
                 })
+                .collect();
+            self.switch_keys(1, &mut bodies, &node.digits, jobs);
+            return Ok(bodies
+                .into_iter()
+                .map(|body| Some(Node { mask: None, body }))
                 .collect());
         }
         let child_needs = kind == Kind::Dynamic;
@@ -571,40 +557,49 @@ impl Packer {
             Kind::Static => Some(nodes.get(&id).ok_or_else(missing)?),
             _ => None,
         };
-        jobs.iter()
-            .zip(evens.into_iter().zip(odds))
-            .map(|(job, (even, odd))| {
-                let (mask, digits_owned);
-                let digits: &[Rns] = match static_node {
-                    Some(node) => {
-                        mask = if need_mask {
-                            Some(node.mask.clone().ok_or_else(missing)?)
-                        } else {
-                            None
-                        };
-                        &node.digits
-                    }
-                    None => {
-                        let (m, d) = self.combine_masks(
-                            level,
-                            even.as_ref().and_then(|n| n.mask.as_ref()),
-                            odd.as_ref().and_then(|n| n.mask.as_ref()),
-                        )?;
-                        mask = Some(m);
-                        digits_owned = d.iter().map(|d| self.montgomery(d)).collect::<Vec<Rns>>();
-                        &digits_owned
-                    }
-                };
-                let b = self.combine_bodies(
-                    level,
-                    even.map(|n| n.body),
-                    odd.map(|n| n.body),
-                    digits,
-                    job.key_bodies,
-                );
-                Ok(Some(Node { mask, body: b }))
-            })
-            .collect()
+        // Each query's node before key switching (and a dynamic node's own digits).
+        let mut nodes_out = Vec::with_capacity(jobs.len());
+        let mut own_digits = Vec::new();
+        for (even, odd) in evens.into_iter().zip(odds) {
+            let mask = match static_node {
+                Some(node) if need_mask => Some(node.mask.clone().ok_or_else(missing)?),
+                Some(_) => None,
+                None => {
+                    let (m, d) = self.combine_masks(
+                        level,
+                        even.as_ref().and_then(|n| n.mask.as_ref()),
+                        odd.as_ref().and_then(|n| n.mask.as_ref()),
+                    )?;
+                    own_digits.push(d.iter().map(|d| self.montgomery(d)).collect::<Vec<Rns>>());
+                    Some(m)
+                }
+            };
+            let body = self.combine_bodies(level, even.map(|n| n.body), odd.map(|n| n.body));
+            nodes_out.push(Node { mask, body });
+        }
+        let mut bodies: Vec<Rns> = nodes_out
+            .iter_mut()
+            .map(|n| std::mem::take(&mut n.body))
+            .collect();
+        match static_node {
+            // Every query's key switching against the node's digits in one pass over them.
+            Some(node) => self.switch_keys(level, &mut bodies, &node.digits, jobs),
+            None => {
+                for ((body, digits), job) in bodies.iter_mut().zip(&own_digits).zip(jobs) {
+                    self.switch_keys(
+                        level,
+                        std::slice::from_mut(body),
+                        digits,
+                        std::slice::from_ref(job),
+                    );
+                }
+            }
+        }
+        Ok(nodes_out
+            .into_iter()
+            .zip(bodies)
+            .map(|(node, body)| Some(Node { body, ..node }))
+            .collect())
     }
 }
 
