@@ -359,16 +359,30 @@ pub fn mul_add_montgomery_many(
     }
 }
 
+/// Where [`mul_add_montgomery_batch`] starts its accumulators instead of adding to them:
+/// `acc_j = plus_j + scale_j fixed` (a level-1 packing node, `2 b_e + b_o v`), folded into
+/// the same lazy sum as the digit products (all values below `q`).
+#[derive(Debug, Clone, Copy)]
+pub struct Start<'a> {
+    /// The fixed vector, in Montgomery form ([`to_montgomery`]).
+    pub fixed: &'a [u32],
+    /// `(plus_j, scale_j)` for accumulator `j`.
+    pub terms: &'a [(u32, u32)],
+}
+
 /// [`mul_add_montgomery_many`] for several accumulators that share the digits `xs`, each
-/// with its own multipliers: `accs[j][i] += Σ_t xs[t][i] ws[j][t][i] mod q`. The queries of a
-/// batch at one packing node: the digits are read once for all of them. Panics unless the
-/// accumulators have one length, every `ws[j]` as many slices as `xs` (at most
-/// [`MONTGOMERY_LAZY`]) and every slice at least that length.
+/// with its own multipliers: `accs[j][i] += Σ_t xs[t][i] ws[j][t][i] mod q` (or, with a
+/// [`Start`], `accs[j][i] = plus_j + scale_j fixed[i] + Σ_t ...`, the old contents unread).
+/// The queries of a batch at one packing node: the digits are read once for all of them.
+/// Panics unless the accumulators have one length, every `ws[j]` as many slices as `xs` (at
+/// most [`MONTGOMERY_LAZY`]), every slice at least that length and a start as many terms as
+/// accumulators.
 pub fn mul_add_montgomery_batch(
     backend: Backend,
     accs: &mut [&mut [u32]],
     xs: &[&[u32]],
     ws: &[&[&[u32]]],
+    start: Option<Start<'_>>,
     q: u32,
     q_neg_inverse: u32,
 ) {
@@ -380,17 +394,18 @@ pub fn mul_add_montgomery_batch(
             && xs.iter().all(|x| x.len() >= n)
             && ws
                 .iter()
-                .all(|w| w.len() == xs.len() && w.iter().all(|w| w.len() >= n)),
+                .all(|w| w.len() == xs.len() && w.iter().all(|w| w.len() >= n))
+            && start.is_none_or(|s| s.terms.len() == accs.len() && s.fixed.len() >= n),
         "mul_add_montgomery_batch: shapes"
     );
     #[cfg(target_arch = "x86_64")]
     macro_rules! run {
         ($kernel:ident) => {
             match xs.len() {
-                1 => montgomery::$kernel::<1>(accs, xs, ws, q, q_neg_inverse),
-                2 => montgomery::$kernel::<2>(accs, xs, ws, q, q_neg_inverse),
-                3 => montgomery::$kernel::<3>(accs, xs, ws, q, q_neg_inverse),
-                4 => montgomery::$kernel::<4>(accs, xs, ws, q, q_neg_inverse),
+                1 => montgomery::$kernel::<1>(accs, xs, ws, start, q, q_neg_inverse),
+                2 => montgomery::$kernel::<2>(accs, xs, ws, start, q, q_neg_inverse),
+                3 => montgomery::$kernel::<3>(accs, xs, ws, start, q, q_neg_inverse),
+                4 => montgomery::$kernel::<4>(accs, xs, ws, start, q, q_neg_inverse),
                 _ => 0,
             }
         };
@@ -406,9 +421,16 @@ pub fn mul_add_montgomery_batch(
     };
     if done < n {
         let xs: Vec<&[u32]> = xs.iter().map(|x| &x[done..]).collect();
-        for (acc, ws) in accs.iter_mut().zip(ws) {
+        for (j, (acc, ws)) in accs.iter_mut().zip(ws).enumerate() {
+            let acc = &mut acc[done..];
+            if let Some(start) = start {
+                let (plus, scale) = start.terms[j];
+                for (a, &v) in acc.iter_mut().zip(&start.fixed[done..]) {
+                    *a = add_mod(plus, mul_montgomery(scale, v, q, q_neg_inverse), q);
+                }
+            }
             let ws: Vec<&[u32]> = ws.iter().map(|w| &w[done..]).collect();
-            montgomery_many_compiled(backend, &mut acc[done..], &xs, &ws, q, q_neg_inverse);
+            montgomery_many_compiled(backend, acc, &xs, &ws, q, q_neg_inverse);
         }
     }
 }
@@ -517,16 +539,6 @@ multiversioned! {
             // odd.len() (asserted above).
             let moved = unsafe { *odd.get_unchecked(indices[i] as usize) };
             even[i] = add_mod(sub_mod(add_mod(even[i], even[i], q), odd[i], q), moved, q);
-        }
-    }
-}
-
-multiversioned! {
-    /// `out[i] = a w[i] + b mod q` for a scalar `a < 2^32`, `b < q` and a fixed `w` with its
-    /// companions.
-    pub fn scale_fixed_add(out: &mut [u32], a: u32, w: &[u32], w_shoup: &[u32], b: u32, q: u32) {
-        for ((o, &x), &x_shoup) in out.iter_mut().zip(w).zip(w_shoup) {
-            *o = add_mod(mul_shoup(a, x, x_shoup, q), b, q);
         }
     }
 }
@@ -662,8 +674,9 @@ mod tests {
     }
 
     /// The packing kernels against plain arithmetic: lazily reduced sums of 1 to 4 digit
-    /// products (Montgomery multipliers), a node's combine with a permutation, and a scalar
-    /// times a fixed vector.
+    /// products (Montgomery multipliers), for one accumulator and for a batch (adding, or
+    /// started at a scalar times a fixed vector plus a scalar), and a node's combine with a
+    /// permutation.
     #[test]
     fn permutations_are_checked_when_made() {
         assert!(Permutation::new(vec![2, 0, 1]).is_some());
@@ -725,16 +738,19 @@ mod tests {
                     let mut refs: Vec<&mut [u32]> =
                         batch.iter_mut().map(|a| a.as_mut_slice()).collect();
                     let w_batch: Vec<&[&[u32]]> = rotated.iter().map(|w| w.as_slice()).collect();
-                    mul_add_montgomery_batch(
-                        backend,
-                        &mut refs,
-                        &x_refs,
-                        &w_batch,
-                        q,
-                        montgomery_constant,
-                    );
-                    for (j, got) in batch.iter().enumerate() {
-                        let mut want = acc0.clone();
+                    let batch_of = |refs: &mut Vec<&mut [u32]>, start: Option<Start<'_>>| {
+                        mul_add_montgomery_batch(
+                            backend,
+                            refs,
+                            &x_refs,
+                            &w_batch,
+                            start,
+                            q,
+                            montgomery_constant,
+                        )
+                    };
+                    batch_of(&mut refs, None);
+                    let one_at_a_time = |j: usize, mut want: Vec<u32>| {
                         mul_add_montgomery_many(
                             backend,
                             &mut want,
@@ -743,7 +759,30 @@ mod tests {
                             q,
                             montgomery_constant,
                         );
+                        want
+                    };
+                    for (j, got) in batch.iter().enumerate() {
+                        let want = one_at_a_time(j, acc0.clone());
                         assert_eq!(got, &want, "{backend:?} {count} digits, batch member {j}");
+                    }
+                    // Started at plus_j + scale_j v (v = ws[0], in Montgomery form in
+                    // mont[0]; the largest values among the terms): old contents unread.
+                    let terms = [(q - 1, q - 1), (0, 5), (7, 0)];
+                    let start = Start {
+                        fixed: &mont[0],
+                        terms: &terms,
+                    };
+                    let mut refs: Vec<&mut [u32]> =
+                        batch.iter_mut().map(|a| a.as_mut_slice()).collect();
+                    batch_of(&mut refs, Some(start));
+                    for (j, got) in batch.iter().enumerate() {
+                        let (plus, scale) = (u64::from(terms[j].0), u64::from(terms[j].1));
+                        let started: Vec<u32> = ws[0]
+                            .iter()
+                            .map(|&v| ((plus + scale * u64::from(v)) % q64) as u32)
+                            .collect();
+                        let want = one_at_a_time(j, started);
+                        assert_eq!(got, &want, "{backend:?} {count} digits, started member {j}");
                     }
                 }
                 let (even, odd, shift) = (&xs[0], &xs[1], &xs[2]);
@@ -766,21 +805,6 @@ mod tests {
                         - shifted[j])
                         % q64;
                     assert_eq!(u64::from(out[i]), want, "{backend:?} combine");
-                }
-                let companions = shoup_companions(&ws[0], q);
-                scale_fixed_add(
-                    backend,
-                    &mut out,
-                    0xdead_beef,
-                    &ws[0],
-                    &companions,
-                    acc0[0],
-                    q,
-                );
-                for i in 0..n {
-                    let want =
-                        (0xdead_beef_u64 % q64 * u64::from(ws[0][i]) + u64::from(acc0[0])) % q64;
-                    assert_eq!(u64::from(out[i]), want, "{backend:?} scale");
                 }
             }
         }

@@ -138,19 +138,22 @@ pub(super) unsafe fn many_avx512(
 }
 
 /// [`many_avx2`] for several accumulators sharing the digits: `accs[j] += Σ_t xs[t] ws[j][t]`,
-/// each digit loaded once per step for all of them (a batch's queries at one packing node).
+/// each digit loaded once per step for all of them (a batch's queries at one packing node);
+/// with a `start`, `accs[j] = plus_j + scale_j fixed + Σ_t ...` instead (one more product in
+/// the lazy sum: five stay below `2q` after the reduction for `q < 2^29`).
 /// Returns the words done (the same for every accumulator).
 ///
 /// # Safety
 /// The CPU must support AVX2; `T == xs.len() <= 4`, `ws.len() == accs.len()`, every
 /// `ws[j].len() == T`, and every slice at least as long as `accs[0]`, which all the
-/// accumulators are.
+/// accumulators are; a start has a term per accumulator and a fixed vector that long.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn batch_avx2<const T: usize>(
     accs: &mut [&mut [u32]],
     xs: &[&[u32]],
     ws: &[&[&[u32]]],
+    start: Option<super::Start<'_>>,
     q: u32,
     q_neg_inverse: u32,
 ) -> usize {
@@ -174,8 +177,22 @@ pub(super) unsafe fn batch_avx2<const T: usize>(
                 crate::prefetch_l2(xs[t].as_ptr().wrapping_add(i + AHEAD));
             }
         }
-        for (acc, ws) in accs.iter_mut().zip(ws) {
+        // The start's fixed vector, even and odd words (see `super::Start`).
+        let fixed = start.map(|start| {
+            // SAFETY: i + 8 <= n <= start.fixed.len() (checked by the caller).
+            let v = unsafe { _mm256_loadu_si256(start.fixed.as_ptr().add(i).cast()) };
+            (v, _mm256_srli_epi64::<32>(v))
+        });
+        for (j, (acc, ws)) in accs.iter_mut().zip(ws).enumerate() {
             let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+            let mut add = None;
+            if let (Some((v_even, v_odd)), Some(start)) = (fixed, start) {
+                let (plus, scale) = start.terms[j];
+                let scale = _mm256_set1_epi64x(i64::from(scale));
+                even = _mm256_mul_epu32(v_even, scale);
+                odd = _mm256_mul_epu32(v_odd, scale);
+                add = Some(_mm256_set1_epi32(plus as i32));
+            }
             for t in 0..T {
                 // SAFETY: i + 8 <= n <= ws[t].len() (the caller's contract).
                 let w = unsafe { _mm256_loadu_si256(ws[t].as_ptr().add(i).cast()) };
@@ -189,7 +206,8 @@ pub(super) unsafe fn batch_avx2<const T: usize>(
             let u = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
             let u = _mm256_min_epu32(u, _mm256_sub_epi32(u, q32));
             // SAFETY: i + 8 <= n = acc.len().
-            let a = unsafe { _mm256_loadu_si256(acc.as_ptr().add(i).cast()) };
+            let a =
+                add.unwrap_or_else(|| unsafe { _mm256_loadu_si256(acc.as_ptr().add(i).cast()) });
             let s = _mm256_add_epi32(a, u);
             let s = _mm256_min_epu32(s, _mm256_sub_epi32(s, q32));
             // SAFETY: as for the load.
@@ -210,6 +228,7 @@ pub(super) unsafe fn batch_avx512<const T: usize>(
     accs: &mut [&mut [u32]],
     xs: &[&[u32]],
     ws: &[&[&[u32]]],
+    start: Option<super::Start<'_>>,
     q: u32,
     q_neg_inverse: u32,
 ) -> usize {
@@ -231,8 +250,21 @@ pub(super) unsafe fn batch_avx512<const T: usize>(
             x_odd[t] = _mm512_shuffle_epi32::<0b11_11_01_01>(x_even[t]);
             crate::prefetch_l2(xs[t].as_ptr().wrapping_add(i + AHEAD));
         }
-        for (acc, ws) in accs.iter_mut().zip(ws) {
+        let fixed = start.map(|start| {
+            // SAFETY: i + 16 <= n <= start.fixed.len() (checked by the caller).
+            let v = unsafe { _mm512_loadu_si512(start.fixed.as_ptr().add(i).cast()) };
+            (v, _mm512_srli_epi64::<32>(v))
+        });
+        for (j, (acc, ws)) in accs.iter_mut().zip(ws).enumerate() {
             let (mut even, mut odd) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+            let mut add = None;
+            if let (Some((v_even, v_odd)), Some(start)) = (fixed, start) {
+                let (plus, scale) = start.terms[j];
+                let scale = _mm512_set1_epi64(i64::from(scale));
+                even = _mm512_mul_epu32(v_even, scale);
+                odd = _mm512_mul_epu32(v_odd, scale);
+                add = Some(_mm512_set1_epi32(plus as i32));
+            }
             for t in 0..T {
                 // SAFETY: i + 16 <= n <= ws[t].len() (the caller's contract).
                 let w = unsafe { _mm512_loadu_si512(ws[t].as_ptr().add(i).cast()) };
@@ -246,7 +278,8 @@ pub(super) unsafe fn batch_avx512<const T: usize>(
             let u = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64::<32>(even), odd);
             let u = _mm512_min_epu32(u, _mm512_sub_epi32(u, q32));
             // SAFETY: i + 16 <= n = acc.len().
-            let a = unsafe { _mm512_loadu_si512(acc.as_ptr().add(i).cast()) };
+            let a =
+                add.unwrap_or_else(|| unsafe { _mm512_loadu_si512(acc.as_ptr().add(i).cast()) });
             let s = _mm512_add_epi32(a, u);
             let s = _mm512_min_epu32(s, _mm512_sub_epi32(s, q32));
             // SAFETY: as for the load.

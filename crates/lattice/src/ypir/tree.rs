@@ -91,9 +91,10 @@ pub struct Packer {
     shifts: Vec<Rns>,
     shift_companions: Vec<Rns>,
     pub(crate) key_masks: Vec<Vec<Rns>>,
-    /// Level 1's `v = X^s - τ(X^s)` (evaluations) and its companions: a node over two
-    /// leaves with constant bodies `b_e, b_o` has body `2 b_e + b_o v` before key switching.
-    leaf_pair: (Rns, Rns),
+    /// Level 1's `v = X^s - τ(X^s)` (evaluations) in Montgomery form: a node over two leaves
+    /// with constant bodies `b_e, b_o` has body `2 b_e + b_o v` before key switching (which
+    /// starts from it: [`ntt::Start`]).
+    leaf_pair: Rns,
     /// `2^-11 mod q`.
     inverse: u64,
     /// [`ntt::montgomery_constant`] of each prime.
@@ -194,7 +195,10 @@ impl Packer {
         let inverse = crate::pack::inverse_mod(1 << LEVELS, q)
             .ok_or(Error::InvalidParameter("2^11 not invertible".into()))?;
         let v = rns::sub(&shifts[0], &rns::permute(&shifts[0], &permutations[0]));
-        let leaf_pair = (companions(&v), v);
+        let mut leaf_pair = rns::zero(v[0].len());
+        for (i, out) in leaf_pair.iter_mut().enumerate() {
+            ntt::to_montgomery(ring.backend(), out, &v[i], rns::q(i));
+        }
         Ok(Packer {
             ring,
             permutations,
@@ -381,8 +385,17 @@ impl Packer {
     }
 
     /// `body_j += Σ_t digit_t ⊙ key_b_t` of job `j`, both primes (Montgomery digits, lazily
-    /// reduced): every job's body against the same digits, read once for all of them.
-    fn switch_keys(&self, level: usize, bodies: &mut [Rns], digits: &[Rns], jobs: &[PackJob<'_>]) {
+    /// reduced): every job's body against the same digits, read once for all of them. With
+    /// `leaf_terms` (a level-1 node), `body_j = plus_j + scale_j v + Σ_t ...` per prime
+    /// instead, the old bodies unread.
+    fn switch_keys(
+        &self,
+        level: usize,
+        bodies: &mut [Rns],
+        digits: &[Rns],
+        jobs: &[PackJob<'_>],
+        leaf_terms: Option<&[[(u32, u32); 2]]>,
+    ) {
         for i in 0..2 {
             let digits: Vec<&[u32]> = digits.iter().map(|d| d[i].as_slice()).collect();
             let keys: Vec<Vec<&[u32]>> = jobs
@@ -396,6 +409,12 @@ impl Packer {
                 })
                 .collect();
             let keys: Vec<&[&[u32]]> = keys.iter().map(Vec::as_slice).collect();
+            let terms: Option<Vec<(u32, u32)>> =
+                leaf_terms.map(|terms| terms.iter().map(|t| t[i]).collect());
+            let start = terms.as_deref().map(|terms| ntt::Start {
+                fixed: &self.leaf_pair[i],
+                terms,
+            });
             let mut accs: Vec<&mut [u32]> =
                 bodies.iter_mut().map(|b| b[i].as_mut_slice()).collect();
             ntt::mul_add_montgomery_batch(
@@ -403,34 +422,11 @@ impl Packer {
                 &mut accs,
                 &digits,
                 &keys,
+                start,
                 rns::q(i),
                 self.montgomery_constants[i],
             );
         }
-    }
-
-    /// A level-1 static node over leaves with bodies `b_e` and `b_o` (`None`: no odd
-    /// leaf): `2 b_e + b_o v` (the key switching follows), without forming the leaves'
-    /// constant polynomials.
-    fn leaf_pair_body(&self, even: u64, odd: Option<u64>) -> Rns {
-        let mut out = rns::zero(RING_D);
-        for (i, out) in out.iter_mut().enumerate() {
-            let q = u64::from(rns::q(i));
-            let twice = (2 * (even % q) % q) as u32;
-            match odd {
-                Some(o) => ntt::scale_fixed_add(
-                    self.ring.backend(),
-                    out,
-                    (o % q) as u32,
-                    &self.leaf_pair.1[i],
-                    &self.leaf_pair.0[i],
-                    twice,
-                    q as u32,
-                ),
-                None => out.fill(twice),
-            }
-        }
-        out
     }
 
     /// Packs one tree online: `body(k)` is leaf `k`'s body (a value mod `q`), `dynamic_mask(k)`
@@ -531,14 +527,22 @@ impl Packer {
         if level == 1 && kind == Kind::Static && !need_mask {
             let node = nodes.get(&id).ok_or_else(missing)?;
             let has_odd = plan.kind(tree, lo + 1, 0) != Kind::Zero;
-            let mut bodies: Vec<Rns> = jobs
+            // Per job and prime, `2 b_e` and `b_o` (0 without an odd leaf): the body
+            // `2 b_e + b_o v` is where the key switching starts.
+            let terms: Vec<[(u32, u32); 2]> = jobs
                 .iter()
                 .map(|job| {
+                    let even = self.scaled((job.body)(k));
                     let odd = has_odd.then(|| self.scaled((job.body)(k + 1)));
-                    self.leaf_pair_body(self.scaled((job.body)(k)), odd)
+                    [0, 1].map(|i| {
+                        let q = u64::from(rns::q(i));
+                        let twice = (2 * (even % q) % q) as u32;
+                        (twice, odd.map_or(0, |o| (o % q) as u32))
+                    })
                 })
                 .collect();
-            self.switch_keys(1, &mut bodies, &node.digits, jobs);
+            let mut bodies: Vec<Rns> = jobs.iter().map(|_| rns::zero(RING_D)).collect();
+            self.switch_keys(1, &mut bodies, &node.digits, jobs, Some(&terms));
             return Ok(bodies
                 .into_iter()
                 .map(|body| Some(Node { mask: None, body }))
@@ -583,7 +587,7 @@ impl Packer {
             .collect();
         match static_node {
             // Every query's key switching against the node's digits in one pass over them.
-            Some(node) => self.switch_keys(level, &mut bodies, &node.digits, jobs),
+            Some(node) => self.switch_keys(level, &mut bodies, &node.digits, jobs, None),
             None => {
                 for ((body, digits), job) in bodies.iter_mut().zip(&own_digits).zip(jobs) {
                     self.switch_keys(
@@ -591,6 +595,7 @@ impl Packer {
                         std::slice::from_mut(body),
                         digits,
                         std::slice::from_ref(job),
+                        None,
                     );
                 }
             }
