@@ -322,8 +322,8 @@ mod montgomery;
 
 /// `acc[i] = acc[i] + Σ_t x_t[i] w_t[i] mod q` for multipliers in Montgomery form, the
 /// products of up to [`MONTGOMERY_LAZY`] pairs summed in 64 bits and reduced once
-/// (`x_t[i], w_t[i] < q < 2^29`, `acc[i] < q`). Panics on more pairs or on a slice
-/// shorter than `acc`. Hand-written on AVX2 and AVX-512 (`ntt/montgomery.rs`).
+/// (`x_t[i], w_t[i] < q < 2^29`, `acc[i] < q`): [`mul_add_montgomery_batch`] of one
+/// accumulator. Panics on more pairs or on a slice shorter than `acc`.
 pub fn mul_add_montgomery_many(
     backend: Backend,
     acc: &mut [u32],
@@ -332,31 +332,7 @@ pub fn mul_add_montgomery_many(
     q: u32,
     q_neg_inverse: u32,
 ) {
-    let n = acc.len();
-    assert!(
-        xs.len() == ws.len()
-            && xs.len() <= MONTGOMERY_LAZY
-            && xs.iter().chain(ws).all(|s| s.len() >= n),
-        "mul_add_montgomery_many: pairs"
-    );
-    let done = match backend {
-        // SAFETY: the CPU supports AVX-512 F (checked); the slices were checked above.
-        #[cfg(target_arch = "x86_64")]
-        Backend::Avx512 if Backend::Avx512.is_available() => unsafe {
-            montgomery::many_avx512(acc, xs, ws, q, q_neg_inverse)
-        },
-        // SAFETY: the CPU supports AVX2 (checked); the slices were checked above.
-        #[cfg(target_arch = "x86_64")]
-        Backend::Avx2 if Backend::Avx2.is_available() => unsafe {
-            montgomery::many_avx2(acc, xs, ws, q, q_neg_inverse)
-        },
-        _ => 0,
-    };
-    if done < n {
-        let xs: Vec<&[u32]> = xs.iter().map(|x| &x[done..]).collect();
-        let ws: Vec<&[u32]> = ws.iter().map(|w| &w[done..]).collect();
-        montgomery_many_compiled(backend, &mut acc[done..], &xs, &ws, q, q_neg_inverse);
-    }
+    mul_add_montgomery_batch(backend, &mut [acc], xs, &[ws], None, q, q_neg_inverse);
 }
 
 /// Where [`mul_add_montgomery_batch`] starts its accumulators instead of adding to them:
