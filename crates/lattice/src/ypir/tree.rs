@@ -363,7 +363,8 @@ impl Packer {
     /// [`Packer::switch_keys`]), `X^s` multiplied by Shoup's method in the kernel. The
     /// children's bodies are consumed: the result is written over the even one, the odd one
     /// is the kernel's scratch (no allocation per node).
-    fn combine_bodies(&self, level: usize, even: Option<Rns>, odd: Option<Rns>) -> Rns {
+    /// Returns the node's body and the odd child's buffer, free for reuse.
+    fn combine_bodies(&self, level: usize, even: Option<Rns>, odd: Option<Rns>) -> (Rns, Rns) {
         let backend = self.ring.backend();
         // An absent child is the zero body (only at the end of the last tree).
         let mut even = even.unwrap_or_else(|| rns::zero(RING_D));
@@ -381,7 +382,7 @@ impl Packer {
                 rns::q(i),
             );
         }
-        even
+        (even, odd)
     }
 
     /// `body_j += Σ_t digit_t ⊙ key_b_t` of job `j`, both primes (Montgomery digits, lazily
@@ -468,7 +469,7 @@ impl Packer {
             level: LEVELS,
             lo: 0,
         };
-        self.online(plan, place, true, jobs)?
+        self.online(plan, place, true, jobs, &mut Vec::new())?
             .into_iter()
             .map(|root| match root {
                 Some(Node {
@@ -480,13 +481,16 @@ impl Packer {
             .collect()
     }
 
-    /// The node at `place` for every job (in order).
+    /// The node at `place` for every job (in order). `spare` holds bodies a combine has
+    /// finished with, for level-1 nodes to write over (every word is written there), so the
+    /// tree's bodies are allocated about once per level-1 node of a job, not once per node.
     fn online(
         &self,
         plan: &Plan,
         place: Place,
         need_mask: bool,
         jobs: &[PackJob<'_>],
+        spare: &mut Vec<Rns>,
     ) -> Result<Vec<Option<Node>>, Error> {
         let Place {
             tree,
@@ -541,7 +545,10 @@ impl Packer {
                     })
                 })
                 .collect();
-            let mut bodies: Vec<Rns> = jobs.iter().map(|_| rns::zero(RING_D)).collect();
+            let mut bodies: Vec<Rns> = jobs
+                .iter()
+                .map(|_| spare.pop().unwrap_or_else(|| rns::zero(RING_D)))
+                .collect();
             self.switch_keys(1, &mut bodies, &node.digits, jobs, Some(&terms));
             return Ok(bodies
                 .into_iter()
@@ -555,8 +562,8 @@ impl Packer {
             level: level - 1,
             lo,
         };
-        let evens = self.online(plan, child(2 * id, lo), child_needs, jobs)?;
-        let odds = self.online(plan, child(2 * id + 1, lo + half), child_needs, jobs)?;
+        let evens = self.online(plan, child(2 * id, lo), child_needs, jobs, spare)?;
+        let odds = self.online(plan, child(2 * id + 1, lo + half), child_needs, jobs, spare)?;
         let static_node = match kind {
             Kind::Static => Some(nodes.get(&id).ok_or_else(missing)?),
             _ => None,
@@ -578,7 +585,9 @@ impl Packer {
                     Some(m)
                 }
             };
-            let body = self.combine_bodies(level, even.map(|n| n.body), odd.map(|n| n.body));
+            let (body, scratch) =
+                self.combine_bodies(level, even.map(|n| n.body), odd.map(|n| n.body));
+            spare.push(scratch);
             nodes_out.push(Node { mask, body });
         }
         let mut bodies: Vec<Rns> = nodes_out
