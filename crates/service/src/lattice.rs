@@ -1,5 +1,5 @@
-//! The sans-I/O single-server service: SimplePIR or DoublePIR ([`pir_lattice`]) behind the
-//! same request/reply envelopes and runtime as the mirrors.
+//! The sans-I/O single-server service: SimplePIR, DoublePIR or YPIR ([`pir_lattice`])
+//! behind the same request/reply envelopes and runtime as the mirrors.
 //!
 //! Unlike the mirrors, privacy does not rest on servers not colluding: a query is an LWE
 //! ciphertext, pseudorandom to the server, and the server's work and reply size depend only
@@ -50,7 +50,7 @@ pub type LatticeService = SignedService<Lattice>;
 /// What a lattice service is built from.
 #[derive(Debug, Clone)]
 pub struct LatticeDatabase<'a> {
-    /// SimplePIR or DoublePIR.
+    /// SimplePIR, DoublePIR or YPIR (YPIR+SP for records over 8 bytes).
     pub scheme: Scheme,
     /// The records, back to back (`records × record_bytes` bytes).
     pub records: &'a [u8],

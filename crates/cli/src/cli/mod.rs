@@ -93,11 +93,13 @@ pub enum Command {
     /// Single server: build a record or key-value database for `pir serve`.
     #[command(subcommand)]
     Db(DbCommand),
-    /// Single server: serve a database with SimplePIR or DoublePIR over HTTPS.
+    /// Single server: serve a database with SimplePIR, DoublePIR or YPIR over HTTPS.
     ///
-    /// Privacy needs no second server: queries are LWE ciphertexts, and the server's work and
-    /// reply size are the same whatever record is asked for. Clients download a hint once per
-    /// database version (GET /pir/v1/hint). Concurrent queries are answered in one pass.
+    /// Privacy needs no second server: queries are LWE (and, for YPIR, RLWE) ciphertexts, and
+    /// the server's work and reply size are the same whatever record is asked for. SimplePIR
+    /// and DoublePIR clients download a hint once per database version (GET /pir/v1/hint);
+    /// YPIR clients download none (their queries carry key-switching keys instead). Concurrent
+    /// queries are answered in one pass.
     Serve(ServeArgs),
     /// Single server: fetch a record by index, or a value by key, privately.
     ///
