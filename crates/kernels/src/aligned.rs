@@ -5,14 +5,13 @@
 //! run to run with the heap's layout (4 AVX2 vectors over 1 GiB on an Intel Xeon: 178 ms
 //! or 224 ms, `examples/matvec_ab.rs`).
 
-use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
 use std::ops::{Deref, DerefMut};
 
 /// Bytes in a cache line (every x86-64 CPU this crate targets).
 const LINE_BYTES: usize = 64;
 
-/// One cache line of words.
-#[derive(Clone, Copy)]
+/// One cache line of words (as `pir-core`'s database lines, viewed through `bytemuck`).
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C, align(64))]
 struct Line([u32; LINE_BYTES / 4]);
 
@@ -25,28 +24,12 @@ pub struct LineAligned {
 }
 
 impl LineAligned {
-    /// `len` zero words (zeroed by the allocator, as `vec![0; len]` is: a large run is
-    /// fresh pages, not written here).
+    /// `len` zero words.
     pub fn zeroed(len: usize) -> LineAligned {
-        let count = len.div_ceil(LINE_BYTES / 4);
-        let lines = if count == 0 {
-            Vec::new()
-        } else {
-            let Ok(layout) = Layout::array::<Line>(count) else {
-                panic!("capacity overflow: {len} words");
-            };
-            // SAFETY: `layout` has a non-zero size (count > 0). A null pointer is handed to
-            // `handle_alloc_error`, which does not return.
-            let ptr = unsafe { alloc_zeroed(layout) }.cast::<Line>();
-            if ptr.is_null() {
-                handle_alloc_error(layout);
-            }
-            // SAFETY: `ptr` was allocated by the global allocator with exactly the layout of
-            // a `Vec<Line>` of capacity `count`, and all its `count` lines are initialised
-            // (all-zero bytes are a valid `[u32; 16]`).
-            unsafe { Vec::from_raw_parts(ptr, count, count) }
-        };
-        LineAligned { lines, len }
+        LineAligned {
+            lines: vec![Line([0; LINE_BYTES / 4]); len.div_ceil(LINE_BYTES / 4)],
+            len,
+        }
     }
 
     /// `words`, copied onto whole lines (the last one padded with zeros).
@@ -66,17 +49,13 @@ impl Deref for LineAligned {
     type Target = [u32];
 
     fn deref(&self) -> &[u32] {
-        // SAFETY: `Line` is `repr(C)` around `[u32; 16]` (size 64, no padding), so `lines`
-        // is `16 lines.len()` initialised, contiguous `u32`s, and `len <= 16 lines.len()`;
-        // the borrow of `self` keeps them alive and unmodified.
-        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<u32>(), self.len) }
+        &bytemuck::cast_slice(&self.lines)[..self.len]
     }
 }
 
 impl DerefMut for LineAligned {
     fn deref_mut(&mut self) -> &mut [u32] {
-        // SAFETY: as for `deref`, through the unique borrow of `self`.
-        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<u32>(), self.len) }
+        &mut bytemuck::cast_slice_mut(&mut self.lines)[..self.len]
     }
 }
 
