@@ -13,6 +13,9 @@
 //! - [`DpfPir`] ([`dpf`], [`dpf_pir`]): two-server PIR from a distributed point function
 //!   (BGI 2016, AES fixed-key PRG, early termination): Chor's selection vector compressed
 //!   into an `O(log B)`-byte key per server, private unless both servers collude.
+//! - [`checklist`]: Checklist offline/online two-server PIR (seed 004): puncturable
+//!   pseudorandom sets, hints from an offline server, lookups of `O(sqrt B)` work on an online
+//!   server, and waterfall buckets for a changing database.
 //! - [`prg`]: the pinned AES-128-CTR generator that expands RAID-PIR seeds (`pir_core::prg`,
 //!   shared with the lattice schemes).
 //! - [`serve`]: the server entry point on wire bodies, for mirrors that play any position.
@@ -25,6 +28,7 @@
 //! kernels run on the caller's rayon pool) and no logging; randomness is passed
 //! in by the caller, and the wire envelope, signatures and transport live in other crates.
 
+pub mod checklist;
 pub mod chor;
 pub mod dpf;
 pub mod dpf_pir;

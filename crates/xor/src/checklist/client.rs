@@ -1,0 +1,348 @@
+//! The Checklist client: hint sets and parities, a pointer from every index to the first set
+//! holding it, and the online phase (module documentation of [`super`]).
+//!
+//! **Which set a lookup uses.** Always the *first* slot whose set holds the index. The sets of
+//! the table are independent and uniformly random; the first one holding `i` is a uniform set
+//! conditioned on holding `i`, and its replacement ([`SetShape::gen_through`]) is drawn from
+//! exactly that distribution and put in the same slot, so after every lookup the table is again
+//! distributed like a fresh one, whatever was asked before. (A rule like "the newest set holding
+//! `i`" would not be: refreshed sets hold earlier queries' indices, and preferring them would
+//! tell the online server that one of the elements it sees was asked for recently.)
+//!
+//! **Pointers.** For each index the client keeps either the first slot holding it (`Known`), or
+//! a lower bound below which no slot holds it (`Stale`), when the first slot was used up and
+//! the next has not been looked for. A lookup of a stale index expands sets from the bound up
+//! until one holds it (on average `B / s` sets: a few milliseconds at three million records);
+//! when more than an eighth of the pointers are stale, all are recomputed at once (one pass of
+//! the offline expansion). Both depend only on the table, never on which index was asked.
+
+use pir_core::Error;
+use rand::{CryptoRng, Rng};
+
+use super::pset::{Ggm, PuncturedKey, Scratch, SetKey, SetShape};
+use super::{decoy_probability, initial_set, OfflineRequest, Params};
+
+/// Pointer flag: the value below it is a lower bound, not the first slot.
+const STALE: u32 = 1 << 31;
+
+/// Recompute every pointer when more than `B / STALE_DIVISOR` are stale.
+pub const STALE_DIVISOR: usize = 8;
+
+/// One client's Checklist state for one database.
+pub struct Client {
+    params: Params,
+    ggm: Ggm,
+    /// Set `h`'s key, `None` while a query holds it (or after a query was abandoned).
+    keys: Vec<Option<SetKey>>,
+    /// Set `h`'s parity at `h * b`.
+    parities: Vec<u8>,
+    /// For each index, the first slot holding it, or `STALE | bound` (see the module docs).
+    pointers: Vec<u32>,
+    /// Pointers now stale.
+    stale: usize,
+    scratch: Scratch,
+    elements: Vec<u64>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("params", &self.params)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The two messages of one lookup: one for each server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query {
+    /// For the online server.
+    pub online: PuncturedKey,
+    /// For the offline server.
+    pub refresh: PuncturedKey,
+}
+
+/// What the client keeps between [`Client::query`] and [`Client::finish`].
+pub struct Pending {
+    /// `None` for a decoy round.
+    used: Option<Used>,
+    fresh: SetKey,
+}
+
+struct Used {
+    slot: usize,
+    parity: Vec<u8>,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending").finish_non_exhaustive()
+    }
+}
+
+/// The result of one round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The record asked for.
+    Record(Vec<u8>),
+    /// A decoy round (see [`super::decoy_probability`]): ask again with a new query.
+    Retry,
+}
+
+impl Client {
+    /// A fresh offline request (a new master seed).
+    pub fn offline_request(rng: &mut (impl CryptoRng + ?Sized)) -> OfflineRequest {
+        let mut master = [0u8; 16];
+        rng.fill_bytes(&mut master);
+        OfflineRequest { master }
+    }
+
+    /// The client of `request` once its `m` hints (`m * b` bytes, from the offline server)
+    /// have arrived. Expands every set once to point each index at the first set holding it.
+    pub fn new(params: Params, request: &OfflineRequest, hints: &[u8]) -> Result<Self, Error> {
+        if hints.len() != params.hint_bytes() {
+            return Err(Error::WrongLength(format!(
+                "{} bytes of hints, {} expected ({} sets of {} bytes)",
+                hints.len(),
+                params.hint_bytes(),
+                params.hints(),
+                params.record_bytes()
+            )));
+        }
+        let keys = (0..params.hints())
+            .map(|h| Some(initial_set(&params, &request.master, h)))
+            .collect();
+        let mut client = Self {
+            params,
+            ggm: Ggm::new(),
+            keys,
+            parities: hints.to_vec(),
+            // B <= 2^32 (SetShape), so this fits the address space the hints already need.
+            pointers: Vec::new(),
+            stale: 0,
+            scratch: Scratch::default(),
+            elements: Vec::with_capacity(params.sets().size()),
+        };
+        client.point_all();
+        Ok(client)
+    }
+
+    /// Points every index at the first slot holding it (or past the last slot if none does).
+    fn point_all(&mut self) {
+        use rayon::prelude::*;
+        const GROUP: usize = 256;
+        let m = self.keys.len();
+        // m <= MAX_HINTS = 2^28 < STALE
+        self.pointers = vec![STALE | m as u32; self.params.records() as usize];
+        let params = self.params;
+        let ggm = &self.ggm;
+        // Groups from the last down, each set in a group from the last down: the first slot
+        // holding an index writes its pointer last.
+        for start in (0..m).step_by(GROUP).rev() {
+            let end = (start + GROUP).min(m);
+            let sets: Vec<Vec<u64>> = self.keys[start..end]
+                .par_iter()
+                .map_init(Scratch::default, |scratch, key| {
+                    let mut elements = Vec::new();
+                    if let Some(key) = key {
+                        params.sets().elements(ggm, key, scratch, &mut elements);
+                    }
+                    elements
+                })
+                .collect();
+            for (offset, elements) in sets.iter().enumerate().rev() {
+                for &x in elements {
+                    // slot < m <= 2^28
+                    self.pointers[x as usize] = (start + offset) as u32;
+                }
+            }
+        }
+        self.stale = 0;
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Sets the client still holds (`m` minus those of queries in flight or abandoned).
+    pub fn live_hints(&self) -> usize {
+        self.keys.iter().filter(|k| k.is_some()).count()
+    }
+
+    /// Starts a lookup of `index`: the two server messages and what [`Client::finish`] needs.
+    /// The set used is taken out of the client at once, so it can never be sent twice, even if
+    /// this query is abandoned. Errors (before anything is sent) if `index` is out of range or,
+    /// with probability below `2^-40`, no set holds it.
+    pub fn query(
+        &mut self,
+        index: u64,
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> Result<(Query, Pending), Error> {
+        if index >= self.params.records() {
+            return Err(Error::InvalidParameter(format!(
+                "record {index} of {}",
+                self.params.records()
+            )));
+        }
+        if self.stale > self.pointers.len() / STALE_DIVISOR {
+            self.point_all();
+        }
+        let sets = *self.params.sets();
+        if rng.random_bool(decoy_probability(&self.params)) {
+            let online = self.decoy(index, rng);
+            let refresh = self.decoy(index, rng);
+            // A decoy round keeps nothing: its fresh set is never used.
+            let fresh = sets.random(rng);
+            let pending = Pending { used: None, fresh };
+            return Ok((Query { online, refresh }, pending));
+        }
+        let slot = self.find(index)?;
+        // `find` leaves the set's elements in `self.elements`.
+        let positions: Vec<usize> = (0..sets.size())
+            .filter(|&t| self.elements[t] == index)
+            .collect();
+        let position = positions[rng.random_range(0..positions.len())];
+        let Some(key) = self.keys[slot].take() else {
+            // `find` returns only slots holding a key.
+            return Err(Error::InvalidParameter("the set found is gone".into()));
+        };
+        let online = sets.puncture(&self.ggm, &key, position);
+        // The slot held each of its elements; where it was the first, the next is further on.
+        // slot < m <= 2^28
+        let known = slot as u32;
+        for &x in &self.elements {
+            let pointer = &mut self.pointers[x as usize];
+            if *pointer == known {
+                *pointer = STALE | (known + 1);
+                self.stale += 1;
+            }
+        }
+        let b = self.params.record_bytes();
+        let parity = self.parities[slot * b..(slot + 1) * b].to_vec();
+        let (fresh, fresh_position) =
+            sets.gen_through(&self.ggm, index, rng, &mut self.scratch, &mut self.elements);
+        let refresh = sets.puncture(&self.ggm, &fresh, fresh_position);
+        let pending = Pending {
+            used: Some(Used { slot, parity }),
+            fresh,
+        };
+        Ok((Query { online, refresh }, pending))
+    }
+
+    /// Completes a lookup with the online server's answer to [`Query::online`] and the offline
+    /// server's answer to [`Query::refresh`], `b` bytes each.
+    pub fn finish(
+        &mut self,
+        pending: Pending,
+        online: &[u8],
+        refresh: &[u8],
+    ) -> Result<Outcome, Error> {
+        let b = self.params.record_bytes();
+        for (what, answer) in [("online", online), ("refresh", refresh)] {
+            if answer.len() != b {
+                return Err(Error::WrongLength(format!(
+                    "the {what} answer has {} bytes, records have {b}",
+                    answer.len()
+                )));
+            }
+        }
+        let Some(used) = pending.used else {
+            return Ok(Outcome::Retry);
+        };
+        let record: Vec<u8> = used.parity.iter().zip(online).map(|(p, a)| p ^ a).collect();
+        let slot = used.slot;
+        for ((parity, r), x) in self.parities[slot * b..(slot + 1) * b]
+            .iter_mut()
+            .zip(refresh)
+            .zip(&record)
+        {
+            *parity = r ^ x;
+        }
+        self.keys[slot] = Some(pending.fresh);
+        let sets = *self.params.sets();
+        sets.elements(
+            &self.ggm,
+            &pending.fresh,
+            &mut self.scratch,
+            &mut self.elements,
+        );
+        // slot < m <= 2^28
+        let here = slot as u32;
+        for &x in &self.elements {
+            let pointer = &mut self.pointers[x as usize];
+            if *pointer & STALE != 0 {
+                // No slot below the bound holds x; if the bound is past this slot, this slot
+                // is now the first.
+                if *pointer & !STALE > here {
+                    *pointer = here;
+                    self.stale -= 1;
+                }
+            } else if *pointer > here {
+                *pointer = here;
+            }
+        }
+        Ok(Outcome::Record(record))
+    }
+
+    /// The first slot holding `index`, its elements left in `self.elements`.
+    fn find(&mut self, index: u64) -> Result<usize, Error> {
+        let sets = *self.params.sets();
+        let pointer = self.pointers[index as usize];
+        // A known pointer names a slot holding a key that holds the index: every change of a
+        // slot updates the pointers of the elements it loses and gains.
+        if pointer & STALE == 0 {
+            if let Some(key) = &self.keys[pointer as usize] {
+                sets.elements(&self.ggm, key, &mut self.scratch, &mut self.elements);
+                debug_assert!(self.elements.contains(&index));
+                return Ok(pointer as usize);
+            }
+        }
+        let bound = if pointer & STALE == 0 {
+            0
+        } else {
+            pointer & !STALE
+        };
+        if pointer & STALE == 0 {
+            self.stale += 1;
+        }
+        for slot in bound as usize..self.keys.len() {
+            let Some(key) = &self.keys[slot] else {
+                continue;
+            };
+            sets.elements(&self.ggm, key, &mut self.scratch, &mut self.elements);
+            if self.elements.contains(&index) {
+                // slot < m <= 2^28
+                self.pointers[index as usize] = slot as u32;
+                self.stale -= 1;
+                return Ok(slot);
+            }
+        }
+        Err(Error::InvalidParameter(
+            "no hint set holds this record (probability below 2^-40, or most hints were used \
+             by abandoned queries); fetch the hints again"
+                .into(),
+        ))
+    }
+
+    /// A decoy query: a fresh set through `index`, punctured elsewhere, kept with probability
+    /// `2 / (c + 1)` where `c` counts `index` in what is sent (module documentation of
+    /// [`super`]).
+    fn decoy(&mut self, index: u64, rng: &mut (impl CryptoRng + ?Sized)) -> PuncturedKey {
+        let sets: SetShape = *self.params.sets();
+        loop {
+            let (key, through) = sets.gen_with(&self.ggm, index, rng);
+            // A decoy needs s >= 2: decoy_probability is zero for s < 2.
+            let mut position = rng.random_range(0..sets.size() - 1);
+            if position >= through {
+                position += 1;
+            }
+            sets.elements(&self.ggm, &key, &mut self.scratch, &mut self.elements);
+            let count = (0..sets.size())
+                .filter(|&t| t != position && self.elements[t] == index)
+                .count();
+            if rng.random_bool(2.0 / (count as f64 + 1.0)) {
+                return sets.puncture(&self.ggm, &key, position);
+            }
+        }
+    }
+}

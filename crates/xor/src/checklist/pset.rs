@@ -1,0 +1,488 @@
+//! Puncturable pseudorandom sets (Corrigan-Gibbs and Kogan, Eurocrypt 2020, section 4; the
+//! GGM construction Checklist implements in C, seed 004, section 7).
+//!
+//! A set key names `s` elements of `0..B`: the leaves of a GGM tree under a 128-bit seed, each
+//! reduced to a value below `B`, all shifted by one common offset:
+//!
+//! ```text
+//! node children   = (MMO_L(x), MMO_R(x)),  MMO_k(x) = AES-128_{K_k}(x) xor x  (fixed public keys)
+//! leaf t (t < s)  = the node reached from the root by the depth-bit path t (most significant first)
+//! value(t)        = u64 little-endian of the leaf's first 8 bytes, mod B
+//! element(t)      = (value(t) + shift) mod B
+//! depth           = ceil(log2 s); leaves at or beyond s are never used
+//! ```
+//!
+//! *Puncturing* at position `p` gives away the co-path of leaf `p` (the sibling of every node on
+//! its path, `depth` seeds) and the shift: whoever holds it expands every element except the one
+//! at `p`, and learns nothing about that one (GGM security), so it also learns nothing about
+//! which index the set was chosen for.
+//!
+//! The shift makes a set *through a given index* as cheap as a random set ([`gen_with`]): pick
+//! a random seed and position `p`, and set `shift = i - value(p)`. Since `value(p)` is
+//! pseudorandom and hidden once `p` is punctured, the shift is uniform and independent of `i`,
+//! and so are the other elements (`value(t) - value(p) + i`).
+//!
+//! Fixed-key AES used as a correlation-robust hash (MMO) is the PRG of the practical DPF and
+//! puncturable-set literature; the keys below are public and pinned (a change changes every
+//! set's meaning). Security: 128-bit seeds.
+
+use aes::cipher::{BlockEncrypt, KeyInit};
+use aes::{Aes128, Block};
+use pir_core::wire::{Reader, Writer};
+use pir_core::Error;
+use rand::{CryptoRng, Rng};
+
+/// Pinned public AES keys of the tree: left child, right child.
+pub const FIXED_KEYS: [[u8; 16]; 2] = [*b"pir-pset-left-v1", *b"pir-pset-rght-v1"];
+
+/// Deepest tree: sets of at most `2^24` elements (a set of `sqrt(B)` elements for `B` up to
+/// `2^48` records, far beyond any database here).
+pub const MAX_DEPTH: usize = 24;
+
+/// Largest universe: indices are `u32` on the client (its per-index pointer table).
+pub const MAX_UNIVERSE: u64 = 1 << 32;
+
+/// The sets' universe `0..B` and their size `s`, checked once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetShape {
+    universe: u64,
+    size: usize,
+    depth: usize,
+}
+
+impl SetShape {
+    /// Sets of `size` elements of `0..universe`.
+    pub fn new(universe: u64, size: usize) -> Result<Self, Error> {
+        if universe == 0 || universe > MAX_UNIVERSE {
+            return Err(Error::InvalidParameter(format!(
+                "a set universe of {universe} indices (1..={MAX_UNIVERSE} allowed)"
+            )));
+        }
+        if size == 0 || size > 1 << MAX_DEPTH {
+            return Err(Error::InvalidParameter(format!(
+                "a set of {size} elements (1..={} allowed)",
+                1usize << MAX_DEPTH
+            )));
+        }
+        let depth = size.next_power_of_two().trailing_zeros() as usize;
+        Ok(Self {
+            universe,
+            size,
+            depth,
+        })
+    }
+
+    /// `B`: elements lie in `0..universe`.
+    pub fn universe(&self) -> u64 {
+        self.universe
+    }
+
+    /// `s`: elements per set.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Tree depth, `ceil(log2 s)`.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Bytes of a punctured key on the wire.
+    pub fn punctured_len(&self) -> usize {
+        PUNCTURED_HEADER + 16 * self.depth
+    }
+}
+
+/// position u32 | shift u64
+const PUNCTURED_HEADER: usize = 4 + 8;
+
+/// A whole set: seed and shift. Secret to the client (and to the offline server for the sets it
+/// made hints for).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SetKey {
+    /// The GGM root.
+    pub seed: [u8; 16],
+    /// Added to every leaf value, mod `B`.
+    pub shift: u64,
+}
+
+impl std::fmt::Debug for SetKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetKey").finish_non_exhaustive()
+    }
+}
+
+/// A set with one position removed: what a server receives.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PuncturedKey {
+    position: u32,
+    shift: u64,
+    /// Sibling of the path node at each level, from the root's children down.
+    copath: Vec<[u8; 16]>,
+}
+
+impl std::fmt::Debug for PuncturedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PuncturedKey").finish_non_exhaustive()
+    }
+}
+
+/// The fixed-key GGM tree expander.
+pub struct Ggm {
+    aes: [Aes128; 2],
+}
+
+impl Default for Ggm {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Ggm {
+    /// The expander with the pinned keys.
+    pub fn new() -> Self {
+        Self {
+            aes: FIXED_KEYS.map(|k| Aes128::new(&k.into())),
+        }
+    }
+
+    fn child(&self, node: &Block, right: bool) -> Block {
+        let mut out = *node;
+        self.aes[usize::from(right)].encrypt_block(&mut out);
+        xor_block(&mut out, node);
+        out
+    }
+
+    /// The first `count` leaves of the subtree of depth `depth` under `root`, appended to
+    /// `out` in order. Breadth first, in place, so AES sees many independent blocks at once.
+    fn expand(&self, root: Block, depth: usize, count: usize, scratch: &mut Scratch) {
+        let nodes = &mut scratch.nodes;
+        nodes.clear();
+        nodes.resize(count.max(1), Block::default());
+        nodes[0] = root;
+        for level in 0..depth {
+            let width = count.div_ceil(1 << (depth - level));
+            let next = count.div_ceil(1 << (depth - level - 1));
+            let (left, right) = (&mut scratch.left, &mut scratch.right);
+            left.clear();
+            left.extend_from_slice(&nodes[..width]);
+            right.clear();
+            right.extend_from_slice(&nodes[..width]);
+            self.aes[0].encrypt_blocks(left);
+            self.aes[1].encrypt_blocks(right);
+            // Children of node k go to 2k and 2k + 1, written from the last node down so that
+            // no node is overwritten before it is read.
+            for k in (0..width).rev() {
+                let parent = nodes[k];
+                let mut l = left[k];
+                xor_block(&mut l, &parent);
+                nodes[2 * k] = l;
+                if 2 * k + 1 < next {
+                    let mut r = right[k];
+                    xor_block(&mut r, &parent);
+                    nodes[2 * k + 1] = r;
+                }
+            }
+        }
+        nodes.truncate(count);
+    }
+}
+
+/// Reusable buffers of the expander (one per thread).
+#[derive(Default)]
+pub struct Scratch {
+    nodes: Vec<Block>,
+    left: Vec<Block>,
+    right: Vec<Block>,
+}
+
+fn xor_block(a: &mut Block, b: &Block) {
+    for (x, y) in a.iter_mut().zip(b.iter()) {
+        *x ^= y;
+    }
+}
+
+fn leaf_value(leaf: &Block, universe: u64) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&leaf[..8]);
+    // Reduction bias is at most B / 2^64 <= 2^-32 per element.
+    u64::from_le_bytes(word) % universe
+}
+
+fn add_mod(a: u64, b: u64, m: u64) -> u64 {
+    ((u128::from(a) + u128::from(b)) % u128::from(m)) as u64
+}
+
+impl SetShape {
+    /// Every element of the set `key`, in position order, appended to `out` (cleared first).
+    pub fn elements(&self, ggm: &Ggm, key: &SetKey, scratch: &mut Scratch, out: &mut Vec<u64>) {
+        ggm.expand(Block::from(key.seed), self.depth, self.size, scratch);
+        out.clear();
+        out.extend(
+            scratch
+                .nodes
+                .iter()
+                .map(|leaf| add_mod(leaf_value(leaf, self.universe), key.shift, self.universe)),
+        );
+    }
+
+    /// The element at `position` alone (one root-to-leaf path).
+    pub fn element_at(&self, ggm: &Ggm, key: &SetKey, position: usize) -> u64 {
+        let mut node = Block::from(key.seed);
+        for level in 0..self.depth {
+            node = ggm.child(&node, (position >> (self.depth - 1 - level)) & 1 == 1);
+        }
+        add_mod(leaf_value(&node, self.universe), key.shift, self.universe)
+    }
+
+    /// The key with `position` removed. Panics if `position >= s` (callers pick it from the set).
+    pub fn puncture(&self, ggm: &Ggm, key: &SetKey, position: usize) -> PuncturedKey {
+        assert!(position < self.size, "puncture position inside the set");
+        let mut node = Block::from(key.seed);
+        let mut copath = Vec::with_capacity(self.depth);
+        for level in 0..self.depth {
+            let right = (position >> (self.depth - 1 - level)) & 1 == 1;
+            copath.push(ggm.child(&node, !right).into());
+            node = ggm.child(&node, right);
+        }
+        PuncturedKey {
+            // position < s <= 2^24
+            position: position as u32,
+            shift: key.shift,
+            copath,
+        }
+    }
+
+    /// Every element of the punctured set, in position order (position `p` left out), appended
+    /// to `out` (cleared first): `s - 1` elements.
+    pub fn punctured_elements(
+        &self,
+        ggm: &Ggm,
+        key: &PuncturedKey,
+        scratch: &mut Scratch,
+        out: &mut Vec<u64>,
+    ) {
+        out.clear();
+        let position = key.position as usize;
+        // Leaves are emitted left to right: the siblings left of the path come from the
+        // shallowest level down, those right of it from the deepest level up.
+        let mut right_side = Vec::with_capacity(self.depth);
+        for (level, sibling) in key.copath.iter().enumerate() {
+            let below = self.depth - 1 - level;
+            let first = ((position >> below) ^ 1) << below;
+            if first >= self.size {
+                continue;
+            }
+            let count = (1usize << below).min(self.size - first);
+            if first < position {
+                self.emit(ggm, sibling, below, count, scratch, out, key.shift);
+            } else {
+                right_side.push((sibling, below, count));
+            }
+        }
+        for (sibling, below, count) in right_side.into_iter().rev() {
+            self.emit(ggm, sibling, below, count, scratch, out, key.shift);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &self,
+        ggm: &Ggm,
+        root: &[u8; 16],
+        depth: usize,
+        count: usize,
+        scratch: &mut Scratch,
+        out: &mut Vec<u64>,
+        shift: u64,
+    ) {
+        ggm.expand(Block::from(*root), depth, count, scratch);
+        out.extend(
+            scratch
+                .nodes
+                .iter()
+                .map(|leaf| add_mod(leaf_value(leaf, self.universe), shift, self.universe)),
+        );
+    }
+
+    /// A fresh uniformly random set.
+    pub fn random(&self, rng: &mut (impl CryptoRng + ?Sized)) -> SetKey {
+        let mut seed = [0u8; 16];
+        rng.fill_bytes(&mut seed);
+        SetKey {
+            seed,
+            shift: rng.random_range(0..self.universe),
+        }
+    }
+
+    /// A fresh set holding `index` at a uniformly random position, and that position
+    /// (`GenWith` of the paper, by the shift; see the module documentation).
+    pub fn gen_with(
+        &self,
+        ggm: &Ggm,
+        index: u64,
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> (SetKey, usize) {
+        let mut seed = [0u8; 16];
+        rng.fill_bytes(&mut seed);
+        let position = rng.random_range(0..self.size);
+        let unshifted = SetKey { seed, shift: 0 };
+        let value = self.element_at(ggm, &unshifted, position);
+        let shift = add_mod(index, self.universe - value, self.universe);
+        (SetKey { seed, shift }, position)
+    }
+}
+
+impl SetShape {
+    /// A set distributed exactly as a uniformly random set *conditioned on holding `index`*,
+    /// and a uniformly random position of `index` in it. [`SetShape::gen_with`] weighs a set by
+    /// how many times it holds `index` (a set holding it twice is twice as likely); keeping
+    /// its result with probability `1 / count` removes that weight. Almost every set holds the
+    /// index once, so this rarely loops. `elements` is left holding the set's elements.
+    pub fn gen_through(
+        &self,
+        ggm: &Ggm,
+        index: u64,
+        rng: &mut (impl CryptoRng + ?Sized),
+        scratch: &mut Scratch,
+        elements: &mut Vec<u64>,
+    ) -> (SetKey, usize) {
+        loop {
+            let (key, position) = self.gen_with(ggm, index, rng);
+            self.elements(ggm, &key, scratch, elements);
+            let count = elements.iter().filter(|&&e| e == index).count();
+            // count >= 1: `position` holds the index.
+            if count == 1 || rng.random_range(0..count) == 0 {
+                return (key, position);
+            }
+        }
+    }
+}
+
+impl PuncturedKey {
+    /// The position left out (uniform and independent of the index the set was used for).
+    pub fn position(&self) -> usize {
+        self.position as usize
+    }
+
+    /// Writes the key (`position u32 | shift u64 | depth x 16-byte seeds`, little-endian).
+    pub fn encode(&self, w: &mut Writer) {
+        w.u32(self.position);
+        w.u64(self.shift);
+        for seed in &self.copath {
+            w.bytes(seed);
+        }
+    }
+
+    /// Reads a key of `shape` from untrusted bytes.
+    pub fn decode(r: &mut Reader<'_>, shape: &SetShape) -> Result<Self, Error> {
+        let position = r.u32()?;
+        if u64::from(position) >= shape.size as u64 {
+            return Err(Error::OutOfRange {
+                field: "punctured position",
+                found: u64::from(position),
+                limit: shape.size as u64,
+            });
+        }
+        let shift = r.u64()?;
+        if shift >= shape.universe {
+            return Err(Error::OutOfRange {
+                field: "set shift",
+                found: shift,
+                limit: shape.universe,
+            });
+        }
+        let mut copath = Vec::with_capacity(shape.depth);
+        for _ in 0..shape.depth {
+            copath.push(r.array()?);
+        }
+        Ok(Self {
+            position,
+            shift,
+            copath,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    #[test]
+    fn punctured_expansion_is_the_set_without_one_position() {
+        let ggm = Ggm::new();
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let mut scratch = Scratch::default();
+        for (universe, size) in [
+            (1u64, 1usize),
+            (10, 3),
+            (1000, 32),
+            (5000, 71),
+            (1 << 20, 1024),
+        ] {
+            let shape = SetShape::new(universe, size).unwrap();
+            let key = shape.random(&mut rng);
+            let mut all = Vec::new();
+            shape.elements(&ggm, &key, &mut scratch, &mut all);
+            assert_eq!(all.len(), size);
+            assert!(all.iter().all(|&e| e < universe));
+            for position in [0, size / 2, size - 1] {
+                assert_eq!(shape.element_at(&ggm, &key, position), all[position]);
+                let punctured = shape.puncture(&ggm, &key, position);
+                let mut w = Writer::with_capacity(shape.punctured_len());
+                punctured.encode(&mut w);
+                let bytes = w.into_bytes();
+                assert_eq!(bytes.len(), shape.punctured_len());
+                let mut r = Reader::new(&bytes);
+                let decoded = PuncturedKey::decode(&mut r, &shape).unwrap();
+                r.finish().unwrap();
+                let mut rest = Vec::new();
+                shape.punctured_elements(&ggm, &decoded, &mut scratch, &mut rest);
+                let mut expected = all.clone();
+                expected.remove(position);
+                assert_eq!(
+                    rest, expected,
+                    "universe {universe} size {size} at {position}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn gen_with_puts_the_index_at_the_returned_position() {
+        let ggm = Ggm::new();
+        let mut rng = ChaCha20Rng::seed_from_u64(2);
+        let shape = SetShape::new(12345, 111).unwrap();
+        for index in [0u64, 1, 12344, 777] {
+            let (key, position) = shape.gen_with(&ggm, index, &mut rng);
+            assert_eq!(shape.element_at(&ggm, &key, position), index);
+        }
+    }
+
+    #[test]
+    fn decoding_rejects_out_of_range_fields_and_short_input() {
+        let shape = SetShape::new(100, 10).unwrap();
+        let mut w = Writer::with_capacity(64);
+        w.u32(10);
+        w.u64(0);
+        let bytes = w.into_bytes();
+        assert!(PuncturedKey::decode(&mut Reader::new(&bytes), &shape).is_err());
+        let mut w = Writer::with_capacity(64);
+        w.u32(0);
+        w.u64(100);
+        let bytes = w.into_bytes();
+        assert!(PuncturedKey::decode(&mut Reader::new(&bytes), &shape).is_err());
+        let mut w = Writer::with_capacity(64);
+        w.u32(0);
+        w.u64(5);
+        w.bytes(&[0; 16 * 3]);
+        let bytes = w.into_bytes();
+        assert!(matches!(
+            PuncturedKey::decode(&mut Reader::new(&bytes), &shape),
+            Err(Error::Truncated { .. })
+        ));
+    }
+}
