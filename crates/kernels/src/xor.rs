@@ -167,6 +167,33 @@ pub fn xor_rows(region: &[u8], rows: impl IntoIterator<Item = usize>, acc: &mut 
     }
 }
 
+/// Rows requested ahead of the one being XORed by [`xor_gather`]: enough misses in flight to
+/// cover memory latency. Measured on 1,732 random rows of 3 million 32-byte records: 30 us
+/// with 8, 29 with 16, 27-28 with 24, 26.5 with 48 (noise about 2 us); 60 us without.
+pub const GATHER_PREFETCH: usize = 24;
+
+/// XORs the first `acc.len()` bytes of the rows at `indices` (row `i` starts at byte
+/// `i * stride` of `region`) into `acc`. The rows are scattered (a Checklist set is `sqrt(B)`
+/// random records), so memory latency bounds this, not bandwidth: each row is requested
+/// [`GATHER_PREFETCH`] rows before it is read, so that many misses are in flight at once.
+///
+/// Panics if a row lies outside the region (callers derive indices from validated sets).
+pub fn xor_gather(region: &[u8], stride: usize, indices: &[u64], acc: &mut [u8]) {
+    let b = acc.len();
+    assert!(b <= stride || indices.is_empty(), "rows overlap");
+    for (k, &index) in indices.iter().enumerate() {
+        if let Some(&ahead) = indices.get(k + GATHER_PREFETCH) {
+            // A hint only: never dereferenced, so an index past the region does no harm (the
+            // read below still checks it).
+            crate::prefetch_l1(region.as_ptr().wrapping_add(ahead as usize * stride));
+        }
+        let at = index as usize * stride;
+        for (a, r) in acc.iter_mut().zip(&region[at..at + b]) {
+            *a ^= r;
+        }
+    }
+}
+
 /// Scans rows `rows` of `region` (rows of `b` bytes) with the current backend, XORing each
 /// selected row into the slot of its chunk in `accs` (`c * b` bytes).
 ///
@@ -492,6 +519,28 @@ pub(crate) mod tests {
     }
 
     proptest! {
+        #[test]
+        fn gather_xors_the_rows_named(
+            rows in 1usize..200,
+            stride in 1usize..70,
+            b_cut in 0usize..70,
+            picks in proptest::collection::vec(any::<u16>(), 0..100),
+            seed in any::<u64>(),
+        ) {
+            let b = b_cut.min(stride);
+            let region = pseudo_random(rows * stride, seed);
+            let indices: Vec<u64> = picks.iter().map(|&p| u64::from(p) % rows as u64).collect();
+            let mut expect = vec![0u8; b];
+            for &i in &indices {
+                for (k, e) in expect.iter_mut().enumerate() {
+                    *e ^= region[i as usize * stride + k];
+                }
+            }
+            let mut acc = vec![0u8; b];
+            xor_gather(&region, stride, &indices, &mut acc);
+            prop_assert_eq!(acc, expect);
+        }
+
         #[test]
         fn xor_into_matches_bytewise(a in proptest::collection::vec(any::<u8>(), 0..300), seed in any::<u64>()) {
             let b = pseudo_random(a.len(), seed);

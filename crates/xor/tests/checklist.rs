@@ -75,6 +75,9 @@ fn the_same_record_many_times_and_more_lookups_than_sets() {
             lookup(&mut c, &db, index, &mut rng),
             db.block(index as usize)
         );
+        if k % 97 == 0 {
+            assert!(c.pointers_consistent(), "after {k} lookups");
+        }
     }
 }
 
@@ -101,7 +104,9 @@ fn an_abandoned_query_never_reuses_its_set() {
         sent.push(elements);
     }
     assert!(c.live_hints() >= params.hints() - 20);
+    assert!(c.pointers_consistent());
     assert_eq!(lookup(&mut c, &db, 17, &mut rng), db.block(17));
+    assert!(c.pointers_consistent());
 }
 
 /// What a server can test about index `target` in one punctured key: whether `target` is in

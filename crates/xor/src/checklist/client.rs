@@ -9,24 +9,19 @@
 //! `i`" would not be: refreshed sets hold earlier queries' indices, and preferring them would
 //! tell the online server that one of the elements it sees was asked for recently.)
 //!
-//! **Pointers.** For each index the client keeps either the first slot holding it (`Known`), or
-//! a lower bound below which no slot holds it (`Stale`), when the first slot was used up and
-//! the next has not been looked for. A lookup of a stale index expands sets from the bound up
-//! until one holds it (on average `B / s` sets: a few milliseconds at three million records);
-//! when more than an eighth of the pointers are stale, all are recomputed at once (one pass of
-//! the offline expansion). Both depend only on the table, never on which index was asked.
+//! **Which slot is first** is decided per index, in a cyclic order of the slots that starts
+//! at a different slot for each index, and pointers to the first two holders are kept
+//! ([`super::pointers`]); both depend only on the table, never on which index was asked.
 
 use pir_core::Error;
 use rand::{CryptoRng, Rng};
 
+use super::pointers::{Pointers, Rank};
 use super::pset::{Ggm, PuncturedKey, Scratch, SetKey, SetShape};
 use super::{decoy_probability, initial_set, OfflineRequest, Params};
 
-/// Pointer flag: the value below it is a lower bound, not the first slot.
-const STALE: u32 = 1 << 31;
-
-/// Recompute every pointer when more than `B / STALE_DIVISOR` are stale.
-pub const STALE_DIVISOR: usize = 8;
+/// Recompute every pointer after `m / REBUILD_DIVISOR` lookups.
+pub const REBUILD_DIVISOR: usize = 4;
 
 /// One client's Checklist state for one database.
 pub struct Client {
@@ -36,10 +31,10 @@ pub struct Client {
     keys: Vec<Option<SetKey>>,
     /// Set `h`'s parity at `h * b`.
     parities: Vec<u8>,
-    /// For each index, the first slot holding it, or `STALE | bound` (see the module docs).
-    pointers: Vec<u32>,
-    /// Pointers now stale.
-    stale: usize,
+    /// Where each index's first two holders are.
+    pointers: Pointers,
+    /// Sets used since the pointers were last recomputed.
+    used: usize,
     scratch: Scratch,
     elements: Vec<u64>,
 }
@@ -116,9 +111,8 @@ impl Client {
             ggm: Ggm::new(),
             keys,
             parities: hints.to_vec(),
-            // B <= 2^32 (SetShape), so this fits the address space the hints already need.
-            pointers: Vec::new(),
-            stale: 0,
+            pointers: Pointers::new(params.records(), params.hints()),
+            used: 0,
             scratch: Scratch::default(),
             elements: Vec::with_capacity(params.sets().size()),
         };
@@ -126,18 +120,15 @@ impl Client {
         Ok(client)
     }
 
-    /// Points every index at the first slot holding it (or past the last slot if none does).
+    /// Recomputes every pointer from the sets.
     fn point_all(&mut self) {
         use rayon::prelude::*;
         const GROUP: usize = 256;
         let m = self.keys.len();
-        // m <= MAX_HINTS = 2^28 < STALE
-        self.pointers = vec![STALE | m as u32; self.params.records() as usize];
+        self.pointers = Pointers::new(self.params.records(), m);
         let params = self.params;
         let ggm = &self.ggm;
-        // Groups from the last down, each set in a group from the last down: the first slot
-        // holding an index writes its pointer last.
-        for start in (0..m).step_by(GROUP).rev() {
+        for start in (0..m).step_by(GROUP) {
             let end = (start + GROUP).min(m);
             let sets: Vec<Vec<u64>> = self.keys[start..end]
                 .par_iter()
@@ -149,14 +140,32 @@ impl Client {
                     elements
                 })
                 .collect();
-            for (offset, elements) in sets.iter().enumerate().rev() {
+            for (offset, elements) in sets.iter().enumerate() {
                 for &x in elements {
-                    // slot < m <= 2^28
-                    self.pointers[x as usize] = (start + offset) as u32;
+                    self.pointers.insert(x, start + offset);
                 }
             }
         }
-        self.stale = 0;
+        self.used = 0;
+    }
+
+    /// True when every pointer agrees with the sets (expands every set: for tests).
+    #[doc(hidden)]
+    pub fn pointers_consistent(&mut self) -> bool {
+        let mut holders = vec![Vec::new(); self.params.records() as usize];
+        for (slot, key) in self.keys.iter().enumerate() {
+            if let Some(key) = key {
+                self.params
+                    .sets()
+                    .elements(&self.ggm, key, &mut self.scratch, &mut self.elements);
+                for &x in &self.elements {
+                    if holders[x as usize].last() != Some(&slot) {
+                        holders[x as usize].push(slot);
+                    }
+                }
+            }
+        }
+        self.pointers.consistent(|x| holders[x as usize].clone())
     }
 
     /// The parameters.
@@ -184,7 +193,7 @@ impl Client {
                 self.params.records()
             )));
         }
-        if self.stale > self.pointers.len() / STALE_DIVISOR {
+        if self.used > self.keys.len() / REBUILD_DIVISOR {
             self.point_all();
         }
         let sets = *self.params.sets();
@@ -207,16 +216,13 @@ impl Client {
             return Err(Error::InvalidParameter("the set found is gone".into()));
         };
         let online = sets.puncture(&self.ggm, &key, position);
-        // The slot held each of its elements; where it was the first, the next is further on.
-        // slot < m <= 2^28
-        let known = slot as u32;
+        // The slot no longer holds its elements (each once, though a set may repeat one).
+        self.elements.sort_unstable();
+        self.elements.dedup();
         for &x in &self.elements {
-            let pointer = &mut self.pointers[x as usize];
-            if *pointer == known {
-                *pointer = STALE | (known + 1);
-                self.stale += 1;
-            }
+            self.pointers.removed(x, slot);
         }
+        self.used += 1;
         let b = self.params.record_bytes();
         let parity = self.parities[slot * b..(slot + 1) * b].to_vec();
         let (fresh, fresh_position) =
@@ -266,57 +272,45 @@ impl Client {
             &mut self.scratch,
             &mut self.elements,
         );
-        // slot < m <= 2^28
-        let here = slot as u32;
+        self.elements.sort_unstable();
+        self.elements.dedup();
         for &x in &self.elements {
-            let pointer = &mut self.pointers[x as usize];
-            if *pointer & STALE != 0 {
-                // No slot below the bound holds x; if the bound is past this slot, this slot
-                // is now the first.
-                if *pointer & !STALE > here {
-                    *pointer = here;
-                    self.stale -= 1;
-                }
-            } else if *pointer > here {
-                *pointer = here;
-            }
+            self.pointers.added(x, slot);
         }
         Ok(Outcome::Record(record))
     }
 
-    /// The first slot holding `index`, its elements left in `self.elements`.
+    /// The first slot holding `index` (in its order), its elements left in `self.elements`.
     fn find(&mut self, index: u64) -> Result<usize, Error> {
         let sets = *self.params.sets();
-        let pointer = self.pointers[index as usize];
-        // A known pointer names a slot holding a key that holds the index: every change of a
-        // slot updates the pointers of the elements it loses and gains.
-        if pointer & STALE == 0 {
-            if let Some(key) = &self.keys[pointer as usize] {
-                sets.elements(&self.ggm, key, &mut self.scratch, &mut self.elements);
-                debug_assert!(self.elements.contains(&index));
-                return Ok(pointer as usize);
+        let bound = match self.pointers.first(index) {
+            Rank::Known(rank) => {
+                let slot = self.pointers.slot(index, rank);
+                // A known first rank names a slot holding a key that holds the index: every
+                // change of a slot updates the pointers of the elements it loses and gains.
+                if let Some(key) = &self.keys[slot] {
+                    sets.elements(&self.ggm, key, &mut self.scratch, &mut self.elements);
+                    if self.elements.contains(&index) {
+                        return Ok(slot);
+                    }
+                }
+                0
             }
-        }
-        let bound = if pointer & STALE == 0 {
-            0
-        } else {
-            pointer & !STALE
+            Rank::AtLeast(bound) => bound,
         };
-        if pointer & STALE == 0 {
-            self.stale += 1;
-        }
-        for slot in bound as usize..self.keys.len() {
+        // m <= 2^28
+        for rank in bound..self.keys.len() as u32 {
+            let slot = self.pointers.slot(index, rank);
             let Some(key) = &self.keys[slot] else {
                 continue;
             };
             sets.elements(&self.ggm, key, &mut self.scratch, &mut self.elements);
             if self.elements.contains(&index) {
-                // slot < m <= 2^28
-                self.pointers[index as usize] = slot as u32;
-                self.stale -= 1;
+                self.pointers.resolved(index, rank);
                 return Ok(slot);
             }
         }
+        self.pointers.exhausted(index);
         Err(Error::InvalidParameter(
             "no hint set holds this record (probability below 2^-40, or most hints were used \
              by abandoned queries); fetch the hints again"

@@ -43,6 +43,7 @@
 //! size balance at `sqrt(B)`), `m = ceil(λ B / s)`.
 
 pub mod client;
+pub mod pointers;
 pub mod pset;
 pub mod server;
 pub mod waterfall;

@@ -7,7 +7,7 @@
 //! ```text
 //! node children   = (MMO_L(x), MMO_R(x)),  MMO_k(x) = AES-128_{K_k}(x) xor x  (fixed public keys)
 //! leaf t (t < s)  = the node reached from the root by the depth-bit path t (most significant first)
-//! value(t)        = u64 little-endian of the leaf's first 8 bytes, mod B
+//! value(t)        = (u64 little-endian of the leaf's first 8 bytes) * B >> 64   (in 0..B)
 //! element(t)      = (value(t) + shift) mod B
 //! depth           = ceil(log2 s); leaves at or beyond s are never used
 //! ```
@@ -202,15 +202,22 @@ fn xor_block(a: &mut Block, b: &Block) {
     }
 }
 
+/// A leaf's value in `0..B` by a multiply and a shift (Lemire's range reduction: no division,
+/// which would cost more than the AES; bias at most `B / 2^64 <= 2^-32` per element).
 fn leaf_value(leaf: &Block, universe: u64) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&leaf[..8]);
-    // Reduction bias is at most B / 2^64 <= 2^-32 per element.
-    u64::from_le_bytes(word) % universe
+    ((u128::from(u64::from_le_bytes(word)) * u128::from(universe)) >> 64) as u64
 }
 
+/// `(a + b) mod m` for `a, b < m <= 2^32` (the sum cannot overflow).
 fn add_mod(a: u64, b: u64, m: u64) -> u64 {
-    ((u128::from(a) + u128::from(b)) % u128::from(m)) as u64
+    let sum = a + b;
+    if sum >= m {
+        sum - m
+    } else {
+        sum
+    }
 }
 
 impl SetShape {

@@ -28,13 +28,8 @@ pub fn check_database(params: &Params, db: &Database) -> Result<(), Error> {
 
 /// XORs the first `b` bytes of the records at `indices` into `out`.
 fn xor_records(db: &Database, b: usize, indices: &[u64], out: &mut [u8]) {
-    let stride = db.shape().block_size();
-    let bytes = db.bytes();
-    for &index in indices {
-        // Indices come from a validated set shape: below B = block_count.
-        let at = index as usize * stride;
-        pir_kernels::xor_into(out, &bytes[at..at + b]);
-    }
+    // Indices come from a validated set shape: below B = block_count.
+    pir_kernels::xor_gather(db.bytes(), db.shape().block_size(), indices, &mut out[..b]);
 }
 
 /// The parities of sets `range` of the client's master seed, `b` bytes each, in order (the
