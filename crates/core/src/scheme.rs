@@ -42,6 +42,10 @@ pub enum SchemeId {
     /// YPIR+SP (Menon and Wu 2024, section 4.3): SimplePIR's single layer over RLWE with its
     /// answer packed the way YPIR packs, for large records; no hint download.
     YpirSp = 9,
+    /// Checklist (Kogan and Corrigan-Gibbs 2021, seed 004): two-server offline/online PIR with
+    /// puncturable pseudorandom sets; an offline server hands out hints and refreshes, an
+    /// online server answers lookups in `O(sqrt B)`.
+    Checklist = 10,
     /// Reserved for a scheme under development (and the toy scheme of the service tests):
     /// no release build registers it, so every server refuses it until it gets an id of its
     /// own.
@@ -62,6 +66,7 @@ impl SchemeId {
             7 => Ok(Self::OramStore),
             8 => Ok(Self::Ypir),
             9 => Ok(Self::YpirSp),
+            10 => Ok(Self::Checklist),
             254 => Ok(Self::Experimental),
             other => Err(Error::WrongScheme {
                 found: other,
@@ -83,6 +88,7 @@ impl SchemeId {
             Self::OramStore => "oram-store",
             Self::Ypir => "ypir",
             Self::YpirSp => "ypir-sp",
+            Self::Checklist => "checklist",
             Self::Experimental => "experimental",
         }
     }

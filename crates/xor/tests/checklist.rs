@@ -82,6 +82,39 @@ fn the_same_record_many_times_and_more_lookups_than_sets() {
 }
 
 #[test]
+fn a_saved_state_keeps_answering_and_damage_is_refused() {
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    let records = 500;
+    let db = database(records, &mut rng);
+    let params = Params::new(records, B).unwrap();
+    let mut c = client(params, &db, &mut rng);
+    for index in [1, 2, 3, 499] {
+        lookup(&mut c, &db, index, &mut rng);
+    }
+    let _abandoned = c.query(7, &mut rng).unwrap();
+    let state = c.encode_state();
+    let mut restored = Client::decode_state(params, &state).unwrap();
+    assert_eq!(restored.live_hints(), c.live_hints());
+    assert!(restored.pointers_consistent());
+    for index in [1, 7, 250, 499] {
+        assert_eq!(
+            lookup(&mut restored, &db, index, &mut rng),
+            db.block(index as usize)
+        );
+    }
+    assert!(Client::decode_state(Params::new(501, B).unwrap(), &state).is_err());
+    assert!(Client::decode_state(params, &state[..state.len() - 1]).is_err());
+    let mut bad = state.clone();
+    bad[0] ^= 1;
+    assert!(Client::decode_state(params, &bad).is_err());
+    let mut bad = state.clone();
+    // The first set's shift, past B.
+    let at = checklist::client::STATE_MAGIC.len() + 20 + 1 + 16;
+    bad[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(Client::decode_state(params, &bad).is_err());
+}
+
+#[test]
 fn an_abandoned_query_never_reuses_its_set() {
     let mut rng = ChaCha20Rng::seed_from_u64(8);
     let records = 300;

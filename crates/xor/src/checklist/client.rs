@@ -13,12 +13,16 @@
 //! at a different slot for each index, and pointers to the first two holders are kept
 //! ([`super::pointers`]); both depend only on the table, never on which index was asked.
 
+use pir_core::wire::{Reader, Writer};
 use pir_core::Error;
 use rand::{CryptoRng, Rng};
 
 use super::pointers::{Pointers, Rank};
 use super::pset::{Ggm, PuncturedKey, Scratch, SetKey, SetShape};
 use super::{decoy_probability, initial_set, OfflineRequest, Params};
+
+/// First bytes of a saved client state.
+pub const STATE_MAGIC: &[u8] = b"pir-checklist-state-v1";
 
 /// Recompute every pointer after `m / REBUILD_DIVISOR` lookups.
 pub const REBUILD_DIVISOR: usize = 4;
@@ -166,6 +170,101 @@ impl Client {
             }
         }
         self.pointers.consistent(|x| holders[x as usize].clone())
+    }
+
+    /// The client's state as bytes, to keep across restarts (the sets are secret: store the
+    /// file where only the user can read it). Queries in flight are not kept: their sets stay
+    /// used up.
+    ///
+    /// ```text
+    /// state = magic "pir-checklist-state-v1" | records u64 | record_bytes u32 | set_size u32
+    ///       | hints u32 | hints x (present u8 | seed 16 | shift u64) | hints x b parity bytes
+    /// ```
+    pub fn encode_state(&self) -> Vec<u8> {
+        let m = self.keys.len();
+        let mut w = Writer::with_capacity(STATE_MAGIC.len() + 20 + m * 25 + self.parities.len());
+        w.bytes(STATE_MAGIC);
+        w.u64(self.params.records());
+        // Bounded by Params: record_bytes <= 2^16, s <= 2^24, m <= 2^28.
+        w.u32(self.params.record_bytes() as u32);
+        w.u32(self.params.sets().size() as u32);
+        w.u32(m as u32);
+        for key in &self.keys {
+            match key {
+                Some(key) => {
+                    w.u8(1);
+                    w.bytes(&key.seed);
+                    w.u64(key.shift);
+                }
+                None => {
+                    w.u8(0);
+                    w.bytes(&[0; 16]);
+                    w.u64(0);
+                }
+            }
+        }
+        w.bytes(&self.parities);
+        w.into_bytes()
+    }
+
+    /// A client from [`Client::encode_state`] bytes, for a database of `params` (an error if
+    /// the state is for other parameters or damaged). Recomputes the pointers.
+    pub fn decode_state(params: Params, bytes: &[u8]) -> Result<Self, Error> {
+        let m = params.hints();
+        let expected = STATE_MAGIC.len() + 20 + m * 25 + params.hint_bytes();
+        if bytes.len() != expected {
+            return Err(Error::WrongLength(format!(
+                "a Checklist state of {} bytes, {expected} expected for these parameters",
+                bytes.len()
+            )));
+        }
+        let mut r = Reader::new(bytes);
+        if r.take(STATE_MAGIC.len())? != STATE_MAGIC {
+            return Err(Error::WrongMagic);
+        }
+        let shape = (
+            r.u64()?,
+            r.u32()? as usize,
+            r.u32()? as usize,
+            r.u32()? as usize,
+        );
+        if shape
+            != (
+                params.records(),
+                params.record_bytes(),
+                params.sets().size(),
+                m,
+            )
+        {
+            return Err(Error::DatabaseMismatch(
+                "the saved Checklist state is for other parameters".into(),
+            ));
+        }
+        let mut keys = Vec::with_capacity(m);
+        for _ in 0..m {
+            let present = r.u8()?;
+            let seed: [u8; 16] = r.array()?;
+            let shift = r.u64()?;
+            keys.push(match present {
+                0 => None,
+                1 if shift < params.records() => Some(SetKey { seed, shift }),
+                _ => return Err(Error::Malformed("a saved set key is out of range".into())),
+            });
+        }
+        let parities = r.take(params.hint_bytes())?.to_vec();
+        r.finish()?;
+        let mut client = Self {
+            params,
+            ggm: Ggm::new(),
+            keys,
+            parities,
+            pointers: Pointers::new(params.records(), m),
+            used: 0,
+            scratch: Scratch::default(),
+            elements: Vec::with_capacity(params.sets().size()),
+        };
+        client.point_all();
+        Ok(client)
     }
 
     /// The parameters.
