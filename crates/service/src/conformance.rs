@@ -98,12 +98,14 @@ pub fn check(id: SchemeId, deploy: Deploy) -> Result<(), String> {
     let deployment = deploy(&fixture).map_err(|e| format!("{name}: deploy: {e}"))?;
     let servers = &deployment.servers;
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
-    let mut sizes: Option<Vec<(usize, usize)>> = None;
+    // The sizes of every exchange, per server. A scheme may take a random number of rounds
+    // (Checklist's decoy rounds), but never one whose sizes differ from index to index.
+    let mut sizes: Option<std::collections::BTreeSet<(usize, usize, usize)>> = None;
     for index in [0, 1, 13, fixture.record_count - 1] {
-        let mut seen = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
         let mut exchange = |server: usize, request: Vec<u8>| {
             let reply = servers[server].handle_many(&[&request]).remove(0);
-            seen.push((request.len(), reply.body.len()));
+            seen.insert((server, request.len(), reply.body.len()));
             reply.body
         };
         let record = deployment.client.fetch(index, &mut rng, &mut exchange)?;
@@ -262,6 +264,97 @@ fn deploy_mirrors<S: MultiServerScheme + 'static>(
     Ok(Deployment {
         servers,
         client: Box::new(MirrorClient { scheme, id, keys }),
+    })
+}
+
+/// A Checklist client: hints fetched at deployment, lookups through the exchange.
+struct ChecklistTestClient {
+    client: std::sync::Mutex<pir_xor::checklist::Client>,
+    id: [u8; 32],
+    keys: Vec<PublicKey>,
+}
+
+impl Client for ChecklistTestClient {
+    fn fetch(
+        &self,
+        index: usize,
+        rng: &mut dyn CryptoRng,
+        exchange: Exchange<'_>,
+    ) -> Result<Vec<u8>, String> {
+        use pir_xor::checklist::Outcome;
+        let mut client = self
+            .client
+            .lock()
+            .map_err(|_| "client poisoned".to_string())?;
+        let params = *client.params();
+        let max_answer = crate::checklist::max_answer(&params);
+        loop {
+            let (query, pending) = client.query(index as u64, rng).map_err(|e| e.to_string())?;
+            let mut answers = Vec::new();
+            for (server, key) in [(1, &query.online), (0, &query.refresh)] {
+                let body = crate::checklist::lookup_query(&params, key);
+                let got = ask(
+                    exchange,
+                    server,
+                    SchemeId::Checklist,
+                    &self.id,
+                    &self.keys[server],
+                    vec![body],
+                    max_answer,
+                )?;
+                answers.push(got.into_iter().next().unwrap_or_default());
+            }
+            match client
+                .finish(pending, &answers[0], &answers[1])
+                .map_err(|e| e.to_string())?
+            {
+                Outcome::Record(record) => return Ok(record),
+                Outcome::Retry => continue,
+            }
+        }
+    }
+}
+
+/// Checklist: an offline server (hints, refreshes) and an online server (lookups).
+pub fn deploy_checklist(fixture: &Fixture) -> Result<Deployment, Error> {
+    use crate::checklist::{hints_query, max_answer, Checklist, Role};
+    use pir_xor::checklist::{Client as Hints, Params};
+    let id = [9u8; 32];
+    let params = Params::new(fixture.record_count as u64, fixture.record_bytes)?;
+    let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
+    let mut keys = Vec::new();
+    for role in [Role::Offline, Role::Online] {
+        let key = key()?;
+        keys.push(key.public());
+        let server = Checklist::new(params, fixture.database()?, id, role, Vec::new())?;
+        servers.push(Arc::new(server.serve(key)));
+    }
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+    let request = Hints::offline_request(&mut rng);
+    let count = params.hints() as u32;
+    let query = reply::request(
+        SchemeId::Checklist,
+        &id,
+        &[hints_query(&params, &request, 0, count)],
+    );
+    let reply_bytes = servers[0].handle_many(&[&query]).remove(0).body;
+    let expect = Expect {
+        scheme: SchemeId::Checklist,
+        database_id: &id,
+        key: &keys[0],
+        count: 1,
+        max_answer: max_answer(&params),
+    };
+    let hints = reply::open(&reply_bytes, &query, expect)
+        .map_err(|e| Error::InvalidParameter(format!("hint download: {e}")))?;
+    let client = Hints::new(params, &request, hints[0])?;
+    Ok(Deployment {
+        servers,
+        client: Box::new(ChecklistTestClient {
+            client: std::sync::Mutex::new(client),
+            id,
+            keys,
+        }),
     })
 }
 

@@ -8,7 +8,8 @@
 //!   queries of all concurrent requests in one [`Backend::answer_batch`], and signs each reply.
 //! - Backends: [`mirror::Mirror`] (Chor and RAID-PIR over the XOR engine),
 //!   [`lattice::Lattice`] (any single-server scheme of `pir-lattice`), [`qdp::Qdp`] (RAID-PIR
-//!   with query-dependent preprocessing, its precompute worker and seed state).
+//!   with query-dependent preprocessing, its precompute worker and seed state),
+//!   [`checklist::Checklist`] (Checklist's offline and online server roles).
 //! - The client twin: [`reply`] builds requests and checks replies (envelope, kind,
 //!   signature, database id, count) once for every scheme; [`framing`] has the message sizes.
 //! - [`registry`]: every scheme served, with the privacy assumption users must accept.
@@ -17,6 +18,7 @@
 //! What it does not do: no tokio, no sockets, no TLS (the `pir-server` runtime moves the
 //! bytes); no application knowledge (breach checks, records and updates build on it).
 
+pub mod checklist;
 pub mod conformance;
 pub mod framing;
 pub mod handler;

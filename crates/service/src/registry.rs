@@ -62,6 +62,13 @@ pub fn standard() -> Vec<SchemeEntry> {
             deploy: conformance::deploy_qdp,
         },
         SchemeEntry {
+            id: SchemeId::Checklist,
+            family: Family::MultiServer,
+            assumption: "the offline and the online server do not collude (each sees sets \
+                         punctured at random positions, pseudorandom under AES)",
+            deploy: conformance::deploy_checklist,
+        },
+        SchemeEntry {
             id: SchemeId::SimplePir,
             family: Family::SingleServer,
             assumption: "learning with errors is hard (n = 1024, q = 2^32: 128-bit security); \

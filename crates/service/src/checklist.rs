@@ -1,0 +1,383 @@
+//! Checklist's two server roles as one [`Backend`] (`pir_xor::checklist`): the *offline*
+//! server hands out hints and answers refreshes, the *online* server answers lookups. Both
+//! answer a punctured set the same way; the online server refuses hint requests, so a
+//! misconfigured client cannot send both halves of its secrets to one server.
+//!
+//! ```text
+//! query body   = kind u8 | body
+//!                kind 1: lookup (pir_xor::checklist::wire lookup: shape | punctured key)
+//!                kind 2: hints  (pir_xor::checklist::wire hint request), offline role only
+//! answer       = b bytes (lookup) | count x b bytes (hints)
+//! description  = envelope(checklist, Manifest, info)
+//! info         = "pir-checklist-info-v1" | role u8 (0 offline, 1 online)
+//!              | records u64 | record_bytes u32 | set_size u32 | hints u32
+//!              | database id [32] | about_len u32 | about
+//! ```
+//!
+//! Privacy: both servers must not collude (each alone sees sets punctured at uniformly random
+//! positions, see `pir_xor::checklist`). Work per lookup is `s - 1` record reads and `2s` AES
+//! blocks whatever the index; a hint request's work is fixed by its count.
+
+use pir_core::protocol::RELEASE_ID_LEN;
+use pir_core::wire::{self, MessageKind, Reader, Writer};
+use pir_core::{Database, Error, SchemeId};
+use pir_keys::SecretKey;
+use pir_xor::checklist::{server, wire as ck_wire, OfflineRequest, Params, PuncturedKey};
+
+use crate::signed::{Backend, Refusal, SignedService};
+
+/// A Checklist server on the network.
+pub type ChecklistService = SignedService<Checklist>;
+
+/// Query kind byte: a punctured set (lookup or refresh).
+pub const KIND_LOOKUP: u8 = 1;
+/// Query kind byte: a range of hints.
+pub const KIND_HINTS: u8 = 2;
+/// Most queries in one request (a client sends one lookup, or one hint range, at a time).
+pub const MAX_QUERIES_PER_REQUEST: usize = 4;
+/// Most hint bytes in one answer: a client fetches its hints in pieces of this size, which
+/// also drives its progress bar.
+pub const MAX_HINT_ANSWER: usize = 4 << 20;
+/// Largest application description carried in the info message.
+pub const MAX_ABOUT_BYTES: usize = 64 * 1024;
+/// First bytes of the info message.
+pub const INFO_MAGIC: &[u8] = b"pir-checklist-info-v1";
+
+/// Which half of a deployment a server is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Server 0: hints and refreshes.
+    Offline,
+    /// Server 1: lookups.
+    Online,
+}
+
+impl Role {
+    /// The role of server `position` (0 offline, 1 online).
+    pub fn of(position: usize) -> Result<Self, Error> {
+        match position {
+            0 => Ok(Self::Offline),
+            1 => Ok(Self::Online),
+            other => Err(Error::InvalidParameter(format!(
+                "a Checklist deployment has servers 0 (offline) and 1 (online), not {other}"
+            ))),
+        }
+    }
+}
+
+/// What a server says about itself (the info message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Info {
+    /// Offline or online.
+    pub role: Role,
+    /// The scheme's parameters.
+    pub params: Params,
+    /// The database every query must name.
+    pub database_id: [u8; RELEASE_ID_LEN],
+    /// What the application says about the records (opaque here).
+    pub about: Vec<u8>,
+}
+
+impl Info {
+    /// The info bytes (module documentation).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(INFO_MAGIC.len() + 60 + self.about.len());
+        w.bytes(INFO_MAGIC);
+        w.u8(match self.role {
+            Role::Offline => 0,
+            Role::Online => 1,
+        });
+        w.u64(self.params.records());
+        // Bounded by Params: b <= 2^16, s <= 2^24, m <= 2^28; about <= MAX_ABOUT_BYTES.
+        w.u32(self.params.record_bytes() as u32);
+        w.u32(self.params.sets().size() as u32);
+        w.u32(self.params.hints() as u32);
+        w.bytes(&self.database_id);
+        w.u32(self.about.len() as u32);
+        w.bytes(&self.about);
+        w.into_bytes()
+    }
+
+    /// Reads info bytes (untrusted).
+    pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        let mut r = Reader::new(bytes);
+        if r.take(INFO_MAGIC.len())? != INFO_MAGIC {
+            return Err(Error::WrongMagic);
+        }
+        let role = match r.u8()? {
+            0 => Role::Offline,
+            1 => Role::Online,
+            other => {
+                return Err(Error::UnknownValue {
+                    field: "Checklist role",
+                    found: u64::from(other),
+                })
+            }
+        };
+        let records = r.u64()?;
+        let record_bytes = r.u32()? as usize;
+        let set_size = r.u32()? as usize;
+        let hints = r.u32()? as usize;
+        let params = Params::with_set_size(records, record_bytes, set_size)
+            .map_err(|e| Error::Malformed(format!("Checklist parameters: {e}")))?;
+        if params.hints() != hints {
+            return Err(Error::Malformed(format!(
+                "{hints} hints announced, the parameters give {}",
+                params.hints()
+            )));
+        }
+        let database_id = r.array()?;
+        let len = r.u32()? as usize;
+        if len > MAX_ABOUT_BYTES {
+            return Err(Error::Oversized {
+                len,
+                limit: MAX_ABOUT_BYTES,
+            });
+        }
+        let about = r.take(len)?.to_vec();
+        r.finish()?;
+        Ok(Self {
+            role,
+            params,
+            database_id,
+            about,
+        })
+    }
+}
+
+/// Hints per request that fit [`MAX_HINT_ANSWER`] (at least one).
+pub fn hints_per_request(params: &Params) -> u32 {
+    let per = (MAX_HINT_ANSWER / params.record_bytes()).max(1);
+    per.min(ck_wire::MAX_HINTS_PER_REQUEST as usize) as u32
+}
+
+/// One server of a Checklist deployment.
+pub struct Checklist {
+    info: Info,
+    database: Database,
+    description: Vec<u8>,
+}
+
+impl std::fmt::Debug for Checklist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checklist")
+            .field("role", &self.info.role)
+            .field("params", &self.info.params)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A query after decoding.
+#[derive(Debug)]
+pub enum Prepared {
+    /// A punctured set to answer.
+    Lookup(PuncturedKey),
+    /// Hints of a master seed.
+    Hints(OfflineRequest, std::ops::Range<usize>),
+}
+
+impl Checklist {
+    /// A server of `role` over `database` (the records, in the layout `params` describe),
+    /// identified by `database_id`; `about` is served in the info message.
+    pub fn new(
+        params: Params,
+        database: Database,
+        database_id: [u8; RELEASE_ID_LEN],
+        role: Role,
+        about: Vec<u8>,
+    ) -> Result<Self, Error> {
+        server::check_database(&params, &database)?;
+        if about.len() > MAX_ABOUT_BYTES {
+            return Err(Error::InvalidParameter(format!(
+                "the database description is {} bytes; at most {MAX_ABOUT_BYTES}",
+                about.len()
+            )));
+        }
+        let info = Info {
+            role,
+            params,
+            database_id,
+            about,
+        };
+        let description =
+            wire::encode_envelope(SchemeId::Checklist, MessageKind::Manifest, &info.encode());
+        Ok(Self {
+            info,
+            database,
+            description,
+        })
+    }
+
+    /// Puts the server behind the signed-batch service, signing with `key`.
+    pub fn serve(self, key: SecretKey) -> ChecklistService {
+        SignedService::new(self, key)
+    }
+
+    /// What the server says about itself.
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+}
+
+impl Backend for Checklist {
+    type Prepared = Prepared;
+
+    fn accepts(&self, scheme: SchemeId) -> bool {
+        scheme == SchemeId::Checklist
+    }
+    fn database_id(&self) -> &[u8; RELEASE_ID_LEN] {
+        &self.info.database_id
+    }
+    fn stale_message(&self) -> String {
+        format!(
+            "this server holds database {}; fetch its info and the hints again",
+            hex::encode(&self.info.database_id[..8])
+        )
+    }
+    fn max_queries(&self) -> usize {
+        MAX_QUERIES_PER_REQUEST
+    }
+    fn max_query_body(&self) -> usize {
+        1 + ck_wire::SHAPE_LEN + self.info.params.sets().punctured_len().max(16 + 8)
+    }
+    fn description(&self) -> &[u8] {
+        &self.description
+    }
+    fn prepare(&self, _scheme: SchemeId, query: &[u8]) -> Result<Prepared, Refusal> {
+        let params = &self.info.params;
+        match query.split_first() {
+            Some((&KIND_LOOKUP, body)) => {
+                Ok(Prepared::Lookup(ck_wire::decode_lookup(body, params)?))
+            }
+            Some((&KIND_HINTS, body)) => {
+                if self.info.role != Role::Offline {
+                    return Err(Refusal::unsupported(
+                        "this is the online server: ask the offline server (server 0) for hints",
+                    ));
+                }
+                let (request, range) = ck_wire::decode_hint_request(body, params)?;
+                if range.len() > hints_per_request(params) as usize {
+                    return Err(Refusal::bad_request(format!(
+                        "at most {} hints per request",
+                        hints_per_request(params)
+                    )));
+                }
+                Ok(Prepared::Hints(request, range))
+            }
+            Some((&other, _)) => Err(Refusal::bad_request(format!(
+                "unknown Checklist query kind {other}"
+            ))),
+            None => Err(Refusal::bad_request("an empty Checklist query")),
+        }
+    }
+    fn answer_batch(&self, prepared: Vec<Prepared>) -> Vec<Result<Vec<u8>, Refusal>> {
+        let params = &self.info.params;
+        prepared
+            .into_iter()
+            .map(|query| {
+                let answer = match query {
+                    Prepared::Lookup(key) => server::answer(params, &self.database, &key),
+                    Prepared::Hints(request, range) => {
+                        server::hints(params, &self.database, &request, range)
+                    }
+                };
+                answer.map_err(|e| Refusal::internal(e.to_string()))
+            })
+            .collect()
+    }
+    fn health(&self) -> String {
+        format!(
+            "ok checklist role={} database={} records={} record_bytes={}\n",
+            match self.info.role {
+                Role::Offline => "offline",
+                Role::Online => "online",
+            },
+            hex::encode(self.info.database_id),
+            self.info.params.records(),
+            self.info.params.record_bytes()
+        )
+    }
+}
+
+/// Longest answer body one query may produce on a server of `params`.
+pub fn max_answer(params: &Params) -> usize {
+    params.record_bytes() * hints_per_request(params) as usize
+}
+
+/// A lookup query body.
+pub fn lookup_query(params: &Params, key: &PuncturedKey) -> Vec<u8> {
+    let mut body = vec![KIND_LOOKUP];
+    body.extend(ck_wire::encode_lookup(params, key));
+    body
+}
+
+/// A hint query body for hints `first..first + count`.
+pub fn hints_query(params: &Params, request: &OfflineRequest, first: u32, count: u32) -> Vec<u8> {
+    let mut body = vec![KIND_HINTS];
+    body.extend(ck_wire::encode_hint_request(params, request, first, count));
+    body
+}
+
+/// Reads a server's description reply (`envelope(checklist, Manifest, info)`; untrusted).
+pub fn parse_description(bytes: &[u8]) -> Result<Info, Error> {
+    let envelope = wire::decode_envelope(bytes, bytes.len())?;
+    if envelope.scheme != SchemeId::Checklist || envelope.kind != MessageKind::Manifest {
+        return Err(Error::Malformed(format!(
+            "expected a Checklist info message, got a {} {:?} message",
+            envelope.scheme.name(),
+            envelope.kind
+        )));
+    }
+    Info::decode(envelope.body)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use pir_core::DbShape;
+    use pir_xor::checklist::Client;
+    use rand::SeedableRng;
+
+    fn server(role: Role) -> (ChecklistService, Params) {
+        let params = Params::new(100, 32).unwrap();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+        let db = Database::random(DbShape::new(100, 32).unwrap(), &mut rng);
+        let key = SecretKey::generate().unwrap();
+        let checklist = Checklist::new(params, db, [3; 32], role, b"about".to_vec()).unwrap();
+        (checklist.serve(key), params)
+    }
+
+    #[test]
+    fn info_round_trips_and_refuses_damage() {
+        let (service, params) = server(Role::Online);
+        let info = parse_description(service.backend().description()).unwrap();
+        assert_eq!(info.role, Role::Online);
+        assert_eq!(info.params, params);
+        assert_eq!(info.about, b"about");
+        let bytes = info.encode();
+        for cut in 0..bytes.len() {
+            assert!(Info::decode(&bytes[..cut]).is_err());
+        }
+        let mut hints = bytes.clone();
+        // The announced hint count must follow from the parameters.
+        let at = INFO_MAGIC.len() + 1 + 8 + 4 + 4;
+        hints[at] ^= 1;
+        assert!(Info::decode(&hints).is_err());
+    }
+
+    #[test]
+    fn only_the_offline_server_hands_out_hints() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
+        for (role, status) in [(Role::Offline, 200), (Role::Online, 400)] {
+            let (service, params) = server(role);
+            let request = Client::offline_request(&mut rng);
+            let query = crate::reply::request(
+                SchemeId::Checklist,
+                &[3; 32],
+                &[hints_query(&params, &request, 0, 10)],
+            );
+            assert_eq!(service.handle(&query).status, status, "{role:?}");
+        }
+    }
+}
