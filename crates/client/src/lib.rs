@@ -11,6 +11,8 @@
 //!   re-asking with that mirror swapped for a spare, keeping its signed answer as [`Evidence`].
 //! - [`LatticeSession`] ([`lattice`]): single-server PIR (SimplePIR, DoublePIR): the hint,
 //!   cached per server key and database version, and signed answers from one server.
+//! - [`ChecklistSession`] ([`checklist`]): Checklist's offline/online PIR: hints from the
+//!   offline server, saved per database, lookups answered by both servers at once.
 //! - [`Evidence`]: a mirror's signed request/answer pair that anyone holding the release can
 //!   check ([`evidence::check`]).
 //!
@@ -18,14 +20,16 @@
 //! envelope, kind, signature over the exact request, database id, answer count.
 //!
 //! What it does not do: parse manifests or mirror lists (the application does), or write files
-//! other than the hint cache.
+//! other than the hint cache and the Checklist state file.
 
+pub mod checklist;
 pub mod error;
 pub mod evidence;
 pub mod lattice;
 pub mod retrieve;
 pub mod transport;
 
+pub use checklist::ChecklistSession;
 pub use error::SessionError;
 pub use evidence::{Evidence, Verdict};
 pub use lattice::LatticeSession;

@@ -24,6 +24,20 @@ pub fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
 ) -> io::Result<()> {
+    write_atomic_mode(path, false, fill)
+}
+
+/// [`write_atomic_bytes`] of a secret: the file is readable by the owner only (mode 0600 on
+/// Unix) from the moment it exists (a client's Checklist sets, for example).
+pub fn write_atomic_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_mode(path, true, |out| out.write_all(bytes))
+}
+
+fn write_atomic_mode(
+    path: &Path,
+    private: bool,
+    fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> io::Result<()> {
     let dir = directory_of(path);
     let name = path
         .file_name()
@@ -31,7 +45,7 @@ pub fn write_atomic(
         .map_err(|e| at(path, e))?
         .to_string_lossy()
         .into_owned();
-    let (temp, file) = create_temp(&dir, &name)?;
+    let (temp, file) = create_temp(&dir, &name, private)?;
     let result = (|| {
         let mut out = BufWriter::with_capacity(1 << 20, file);
         fill(&mut out).map_err(|e| at(&temp, e))?;
@@ -64,12 +78,21 @@ fn directory_of(path: &Path) -> PathBuf {
     }
 }
 
-fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
+fn create_temp(dir: &Path, name: &str, private: bool) -> io::Result<(PathBuf, File)> {
     let pid = std::process::id();
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    if private {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    #[cfg(not(unix))]
+    let _ = private;
     loop {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let temp = dir.join(format!(".{name}.partial-{pid}-{n}"));
-        match OpenOptions::new().write(true).create_new(true).open(&temp) {
+        match options.open(&temp) {
             Ok(file) => return Ok((temp, file)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(at(&temp, e)),

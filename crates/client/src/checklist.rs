@@ -1,0 +1,299 @@
+//! A client of a Checklist deployment (`pir_service::checklist`): server 0 is the offline
+//! server (hints and refreshes), server 1 the online server (lookups).
+//!
+//! [`ChecklistSession::open`] asks both servers what they hold (the same database, one in each
+//! role), then loads the client's saved state if it belongs to that database, or downloads the
+//! hints from the offline server in pieces (`progress(done, total)` follows them) and saves
+//! the state. [`ChecklistSession::fetch`] sends one punctured set to each server at once,
+//! checks both signed replies, and repeats on decoy rounds; the state is saved again after each
+//! lookup, so a restart never reuses a set.
+//!
+//! Privacy: as long as the two servers do not collude, neither learns the index
+//! (`pir_xor::checklist`). The state file holds the client's secret sets: it is written
+//! readable by the owner only.
+//!
+//! ```text
+//! state file = "pir-checklist-client-v1" | database id [32] | Checklist state
+//!              (pir_xor::checklist::Client::encode_state)
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use pir_core::wire::{self, MessageKind};
+use pir_core::SchemeId;
+use pir_keys::PublicKey;
+use pir_service::checklist::{self as service, Info, Role};
+use pir_service::framing;
+use pir_service::reply::{self, Expect};
+use pir_xor::checklist::{Client, Outcome};
+
+use crate::transport::{HttpsTransport, Transport};
+use crate::SessionError;
+
+/// First bytes of a saved client state file.
+pub const STATE_MAGIC: &[u8] = b"pir-checklist-client-v1";
+/// Largest info reply accepted.
+const MAX_INFO_REPLY: usize = service::MAX_ABOUT_BYTES + 4096;
+/// Rounds after which a lookup gives up (a decoy round has probability about `s / 2B`; many
+/// in a row mean a broken client or server).
+const MAX_ROUNDS: usize = 64;
+
+/// A session with both servers: their info, the client's hints and where they are saved.
+pub struct ChecklistSession<T = HttpsTransport> {
+    transport: T,
+    keys: [PublicKey; 2],
+    info: Info,
+    client: Client,
+    state_path: Option<PathBuf>,
+    hints_downloaded: bool,
+}
+
+impl<T> std::fmt::Debug for ChecklistSession<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChecklistSession")
+            .field("params", &self.info.params)
+            .finish_non_exhaustive()
+    }
+}
+
+fn bad(server: usize) -> impl Fn(pir_core::Error) -> SessionError {
+    move |e| SessionError::bad_reply(server, e)
+}
+
+impl ChecklistSession {
+    /// Connects to both servers (`(URL, key)`: the offline server first), pinned to their keys.
+    pub async fn open(
+        servers: &[(String, PublicKey); 2],
+        state_path: Option<&Path>,
+        progress: &mut (dyn FnMut(u64, u64) + Send),
+    ) -> Result<ChecklistSession, SessionError> {
+        let transport = HttpsTransport::new(servers).map_err(SessionError::transport(0))?;
+        ChecklistSession::open_with(
+            transport,
+            [servers[0].1, servers[1].1],
+            state_path,
+            progress,
+        )
+        .await
+    }
+}
+
+impl<T: Transport> ChecklistSession<T> {
+    /// [`ChecklistSession::open`] over any transport (server 0 offline, server 1 online).
+    pub async fn open_with(
+        transport: T,
+        keys: [PublicKey; 2],
+        state_path: Option<&Path>,
+        progress: &mut (dyn FnMut(u64, u64) + Send),
+    ) -> Result<Self, SessionError> {
+        let mut infos = Vec::with_capacity(2);
+        for server in 0..2 {
+            let request =
+                wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
+            let reply = transport
+                .exchange(server, request, MAX_INFO_REPLY)
+                .await
+                .map_err(SessionError::transport(server))?;
+            let envelope = wire::decode_envelope(&reply, MAX_INFO_REPLY).map_err(bad(server))?;
+            if envelope.kind == MessageKind::Error {
+                let (code, message) = wire::decode_error(envelope.body).map_err(bad(server))?;
+                return Err(SessionError::Refused {
+                    server,
+                    code,
+                    message,
+                });
+            }
+            infos.push(service::parse_description(&reply).map_err(bad(server))?);
+        }
+        let (offline, online) = (&infos[0], &infos[1]);
+        if offline.role != Role::Offline || online.role != Role::Online {
+            return Err(SessionError::Setup(
+                "server 0 must be the offline server and server 1 the online server \
+                 (`pir safebrowsing serve --server 0` and `--server 1`)"
+                    .into(),
+            ));
+        }
+        if offline.database_id != online.database_id || offline.params != online.params {
+            return Err(SessionError::Setup(
+                "the two servers hold different databases; serve the same database file on both"
+                    .into(),
+            ));
+        }
+        let info = infos.swap_remove(0);
+        let saved = state_path.and_then(|path| load_state(path, &info));
+        let session = match saved {
+            Some(client) => Self {
+                transport,
+                keys,
+                info,
+                client,
+                state_path: state_path.map(Path::to_path_buf),
+                hints_downloaded: false,
+            },
+            None => {
+                let client = download_hints(&transport, &keys[0], &info, progress).await?;
+                Self {
+                    transport,
+                    keys,
+                    info,
+                    client,
+                    state_path: state_path.map(Path::to_path_buf),
+                    hints_downloaded: true,
+                }
+            }
+        };
+        session.save()?;
+        Ok(session)
+    }
+
+    /// What the offline server says about itself (parameters, database id, application data).
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+
+    /// True when this session downloaded its hints (false: loaded from the state file).
+    pub fn hints_downloaded(&self) -> bool {
+        self.hints_downloaded
+    }
+
+    /// Writes the state file (a no-op without one).
+    pub fn save(&self) -> Result<(), SessionError> {
+        let Some(path) = &self.state_path else {
+            return Ok(());
+        };
+        let cache = |source| SessionError::Cache {
+            path: path.clone(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(cache)?;
+        }
+        let mut bytes = STATE_MAGIC.to_vec();
+        bytes.extend_from_slice(&self.info.database_id);
+        bytes.extend(self.client.encode_state());
+        pir_fs::write_atomic_private(path, &bytes).map_err(cache)
+    }
+
+    /// Fetches record `index` privately; saves the state afterwards.
+    pub async fn fetch(&mut self, index: u64) -> Result<Vec<u8>, SessionError> {
+        let records = self.info.params.records();
+        if index >= records {
+            return Err(SessionError::Request(format!(
+                "record {index} does not exist: the database has {records} records"
+            )));
+        }
+        let params = self.info.params;
+        let max_answer = service::max_answer(&params);
+        let id = self.info.database_id;
+        for _ in 0..MAX_ROUNDS {
+            let (query, pending) = self
+                .client
+                .query(index, &mut rand::rng())
+                .map_err(|e| SessionError::Request(e.to_string()))?;
+            // The set is used up from here on: keep that, whatever happens next.
+            self.save()?;
+            let online = reply::request(
+                SchemeId::Checklist,
+                &id,
+                &[service::lookup_query(&params, &query.online)],
+            );
+            let refresh = reply::request(
+                SchemeId::Checklist,
+                &id,
+                &[service::lookup_query(&params, &query.refresh)],
+            );
+            let limit = framing::reply_bytes(1, max_answer);
+            let (online_reply, refresh_reply) = tokio::join!(
+                self.transport.exchange(1, online.clone(), limit),
+                self.transport.exchange(0, refresh.clone(), limit)
+            );
+            let online_reply = online_reply.map_err(SessionError::transport(1))?;
+            let refresh_reply = refresh_reply.map_err(SessionError::transport(0))?;
+            let open = |server: usize, reply_bytes: &[u8], request: &[u8]| {
+                let expect = Expect {
+                    scheme: SchemeId::Checklist,
+                    database_id: &id,
+                    key: &self.keys[server],
+                    count: 1,
+                    max_answer,
+                };
+                reply::open(reply_bytes, request, expect)
+                    .map(|answers| answers[0].to_vec())
+                    .map_err(|e| SessionError::from_reply(server, e))
+            };
+            let a = open(1, &online_reply, &online)?;
+            let r = open(0, &refresh_reply, &refresh)?;
+            let outcome = self
+                .client
+                .finish(pending, &a, &r)
+                .map_err(|e| SessionError::bad_reply(1, e))?;
+            self.save()?;
+            if let Outcome::Record(record) = outcome {
+                return Ok(record);
+            }
+        }
+        Err(SessionError::Setup(format!(
+            "{MAX_ROUNDS} decoy rounds in a row: something is wrong with this client"
+        )))
+    }
+}
+
+/// The saved client, if `path` holds one for `info`'s database (anything else: `None`, and
+/// the hints are fetched again).
+fn load_state(path: &Path, info: &Info) -> Option<Client> {
+    let bytes = std::fs::read(path).ok()?;
+    let rest = bytes.strip_prefix(STATE_MAGIC)?;
+    let (id, state) = rest.split_at_checked(32)?;
+    if id != info.database_id {
+        return None;
+    }
+    Client::decode_state(info.params, state).ok()
+}
+
+/// Downloads every hint from the offline server, in pieces.
+async fn download_hints<T: Transport>(
+    transport: &T,
+    key: &PublicKey,
+    info: &Info,
+    progress: &mut (dyn FnMut(u64, u64) + Send),
+) -> Result<Client, SessionError> {
+    let params = info.params;
+    let request = Client::offline_request(&mut rand::rng());
+    let per = service::hints_per_request(&params);
+    let total = params.hints() as u32;
+    let max_answer = service::max_answer(&params);
+    let mut hints = Vec::with_capacity(params.hint_bytes());
+    let mut first = 0u32;
+    progress(0, params.hint_bytes() as u64);
+    while first < total {
+        let count = per.min(total - first);
+        let query = reply::request(
+            SchemeId::Checklist,
+            &info.database_id,
+            &[service::hints_query(&params, &request, first, count)],
+        );
+        let reply_bytes = transport
+            .exchange(0, query.clone(), framing::reply_bytes(1, max_answer))
+            .await
+            .map_err(SessionError::transport(0))?;
+        let expect = Expect {
+            scheme: SchemeId::Checklist,
+            database_id: &info.database_id,
+            key,
+            count: 1,
+            max_answer,
+        };
+        let answers = reply::open(&reply_bytes, &query, expect)
+            .map_err(|e| SessionError::from_reply(0, e))?;
+        if answers[0].len() != count as usize * params.record_bytes() {
+            return Err(SessionError::bad_reply(
+                0,
+                format!("{} bytes of hints for {count} sets", answers[0].len()),
+            ));
+        }
+        hints.extend_from_slice(answers[0]);
+        first += count;
+        progress(hints.len() as u64, params.hint_bytes() as u64);
+    }
+    Client::new(params, &request, &hints).map_err(|e| SessionError::bad_reply(0, e))
+}
