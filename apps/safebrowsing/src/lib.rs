@@ -6,11 +6,22 @@
 //!   path-prefix expressions, SHA-256 full hashes), so that lists built here match what
 //!   Firefox asks for. [`canonicalize`] and [`expressions`] follow the "URLs and Hashing"
 //!   section of the Safe Browsing v4 API documentation.
+//! - [`list`]: a blocklist as the servers hold it ([`ListDatabase`]: sorted full hashes, one
+//!   PIR record each) and the [`PrefixList`] a proxy downloads in the clear.
+//! - [`proto`]: the v4 API's Protocol Buffers messages that Firefox sends and reads.
+//! - [`proxy`]: `threatListUpdates:fetch` and `fullHashes:find` answered locally, the full
+//!   hashes fetched by private lookups ([`Proxy`]).
 //!
 //! What it does not do: no network and no PIR scheme of its own (the servers, the client
 //! session and the HTTP listener live in `pir-service`, `pir-client` and the `pir` binary).
 
+pub mod list;
+pub mod proto;
+pub mod proxy;
 pub mod url;
+
+pub use list::{ListDatabase, PrefixList};
+pub use proxy::Proxy;
 
 pub use url::{
     canonicalize, entry_hash, expressions, full_hashes, Canonical, UrlError, MAX_URL_BYTES,
