@@ -20,61 +20,13 @@ const WHAT: &str = "servers file";
 
 /// The text of a servers file for `servers` (URL and key, server 0 first).
 pub fn encode(servers: &[(String, PublicKey)]) -> Result<String, BreachError> {
-    if servers.len() != SERVERS {
-        return Err(BreachError::Input(format!(
-            "a deployment has {SERVERS} servers (server 0 first), {} given",
-            servers.len()
-        )));
-    }
-    let mut text = format!("{SERVERS_HEADER}\n");
-    for (url, key) in servers {
-        pir_client::transport::authority_of(url).map_err(|e| BreachError::Input(e.to_string()))?;
-        text.push_str(&format!(
-            "{} {}\n",
-            url.trim_end_matches('/'),
-            hex::encode(key.0)
-        ));
-    }
-    Ok(text)
+    pir_client::servers_file::encode(SERVERS_HEADER, SERVERS, servers).map_err(BreachError::Input)
 }
 
 /// Parses a servers file (untrusted text): `(URL, key)` of server 0, then server 1.
 pub fn parse(text: &str) -> Result<Vec<(String, PublicKey)>, BreachError> {
-    let mut lines = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'));
-    if lines.next() != Some(SERVERS_HEADER) {
-        return Err(BreachError::malformed(
-            WHAT,
-            "not a servers file (write one with `pir breach servers`)",
-        ));
-    }
-    let servers = lines
-        .map(|line| {
-            let (url, key) = line
-                .split_once(' ')
-                .ok_or_else(|| BreachError::malformed(WHAT, format!("bad line {line:?}")))?;
-            pir_client::transport::authority_of(url)
-                .map_err(|e| BreachError::malformed(WHAT, e.to_string()))?;
-            let bytes = hex::decode(key.trim())
-                .map_err(|e| BreachError::malformed(WHAT, format!("server key: {e}")))?;
-            let key: [u8; 32] = bytes
-                .try_into()
-                .map_err(|_| BreachError::malformed(WHAT, "a server key is 32 bytes of hex"))?;
-            Ok((url.to_string(), PublicKey(key)))
-        })
-        .collect::<Result<Vec<_>, BreachError>>()?;
-    if servers.len() != SERVERS {
-        return Err(BreachError::malformed(
-            WHAT,
-            format!(
-                "{} servers listed; a deployment has {SERVERS}",
-                servers.len()
-            ),
-        ));
-    }
-    Ok(servers)
+    pir_client::servers_file::parse(SERVERS_HEADER, SERVERS, "pir breach servers", text)
+        .map_err(|e| BreachError::malformed(WHAT, e))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod mirror;
 mod mirror_config;
 mod oram;
 mod records;
+mod safebrowsing;
 mod server_config;
 
 use std::path::Path;
@@ -62,6 +63,9 @@ async fn run(command: Command) -> Result<ExitCode> {
     if let Command::Oram(command) = command {
         return oram::run(command).await.map(|()| ExitCode::SUCCESS);
     }
+    if let Command::Safebrowsing(command) = command {
+        return safebrowsing::run(command).await.map(|()| ExitCode::SUCCESS);
+    }
     if let Command::Apt(apt_command) = &command {
         return match apt_command {
             cli::AptCommand::InstallMethod { dir } => apt::install_method(dir),
@@ -77,8 +81,8 @@ async fn run(command: Command) -> Result<ExitCode> {
 
 async fn run_other(command: Command) -> Result<()> {
     match command {
-        Command::Breach(_) | Command::Oram(_) => {
-            bail!("internal: breach and oram commands are dispatched by run")
+        Command::Breach(_) | Command::Oram(_) | Command::Safebrowsing(_) => {
+            bail!("internal: breach, oram and safebrowsing commands are dispatched by run")
         }
         Command::Demo(args) => demo::run(args).await,
         Command::Completions { shell } => {
@@ -338,6 +342,18 @@ fn human(bytes: u64) -> String {
     } else {
         format!("{bytes} B")
     }
+}
+
+/// A progress bar over a download of `what` (bytes; hidden when stderr is not a terminal).
+fn byte_bar(what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{what} {{bar:40}} {{bytes}}/{{total_bytes}} {{eta}} left"
+        ))
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
 }
 
 /// A progress bar over the `total` super-groups of a four-Russians table being built.

@@ -27,6 +27,7 @@ pub mod error;
 pub mod evidence;
 pub mod lattice;
 pub mod retrieve;
+pub mod servers_file;
 pub mod transport;
 
 pub use checklist::ChecklistSession;

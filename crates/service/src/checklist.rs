@@ -9,6 +9,8 @@
 //!                kind 2: hints  (pir_xor::checklist::wire hint request), offline role only
 //! answer       = b bytes (lookup) | count x b bytes (hints)
 //! description  = envelope(checklist, Manifest, info)
+//! download     = envelope(checklist, Manifest, public bytes) at GET /pir/v1/hint, optional
+//!                (the application's, in the clear)
 //! info         = "pir-checklist-info-v1" | role u8 (0 offline, 1 online)
 //!              | records u64 | record_bytes u32 | set_size u32 | hints u32
 //!              | database id [32] | about_len u32 | about
@@ -156,6 +158,7 @@ pub struct Checklist {
     info: Info,
     database: Database,
     description: Vec<u8>,
+    download: Option<bytes::Bytes>,
 }
 
 impl std::fmt::Debug for Checklist {
@@ -205,7 +208,17 @@ impl Checklist {
             info,
             database,
             description,
+            download: None,
         })
+    }
+
+    /// Serves `bytes` at `GET /pir/v1/hint` (in an envelope, see [`parse_download`]): public
+    /// data a client downloads in the clear (Safe Browsing: the list's prefixes), never
+    /// anything about a query.
+    pub fn with_download(mut self, bytes: &[u8]) -> Self {
+        let envelope = wire::encode_envelope(SchemeId::Checklist, MessageKind::Manifest, bytes);
+        self.download = Some(bytes::Bytes::from(envelope));
+        self
     }
 
     /// Puts the server behind the signed-batch service, signing with `key`.
@@ -285,6 +298,9 @@ impl Backend for Checklist {
             })
             .collect()
     }
+    fn hint(&self) -> Option<bytes::Bytes> {
+        self.download.clone()
+    }
     fn health(&self) -> String {
         format!(
             "ok checklist role={} database={} records={} record_bytes={}\n",
@@ -316,6 +332,15 @@ pub fn hints_query(params: &Params, request: &OfflineRequest, first: u32, count:
     let mut body = vec![KIND_HINTS];
     body.extend(ck_wire::encode_hint_request(params, request, first, count));
     body
+}
+
+/// The application bytes of a download from [`Checklist::with_download`] (untrusted).
+pub fn parse_download(bytes: &[u8]) -> Result<&[u8], Error> {
+    let envelope = wire::decode_envelope(bytes, bytes.len())?;
+    if envelope.scheme != SchemeId::Checklist || envelope.kind != MessageKind::Manifest {
+        return Err(Error::Malformed("not a Checklist download".into()));
+    }
+    Ok(envelope.body)
 }
 
 /// Reads a server's description reply (`envelope(checklist, Manifest, info)`; untrusted).

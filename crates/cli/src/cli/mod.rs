@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 
 mod breach;
 mod oram;
+mod safebrowsing;
 
 pub use breach::*;
 pub use oram::*;
+pub use safebrowsing::*;
 
 /// Private information retrieval you can deploy.
 ///
@@ -123,6 +125,14 @@ pub enum Command {
     /// you read or write. A store that changes, swaps or rolls back data is detected.
     #[command(subcommand)]
     Oram(OramCommand),
+    /// Private Safe Browsing for real browsers: two servers hold a blocklist's full hashes,
+    /// and a proxy on your machine answers Firefox's Safe Browsing v4 calls with private
+    /// lookups (Checklist offline/online PIR), so no server sees a prefix of a site you visit.
+    ///
+    /// Privacy assumption: the two servers do not collude. The proxy sees prefixes in the
+    /// clear: run it on your own machine (it listens on loopback only).
+    #[command(subcommand)]
+    Safebrowsing(SafeBrowsingCommand),
 }
 
 /// `pir db ...`.

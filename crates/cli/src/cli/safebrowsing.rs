@@ -1,0 +1,161 @@
+//! The flags of `pir safebrowsing build|serve|servers|proxy|firefox-profile`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde::{Deserialize, Serialize};
+
+/// `pir safebrowsing ...`.
+#[derive(Debug, Subcommand)]
+pub enum SafeBrowsingCommand {
+    /// Build the servers' database from a blocklist: one URL or host per line (a host blocks
+    /// all its pages); uBlock Origin filter lines (`||host/path^$all`) are read too, `#` and
+    /// `!` lines are comments. Entries are canonicalized and hashed as Safe Browsing v4 does
+    /// (SHA-256 of the host/path expression).
+    Build(SbBuildArgs),
+    /// Serve a Safe Browsing database as server 0 (offline: hints, refreshes and the public
+    /// prefix list) or server 1 (online: lookups) over HTTPS (Checklist).
+    ///
+    /// Privacy assumption: the two servers do not collude.
+    Serve(SbServeArgs),
+    /// Write the servers file that `pir safebrowsing proxy` reads.
+    ///
+    /// Format (text, one server per line, server 0 first):
+    ///   pir-safebrowsing-servers-v1
+    ///   https://HOST:PORT HEX_ED25519_PUBLIC_KEY
+    ///   https://HOST:PORT HEX_ED25519_PUBLIC_KEY
+    #[command(verbatim_doc_comment)]
+    Servers(SbServersArgs),
+    /// A local Safe Browsing v4 endpoint for the browser (threatListUpdates:fetch and
+    /// fullHashes:find on 127.0.0.1): the list's prefixes come from server 0 in the clear,
+    /// and every full-hash lookup is a private lookup from both servers, which never see a
+    /// prefix.
+    Proxy(SbProxyArgs),
+    /// Write a Firefox profile directory (a user.js) whose Safe Browsing provider is the
+    /// proxy: the malware table `goog-malware-proto` is fetched from it at start, and the
+    /// Google provider is switched off. Start Firefox with `--profile DIR`.
+    FirefoxProfile(SbFirefoxArgs),
+}
+
+/// `pir safebrowsing build`.
+#[derive(Debug, Args)]
+pub struct SbBuildArgs {
+    /// The blocklist (text, one URL or host per line).
+    #[arg(value_name = "LIST")]
+    pub list: PathBuf,
+    /// The database file to write.
+    #[arg(long, value_name = "DB")]
+    pub out: PathBuf,
+    /// The list's name, shown by the servers (default: the file name).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// `pir safebrowsing serve`. Every setting can also come from a TOML file (`--config`; keys
+/// are the flag names with `_`); flags override it.
+#[derive(Debug, Args, Serialize)]
+pub struct SbServeArgs {
+    /// TOML file with any of: db, server, key, listen, workers, grace_seconds, admin_listen.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings (file and flags merged, defaults filled in) as a config
+    /// file, and exit without serving.
+    #[arg(long)]
+    #[serde(skip)]
+    pub print_config: bool,
+    /// The database (from `pir safebrowsing build`).
+    #[arg(long, value_name = "DB")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db: Option<PathBuf>,
+    /// This server's position: 0 (offline server) or 1 (online server).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<u16>,
+    /// The server's secret key (from `pir keygen`): TLS identity and answer signatures.
+    #[arg(long, value_name = "SERVER.key")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+    /// HTTPS address to listen on.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    /// Threads that answer queries (default: number of cores).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    /// On SIGTERM or Ctrl-C, let requests in flight finish for up to this many seconds
+    /// (default 10).
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_seconds: Option<u64>,
+    /// Also serve /metrics and /health over plain HTTP at ADDR (a loopback address).
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<SocketAddr>,
+}
+
+/// The settings of `pir safebrowsing serve` after defaults, file and flags are merged.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SbServeSettings {
+    pub db: PathBuf,
+    pub server: u16,
+    pub key: PathBuf,
+    pub listen: SocketAddr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    pub grace_seconds: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<SocketAddr>,
+}
+
+/// `pir safebrowsing servers`.
+#[derive(Debug, Args)]
+pub struct SbServersArgs {
+    /// A server as https://HOST:PORT=SERVER.pub: server 0 first, then server 1.
+    #[arg(long = "server", value_name = "URL=SERVER.pub", required = true)]
+    pub servers: Vec<String>,
+    /// Output file.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// Private lookup schemes the proxy can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SbScheme {
+    /// Checklist offline/online PIR: hints downloaded once (and kept in --state), then
+    /// lookups of `O(sqrt n)` work on the servers.
+    Checklist,
+}
+
+/// `pir safebrowsing proxy`.
+#[derive(Debug, Args)]
+pub struct SbProxyArgs {
+    /// Plain-HTTP address on this machine (a loopback address: the browser's requests carry
+    /// prefixes in the clear).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// The servers file (from `pir safebrowsing servers`).
+    #[arg(long, value_name = "FILE")]
+    pub servers: PathBuf,
+    /// The private lookup scheme.
+    #[arg(long, value_enum, default_value_t = SbScheme::Checklist)]
+    pub scheme: SbScheme,
+    /// Where the client's hints are kept between runs (secret: readable by you only).
+    /// Default: FILE.state next to the servers file.
+    #[arg(long, value_name = "STATE")]
+    pub state: Option<PathBuf>,
+}
+
+/// `pir safebrowsing firefox-profile`.
+#[derive(Debug, Args)]
+pub struct SbFirefoxArgs {
+    /// The proxy's URL, e.g. http://127.0.0.1:8470.
+    #[arg(long, value_name = "URL")]
+    pub proxy: String,
+    /// The profile directory to write (created if missing; an existing user.js is replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}

@@ -1,0 +1,73 @@
+//! The servers file of a two-server application (breach checks, Safe Browsing): who the
+//! servers are and the keys their TLS and answers must be signed with.
+//!
+//! ```text
+//! HEADER                                 (names the application and version)
+//! https://HOST:PORT HEX-ED25519-KEY      (server 0)
+//! https://HOST:PORT HEX-ED25519-KEY      (server 1)
+//! ```
+//! Blank lines and lines starting with `#` are ignored.
+
+use pir_keys::PublicKey;
+
+/// The text of a servers file with first line `header` for `servers` (URL and key, server 0
+/// first); exactly `count` servers.
+pub fn encode(
+    header: &str,
+    count: usize,
+    servers: &[(String, PublicKey)],
+) -> Result<String, String> {
+    if servers.len() != count {
+        return Err(format!(
+            "a deployment has {count} servers (server 0 first), {} given",
+            servers.len()
+        ));
+    }
+    let mut text = format!("{header}\n");
+    for (url, key) in servers {
+        crate::transport::authority_of(url).map_err(|e| e.to_string())?;
+        text.push_str(&format!(
+            "{} {}\n",
+            url.trim_end_matches('/'),
+            hex::encode(key.0)
+        ));
+    }
+    Ok(text)
+}
+
+/// Parses a servers file (untrusted text) whose first line must be `header`: `(URL, key)` of
+/// each of the `count` servers, in order. `writer` names the command that writes one.
+pub fn parse(
+    header: &str,
+    count: usize,
+    writer: &str,
+    text: &str,
+) -> Result<Vec<(String, PublicKey)>, String> {
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'));
+    if lines.next() != Some(header) {
+        return Err(format!("not a servers file (write one with `{writer}`)"));
+    }
+    let servers = lines
+        .map(|line| {
+            let (url, key) = line
+                .split_once(' ')
+                .ok_or_else(|| format!("bad line {line:?}"))?;
+            crate::transport::authority_of(url).map_err(|e| e.to_string())?;
+            let bytes = hex::decode(key.trim()).map_err(|e| format!("server key: {e}"))?;
+            let key: [u8; 32] = bytes
+                .try_into()
+                .map_err(|_| "a server key is 32 bytes of hex".to_string())?;
+            Ok((url.to_string(), PublicKey(key)))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    if servers.len() != count {
+        return Err(format!(
+            "{} servers listed; a deployment has {count}",
+            servers.len()
+        ));
+    }
+    Ok(servers)
+}
