@@ -79,6 +79,11 @@ def main():
             ("toolkit.telemetry.reportingpolicy.firstRun", "false"),
             ("app.update.enabled", "false"),
             ("browser.aboutwelcome.enabled", "false"),
+            # Only the profile's own extensions: a system-wide uBlock Origin (Debian's
+            # webext-ublock-origin-firefox ships the same URLhaus list) would block the page
+            # itself, and the test would prove nothing about Safe Browsing.
+            ("extensions.enabledScopes", "5"),
+            ("extensions.autoDisableScopes", "15"),
         ]:
             prefs.write('user_pref("%s", %s);\n' % (name, value))
     log = open(os.path.join(work, "firefox.log"), "w")

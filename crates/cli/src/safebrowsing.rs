@@ -69,7 +69,10 @@ fn build(args: &SbBuildArgs) -> Result<()> {
         hex::encode(&db.id()[..8])
     );
     if report.skipped_count > 0 {
-        println!("skipped {} lines that are not URLs or hosts:", report.skipped_count);
+        println!(
+            "skipped {} lines that are not URLs or hosts:",
+            report.skipped_count
+        );
         for (line, why) in &report.skipped {
             println!("  line {line}: {why}");
         }
@@ -90,7 +93,10 @@ async fn serve(flags: SbServeArgs) -> Result<()> {
     let args: SbServeSettings =
         server_config::merge(defaults, flags.config.as_deref(), &flags, &paths)?;
     if args.server > 1 {
-        bail!("server must be 0 (offline) or 1 (online), not {}", args.server);
+        bail!(
+            "server must be 0 (offline) or 1 (online), not {}",
+            args.server
+        );
     }
     if flags.print_config {
         print!("{}", server_config::print(&args, &paths)?);
@@ -186,14 +192,10 @@ async fn proxy(args: &SbProxyArgs) -> Result<()> {
     }
     let text = std::fs::read_to_string(&args.servers)
         .with_context(|| format!("reading {}", args.servers.display()))?;
-    let servers = pir_client::servers_file::parse(
-        SERVERS_HEADER,
-        2,
-        "pir safebrowsing servers",
-        &text,
-    )
-    .map_err(anyhow::Error::msg)
-    .with_context(|| format!("{}", args.servers.display()))?;
+    let servers =
+        pir_client::servers_file::parse(SERVERS_HEADER, 2, "pir safebrowsing servers", &text)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("{}", args.servers.display()))?;
     let servers: [(String, PublicKey); 2] = [servers[0].clone(), servers[1].clone()];
     let state_path = args.state.clone().unwrap_or_else(|| {
         let mut name = args.servers.as_os_str().to_owned();
@@ -275,7 +277,12 @@ fn protobuf(bytes: Vec<u8>) -> Response {
 }
 
 fn refuse(status: StatusCode, message: impl std::fmt::Display) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/plain")], format!("{message}\n")).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain")],
+        format!("{message}\n"),
+    )
+        .into_response()
 }
 
 /// `threatListUpdates:fetch`.

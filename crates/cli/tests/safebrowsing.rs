@@ -1,0 +1,401 @@
+//! `pir safebrowsing`: a list built, both servers and the proxy started as real processes on
+//! 127.0.0.1, the proxy driven with Safe Browsing v4 messages (as Firefox sends them), its state
+//! reused after a restart; and REAL Firefox (Debian's firefox-esr, headless, through
+//! Marionette) shown its blocked page for a URL of the URLhaus list that uBlock Origin ships,
+//! while an unlisted page loads.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use base64ct::Encoding;
+use pir_safebrowsing::proto;
+use prost::Message;
+use support::{ok, pir, require};
+
+/// A `pir` child process, killed on drop, with the URL it printed.
+struct Process {
+    child: Child,
+    url: String,
+    lines: Vec<String>,
+}
+
+impl Process {
+    /// Starts `pir ARGS` and reads its output until a line holds `marker` followed by a URL.
+    fn start(args: &[&str], marker: &str) -> Self {
+        let mut child = pir()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn pir");
+        let stdout = child.stdout.take().unwrap();
+        let mut reader = BufReader::new(stdout).lines();
+        let mut lines = Vec::new();
+        let url = loop {
+            let Some(Ok(line)) = reader.next() else {
+                let mut err = String::new();
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                panic!("pir {args:?} stopped before {marker:?}: {lines:?} {err}");
+            };
+            lines.push(line.clone());
+            if let Some(rest) = line.split(marker).nth(1) {
+                let url = rest.split_whitespace().next().unwrap();
+                break url.trim_end_matches("/v4/").to_string();
+            }
+        };
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in reader.by_ref() {});
+        Self { child, url, lines }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Two servers of `db` and a servers file; returns them and the servers file path.
+fn deployment(dir: &Path, db: &Path) -> (Process, Process, PathBuf) {
+    let mut servers = Vec::new();
+    for position in 0..2 {
+        let key = dir.join(format!("s{position}.key"));
+        ok(&["keygen", "--out", key.to_str().unwrap()]);
+        servers.push(Process::start(
+            &[
+                "safebrowsing",
+                "serve",
+                "--db",
+                db.to_str().unwrap(),
+                "--server",
+                &position.to_string(),
+                "--key",
+                key.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            " at ",
+        ));
+    }
+    let file = dir.join("servers.txt");
+    let spec = |i: usize| {
+        format!(
+            "{}={}",
+            servers[i].url,
+            dir.join(format!("s{i}.pub")).display()
+        )
+    };
+    ok(&[
+        "safebrowsing",
+        "servers",
+        "--server",
+        &spec(0),
+        "--server",
+        &spec(1),
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    let online = servers.pop().unwrap();
+    let offline = servers.pop().unwrap();
+    (offline, online, file)
+}
+
+fn proxy(servers: &Path) -> Process {
+    Process::start(
+        &[
+            "safebrowsing",
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--servers",
+            servers.to_str().unwrap(),
+        ],
+        "proxy at ",
+    )
+}
+
+/// One HTTP/1.1 exchange with the proxy; returns the status and the body.
+fn http(url: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let authority = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(body).unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).unwrap();
+    let split = reply.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&reply[..split]).into_owned();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let mut body = reply[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = unchunk(&body);
+    }
+    (status, body)
+}
+
+fn unchunk(mut bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = bytes.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&bytes[..line_end]).unwrap().trim(), 16)
+                .unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&bytes[line_end + 2..line_end + 2 + size]);
+        bytes = &bytes[line_end + 4 + size..];
+    }
+}
+
+fn update_request(state: Vec<u8>) -> Vec<u8> {
+    proto::FetchThreatListUpdatesRequest {
+        client: None,
+        list_update_requests: vec![proto::ListUpdateRequest {
+            threat_type: proto::MALWARE_THREAT,
+            platform_type: 2,
+            threat_entry_type: proto::URL,
+            state,
+        }],
+    }
+    .encode_to_vec()
+}
+
+fn find_request(prefixes: &[&[u8]]) -> Vec<u8> {
+    proto::FindFullHashesRequest {
+        client: None,
+        client_states: Vec::new(),
+        threat_info: Some(proto::ThreatInfo {
+            threat_types: vec![proto::MALWARE_THREAT],
+            platform_types: vec![2],
+            threat_entry_types: vec![proto::URL],
+            threat_entries: prefixes
+                .iter()
+                .map(|p| proto::ThreatEntry {
+                    hash: p.to_vec(),
+                    url: String::new(),
+                })
+                .collect(),
+        }),
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("list.txt");
+    let mut text = String::from("# test list\n");
+    for k in 0..500 {
+        text.push_str(&format!("host{k}.evil.example\n"));
+    }
+    text.push_str("||download.evil.example/payload.exe^$all\nhttp://\n");
+    std::fs::write(&list, text).unwrap();
+    let db = dir.path().join("sb.db");
+    let built = ok(&[
+        "safebrowsing",
+        "build",
+        list.to_str().unwrap(),
+        "--out",
+        db.to_str().unwrap(),
+    ]);
+    assert!(built.contains("501 full hashes"), "{built}");
+    assert!(built.contains("skipped 1 lines"), "{built}");
+    let (_offline, _online, servers) = deployment(dir.path(), &db);
+    let proxy = proxy(&servers);
+    assert!(proxy.lines[0].contains("downloaded"), "{:?}", proxy.lines);
+
+    // threatListUpdates:fetch, as Firefox sends it: GET with the message in $req.
+    let req = base64ct::Base64Url::encode_string(&update_request(Vec::new()));
+    let path = format!("/v4/threatListUpdates:fetch?$ct=application/x-protobuf&key=pir&$httpMethod=POST&$req={req}");
+    let (status, body) = http(&proxy.url, "GET", &path, b"");
+    assert_eq!(status, 200);
+    let update = proto::FetchThreatListUpdatesResponse::decode(&body[..]).unwrap();
+    let list_update = &update.list_update_responses[0];
+    assert_eq!(list_update.response_type, proto::FULL_UPDATE);
+    let raw = &list_update.additions[0]
+        .raw_hashes
+        .as_ref()
+        .unwrap()
+        .raw_hashes;
+    assert_eq!(raw.len(), 501 * 4);
+    assert_eq!(
+        list_update.checksum.as_ref().unwrap().sha256,
+        pir_keys::sha256(raw)
+    );
+
+    // fullHashes:find for a listed URL's prefix and for an unlisted one (POST body this time).
+    let listed = pir_safebrowsing::entry_hash("http://download.evil.example/payload.exe").unwrap();
+    let (status, body) = http(
+        &proxy.url,
+        "POST",
+        "/v4/fullHashes:find?$ct=application/x-protobuf",
+        &find_request(&[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]]),
+    );
+    assert_eq!(status, 200);
+    let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
+    assert_eq!(found.matches.len(), 1);
+    assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
+    let (status, _) = http(&proxy.url, "POST", "/v4/fullHashes:find", b"\xff\xff\xff");
+    assert_eq!(status, 400);
+    let (_, status_body) = http(&proxy.url, "GET", "/status", b"");
+    let status_text = String::from_utf8(status_body).unwrap();
+    assert!(
+        status_text.contains("updates 1\nlookups 1\n"),
+        "{status_text}"
+    );
+    drop(proxy);
+
+    // A restart loads the saved hints instead of downloading them, and still answers.
+    let proxy = self::proxy(&servers);
+    assert!(proxy.lines[0].contains("loaded from"), "{:?}", proxy.lines);
+    let (status, body) = http(
+        &proxy.url,
+        "POST",
+        "/v4/fullHashes:find",
+        &find_request(&[&listed[..4]]),
+    );
+    assert_eq!(status, 200);
+    let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
+    assert_eq!(found.matches.len(), 1);
+}
+
+/// The URLhaus list uBlock Origin ships in Debian (`webext-ublock-origin-firefox`).
+fn urlhaus_list() -> Option<PathBuf> {
+    let root = Path::new("/usr/share/mozilla/extensions");
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path
+                .file_name()
+                .is_some_and(|n| n == "urlhaus-filter-online.txt")
+            {
+                return Some(path);
+            }
+        }
+    }
+    None
+}
+
+/// Serves one HTML page on 127.0.0.1 (the unlisted site Firefox must load).
+fn page_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten().take(50) {
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let page = "<html><head><title>fine</title></head><body>not listed</body></html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    format!("http://{addr}/fine.html")
+}
+
+#[test]
+fn real_firefox_blocks_a_listed_site_and_loads_another() {
+    let list = urlhaus_list();
+    if !require(
+        list.is_some(),
+        "the URLhaus list of uBlock Origin",
+        "apt-get install webext-ublock-origin-firefox",
+    ) || !require(
+        support::has_program("firefox-esr"),
+        "firefox-esr",
+        "apt-get install firefox-esr",
+    ) || !require(
+        std::process::Command::new("python3")
+            .args(["-c", "import marionette_driver"])
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "the marionette-driver Python package",
+        "python3 -m pip install -r clients/firefox/requirements.txt",
+    ) {
+        return;
+    }
+    let list = list.unwrap();
+    // A real entry of the list: its first bare host name (not an IP address).
+    let text = std::fs::read_to_string(&list).unwrap();
+    let host = text
+        .lines()
+        .filter_map(pir_safebrowsing::list::entry_of)
+        .find(|e| !e.contains('/') && e.chars().any(|c| c.is_ascii_alphabetic()))
+        .expect("a host in the list")
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("urlhaus.db");
+    ok(&[
+        "safebrowsing",
+        "build",
+        list.to_str().unwrap(),
+        "--out",
+        db.to_str().unwrap(),
+    ]);
+    let (_offline, _online, servers) = deployment(dir.path(), &db);
+    let proxy = proxy(&servers);
+    let profile = dir.path().join("profile");
+    ok(&[
+        "safebrowsing",
+        "firefox-profile",
+        "--proxy",
+        &proxy.url,
+        "--out",
+        profile.to_str().unwrap(),
+    ]);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/firefox/check_safebrowsing.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(["--profile", profile.to_str().unwrap()])
+        .args(["--proxy", &proxy.url])
+        .args(["--blocked", &format!("http://{host}/")])
+        .args(["--allowed", &page_server()])
+        .args(["--port", &port.to_string()])
+        .output()
+        .expect("run the Marionette script");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "Firefox did not behave: {report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("\"ok\": true"), "{report}");
+    assert!(report.contains("e=malwareBlocked"), "{report}");
+    let (_, status) = http(&proxy.url, "GET", "/status", b"");
+    let status = String::from_utf8(status).unwrap();
+    // Firefox fetched the list and asked for the full hashes of the blocked host's prefix: a
+    // private lookup, the prefix never sent to a server.
+    assert!(!status.contains("lookups 0\n"), "{status}");
+}
