@@ -12,6 +12,7 @@
 //! Server time includes decoding and expanding the query (the AES-CTR seed expansion of
 //! RAID-PIR) and encoding the answer, as a mirror does it, but not the network.
 
+pub mod checklist;
 pub mod lattice;
 pub mod qdp;
 

@@ -482,6 +482,16 @@ fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
         }
         backend.force();
     }
+    if let Some(mode) = args
+        .modes
+        .iter()
+        .find(|m| matches!(m.as_str(), "checklist" | "checklist-updates"))
+    {
+        if args.modes.len() != 1 {
+            anyhow::bail!("run {mode} apart from the other modes");
+        }
+        return bench_checklist(args, mode == "checklist-updates");
+    }
     if args.modes.iter().any(|m| m == "qdp") {
         if args.modes.len() != 1 {
             anyhow::bail!("run the qdp mode apart from the other modes");
@@ -558,6 +568,99 @@ fn bench(args: &cli::BenchArgs) -> anyhow::Result<()> {
             println!("{}", pir_bench::table_line(row));
         }
     });
+    Ok(())
+}
+
+/// `pir bench --modes checklist|checklist-updates`.
+fn bench_checklist(args: &cli::BenchArgs, updates: bool) -> anyhow::Result<()> {
+    use pir_bench::checklist::{run_checklist, run_updates, TARGET_UPDATE_GAIN};
+    use std::io::Write;
+    let (records, record_bytes) = match &args.shape {
+        Some(name) => {
+            let (r, b) = name
+                .split_once('x')
+                .ok_or_else(|| anyhow::anyhow!("--shape RECORDSxBYTES, e.g. 3000000x32"))?;
+            (r.parse::<u64>()?, b.trim_end_matches('B').parse::<usize>()?)
+        }
+        None => (3_000_000, 32),
+    };
+    let threads = args.threads.first().copied().unwrap_or(1).max(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .context("starting the benchmark's threads")?;
+    if !args.json {
+        println!(
+            "{}; {threads} thread(s); median of {} runs",
+            pir_bench::machine_line(),
+            args.runs.max(1)
+        );
+    }
+    if !updates {
+        let row = pool.install(|| run_checklist(records, record_bytes, args.runs, 1000))?;
+        if args.json {
+            println!("{}", serde_json::to_string(&row)?);
+        } else {
+            for line in row.lines() {
+                println!("{line}");
+            }
+        }
+        return Ok(());
+    }
+    let mut csv = match &args.csv {
+        Some(path) => {
+            let mut file = std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            writeln!(file, "step,hinted_records,buckets,seconds")?;
+            Some(file)
+        }
+        None => None,
+    };
+    let json = args.json;
+    let mut failure = None;
+    let summary = pool.install(|| {
+        run_updates(
+            records,
+            args.steps,
+            args.runs,
+            args.waterfall_ratio,
+            &mut |step| {
+                if let Some(file) = &mut csv {
+                    if let Err(e) = writeln!(
+                        file,
+                        "{},{},{},{:.6}",
+                        step.step, step.hinted_records, step.buckets, step.seconds
+                    ) {
+                        failure = Some(e);
+                    }
+                }
+                if json {
+                    println!("{}", serde_json::to_string(step).unwrap_or_default());
+                }
+            },
+        )
+    })?;
+    if let Some(e) = failure {
+        return Err(anyhow::Error::new(e).context("writing the CSV"));
+    }
+    if json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        println!(
+            "checklist-updates {}x32B, {} steps of {} changed records, r = {}: re-hinting {:.3} s, \
+             mean step {:.4} s = {:.1}x cheaper (target >= {TARGET_UPDATE_GAIN}x: {}); at most {} \
+             buckets (a lookup asks each)",
+            summary.records,
+            args.steps,
+            summary.changed_per_step,
+            summary.ratio,
+            summary.rehint_s,
+            summary.mean_step_s,
+            summary.gain,
+            if summary.gain >= TARGET_UPDATE_GAIN { "met" } else { "NOT met" },
+            summary.max_buckets
+        );
+    }
     Ok(())
 }
 

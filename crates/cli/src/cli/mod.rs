@@ -310,12 +310,25 @@ pub struct BenchArgs {
     /// `qdp` (alone) times the online step of RAID-PIR with query-dependent preprocessing
     /// for n = 2 and 3 (r = 2, c = n) next to plain and four-Russians RAID-PIR (--group) on
     /// the same database; target: QDP online time <= 0.5 x four Russians, n = 2.
+    /// `checklist` (alone) times Checklist's offline and online phases (--shape RECORDSxBYTES,
+    /// default 3000000x32); `checklist-updates` (alone) runs --steps waterfall steps of 1 %
+    /// changed records each, against re-hinting from scratch (--csv writes the curve).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "plain,four-russians,batched"
     )]
     pub modes: Vec<String>,
+    /// checklist-updates: steps (1 % of the records changed in each).
+    #[arg(long, default_value_t = 200)]
+    pub steps: usize,
+    /// checklist-updates: buckets per level before they merge (the waterfall's ratio r).
+    #[arg(long, default_value_t = 4)]
+    pub waterfall_ratio: usize,
+    /// checklist-updates: write one CSV line per step to FILE
+    /// (benches/plot_checklist_updates.py draws it).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
     /// Four-Russians group size t (1 to 8).
     #[arg(long, default_value_t = 4)]
     pub group: usize,

@@ -1,0 +1,362 @@
+//! Checklist rows of `pir bench` (`--modes checklist` and `--modes checklist-updates`).
+//!
+//! `checklist`, at one shape (default 3,000,000 records of 32 bytes, Checklist's evaluation,
+//! seed 004, section 7.1), one thread:
+//! - offline: the offline server's hints for one client ([`server::hints`]) and the client's
+//!   expansion of them ([`Client::new`]);
+//! - online, per lookup: each server's answer to a punctured set ([`server::answer_with`]:
+//!   `2s` AES blocks and `s - 1` record reads) and the client's work ([`Client::query`] and
+//!   [`Client::finish`]); bytes up and down.
+//!
+//! Every time stands next to a plain read of the same bytes in the same run: `s - 1` random
+//! records gathered (for the online answer; the bytes a lookup touches) and `m s` random
+//! records gathered (for the offline hints). Medians of the runs.
+//!
+//! `checklist-updates`: the waterfall ([`Waterfall`]) over the same records, `steps` steps each
+//! changing 1 % of the records (removed and replaced by new ones); per step, the offline
+//! server's time to make one client's hints for the buckets the step created, against making
+//! hints for the whole database (re-hinting from scratch, the median of `runs`). Each step is
+//! a line of the CSV `pir bench` writes with `--csv`, which `benches/plot_checklist_updates.py`
+//! turns into a PNG.
+
+use std::time::{Duration, Instant};
+
+use pir_core::{Database, DbShape};
+use pir_xor::checklist::pset::{Ggm, Scratch};
+use pir_xor::checklist::waterfall::{Change, Location, Policy, Waterfall};
+use pir_xor::checklist::{server, Client, Outcome, Params};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use serde::Serialize;
+
+use crate::median_ms;
+
+/// Checklist's own figures at 3 M x 32 B on a 2-core AMD EPYC (the issue's reference, both
+/// servers together): online 82 us, so 41 us per server.
+pub const REFERENCE_ONLINE_US_PER_SERVER: f64 = 41.0;
+/// Client time per lookup the issue allows.
+pub const TARGET_CLIENT_US: f64 = 1000.0;
+/// Checklist's offline times at 3 M x 32 B (server, client), seconds.
+pub const REFERENCE_OFFLINE_S: (f64, f64) = (8.41, 4.47);
+/// The waterfall's target: mean step cost at least this many times below re-hinting.
+pub const TARGET_UPDATE_GAIN: f64 = 45.0;
+
+/// What `checklist` measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChecklistRow {
+    /// Records `B`.
+    pub records: u64,
+    /// Bytes per record.
+    pub record_bytes: usize,
+    /// Set size `s`.
+    pub set_size: usize,
+    /// Hints per client `m`.
+    pub hints: usize,
+    /// Hint download, bytes.
+    pub hint_bytes: usize,
+    /// Offline server: one client's hints, seconds.
+    pub offline_server_s: f64,
+    /// The same number of random records gathered, seconds.
+    pub offline_gather_s: f64,
+    /// Client: expanding the hints, seconds.
+    pub offline_client_s: f64,
+    /// One server's answer to one punctured set, microseconds (median).
+    pub online_server_us: f64,
+    /// `s - 1` random records gathered, microseconds (median, same run).
+    pub online_gather_us: f64,
+    /// The client's work per lookup, microseconds (median).
+    pub client_us: f64,
+    /// Bytes sent per lookup (both servers, scheme bodies).
+    pub up_bytes: usize,
+    /// Bytes received per lookup.
+    pub down_bytes: usize,
+}
+
+impl ChecklistRow {
+    /// Lines for the text output.
+    pub fn lines(&self) -> Vec<String> {
+        let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+        vec![
+            format!(
+                "checklist {}x{}B: s={} m={} hints {} B",
+                self.records, self.record_bytes, self.set_size, self.hints, self.hint_bytes
+            ),
+            format!(
+                "  online server {:.1} us per lookup = {:.2}x a gather of its {} records ({:.1} us); \
+                 target <= {REFERENCE_ONLINE_US_PER_SERVER} us: {}",
+                self.online_server_us,
+                self.online_server_us / self.online_gather_us,
+                self.set_size - 1,
+                self.online_gather_us,
+                verdict(self.online_server_us <= REFERENCE_ONLINE_US_PER_SERVER)
+            ),
+            format!(
+                "  client {:.1} us per lookup (target <= {TARGET_CLIENT_US} us: {}); {} B up, {} B down",
+                self.client_us,
+                verdict(self.client_us <= TARGET_CLIENT_US),
+                self.up_bytes,
+                self.down_bytes
+            ),
+            format!(
+                "  offline: server {:.2} s = {:.2}x a gather of its {} records ({:.2} s), {:.2}x \
+                 Checklist's {} s; client {:.2} s, {:.2}x Checklist's {} s (target <= 0.5x: {})",
+                self.offline_server_s,
+                self.offline_server_s / self.offline_gather_s,
+                self.hints * self.set_size,
+                self.offline_gather_s,
+                self.offline_server_s / REFERENCE_OFFLINE_S.0,
+                REFERENCE_OFFLINE_S.0,
+                self.offline_client_s,
+                self.offline_client_s / REFERENCE_OFFLINE_S.1,
+                REFERENCE_OFFLINE_S.1,
+                verdict(
+                    self.offline_server_s <= 0.5 * REFERENCE_OFFLINE_S.0
+                        && self.offline_client_s <= 0.5 * REFERENCE_OFFLINE_S.1
+                )
+            ),
+        ]
+    }
+}
+
+fn database(records: u64, record_bytes: usize, seed: u64) -> Database {
+    Database::random(
+        DbShape::new(records, record_bytes).unwrap_or_else(|_| unreachable_shape()),
+        &mut ChaCha20Rng::seed_from_u64(seed),
+    )
+}
+
+#[allow(clippy::panic)]
+fn unreachable_shape() -> DbShape {
+    panic!("benchmark shapes are valid")
+}
+
+/// Random records of `db` gathered `count` at a time: the memory reference.
+fn gather(db: &Database, count: usize, rng: &mut impl Rng) -> Duration {
+    let records = db.shape().block_count() as u64;
+    let indices: Vec<u64> = (0..count).map(|_| rng.random_range(0..records)).collect();
+    let mut acc = vec![0u8; 32.min(db.shape().block_size())];
+    let start = Instant::now();
+    pir_kernels::xor_gather(db.bytes(), db.shape().block_size(), &indices, &mut acc);
+    let elapsed = start.elapsed();
+    std::hint::black_box(acc);
+    elapsed
+}
+
+/// Runs `checklist` at `records` x `record_bytes` with `runs` repetitions of the offline
+/// phase and `lookups` lookups.
+pub fn run_checklist(
+    records: u64,
+    record_bytes: usize,
+    runs: usize,
+    lookups: usize,
+) -> Result<ChecklistRow, pir_core::Error> {
+    let db = database(records, record_bytes, 1);
+    let params = Params::new(records, record_bytes)?;
+    let mut rng = ChaCha20Rng::seed_from_u64(2);
+    let (mut server_times, mut gather_times, mut client_times) =
+        (Vec::new(), Vec::new(), Vec::new());
+    let mut client = None;
+    for _ in 0..runs.max(1) {
+        let request = Client::offline_request(&mut rng);
+        gather_times.push(gather(&db, params.hints() * params.sets().size(), &mut rng));
+        let start = Instant::now();
+        let hints = server::hints(&params, &db, &request, 0..params.hints())?;
+        server_times.push(start.elapsed());
+        let start = Instant::now();
+        client = Some(Client::new(params, &request, &hints)?);
+        client_times.push(start.elapsed());
+    }
+    let Some(mut client) = client else {
+        return Err(pir_core::Error::InvalidParameter("no run".into()));
+    };
+    let ggm = Ggm::new();
+    let mut scratch = Scratch::default();
+    let mut elements = Vec::new();
+    let (mut online, mut online_gather, mut client_work) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut up, mut down) = (0, 0);
+    for _ in 0..lookups.max(1) {
+        let index = rng.random_range(0..records);
+        loop {
+            let start = Instant::now();
+            let (query, pending) = client.query(index, &mut rng)?;
+            let mut work = start.elapsed();
+            online_gather.push(gather(&db, params.sets().size() - 1, &mut rng));
+            let start = Instant::now();
+            let a = server::answer_with(
+                &params,
+                &db,
+                &query.online,
+                &ggm,
+                &mut scratch,
+                &mut elements,
+            )?;
+            online.push(start.elapsed());
+            let r = server::answer_with(
+                &params,
+                &db,
+                &query.refresh,
+                &ggm,
+                &mut scratch,
+                &mut elements,
+            )?;
+            up = 2 * (pir_xor::checklist::wire::SHAPE_LEN + params.sets().punctured_len());
+            down = a.len() + r.len();
+            let start = Instant::now();
+            let outcome = client.finish(pending, &a, &r)?;
+            work += start.elapsed();
+            client_work.push(work);
+            if let Outcome::Record(record) = outcome {
+                if record != db.block(index as usize)[..record_bytes] {
+                    return Err(pir_core::Error::InvalidParameter(
+                        "a lookup returned a wrong record".into(),
+                    ));
+                }
+                break;
+            }
+        }
+    }
+    Ok(ChecklistRow {
+        records,
+        record_bytes,
+        set_size: params.sets().size(),
+        hints: params.hints(),
+        hint_bytes: params.hint_bytes(),
+        offline_server_s: median_ms(server_times) / 1e3,
+        offline_gather_s: median_ms(gather_times) / 1e3,
+        offline_client_s: median_ms(client_times) / 1e3,
+        online_server_us: median_ms(online) * 1e3,
+        online_gather_us: median_ms(online_gather) * 1e3,
+        client_us: median_ms(client_work) * 1e3,
+        up_bytes: up,
+        down_bytes: down,
+    })
+}
+
+/// One step of `checklist-updates`.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpdateStep {
+    /// Step number from 1.
+    pub step: usize,
+    /// Records in the buckets the step created.
+    pub hinted_records: usize,
+    /// Buckets after the step.
+    pub buckets: usize,
+    /// The offline server's time for one client's hints of the created buckets, seconds.
+    pub seconds: f64,
+}
+
+/// What `checklist-updates` measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpdateSummary {
+    /// Records.
+    pub records: u64,
+    /// Records changed per step.
+    pub changed_per_step: usize,
+    /// Re-hinting the whole database for one client, seconds (median).
+    pub rehint_s: f64,
+    /// Mean step cost, seconds.
+    pub mean_step_s: f64,
+    /// `rehint_s / mean_step_s`.
+    pub gain: f64,
+    /// The merge policy's ratio `r`.
+    pub ratio: usize,
+    /// Most buckets at once (a lookup queries every bucket).
+    pub max_buckets: usize,
+}
+
+/// Runs `checklist-updates`; `step` is called with each step as it finishes.
+pub fn run_updates(
+    records: u64,
+    steps: usize,
+    runs: usize,
+    ratio: usize,
+    step: &mut dyn FnMut(&UpdateStep),
+) -> Result<UpdateSummary, pir_core::Error> {
+    const B: usize = 32;
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let fresh = |rng: &mut ChaCha20Rng| {
+        let mut r = vec![0u8; B];
+        rng.fill_bytes(&mut r);
+        r
+    };
+    let initial: Vec<Vec<u8>> = (0..records).map(|_| fresh(&mut rng)).collect();
+    let changed = (records as usize / 100).max(1);
+    let policy = Policy {
+        ratio,
+        ..Policy::with_base(changed)
+    };
+    let mut waterfall = Waterfall::new(policy, B, initial)?;
+    let hint_time = |bucket: &[u8], rng: &mut ChaCha20Rng| -> Result<Duration, pir_core::Error> {
+        let count = (bucket.len() / B) as u64;
+        let db = Database::from_bytes(DbShape::new(count, B)?, bucket)?;
+        let params = Params::new(count, B)?;
+        let request = Client::offline_request(rng);
+        let start = Instant::now();
+        std::hint::black_box(server::hints(&params, &db, &request, 0..params.hints())?);
+        Ok(start.elapsed())
+    };
+    let mut rehint = Vec::new();
+    for _ in 0..runs.max(1) {
+        let all: Vec<u8> = waterfall
+            .buckets()
+            .flat_map(|b| b.records().to_vec())
+            .collect();
+        rehint.push(hint_time(&all, &mut rng)?);
+    }
+    let rehint_s = median_ms(rehint) / 1e3;
+    let (mut total, mut max_buckets) = (0.0, 0);
+    for number in 1..=steps {
+        // Remove `changed` random live records, add as many new ones.
+        let live: Vec<(u64, usize)> = waterfall.buckets().map(|b| (b.id(), b.len())).collect();
+        let mut removed = std::collections::BTreeSet::new();
+        while removed.len() < changed {
+            let pick = rng.random_range(0..live.iter().map(|l| l.1).sum::<usize>());
+            let mut at = pick;
+            for &(bucket, len) in &live {
+                if at < len {
+                    let location = Location {
+                        bucket,
+                        position: at as u64,
+                    };
+                    if waterfall
+                        .bucket(bucket)
+                        .is_some_and(|b| b.record(at).is_some())
+                    {
+                        removed.insert(location);
+                    }
+                    break;
+                }
+                at -= len;
+            }
+        }
+        let added = (0..changed).map(|_| fresh(&mut rng)).collect();
+        let report = waterfall.apply(Change {
+            added,
+            removed: removed.into_iter().collect(),
+        })?;
+        let mut seconds = 0.0;
+        for id in &report.created {
+            if let Some(bucket) = waterfall.bucket(*id) {
+                seconds += hint_time(bucket.records(), &mut rng)?.as_secs_f64();
+            }
+        }
+        total += seconds;
+        max_buckets = max_buckets.max(waterfall.buckets().count());
+        step(&UpdateStep {
+            step: number,
+            hinted_records: report.hinted_records,
+            buckets: waterfall.buckets().count(),
+            seconds,
+        });
+    }
+    let mean_step_s = total / steps.max(1) as f64;
+    Ok(UpdateSummary {
+        records,
+        changed_per_step: changed,
+        rehint_s,
+        mean_step_s,
+        gain: rehint_s / mean_step_s,
+        ratio,
+        max_buckets,
+    })
+}
