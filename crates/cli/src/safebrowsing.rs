@@ -20,15 +20,16 @@ use pir_service::checklist::{Checklist, Role};
 use tokio::sync::Mutex;
 
 use crate::cli::{
-    SafeBrowsingCommand, SbBuildArgs, SbFirefoxArgs, SbProxyArgs, SbServeArgs, SbServeSettings,
-    SbServersArgs,
+    SafeBrowsingCommand, SbBuildArgs, SbFirefoxArgs, SbProxyArgs, SbScheme, SbServeArgs,
+    SbServeSettings, SbServersArgs,
 };
 use crate::server_config;
 
 /// What users must trust, printed by every command that talks to the servers.
 pub const PRIVACY: &str = "the two servers must not collude; each alone never learns which \
                            full hash was asked for (Checklist: it sees a set of records punctured \
-                           at a random position). They learn that a lookup happened.";
+                           at a random position; DPF: a pseudorandom key). They learn that a \
+                           lookup happened.";
 
 /// First line of a servers file.
 pub const SERVERS_HEADER: &str = "pir-safebrowsing-servers-v1";
@@ -177,6 +178,7 @@ fn write_servers(args: &SbServersArgs) -> Result<()> {
 struct ProxyState {
     proxy: Proxy,
     session: Mutex<ChecklistSession>,
+    dpf: bool,
     updates: std::sync::atomic::AtomicU64,
     lookups: std::sync::atomic::AtomicU64,
 }
@@ -202,14 +204,20 @@ async fn proxy(args: &SbProxyArgs) -> Result<()> {
         name.push(".state");
         PathBuf::from(name)
     });
-    let bar = crate::byte_bar("hints");
-    let session = ChecklistSession::open(&servers, Some(&state_path), &mut |done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-    })
-    .await
+    let dpf = args.scheme == SbScheme::Dpf;
+    let session = if dpf {
+        ChecklistSession::open_dpf(&servers).await
+    } else {
+        let bar = crate::byte_bar("hints");
+        let session = ChecklistSession::open(&servers, Some(&state_path), &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+        .await;
+        bar.finish_and_clear();
+        session
+    }
     .context("connecting to the Safe Browsing servers")?;
-    bar.finish_and_clear();
     let transport = pir_client::HttpsTransport::new(&servers[..1])?;
     let download = transport
         .hint(0, 64 << 20)
@@ -219,21 +227,29 @@ async fn proxy(args: &SbProxyArgs) -> Result<()> {
         .map_err(anyhow::Error::from)
         .and_then(|bytes| Ok(PrefixList::decode(bytes, &session.info().database_id)?))
         .context("the prefix list from server 0")?;
+    let lookups = if dpf {
+        "DPF lookups, no hints".to_string()
+    } else {
+        format!(
+            "Checklist lookups, hints {} ({})",
+            crate::human(session.info().params.hint_bytes() as u64),
+            if session.hints_downloaded() {
+                "downloaded".to_string()
+            } else {
+                format!("loaded from {}", state_path.display())
+            }
+        )
+    };
     println!(
-        "list {:?}: {} full hashes ({} distinct prefixes); hints {} ({})",
+        "list {:?}: {} full hashes ({} distinct prefixes); {lookups}",
         String::from_utf8_lossy(&session.info().about),
         prefixes.records(),
         prefixes.distinct().len(),
-        crate::human(session.info().params.hint_bytes() as u64),
-        if session.hints_downloaded() {
-            "downloaded".to_string()
-        } else {
-            format!("loaded from {}", state_path.display())
-        }
     );
     let state = Arc::new(ProxyState {
         proxy: Proxy::new(prefixes, proto::MALWARE_THREAT),
         session: Mutex::new(session),
+        dpf,
         updates: Default::default(),
         lookups: Default::default(),
     });
@@ -312,7 +328,12 @@ async fn full_hashes(State(state): State<Arc<ProxyState>>, uri: Uri, body: Bytes
     {
         let mut session = state.session.lock().await;
         for &index in &plan.indices {
-            match session.fetch(index).await {
+            let record = if state.dpf {
+                session.fetch_dpf(index).await
+            } else {
+                session.fetch(index).await
+            };
+            match record {
                 Ok(record) => {
                     let mut hash = [0u8; 32];
                     if record.len() != 32 {

@@ -113,17 +113,20 @@ fn deployment(dir: &Path, db: &Path) -> (Process, Process, PathBuf) {
 }
 
 fn proxy(servers: &Path) -> Process {
-    Process::start(
-        &[
-            "safebrowsing",
-            "proxy",
-            "--listen",
-            "127.0.0.1:0",
-            "--servers",
-            servers.to_str().unwrap(),
-        ],
-        "proxy at ",
-    )
+    proxy_with(servers, &[])
+}
+
+fn proxy_with(servers: &Path, extra: &[&str]) -> Process {
+    let mut args = vec![
+        "safebrowsing",
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--servers",
+        servers.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    Process::start(&args, "proxy at ")
 }
 
 /// One HTTP/1.1 exchange with the proxy; returns the status and the body.
@@ -277,6 +280,25 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
     assert_eq!(status, 200);
     let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
     assert_eq!(found.matches.len(), 1);
+    drop(proxy);
+
+    // The same lookups by DPF: no hints, the same answers.
+    let proxy = proxy_with(&servers, &["--scheme", "dpf"]);
+    assert!(
+        proxy.lines[0].contains("DPF lookups, no hints"),
+        "{:?}",
+        proxy.lines
+    );
+    let (status, body) = http(
+        &proxy.url,
+        "POST",
+        "/v4/fullHashes:find",
+        &find_request(&[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]]),
+    );
+    assert_eq!(status, 200);
+    let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
+    assert_eq!(found.matches.len(), 1);
+    assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
 }
 
 /// The URLhaus list uBlock Origin ships in Debian (`webext-ublock-origin-firefox`).

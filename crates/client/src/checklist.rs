@@ -20,12 +20,13 @@
 use std::path::{Path, PathBuf};
 
 use pir_core::wire::{self, MessageKind};
-use pir_core::SchemeId;
+use pir_core::{DbShape, MultiServerScheme, SchemeId};
 use pir_keys::PublicKey;
 use pir_service::checklist::{self as service, Info, Role};
 use pir_service::framing;
 use pir_service::reply::{self, Expect};
 use pir_xor::checklist::{Client, Outcome};
+use pir_xor::DpfPir;
 
 use crate::transport::{HttpsTransport, Transport};
 use crate::SessionError;
@@ -43,7 +44,8 @@ pub struct ChecklistSession<T = HttpsTransport> {
     transport: T,
     keys: [PublicKey; 2],
     info: Info,
-    client: Client,
+    /// `None` for a session opened for DPF lookups only.
+    client: Option<Client>,
     state_path: Option<PathBuf>,
     hints_downloaded: bool,
 }
@@ -78,6 +80,16 @@ impl ChecklistSession {
     }
 }
 
+impl ChecklistSession {
+    /// Connects to both servers for DPF lookups only ([`ChecklistSession::fetch_dpf`]).
+    pub async fn open_dpf(
+        servers: &[(String, PublicKey); 2],
+    ) -> Result<ChecklistSession, SessionError> {
+        let transport = HttpsTransport::new(servers).map_err(SessionError::transport(0))?;
+        ChecklistSession::open_dpf_with(transport, [servers[0].1, servers[1].1]).await
+    }
+}
+
 impl<T: Transport> ChecklistSession<T> {
     /// [`ChecklistSession::open`] over any transport (server 0 offline, server 1 online).
     pub async fn open_with(
@@ -86,64 +98,36 @@ impl<T: Transport> ChecklistSession<T> {
         state_path: Option<&Path>,
         progress: &mut (dyn FnMut(u64, u64) + Send),
     ) -> Result<Self, SessionError> {
-        let mut infos = Vec::with_capacity(2);
-        for server in 0..2 {
-            let request =
-                wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
-            let reply = transport
-                .exchange(server, request, MAX_INFO_REPLY)
-                .await
-                .map_err(SessionError::transport(server))?;
-            let envelope = wire::decode_envelope(&reply, MAX_INFO_REPLY).map_err(bad(server))?;
-            if envelope.kind == MessageKind::Error {
-                let (code, message) = wire::decode_error(envelope.body).map_err(bad(server))?;
-                return Err(SessionError::Refused {
-                    server,
-                    code,
-                    message,
-                });
-            }
-            infos.push(service::parse_description(&reply).map_err(bad(server))?);
-        }
-        let (offline, online) = (&infos[0], &infos[1]);
-        if offline.role != Role::Offline || online.role != Role::Online {
-            return Err(SessionError::Setup(
-                "server 0 must be the offline server and server 1 the online server \
-                 (`pir safebrowsing serve --server 0` and `--server 1`)"
-                    .into(),
-            ));
-        }
-        if offline.database_id != online.database_id || offline.params != online.params {
-            return Err(SessionError::Setup(
-                "the two servers hold different databases; serve the same database file on both"
-                    .into(),
-            ));
-        }
-        let info = infos.swap_remove(0);
+        let info = deployment_info(&transport).await?;
         let saved = state_path.and_then(|path| load_state(path, &info));
-        let session = match saved {
-            Some(client) => Self {
-                transport,
-                keys,
-                info,
-                client,
-                state_path: state_path.map(Path::to_path_buf),
-                hints_downloaded: false,
-            },
-            None => {
-                let client = download_hints(&transport, &keys[0], &info, progress).await?;
-                Self {
-                    transport,
-                    keys,
-                    info,
-                    client,
-                    state_path: state_path.map(Path::to_path_buf),
-                    hints_downloaded: true,
-                }
-            }
+        let hints_downloaded = saved.is_none();
+        let client = match saved {
+            Some(client) => client,
+            None => download_hints(&transport, &keys[0], &info, progress).await?,
+        };
+        let session = Self {
+            transport,
+            keys,
+            info,
+            client: Some(client),
+            state_path: state_path.map(Path::to_path_buf),
+            hints_downloaded,
         };
         session.save()?;
         Ok(session)
+    }
+
+    /// A session for DPF lookups only ([`ChecklistSession::fetch_dpf`]): no hints, no state.
+    pub async fn open_dpf_with(transport: T, keys: [PublicKey; 2]) -> Result<Self, SessionError> {
+        let info = deployment_info(&transport).await?;
+        Ok(Self {
+            transport,
+            keys,
+            info,
+            client: None,
+            state_path: None,
+            hints_downloaded: false,
+        })
     }
 
     /// What the offline server says about itself (parameters, database id, application data).
@@ -158,7 +142,7 @@ impl<T: Transport> ChecklistSession<T> {
 
     /// Writes the state file (a no-op without one).
     pub fn save(&self) -> Result<(), SessionError> {
-        let Some(path) = &self.state_path else {
+        let (Some(path), Some(client)) = (&self.state_path, &self.client) else {
             return Ok(());
         };
         let cache = |source| SessionError::Cache {
@@ -170,7 +154,7 @@ impl<T: Transport> ChecklistSession<T> {
         }
         let mut bytes = STATE_MAGIC.to_vec();
         bytes.extend_from_slice(&self.info.database_id);
-        bytes.extend(self.client.encode_state());
+        bytes.extend(client.encode_state());
         pir_fs::write_atomic_private(path, &bytes).map_err(cache)
     }
 
@@ -186,8 +170,10 @@ impl<T: Transport> ChecklistSession<T> {
         let max_answer = service::max_answer(&params);
         let id = self.info.database_id;
         for _ in 0..MAX_ROUNDS {
-            let (query, pending) = self
-                .client
+            let client = self.client.as_mut().ok_or_else(|| {
+                SessionError::Request("this session was opened for DPF lookups only".into())
+            })?;
+            let (query, pending) = client
                 .query(index, &mut rand::rng())
                 .map_err(|e| SessionError::Request(e.to_string()))?;
             // The set is used up from here on: keep that, whatever happens next.
@@ -223,8 +209,10 @@ impl<T: Transport> ChecklistSession<T> {
             };
             let a = open(1, &online_reply, &online)?;
             let r = open(0, &refresh_reply, &refresh)?;
-            let outcome = self
-                .client
+            let client = self.client.as_mut().ok_or_else(|| {
+                SessionError::Request("this session was opened for DPF lookups only".into())
+            })?;
+            let outcome = client
                 .finish(pending, &a, &r)
                 .map_err(|e| SessionError::bad_reply(1, e))?;
             self.save()?;
@@ -236,6 +224,98 @@ impl<T: Transport> ChecklistSession<T> {
             "{MAX_ROUNDS} decoy rounds in a row: something is wrong with this client"
         )))
     }
+}
+
+impl<T: Transport> ChecklistSession<T> {
+    /// Fetches record `index` privately with two-server DPF PIR (`pir_xor::dpf_pir`): a DPF
+    /// key to each server, each reads every record; no hints are used or changed.
+    pub async fn fetch_dpf(&self, index: u64) -> Result<Vec<u8>, SessionError> {
+        let params = self.info.params;
+        if index >= params.records() {
+            return Err(SessionError::Request(format!(
+                "record {index} does not exist: the database has {} records",
+                params.records()
+            )));
+        }
+        let shape = DbShape::new(params.records(), params.record_bytes())
+            .map_err(|e| SessionError::Request(e.to_string()))?;
+        let dpf = DpfPir::new(shape);
+        let (queries, state) = dpf
+            .query(&[index as usize], &mut rand::rng())
+            .map_err(|e| SessionError::Request(e.to_string()))?;
+        let id = self.info.database_id;
+        let requests: Vec<Vec<u8>> = queries
+            .iter()
+            .map(|q| reply::request(SchemeId::Dpf, &id, &[dpf.encode_query(q)]))
+            .collect();
+        let limit = framing::reply_bytes(1, dpf.max_answer_body());
+        let (a, b) = tokio::join!(
+            self.transport.exchange(0, requests[0].clone(), limit),
+            self.transport.exchange(1, requests[1].clone(), limit)
+        );
+        let replies = [
+            a.map_err(SessionError::transport(0))?,
+            b.map_err(SessionError::transport(1))?,
+        ];
+        let mut answers = Vec::with_capacity(2);
+        for server in 0..2 {
+            let expect = Expect {
+                scheme: SchemeId::Dpf,
+                database_id: &id,
+                key: &self.keys[server],
+                count: 1,
+                max_answer: dpf.max_answer_body(),
+            };
+            let bodies = reply::open(&replies[server], &requests[server], expect)
+                .map_err(|e| SessionError::from_reply(server, e))?;
+            answers.push(
+                dpf.decode_answer(&queries[server], bodies[0])
+                    .map_err(|e| SessionError::bad_reply(server, e))?,
+            );
+        }
+        let mut blocks = dpf
+            .decode(&state, &answers)
+            .map_err(|e| SessionError::bad_reply(1, e))?;
+        let mut record = blocks.pop().unwrap_or_default();
+        record.truncate(params.record_bytes());
+        Ok(record)
+    }
+}
+
+/// Both servers' info, checked: roles 0 offline and 1 online, one database.
+async fn deployment_info<T: Transport>(transport: &T) -> Result<Info, SessionError> {
+    let mut infos = Vec::with_capacity(2);
+    for server in 0..2 {
+        let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
+        let reply = transport
+            .exchange(server, request, MAX_INFO_REPLY)
+            .await
+            .map_err(SessionError::transport(server))?;
+        let envelope = wire::decode_envelope(&reply, MAX_INFO_REPLY).map_err(bad(server))?;
+        if envelope.kind == MessageKind::Error {
+            let (code, message) = wire::decode_error(envelope.body).map_err(bad(server))?;
+            return Err(SessionError::Refused {
+                server,
+                code,
+                message,
+            });
+        }
+        infos.push(service::parse_description(&reply).map_err(bad(server))?);
+    }
+    let (offline, online) = (&infos[0], &infos[1]);
+    if offline.role != Role::Offline || online.role != Role::Online {
+        return Err(SessionError::Setup(
+            "server 0 must be the offline server and server 1 the online server \
+             (`pir safebrowsing serve --server 0` and `--server 1`)"
+                .into(),
+        ));
+    }
+    if offline.database_id != online.database_id || offline.params != online.params {
+        return Err(SessionError::Setup(
+            "the two servers hold different databases; serve the same database file on both".into(),
+        ));
+    }
+    Ok(infos.swap_remove(0))
 }
 
 /// The saved client, if `path` holds one for `info`'s database (anything else: `None`, and

@@ -104,6 +104,30 @@ async fn records_come_back_and_the_state_survives_a_restart() {
 }
 
 #[tokio::test]
+async fn dpf_lookups_need_no_hints() {
+    let (servers, keys, db) = deployment(3000, 7, [Role::Offline, Role::Online]);
+    let mut session = ChecklistSession::open_dpf_with(LocalTransport::new(servers), keys)
+        .await
+        .unwrap();
+    for index in [0u64, 1234, 2999] {
+        assert_eq!(
+            session.fetch_dpf(index).await.unwrap(),
+            db.block(index as usize)
+        );
+    }
+    assert!(matches!(
+        session.fetch_dpf(3000).await,
+        Err(SessionError::Request(_))
+    ));
+    // No hints: Checklist lookups are refused, nothing is saved.
+    assert!(matches!(
+        session.fetch(5).await,
+        Err(SessionError::Request(_))
+    ));
+    assert!(!session.hints_downloaded());
+}
+
+#[tokio::test]
 async fn roles_and_databases_must_match() {
     let (swapped, keys, _) = deployment(1000, 3, [Role::Online, Role::Offline]);
     let err = ChecklistSession::open_with(LocalTransport::new(swapped), keys, None, &mut |_, _| {})

@@ -16,15 +16,20 @@
 //!              | database id [32] | about_len u32 | about
 //! ```
 //!
+//! Both roles also answer DPF queries (scheme `dpf`, `pir_xor::dpf_pir`) over the same records:
+//! a client that prefers fewer bytes and no hints to the fastest server work asks both servers
+//! with a DPF key each (every record is read per lookup).
+//!
 //! Privacy: both servers must not collude (each alone sees sets punctured at uniformly random
 //! positions, see `pir_xor::checklist`). Work per lookup is `s - 1` record reads and `2s` AES
 //! blocks whatever the index; a hint request's work is fixed by its count.
 
 use pir_core::protocol::RELEASE_ID_LEN;
 use pir_core::wire::{self, MessageKind, Reader, Writer};
-use pir_core::{Database, Error, SchemeId};
+use pir_core::{Database, Error, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
 use pir_xor::checklist::{server, wire as ck_wire, OfflineRequest, Params, PuncturedKey};
+use pir_xor::{DpfPir, DpfQuery};
 
 use crate::signed::{Backend, Refusal, SignedService};
 
@@ -177,6 +182,8 @@ pub enum Prepared {
     Lookup(PuncturedKey),
     /// Hints of a master seed.
     Hints(OfflineRequest, std::ops::Range<usize>),
+    /// A DPF key.
+    Dpf(DpfQuery),
 }
 
 impl Checklist {
@@ -236,7 +243,7 @@ impl Backend for Checklist {
     type Prepared = Prepared;
 
     fn accepts(&self, scheme: SchemeId) -> bool {
-        scheme == SchemeId::Checklist
+        matches!(scheme, SchemeId::Checklist | SchemeId::Dpf)
     }
     fn database_id(&self) -> &[u8; RELEASE_ID_LEN] {
         &self.info.database_id
@@ -251,13 +258,20 @@ impl Backend for Checklist {
         MAX_QUERIES_PER_REQUEST
     }
     fn max_query_body(&self) -> usize {
-        1 + ck_wire::SHAPE_LEN + self.info.params.sets().punctured_len().max(16 + 8)
+        let checklist =
+            1 + ck_wire::SHAPE_LEN + self.info.params.sets().punctured_len().max(16 + 8);
+        checklist.max(pir_xor::serve::max_query_body(self.database.shape()))
     }
     fn description(&self) -> &[u8] {
         &self.description
     }
-    fn prepare(&self, _scheme: SchemeId, query: &[u8]) -> Result<Prepared, Refusal> {
+    fn prepare(&self, scheme: SchemeId, query: &[u8]) -> Result<Prepared, Refusal> {
         let params = &self.info.params;
+        if scheme == SchemeId::Dpf {
+            return Ok(Prepared::Dpf(
+                DpfPir::new(self.database.shape()).decode_query(query)?,
+            ));
+        }
         match query.split_first() {
             Some((&KIND_LOOKUP, body)) => {
                 Ok(Prepared::Lookup(ck_wire::decode_lookup(body, params)?))
@@ -292,6 +306,11 @@ impl Backend for Checklist {
                     Prepared::Lookup(key) => server::answer(params, &self.database, &key),
                     Prepared::Hints(request, range) => {
                         server::hints(params, &self.database, &request, range)
+                    }
+                    Prepared::Dpf(query) => {
+                        let dpf = DpfPir::new(self.database.shape());
+                        dpf.answer(&self.database, &query)
+                            .map(|answer| dpf.encode_answer(&answer))
                     }
                 };
                 answer.map_err(|e| Refusal::internal(e.to_string()))

@@ -128,6 +128,9 @@ pub enum SbScheme {
     /// Checklist offline/online PIR: hints downloaded once (and kept in --state), then
     /// lookups of `O(sqrt n)` work on the servers.
     Checklist,
+    /// Two-server DPF PIR: no hints and about 300 bytes per server per lookup, but each
+    /// server reads every record for every lookup.
+    Dpf,
 }
 
 /// `pir safebrowsing proxy`.
