@@ -299,6 +299,66 @@ impl DpfKey {
         BitVec::from_prefix_truncating(points, &bytes)
     }
 
+    /// This key's share of `f(x)` at each point of `xs` (ascending, each below `points`): the
+    /// sparse evaluation of keyword PIR ([`crate::dpf_keyword`]), where the domain is far too
+    /// large to expand but only the stored keys' points matter. Paths shared by neighbouring
+    /// points are walked once. Errors if the depth does not fit `points`, or `xs` is not
+    /// ascending inside the domain.
+    pub fn eval_sorted(&self, points: usize, xs: &[u64]) -> Result<Vec<bool>, Error> {
+        if depth_for(points) != self.depth() {
+            return Err(Error::DatabaseMismatch(format!(
+                "a DPF key of depth {} does not fit a domain of {points} points",
+                self.depth()
+            )));
+        }
+        if xs.windows(2).any(|w| w[0] > w[1]) || xs.last().is_some_and(|&x| x >= points as u64) {
+            return Err(Error::InvalidParameter(
+                "points must be ascending and inside the domain".into(),
+            ));
+        }
+        let prg = Prg::new();
+        let depth = self.depth();
+        // path[l] = (seed, control bit) of the node at level l on the current leaf's path.
+        let mut path: Vec<([u8; 16], bool)> = Vec::with_capacity(depth + 1);
+        path.push((self.seed, self.t));
+        let mut current: Option<u64> = None;
+        let mut leaf_block = [0u8; 16];
+        let mut out = Vec::with_capacity(xs.len());
+        let mut one = Vec::with_capacity(1);
+        for &x in xs {
+            let leaf = x / LEAF_POINTS as u64;
+            if current != Some(leaf) {
+                // Keep the common prefix of the previous leaf's path, walk the rest.
+                let keep = match current {
+                    Some(previous) => depth - (64 - (previous ^ leaf).leading_zeros() as usize),
+                    None => 0,
+                };
+                path.truncate(keep + 1);
+                for level in keep..depth {
+                    let right = (leaf >> (depth - 1 - level)) & 1 == 1;
+                    let (seed, t) = path[level];
+                    prg.mmo_many(usize::from(right), std::slice::from_ref(&seed), &mut one);
+                    let (mut child, mut bit) = split_control(one[0]);
+                    if t {
+                        let cw = &self.levels[level];
+                        xor16(&mut child, &cw.seed);
+                        bit ^= if right { cw.t_right } else { cw.t_left };
+                    }
+                    path.push((child, bit));
+                }
+                let (seed, t) = path[depth];
+                leaf_block = prg.convert(&seed);
+                if t {
+                    xor16(&mut leaf_block, &self.last);
+                }
+                current = Some(leaf);
+            }
+            let point = (x % LEAF_POINTS as u64) as usize;
+            out.push(leaf_block[point / 8] >> (point % 8) & 1 == 1);
+        }
+        Ok(out)
+    }
+
     /// The key's bytes (layout in the module documentation).
     pub fn encode(&self, w: &mut Writer) {
         // depth <= MAX_DEPTH (checked at generation and decoding), so it fits a byte.
@@ -372,7 +432,7 @@ impl DpfKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
 
     fn xor_of(keys: &[DpfKey; 2], points: usize) -> BitVec {
         let mut v = keys[0].eval_all(points).unwrap();
@@ -394,6 +454,31 @@ mod tests {
             }
         }
         assert!(generate(5, 5, &mut rng).is_err());
+    }
+
+    #[test]
+    fn sparse_evaluation_matches_the_full_one() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+        for points in [1usize, 100, 128, 129, 5000, 1 << 14] {
+            let alpha = rng.random_range(0..points);
+            let keys = generate(alpha, points, &mut rng).unwrap();
+            let mut xs: Vec<u64> = (0..40)
+                .map(|_| rng.random_range(0..points as u64))
+                .collect();
+            xs.push(alpha as u64);
+            xs.sort_unstable();
+            for key in &keys {
+                let full = key.eval_all(points).unwrap();
+                let sparse = key.eval_sorted(points, &xs).unwrap();
+                for (x, bit) in xs.iter().zip(sparse) {
+                    assert_eq!(bit, full.get(*x as usize), "points {points} x {x}");
+                }
+            }
+            let a = keys[0].eval_sorted(points, &[alpha as u64]).unwrap();
+            let b = keys[1].eval_sorted(points, &[alpha as u64]).unwrap();
+            assert!(a[0] ^ b[0]);
+            assert!(keys[0].eval_sorted(points, &[points as u64]).is_err());
+        }
     }
 
     #[test]

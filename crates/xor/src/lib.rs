@@ -16,6 +16,8 @@
 //! - [`checklist`]: Checklist offline/online two-server PIR (seed 004): puncturable
 //!   pseudorandom sets, hints from an offline server, lookups of `O(sqrt B)` work on an online
 //!   server, and waterfall buckets for a changing database.
+//! - [`dpf_keyword`]: keyword PIR from a DPF for sparse keys (values looked up by key, each
+//!   server evaluating its DPF key only at its stored keys' points).
 //! - [`prg`]: the pinned AES-128-CTR generator that expands RAID-PIR seeds (`pir_core::prg`,
 //!   shared with the lattice schemes).
 //! - [`serve`]: the server entry point on wire bodies, for mirrors that play any position.
@@ -31,6 +33,7 @@
 pub mod checklist;
 pub mod chor;
 pub mod dpf;
+pub mod dpf_keyword;
 pub mod dpf_pir;
 pub mod engine;
 pub mod qdp;
