@@ -118,16 +118,11 @@ impl ChecklistRow {
     }
 }
 
-fn database(records: u64, record_bytes: usize, seed: u64) -> Database {
-    Database::random(
-        DbShape::new(records, record_bytes).unwrap_or_else(|_| unreachable_shape()),
+fn database(records: u64, record_bytes: usize, seed: u64) -> Result<Database, pir_core::Error> {
+    Ok(Database::random(
+        DbShape::new(records, record_bytes)?,
         &mut ChaCha20Rng::seed_from_u64(seed),
-    )
-}
-
-#[allow(clippy::panic)]
-fn unreachable_shape() -> DbShape {
-    panic!("benchmark shapes are valid")
+    ))
 }
 
 /// Random records of `db` gathered `count` at a time: the memory reference.
@@ -150,7 +145,7 @@ pub fn run_checklist(
     runs: usize,
     lookups: usize,
 ) -> Result<ChecklistRow, pir_core::Error> {
-    let db = database(records, record_bytes, 1);
+    let db = database(records, record_bytes, 1)?;
     let params = Params::new(records, record_bytes)?;
     let mut rng = ChaCha20Rng::seed_from_u64(2);
     let (mut server_times, mut gather_times, mut client_times) =
