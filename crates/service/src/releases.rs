@@ -1,6 +1,7 @@
 //! Several releases on one mirror, and a new one picked up without a restart.
 //!
-//! A [`ReleaseSet`] is a [`Handler`] over one [`MirrorService`] per release. Every query batch
+//! A [`ReleaseSet`] is a [`Handler`] over one signed service per release (a [`MirrorService`]
+//! by default; any [`Backend`], e.g. one Checklist bucket per "release"). Every query batch
 //! names its release id (`pir_core::protocol`), so each request goes to the release it was made
 //! for: a client finishes a fetch against the release it started with while the mirror already
 //! serves the next one. Requests for the same release are still answered in one pass.
@@ -26,7 +27,10 @@ use std::time::{Duration, Instant};
 use pir_core::wire::{self, MessageKind, Reader, Writer};
 use pir_core::{Error, SchemeId};
 
-use crate::{framing, Handler, Metrics, MirrorService, Refusal, Reply, DATABASE_ID_LEN};
+use crate::signed::{Backend, SignedService};
+#[cfg(doc)]
+use crate::MirrorService;
+use crate::{framing, Handler, Metrics, Mirror, Refusal, Reply, DATABASE_ID_LEN};
 
 /// Most releases one mirror serves at once (and one releases list carries).
 pub const MAX_RELEASES: usize = 64;
@@ -43,24 +47,33 @@ pub struct ReleaseInfo {
 }
 
 /// One release being served.
-#[derive(Clone)]
-pub struct ServedRelease {
+pub struct ServedRelease<B: Backend = Mirror> {
     /// What the releases list says of it.
     pub info: ReleaseInfo,
     /// Its signed service.
-    pub service: Arc<MirrorService>,
+    pub service: Arc<SignedService<B>>,
     /// When it stops being served (set once it is replaced).
     retire_at: Option<Instant>,
 }
 
-impl ServedRelease {
+impl<B: Backend> Clone for ServedRelease<B> {
+    fn clone(&self) -> Self {
+        Self {
+            info: self.info,
+            service: self.service.clone(),
+            retire_at: self.retire_at,
+        }
+    }
+}
+
+impl<B: Backend> ServedRelease<B> {
     /// Whether it has been replaced and is served only until its grace period ends.
     pub fn is_retired(&self) -> bool {
         self.retire_at.is_some()
     }
 
     /// A release to serve.
-    pub fn new(info: ReleaseInfo, service: Arc<MirrorService>) -> Self {
+    pub fn new(info: ReleaseInfo, service: Arc<SignedService<B>>) -> Self {
         Self {
             info,
             service,
@@ -106,12 +119,12 @@ pub fn decode_releases(body: &[u8]) -> Result<Vec<ReleaseInfo>, Error> {
 }
 
 /// The releases of one mirror, behind one [`Handler`].
-pub struct ReleaseSet {
-    releases: RwLock<Arc<Vec<ServedRelease>>>,
+pub struct ReleaseSet<B: Backend = Mirror> {
+    releases: RwLock<Arc<Vec<ServedRelease<B>>>>,
     metrics: Arc<Metrics>,
 }
 
-impl std::fmt::Debug for ReleaseSet {
+impl<B: Backend> std::fmt::Debug for ReleaseSet<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReleaseSet")
             .field("releases", &self.current().len())
@@ -125,10 +138,10 @@ enum Route {
     Direct(Reply),
 }
 
-impl ReleaseSet {
+impl<B: Backend> ReleaseSet<B> {
     /// Serves `releases` (at least one), counting into `metrics`, which every release's service
     /// must share (see [`crate::SignedService::with_metrics`]).
-    pub fn new(releases: Vec<ServedRelease>, metrics: Arc<Metrics>) -> Result<Self, Error> {
+    pub fn new(releases: Vec<ServedRelease<B>>, metrics: Arc<Metrics>) -> Result<Self, Error> {
         check_set(&releases)?;
         Ok(Self {
             releases: RwLock::new(Arc::new(sorted(releases))),
@@ -142,7 +155,7 @@ impl ReleaseSet {
     }
 
     /// The releases served now, newest first.
-    pub fn current(&self) -> Arc<Vec<ServedRelease>> {
+    pub fn current(&self) -> Arc<Vec<ServedRelease<B>>> {
         match self.releases.read() {
             Ok(guard) => guard.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
@@ -159,13 +172,13 @@ impl ReleaseSet {
     /// keeps its service. Returns the ids added.
     pub fn update(
         &self,
-        wanted: Vec<ServedRelease>,
+        wanted: Vec<ServedRelease<B>>,
         retire_after: Duration,
     ) -> Result<Vec<[u8; DATABASE_ID_LEN]>, Error> {
         check_set(&wanted)?;
         let now = Instant::now();
         let old = self.current();
-        let mut next: Vec<ServedRelease> = Vec::with_capacity(wanted.len() + old.len());
+        let mut next: Vec<ServedRelease<B>> = Vec::with_capacity(wanted.len() + old.len());
         let mut added = Vec::new();
         for release in wanted {
             match old.iter().find(|o| o.info.id == release.info.id) {
@@ -202,7 +215,7 @@ impl ReleaseSet {
         if !old.iter().any(|r| r.retire_at.is_some_and(|t| t <= now)) {
             return 0;
         }
-        let next: Vec<ServedRelease> = old
+        let next: Vec<ServedRelease<B>> = old
             .iter()
             .filter(|r| r.retire_at.is_none_or(|t| t > now))
             .cloned()
@@ -212,7 +225,7 @@ impl ReleaseSet {
         dropped
     }
 
-    fn install(&self, releases: Vec<ServedRelease>) {
+    fn install(&self, releases: Vec<ServedRelease<B>>) {
         let releases = Arc::new(sorted(releases));
         match self.releases.write() {
             Ok(mut guard) => *guard = releases,
@@ -221,7 +234,7 @@ impl ReleaseSet {
     }
 
     /// Where `request` goes among `releases` (never empty).
-    fn route(&self, request: &[u8], releases: &[ServedRelease]) -> Route {
+    fn route(&self, request: &[u8], releases: &[ServedRelease<B>]) -> Route {
         let max = releases
             .iter()
             .map(|r| r.service.max_request_bytes())
@@ -248,13 +261,11 @@ impl ReleaseSet {
                     .iter()
                     .position(|r| r.info.id.as_slice() == envelope.body)
                 {
+                    // The backend's description: for a mirror, its manifest in a control
+                    // envelope; for other backends, their own description envelope.
                     Some(k) => Route::Direct(Reply {
                         status: 200,
-                        body: wire::encode_envelope(
-                            SchemeId::Control,
-                            MessageKind::Manifest,
-                            releases[k].service.backend().manifest(),
-                        ),
+                        body: releases[k].service.backend().description().to_vec(),
                     }),
                     None => Route::Direct(
                         Refusal::wrong_database(
@@ -279,14 +290,14 @@ impl ReleaseSet {
 }
 
 /// Newest first (by version, then expiry).
-fn sorted(mut releases: Vec<ServedRelease>) -> Vec<ServedRelease> {
+fn sorted<B: Backend>(mut releases: Vec<ServedRelease<B>>) -> Vec<ServedRelease<B>> {
     releases.sort_by(|a, b| {
         (b.info.version, b.info.expires_unix).cmp(&(a.info.version, a.info.expires_unix))
     });
     releases
 }
 
-fn check_set(releases: &[ServedRelease]) -> Result<(), Error> {
+fn check_set<B: Backend>(releases: &[ServedRelease<B>]) -> Result<(), Error> {
     if releases.is_empty() {
         return Err(Error::Malformed(
             "a mirror serves at least one release".into(),
@@ -314,7 +325,7 @@ fn hex_prefix(id: &[u8; DATABASE_ID_LEN]) -> String {
     id[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-impl Handler for ReleaseSet {
+impl<B: Backend> Handler for ReleaseSet<B> {
     fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
         let releases = self.current();
         let mut replies: Vec<Option<Reply>> = vec![None; requests.len()];
@@ -473,7 +484,7 @@ mod tests {
         // Garbage lists and sets are errors, not panics.
         assert!(decode_releases(&[0xff, 0xff]).is_err());
         assert!(decode_releases(&[1, 0, 1]).is_err());
-        assert!(ReleaseSet::new(Vec::new(), metrics.clone()).is_err());
+        assert!(ReleaseSet::<Mirror>::new(Vec::new(), metrics.clone()).is_err());
         assert!(ReleaseSet::new(
             vec![release(4, 1, &metrics), release(4, 1, &metrics)],
             metrics
