@@ -121,6 +121,9 @@ pub fn decode_releases(body: &[u8]) -> Result<Vec<ReleaseInfo>, Error> {
 /// The releases of one mirror, behind one [`Handler`].
 pub struct ReleaseSet<B: Backend = Mirror> {
     releases: RwLock<Arc<Vec<ServedRelease<B>>>>,
+    /// What `GET /pir/v1/hint` serves for the whole set (an application's index of its
+    /// databases), if anything.
+    download: RwLock<Option<bytes::Bytes>>,
     metrics: Arc<Metrics>,
 }
 
@@ -145,8 +148,17 @@ impl<B: Backend> ReleaseSet<B> {
         check_set(&releases)?;
         Ok(Self {
             releases: RwLock::new(Arc::new(sorted(releases))),
+            download: RwLock::new(None),
             metrics,
         })
+    }
+
+    /// Serves `download` at `GET /pir/v1/hint` from now on (replacing what was served).
+    pub fn set_download(&self, download: Option<bytes::Bytes>) {
+        match self.download.write() {
+            Ok(mut guard) => *guard = download,
+            Err(poisoned) => *poisoned.into_inner() = download,
+        }
     }
 
     /// The shared counters, for the services of releases added later.
@@ -378,6 +390,13 @@ impl<B: Backend> Handler for ReleaseSet<B> {
 
     fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    fn hint(&self) -> Option<bytes::Bytes> {
+        match self.download.read() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
     }
 
     /// From the newest release.

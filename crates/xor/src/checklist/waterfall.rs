@@ -106,6 +106,11 @@ impl Bucket {
         &self.records
     }
 
+    /// Whether record `position` is dead (removed; still served until the bucket is rewritten).
+    pub fn is_dead(&self, position: usize) -> bool {
+        self.dead.get(position).copied().unwrap_or(false)
+    }
+
     /// Record `position`, if it is live.
     pub fn record(&self, position: usize) -> Option<&[u8]> {
         let b = self.record_bytes;
@@ -170,6 +175,86 @@ impl Waterfall {
             waterfall.make_bucket(records);
         }
         Ok(waterfall)
+    }
+
+    /// A database as saved: its buckets `(id, records, dead flags)` at `version`, the next
+    /// bucket id to use. Checks every invariant [`Waterfall::apply`] keeps (ids unique and
+    /// below `next_id`, records sorted, flags one per record); it does not re-run merges.
+    pub fn from_parts(
+        policy: Policy,
+        record_bytes: usize,
+        version: u64,
+        next_id: u64,
+        buckets: Vec<(u64, Vec<u8>, Vec<bool>)>,
+    ) -> Result<Self, Error> {
+        let mut waterfall = Self::new(policy, record_bytes, Vec::new())?;
+        waterfall.version = version;
+        waterfall.next_id = next_id;
+        for (id, records, dead) in buckets {
+            let bad = |why: String| Err(Error::Malformed(format!("waterfall bucket {id}: {why}")));
+            if id >= next_id || waterfall.buckets.contains_key(&id) {
+                return bad(format!("id repeated or not below the next id {next_id}"));
+            }
+            if records.len() != dead.len() * record_bytes {
+                return bad(format!(
+                    "{} record bytes for {} records",
+                    records.len(),
+                    dead.len()
+                ));
+            }
+            if records
+                .chunks_exact(record_bytes)
+                .zip(records.chunks_exact(record_bytes).skip(1))
+                .any(|(a, b)| a > b)
+            {
+                return bad("records are not sorted".into());
+            }
+            let dead_count = dead.iter().filter(|d| **d).count();
+            if dead_count == dead.len() {
+                return bad("no live record".into());
+            }
+            waterfall.buckets.insert(
+                id,
+                Bucket {
+                    id,
+                    record_bytes,
+                    records,
+                    dead,
+                    dead_count,
+                },
+            );
+        }
+        Ok(waterfall)
+    }
+
+    /// The merge policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// The id the next bucket made will get.
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Where each live record is, keyed by its bytes (for turning a new list into a
+    /// [`Change`]).
+    pub fn locations(&self) -> std::collections::HashMap<&[u8], Location> {
+        let mut map = std::collections::HashMap::with_capacity(self.live());
+        for bucket in self.buckets.values() {
+            for position in 0..bucket.len() {
+                if let Some(record) = bucket.record(position) {
+                    map.insert(
+                        record,
+                        Location {
+                            bucket: bucket.id,
+                            position: position as u64,
+                        },
+                    );
+                }
+            }
+        }
+        map
     }
 
     /// The version: 0 at the start, one more per step.
@@ -424,5 +509,66 @@ mod tests {
             .is_err());
         assert_eq!(live_set(&w), before);
         assert_eq!(w.version(), 0);
+    }
+
+    fn parts(w: &Waterfall) -> Vec<(u64, Vec<u8>, Vec<bool>)> {
+        w.buckets()
+            .map(|b| {
+                let dead = (0..b.len()).map(|p| b.is_dead(p)).collect();
+                (b.id(), b.records().to_vec(), dead)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_saved_waterfall_restores_and_continues_identically() {
+        let policy = Policy {
+            base: 2,
+            ratio: 2,
+            dead_percent: 50,
+        };
+        let mut w = Waterfall::new(policy, 8, (0..10).map(record).collect()).unwrap();
+        for k in 0..5u32 {
+            let locations = w.locations();
+            let gone = locations[record(k).as_slice()];
+            w.apply(Change {
+                added: vec![record(50 + k)],
+                removed: vec![gone],
+            })
+            .unwrap();
+        }
+        let mut restored =
+            Waterfall::from_parts(policy, 8, w.version(), w.next_id(), parts(&w)).unwrap();
+        assert_eq!(live_set(&restored), live_set(&w));
+        let change = Change {
+            added: vec![record(99)],
+            removed: vec![w.locations()[record(7).as_slice()]],
+        };
+        assert_eq!(
+            w.apply(change.clone()).unwrap(),
+            restored.apply(change).unwrap()
+        );
+        assert_eq!(parts(&w), parts(&restored));
+
+        // Damage is refused: a repeated id, an id at or past next_id, unsorted records,
+        // flags of the wrong count, an all-dead bucket.
+        let good = parts(&w);
+        let refuse = |buckets: Vec<(u64, Vec<u8>, Vec<bool>)>, next: u64| {
+            Waterfall::from_parts(policy, 8, 1, next, buckets).is_err()
+        };
+        let mut twice = good.clone();
+        twice.push(good[0].clone());
+        assert!(refuse(twice, w.next_id()));
+        assert!(refuse(good.clone(), good.iter().map(|b| b.0).max().unwrap()));
+        let mut unsorted = good.clone();
+        unsorted[0].1 = [record(9), record(1)].concat();
+        unsorted[0].2 = vec![false, false];
+        assert!(refuse(unsorted, w.next_id()));
+        let mut flags = good.clone();
+        flags[0].2.push(false);
+        assert!(refuse(flags, w.next_id()));
+        let mut dead = good;
+        dead[0].2 = vec![true; dead[0].2.len()];
+        assert!(refuse(dead, w.next_id()));
     }
 }
