@@ -7,7 +7,7 @@
 //!   Firefox asks for. [`canonicalize`] and [`expressions`] follow the "URLs and Hashing"
 //!   section of the Safe Browsing v4 API documentation.
 //! - [`list`]: a blocklist as the servers hold it ([`ListDatabase`]: sorted full hashes, one
-//!   PIR record each) and the [`PrefixList`] a proxy downloads in the clear.
+//!   PIR record each, in waterfall buckets) and the [`ListIndex`] a proxy downloads in the clear.
 //! - [`proto`]: the v4 API's Protocol Buffers messages that Firefox sends and reads.
 //! - [`proxy`]: `threatListUpdates:fetch` and `fullHashes:find` answered locally, the full
 //!   hashes fetched by private lookups ([`Proxy`]).
@@ -20,7 +20,7 @@ pub mod proto;
 pub mod proxy;
 pub mod url;
 
-pub use list::{ListDatabase, PrefixList};
+pub use list::{ListDatabase, ListIndex};
 pub use proxy::Proxy;
 
 pub use url::{

@@ -1,37 +1,60 @@
-//! A blocklist as the servers hold it: the sorted full hashes of its entries, and the prefix
-//! list a proxy downloads in the clear.
+//! A blocklist as the servers hold it: the full hashes of its entries in waterfall buckets
+//! (`pir_xor::checklist::waterfall`), and the index a proxy downloads in the clear.
 //!
 //! Input: one entry per line, a URL or a bare host (`evil.example` blocks every page of that
 //! host). Also read: filter-list lines as uBlock Origin ships URLhaus (`||host/path^$all`: the
 //! `||` and everything from `^` on are dropped). Blank lines and lines starting with `#` or `!`
 //! are comments. A line that does not canonicalize is skipped and counted, with its number.
 //!
+//! A list changes (URLhaus adds hosts every hour): `pir safebrowsing build --update` turns the
+//! new list into one waterfall step. Hashes no longer listed are marked dead where they are,
+//! new ones form a new bucket, small buckets merge (ratio 4). A bucket never changes once made,
+//! so a client fetches Checklist hints only for the buckets a step creates; the smallest buckets
+//! (below `dpf_below` records, the waterfall's level 0) are looked up with DPF and need no
+//! hints at all.
+//!
 //! ```text
-//! database file = "pir-safebrowsing-db-v1\n" | name_len u16 | name | count u32
-//!               | count x 32-byte full hashes (sorted, unique) | SHA-256 of everything before
-//! prefix list   = "pir-safebrowsing-prefixes-v1\n" | database id [32] | count u32
-//!               | count x 4-byte prefixes (record i's prefix: sorted, repeats kept)
+//! database file = "pir-safebrowsing-db-v2\n" | name_len u16 | name | version u64
+//!               | next_bucket u64 | base u32 | ratio u8 | dead_percent u8 | buckets u16
+//!               | buckets x (id u64 | count u32 | count x 32-byte full hashes (sorted)
+//!                            | dead bitmap, ceil(count / 8) bytes, bit k of byte k/8 LSB first)
+//!               | SHA-256 of everything before
+//! index         = "pir-safebrowsing-index-v1\n" | database id [32] | version u64
+//!               | dpf_below u32 | buckets u16
+//!               | buckets x (id u64 | bucket id [32] | count u32 | count x 4-byte prefixes
+//!                            (record k's prefix) | dead bitmap as above)
 //! database id   = SHA-256 of the database file's content (its trailing digest)
+//! bucket id     = pir_keys::sha256_parts of ("pir-safebrowsing-bucket-v1\n" | name_len u16
+//!                 | name | id u64) and the records: what queries to that bucket name
 //! ```
-//! The servers serve record `i` = full hash `i`; the proxy finds the records of a prefix by
-//! its position in the prefix list (hashes are sorted, so a prefix's records are adjacent).
+//! The servers serve each bucket as its own Checklist database; the proxy finds the records of
+//! a prefix by their positions in the index (records are sorted within a bucket, so a
+//! prefix's records are adjacent).
 
-use std::ops::Range;
+use std::collections::HashSet;
 
 use pir_core::wire::{Reader, Writer};
+use pir_xor::checklist::waterfall::{Change, Policy, Waterfall};
 
 /// First bytes of a database file.
-pub const DB_MAGIC: &[u8] = b"pir-safebrowsing-db-v1\n";
-/// First bytes of a prefix list.
-pub const PREFIX_MAGIC: &[u8] = b"pir-safebrowsing-prefixes-v1\n";
+pub const DB_MAGIC: &[u8] = b"pir-safebrowsing-db-v2\n";
+/// First bytes of an index.
+pub const INDEX_MAGIC: &[u8] = b"pir-safebrowsing-index-v1\n";
+/// Domain of a bucket id.
+const BUCKET_MAGIC: &[u8] = b"pir-safebrowsing-bucket-v1\n";
 /// Most entries a list may hold (the PIR record count; Google's lists hold a few million).
 pub const MAX_ENTRIES: usize = 1 << 26;
 /// Longest list name.
 pub const MAX_NAME: usize = 200;
 /// Bytes of a prefix (Safe Browsing v4's usual prefix size).
 pub const PREFIX_BYTES: usize = 4;
+/// Most buckets (what one server serves at once, `pir_service::releases::MAX_RELEASES`). A
+/// waterfall of ratio 4 holds fewer than 3 per level, so 64 leave room for 2^40 x base entries.
+pub const MAX_BUCKETS: usize = 64;
+/// The smallest level-0 bucket size used by default; larger lists use 1 % of their first size.
+pub const MIN_BUCKET_BASE: usize = 256;
 
-/// Why a database or prefix list cannot be used.
+/// Why a database or index cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ListError {
@@ -55,15 +78,7 @@ fn malformed(what: &'static str, why: impl std::fmt::Display) -> ListError {
     }
 }
 
-/// The blocklist the servers hold.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListDatabase {
-    name: String,
-    hashes: Vec<[u8; 32]>,
-    id: [u8; 32],
-}
-
-/// What [`ListDatabase::build`] read.
+/// What reading a list file found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BuildReport {
     /// Lines holding an entry.
@@ -74,6 +89,21 @@ pub struct BuildReport {
     pub skipped: Vec<(usize, String)>,
     /// All lines skipped.
     pub skipped_count: usize,
+}
+
+/// What [`ListDatabase::update`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpdateReport {
+    /// Full hashes new in the list.
+    pub added: usize,
+    /// Full hashes no longer in it.
+    pub removed: usize,
+    /// Buckets made (a client fetches hints or uses DPF for these), by waterfall id.
+    pub created: Vec<u64>,
+    /// Buckets gone.
+    pub dropped: Vec<u64>,
+    /// Records in the created buckets: what one client's new hints cover.
+    pub hinted_records: usize,
 }
 
 /// The entry a list line holds, if any (comments and blank lines hold none).
@@ -87,55 +117,193 @@ pub fn entry_of(line: &str) -> Option<&str> {
     (!line.is_empty()).then_some(line)
 }
 
+/// The sorted, unique full hashes of a list's text.
+fn parse(text: &str) -> Result<(Vec<[u8; 32]>, BuildReport), ListError> {
+    let mut report = BuildReport::default();
+    let mut hashes = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let Some(entry) = entry_of(line) else {
+            continue;
+        };
+        match crate::entry_hash(entry) {
+            Ok(hash) => {
+                report.entries += 1;
+                hashes.push(hash);
+            }
+            Err(e) => {
+                report.skipped_count += 1;
+                if report.skipped.len() < 20 {
+                    report.skipped.push((number + 1, e.to_string()));
+                }
+            }
+        }
+    }
+    hashes.sort_unstable();
+    let before = hashes.len();
+    hashes.dedup();
+    report.duplicates = before - hashes.len();
+    if hashes.is_empty() {
+        return Err(ListError::Input(
+            "the list holds no entry (one URL or host per line)".into(),
+        ));
+    }
+    if hashes.len() > MAX_ENTRIES {
+        return Err(ListError::Input(format!(
+            "{} entries; at most {MAX_ENTRIES}",
+            hashes.len()
+        )));
+    }
+    Ok((hashes, report))
+}
+
+/// The blocklist the servers hold: a waterfall of buckets of full hashes.
+#[derive(Debug, Clone)]
+pub struct ListDatabase {
+    name: String,
+    waterfall: Waterfall,
+    id: [u8; 32],
+}
+
+impl PartialEq for ListDatabase {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for ListDatabase {}
+
+/// One bucket as the servers serve it.
+#[derive(Debug, Clone, Copy)]
+pub struct ListBucket<'a> {
+    /// Its waterfall id.
+    pub id: u64,
+    /// What queries to it name.
+    pub database_id: [u8; 32],
+    /// Its full hashes, 32 bytes each, sorted (dead ones included).
+    pub records: &'a [u8],
+}
+
+impl ListBucket<'_> {
+    /// Records in it.
+    pub fn len(&self) -> usize {
+        self.records.len() / 32
+    }
+
+    /// Never true (a bucket holds at least one live record).
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+}
+
+fn bucket_id(name: &str, id: u64, records: &[u8]) -> [u8; 32] {
+    let mut w = Writer::with_capacity(BUCKET_MAGIC.len() + 10 + name.len());
+    w.bytes(BUCKET_MAGIC);
+    w.u16(name.len() as u16);
+    w.bytes(name.as_bytes());
+    w.u64(id);
+    pir_keys::sha256_parts(&[&w.into_bytes(), records])
+}
+
+fn bitmap(dead: impl Iterator<Item = bool>, count: usize) -> Vec<u8> {
+    let mut bits = vec![0u8; count.div_ceil(8)];
+    for (k, d) in dead.enumerate() {
+        if d {
+            bits[k / 8] |= 1 << (k % 8);
+        }
+    }
+    bits
+}
+
+/// Reads a dead bitmap of `count` flags (padding bits must be zero).
+fn read_bitmap(r: &mut Reader<'_>, count: usize) -> Result<Vec<bool>, pir_core::Error> {
+    let bits = r.take(count.div_ceil(8))?;
+    let dead: Vec<bool> = (0..count)
+        .map(|k| bits[k / 8] >> (k % 8) & 1 == 1)
+        .collect();
+    if bitmap(dead.iter().copied(), count) != bits {
+        return Err(pir_core::Error::Malformed(
+            "set padding bits in a dead bitmap".into(),
+        ));
+    }
+    Ok(dead)
+}
+
 impl ListDatabase {
-    /// Builds the database of list `name` from its text.
+    /// Builds version 0 of list `name` from its text, level-0 buckets of
+    /// `max(MIN_BUCKET_BASE, 1 %)` records.
     pub fn build(name: &str, text: &str) -> Result<(Self, BuildReport), ListError> {
+        Self::build_with(name, text, None)
+    }
+
+    /// [`ListDatabase::build`] with an explicit level-0 bucket size `base`.
+    pub fn build_with(
+        name: &str,
+        text: &str,
+        base: Option<usize>,
+    ) -> Result<(Self, BuildReport), ListError> {
         if name.is_empty() || name.len() > MAX_NAME {
             return Err(ListError::Input(format!(
                 "a list name of 1 to {MAX_NAME} bytes is needed"
             )));
         }
-        let mut report = BuildReport::default();
-        let mut hashes = Vec::new();
-        for (number, line) in text.lines().enumerate() {
-            let Some(entry) = entry_of(line) else {
-                continue;
-            };
-            match crate::entry_hash(entry) {
-                Ok(hash) => {
-                    report.entries += 1;
-                    hashes.push(hash);
-                }
-                Err(e) => {
-                    report.skipped_count += 1;
-                    if report.skipped.len() < 20 {
-                        report.skipped.push((number + 1, e.to_string()));
-                    }
-                }
-            }
-        }
-        hashes.sort_unstable();
-        let before = hashes.len();
-        hashes.dedup();
-        report.duplicates = before - hashes.len();
-        if hashes.is_empty() {
-            return Err(ListError::Input(
-                "the list holds no entry (one URL or host per line)".into(),
-            ));
-        }
-        if hashes.len() > MAX_ENTRIES {
+        let (hashes, report) = parse(text)?;
+        let base = base.unwrap_or((hashes.len() / 100).max(MIN_BUCKET_BASE));
+        if base == 0 || base > u32::MAX as usize {
             return Err(ListError::Input(format!(
-                "{} entries; at most {MAX_ENTRIES}",
-                hashes.len()
+                "a bucket base of {base} (1 to 2^32 - 1)"
             )));
         }
-        Ok((Self::from_hashes(name, hashes), report))
+        let waterfall = Waterfall::new(
+            Policy::with_base(base),
+            32,
+            hashes.iter().map(|h| h.to_vec()).collect(),
+        )
+        .map_err(|e| ListError::Input(e.to_string()))?;
+        Ok((Self::seal(name, waterfall), report))
     }
 
-    fn from_hashes(name: &str, hashes: Vec<[u8; 32]>) -> Self {
+    /// The next version: `text` is the whole new list; hashes no longer in it are removed,
+    /// new ones added, as one waterfall step.
+    pub fn update(&self, text: &str) -> Result<(Self, BuildReport, UpdateReport), ListError> {
+        let (hashes, report) = parse(text)?;
+        let mut waterfall = self.waterfall.clone();
+        let (added, removed) = {
+            let mut live = waterfall.locations();
+            let added: Vec<Vec<u8>> = hashes
+                .iter()
+                .filter(|h| live.remove(h.as_slice()).is_none())
+                .map(|h| h.to_vec())
+                .collect();
+            (added, live.into_values().collect::<Vec<_>>())
+        };
+        let (added_count, removed_count) = (added.len(), removed.len());
+        let step = waterfall
+            .apply(Change { added, removed })
+            .map_err(|e| ListError::Input(e.to_string()))?;
+        if waterfall.buckets().count() > MAX_BUCKETS {
+            return Err(ListError::Input(format!(
+                "the update would make more than {MAX_BUCKETS} buckets; rebuild the database \
+                 without --update"
+            )));
+        }
+        let db = Self::seal(&self.name, waterfall);
+        Ok((
+            db,
+            report,
+            UpdateReport {
+                added: added_count,
+                removed: removed_count,
+                created: step.created,
+                dropped: step.dropped,
+                hinted_records: step.hinted_records,
+            },
+        ))
+    }
+
+    fn seal(name: &str, waterfall: Waterfall) -> Self {
         let mut db = Self {
             name: name.to_string(),
-            hashes,
+            waterfall,
             id: [0; 32],
         };
         db.id = pir_keys::sha256(&db.content());
@@ -143,14 +311,29 @@ impl ListDatabase {
     }
 
     fn content(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(DB_MAGIC.len() + 8 + self.name.len() + 32 * self.len());
+        let w8 = &self.waterfall;
+        let records: usize = w8.buckets().map(|b| b.len()).sum();
+        let mut w = Writer::with_capacity(DB_MAGIC.len() + 64 + self.name.len() + 33 * records);
         w.bytes(DB_MAGIC);
-        // name <= MAX_NAME, count <= MAX_ENTRIES (checked when built or read)
+        // name <= MAX_NAME, base <= u32::MAX, ratio and dead percent small, buckets <=
+        // MAX_BUCKETS, counts <= MAX_ENTRIES: all checked when built or read.
         w.u16(self.name.len() as u16);
         w.bytes(self.name.as_bytes());
-        w.u32(self.hashes.len() as u32);
-        for hash in &self.hashes {
-            w.bytes(hash);
+        w.u64(w8.version());
+        w.u64(w8.next_id());
+        let policy = w8.policy();
+        w.u32(policy.base as u32);
+        w.u8(policy.ratio as u8);
+        w.u8(policy.dead_percent as u8);
+        w.u16(w8.buckets().count() as u16);
+        for bucket in w8.buckets() {
+            w.u64(bucket.id());
+            w.u32(bucket.len() as u32);
+            w.bytes(bucket.records());
+            w.bytes(&bitmap(
+                (0..bucket.len()).map(|k| bucket.is_dead(k)),
+                bucket.len(),
+            ));
         }
         w.into_bytes()
     }
@@ -168,6 +351,12 @@ impl ListDatabase {
         let (content, digest) = bytes
             .split_at_checked(bytes.len().saturating_sub(32))
             .ok_or_else(|| malformed(WHAT, "too short"))?;
+        if bytes.starts_with(b"pir-safebrowsing-db-v1\n") {
+            return Err(malformed(
+                WHAT,
+                "it was made by an older pir; build it again with `pir safebrowsing build`",
+            ));
+        }
         if !bytes.starts_with(DB_MAGIC) {
             return Err(malformed(
                 WHAT,
@@ -186,18 +375,56 @@ impl ListDatabase {
         let name = std::str::from_utf8(r.take(name_len).map_err(err)?)
             .map_err(|_| malformed(WHAT, "the list name is not UTF-8"))?
             .to_string();
-        let count = r.u32().map_err(err)? as usize;
-        if count == 0 || count > MAX_ENTRIES || r.remaining() != count * 32 {
-            return Err(malformed(WHAT, format!("{count} hashes announced")));
+        let version = r.u64().map_err(err)?;
+        let next_id = r.u64().map_err(err)?;
+        let base = r.u32().map_err(err)? as usize;
+        let ratio = usize::from(r.u8().map_err(err)?);
+        let dead_percent = usize::from(r.u8().map_err(err)?);
+        if base == 0 || ratio < 2 || dead_percent > 100 {
+            return Err(malformed(
+                WHAT,
+                format!("merge policy base {base}, ratio {ratio}, dead {dead_percent} %"),
+            ));
         }
-        let mut hashes = Vec::with_capacity(count);
+        let count = usize::from(r.u16().map_err(err)?);
+        if count == 0 || count > MAX_BUCKETS {
+            return Err(malformed(WHAT, format!("{count} buckets")));
+        }
+        let mut buckets = Vec::with_capacity(count);
+        let mut total = 0usize;
+        let mut live = HashSet::new();
         for _ in 0..count {
-            hashes.push(r.array().map_err(err)?);
+            let id = r.u64().map_err(err)?;
+            let n = r.u32().map_err(err)? as usize;
+            total += n;
+            if n == 0 || total > MAX_ENTRIES || r.remaining() < n * 32 {
+                return Err(malformed(
+                    WHAT,
+                    format!("bucket {id}: {n} hashes announced"),
+                ));
+            }
+            let records = r.take(n * 32).map_err(err)?.to_vec();
+            let dead = read_bitmap(&mut r, n).map_err(err)?;
+            for (k, hash) in records.chunks_exact(32).enumerate() {
+                if !dead[k] && !live.insert(hash.to_vec()) {
+                    return Err(malformed(WHAT, "a full hash is live in two buckets"));
+                }
+            }
+            buckets.push((id, records, dead));
         }
-        if hashes.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(malformed(WHAT, "hashes out of order"));
+        r.finish().map_err(err)?;
+        let policy = Policy {
+            base,
+            ratio,
+            dead_percent,
+        };
+        let waterfall =
+            Waterfall::from_parts(policy, 32, version, next_id, buckets).map_err(err)?;
+        let db = Self::seal(&name, waterfall);
+        if db.id != digest {
+            return Err(malformed(WHAT, "it does not encode canonically"));
         }
-        Ok(Self::from_hashes(&name, hashes))
+        Ok(db)
     }
 
     /// The list's name.
@@ -205,140 +432,295 @@ impl ListDatabase {
         &self.name
     }
 
-    /// Full hashes (records), sorted.
-    pub fn hashes(&self) -> &[[u8; 32]] {
-        &self.hashes
+    /// The version: 0 when built, one more per update.
+    pub fn version(&self) -> u64 {
+        self.waterfall.version()
     }
 
-    /// Entries (records).
+    /// Live entries (full hashes listed now).
     pub fn len(&self) -> usize {
-        self.hashes.len()
+        self.waterfall.live()
     }
 
     /// Never true for a built or decoded database.
     pub fn is_empty(&self) -> bool {
-        self.hashes.is_empty()
+        self.len() == 0
     }
 
-    /// The records back to back (`32 * len` bytes).
-    pub fn records(&self) -> Vec<u8> {
-        self.hashes.concat()
+    /// Whether `hash` is listed now.
+    pub fn contains(&self, hash: &[u8; 32]) -> bool {
+        self.waterfall.buckets().any(|b| {
+            let records: Vec<&[u8]> = b.records().chunks_exact(32).collect();
+            records
+                .binary_search(&hash.as_slice())
+                .is_ok_and(|k| !b.is_dead(k))
+        })
     }
 
-    /// The database id every query names.
+    /// The live full hashes, sorted.
+    pub fn hashes(&self) -> Vec<[u8; 32]> {
+        let mut out: Vec<[u8; 32]> = self
+            .waterfall
+            .buckets()
+            .flat_map(|b| (0..b.len()).filter_map(move |k| b.record(k)))
+            .filter_map(|r| r.try_into().ok())
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// The buckets the servers serve, by waterfall id.
+    pub fn buckets(&self) -> Vec<ListBucket<'_>> {
+        self.waterfall
+            .buckets()
+            .map(|b| ListBucket {
+                id: b.id(),
+                database_id: bucket_id(&self.name, b.id(), b.records()),
+                records: b.records(),
+            })
+            .collect()
+    }
+
+    /// The database id (of this version).
     pub fn id(&self) -> [u8; 32] {
         self.id
     }
 
-    /// The prefix list a proxy downloads.
-    pub fn prefix_list(&self) -> PrefixList {
-        PrefixList {
+    /// Buckets smaller than this are looked up with DPF (the waterfall's level 0).
+    pub fn dpf_below(&self) -> usize {
+        let policy = self.waterfall.policy();
+        policy
+            .base
+            .saturating_mul(policy.ratio)
+            .min(u32::MAX as usize)
+    }
+
+    /// The index a proxy downloads.
+    pub fn index(&self) -> ListIndex {
+        ListIndex {
             database_id: self.id,
-            prefixes: self.hashes.iter().map(prefix_of).collect(),
+            version: self.version(),
+            dpf_below: self.dpf_below(),
+            buckets: self
+                .waterfall
+                .buckets()
+                .zip(self.buckets())
+                .map(|(b, served)| IndexBucket {
+                    id: b.id(),
+                    database_id: served.database_id,
+                    prefixes: b.records().chunks_exact(32).map(prefix_of).collect(),
+                    dead: (0..b.len()).map(|k| b.is_dead(k)).collect(),
+                })
+                .collect(),
         }
     }
 }
 
-fn prefix_of(hash: &[u8; 32]) -> [u8; PREFIX_BYTES] {
+fn prefix_of(hash: &[u8]) -> [u8; PREFIX_BYTES] {
     let mut prefix = [0; PREFIX_BYTES];
     prefix.copy_from_slice(&hash[..PREFIX_BYTES]);
     prefix
 }
 
-/// The 4-byte prefix of every record, in record order: public, downloaded in the clear.
+/// One bucket in the index: the prefix of each record and which records are dead.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PrefixList {
-    database_id: [u8; 32],
+pub struct IndexBucket {
+    /// Its waterfall id.
+    pub id: u64,
+    /// What queries to it name.
+    pub database_id: [u8; 32],
     prefixes: Vec<[u8; PREFIX_BYTES]>,
+    dead: Vec<bool>,
 }
 
-impl PrefixList {
+impl IndexBucket {
+    /// Records in it (live and dead): the PIR database size.
+    pub fn len(&self) -> usize {
+        self.prefixes.len()
+    }
+
+    /// Never true for a decoded index.
+    pub fn is_empty(&self) -> bool {
+        self.prefixes.is_empty()
+    }
+
+    /// The live records whose full hash starts with `prefix`.
+    pub fn records_of(&self, prefix: &[u8]) -> Vec<usize> {
+        let start = self.prefixes.partition_point(|p| p.as_slice() < prefix);
+        let end = self.prefixes.partition_point(|p| p.as_slice() <= prefix);
+        (start..end.max(start)).filter(|&k| !self.dead[k]).collect()
+    }
+
+    /// Most live records sharing one prefix: a proxy fetches this many records of this
+    /// bucket for every prefix asked (random ones to fill up), so the number of lookups says
+    /// nothing about the prefix.
+    pub fn max_per_prefix(&self) -> usize {
+        let mut best = 0;
+        let mut run = 0;
+        let mut last: Option<[u8; PREFIX_BYTES]> = None;
+        for (k, prefix) in self.prefixes.iter().enumerate() {
+            if self.dead[k] {
+                continue;
+            }
+            run = if last == Some(*prefix) { run + 1 } else { 1 };
+            last = Some(*prefix);
+            best = best.max(run);
+        }
+        best
+    }
+}
+
+/// What a proxy downloads in the clear: every bucket's prefixes and dead records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListIndex {
+    database_id: [u8; 32],
+    version: u64,
+    dpf_below: usize,
+    buckets: Vec<IndexBucket>,
+}
+
+impl ListIndex {
     /// The bytes served at the offline server's download.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(PREFIX_MAGIC.len() + 36 + 4 * self.prefixes.len());
-        w.bytes(PREFIX_MAGIC);
+        let records: usize = self.buckets.iter().map(IndexBucket::len).sum();
+        let mut w =
+            Writer::with_capacity(INDEX_MAGIC.len() + 64 + 60 * self.buckets.len() + 5 * records);
+        w.bytes(INDEX_MAGIC);
         w.bytes(&self.database_id);
-        // count <= MAX_ENTRIES
-        w.u32(self.prefixes.len() as u32);
-        for prefix in &self.prefixes {
-            w.bytes(prefix);
+        w.u64(self.version);
+        // Bounded when built or read (module documentation).
+        w.u32(self.dpf_below as u32);
+        w.u16(self.buckets.len() as u16);
+        for bucket in &self.buckets {
+            w.u64(bucket.id);
+            w.bytes(&bucket.database_id);
+            w.u32(bucket.len() as u32);
+            for prefix in &bucket.prefixes {
+                w.bytes(prefix);
+            }
+            w.bytes(&bitmap(bucket.dead.iter().copied(), bucket.len()));
         }
         w.into_bytes()
     }
 
-    /// Reads a prefix list (untrusted; must belong to `database_id` and be sorted).
-    pub fn decode(bytes: &[u8], database_id: &[u8; 32]) -> Result<Self, ListError> {
-        const WHAT: &str = "the prefix list";
+    /// Reads an index (untrusted bytes from the offline server).
+    pub fn decode(bytes: &[u8]) -> Result<Self, ListError> {
+        const WHAT: &str = "the list index";
         let err = |e: pir_core::Error| malformed(WHAT, e);
         let mut r = Reader::new(bytes);
-        if r.take(PREFIX_MAGIC.len()).map_err(err)? != PREFIX_MAGIC {
+        if r.take(INDEX_MAGIC.len()).map_err(err)? != INDEX_MAGIC {
             return Err(malformed(WHAT, "wrong magic"));
         }
-        let id: [u8; 32] = r.array().map_err(err)?;
-        if &id != database_id {
-            return Err(malformed(WHAT, "it belongs to another database"));
+        let database_id = r.array().map_err(err)?;
+        let version = r.u64().map_err(err)?;
+        let dpf_below = r.u32().map_err(err)? as usize;
+        let count = usize::from(r.u16().map_err(err)?);
+        if count == 0 || count > MAX_BUCKETS {
+            return Err(malformed(WHAT, format!("{count} buckets")));
         }
-        let count = r.u32().map_err(err)? as usize;
-        if count == 0 || count > MAX_ENTRIES || r.remaining() != count * PREFIX_BYTES {
-            return Err(malformed(WHAT, format!("{count} prefixes announced")));
-        }
-        let mut prefixes = Vec::with_capacity(count);
+        let mut buckets: Vec<IndexBucket> = Vec::with_capacity(count);
+        let mut total = 0usize;
         for _ in 0..count {
-            prefixes.push(r.array().map_err(err)?);
+            let id = r.u64().map_err(err)?;
+            let bucket_db: [u8; 32] = r.array().map_err(err)?;
+            let n = r.u32().map_err(err)? as usize;
+            total += n;
+            if n == 0 || total > MAX_ENTRIES || r.remaining() < n * PREFIX_BYTES {
+                return Err(malformed(
+                    WHAT,
+                    format!("bucket {id}: {n} prefixes announced"),
+                ));
+            }
+            let mut prefixes = Vec::with_capacity(n);
+            for _ in 0..n {
+                prefixes.push(r.array().map_err(err)?);
+            }
+            if prefixes.windows(2).any(|w| w[0] > w[1]) {
+                return Err(malformed(WHAT, "prefixes out of order"));
+            }
+            let dead = read_bitmap(&mut r, n).map_err(err)?;
+            if dead.iter().all(|d| *d) {
+                return Err(malformed(WHAT, format!("bucket {id} has no live record")));
+            }
+            if buckets
+                .iter()
+                .any(|b| b.id >= id || b.database_id == bucket_db)
+            {
+                return Err(malformed(WHAT, "buckets repeated or out of order"));
+            }
+            buckets.push(IndexBucket {
+                id,
+                database_id: bucket_db,
+                prefixes,
+                dead,
+            });
         }
-        if prefixes.windows(2).any(|w| w[0] > w[1]) {
-            return Err(malformed(WHAT, "prefixes out of order"));
-        }
+        r.finish().map_err(err)?;
         Ok(Self {
-            database_id: id,
-            prefixes,
+            database_id,
+            version,
+            dpf_below,
+            buckets,
         })
     }
 
-    /// The database the prefixes belong to.
+    /// The database (version) the index describes.
     pub fn database_id(&self) -> &[u8; 32] {
         &self.database_id
     }
 
-    /// Records in the database.
-    pub fn records(&self) -> usize {
-        self.prefixes.len()
+    /// The list version.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
-    /// The distinct prefixes, sorted (what a browser stores).
+    /// Buckets smaller than this are looked up with DPF.
+    pub fn dpf_below(&self) -> usize {
+        self.dpf_below
+    }
+
+    /// The buckets, by waterfall id.
+    pub fn buckets(&self) -> &[IndexBucket] {
+        &self.buckets
+    }
+
+    /// Live records in the list.
+    pub fn records(&self) -> usize {
+        self.buckets
+            .iter()
+            .map(|b| b.dead.iter().filter(|d| !**d).count())
+            .sum()
+    }
+
+    /// The distinct live prefixes, sorted (what a browser stores).
     pub fn distinct(&self) -> Vec<[u8; PREFIX_BYTES]> {
-        let mut out = self.prefixes.clone();
+        let mut out: Vec<[u8; PREFIX_BYTES]> = self
+            .buckets
+            .iter()
+            .flat_map(|b| {
+                b.prefixes
+                    .iter()
+                    .zip(&b.dead)
+                    .filter(|(_, dead)| !**dead)
+                    .map(|(p, _)| *p)
+            })
+            .collect();
+        out.sort_unstable();
         out.dedup();
         out
-    }
-
-    /// The records whose full hash starts with `prefix` (empty if none).
-    pub fn records_of(&self, prefix: &[u8]) -> Range<usize> {
-        let start = self.prefixes.partition_point(|p| p.as_slice() < prefix);
-        let end = self.prefixes.partition_point(|p| p.as_slice() <= prefix);
-        start..end.max(start)
-    }
-
-    /// Most records sharing one prefix: a proxy fetches this many records for every prefix
-    /// asked (random ones to fill up), so the number of lookups says nothing about the prefix.
-    pub fn max_per_prefix(&self) -> usize {
-        let mut best = 0;
-        let mut run = 0;
-        for (k, prefix) in self.prefixes.iter().enumerate() {
-            run = if k > 0 && self.prefixes[k - 1] == *prefix {
-                run + 1
-            } else {
-                1
-            };
-            best = best.max(run);
-        }
-        best
     }
 
     /// SHA-256 of the distinct prefixes, concatenated in order: the checksum a v4 client
     /// verifies after an update.
     pub fn checksum(&self) -> [u8; 32] {
         pir_keys::sha256(&self.distinct().concat())
+    }
+
+    /// The client state a browser keeps for this version: version u64 | database id[..8].
+    pub fn state(&self) -> Vec<u8> {
+        let mut state = self.version.to_be_bytes().to_vec();
+        state.extend_from_slice(&self.database_id[..8]);
+        state
     }
 }
 
@@ -374,18 +756,87 @@ mod tests {
     }
 
     #[test]
-    fn prefix_lists_find_records_and_check_their_database() {
+    fn the_index_finds_live_records_and_refuses_damage() {
         let (db, _) = ListDatabase::build("test", LIST).unwrap();
-        let list = db.prefix_list();
-        let bytes = list.encode();
-        let decoded = PrefixList::decode(&bytes, &db.id()).unwrap();
-        assert_eq!(decoded, list);
-        assert!(PrefixList::decode(&bytes, &[0; 32]).is_err());
-        for (i, hash) in db.hashes().iter().enumerate() {
-            assert!(list.records_of(&hash[..4]).contains(&i));
+        let index = db.index();
+        let bytes = index.encode();
+        assert_eq!(ListIndex::decode(&bytes).unwrap(), index);
+        for at in [0, INDEX_MAGIC.len() + 44, bytes.len() - 1] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x80;
+            assert!(ListIndex::decode(&bad).is_err(), "flip at {at}");
         }
-        assert!(list.records_of(&[0xff; 4]).is_empty() || db.hashes()[2][..4] == [0xff; 4]);
-        assert_eq!(list.max_per_prefix(), 1);
-        assert_eq!(list.checksum(), pir_keys::sha256(&list.distinct().concat()));
+        assert!(ListIndex::decode(&bytes[..bytes.len() - 1]).is_err());
+        let bucket = &index.buckets()[0];
+        for (i, hash) in db.hashes().iter().enumerate() {
+            assert_eq!(bucket.records_of(&hash[..4]), vec![i]);
+        }
+        assert_eq!(bucket.max_per_prefix(), 1);
+        assert_eq!(index.records(), 3);
+        assert_eq!(
+            index.checksum(),
+            pir_keys::sha256(&index.distinct().concat())
+        );
+    }
+
+    /// `n` distinct hosts `h{k}.example` for k in `range`.
+    fn hosts(range: std::ops::Range<usize>) -> String {
+        range.map(|k| format!("h{k}.example\n")).collect()
+    }
+
+    #[test]
+    fn updates_keep_exactly_the_listed_hashes_and_hint_only_new_buckets() {
+        let (mut db, _) = ListDatabase::build_with("t", &hosts(0..40), Some(2)).unwrap();
+        assert_eq!(
+            (db.version(), db.buckets().len(), db.dpf_below()),
+            (0, 1, 8)
+        );
+        let mut listed: Vec<usize> = (0..40).collect();
+        for step in 0..12usize {
+            // Drop two old hosts, add three new ones.
+            listed.retain(|&k| k != 2 * step && k != 2 * step + 1);
+            listed.extend(100 + 3 * step..103 + 3 * step);
+            let text: String = listed.iter().map(|k| format!("h{k}.example\n")).collect();
+            let before: Vec<[u8; 32]> = db.buckets().iter().map(|b| b.database_id).collect();
+            let (next, _, report) = db.update(&text).unwrap();
+            assert_eq!((report.added, report.removed), (3, 2), "step {step}");
+            assert_eq!(next.version(), step as u64 + 1);
+            let mut expected: Vec<[u8; 32]> = listed
+                .iter()
+                .map(|k| crate::entry_hash(&format!("h{k}.example")).unwrap())
+                .collect();
+            expected.sort_unstable();
+            assert_eq!(next.hashes(), expected);
+            assert!(expected.iter().all(|h| next.contains(h)));
+            // A bucket that was not created keeps its id (clients keep its hints).
+            for bucket in next.buckets() {
+                if !report.created.contains(&bucket.id) {
+                    assert!(before.contains(&bucket.database_id));
+                }
+            }
+            assert_eq!(
+                report.hinted_records,
+                next.buckets()
+                    .iter()
+                    .filter(|b| report.created.contains(&b.id))
+                    .map(|b| b.len())
+                    .sum::<usize>()
+            );
+            // The file and the index round-trip.
+            assert_eq!(ListDatabase::decode(&next.encode()).unwrap(), next);
+            let index = ListIndex::decode(&next.index().encode()).unwrap();
+            assert_eq!(index.records(), listed.len());
+            for hash in &expected {
+                let found: usize = index
+                    .buckets()
+                    .iter()
+                    .map(|b| b.records_of(&hash[..4]).len())
+                    .sum();
+                assert!(found >= 1);
+            }
+            db = next;
+        }
+        let removed = crate::entry_hash("h0.example").unwrap();
+        assert!(!db.contains(&removed));
     }
 }

@@ -1,14 +1,16 @@
 //! The logic of `pir safebrowsing proxy`: the two Safe Browsing v4 calls a browser makes,
 //! answered locally, with no hash prefix ever leaving the machine.
 //!
-//! - `threatListUpdates:fetch` ([`Proxy::update`]): the list's 4-byte prefixes (downloaded in
-//!   the clear from the offline server: the list is public), as a full update the first time
-//!   and an empty partial update while the client's state is current; the checksum is the
-//!   SHA-256 of the sorted prefixes, which the browser verifies.
+//! - `threatListUpdates:fetch` ([`Proxy::update`]): the list's 4-byte prefixes (from the index
+//!   downloaded in the clear from the offline server: the list is public). A browser whose
+//!   state names a version the proxy knew gets a partial update (the indices to remove from
+//!   its sorted prefixes, then the prefixes to add), a browser with an unknown state a full
+//!   update, a current one an empty partial update; the checksum is the SHA-256 of the sorted
+//!   prefixes, which the browser verifies.
 //! - `fullHashes:find` ([`Proxy::plan`], then [`Proxy::full_hashes`]): for each prefix the
-//!   browser asks about, the proxy fetches *privately* the records (full hashes) holding that
-//!   prefix, always [`PrefixList::max_per_prefix`] of them (random ones to fill up), and returns
-//!   those that match.
+//!   browser asks about, the proxy fetches *privately*, from every bucket of the list, the
+//!   records (full hashes) holding that prefix, always [`IndexBucket::max_per_prefix`] of them
+//!   per bucket (random ones to fill up), and returns those that match.
 //!
 //! What the servers learn: that a lookup happened and how many prefixes it carried (almost
 //! always one: the browser asks only after a local prefix match), never which. The HTTP
@@ -19,7 +21,9 @@ use base64ct::Encoding;
 use prost::Message;
 use rand::Rng;
 
-use crate::list::{PrefixList, PREFIX_BYTES};
+use std::collections::VecDeque;
+
+use crate::list::{IndexBucket, ListIndex, PREFIX_BYTES};
 use crate::proto;
 
 /// Most prefixes one `fullHashes:find` may ask about (a URL has at most 30 expressions).
@@ -28,6 +32,8 @@ pub const MAX_PREFIXES_PER_REQUEST: usize = 32;
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// How long the browser may cache an answer, positive or negative (seconds).
 pub const CACHE_SECONDS: i64 = 300;
+/// Earlier versions kept, so that a browser a few updates behind gets a partial update.
+pub const HISTORY: usize = 16;
 
 /// Why a request cannot be answered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -86,37 +92,63 @@ fn percent_decode(value: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// One private fetch: record `position` of the bucket queries name `bucket`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fetch {
+    /// The bucket's id (what its queries name).
+    pub bucket: [u8; 32],
+    /// Position in the bucket.
+    pub position: u64,
+}
+
 /// The records to fetch for one `fullHashes:find`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
-    /// Per prefix asked: the prefix and how many of its slots are real records.
-    prefixes: Vec<(Vec<u8>, usize)>,
-    /// Record indices to fetch privately: [`PrefixList::max_per_prefix`] per prefix, real
-    /// ones first.
-    pub indices: Vec<u64>,
+    /// Per prefix asked: the prefix and, per bucket, how many of its slots are real records.
+    prefixes: Vec<(Vec<u8>, Vec<usize>)>,
+    /// Slots per prefix and bucket (the bucket's `max_per_prefix`, fixed by the index).
+    per_bucket: Vec<usize>,
+    /// Records to fetch privately: per prefix, per bucket, its slots, real ones first.
+    pub fetches: Vec<Fetch>,
     platform_type: i32,
 }
 
 /// The proxy's view of one list.
 #[derive(Debug, Clone)]
 pub struct Proxy {
-    prefixes: PrefixList,
+    index: ListIndex,
+    distinct: Vec<[u8; PREFIX_BYTES]>,
     threat_type: i32,
+    /// Earlier versions: (state, sorted distinct prefixes), newest last.
+    history: VecDeque<(Vec<u8>, Vec<[u8; PREFIX_BYTES]>)>,
 }
 
 impl Proxy {
-    /// A proxy for the list whose prefixes are `prefixes`, reported to the browser as
-    /// `threat_type` (for example [`proto::MALWARE_THREAT`], Firefox's `goog-malware-proto`).
-    pub fn new(prefixes: PrefixList, threat_type: i32) -> Self {
+    /// A proxy for the list `index` describes, reported to the browser as `threat_type` (for
+    /// example [`proto::MALWARE_THREAT`], Firefox's `goog-malware-proto`).
+    pub fn new(index: ListIndex, threat_type: i32) -> Self {
         Self {
-            prefixes,
+            distinct: index.distinct(),
+            index,
             threat_type,
+            history: VecDeque::new(),
         }
     }
 
-    /// The prefix list.
-    pub fn prefixes(&self) -> &PrefixList {
-        &self.prefixes
+    /// The list now.
+    pub fn index(&self) -> &ListIndex {
+        &self.index
+    }
+
+    /// Switches to a newer version of the list; browsers on the old one get partial updates.
+    pub fn replace(&mut self, index: ListIndex) {
+        let old_state = self.index.state();
+        let old = std::mem::replace(&mut self.distinct, index.distinct());
+        self.history.push_back((old_state, old));
+        while self.history.len() > HISTORY {
+            self.history.pop_front();
+        }
+        self.index = index;
     }
 
     /// Answers a `FetchThreatListUpdatesRequest`: every list the browser asks about gets a
@@ -124,29 +156,26 @@ impl Proxy {
     pub fn update(&self, request: &[u8]) -> Result<Vec<u8>, ProxyError> {
         let request = proto::FetchThreatListUpdatesRequest::decode(request)
             .map_err(|e| ProxyError::BadRequest(e.to_string()))?;
-        let state = self.prefixes.database_id().to_vec();
+        let state = self.index.state();
         let responses = request
             .list_update_requests
             .iter()
             .map(|list| {
                 let ours = list.threat_type == self.threat_type;
-                let (prefixes, checksum) = if ours {
-                    (self.prefixes.distinct().concat(), self.prefixes.checksum())
+                let (response_type, additions, removals) = if !ours {
+                    (proto::FULL_UPDATE, Vec::new(), Vec::new())
+                } else if list.state == state {
+                    (proto::PARTIAL_UPDATE, Vec::new(), Vec::new())
+                } else if let Some((_, old)) = self.history.iter().find(|(s, _)| *s == list.state) {
+                    let (removals, additions) = diff(old, &self.distinct);
+                    (proto::PARTIAL_UPDATE, additions, removals)
                 } else {
-                    (Vec::new(), pir_keys::sha256(&[]))
+                    (proto::FULL_UPDATE, self.distinct.clone(), Vec::new())
                 };
-                let current = ours && list.state == state;
-                let additions = if current || prefixes.is_empty() {
-                    Vec::new()
+                let checksum = if ours {
+                    self.index.checksum()
                 } else {
-                    vec![proto::ThreatEntrySet {
-                        compression_type: proto::RAW,
-                        raw_hashes: Some(proto::RawHashes {
-                            prefix_size: PREFIX_BYTES as i32,
-                            raw_hashes: prefixes,
-                        }),
-                        raw_indices: None,
-                    }]
+                    pir_keys::sha256(&[])
                 };
                 proto::ListUpdateResponse {
                     threat_type: list.threat_type,
@@ -156,13 +185,28 @@ impl Proxy {
                         list.threat_entry_type
                     },
                     platform_type: list.platform_type,
-                    response_type: if current {
-                        proto::PARTIAL_UPDATE
+                    response_type,
+                    additions: if additions.is_empty() {
+                        Vec::new()
                     } else {
-                        proto::FULL_UPDATE
+                        vec![proto::ThreatEntrySet {
+                            compression_type: proto::RAW,
+                            raw_hashes: Some(proto::RawHashes {
+                                prefix_size: PREFIX_BYTES as i32,
+                                raw_hashes: additions.concat(),
+                            }),
+                            raw_indices: None,
+                        }]
                     },
-                    additions,
-                    removals: Vec::new(),
+                    removals: if removals.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![proto::ThreatEntrySet {
+                            compression_type: proto::RAW,
+                            raw_hashes: None,
+                            raw_indices: Some(proto::RawIndices { indices: removals }),
+                        }]
+                    },
                     new_client_state: if ours {
                         state.clone()
                     } else {
@@ -195,10 +239,10 @@ impl Proxy {
                 info.threat_entries.len()
             )));
         }
-        let per = self.prefixes.max_per_prefix();
-        let records = self.prefixes.records() as u64;
+        let buckets = self.index.buckets();
+        let per_bucket: Vec<usize> = buckets.iter().map(IndexBucket::max_per_prefix).collect();
         let mut prefixes = Vec::new();
-        let mut indices = Vec::new();
+        let mut fetches = Vec::new();
         for entry in &info.threat_entries {
             let hash = &entry.hash;
             if hash.len() < PREFIX_BYTES || hash.len() > 32 {
@@ -207,15 +251,25 @@ impl Proxy {
                     hash.len()
                 )));
             }
-            let real = self.prefixes.records_of(&hash[..PREFIX_BYTES]);
-            let count = real.len().min(per);
-            indices.extend(real.take(count).map(|i| i as u64));
-            indices.extend((count..per).map(|_| rng.random_range(0..records)));
-            prefixes.push((hash.clone(), count));
+            let mut counts = Vec::with_capacity(buckets.len());
+            for (bucket, &per) in buckets.iter().zip(&per_bucket) {
+                let real = bucket.records_of(&hash[..PREFIX_BYTES]);
+                let count = real.len().min(per);
+                let fetch = |position: u64| Fetch {
+                    bucket: bucket.database_id,
+                    position,
+                };
+                fetches.extend(real.iter().take(count).map(|&k| fetch(k as u64)));
+                fetches
+                    .extend((count..per).map(|_| fetch(rng.random_range(0..bucket.len() as u64))));
+                counts.push(count);
+            }
+            prefixes.push((hash.clone(), counts));
         }
         Ok(Plan {
             prefixes,
-            indices,
+            per_bucket,
+            fetches,
             platform_type: info
                 .platform_types
                 .first()
@@ -224,29 +278,32 @@ impl Proxy {
         })
     }
 
-    /// The `FindFullHashesResponse` once `plan.indices` were fetched (`fetched[i]` is record
-    /// `plan.indices[i]`).
+    /// The `FindFullHashesResponse` once `plan.fetches` were fetched (`fetched[i]` is the
+    /// record of `plan.fetches[i]`).
     pub fn full_hashes(&self, plan: &Plan, fetched: &[[u8; 32]]) -> Vec<u8> {
-        let per = self.prefixes.max_per_prefix();
         let duration = || proto::Duration {
             seconds: CACHE_SECONDS,
             nanos: 0,
         };
         let mut matches = Vec::new();
-        for (k, (prefix, count)) in plan.prefixes.iter().enumerate() {
-            for hash in fetched.iter().skip(k * per).take(*count) {
-                if hash.starts_with(prefix) {
-                    matches.push(proto::ThreatMatch {
-                        threat_type: self.threat_type,
-                        platform_type: plan.platform_type,
-                        threat_entry_type: proto::URL,
-                        threat: Some(proto::ThreatEntry {
-                            hash: hash.to_vec(),
-                            url: String::new(),
-                        }),
-                        cache_duration: Some(duration()),
-                    });
+        let mut slot = 0;
+        for (prefix, counts) in &plan.prefixes {
+            for (&count, &per) in counts.iter().zip(&plan.per_bucket) {
+                for hash in fetched.iter().skip(slot).take(count) {
+                    if hash.starts_with(prefix) {
+                        matches.push(proto::ThreatMatch {
+                            threat_type: self.threat_type,
+                            platform_type: plan.platform_type,
+                            threat_entry_type: proto::URL,
+                            threat: Some(proto::ThreatEntry {
+                                hash: hash.to_vec(),
+                                url: String::new(),
+                            }),
+                            cache_duration: Some(duration()),
+                        });
+                    }
                 }
+                slot += per;
             }
         }
         proto::FindFullHashesResponse {
@@ -256,6 +313,39 @@ impl Proxy {
         }
         .encode_to_vec()
     }
+}
+
+/// A v4 partial update from sorted `old` to sorted `new`: the indices of `old` to remove
+/// (ascending), then the prefixes to add.
+fn diff(
+    old: &[[u8; PREFIX_BYTES]],
+    new: &[[u8; PREFIX_BYTES]],
+) -> (Vec<i32>, Vec<[u8; PREFIX_BYTES]>) {
+    let (mut removals, mut additions) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(a), Some(b)) if a == b => {
+                i += 1;
+                j += 1;
+            }
+            (Some(a), Some(b)) if a < b => {
+                // Lists hold at most 2^26 entries (list::MAX_ENTRIES), so indices fit i32.
+                removals.push(i as i32);
+                i += 1;
+            }
+            (Some(_), None) => {
+                removals.push(i as i32);
+                i += 1;
+            }
+            (_, Some(b)) => {
+                additions.push(*b);
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (removals, additions)
 }
 
 #[cfg(test)]
@@ -268,7 +358,7 @@ mod tests {
     fn proxy() -> (Proxy, ListDatabase) {
         let (db, _) =
             ListDatabase::build("t", "evil.example\nbad.example/x.exe\nworse.example\n").unwrap();
-        (Proxy::new(db.prefix_list(), proto::MALWARE_THREAT), db)
+        (Proxy::new(db.index(), proto::MALWARE_THREAT), db)
     }
 
     fn update_request(state: Vec<u8>) -> Vec<u8> {
@@ -300,9 +390,9 @@ mod tests {
             list.checksum.as_ref().unwrap().sha256,
             pir_keys::sha256(&raw.raw_hashes)
         );
-        assert_eq!(list.new_client_state, db.id());
+        assert_eq!(list.new_client_state, db.index().state());
         let again = proto::FetchThreatListUpdatesResponse::decode(
-            &proxy.update(&update_request(db.id().to_vec())).unwrap()[..],
+            &proxy.update(&update_request(db.index().state())).unwrap()[..],
         )
         .unwrap();
         assert_eq!(
@@ -340,11 +430,13 @@ mod tests {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
         let plan = proxy.plan(&request, &mut rng).unwrap();
         // One record per prefix (no prefix repeats here), the second a random filler.
-        assert_eq!(plan.indices.len(), 2);
+        assert_eq!(plan.fetches.len(), 2);
+        let bucket = db.buckets()[0];
+        assert!(plan.fetches.iter().all(|f| f.bucket == bucket.database_id));
         let fetched: Vec<[u8; 32]> = plan
-            .indices
+            .fetches
             .iter()
-            .map(|&i| db.hashes()[i as usize])
+            .map(|f| db.hashes()[f.position as usize])
             .collect();
         let reply =
             proto::FindFullHashesResponse::decode(&proxy.full_hashes(&plan, &fetched)[..]).unwrap();
@@ -352,6 +444,157 @@ mod tests {
         assert_eq!(reply.matches[0].threat.as_ref().unwrap().hash, listed);
         assert_eq!(reply.matches[0].threat_type, proto::MALWARE_THREAT);
         assert_eq!(reply.matches[0].platform_type, 2);
+    }
+
+    /// What a v4 client does with an update: removals by index, then additions merged.
+    fn apply(prefixes: &mut Vec<[u8; 4]>, list: &proto::ListUpdateResponse) {
+        if list.response_type == proto::FULL_UPDATE {
+            prefixes.clear();
+        }
+        for set in &list.removals {
+            let indices = &set.raw_indices.as_ref().unwrap().indices;
+            assert!(indices.windows(2).all(|w| w[0] < w[1]));
+            for &i in indices.iter().rev() {
+                prefixes.remove(i as usize);
+            }
+        }
+        for set in &list.additions {
+            let raw = set.raw_hashes.as_ref().unwrap();
+            prefixes.extend(
+                raw.raw_hashes
+                    .chunks_exact(4)
+                    .map(|c| <[u8; 4]>::try_from(c).unwrap()),
+            );
+        }
+        prefixes.sort_unstable();
+        assert_eq!(
+            list.checksum.as_ref().unwrap().sha256,
+            pir_keys::sha256(&prefixes.concat()),
+            "the checksum the browser verifies"
+        );
+    }
+
+    #[test]
+    fn a_browser_behind_gets_a_partial_update_that_checks_out() {
+        let text = |range: std::ops::Range<usize>| -> String {
+            range.map(|k| format!("h{k}.example\n")).collect()
+        };
+        let (v0, _) = ListDatabase::build_with("t", &text(0..30), Some(2)).unwrap();
+        let mut proxy = Proxy::new(v0.index(), proto::MALWARE_THREAT);
+        let fetch = |proxy: &Proxy, state: Vec<u8>| {
+            proto::FetchThreatListUpdatesResponse::decode(
+                &proxy.update(&update_request(state)).unwrap()[..],
+            )
+            .unwrap()
+            .list_update_responses
+            .remove(0)
+        };
+        let mut browser = Vec::new();
+        let first = fetch(&proxy, Vec::new());
+        apply(&mut browser, &first);
+        let mut state = first.new_client_state;
+        let (v1, _, _) = v0.update(&text(5..33)).unwrap();
+        let (v2, _, _) = v1.update(&text(7..40)).unwrap();
+        proxy.replace(v1.index());
+        proxy.replace(v2.index());
+        // Two versions behind: a partial update with removals and additions.
+        let partial = fetch(&proxy, state.clone());
+        assert_eq!(partial.response_type, proto::PARTIAL_UPDATE);
+        assert_eq!(
+            partial.removals[0]
+                .raw_indices
+                .as_ref()
+                .unwrap()
+                .indices
+                .len(),
+            7
+        );
+        assert_eq!(
+            partial.additions[0]
+                .raw_hashes
+                .as_ref()
+                .unwrap()
+                .raw_hashes
+                .len(),
+            4 * 10
+        );
+        apply(&mut browser, &partial);
+        assert_eq!(browser, v2.index().distinct());
+        state = partial.new_client_state;
+        assert_eq!(state, v2.index().state());
+        // Current: empty; unknown state: full.
+        let current = fetch(&proxy, state);
+        assert!(current.additions.is_empty() && current.removals.is_empty());
+        let unknown = fetch(&proxy, b"some other state".to_vec());
+        assert_eq!(unknown.response_type, proto::FULL_UPDATE);
+        let mut fresh = Vec::new();
+        apply(&mut fresh, &unknown);
+        assert_eq!(fresh, browser);
+    }
+
+    #[test]
+    fn lookups_ask_every_bucket_the_same_number_of_times() {
+        let text = |range: std::ops::Range<usize>| -> String {
+            range.map(|k| format!("h{k}.example\n")).collect()
+        };
+        let (v0, _) = ListDatabase::build_with("t", &text(0..30), Some(2)).unwrap();
+        let (v1, _, _) = v0.update(&text(3..34)).unwrap();
+        assert!(v1.buckets().len() >= 2);
+        let proxy = Proxy::new(v1.index(), proto::MALWARE_THREAT);
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
+        let request = |host: &str| {
+            let hash = crate::entry_hash(host).unwrap();
+            proto::FindFullHashesRequest {
+                client: None,
+                client_states: vec![],
+                threat_info: Some(proto::ThreatInfo {
+                    threat_types: vec![proto::MALWARE_THREAT],
+                    platform_types: vec![2],
+                    threat_entry_types: vec![proto::URL],
+                    threat_entries: vec![proto::ThreatEntry {
+                        hash: hash[..4].to_vec(),
+                        url: String::new(),
+                    }],
+                }),
+            }
+            .encode_to_vec()
+        };
+        let by_bucket = |plan: &Plan| -> Vec<usize> {
+            v1.buckets()
+                .iter()
+                .map(|b| {
+                    plan.fetches
+                        .iter()
+                        .filter(|f| f.bucket == b.database_id)
+                        .count()
+                })
+                .collect()
+        };
+        // An old host (first bucket), a new one (last bucket), a removed one, an unlisted one:
+        // the same fetches per bucket; only listed hosts match.
+        let shapes: Vec<Vec<usize>> = ["h10.example", "h33.example", "h0.example", "x.example"]
+            .iter()
+            .map(|host| {
+                let plan = proxy.plan(&request(host), &mut rng).unwrap();
+                let all = v1.buckets();
+                let fetched: Vec<[u8; 32]> = plan
+                    .fetches
+                    .iter()
+                    .map(|f| {
+                        let b = all.iter().find(|b| b.database_id == f.bucket).unwrap();
+                        let k = f.position as usize;
+                        b.records[32 * k..32 * k + 32].try_into().unwrap()
+                    })
+                    .collect();
+                let reply =
+                    proto::FindFullHashesResponse::decode(&proxy.full_hashes(&plan, &fetched)[..])
+                        .unwrap();
+                let listed = *host == "h10.example" || *host == "h33.example";
+                assert_eq!(reply.matches.len(), usize::from(listed), "{host}");
+                by_bucket(&plan)
+            })
+            .collect();
+        assert!(shapes.windows(2).all(|w| w[0] == w[1]), "{shapes:?}");
     }
 
     #[test]

@@ -11,12 +11,16 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use pir_client::{ChecklistSession, Transport};
 use pir_core::{Database, DbShape};
 use pir_keys::{PublicKey, SecretKey};
 use pir_safebrowsing::list::ListDatabase;
-use pir_safebrowsing::{proto, PrefixList, Proxy};
-use pir_service::checklist::{Checklist, Role};
+use pir_safebrowsing::{proto, ListIndex, Proxy};
+use pir_service::checklist::{download_envelope, Checklist, Role};
+use pir_service::{Metrics, ReleaseInfo, ReleaseSet, ServedRelease};
 use tokio::sync::Mutex;
 
 use crate::cli::{
@@ -49,24 +53,60 @@ pub async fn run(command: SafeBrowsingCommand) -> Result<()> {
 fn build(args: &SbBuildArgs) -> Result<()> {
     let text = std::fs::read_to_string(&args.list)
         .with_context(|| format!("reading the list {}", args.list.display()))?;
-    let name = match &args.name {
-        Some(name) => name.clone(),
-        None => args
-            .list
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "list".into()),
+    let (db, report) = if args.update {
+        let old = open_database(&args.out).context(
+            "--update makes the next version of an existing database: build it first without \
+             --update",
+        )?;
+        let (db, report, step) = old
+            .update(&text)
+            .with_context(|| format!("updating from {}", args.list.display()))?;
+        let live = db.len().max(1);
+        println!(
+            "version {} of list {:?}: {} added, {} removed; {} bucket(s) made, {} dropped; a \
+             client fetches hints for {} records ({:.1} % of re-hinting all {})",
+            db.version(),
+            db.name(),
+            step.added,
+            step.removed,
+            step.created.len(),
+            step.dropped.len(),
+            step.hinted_records,
+            100.0 * step.hinted_records as f64 / live as f64,
+            db.len()
+        );
+        (db, report)
+    } else {
+        let name = match &args.name {
+            Some(name) => name.clone(),
+            None => args
+                .list
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "list".into()),
+        };
+        ListDatabase::build_with(&name, &text, args.bucket_base)
+            .with_context(|| format!("building from {}", args.list.display()))?
     };
-    let (db, report) = ListDatabase::build(&name, &text)
-        .with_context(|| format!("building from {}", args.list.display()))?;
     pir_fs::write_atomic_bytes(&args.out, &db.encode())
         .with_context(|| format!("writing {}", args.out.display()))?;
+    let buckets = db.buckets();
     println!(
-        "database {} (list {name:?}): {} full hashes from {} entries ({} duplicates); id {}",
+        "database {} (list {:?}, version {}): {} full hashes from {} entries ({} duplicates) in \
+         {} bucket(s) of {} records (DPF below {}); id {}",
         args.out.display(),
+        db.name(),
+        db.version(),
         db.len(),
         report.entries,
         report.duplicates,
+        buckets.len(),
+        buckets
+            .iter()
+            .map(|b| b.len().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        db.dpf_below(),
         hex::encode(&db.id()[..8])
     );
     if report.skipped_count > 0 {
@@ -78,6 +118,9 @@ fn build(args: &SbBuildArgs) -> Result<()> {
             println!("  line {line}: {why}");
         }
     }
+    if args.update {
+        println!("serve it: send the servers SIGHUP (kill -HUP PID) or restart them");
+    }
     Ok(())
 }
 
@@ -87,9 +130,53 @@ fn open_database(path: &Path) -> Result<ListDatabase> {
     ListDatabase::decode(&bytes).with_context(|| format!("{}", path.display()))
 }
 
+/// One Checklist service per bucket of `list` (those `existing` serves already are reused).
+fn bucket_services(
+    list: &ListDatabase,
+    role: Role,
+    key: &SecretKey,
+    metrics: &Arc<Metrics>,
+    existing: Option<&ReleaseSet<Checklist>>,
+) -> Result<Vec<ServedRelease<Checklist>>> {
+    let current = existing.map(|set| set.current());
+    list.buckets()
+        .iter()
+        .map(|bucket| {
+            let info = ReleaseInfo {
+                id: bucket.database_id,
+                version: list.version(),
+                expires_unix: u64::MAX,
+            };
+            if let Some(served) = current
+                .as_ref()
+                .and_then(|c| c.iter().find(|r| r.info.id == bucket.database_id))
+            {
+                return Ok(ServedRelease::new(info, served.service.clone()));
+            }
+            let records = bucket.len() as u64;
+            let params = pir_xor::checklist::Params::new(records, 32)?;
+            let database = Database::from_bytes(DbShape::new(records, 32)?, bucket.records)?;
+            let backend = Checklist::new(
+                params,
+                database,
+                bucket.database_id,
+                role,
+                list.name().as_bytes().to_vec(),
+            )?;
+            let service = backend
+                .serve(SecretKey::from_pkcs8(key.pkcs8())?)
+                .with_metrics(metrics.clone());
+            Ok(ServedRelease::new(info, Arc::new(service)))
+        })
+        .collect()
+}
+
 /// `pir safebrowsing serve`.
 async fn serve(flags: SbServeArgs) -> Result<()> {
-    let defaults = server_config::defaults([("grace_seconds", toml::Value::Integer(10))]);
+    let defaults = server_config::defaults([
+        ("grace_seconds", toml::Value::Integer(10)),
+        ("retire_seconds", toml::Value::Integer(60)),
+    ]);
     let paths = ["db", "key"];
     let args: SbServeSettings =
         server_config::merge(defaults, flags.config.as_deref(), &flags, &paths)?;
@@ -106,20 +193,14 @@ async fn serve(flags: SbServeArgs) -> Result<()> {
     let key = SecretKey::load(&args.key)?;
     let list = open_database(&args.db)?;
     let role = Role::of(usize::from(args.server))?;
-    let records = list.len() as u64;
-    let params = pir_xor::checklist::Params::new(records, 32)?;
-    let database = Database::from_bytes(DbShape::new(records, 32)?, &list.records())?;
-    let mut backend = Checklist::new(
-        params,
-        database,
-        list.id(),
-        role,
-        list.name().as_bytes().to_vec(),
-    )?;
+    let metrics = Arc::new(Metrics::default());
+    let set = Arc::new(ReleaseSet::new(
+        bucket_services(&list, role, &key, &metrics, None)?,
+        metrics.clone(),
+    )?);
     if role == Role::Offline {
-        backend = backend.with_download(&list.prefix_list().encode());
+        set.set_download(Some(download_envelope(&list.index().encode())));
     }
-    let service = Arc::new(backend.serve(SecretKey::from_pkcs8(key.pkcs8())?));
     let mut options = pir_server::ServerOptions::new(args.listen);
     if let Some(workers) = args.workers {
         options.workers = workers;
@@ -127,30 +208,105 @@ async fn serve(flags: SbServeArgs) -> Result<()> {
     options.grace = std::time::Duration::from_secs(args.grace_seconds);
     options.admin_listen = args.admin_listen;
     let tls = pir_keys::tls::server_config(&key)?;
-    let running = pir_server::start(service, tls, options)
+    let running = pir_server::start(set.clone(), tls, options)
         .await
         .context("starting the Safe Browsing server")?;
     println!(
-        "safebrowsing server {} ({}) serving list {:?}: {} full hashes, database {} at https://{} with key {}",
+        "safebrowsing server {} ({}) serving list {:?} version {}: {} full hashes in {} \
+         bucket(s), database {} at https://{} with key {}",
         args.server,
-        if role == Role::Offline { "offline: hints, refreshes, prefix list" } else { "online: lookups" },
+        if role == Role::Offline {
+            "offline: hints, refreshes, list index"
+        } else {
+            "online: lookups"
+        },
         list.name(),
+        list.version(),
         list.len(),
+        list.buckets().len(),
         hex::encode(&list.id()[..8]),
         running.addr,
         key.public().fingerprint()
     );
+    let hints: usize = list
+        .buckets()
+        .iter()
+        .filter(|b| b.len() >= list.dpf_below())
+        .map(|b| pir_xor::checklist::Params::new(b.len() as u64, 32).map_or(0, |p| p.hint_bytes()))
+        .sum();
     println!(
-        "Checklist: {} sets of {} records per client (hints {} per client); health: https://{}/health",
-        params.hints(),
-        params.sets().size(),
-        crate::human(params.hint_bytes() as u64),
+        "Checklist hints {} per client; buckets below {} records by DPF; health: https://{}/health \
+         (SIGHUP reloads the database)",
+        crate::human(hints as u64),
+        list.dpf_below(),
         running.addr
     );
     println!("privacy: {PRIVACY}");
     crate::print_admin(&running);
+    let reloader = tokio::spawn(reload_on_hangup(
+        args.db.clone(),
+        role,
+        key,
+        metrics,
+        set,
+        std::time::Duration::from_secs(args.retire_seconds),
+    ));
     running.run_until_signal().await;
+    reloader.abort();
     Ok(())
+}
+
+/// Reloads the database on every SIGHUP; drops retired buckets once their time is up.
+async fn reload_on_hangup(
+    db: PathBuf,
+    role: Role,
+    key: SecretKey,
+    metrics: Arc<Metrics>,
+    set: Arc<ReleaseSet<Checklist>>,
+    retire: std::time::Duration,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP: the database is not reloaded");
+        return;
+    };
+    let key = Arc::new(key);
+    let mut prune = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = hangup.recv() => {
+                let (db, key, metrics, set) = (db.clone(), key.clone(), metrics.clone(), set.clone());
+                let result = tokio::task::spawn_blocking(move || {
+                    let list = open_database(&db)?;
+                    let wanted = bucket_services(&list, role, &key, &metrics, Some(&set))?;
+                    let added = set.update(wanted, retire)?;
+                    if role == Role::Offline {
+                        set.set_download(Some(download_envelope(&list.index().encode())));
+                    }
+                    anyhow::Ok(format!(
+                        "reloaded list {:?} version {}: {} full hashes, {} bucket(s) ({} new)",
+                        list.name(),
+                        list.version(),
+                        list.len(),
+                        list.buckets().len(),
+                        added.len()
+                    ))
+                })
+                .await;
+                match result {
+                    Ok(Ok(message)) => println!("{message}"),
+                    Ok(Err(e)) => println!("reload failed, still serving as before: {e:#}"),
+                    Err(e) => println!("reload failed: {e}"),
+                }
+            }
+            _ = prune.tick() => {
+                let dropped = set.prune();
+                if dropped > 0 {
+                    println!("dropped {dropped} retired bucket(s)");
+                }
+            }
+        }
+    }
 }
 
 /// `pir safebrowsing servers`.
@@ -174,13 +330,78 @@ fn write_servers(args: &SbServersArgs) -> Result<()> {
     Ok(())
 }
 
-/// The proxy's state: the v4 message logic and the private-lookup session.
-struct ProxyState {
+/// Largest list index accepted from server 0.
+const MAX_INDEX_BYTES: usize = 5 * pir_safebrowsing::list::MAX_ENTRIES + (1 << 16);
+
+/// What the proxy looks up with: the v4 logic and one session per bucket.
+struct Lookups {
     proxy: Proxy,
-    session: Mutex<ChecklistSession>,
-    dpf: bool,
-    updates: std::sync::atomic::AtomicU64,
-    lookups: std::sync::atomic::AtomicU64,
+    sessions: HashMap<[u8; 32], ChecklistSession>,
+}
+
+/// The proxy's state.
+struct ProxyState {
+    servers: [(String, PublicKey); 2],
+    state_dir: PathBuf,
+    dpf_all: bool,
+    lookups: Mutex<Lookups>,
+    updates: AtomicU64,
+    lookup_count: AtomicU64,
+    refreshes: AtomicU64,
+    hinted_records: AtomicU64,
+}
+
+fn state_file(dir: &Path, bucket: &[u8; 32]) -> PathBuf {
+    dir.join(format!("{}.state", hex::encode(&bucket[..16])))
+}
+
+/// Opens a session for each bucket of `index` not in `have`: Checklist (hints from the saved
+/// state or downloaded) for large buckets, DPF for those below the index's `dpf_below`.
+async fn open_buckets(
+    state: &ProxyState,
+    index: &ListIndex,
+    have: &[[u8; 32]],
+) -> Result<HashMap<[u8; 32], ChecklistSession>> {
+    let mut sessions = HashMap::new();
+    for bucket in index.buckets() {
+        if have.contains(&bucket.database_id) {
+            continue;
+        }
+        let dpf_only = state.dpf_all || bucket.len() < index.dpf_below();
+        let path = state_file(&state.state_dir, &bucket.database_id);
+        let bar = crate::byte_bar("hints");
+        let session = ChecklistSession::open_database(
+            &state.servers,
+            &bucket.database_id,
+            (!dpf_only).then_some(path.as_path()),
+            dpf_only,
+            &mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            },
+        )
+        .await
+        .with_context(|| format!("bucket {} of the list", bucket.id))?;
+        bar.finish_and_clear();
+        if session.hints_downloaded() {
+            state
+                .hinted_records
+                .fetch_add(bucket.len() as u64, Ordering::Relaxed);
+        }
+        sessions.insert(bucket.database_id, session);
+    }
+    Ok(sessions)
+}
+
+/// The list index server 0 serves now.
+async fn download_index(servers: &[(String, PublicKey); 2]) -> Result<ListIndex> {
+    let transport = pir_client::HttpsTransport::new(&servers[..1])?;
+    let download = transport
+        .hint(0, MAX_INDEX_BYTES + 64)
+        .await
+        .context("downloading the list index from server 0")?;
+    let bytes = pir_service::checklist::parse_download(&download)?;
+    ListIndex::decode(bytes).context("the list index from server 0")
 }
 
 /// `pir safebrowsing proxy`.
@@ -199,60 +420,64 @@ async fn proxy(args: &SbProxyArgs) -> Result<()> {
             .map_err(anyhow::Error::msg)
             .with_context(|| format!("{}", args.servers.display()))?;
     let servers: [(String, PublicKey); 2] = [servers[0].clone(), servers[1].clone()];
-    let state_path = args.state.clone().unwrap_or_else(|| {
+    let state_dir = args.state.clone().unwrap_or_else(|| {
         let mut name = args.servers.as_os_str().to_owned();
         name.push(".state");
         PathBuf::from(name)
     });
-    let dpf = args.scheme == SbScheme::Dpf;
-    let session = if dpf {
-        ChecklistSession::open_dpf(&servers).await
-    } else {
-        let bar = crate::byte_bar("hints");
-        let session = ChecklistSession::open(&servers, Some(&state_path), &mut |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        })
-        .await;
-        bar.finish_and_clear();
-        session
+    if state_dir.is_file() {
+        bail!(
+            "{} is a file; --state is a directory now (one file per bucket): remove it or \
+             give another --state",
+            state_dir.display()
+        );
     }
-    .context("connecting to the Safe Browsing servers")?;
-    let transport = pir_client::HttpsTransport::new(&servers[..1])?;
-    let download = transport
-        .hint(0, 64 << 20)
+    let index = download_index(&servers)
         .await
-        .context("downloading the prefix list from server 0")?;
-    let prefixes = pir_service::checklist::parse_download(&download)
-        .map_err(anyhow::Error::from)
-        .and_then(|bytes| Ok(PrefixList::decode(bytes, &session.info().database_id)?))
-        .context("the prefix list from server 0")?;
-    let lookups = if dpf {
-        "DPF lookups, no hints".to_string()
-    } else {
-        format!(
-            "Checklist lookups, hints {} ({})",
-            crate::human(session.info().params.hint_bytes() as u64),
-            if session.hints_downloaded() {
-                "downloaded".to_string()
-            } else {
-                format!("loaded from {}", state_path.display())
-            }
-        )
+        .context("connecting to the Safe Browsing servers")?;
+    let state = Arc::new(ProxyState {
+        servers,
+        state_dir,
+        dpf_all: args.scheme == SbScheme::Dpf,
+        lookups: Mutex::new(Lookups {
+            proxy: Proxy::new(index.clone(), proto::MALWARE_THREAT),
+            sessions: HashMap::new(),
+        }),
+        updates: AtomicU64::new(0),
+        lookup_count: AtomicU64::new(0),
+        refreshes: AtomicU64::new(0),
+        hinted_records: AtomicU64::new(0),
+    });
+    let sessions = open_buckets(&state, &index, &[])
+        .await
+        .context("connecting to the Safe Browsing servers")?;
+    let checklist = sessions.values().filter(|s| s.has_hints()).count();
+    state.lookups.lock().await.sessions = sessions;
+    remove_stale_state(&state.state_dir, &index);
+    let about = {
+        let lookups = state.lookups.lock().await;
+        lookups
+            .sessions
+            .values()
+            .next()
+            .map(|s| String::from_utf8_lossy(&s.info().about).into_owned())
+            .unwrap_or_default()
     };
     println!(
-        "list {:?}: {} full hashes ({} distinct prefixes); {lookups}",
-        String::from_utf8_lossy(&session.info().about),
-        prefixes.records(),
-        prefixes.distinct().len(),
+        "list {about:?} version {}: {} full hashes ({} distinct prefixes) in {} bucket(s), {} by \
+         Checklist (hints for {} records downloaded, the rest kept in {}), the others by DPF",
+        index.version(),
+        index.records(),
+        index.distinct().len(),
+        index.buckets().len(),
+        checklist,
+        state.hinted_records.load(Ordering::Relaxed),
+        state.state_dir.display()
     );
-    let state = Arc::new(ProxyState {
-        proxy: Proxy::new(prefixes, proto::MALWARE_THREAT),
-        session: Mutex::new(session),
-        dpf,
-        updates: Default::default(),
-        lookups: Default::default(),
-    });
+    let refresher = tokio::spawn(refresh_loop(
+        state.clone(),
+        std::time::Duration::from_secs(args.refresh_seconds.max(1)),
+    ));
     let app = axum::Router::new()
         .route(
             "/v4/threatListUpdates:fetch",
@@ -274,13 +499,89 @@ async fn proxy(args: &SbProxyArgs) -> Result<()> {
          firefox --profile PROFILE"
     );
     println!("privacy: {PRIVACY}");
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
-        .context("serving the proxy")?;
-    Ok(())
+        .context("serving the proxy");
+    refresher.abort();
+    served
+}
+
+/// Deletes the state files of buckets `index` no longer has.
+fn remove_stale_state(dir: &Path, index: &ListIndex) {
+    let keep: Vec<PathBuf> = index
+        .buckets()
+        .iter()
+        .map(|b| state_file(dir, &b.database_id))
+        .collect();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "state") && !keep.contains(&path) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// Asks server 0 for a newer list every `every`.
+async fn refresh_loop(state: Arc<ProxyState>, every: std::time::Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        match refresh(&state).await {
+            Ok(Some(message)) => println!("{message}"),
+            Ok(None) => {}
+            Err(e) => println!("list refresh failed, still using the version before: {e:#}"),
+        }
+    }
+}
+
+/// Switches to server 0's newest list version, if newer: sessions for its new buckets (hints
+/// for those only), the old buckets' sessions dropped; the browser gets a partial update.
+async fn refresh(state: &ProxyState) -> Result<Option<String>> {
+    let transport = pir_client::HttpsTransport::new(&state.servers[..1])?;
+    let served = pir_client::transport::fetch_releases(&transport, 0)
+        .await
+        .context("asking server 0 for its buckets")?;
+    let current = state.lookups.lock().await.proxy.index().version();
+    if served.iter().all(|r| r.version <= current) {
+        return Ok(None);
+    }
+    let index = download_index(&state.servers).await?;
+    if index.version() <= current {
+        return Ok(None);
+    }
+    let have: Vec<[u8; 32]> = state
+        .lookups
+        .lock()
+        .await
+        .sessions
+        .keys()
+        .copied()
+        .collect();
+    let hinted_before = state.hinted_records.load(Ordering::Relaxed);
+    let new = open_buckets(state, &index, &have).await?;
+    let hinted = state.hinted_records.load(Ordering::Relaxed) - hinted_before;
+    let added = new.len();
+    let mut lookups = state.lookups.lock().await;
+    let wanted: Vec<[u8; 32]> = index.buckets().iter().map(|b| b.database_id).collect();
+    let before = lookups.sessions.len();
+    lookups.sessions.retain(|id, _| wanted.contains(id));
+    let dropped = before - lookups.sessions.len();
+    lookups.sessions.extend(new);
+    lookups.proxy.replace(index.clone());
+    drop(lookups);
+    remove_stale_state(&state.state_dir, &index);
+    state.refreshes.fetch_add(1, Ordering::Relaxed);
+    Ok(Some(format!(
+        "list version {}: {} full hashes; {added} new bucket(s) (hints for {hinted} records), \
+         {dropped} dropped",
+        index.version(),
+        index.records()
+    )))
 }
 
 fn protobuf(bytes: Vec<u8>) -> Response {
@@ -303,71 +604,83 @@ fn refuse(status: StatusCode, message: impl std::fmt::Display) -> Response {
 
 /// `threatListUpdates:fetch`.
 async fn update(State(state): State<Arc<ProxyState>>, uri: Uri, body: Bytes) -> Response {
-    let answer = pir_safebrowsing::proxy::request_bytes(uri.query(), &body)
-        .and_then(|request| state.proxy.update(&request));
+    let request = match pir_safebrowsing::proxy::request_bytes(uri.query(), &body) {
+        Ok(request) => request,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
+    };
+    let answer = state.lookups.lock().await.proxy.update(&request);
     match answer {
         Ok(bytes) => {
-            state
-                .updates
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            state.updates.fetch_add(1, Ordering::Relaxed);
             protobuf(bytes)
         }
         Err(e) => refuse(StatusCode::BAD_REQUEST, e),
     }
 }
 
-/// `fullHashes:find`: the records of each prefix, fetched privately.
+/// `fullHashes:find`: the records of each prefix, fetched privately from every bucket.
 async fn full_hashes(State(state): State<Arc<ProxyState>>, uri: Uri, body: Bytes) -> Response {
-    let plan = pir_safebrowsing::proxy::request_bytes(uri.query(), &body)
-        .and_then(|request| state.proxy.plan(&request, &mut rand::rng()));
-    let plan = match plan {
+    let request = match pir_safebrowsing::proxy::request_bytes(uri.query(), &body) {
+        Ok(request) => request,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
+    };
+    let mut lookups = state.lookups.lock().await;
+    let plan = match lookups.proxy.plan(&request, &mut rand::rng()) {
         Ok(plan) => plan,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
     };
-    let mut fetched = Vec::with_capacity(plan.indices.len());
-    {
-        let mut session = state.session.lock().await;
-        for &index in &plan.indices {
-            let record = if state.dpf {
-                session.fetch_dpf(index).await
-            } else {
-                session.fetch(index).await
-            };
-            match record {
-                Ok(record) => {
-                    let mut hash = [0u8; 32];
-                    if record.len() != 32 {
-                        return refuse(StatusCode::BAD_GATEWAY, "a record is not a full hash");
-                    }
-                    hash.copy_from_slice(&record);
-                    fetched.push(hash);
-                }
-                Err(e) => {
-                    return refuse(
-                        StatusCode::BAD_GATEWAY,
-                        format!("private lookup failed: {e}"),
-                    )
-                }
+    let mut fetched = Vec::with_capacity(plan.fetches.len());
+    for fetch in &plan.fetches {
+        let Some(session) = lookups.sessions.get_mut(&fetch.bucket) else {
+            return refuse(StatusCode::SERVICE_UNAVAILABLE, "the list is being updated");
+        };
+        let record = if session.has_hints() {
+            session.fetch(fetch.position).await
+        } else {
+            session.fetch_dpf(fetch.position).await
+        };
+        match record {
+            Ok(record) => match <[u8; 32]>::try_from(record.as_slice()) {
+                Ok(hash) => fetched.push(hash),
+                Err(_) => return refuse(StatusCode::BAD_GATEWAY, "a record is not a full hash"),
+            },
+            Err(e) => {
+                return refuse(
+                    StatusCode::BAD_GATEWAY,
+                    format!("private lookup failed: {e}"),
+                )
             }
         }
     }
-    state
-        .lookups
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    protobuf(state.proxy.full_hashes(&plan, &fetched))
+    let reply = lookups.proxy.full_hashes(&plan, &fetched);
+    drop(lookups);
+    state.lookup_count.fetch_add(1, Ordering::Relaxed);
+    protobuf(reply)
 }
 
-/// `GET /status`: how many updates and lookups the proxy served (for scripts and tests).
+/// `GET /status`: what the proxy did (for scripts and tests).
 async fn status(State(state): State<Arc<ProxyState>>) -> Response {
-    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let (version, buckets, prefixes, checklist) = {
+        let lookups = state.lookups.lock().await;
+        let index = lookups.proxy.index();
+        (
+            index.version(),
+            index.buckets().len(),
+            index.distinct().len(),
+            lookups.sessions.values().filter(|s| s.has_hints()).count(),
+        )
+    };
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain")],
         format!(
-            "updates {}\nlookups {}\nprefixes {}\n",
+            "updates {}\nlookups {}\nprefixes {prefixes}\nversion {version}\nbuckets {buckets}\n\
+             checklist_buckets {checklist}\nrefreshes {}\nhinted_records {}\n",
             load(&state.updates),
-            load(&state.lookups),
-            state.proxy.prefixes().distinct().len()
+            load(&state.lookup_count),
+            load(&state.refreshes),
+            load(&state.hinted_records),
         ),
     )
         .into_response()

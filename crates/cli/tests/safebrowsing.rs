@@ -1,6 +1,7 @@
 //! `pir safebrowsing`: a list built, both servers and the proxy started as real processes on
 //! 127.0.0.1, the proxy driven with Safe Browsing v4 messages (as Firefox sends them), its state
-//! reused after a restart; and REAL Firefox (Debian's firefox-esr, headless, through
+//! reused after a restart, the list updated under running servers (SIGHUP) and the browser
+//! brought up to date with a partial update; and REAL Firefox (Debian's firefox-esr, headless, through
 //! Marionette) shown its blocked page for a URL of the URLhaus list that uBlock Origin ships,
 //! while an unlisted page loads.
 
@@ -214,18 +215,26 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
     text.push_str("||download.evil.example/payload.exe^$all\nhttp://\n");
     std::fs::write(&list, text).unwrap();
     let db = dir.path().join("sb.db");
+    // Level-0 buckets of 20 records: buckets below 80 are looked up by DPF.
     let built = ok(&[
         "safebrowsing",
         "build",
         list.to_str().unwrap(),
         "--out",
         db.to_str().unwrap(),
+        "--bucket-base",
+        "20",
     ]);
     assert!(built.contains("501 full hashes"), "{built}");
+    assert!(built.contains("1 bucket(s) of 501 records"), "{built}");
     assert!(built.contains("skipped 1 lines"), "{built}");
-    let (_offline, _online, servers) = deployment(dir.path(), &db);
-    let proxy = proxy(&servers);
-    assert!(proxy.lines[0].contains("downloaded"), "{:?}", proxy.lines);
+    let (offline, online, servers) = deployment(dir.path(), &db);
+    let proxy = proxy_with(&servers, &["--refresh-seconds", "1"]);
+    assert!(
+        proxy.lines[0].contains("1 by Checklist (hints for 501 records downloaded"),
+        "{:?}",
+        proxy.lines
+    );
 
     // threatListUpdates:fetch, as Firefox sends it: GET with the message in $req.
     let req = base64ct::Base64Url::encode_string(&update_request(Vec::new()));
@@ -266,11 +275,101 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
         status_text.contains("updates 1\nlookups 1\n"),
         "{status_text}"
     );
+
+    // The list changes: five hosts leave, three arrive. The servers reload on SIGHUP; the
+    // proxy notices the new version, needs no new hints (the new bucket is small: DPF), and
+    // brings the browser up to date with a partial update that checks out.
+    let mut text = String::new();
+    for k in 5..500 {
+        text.push_str(&format!("host{k}.evil.example\n"));
+    }
+    text.push_str("download.evil.example/payload.exe\nnew1.example\nnew2.example\nnew3.example\n");
+    std::fs::write(&list, text).unwrap();
+    let updated = ok(&[
+        "safebrowsing",
+        "build",
+        list.to_str().unwrap(),
+        "--out",
+        db.to_str().unwrap(),
+        "--update",
+    ]);
+    assert!(updated.contains("version 1"), "{updated}");
+    assert!(updated.contains("3 added, 5 removed"), "{updated}");
+    assert!(updated.contains("hints for 3 records"), "{updated}");
+    for server in [&offline, &online] {
+        let hup = std::process::Command::new("kill")
+            .args(["-HUP", &server.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(hup.success());
+    }
+    let mut refreshed = String::new();
+    for _ in 0..60 {
+        let (_, body) = http(&proxy.url, "GET", "/status", b"");
+        refreshed = String::from_utf8(body).unwrap();
+        if refreshed.contains("version 1\n") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert!(refreshed.contains("version 1\nbuckets 2\n"), "{refreshed}");
+    assert!(refreshed.contains("checklist_buckets 1\n"), "{refreshed}");
+    assert!(refreshed.contains("hinted_records 501\n"), "{refreshed}");
+    let old_state = list_update.new_client_state.clone();
+    let (status, body) = http(
+        &proxy.url,
+        "POST",
+        "/v4/threatListUpdates:fetch",
+        &update_request(old_state),
+    );
+    assert_eq!(status, 200);
+    let partial = proto::FetchThreatListUpdatesResponse::decode(&body[..]).unwrap();
+    let partial = &partial.list_update_responses[0];
+    assert_eq!(partial.response_type, proto::PARTIAL_UPDATE);
+    let mut prefixes: Vec<[u8; 4]> = raw.chunks_exact(4).map(|c| c.try_into().unwrap()).collect();
+    let removals = &partial.removals[0].raw_indices.as_ref().unwrap().indices;
+    assert_eq!(removals.len(), 5);
+    for &i in removals.iter().rev() {
+        prefixes.remove(i as usize);
+    }
+    let added = &partial.additions[0].raw_hashes.as_ref().unwrap().raw_hashes;
+    assert_eq!(added.len(), 3 * 4);
+    prefixes.extend(
+        added
+            .chunks_exact(4)
+            .map(|c| <[u8; 4]>::try_from(c).unwrap()),
+    );
+    prefixes.sort_unstable();
+    assert_eq!(
+        partial.checksum.as_ref().unwrap().sha256,
+        pir_keys::sha256(&prefixes.concat())
+    );
+    // A new host is found (in the DPF bucket), a removed one no longer.
+    let new = pir_safebrowsing::entry_hash("new2.example").unwrap();
+    let gone = pir_safebrowsing::entry_hash("host3.evil.example").unwrap();
+    let (status, body) = http(
+        &proxy.url,
+        "POST",
+        "/v4/fullHashes:find",
+        &find_request(&[&new[..4], &gone[..4], &listed[..4]]),
+    );
+    assert_eq!(status, 200);
+    let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
+    let hashes: Vec<&[u8]> = found
+        .matches
+        .iter()
+        .map(|m| m.threat.as_ref().unwrap().hash.as_slice())
+        .collect();
+    assert_eq!(hashes, vec![&new[..], &listed[..]]);
     drop(proxy);
 
     // A restart loads the saved hints instead of downloading them, and still answers.
     let proxy = self::proxy(&servers);
-    assert!(proxy.lines[0].contains("loaded from"), "{:?}", proxy.lines);
+    assert!(
+        proxy.lines[0].contains("hints for 0 records downloaded"),
+        "{:?}",
+        proxy.lines
+    );
     let (status, body) = http(
         &proxy.url,
         "POST",
@@ -285,7 +384,7 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
     // The same lookups by DPF: no hints, the same answers.
     let proxy = proxy_with(&servers, &["--scheme", "dpf"]);
     assert!(
-        proxy.lines[0].contains("DPF lookups, no hints"),
+        proxy.lines[0].contains("0 by Checklist"),
         "{:?}",
         proxy.lines
     );

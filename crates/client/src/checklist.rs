@@ -81,6 +81,26 @@ impl ChecklistSession {
 }
 
 impl ChecklistSession {
+    /// [`ChecklistSession::open_database_with`] over HTTPS.
+    pub async fn open_database(
+        servers: &[(String, PublicKey); 2],
+        database: &[u8; 32],
+        state_path: Option<&Path>,
+        dpf_only: bool,
+        progress: &mut (dyn FnMut(u64, u64) + Send),
+    ) -> Result<ChecklistSession, SessionError> {
+        let transport = HttpsTransport::new(servers).map_err(SessionError::transport(0))?;
+        ChecklistSession::open_database_with(
+            transport,
+            [servers[0].1, servers[1].1],
+            Some(database),
+            state_path,
+            dpf_only,
+            progress,
+        )
+        .await
+    }
+
     /// Connects to both servers for DPF lookups only ([`ChecklistSession::fetch_dpf`]).
     pub async fn open_dpf(
         servers: &[(String, PublicKey); 2],
@@ -98,7 +118,37 @@ impl<T: Transport> ChecklistSession<T> {
         state_path: Option<&Path>,
         progress: &mut (dyn FnMut(u64, u64) + Send),
     ) -> Result<Self, SessionError> {
-        let info = deployment_info(&transport).await?;
+        Self::open_database_with(transport, keys, None, state_path, false, progress).await
+    }
+
+    /// A session for DPF lookups only ([`ChecklistSession::fetch_dpf`]): no hints, no state.
+    pub async fn open_dpf_with(transport: T, keys: [PublicKey; 2]) -> Result<Self, SessionError> {
+        Self::open_database_with(transport, keys, None, None, true, &mut |_, _| {}).await
+    }
+
+    /// A session for database `database` of servers that serve several (one Checklist
+    /// database per bucket of a changing list, behind `pir_service::ReleaseSet`), or for the
+    /// one they serve (`None`). `dpf_only`: no hints, lookups with
+    /// [`ChecklistSession::fetch_dpf`] only.
+    pub async fn open_database_with(
+        transport: T,
+        keys: [PublicKey; 2],
+        database: Option<&[u8; 32]>,
+        state_path: Option<&Path>,
+        dpf_only: bool,
+        progress: &mut (dyn FnMut(u64, u64) + Send),
+    ) -> Result<Self, SessionError> {
+        let info = deployment_info(&transport, database).await?;
+        if dpf_only {
+            return Ok(Self {
+                transport,
+                keys,
+                info,
+                client: None,
+                state_path: None,
+                hints_downloaded: false,
+            });
+        }
         let saved = state_path.and_then(|path| load_state(path, &info));
         let hints_downloaded = saved.is_none();
         let client = match saved {
@@ -117,22 +167,14 @@ impl<T: Transport> ChecklistSession<T> {
         Ok(session)
     }
 
-    /// A session for DPF lookups only ([`ChecklistSession::fetch_dpf`]): no hints, no state.
-    pub async fn open_dpf_with(transport: T, keys: [PublicKey; 2]) -> Result<Self, SessionError> {
-        let info = deployment_info(&transport).await?;
-        Ok(Self {
-            transport,
-            keys,
-            info,
-            client: None,
-            state_path: None,
-            hints_downloaded: false,
-        })
-    }
-
     /// What the offline server says about itself (parameters, database id, application data).
     pub fn info(&self) -> &Info {
         &self.info
+    }
+
+    /// True when this session has hints (false: opened for DPF lookups only).
+    pub fn has_hints(&self) -> bool {
+        self.client.is_some()
     }
 
     /// True when this session downloaded its hints (false: loaded from the state file).
@@ -282,11 +324,16 @@ impl<T: Transport> ChecklistSession<T> {
     }
 }
 
-/// Both servers' info, checked: roles 0 offline and 1 online, one database.
-async fn deployment_info<T: Transport>(transport: &T) -> Result<Info, SessionError> {
+/// Both servers' info, checked: roles 0 offline and 1 online, one database (`database`, if
+/// given).
+async fn deployment_info<T: Transport>(
+    transport: &T,
+    database: Option<&[u8; 32]>,
+) -> Result<Info, SessionError> {
     let mut infos = Vec::with_capacity(2);
+    let body: &[u8] = database.map_or(&[], |id| id.as_slice());
     for server in 0..2 {
-        let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
+        let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, body);
         let reply = transport
             .exchange(server, request, MAX_INFO_REPLY)
             .await
@@ -313,6 +360,12 @@ async fn deployment_info<T: Transport>(transport: &T) -> Result<Info, SessionErr
     if offline.database_id != online.database_id || offline.params != online.params {
         return Err(SessionError::Setup(
             "the two servers hold different databases; serve the same database file on both".into(),
+        ));
+    }
+    if database.is_some_and(|id| *id != infos[0].database_id) {
+        return Err(SessionError::bad_reply(
+            0,
+            "the servers describe another database than the one asked for",
         ));
     }
     Ok(infos.swap_remove(0))

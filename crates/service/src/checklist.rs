@@ -223,8 +223,7 @@ impl Checklist {
     /// data a client downloads in the clear (Safe Browsing: the list's prefixes), never
     /// anything about a query.
     pub fn with_download(mut self, bytes: &[u8]) -> Self {
-        let envelope = wire::encode_envelope(SchemeId::Checklist, MessageKind::Manifest, bytes);
-        self.download = Some(bytes::Bytes::from(envelope));
+        self.download = Some(download_envelope(bytes));
         self
     }
 
@@ -351,6 +350,16 @@ pub fn hints_query(params: &Params, request: &OfflineRequest, first: u32, count:
     let mut body = vec![KIND_HINTS];
     body.extend(ck_wire::encode_hint_request(params, request, first, count));
     body
+}
+
+/// The download envelope around an application's public bytes (what [`parse_download`]
+/// reads), for a server that serves several Checklist databases behind one download.
+pub fn download_envelope(bytes: &[u8]) -> bytes::Bytes {
+    bytes::Bytes::from(wire::encode_envelope(
+        SchemeId::Checklist,
+        MessageKind::Manifest,
+        bytes,
+    ))
 }
 
 /// The application bytes of a download from [`Checklist::with_download`] (untrusted).

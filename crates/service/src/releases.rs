@@ -181,7 +181,7 @@ impl<B: Backend> ReleaseSet<B> {
 
     /// Installs `wanted` as the releases to serve. Releases served now but not wanted are kept
     /// for `retire_after`, so fetches in progress finish; a wanted release already served
-    /// keeps its service. Returns the ids added.
+    /// keeps its service (and takes the new info). Returns the ids added.
     pub fn update(
         &self,
         wanted: Vec<ServedRelease<B>>,
@@ -194,9 +194,12 @@ impl<B: Backend> ReleaseSet<B> {
         let mut added = Vec::new();
         for release in wanted {
             match old.iter().find(|o| o.info.id == release.info.id) {
+                // The service already running is kept; what the list says of it is the
+                // caller's (a version may move on while the database stays).
                 Some(existing) => next.push(ServedRelease {
+                    info: release.info,
+                    service: existing.service.clone(),
                     retire_at: None,
-                    ..existing.clone()
                 }),
                 None => {
                     added.push(release.info.id);

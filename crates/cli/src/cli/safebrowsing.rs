@@ -13,9 +13,16 @@ pub enum SafeBrowsingCommand {
     /// all its pages); uBlock Origin filter lines (`||host/path^$all`) are read too, `#` and
     /// `!` lines are comments. Entries are canonicalized and hashed as Safe Browsing v4 does
     /// (SHA-256 of the host/path expression).
+    ///
+    /// With --update, DB must exist and LIST is the whole new list: entries no longer in it are
+    /// removed and new ones added as one waterfall step (a new small bucket; small buckets
+    /// merge 4 at a time), so clients fetch hints only for the buckets the step created. Send
+    /// the servers SIGHUP (or restart them) to serve the new version.
     Build(SbBuildArgs),
     /// Serve a Safe Browsing database as server 0 (offline: hints, refreshes and the public
-    /// prefix list) or server 1 (online: lookups) over HTTPS (Checklist).
+    /// list index) or server 1 (online: lookups) over HTTPS (Checklist, DPF). SIGHUP reloads
+    /// the database (after `build --update`); buckets it no longer holds are served for
+    /// --retire-seconds more.
     ///
     /// Privacy assumption: the two servers do not collude.
     Serve(SbServeArgs),
@@ -47,16 +54,25 @@ pub struct SbBuildArgs {
     /// The database file to write.
     #[arg(long, value_name = "DB")]
     pub out: PathBuf,
-    /// The list's name, shown by the servers (default: the file name).
+    /// The list's name, shown by the servers (default: the file name; with --update, the
+    /// database's).
     #[arg(long)]
     pub name: Option<String>,
+    /// Make the next version of the database at --out from LIST (the whole new list).
+    #[arg(long)]
+    pub update: bool,
+    /// Records in a level-0 bucket (default: 1 % of the list, at least 256). Buckets smaller
+    /// than 4 x this are looked up with DPF (no hints). Fixed when the database is first built.
+    #[arg(long, value_name = "N", conflicts_with = "update")]
+    pub bucket_base: Option<usize>,
 }
 
 /// `pir safebrowsing serve`. Every setting can also come from a TOML file (`--config`; keys
 /// are the flag names with `_`); flags override it.
 #[derive(Debug, Args, Serialize)]
 pub struct SbServeArgs {
-    /// TOML file with any of: db, server, key, listen, workers, grace_seconds, admin_listen.
+    /// TOML file with any of: db, server, key, listen, workers, grace_seconds, admin_listen,
+    /// retire_seconds.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
@@ -94,6 +110,11 @@ pub struct SbServeArgs {
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_listen: Option<SocketAddr>,
+    /// After a reload, keep serving buckets the new version dropped for this many seconds,
+    /// so lookups in progress finish (default 60).
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retire_seconds: Option<u64>,
 }
 
 /// The settings of `pir safebrowsing serve` after defaults, file and flags are merged.
@@ -109,6 +130,7 @@ pub struct SbServeSettings {
     pub grace_seconds: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_listen: Option<SocketAddr>,
+    pub retire_seconds: u64,
 }
 
 /// `pir safebrowsing servers`.
@@ -146,10 +168,14 @@ pub struct SbProxyArgs {
     /// The private lookup scheme.
     #[arg(long, value_enum, default_value_t = SbScheme::Checklist)]
     pub scheme: SbScheme,
-    /// Where the client's hints are kept between runs (secret: readable by you only).
-    /// Default: FILE.state next to the servers file.
-    #[arg(long, value_name = "STATE")]
+    /// Directory where the client's hints are kept between runs, one file per bucket
+    /// (secret: readable by you only). Default: FILE.state next to the servers file.
+    #[arg(long, value_name = "DIR")]
     pub state: Option<PathBuf>,
+    /// How often to ask server 0 for a new version of the list (seconds). A new version
+    /// costs hints for its new buckets only; the browser then gets a partial update.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub refresh_seconds: u64,
 }
 
 /// `pir safebrowsing firefox-profile`.

@@ -559,7 +559,10 @@ mod tests {
         let mut twice = good.clone();
         twice.push(good[0].clone());
         assert!(refuse(twice, w.next_id()));
-        assert!(refuse(good.clone(), good.iter().map(|b| b.0).max().unwrap()));
+        assert!(refuse(
+            good.clone(),
+            good.iter().map(|b| b.0).max().unwrap()
+        ));
         let mut unsorted = good.clone();
         unsorted[0].1 = [record(9), record(1)].concat();
         unsorted[0].2 = vec![false, false];
