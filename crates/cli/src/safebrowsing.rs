@@ -61,18 +61,25 @@ fn build(args: &SbBuildArgs) -> Result<()> {
         let (db, report, step) = old
             .update(&text)
             .with_context(|| format!("updating from {}", args.list.display()))?;
-        let live = db.len().max(1);
+        let created: Vec<usize> = db
+            .buckets()
+            .iter()
+            .filter(|b| step.created.contains(&b.id))
+            .map(|b| b.len())
+            .collect();
+        let hinted: usize = created.iter().filter(|&&n| n >= db.dpf_below()).sum();
+        let by_dpf: usize = created.iter().filter(|&&n| n < db.dpf_below()).sum();
         println!(
             "version {} of list {:?}: {} added, {} removed; {} bucket(s) made, {} dropped; a \
-             client fetches hints for {} records ({:.1} % of re-hinting all {})",
+             client fetches hints for {hinted} records ({:.1} % of re-hinting all {}) and looks \
+             up {by_dpf} by DPF",
             db.version(),
             db.name(),
             step.added,
             step.removed,
             step.created.len(),
             step.dropped.len(),
-            step.hinted_records,
-            100.0 * step.hinted_records as f64 / live as f64,
+            100.0 * hinted as f64 / db.len().max(1) as f64,
             db.len()
         );
         (db, report)
