@@ -26,6 +26,12 @@
 //! competing for it. Each reply is exactly what its request gets alone; what a client can
 //! observe of the others is only the batch's size, through the time the pass takes. A full
 //! queue answers 503. Nothing here logs request contents.
+//!
+//! Abuse bounds ([`ServerOptions`]): at most `max_connections` connections are open per
+//! listener (more wait in the kernel's backlog); a client has [`HANDSHAKE_TIMEOUT`] for the TLS
+//! handshake, `header_timeout` for each request's headers (an idle keep-alive connection is
+//! closed after the same time) and `body_timeout` for its body; a body announced larger than
+//! the handler's limit gets 413 before any of it is read.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,7 +56,7 @@ use pir_service::Handler;
 /// Content type of every envelope.
 pub const CONTENT_TYPE: &str = "application/x-pir";
 /// How long a client may take to finish the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where and how to listen.
 #[derive(Debug, Clone)]
@@ -72,6 +78,15 @@ pub struct ServerOptions {
     /// How long a shutdown waits for requests in flight to finish before it closes their
     /// connections anyway.
     pub grace: Duration,
+    /// Most connections open at once on each listener.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers (and how long a keep-alive
+    /// connection may sit idle).
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body once its headers are in.
+    pub body_timeout: Duration,
+    /// A lower limit on request bodies than the handler's own (`None`: the handler's).
+    pub max_request_bytes: Option<usize>,
 }
 
 /// Default [`ServerOptions::batch_window`]: short next to a network round trip, long enough
@@ -82,6 +97,13 @@ pub const DEFAULT_MAX_BATCH: usize = 64;
 /// Default [`ServerOptions::grace`]: long enough for a full scan of a large database, short
 /// next to the 30 s a service manager usually waits after SIGTERM before it kills.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+/// Default [`ServerOptions::max_connections`]: far above what the batcher answers at once,
+/// far below what exhausts file descriptors or memory (a TLS connection holds tens of KiB).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// Default [`ServerOptions::header_timeout`] (hyper's own default).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default [`ServerOptions::body_timeout`]: a 100 MB body at 30 Mbit/s.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Requests waiting for the batcher beyond which new ones get 503.
 const QUEUE_LIMIT: usize = 1024;
 
@@ -99,6 +121,10 @@ impl ServerOptions {
             batch_window: DEFAULT_BATCH_WINDOW,
             max_batch: DEFAULT_MAX_BATCH,
             grace: DEFAULT_GRACE,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_request_bytes: None,
         }
     }
 }
@@ -187,6 +213,11 @@ struct AppState<H: ?Sized> {
     jobs: std::sync::mpsc::SyncSender<Job>,
     /// Requests queued for the batcher and not yet taken (the `/metrics` queue depth).
     waiting: Arc<AtomicUsize>,
+    /// Largest request body.
+    limit: usize,
+    body_timeout: Duration,
+    /// Connections open on the HTTPS listener (the `/metrics` gauge).
+    open: Arc<AtomicUsize>,
 }
 
 // Derived `Clone` would demand `H: Clone`; only the `Arc` is cloned.
@@ -196,6 +227,9 @@ impl<H: ?Sized> Clone for AppState<H> {
             service: self.service.clone(),
             jobs: self.jobs.clone(),
             waiting: self.waiting.clone(),
+            limit: self.limit,
+            body_timeout: self.body_timeout,
+            open: self.open.clone(),
         }
     }
 }
@@ -265,12 +299,19 @@ pub async fn start<H: Handler + ?Sized>(
     std::thread::Builder::new()
         .name("pir-batcher".into())
         .spawn(move || batcher(batch_service, queue, batch_waiting, pool, window, max_batch))?;
+    let limit = options
+        .max_request_bytes
+        .map_or(service.max_request_bytes(), |cap| {
+            cap.min(service.max_request_bytes())
+        });
     let state = AppState {
         service: service.clone(),
         jobs,
         waiting,
+        limit,
+        body_timeout: options.body_timeout,
+        open: Arc::new(AtomicUsize::new(0)),
     };
-    let limit = service.max_request_bytes();
     let app = Router::new()
         .route("/pir/v1", post(pir_request::<H>))
         .route("/pir/v1/hint", get(hint::<H>))
@@ -278,6 +319,11 @@ pub async fn start<H: Handler + ?Sized>(
         .route("/metrics", get(metrics::<H>))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state.clone());
+    let bounds = Bounds {
+        max_connections: options.max_connections.max(1),
+        header_timeout: options.header_timeout,
+        grace: options.grace,
+    };
 
     let (stop, stopped) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -285,13 +331,13 @@ pub async fn start<H: Handler + ?Sized>(
     let listener = TcpListener::bind(options.listen).await?;
     let addr = listener.local_addr()?;
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let grace = options.grace;
     tasks.spawn(accept_loop(
         listener,
         Some(acceptor),
         app,
         stopped.clone(),
-        grace,
+        bounds,
+        Some(state.open.clone()),
     ));
     tracing::info!(%addr, "serving PIR over HTTPS");
 
@@ -308,7 +354,8 @@ pub async fn start<H: Handler + ?Sized>(
                 None,
                 admin_app,
                 stopped.clone(),
-                grace,
+                bounds,
+                None,
             ));
             if !admin_addr.ip().is_loopback() {
                 tracing::warn!(addr = %admin_addr, "admin listener (health, metrics) is reachable beyond this host");
@@ -326,7 +373,9 @@ pub async fn start<H: Handler + ?Sized>(
                 .route("/manifest.pir", get(legacy_manifest::<H>))
                 .route("/health", get(health::<H>))
                 .with_state(state);
-            tasks.spawn(accept_loop(listener, None, legacy_app, stopped, grace));
+            tasks.spawn(accept_loop(
+                listener, None, legacy_app, stopped, bounds, None,
+            ));
             tracing::warn!(addr = %legacy_addr, "serving plain legacy downloads: these are NOT private");
             Some(legacy_addr)
         }
@@ -342,18 +391,57 @@ pub async fn start<H: Handler + ?Sized>(
     })
 }
 
+/// What bounds each listener's connections.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    max_connections: usize,
+    header_timeout: Duration,
+    grace: Duration,
+}
+
+/// Counts an open connection for as long as it lives.
+struct OpenGuard(Option<Arc<AtomicUsize>>);
+
+impl OpenGuard {
+    fn new(open: Option<Arc<AtomicUsize>>) -> Self {
+        if let Some(open) = &open {
+            open.fetch_add(1, Ordering::Relaxed);
+        }
+        Self(open)
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        if let Some(open) = &self.0 {
+            open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Accepts connections until `stopped` changes, then drains: no new connections, each open
-/// one closes after its request in flight, and whatever is still open after `grace` is closed.
+/// one closes after its request in flight, and whatever is still open after the grace period
+/// is closed. At most `bounds.max_connections` are open at once: the next is accepted when one
+/// closes.
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     app: Router,
     mut stopped: watch::Receiver<bool>,
-    grace: Duration,
+    bounds: Bounds,
+    open: Option<Arc<AtomicUsize>>,
 ) {
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(bounds.max_connections));
     loop {
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            _ = stopped.changed() => break,
+        };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = stopped.changed() => break,
@@ -370,8 +458,14 @@ async fn accept_loop(
         let service = TowerToHyperService::new(app.clone());
         let tls = tls.clone();
         let watcher = graceful.watcher();
+        let guard = OpenGuard::new(open.clone());
         connections.spawn(async move {
-            let builder = hyper::server::conn::http1::Builder::new();
+            let _permit = permit;
+            let _guard = guard;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(bounds.header_timeout);
             let result = match tls {
                 Some(acceptor) => {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
@@ -401,7 +495,7 @@ async fn accept_loop(
         while connections.try_join_next().is_some() {}
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown())
+    if tokio::time::timeout(bounds.grace, graceful.shutdown())
         .await
         .is_err()
     {
@@ -416,8 +510,43 @@ async fn accept_loop(
 
 async fn pir_request<H: Handler + ?Sized>(
     State(state): State<AppState<H>>,
-    body: Bytes,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Body,
 ) -> Response {
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|len| len > state.limit as u64) {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a request body holds at most {} bytes\n", state.limit),
+        )
+            .into_response();
+    }
+    let body =
+        match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, state.limit))
+            .await
+        {
+            Ok(Ok(body)) => body,
+            Ok(Err(_)) => {
+                return (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("a request body holds at most {} bytes\n", state.limit),
+                )
+                    .into_response()
+            }
+            Err(_) => {
+                return (
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the request body did not arrive within {} s\n",
+                        state.body_timeout.as_secs()
+                    ),
+                )
+                    .into_response()
+            }
+        };
     let (reply, answer) = oneshot::channel();
     // Counted before the send so the batcher's decrement never comes first.
     state.waiting.fetch_add(1, Ordering::Relaxed);
@@ -444,10 +573,27 @@ async fn metrics<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Strin
     let mut text = state.service.render_metrics();
     text.push_str(&format!(
         "# HELP pir_batcher_waiting_requests Requests queued for the next pass.\n\
-         # TYPE pir_batcher_waiting_requests gauge\npir_batcher_waiting_requests {}\n",
-        state.waiting.load(Ordering::Relaxed)
+         # TYPE pir_batcher_waiting_requests gauge\npir_batcher_waiting_requests {}\n\
+         # HELP pir_open_connections Connections open on the HTTPS listener.\n\
+         # TYPE pir_open_connections gauge\npir_open_connections {}\n",
+        state.waiting.load(Ordering::Relaxed),
+        state.open.load(Ordering::Relaxed)
     ));
+    if let Some(rss) = resident_bytes() {
+        text.push_str(&format!(
+            "# HELP process_resident_memory_bytes Resident memory of the server process.\n\
+             # TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {rss}\n"
+        ));
+    }
     text
+}
+
+/// The process's resident memory, from `/proc/self/status` (Linux; `None` elsewhere).
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 async fn hint<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Response {
