@@ -107,11 +107,11 @@ fn build(args: &BreachBuildArgs) -> Result<()> {
 
 /// `pir breach serve`: resolves the settings, then prints them (`--print-config`) or serves.
 async fn serve(flags: BreachServeArgs) -> Result<()> {
-    let defaults = server_config::defaults([
+    let defaults = server_config::with_limits(server_config::defaults([
         ("qdp_policy", toml::Value::String("half".into())),
         ("qdp_queue", toml::Value::Integer(500)),
         ("grace_seconds", toml::Value::Integer(10)),
-    ]);
+    ]));
     let paths = ["db", "key", "blinding_key", "seed_state"];
     let args: BreachServeSettings =
         server_config::merge(defaults, flags.config.as_deref(), &flags, &paths)?;
@@ -145,6 +145,11 @@ async fn serve(flags: BreachServeArgs) -> Result<()> {
         grace: std::time::Duration::from_secs(args.grace_seconds),
         admin_listen: args.admin_listen,
         four_russians: args.four_russians.map(usize::from),
+        limits: (
+            args.max_connections,
+            args.header_timeout_seconds,
+            args.body_timeout_seconds,
+        ),
     })
     .await?;
     let (header, shape) = (&started.header, started.shape);
@@ -186,6 +191,8 @@ struct ServerPlan<'a> {
     admin_listen: Option<SocketAddr>,
     /// Group size of a four-Russians table of this server's flip chunk, if any.
     four_russians: Option<usize>,
+    /// Connection bounds: most connections, header and body timeouts in seconds.
+    limits: (usize, u64, u64),
 }
 
 /// A started breach server (what `pir breach serve` and `pir breach bench` run).
@@ -275,6 +282,8 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
     }
     options.grace = plan.grace;
     options.admin_listen = plan.admin_listen;
+    let (max_connections, header_timeout, body_timeout) = plan.limits;
+    server_config::apply_limits(&mut options, max_connections, header_timeout, body_timeout)?;
     let tls = pir_keys::tls::server_config(plan.key)?;
     let running = pir_server::start(service.clone(), tls, options)
         .await

@@ -96,6 +96,13 @@ pub async fn serve(config: MirrorConfig) -> Result<()> {
     options.batch_window = config.batch_window;
     options.max_batch = config.max_batch;
     options.grace = config.grace;
+    let (max_connections, header_timeout, body_timeout) = config.limits;
+    crate::server_config::apply_limits(
+        &mut options,
+        max_connections,
+        header_timeout,
+        body_timeout,
+    )?;
     let metrics = Arc::new(Metrics::default());
     let releases = open_releases(&config, &key, &metrics, options.workers, None)?;
     let set = Arc::new(ReleaseSet::new(releases, metrics.clone())?);

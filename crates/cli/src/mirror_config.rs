@@ -15,6 +15,9 @@
 //! four_russians = "auto"         # optional: auto | off | 1 to 8 (group size)
 //! four_russians_memory_gib = 4   # optional: largest table
 //! lock_in_ram = false            # optional: mlock the database
+//! max_connections = 4096         # optional: connections open at once
+//! header_timeout_seconds = 30    # optional: time for a request's headers (and idle time)
+//! body_timeout_seconds = 30      # optional: time for a request's body
 //! ```
 //!
 //! Relative paths in the file are taken relative to the file's directory.
@@ -45,6 +48,9 @@ struct FileConfig {
     four_russians: Option<String>,
     four_russians_memory_gib: Option<f64>,
     lock_in_ram: Option<bool>,
+    max_connections: Option<usize>,
+    header_timeout_seconds: Option<u64>,
+    body_timeout_seconds: Option<u64>,
 }
 
 /// `release = "DIR"` or `release = ["DIR", ...]`.
@@ -83,6 +89,8 @@ pub struct MirrorConfig {
     pub grace: std::time::Duration,
     pub engine: pir_xor::EngineOptions,
     pub lock_in_ram: bool,
+    /// Most connections, header and body timeouts in seconds.
+    pub limits: (usize, u64, u64),
 }
 
 impl MirrorConfig {
@@ -111,6 +119,9 @@ impl MirrorConfig {
                 self.engine.russians_memory_limit as f64 / (1u64 << 30) as f64,
             ),
             lock_in_ram: Some(self.lock_in_ram),
+            max_connections: Some(self.limits.0),
+            header_timeout_seconds: Some(self.limits.1),
+            body_timeout_seconds: Some(self.limits.2),
         };
         toml::to_string(&file).context("writing the settings as TOML")
     }
@@ -227,5 +238,19 @@ pub fn resolve(args: MirrorServeArgs) -> Result<MirrorConfig> {
             russians_memory_limit: (gib * (1u64 << 30) as f64) as usize,
         },
         lock_in_ram: args.lock_in_ram || file.lock_in_ram.unwrap_or(false),
+        limits: (
+            args.limits
+                .max_connections
+                .or(file.max_connections)
+                .unwrap_or(pir_server::DEFAULT_MAX_CONNECTIONS),
+            args.limits
+                .header_timeout_seconds
+                .or(file.header_timeout_seconds)
+                .unwrap_or(pir_server::DEFAULT_HEADER_TIMEOUT.as_secs()),
+            args.limits
+                .body_timeout_seconds
+                .or(file.body_timeout_seconds)
+                .unwrap_or(pir_server::DEFAULT_BODY_TIMEOUT.as_secs()),
+        ),
     })
 }

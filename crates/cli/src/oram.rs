@@ -391,6 +391,18 @@ async fn serve_store(args: &OramStoreArgs) -> Result<()> {
     // Slot I/O is sequential per client; no batching window.
     options.batch_window = std::time::Duration::ZERO;
     options.workers = 1;
+    crate::server_config::apply_limits(
+        &mut options,
+        args.limits
+            .max_connections
+            .unwrap_or(pir_server::DEFAULT_MAX_CONNECTIONS),
+        args.limits
+            .header_timeout_seconds
+            .unwrap_or(pir_server::DEFAULT_HEADER_TIMEOUT.as_secs()),
+        args.limits
+            .body_timeout_seconds
+            .unwrap_or(pir_server::DEFAULT_BODY_TIMEOUT.as_secs()),
+    )?;
     let running = pir_server::start(service, tls, options)
         .await
         .context("starting the store")?;

@@ -146,12 +146,12 @@ fn lattice_scheme(arg: LatticeSchemeArg) -> pir_lattice::Scheme {
 
 /// `pir serve`: resolves the settings, then prints them (`--print-config`) or serves.
 pub async fn serve(args: &ServeArgs) -> Result<()> {
-    let defaults = server_config::defaults([
+    let defaults = server_config::with_limits(server_config::defaults([
         ("scheme", toml::Value::String("simplepir".into())),
         ("batch_window_ms", toml::Value::Integer(2)),
         ("max_batch", toml::Value::Integer(64)),
         ("grace_seconds", toml::Value::Integer(10)),
-    ]);
+    ]));
     let paths = ["db", "key"];
     let settings: ServeSettings =
         server_config::merge(defaults, args.config.as_deref(), args, &paths)?;
@@ -185,6 +185,12 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
     options.max_batch = args.max_batch;
     options.grace = Duration::from_secs(args.grace_seconds);
     options.admin_listen = args.admin_listen;
+    server_config::apply_limits(
+        &mut options,
+        args.max_connections,
+        args.header_timeout_seconds,
+        args.body_timeout_seconds,
+    )?;
     // The hint computed at an earlier start, if it is for this very database.
     let version = lookup::lattice_database(&header, &[], scheme).version;
     let mut saved = match pir_records::offline::load(&args.db, scheme, &version) {

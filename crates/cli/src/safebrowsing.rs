@@ -180,10 +180,10 @@ fn bucket_services(
 
 /// `pir safebrowsing serve`.
 async fn serve(flags: SbServeArgs) -> Result<()> {
-    let defaults = server_config::defaults([
+    let defaults = server_config::with_limits(server_config::defaults([
         ("grace_seconds", toml::Value::Integer(10)),
         ("retire_seconds", toml::Value::Integer(60)),
-    ]);
+    ]));
     let paths = ["db", "key"];
     let args: SbServeSettings =
         server_config::merge(defaults, flags.config.as_deref(), &flags, &paths)?;
@@ -214,6 +214,12 @@ async fn serve(flags: SbServeArgs) -> Result<()> {
     }
     options.grace = std::time::Duration::from_secs(args.grace_seconds);
     options.admin_listen = args.admin_listen;
+    server_config::apply_limits(
+        &mut options,
+        args.max_connections,
+        args.header_timeout_seconds,
+        args.body_timeout_seconds,
+    )?;
     let tls = pir_keys::tls::server_config(&key)?;
     let running = pir_server::start(set.clone(), tls, options)
         .await

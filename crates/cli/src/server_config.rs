@@ -61,6 +61,46 @@ pub fn print<S: Serialize>(settings: &S, paths: &[&str]) -> Result<String> {
     toml::to_string(&table).context("writing the settings as TOML")
 }
 
+/// `defaults` with the connection bounds every server takes (`LimitArgs`) added.
+pub fn with_limits(mut defaults: toml::Table) -> toml::Table {
+    let bounds = [
+        (
+            "max_connections",
+            pir_server::DEFAULT_MAX_CONNECTIONS as i64,
+        ),
+        (
+            "header_timeout_seconds",
+            pir_server::DEFAULT_HEADER_TIMEOUT.as_secs() as i64,
+        ),
+        (
+            "body_timeout_seconds",
+            pir_server::DEFAULT_BODY_TIMEOUT.as_secs() as i64,
+        ),
+    ];
+    for (name, value) in bounds {
+        defaults.insert(name.to_string(), toml::Value::Integer(value));
+    }
+    defaults
+}
+
+/// Puts resolved connection bounds into `options` (each at least 1).
+pub fn apply_limits(
+    options: &mut pir_server::ServerOptions,
+    max_connections: usize,
+    header_timeout_seconds: u64,
+    body_timeout_seconds: u64,
+) -> Result<()> {
+    if max_connections == 0 || header_timeout_seconds == 0 || body_timeout_seconds == 0 {
+        anyhow::bail!(
+            "max_connections, header_timeout_seconds and body_timeout_seconds must be at least 1"
+        );
+    }
+    options.max_connections = max_connections;
+    options.header_timeout = std::time::Duration::from_secs(header_timeout_seconds);
+    options.body_timeout = std::time::Duration::from_secs(body_timeout_seconds);
+    Ok(())
+}
+
 /// Makes a defaults table from `(name, value)` pairs.
 pub fn defaults<const N: usize>(pairs: [(&str, toml::Value); N]) -> toml::Table {
     pairs

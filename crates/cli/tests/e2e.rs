@@ -689,7 +689,7 @@ fn print_config_shows_the_effective_settings_as_a_config_that_round_trips() {
     ]);
     assert!(printed.contains("max_batch = 8"), "{printed}");
     assert!(
-        printed.contains("grace_seconds = 10"),
+        printed.contains("grace_seconds = 10") && printed.contains("header_timeout_seconds = 30"),
         "defaults are filled in: {printed}"
     );
     let config = world.path("printed.toml");
@@ -723,12 +723,33 @@ fn serve_and_breach_serve_take_a_config_file_and_print_theirs() {
                 "127.0.0.1:0",
             ],
         ),
+        (
+            vec!["safebrowsing", "serve"],
+            vec![
+                "--db",
+                "x.db",
+                "--server",
+                "0",
+                "--key",
+                "k.key",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+        ),
     ] {
         let mut args: Vec<&str> = command.clone();
         args.extend(&required);
-        args.extend(["--grace-seconds", "3", "--print-config"]);
+        args.extend([
+            "--grace-seconds",
+            "3",
+            "--max-connections",
+            "77",
+            "--print-config",
+        ]);
         let printed = ok(&args);
         assert!(printed.contains("grace_seconds = 3"), "{printed}");
+        assert!(printed.contains("max_connections = 77"), "{printed}");
+        assert!(printed.contains("body_timeout_seconds = 30"), "{printed}");
         assert!(printed.contains("listen = \"127.0.0.1:0\""), "{printed}");
         assert!(
             printed.contains(&format!("{}", dir.join("x.db").display()))

@@ -12,5 +12,6 @@
 pub mod runtime;
 
 pub use runtime::{
-    start, RunningServer, ServerOptions, DEFAULT_BATCH_WINDOW, DEFAULT_GRACE, DEFAULT_MAX_BATCH,
+    start, RunningServer, ServerOptions, DEFAULT_BATCH_WINDOW, DEFAULT_BODY_TIMEOUT, DEFAULT_GRACE,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_BATCH, DEFAULT_MAX_CONNECTIONS,
 };

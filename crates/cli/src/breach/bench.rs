@@ -92,6 +92,11 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
                 grace: pir_server::DEFAULT_GRACE,
                 admin_listen: None,
                 four_russians: args.four_russians.map(usize::from),
+                limits: (
+                    pir_server::DEFAULT_MAX_CONNECTIONS,
+                    pir_server::DEFAULT_HEADER_TIMEOUT.as_secs(),
+                    pir_server::DEFAULT_BODY_TIMEOUT.as_secs(),
+                ),
             })
             .await?,
         );

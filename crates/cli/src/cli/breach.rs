@@ -120,7 +120,8 @@ pub enum QdpPolicyArg {
 #[derive(Debug, Args, Serialize)]
 pub struct BreachServeArgs {
     /// TOML file with any of: db, server, key, listen, blinding_key, qdp_policy, qdp_queue,
-    /// seed_state, workers, four_russians, grace_seconds, admin_listen.
+    /// seed_state, workers, four_russians, grace_seconds, admin_listen, max_connections,
+    /// header_timeout_seconds, body_timeout_seconds.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
@@ -183,6 +184,9 @@ pub struct BreachServeArgs {
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub limits: super::LimitArgs,
 }
 
 /// The settings of `pir breach serve` after defaults, file and flags are merged.
@@ -206,6 +210,9 @@ pub struct BreachServeSettings {
     pub grace_seconds: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_listen: Option<SocketAddr>,
+    pub max_connections: usize,
+    pub header_timeout_seconds: u64,
+    pub body_timeout_seconds: u64,
 }
 
 /// `pir breach bench`.

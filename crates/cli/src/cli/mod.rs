@@ -184,12 +184,33 @@ pub enum LatticeSchemeArg {
     Ypir,
 }
 
+/// Connection bounds every server takes (flags; the same names work in --config files).
+#[derive(Debug, Default, Clone, Args, Serialize)]
+pub struct LimitArgs {
+    /// Most connections open at once (default 4096); more wait in the kernel's backlog until
+    /// one closes.
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<usize>,
+    /// Seconds a client may take to send a request's headers; an idle keep-alive connection
+    /// is closed after the same time (default 30).
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub header_timeout_seconds: Option<u64>,
+    /// Seconds a client may take to send a request's body once its headers are in
+    /// (default 30).
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_timeout_seconds: Option<u64>,
+}
+
 /// `pir serve`. Every setting can also come from a TOML file (`--config`; keys are the flag
 /// names with `_`, e.g. `grace_seconds = 30`); flags override it.
 #[derive(Debug, Args, Serialize)]
 pub struct ServeArgs {
     /// TOML file with any of: db, scheme, key, listen, workers, batch_window_ms, max_batch,
-    /// grace_seconds, admin_listen.
+    /// grace_seconds, admin_listen, max_connections, header_timeout_seconds,
+    /// body_timeout_seconds.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
@@ -237,6 +258,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub limits: LimitArgs,
     /// Do not draw a progress bar.
     #[arg(long)]
     #[serde(skip)]
@@ -258,6 +282,9 @@ pub struct ServeSettings {
     pub grace_seconds: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_listen: Option<SocketAddr>,
+    pub max_connections: usize,
+    pub header_timeout_seconds: u64,
+    pub body_timeout_seconds: u64,
 }
 
 /// `pir get`.
@@ -508,7 +535,7 @@ pub enum MirrorCommand {
 pub struct MirrorServeArgs {
     /// TOML file with any of: release (a path or a list), retire_seconds, key, listen, legacy_http, admin_listen, workers, skip_verify,
     /// batch_window_ms, max_batch, grace_seconds, four_russians, four_russians_memory_gib,
-    /// lock_in_ram.
+    /// lock_in_ram, max_connections, header_timeout_seconds, body_timeout_seconds.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// A release directory (from `pir release build`); repeat to serve several at once. Each
@@ -559,6 +586,8 @@ pub struct MirrorServeArgs {
     /// Lock the database in RAM (mlock).
     #[arg(long)]
     pub lock_in_ram: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Print the effective settings (file and flags merged, defaults filled in) as a config
     /// file, and exit without serving.
     #[arg(long)]

@@ -113,4 +113,6 @@ pub struct OramStoreArgs {
     /// HTTPS address to listen on (port 0 picks a free port; the address is printed).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8460")]
     pub listen: SocketAddr,
+    #[command(flatten)]
+    pub limits: super::LimitArgs,
 }

@@ -72,7 +72,7 @@ pub struct SbBuildArgs {
 #[derive(Debug, Args, Serialize)]
 pub struct SbServeArgs {
     /// TOML file with any of: db, server, key, listen, workers, grace_seconds, admin_listen,
-    /// retire_seconds.
+    /// retire_seconds, max_connections, header_timeout_seconds, body_timeout_seconds.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
@@ -115,6 +115,9 @@ pub struct SbServeArgs {
     #[arg(long, value_name = "SECONDS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retire_seconds: Option<u64>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub limits: super::LimitArgs,
 }
 
 /// The settings of `pir safebrowsing serve` after defaults, file and flags are merged.
@@ -131,6 +134,9 @@ pub struct SbServeSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_listen: Option<SocketAddr>,
     pub retire_seconds: u64,
+    pub max_connections: usize,
+    pub header_timeout_seconds: u64,
+    pub body_timeout_seconds: u64,
 }
 
 /// `pir safebrowsing servers`.
