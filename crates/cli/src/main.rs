@@ -7,6 +7,7 @@ mod breach;
 mod cli;
 mod demo;
 mod error;
+mod loadtest;
 mod mirror;
 mod mirror_config;
 mod oram;
@@ -265,6 +266,7 @@ async fn run_other(command: Command) -> Result<()> {
         Command::Get(args) => records::get(&args).await,
         Command::Bench(args) if args.oram => oram::bench(args).await,
         Command::Bench(args) => bench::bench(&args),
+        Command::Loadtest(args) => loadtest::run(&args).await,
         Command::Evidence(_) | Command::Apt(_) => {
             bail!("internal: evidence and apt commands are dispatched by run")
         }

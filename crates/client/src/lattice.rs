@@ -166,6 +166,11 @@ impl<T: Transport> LatticeSession<T> {
         })
     }
 
+    /// The transport the session talks through.
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
     /// The hint header: scheme, shape and database version.
     pub fn header(&self) -> &HintHeader {
         &self.header

@@ -164,6 +164,7 @@ impl HttpsTransport {
         request: Option<Vec<u8>>,
         path: &str,
         max_reply: usize,
+        pir_reply: bool,
     ) -> Result<Vec<u8>, TransportError> {
         let mut sender = match Self::take_idle(endpoint) {
             Some(sender) => sender,
@@ -196,10 +197,13 @@ impl HttpsTransport {
                 TransportError::Http(format!("reading reply (limit {max_reply} bytes): {e}"))
             })?
             .to_bytes();
-        if !body.starts_with(&wire::MAGIC) {
+        if pir_reply && !body.starts_with(&wire::MAGIC) {
             return Err(TransportError::Http(format!(
                 "HTTP {status} without a pir reply"
             )));
+        }
+        if !pir_reply && !status.is_success() {
+            return Err(TransportError::Http(format!("{path}: HTTP {status}")));
         }
         endpoint
             .idle
@@ -217,7 +221,18 @@ impl HttpsTransport {
         path: &str,
         max_reply: usize,
     ) -> Result<Vec<u8>, TransportError> {
-        self.timed(mirror, None, path, max_reply).await
+        self.timed(mirror, None, path, max_reply, true).await
+    }
+
+    /// `GET path` on server `mirror` for a plain reply (`/metrics`, `/health`): its body, at
+    /// most `max_reply` bytes, if the status is a success.
+    pub async fn get_plain(
+        &self,
+        mirror: usize,
+        path: &str,
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        self.timed(mirror, None, path, max_reply, false).await
     }
 
     /// One exchange with server `mirror`, bounded by [`REQUEST_TIMEOUT`].
@@ -227,6 +242,7 @@ impl HttpsTransport {
         request: Option<Vec<u8>>,
         path: &str,
         max_reply: usize,
+        pir_reply: bool,
     ) -> Result<Vec<u8>, TransportError> {
         let endpoint = self
             .endpoints
@@ -234,7 +250,7 @@ impl HttpsTransport {
             .ok_or_else(|| TransportError::Url(format!("no mirror number {mirror}")))?;
         tokio::time::timeout(
             REQUEST_TIMEOUT,
-            Self::exchange_on(endpoint, request, path, max_reply),
+            Self::exchange_on(endpoint, request, path, max_reply, pir_reply),
         )
         .await
         .map_err(|_| TransportError::Http(format!("{path}: no reply within {REQUEST_TIMEOUT:?}")))?
@@ -248,7 +264,7 @@ impl Transport for HttpsTransport {
         request: Vec<u8>,
         max_reply: usize,
     ) -> Result<Vec<u8>, TransportError> {
-        self.timed(mirror, Some(request), "/pir/v1", max_reply)
+        self.timed(mirror, Some(request), "/pir/v1", max_reply, true)
             .await
     }
 

@@ -109,6 +109,12 @@ pub enum Command {
     Get(GetArgs),
     /// Measure server speed against this machine's memory bandwidth.
     Bench(BenchArgs),
+    /// Load-test a running server: many concurrent clients sending valid queries (made by
+    /// the real client, then replayed), optionally with abusive connections mixed in
+    /// (slowloris, idle, 100 MB bodies, trickling bodies, malformed envelopes); reports
+    /// throughput, latency percentiles, errors and the server's memory before, at peak and
+    /// after.
+    Loadtest(LoadtestArgs),
     /// Private credential checks: is a password (or username and password) in a breach
     /// corpus? Two servers answer without learning which credential or bucket was asked.
     ///
@@ -182,6 +188,49 @@ pub enum LatticeSchemeArg {
     /// databases) are served with YPIR+SP, answers about 12 KB per 4 KiB of record. The
     /// server keeps more precomputed state.
     Ypir,
+}
+
+/// `pir loadtest`.
+#[derive(Debug, Args)]
+pub struct LoadtestArgs {
+    /// The server, as https://HOST:PORT=SERVER.pub (its key pins TLS).
+    #[arg(long, value_name = "URL=SERVER.pub")]
+    pub server: String,
+    /// What it serves: `mirror` (pir mirror serve) or `lattice` (pir serve).
+    #[arg(long, value_enum)]
+    pub kind: LoadKind,
+    /// Concurrent clients, each on its own connection, each sending queries back to back.
+    #[arg(long, default_value_t = 50)]
+    pub clients: usize,
+    /// How long to run.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Mix in abusive connections: slowloris, idle, and bad bodies (100 MB announced,
+    /// trickling, malformed).
+    #[arg(long)]
+    pub abuse: bool,
+    /// Abusive connections of each kind (default: a tenth of --clients, at least 4).
+    #[arg(long, value_name = "N", requires = "abuse")]
+    pub abusers: Option<usize>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl LoadtestArgs {
+    /// Abusive connections of each kind.
+    pub fn abusers(&self) -> usize {
+        self.abusers.unwrap_or((self.clients / 10).max(4))
+    }
+}
+
+/// The kinds of server `pir loadtest` drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoadKind {
+    /// A mirror (`pir mirror serve`): Chor queries over its newest release.
+    Mirror,
+    /// A single-server database (`pir serve`): SimplePIR, DoublePIR or YPIR queries.
+    Lattice,
 }
 
 /// Connection bounds every server takes (flags; the same names work in --config files).
