@@ -216,8 +216,8 @@ struct AppState<H: ?Sized> {
     /// Largest request body.
     limit: usize,
     body_timeout: Duration,
-    /// Connections open on the HTTPS listener (the `/metrics` gauge).
-    open: Arc<AtomicUsize>,
+    /// Connections of the HTTPS listener (the `/metrics` gauge).
+    connections: Arc<Connections>,
 }
 
 // Derived `Clone` would demand `H: Clone`; only the `Arc` is cloned.
@@ -229,7 +229,7 @@ impl<H: ?Sized> Clone for AppState<H> {
             waiting: self.waiting.clone(),
             limit: self.limit,
             body_timeout: self.body_timeout,
-            open: self.open.clone(),
+            connections: self.connections.clone(),
         }
     }
 }
@@ -310,7 +310,7 @@ pub async fn start<H: Handler + ?Sized>(
         waiting,
         limit,
         body_timeout: options.body_timeout,
-        open: Arc::new(AtomicUsize::new(0)),
+        connections: Arc::new(Connections::default()),
     };
     let app = Router::new()
         .route("/pir/v1", post(pir_request::<H>))
@@ -337,8 +337,9 @@ pub async fn start<H: Handler + ?Sized>(
         app,
         stopped.clone(),
         bounds,
-        Some(state.open.clone()),
+        Some(state.connections.clone()),
     ));
+    tasks.spawn(janitor(state.connections.clone(), stopped.clone()));
     tracing::info!(%addr, "serving PIR over HTTPS");
 
     let admin_addr = match options.admin_listen {
@@ -399,25 +400,70 @@ struct Bounds {
     grace: Duration,
 }
 
+/// Connections of the HTTPS listener: open now, and closed since the start.
+#[derive(Default)]
+struct Connections {
+    open: AtomicUsize,
+    closed: AtomicUsize,
+}
+
 /// Counts an open connection for as long as it lives.
-struct OpenGuard(Option<Arc<AtomicUsize>>);
+struct OpenGuard(Option<Arc<Connections>>);
 
 impl OpenGuard {
-    fn new(open: Option<Arc<AtomicUsize>>) -> Self {
-        if let Some(open) = &open {
-            open.fetch_add(1, Ordering::Relaxed);
+    fn new(counts: Option<Arc<Connections>>) -> Self {
+        if let Some(counts) = &counts {
+            counts.open.fetch_add(1, Ordering::Relaxed);
         }
-        Self(open)
+        Self(counts)
     }
 }
 
 impl Drop for OpenGuard {
     fn drop(&mut self) {
-        if let Some(open) = &self.0 {
-            open.fetch_sub(1, Ordering::Relaxed);
+        if let Some(counts) = &self.0 {
+            counts.open.fetch_sub(1, Ordering::Relaxed);
+            counts.closed.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
+
+/// Connections closed between two hand-backs of free memory.
+const TRIM_AFTER_CLOSED: usize = 64;
+
+/// Every few seconds, once [`TRIM_AFTER_CLOSED`] connections have closed, hands the heap
+/// memory they freed back to the system. glibc's allocator otherwise keeps it, so a burst of
+/// a thousand clients would leave the server's resident memory at its peak for good.
+async fn janitor(counts: Arc<Connections>, mut stopped: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    let mut trimmed_at = 0;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.changed() => return,
+        }
+        let closed = counts.closed.load(Ordering::Relaxed);
+        if closed.wrapping_sub(trimmed_at) >= TRIM_AFTER_CLOSED {
+            trimmed_at = closed;
+            let _ = tokio::task::spawn_blocking(release_free_memory).await;
+        }
+    }
+}
+
+/// Returns free heap memory to the system (glibc's `malloc_trim`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn release_free_memory() {
+    // SAFETY: malloc_trim takes no pointers; it only walks glibc's own arenas, under their
+    // locks, and is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Other allocators return memory on their own.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release_free_memory() {}
 
 /// Accepts connections until `stopped` changes, then drains: no new connections, each open
 /// one closes after its request in flight, and whatever is still open after the grace period
@@ -429,7 +475,7 @@ async fn accept_loop(
     app: Router,
     mut stopped: watch::Receiver<bool>,
     bounds: Bounds,
-    open: Option<Arc<AtomicUsize>>,
+    counts: Option<Arc<Connections>>,
 ) {
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
@@ -458,7 +504,7 @@ async fn accept_loop(
         let service = TowerToHyperService::new(app.clone());
         let tls = tls.clone();
         let watcher = graceful.watcher();
-        let guard = OpenGuard::new(open.clone());
+        let guard = OpenGuard::new(counts.clone());
         connections.spawn(async move {
             let _permit = permit;
             let _guard = guard;
@@ -577,7 +623,7 @@ async fn metrics<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Strin
          # HELP pir_open_connections Connections open on the HTTPS listener.\n\
          # TYPE pir_open_connections gauge\npir_open_connections {}\n",
         state.waiting.load(Ordering::Relaxed),
-        state.open.load(Ordering::Relaxed)
+        state.connections.open.load(Ordering::Relaxed)
     ));
     if let Some(rss) = resident_bytes() {
         text.push_str(&format!(
