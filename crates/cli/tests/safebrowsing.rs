@@ -3,7 +3,8 @@
 //! reused after a restart, the list updated under running servers (SIGHUP) and the browser
 //! brought up to date with a partial update; and REAL Firefox (Debian's firefox-esr, headless, through
 //! Marionette) shown its blocked page for a URL of the URLhaus list that uBlock Origin ships,
-//! while an unlisted page loads.
+//! while an unlisted page loads, and relays holding the servers' keys showing that neither
+//! server was sent the URL's hash prefix or full hash.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -481,7 +482,10 @@ fn real_firefox_blocks_a_listed_site_and_loads_another() {
         db.to_str().unwrap(),
     ]);
     let (_offline, _online, servers) = deployment(dir.path(), &db);
-    let proxy = proxy(&servers);
+    // The proxy talks to the servers through relays that hold the servers' own keys: each
+    // relay sees, decrypted, every byte its server is sent, and keeps a copy.
+    let relays = Relays::start(dir.path(), &servers);
+    let proxy = proxy(&relays.servers_file);
     let profile = dir.path().join("profile");
     ok(&[
         "safebrowsing",
@@ -520,4 +524,171 @@ fn real_firefox_blocks_a_listed_site_and_loads_another() {
     // Firefox fetched the list and asked for the full hashes of the blocked host's prefix: a
     // private lookup, the prefix never sent to a server.
     assert!(!status.contains("lookups 0\n"), "{status}");
+    let hashes = pir_safebrowsing::url::full_hashes(&format!("http://{host}/")).unwrap();
+    let entry = pir_safebrowsing::url::entry_hash(&host).unwrap();
+    assert!(
+        hashes.contains(&entry),
+        "the host's own expression is the listed one"
+    );
+    let seen = relays.seen();
+    assert!(
+        seen.iter().any(|(server, _)| *server == 1),
+        "the online server was asked nothing: {} requests",
+        seen.len()
+    );
+    for (server, body) in &seen {
+        for hash in &hashes {
+            for needle in [&hash[..4], &hash[..]] {
+                assert!(
+                    !body.windows(needle.len()).any(|w| w == needle),
+                    "server {server} was sent {} of {host}'s hash in a {}-byte request",
+                    if needle.len() == 4 {
+                        "the prefix"
+                    } else {
+                        "the whole"
+                    },
+                    body.len()
+                );
+            }
+        }
+    }
+}
+
+/// A relay per server, in this process: a TLS server with the server's own key that records
+/// each request body it is sent and forwards it to the real server. What a relay records is
+/// exactly what its server sees.
+/// Request bodies the relays were sent: (server position, bytes).
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(usize, Vec<u8>)>>>;
+
+struct Relays {
+    servers_file: PathBuf,
+    seen: Seen,
+    _runtimes: [tokio::runtime::Runtime; 2],
+}
+
+struct Relay {
+    position: usize,
+    upstream: pir_client::HttpsTransport,
+    runtime: tokio::runtime::Handle,
+    seen: Seen,
+    metrics: pir_service::Metrics,
+}
+
+impl Relay {
+    /// Runs `work` on the relay's runtime from a thread of its own (the caller may be
+    /// inside the runtime already).
+    fn blocking<T: Send>(&self, work: impl std::future::Future<Output = T> + Send) -> T {
+        std::thread::scope(|s| {
+            s.spawn(|| self.runtime.block_on(work))
+                .join()
+                .expect("relay thread")
+        })
+    }
+}
+
+impl pir_service::Handler for Relay {
+    fn handle_many(&self, requests: &[&[u8]]) -> Vec<pir_service::Reply> {
+        requests
+            .iter()
+            .map(|request| {
+                self.seen
+                    .lock()
+                    .unwrap()
+                    .push((self.position, request.to_vec()));
+                match self.blocking(pir_client::Transport::exchange(
+                    &self.upstream,
+                    0,
+                    request.to_vec(),
+                    64 << 20,
+                )) {
+                    Ok(body) => pir_service::Reply { status: 200, body },
+                    Err(_) => pir_service::Reply {
+                        status: 502,
+                        body: Vec::new(),
+                    },
+                }
+            })
+            .collect()
+    }
+
+    fn max_request_bytes(&self) -> usize {
+        64 << 20
+    }
+
+    fn health(&self) -> String {
+        "relay".into()
+    }
+
+    fn metrics(&self) -> &pir_service::Metrics {
+        &self.metrics
+    }
+
+    fn hint(&self) -> Option<bytes::Bytes> {
+        self.blocking(self.upstream.download(0, "/pir/v1/hint", 1 << 30))
+            .ok()
+            .map(bytes::Bytes::from)
+    }
+}
+
+impl Relays {
+    /// Relays in front of the two servers of `dir` (keys `s0.key`, `s1.key`), and a servers
+    /// file naming the relays.
+    fn start(dir: &Path, servers: &Path) -> Self {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        // Forwarding runs on a runtime of its own: a relay's worker may block on it.
+        let upstream = tokio::runtime::Runtime::new().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let text = std::fs::read_to_string(servers).unwrap();
+        let urls: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("https://")))
+            .map(|u| u.trim_end_matches('/').to_string())
+            .collect();
+        assert_eq!(urls.len(), 2, "two servers in {text}");
+        let mut specs = Vec::new();
+        for (position, url) in urls.iter().enumerate() {
+            let key = pir_keys::SecretKey::load(&dir.join(format!("s{position}.key"))).unwrap();
+            let public = key.public();
+            let relay = Relay {
+                position,
+                upstream: pir_client::HttpsTransport::new(&[(url.clone(), public)]).unwrap(),
+                runtime: upstream.handle().clone(),
+                seen: seen.clone(),
+                metrics: pir_service::Metrics::default(),
+            };
+            let tls = pir_keys::tls::server_config(&key).unwrap();
+            let mut options = pir_server::ServerOptions::new("127.0.0.1:0".parse().unwrap());
+            options.workers = 1;
+            let running = runtime
+                .block_on(pir_server::start(std::sync::Arc::new(relay), tls, options))
+                .unwrap();
+            specs.push(format!(
+                "https://{}={}",
+                running.addr,
+                dir.join(format!("s{position}.pub")).display()
+            ));
+            std::mem::forget(running);
+        }
+        let servers_file = dir.join("relayed-servers.txt");
+        ok(&[
+            "safebrowsing",
+            "servers",
+            "--server",
+            &specs[0],
+            "--server",
+            &specs[1],
+            "--out",
+            servers_file.to_str().unwrap(),
+        ]);
+        Self {
+            servers_file,
+            seen,
+            _runtimes: [runtime, upstream],
+        }
+    }
+
+    /// Every request body the servers were sent: (server position, bytes).
+    fn seen(&self) -> Vec<(usize, Vec<u8>)> {
+        self.seen.lock().unwrap().clone()
+    }
 }
