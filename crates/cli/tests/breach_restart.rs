@@ -1,7 +1,8 @@
 //! A breach server restarted with the same `--seed-state` file never hands out a seed it
 //! handed out before (seed 001, section 3.3.2: a repeated seed exposes the Hamming distance
 //! of two queries). Drives the real binary: two `pir breach serve` processes on 127.0.0.1,
-//! server 0 killed (as in a crash) and started again.
+//! server 0 killed (as in a crash) and started again; then its seed state file rolled back and
+//! deleted, and the start refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
@@ -91,6 +92,7 @@ fn a_restarted_server_never_repeats_a_seed() {
     let mark = high_water(Path::new(&state));
     assert!(mark >= SEEDS_PER_RUN as u64, "high-water mark {mark}");
 
+    let after_first = std::fs::read(&state).unwrap();
     let s0 = serve(&p("pw.db"), "0", &p("s0.key"), &state);
     let second = collect_seeds(dir.path(), &s0, &s1, SEEDS_PER_RUN);
     drop(s0);
@@ -104,4 +106,40 @@ fn a_restarted_server_never_repeats_a_seed() {
     assert_eq!(seen.len(), 2 * SEEDS_PER_RUN);
     let before: HashSet<_> = first.iter().collect();
     assert!(second.iter().all(|seed| !before.contains(seed)));
+
+    // The state file rolled back to its copy after the first run, then deleted: the server
+    // refuses to start both times, saying what happened and what to do.
+    let newest = std::fs::read(&state).unwrap();
+    std::fs::write(&state, &after_first).unwrap();
+    let refused = refused_start(&p("pw.db"), &p("s0.key"), &state);
+    assert!(refused.contains("rolled back"), "{refused}");
+    std::fs::remove_file(&state).unwrap();
+    let refused = refused_start(&p("pw.db"), &p("s0.key"), &state);
+    assert!(
+        refused.contains("deleted") && refused.contains("Put it back"),
+        "{refused}"
+    );
+    // Put back, it serves again.
+    std::fs::write(&state, &newest).unwrap();
+    drop(serve(&p("pw.db"), "0", &p("s0.key"), &state));
+}
+
+/// Starts server 0 expecting it to refuse; returns what it printed.
+fn refused_start(db: &str, key: &str, seed_state: &str) -> String {
+    let out = support::run(&[
+        "breach",
+        "serve",
+        "--db",
+        db,
+        "--server",
+        "0",
+        "--key",
+        key,
+        "--listen",
+        "127.0.0.1:0",
+        "--seed-state",
+        seed_state,
+    ]);
+    assert!(!out.status.success(), "started with a bad seed state");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }

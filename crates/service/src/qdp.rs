@@ -425,9 +425,17 @@ impl Backend for Qdp {
 /// A [`SeedStore`] in a small text file (`pir-qdp-seed-state-v1 HIGH_WATER`), replaced
 /// atomically and synced before [`SeedStore::reserve`] returns, so a restart never reuses a
 /// seed counter.
+///
+/// Beside it a witness file (`.NAME.witness`, same format) repeats the mark, written after
+/// the state file. A state file that was deleted (the witness is still there) or rolled back
+/// (its mark is below the witness's) is refused at start: with a persisted seed key either
+/// would hand out old seeds again. What this cannot see is both files deleted or rolled back
+/// together (a restored VM snapshot); the CLI therefore draws a fresh seed key at every
+/// start, so even then no seed repeats.
 #[derive(Debug)]
 pub struct FileSeedStore {
     path: PathBuf,
+    witness: PathBuf,
 }
 
 /// The high-water mark in a seed state file's text (`pir-qdp-seed-state-v1 N`), if the text
@@ -450,33 +458,74 @@ pub const SEED_STATE_HEADER: &str = "pir-qdp-seed-state-v1";
 impl FileSeedStore {
     /// A store at `path` (created on the first reservation).
     pub fn new(path: &Path) -> Self {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "seed-state".into());
         Self {
             path: path.to_path_buf(),
+            witness: path.with_file_name(format!(".{name}.witness")),
+        }
+    }
+
+    /// The witness file kept beside the state file.
+    pub fn witness_path(&self) -> &Path {
+        &self.witness
+    }
+
+    /// The mark in `path`, `None` if there is no such file.
+    fn read_mark(path: &Path) -> Result<Option<u64>, qdp::StoreError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: {e}", path.display()).into()),
+        };
+        match parse_seed_state(&text) {
+            Some(value) => Ok(Some(value)),
+            None => Err(format!(
+                "{}: not a seed state file; restore it from a backup (never delete it: a new \
+                 state could repeat seeds)",
+                path.display()
+            )
+            .into()),
         }
     }
 }
 
 impl SeedStore for FileSeedStore {
     fn load(&mut self) -> Result<u64, qdp::StoreError> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(format!("{}: {e}", self.path.display()).into()),
-        };
-        match parse_seed_state(&text) {
-            Some(value) => Ok(value),
-            None => Err(format!(
-                "{}: not a seed state file; restore it from a backup (never delete it: a new \
-                 state could repeat seeds)",
-                self.path.display()
+        let state = Self::read_mark(&self.path)?;
+        let witness = Self::read_mark(&self.witness)?;
+        match (state, witness) {
+            (None, None) => Ok(0),
+            (None, Some(mark)) => Err(format!(
+                "{}: the seed state file is gone, but {} says it had reached {mark}: it was \
+                 deleted or moved. Put it back (or restore it from a backup); to start this \
+                 server's seed counter over on purpose, delete {} too",
+                self.path.display(),
+                self.witness.display(),
+                self.witness.display()
             )
             .into()),
+            (Some(value), Some(mark)) if value < mark => Err(format!(
+                "{}: the seed state file says {value}, but {} says it had reached {mark}: it \
+                 was rolled back (restored from an old copy?). Restore the newest copy",
+                self.path.display(),
+                self.witness.display()
+            )
+            .into()),
+            // No witness yet (a state file from before witnesses, or a crash between the two
+            // writes of the first reservation) or a witness one write behind: the state holds.
+            (Some(value), _) => Ok(value),
         }
     }
 
     fn reserve(&mut self, upto: u64) -> Result<(), qdp::StoreError> {
         let text = format!("{SEED_STATE_HEADER} {upto}\n");
+        // State first: if the witness write fails or is cut short, the witness is behind
+        // the state, which `load` accepts; the reverse would refuse a good state.
         pir_fs::write_atomic_bytes(&self.path, text.as_bytes())?;
+        pir_fs::write_atomic_bytes(&self.witness, text.as_bytes())?;
         Ok(())
     }
 }
@@ -497,5 +546,37 @@ mod tests {
         std::fs::write(&path, "nonsense").unwrap();
         assert!(FileSeedStore::new(&path).load().is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_deleted_or_rolled_back_seed_state_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seeds-0");
+        let mut store = FileSeedStore::new(&path);
+        store.reserve(1024).unwrap();
+        let old = std::fs::read(&path).unwrap();
+        store.reserve(2048).unwrap();
+        assert_eq!(FileSeedStore::new(&path).load().unwrap(), 2048);
+
+        // Rolled back: an older copy of the state file put back.
+        std::fs::write(&path, &old).unwrap();
+        let error = FileSeedStore::new(&path).load().unwrap_err().to_string();
+        assert!(error.contains("rolled back"), "{error}");
+
+        // Deleted.
+        std::fs::remove_file(&path).unwrap();
+        let error = FileSeedStore::new(&path).load().unwrap_err().to_string();
+        assert!(error.contains("deleted"), "{error}");
+
+        // Started over on purpose: both files gone.
+        std::fs::remove_file(store.witness_path()).unwrap();
+        assert_eq!(FileSeedStore::new(&path).load().unwrap(), 0);
+
+        // A state file from before witnesses (or a crash between the two writes) holds.
+        std::fs::write(&path, "pir-qdp-seed-state-v1 4096\n").unwrap();
+        assert_eq!(FileSeedStore::new(&path).load().unwrap(), 4096);
+        // A witness behind the state (the second write cut short) holds too.
+        std::fs::write(store.witness_path(), "pir-qdp-seed-state-v1 1024\n").unwrap();
+        assert_eq!(FileSeedStore::new(&path).load().unwrap(), 4096);
     }
 }
