@@ -1,0 +1,580 @@
+//! Faults, with the real binary: a mirror killed while its answer is on the wire (a spare
+//! takes over, or the fetch fails with nothing at `--out`), a mirror restarted on the same
+//! address after that, a disk that fills under `pir fetch` and `pir db build`, and database
+//! files damaged on disk (every server refuses to start on them).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use support::{ok, partial_files, pir, require, run, Mirror, World};
+
+/// A TCP relay in front of a server. TLS passes through it unchanged (the client still pins
+/// the server's key); it counts the bytes the server sends and, once `cut_after` of them went
+/// to the client, forwards nothing more and reports it: the test then kills the server, whose
+/// answer is on the wire.
+struct Relay {
+    addr: SocketAddr,
+    sent: Arc<AtomicU64>,
+    cut_after: Arc<AtomicU64>,
+    reached: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Relay {
+    fn start(target: SocketAddr) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let relay = Relay {
+            addr: listener.local_addr().unwrap(),
+            sent: Arc::new(AtomicU64::new(0)),
+            cut_after: Arc::new(AtomicU64::new(u64::MAX)),
+            reached: Arc::new((Mutex::new(false), Condvar::new())),
+        };
+        let (sent, cut_after, reached) = (
+            relay.sent.clone(),
+            relay.cut_after.clone(),
+            relay.reached.clone(),
+        );
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(target) else {
+                    continue; // the server is gone: the client sees the connection close
+                };
+                let (sent, cut_after, reached) = (sent.clone(), cut_after.clone(), reached.clone());
+                let (mut client_in, mut server_out) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut client_in, &mut server_out);
+                    let _ = server_out.shutdown(Shutdown::Write);
+                });
+                std::thread::spawn(move || {
+                    let (mut server_in, mut client_out) = (server, client);
+                    let mut buffer = [0u8; 4096];
+                    let mut cut = false;
+                    loop {
+                        let n = match server_in.read(&mut buffer) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if cut {
+                            continue; // held: the rest never reaches the client
+                        }
+                        let before = sent.fetch_add(n as u64, Ordering::SeqCst);
+                        let limit = cut_after.load(Ordering::SeqCst);
+                        let pass = limit.saturating_sub(before).min(n as u64) as usize;
+                        if client_out.write_all(&buffer[..pass]).is_err() {
+                            break;
+                        }
+                        if pass < n {
+                            cut = true;
+                            let (flag, signal) = &*reached;
+                            *flag.lock().unwrap() = true;
+                            signal.notify_all();
+                        }
+                    }
+                    let _ = client_out.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        relay
+    }
+
+    fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// Waits until the cut happened (at most a minute).
+    fn wait_for_cut(&self) {
+        let (flag, signal) = &*self.reached;
+        let guard = flag.lock().unwrap();
+        let (guard, timeout) = signal
+            .wait_timeout_while(guard, Duration::from_secs(60), |reached| !*reached)
+            .unwrap();
+        assert!(
+            !timeout.timed_out() && *guard,
+            "the fetch never got that far"
+        );
+    }
+}
+
+fn addr_of(url: &str) -> SocketAddr {
+    url.trim_start_matches("https://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap()
+}
+
+fn fetch(world: &World, name: &str, list: &str, out: &str) -> std::process::Output {
+    run(&[
+        "fetch",
+        name,
+        "--mirrors",
+        list,
+        "--vendor-pub",
+        &world.path("vendor.pub"),
+        "--out",
+        out,
+    ])
+}
+
+/// The largest file of the world (400 kB: about a hundred 4 KiB blocks).
+fn big_file(world: &World) -> (String, Vec<u8>) {
+    world
+        .files
+        .iter()
+        .max_by_key(|(_, bytes)| bytes.len())
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn a_mirror_killed_mid_fetch_is_replaced_by_a_spare_or_the_fetch_leaves_nothing() {
+    let world = World::new(5);
+    let release = world.path("release");
+    let mirror = |k: usize| Mirror::start(&release, &world.path(&format!("m{k}.key")), &[]);
+    let (name, bytes) = big_file(&world);
+    let (m1, m2, spare) = (mirror(1), mirror(2), mirror(3));
+
+    // How many bytes a whole fetch takes from mirror 0 (through the relay, uncut).
+    let m0 = mirror(0);
+    let relay = Relay::start(addr_of(&m0.url));
+    let with_spare = world.mirror_list(
+        "with-spare.pir",
+        &[
+            (relay.url(), "m0".into()),
+            (m1.url.clone(), "m1".into()),
+            (m2.url.clone(), "m2".into()),
+            (spare.url.clone(), "m3".into()),
+        ],
+    );
+    let out = world.path("whole");
+    let result = fetch(&world, &name, &with_spare, &out);
+    assert!(result.status.success(), "{result:?}");
+    assert_eq!(std::fs::read(&out).unwrap(), bytes);
+    let whole = relay.sent.load(Ordering::SeqCst);
+    assert!(whole > 100_000, "mirror 0 sent only {whole} bytes");
+
+    // Again, cut halfway through what mirror 0 sends, and mirror 0 killed right then.
+    relay.sent.store(0, Ordering::SeqCst);
+    relay.cut_after.store(whole / 2, Ordering::SeqCst);
+    let out = world.path("via-spare");
+    let fetching = {
+        let (vendor, name, list, out) = (
+            world.path("vendor.pub"),
+            name.clone(),
+            with_spare.clone(),
+            out.clone(),
+        );
+        std::thread::spawn(move || {
+            pir()
+                .args(["fetch", &name, "--mirrors", &list, "--vendor-pub"])
+                .args([&vendor, "--out", &out])
+                .output()
+                .unwrap()
+        })
+    };
+    relay.wait_for_cut();
+    drop(m0); // killed (SIGKILL)
+    let result = fetching.join().unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert_eq!(std::fs::read(&out).unwrap(), bytes, "the spare's blocks");
+    assert!(
+        stderr.contains(&relay.url()),
+        "the failed mirror named: {stderr}"
+    );
+
+    // Without a spare: the fetch fails, names the mirror, and leaves nothing behind.
+    let m0 = mirror(4);
+    let relay = Relay::start(addr_of(&m0.url));
+    let no_spare = world.mirror_list(
+        "no-spare.pir",
+        &[
+            (relay.url(), "m4".into()),
+            (m1.url.clone(), "m1".into()),
+            (m2.url.clone(), "m2".into()),
+        ],
+    );
+    relay.cut_after.store(whole / 2, Ordering::SeqCst);
+    let out = world.path("no-spare-out");
+    let fetching = {
+        let (vendor, name, list, out) = (
+            world.path("vendor.pub"),
+            name.clone(),
+            no_spare.clone(),
+            out.clone(),
+        );
+        std::thread::spawn(move || {
+            pir()
+                .args(["fetch", &name, "--mirrors", &list, "--vendor-pub"])
+                .args([&vendor, "--out", &out])
+                .output()
+                .unwrap()
+        })
+    };
+    relay.wait_for_cut();
+    drop(m0); // killed
+    let result = fetching.join().unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(
+        !result.status.success(),
+        "a fetch with a dead mirror and no spare succeeded"
+    );
+    assert!(
+        stderr.contains(&format!("mirror {} failed", relay.url())),
+        "{stderr}"
+    );
+    assert!(!Path::new(&out).exists(), "something was left at --out");
+    assert!(partial_files(world.dir.path()).is_empty());
+}
+
+#[test]
+fn a_mirror_restarted_mid_request_serves_the_next_fetch() {
+    let world = World::new(3);
+    let release = world.path("release");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let start_m0 = || {
+        Mirror::start_with(&[
+            "--release",
+            &release,
+            "--key",
+            &world.path("m0.key"),
+            "--listen",
+            &listen,
+        ])
+    };
+    let m0 = start_m0();
+    let others: Vec<Mirror> = (1..3)
+        .map(|k| Mirror::start(&release, &world.path(&format!("m{k}.key")), &[]))
+        .collect();
+    let relay = Relay::start(addr_of(&m0.url));
+    let list = world.mirror_list(
+        "list.pir",
+        &[
+            (relay.url(), "m0".into()),
+            (others[0].url.clone(), "m1".into()),
+            (others[1].url.clone(), "m2".into()),
+        ],
+    );
+    let (name, bytes) = big_file(&world);
+    relay.cut_after.store(20_000, Ordering::SeqCst);
+    let out = world.path("during");
+    let fetching = {
+        let (vendor, name, list, out) = (
+            world.path("vendor.pub"),
+            name.clone(),
+            list.clone(),
+            out.clone(),
+        );
+        std::thread::spawn(move || {
+            pir()
+                .args(["fetch", &name, "--mirrors", &list, "--vendor-pub"])
+                .args([&vendor, "--out", &out])
+                .output()
+                .unwrap()
+        })
+    };
+    relay.wait_for_cut();
+    // Killed with a request in flight, then started again on the same address.
+    drop(m0); // killed (SIGKILL)
+    let _restarted = start_m0();
+    let during = fetching.join().unwrap();
+    if during.status.success() {
+        assert_eq!(std::fs::read(&out).unwrap(), bytes);
+    } else {
+        assert!(!Path::new(&out).exists(), "something was left at --out");
+    }
+    relay.cut_after.store(u64::MAX, Ordering::SeqCst);
+    let out = world.path("after");
+    let result = fetch(&world, &name, &list, &out);
+    assert!(result.status.success(), "{result:?}");
+    assert_eq!(std::fs::read(&out).unwrap(), bytes);
+    assert!(partial_files(world.dir.path()).is_empty());
+}
+
+/// Whether this machine lets us mount a small tmpfs in a user and mount namespace.
+fn small_filesystems_work() -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c"])
+        .arg("mount -t tmpfs -o size=64k tmpfs \"$0\"")
+        .arg(dir.path())
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs `pir ARGS` with `dir` a fresh tmpfs of `kib` KiB (in a namespace of its own, so no
+/// privileges are needed); returns its output and what was left in `dir` afterwards.
+fn on_a_small_disk(dir: &Path, kib: u32, args: &[&str]) -> (std::process::Output, Vec<String>) {
+    std::fs::create_dir_all(dir).unwrap();
+    let script = format!(
+        "mount -t tmpfs -o size={kib}k tmpfs \"$0\" || exit 99; \"$@\"; rc=$?; \
+         echo LEFT:; ls -A \"$0\"; exit $rc"
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
+        .arg(dir)
+        .arg(env!("CARGO_BIN_EXE_pir"))
+        .args(args)
+        .env("PIR_STATE_DIR", support::state_dir())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(99), "mount failed: {out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let left = stdout
+        .split("LEFT:")
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    (out, left)
+}
+
+#[test]
+fn a_full_disk_fails_fetch_and_db_build_cleanly() {
+    if !require(
+        small_filesystems_work(),
+        "unprivileged user and mount namespaces (unshare from util-linux) to mount a small tmpfs",
+        "apt-get install util-linux, and allow user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
+    ) {
+        return;
+    }
+    let world = World::new(3);
+    let release = world.path("release");
+    let mirrors: Vec<Mirror> = (0..3)
+        .map(|k| Mirror::start(&release, &world.path(&format!("m{k}.key")), &[]))
+        .collect();
+    let list = world.mirror_list(
+        "list.pir",
+        &mirrors
+            .iter()
+            .enumerate()
+            .map(|(k, m)| (m.url.clone(), format!("m{k}")))
+            .collect::<Vec<_>>(),
+    );
+    let (name, bytes) = big_file(&world);
+    assert!(bytes.len() > 256 * 1024);
+    let disk = world.dir.path().join("disk");
+    let out = disk.join("file");
+    let (result, left) = on_a_small_disk(
+        &disk,
+        256,
+        &[
+            "fetch",
+            &name,
+            "--mirrors",
+            &list,
+            "--vendor-pub",
+            &world.path("vendor.pub"),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(
+        !result.status.success(),
+        "a fetch onto a full disk succeeded"
+    );
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(left.is_empty(), "left on the full disk: {left:?}");
+    // The same fetch with room succeeds.
+    let (result, left) = on_a_small_disk(
+        &disk,
+        1024,
+        &[
+            "fetch",
+            &name,
+            "--mirrors",
+            &list,
+            "--vendor-pub",
+            &world.path("vendor.pub"),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(result.status.success(), "{result:?}");
+    assert_eq!(left, vec!["file".to_string()]);
+
+    // A record database larger than the disk.
+    let records = world.dir.path().join("records.bin");
+    std::fs::write(&records, vec![7u8; 512 * 1024]).unwrap();
+    let db = disk.join("records.db");
+    let (result, left) = on_a_small_disk(
+        &disk,
+        256,
+        &[
+            "db",
+            "build",
+            "--records",
+            records.to_str().unwrap(),
+            "--record-size",
+            "32",
+            "--out",
+            db.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(
+        !result.status.success(),
+        "a build onto a full disk succeeded"
+    );
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(left.is_empty(), "left on the full disk: {left:?}");
+}
+
+/// Flips one bit of `path` at `offset` (from the end when negative).
+fn flip(path: &Path, offset: i64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let at = if offset < 0 {
+        bytes.len() - offset.unsigned_abs() as usize
+    } else {
+        offset as usize
+    };
+    bytes[at] ^= 1;
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Runs a server command that must refuse to start; returns its standard error. Fails the
+/// test if it is still running after a minute (it would be serving the damaged file).
+fn refuses_to_start(args: &[&str]) -> String {
+    let mut child = pir()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            assert!(!status.success(), "{args:?} exited 0: {err}");
+            assert!(!err.contains("panicked"), "{err}");
+            return err;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{args:?} started serving a damaged database");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn damaged_database_files_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    ok(&["keygen", "--out", &p("key")]);
+    let key = p("key.key");
+
+    // A mirror's release: one flipped bit in the block file.
+    let world = World::new(1);
+    let release = world.copy_release("damaged-release");
+    flip(&release.join("database.bin"), 150_000);
+    let err = refuses_to_start(&[
+        "mirror",
+        "serve",
+        "--release",
+        release.to_str().unwrap(),
+        "--key",
+        &key,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(err.contains("does not match its SHA-256"), "{err}");
+
+    // A single-server record database.
+    std::fs::write(p("records.bin"), vec![3u8; 32 * 1000]).unwrap();
+    ok(&[
+        "db",
+        "build",
+        "--records",
+        &p("records.bin"),
+        "--record-size",
+        "32",
+        "--out",
+        &p("records.db"),
+    ]);
+    flip(Path::new(&p("records.db")), -100);
+    let err = refuses_to_start(&[
+        "serve",
+        "--db",
+        &p("records.db"),
+        "--key",
+        &key,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(err.contains("damaged"), "{err}");
+
+    // A breach database.
+    std::fs::write(p("pw.txt"), "123456\npassword\nqwerty\nletmein\n").unwrap();
+    ok(&[
+        "breach",
+        "build",
+        "--format",
+        "passwords",
+        &p("pw.txt"),
+        "--out",
+        &p("pw.db"),
+        "--quiet",
+    ]);
+    flip(Path::new(&p("pw.db")), -100);
+    let err = refuses_to_start(&[
+        "breach",
+        "serve",
+        "--db",
+        &p("pw.db"),
+        "--server",
+        "0",
+        "--key",
+        &key,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(err.contains("corrupt"), "{err}");
+
+    // A Safe Browsing database.
+    std::fs::write(p("list.txt"), "evil.example.com\nbad.example.org/x\n").unwrap();
+    ok(&[
+        "safebrowsing",
+        "build",
+        &p("list.txt"),
+        "--out",
+        &p("sb.db"),
+    ]);
+    flip(Path::new(&p("sb.db")), -10);
+    let err = refuses_to_start(&[
+        "safebrowsing",
+        "serve",
+        "--db",
+        &p("sb.db"),
+        "--server",
+        "0",
+        "--key",
+        &key,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(err.contains("damaged"), "{err}");
+}
