@@ -4,21 +4,19 @@
 mod apt;
 mod bench;
 mod breach;
-mod cli;
 mod demo;
 mod error;
 mod loadtest;
 mod mirror;
-mod mirror_config;
 mod oram;
 mod records;
 mod safebrowsing;
-mod server_config;
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
+use pir_cli::{cli, mirror_config, server_config};
 use clap::Parser;
 use pir_keys::{PublicKey, SecretKey};
 use pir_updates::fetch::SchemeChoice;
