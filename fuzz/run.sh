@@ -39,7 +39,10 @@ printf '%-20s %12s %10s  %s\n' target executions exec/s result
 for target in "${targets[@]}"; do
   mkdir -p "corpus/$target"
   log="$(mktemp)"
-  cargo +nightly fuzz run -O "$target" "corpus/$target" "$seeds" -- \
+  extra=()
+  # Hand-written seeds for targets whose inputs are text (config files): fuzz/seeds/TARGET.
+  if [ -d "seeds/$target" ]; then extra=("seeds/$target"); fi
+  cargo +nightly fuzz run -O "$target" "corpus/$target" "$seeds" "${extra[@]}" -- \
     -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1
   status=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)

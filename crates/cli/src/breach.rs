@@ -107,14 +107,13 @@ fn build(args: &BreachBuildArgs) -> Result<()> {
 
 /// `pir breach serve`: resolves the settings, then prints them (`--print-config`) or serves.
 async fn serve(flags: BreachServeArgs) -> Result<()> {
-    let defaults = server_config::with_limits(server_config::defaults([
-        ("qdp_policy", toml::Value::String("half".into())),
-        ("qdp_queue", toml::Value::Integer(500)),
-        ("grace_seconds", toml::Value::Integer(10)),
-    ]));
-    let paths = ["db", "key", "blinding_key", "seed_state"];
-    let args: BreachServeSettings =
-        server_config::merge(defaults, flags.config.as_deref(), &flags, &paths)?;
+    let paths = BreachServeSettings::PATHS;
+    let args: BreachServeSettings = server_config::merge(
+        BreachServeSettings::defaults(),
+        flags.config.as_deref(),
+        &flags,
+        &paths,
+    )?;
     if args.server > 1 {
         bail!("server must be 0 or 1, not {}", args.server);
     }

@@ -16,8 +16,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use pir_cli::{cli, mirror_config, server_config};
 use clap::Parser;
+use pir_cli::{cli, mirror_config, server_config};
 use pir_keys::{PublicKey, SecretKey};
 use pir_updates::fetch::SchemeChoice;
 use pir_updates::{release, Manifest, MirrorList};

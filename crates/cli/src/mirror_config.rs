@@ -145,11 +145,27 @@ fn parse_russians(text: &str) -> Result<pir_xor::Russians> {
 
 /// Merges the config file (if any) with the flags; flags win.
 pub fn resolve(args: MirrorServeArgs) -> Result<MirrorConfig> {
-    let file = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let mut file = toml::from_str::<FileConfig>(&text)
+    let text = match &args.config {
+        Some(path) => Some(
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let path = args.config.clone();
+    resolve_text(
+        args,
+        path.as_deref().zip(text.as_deref()).map(|(p, t)| (t, p)),
+    )
+}
+
+/// [`resolve`] with the config file's text given: `(text, path it was read from)`.
+pub fn resolve_text(
+    args: MirrorServeArgs,
+    config: Option<(&str, &std::path::Path)>,
+) -> Result<MirrorConfig> {
+    let file = match config {
+        Some((text, path)) => {
+            let mut file = toml::from_str::<FileConfig>(text)
                 .with_context(|| format!("{} is not a valid mirror config", path.display()))?;
             // Relative paths in the file are relative to the file, not to where we run.
             let base = path.parent().unwrap_or(std::path::Path::new(""));

@@ -146,15 +146,13 @@ fn lattice_scheme(arg: LatticeSchemeArg) -> pir_lattice::Scheme {
 
 /// `pir serve`: resolves the settings, then prints them (`--print-config`) or serves.
 pub async fn serve(args: &ServeArgs) -> Result<()> {
-    let defaults = server_config::with_limits(server_config::defaults([
-        ("scheme", toml::Value::String("simplepir".into())),
-        ("batch_window_ms", toml::Value::Integer(2)),
-        ("max_batch", toml::Value::Integer(64)),
-        ("grace_seconds", toml::Value::Integer(10)),
-    ]));
-    let paths = ["db", "key"];
-    let settings: ServeSettings =
-        server_config::merge(defaults, args.config.as_deref(), args, &paths)?;
+    let paths = ServeSettings::PATHS;
+    let settings: ServeSettings = server_config::merge(
+        ServeSettings::defaults(),
+        args.config.as_deref(),
+        args,
+        &paths,
+    )?;
     if settings.max_batch == 0 || settings.batch_window_ms > 1000 {
         bail!("max_batch must be at least 1 and batch_window_ms at most 1000");
     }

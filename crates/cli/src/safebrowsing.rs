@@ -180,13 +180,13 @@ fn bucket_services(
 
 /// `pir safebrowsing serve`.
 async fn serve(flags: SbServeArgs) -> Result<()> {
-    let defaults = server_config::with_limits(server_config::defaults([
-        ("grace_seconds", toml::Value::Integer(10)),
-        ("retire_seconds", toml::Value::Integer(60)),
-    ]));
-    let paths = ["db", "key"];
-    let args: SbServeSettings =
-        server_config::merge(defaults, flags.config.as_deref(), &flags, &paths)?;
+    let paths = SbServeSettings::PATHS;
+    let args: SbServeSettings = server_config::merge(
+        SbServeSettings::defaults(),
+        flags.config.as_deref(),
+        &flags,
+        &paths,
+    )?;
     if args.server > 1 {
         bail!(
             "server must be 0 (offline) or 1 (online), not {}",

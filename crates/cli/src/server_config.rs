@@ -21,12 +21,31 @@ pub fn merge<S: DeserializeOwned, F: Serialize>(
     flags: &F,
     paths: &[&str],
 ) -> Result<S> {
+    let text = match config {
+        Some(path) => Some(
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+        ),
+        None => None,
+    };
+    merge_text(
+        defaults,
+        config.zip(text.as_deref()).map(|(path, text)| (text, path)),
+        flags,
+        paths,
+    )
+}
+
+/// [`merge`] with the config file's text given: `(text, path it was read from)`.
+pub fn merge_text<S: DeserializeOwned, F: Serialize>(
+    defaults: toml::Table,
+    config: Option<(&str, &Path)>,
+    flags: &F,
+    paths: &[&str],
+) -> Result<S> {
     let mut merged = defaults;
-    if let Some(path) = config {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    if let Some((text, path)) = config {
         let mut file: toml::Table =
-            toml::from_str(&text).with_context(|| format!("{} is not TOML", path.display()))?;
+            toml::from_str(text).with_context(|| format!("{} is not TOML", path.display()))?;
         let base = path.parent().unwrap_or(Path::new(""));
         for field in paths {
             if let Some(toml::Value::String(p)) = file.get(*field) {

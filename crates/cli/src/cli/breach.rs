@@ -215,6 +215,20 @@ pub struct BreachServeSettings {
     pub body_timeout_seconds: u64,
 }
 
+impl BreachServeSettings {
+    /// The fields that hold paths (taken relative to the config file's directory).
+    pub const PATHS: [&'static str; 4] = ["db", "key", "blinding_key", "seed_state"];
+
+    /// The defaults, before the config file and the flags.
+    pub fn defaults() -> toml::Table {
+        crate::server_config::with_limits(crate::server_config::defaults([
+            ("qdp_policy", toml::Value::String("half".into())),
+            ("qdp_queue", toml::Value::Integer(500)),
+            ("grace_seconds", toml::Value::Integer(10)),
+        ]))
+    }
+}
+
 /// `pir breach bench`.
 #[derive(Debug, Args)]
 pub struct BreachBenchArgs {

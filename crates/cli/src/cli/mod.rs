@@ -336,6 +336,21 @@ pub struct ServeSettings {
     pub body_timeout_seconds: u64,
 }
 
+impl ServeSettings {
+    /// The fields that hold paths (taken relative to the config file's directory).
+    pub const PATHS: [&'static str; 2] = ["db", "key"];
+
+    /// The defaults, before the config file and the flags.
+    pub fn defaults() -> toml::Table {
+        crate::server_config::with_limits(crate::server_config::defaults([
+            ("scheme", toml::Value::String("simplepir".into())),
+            ("batch_window_ms", toml::Value::Integer(2)),
+            ("max_batch", toml::Value::Integer(64)),
+            ("grace_seconds", toml::Value::Integer(10)),
+        ]))
+    }
+}
+
 /// `pir get`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["index", "key"])))]
@@ -579,7 +594,7 @@ pub enum MirrorCommand {
 ///   on our measurements) when the table fits four_russians_memory_gib.
 /// - four_russians_memory_gib: largest table to build (default 4).
 /// - lock_in_ram: mlock the database so it is never paged out (needs `ulimit -l`).
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 #[command(verbatim_doc_comment)]
 pub struct MirrorServeArgs {
     /// TOML file with any of: release (a path or a list), retire_seconds, key, listen, legacy_http, admin_listen, workers, skip_verify,

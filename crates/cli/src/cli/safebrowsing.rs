@@ -139,6 +139,19 @@ pub struct SbServeSettings {
     pub body_timeout_seconds: u64,
 }
 
+impl SbServeSettings {
+    /// The fields that hold paths (taken relative to the config file's directory).
+    pub const PATHS: [&'static str; 2] = ["db", "key"];
+
+    /// The defaults, before the config file and the flags.
+    pub fn defaults() -> toml::Table {
+        crate::server_config::with_limits(crate::server_config::defaults([
+            ("grace_seconds", toml::Value::Integer(10)),
+            ("retire_seconds", toml::Value::Integer(60)),
+        ]))
+    }
+}
+
 /// `pir safebrowsing servers`.
 #[derive(Debug, Args)]
 pub struct SbServersArgs {
