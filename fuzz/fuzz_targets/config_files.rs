@@ -1,5 +1,5 @@
 //! Fuzz target: the config files of every server (`pir mirror serve`, `pir serve`, `pir breach
-//! serve`, `pir safebrowsing serve`), merged with the built-in defaults as the servers do.
+//! serve`, `pir safebrowsing serve`, `pir oram store`), merged with the built-in defaults as the servers do.
 //! Whatever a file says, the merge returns settings or an error; the mirror's settings, once
 //! accepted, print as a file that reads back to the same settings.
 
@@ -8,7 +8,9 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use pir_cli::cli::{BreachServeSettings, MirrorServeArgs, SbServeSettings, ServeSettings};
+use pir_cli::cli::{
+    BreachServeSettings, MirrorServeArgs, OramStoreSettings, SbServeSettings, ServeSettings,
+};
 use pir_cli::{mirror_config, server_config};
 
 fuzz_target!(|data: &[u8]| {
@@ -44,5 +46,11 @@ fuzz_target!(|data: &[u8]| {
         file,
         &no_flags,
         &SbServeSettings::PATHS,
+    );
+    let _ = server_config::merge_text::<OramStoreSettings, _>(
+        OramStoreSettings::defaults(),
+        file,
+        &no_flags,
+        &OramStoreSettings::PATHS,
     );
 });

@@ -21,7 +21,10 @@ use tokio::sync::oneshot;
 use pir_blockstore::remote::StoreService;
 use pir_blockstore::StoreSpec;
 
-use crate::cli::{OramCommand, OramGetArgs, OramInitArgs, OramNbdArgs, OramPutArgs, OramStoreArgs};
+use crate::cli::{
+    OramCommand, OramGetArgs, OramInitArgs, OramNbdArgs, OramPutArgs, OramStoreArgs,
+    OramStoreSettings,
+};
 
 /// Runs one `pir oram` command.
 pub async fn run(command: OramCommand) -> Result<()> {
@@ -379,7 +382,18 @@ fn write_zeroes(
     Ok(())
 }
 
-async fn serve_store(args: &OramStoreArgs) -> Result<()> {
+async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
+    let paths = OramStoreSettings::PATHS;
+    let args: OramStoreSettings = crate::server_config::merge(
+        OramStoreSettings::defaults(),
+        flags.config.as_deref(),
+        flags,
+        &paths,
+    )?;
+    if flags.print_config {
+        print!("{}", crate::server_config::print(&args, &paths)?);
+        return Ok(());
+    }
     let key = pir_keys::SecretKey::load(&args.key)
         .with_context(|| format!("cannot read the store key {}", args.key.display()))?;
     let tls = pir_keys::tls::server_config(&key)?;
@@ -391,17 +405,13 @@ async fn serve_store(args: &OramStoreArgs) -> Result<()> {
     // Slot I/O is sequential per client; no batching window.
     options.batch_window = std::time::Duration::ZERO;
     options.workers = 1;
+    options.grace = std::time::Duration::from_secs(args.grace_seconds);
+    options.admin_listen = args.admin_listen;
     crate::server_config::apply_limits(
         &mut options,
-        args.limits
-            .max_connections
-            .unwrap_or(pir_server::DEFAULT_MAX_CONNECTIONS),
-        args.limits
-            .header_timeout_seconds
-            .unwrap_or(pir_server::DEFAULT_HEADER_TIMEOUT.as_secs()),
-        args.limits
-            .body_timeout_seconds
-            .unwrap_or(pir_server::DEFAULT_BODY_TIMEOUT.as_secs()),
+        args.max_connections,
+        args.header_timeout_seconds,
+        args.body_timeout_seconds,
     )?;
     let running = pir_server::start(service, tls, options)
         .await

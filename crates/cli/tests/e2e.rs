@@ -699,7 +699,7 @@ fn print_config_shows_the_effective_settings_as_a_config_that_round_trips() {
 }
 
 #[test]
-fn serve_and_breach_serve_take_a_config_file_and_print_theirs() {
+fn every_server_takes_a_config_file_and_prints_its_own() {
     let world = World::new(1);
     let dir = std::path::Path::new(&world.path("release"))
         .parent()
@@ -736,7 +736,12 @@ fn serve_and_breach_serve_take_a_config_file_and_print_theirs() {
                 "127.0.0.1:0",
             ],
         ),
+        (
+            vec!["oram", "store"],
+            vec!["--dir", "x.db", "--key", "k.key", "--listen", "127.0.0.1:0"],
+        ),
     ] {
+        let first_setting = required[0].trim_start_matches("--");
         let mut args: Vec<&str> = command.clone();
         args.extend(&required);
         args.extend([
@@ -770,7 +775,7 @@ fn serve_and_breach_serve_take_a_config_file_and_print_theirs() {
         let refused = run(&bare);
         assert!(!refused.status.success());
         assert!(
-            String::from_utf8_lossy(&refused.stderr).contains("db"),
+            String::from_utf8_lossy(&refused.stderr).contains(first_setting),
             "{refused:?}"
         );
     }

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use serde::{Deserialize, Serialize};
 
 /// `pir oram ...`.
 #[derive(Debug, Subcommand)]
@@ -101,18 +102,70 @@ pub struct OramNbdArgs {
     pub listen: SocketAddr,
 }
 
-/// `pir oram store`.
-#[derive(Debug, Args)]
+/// `pir oram store`. Every setting can also come from a TOML file (`--config`).
+#[derive(Debug, Args, Serialize)]
 pub struct OramStoreArgs {
+    /// TOML file with any of: dir, key, listen, grace_seconds, admin_listen, max_connections,
+    /// header_timeout_seconds, body_timeout_seconds (the flag names with `_`; flags win).
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings (file and flags merged, defaults filled in) as a config
+    /// file, and exit without serving.
+    #[arg(long)]
+    #[serde(skip)]
+    pub print_config: bool,
     /// The directory holding the slots (created if missing).
     #[arg(long, value_name = "DIR")]
-    pub dir: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
     /// The store's secret key (from `pir keygen`); clients pin its public half.
     #[arg(long, value_name = "KEY")]
-    pub key: PathBuf,
-    /// HTTPS address to listen on (port 0 picks a free port; the address is printed).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8460")]
-    pub listen: SocketAddr,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+    /// HTTPS address to listen on (default 127.0.0.1:8460; port 0 picks a free port; the
+    /// address is printed).
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    /// On SIGTERM or Ctrl-C, let requests in flight finish for up to this many seconds
+    /// (default 10).
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_seconds: Option<u64>,
+    /// Also serve /metrics and /health over plain HTTP at ADDR (a loopback address).
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<SocketAddr>,
     #[command(flatten)]
+    #[serde(flatten)]
     pub limits: super::LimitArgs,
+}
+
+/// The settings of `pir oram store` after defaults, file and flags are merged.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OramStoreSettings {
+    pub dir: PathBuf,
+    pub key: PathBuf,
+    pub listen: SocketAddr,
+    pub grace_seconds: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<SocketAddr>,
+    pub max_connections: usize,
+    pub header_timeout_seconds: u64,
+    pub body_timeout_seconds: u64,
+}
+
+impl OramStoreSettings {
+    /// The fields that hold paths (taken relative to the config file's directory).
+    pub const PATHS: [&'static str; 2] = ["dir", "key"];
+
+    /// The defaults, before the config file and the flags.
+    pub fn defaults() -> toml::Table {
+        crate::server_config::with_limits(crate::server_config::defaults([
+            ("listen", toml::Value::String("127.0.0.1:8460".into())),
+            ("grace_seconds", toml::Value::Integer(10)),
+        ]))
+    }
 }
