@@ -301,12 +301,7 @@ fn write_servers(args: &BreachServersArgs) -> Result<()> {
     let servers = args
         .servers
         .iter()
-        .map(|arg| {
-            let (url, key_path) = arg
-                .split_once('=')
-                .with_context(|| format!("{arg}: expected https://HOST:PORT=SERVER.pub"))?;
-            Ok((url.to_string(), PublicKey::load(Path::new(key_path))?))
-        })
+        .map(|arg| crate::cli::parse_server(arg))
         .collect::<Result<Vec<_>>>()?;
     let text = servers::encode(&servers)
         .context("give --server URL=SERVER.pub for server 0, then server 1")?;

@@ -21,7 +21,7 @@ pub const EVIDENCE_CHEATED: u8 = 6;
 /// Exit code of `pir evidence check` when the reply is not signed by the mirror's key.
 pub const EVIDENCE_NOT_SIGNED: u8 = 7;
 
-/// `pir get --key` found neither candidate slot holding the key.
+/// `pir get --lookup` found neither candidate slot holding the key.
 #[derive(Debug, thiserror::Error)]
 #[error("not found: key {0:?} is not in the database")]
 pub struct KeyNotFound(pub String);

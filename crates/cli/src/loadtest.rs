@@ -420,13 +420,9 @@ pub async fn run(args: &LoadtestArgs) -> Result<()> {
     if args.clients == 0 || args.seconds == 0 {
         bail!("--clients and --seconds must be at least 1");
     }
-    let (url, key_path) = args
-        .server
-        .split_once('=')
-        .context("--server is https://HOST:PORT=SERVER.pub")?;
-    let key = PublicKey::load(std::path::Path::new(key_path))?;
-    let server = (url.to_string(), key);
-    let addr = pir_client::transport::authority_of(url)?;
+    let server = crate::cli::parse_server(&args.server)?;
+    let (url, key) = (server.0.clone(), server.1);
+    let addr = pir_client::transport::authority_of(&server.0)?;
     let source = Arc::new(match args.kind {
         LoadKind::Mirror => mirror_source(&server).await?,
         LoadKind::Lattice => lattice_source(&server).await?,

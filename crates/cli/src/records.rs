@@ -304,25 +304,28 @@ fn default_cache_dir() -> Option<PathBuf> {
 
 /// `pir get`.
 pub async fn get(args: &GetArgs) -> Result<()> {
-    let key = PublicKey::load(&args.server_pub)?;
+    let (url, key) = match &args.server_pub {
+        Some(path) => (args.server.clone(), PublicKey::load(path)?),
+        None => crate::cli::parse_server(&args.server)?,
+    };
     let cache = args.cache_dir.clone().or_else(default_cache_dir);
-    let (session, header) = lookup::connect(&args.server, key, cache.as_deref())
+    let (session, header) = lookup::connect(&url, key, cache.as_deref())
         .await
-        .with_context(|| format!("connecting to {}", args.server))?;
+        .with_context(|| format!("connecting to {url}"))?;
     let hint_note = if session.hint_from_cache() {
         "hint from cache".to_string()
     } else {
         format!("hint downloaded, {} bytes", session.hint_bytes())
     };
-    let (what, query) = match (args.index, &args.key) {
+    let (what, query) = match (args.index, &args.lookup) {
         (Some(index), None) => (format!("record {index}"), Query::Index(index)),
         (None, Some(k)) => (format!("key {k:?}"), Query::Key(k.as_bytes())),
-        _ => bail!("give a record INDEX or --key KEY"),
+        _ => bail!("give a record INDEX or --lookup KEY"),
     };
     let found = match lookup::lookup(&session, &header, query).await {
         Ok(found) => found,
         Err(LookupError::KeyNotFound) => {
-            return Err(KeyNotFound(args.key.clone().unwrap_or_default()).into())
+            return Err(KeyNotFound(args.lookup.clone().unwrap_or_default()).into())
         }
         Err(other) => return Err(other.into()),
     };

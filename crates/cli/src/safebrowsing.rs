@@ -327,12 +327,7 @@ fn write_servers(args: &SbServersArgs) -> Result<()> {
     let servers = args
         .servers
         .iter()
-        .map(|arg| {
-            let (url, key_path) = arg
-                .split_once('=')
-                .with_context(|| format!("{arg}: expected https://HOST:PORT=SERVER.pub"))?;
-            Ok((url.to_string(), PublicKey::load(Path::new(key_path))?))
-        })
+        .map(|arg| crate::cli::parse_server(arg))
         .collect::<Result<Vec<_>>>()?;
     let text = pir_client::servers_file::encode(SERVERS_HEADER, 2, &servers)
         .map_err(anyhow::Error::msg)

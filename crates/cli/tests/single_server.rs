@@ -77,10 +77,9 @@ fn records_and_keys_fetched_privately_from_one_server() {
         let get = |what: &[&str], server: &Server| {
             let mut args = vec!["get"];
             args.extend_from_slice(what);
-            args.extend(["--server", &server.url, "--server-pub"]);
-            let key = p("server.pub");
+            let spec = format!("{}={}", server.url, p("server.pub"));
             let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            args.extend([key, "--cache-dir".into(), cache.clone()]);
+            args.extend(["--server".into(), spec, "--cache-dir".into(), cache.clone()]);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             run(&args)
         };
@@ -128,10 +127,23 @@ fn records_and_keys_fetched_privately_from_one_server() {
         drop(records);
 
         let kv_server = Server::start(&p("kv.db"), scheme, &p("server.key"));
-        let found = get(&["--key", "user17"], &kv_server);
+        let found = get(&["--lookup", "user17"], &kv_server);
         assert!(found.status.success(), "{found:?}");
         assert_eq!(found.stdout, b"value of user 17");
-        let missing = get(&["--key", "nobody"], &kv_server);
+        // The older flags still work: --key for the lookup, --server URL --server-pub FILE.
+        let old_form = run(&[
+            "get",
+            "--key",
+            "user17",
+            "--server",
+            &kv_server.url,
+            "--server-pub",
+            &p("server.pub"),
+            "--cache-dir",
+            &cache,
+        ]);
+        assert_eq!(old_form.stdout, b"value of user 17", "{old_form:?}");
+        let missing = get(&["--lookup", "nobody"], &kv_server);
         assert_eq!(missing.status.code(), Some(4), "{missing:?}");
         assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
         assert!(missing.stdout.is_empty());
@@ -280,9 +292,7 @@ fn a_restarted_server_loads_its_saved_hint() {
                 "get",
                 "123",
                 "--server",
-                url,
-                "--server-pub",
-                &p("server.pub"),
+                &format!("{url}={}", p("server.pub")),
             ]);
             assert!(out.status.success(), "{out:?}");
             out.stdout
@@ -377,9 +387,7 @@ fn ypir_fetches_records_without_a_hint() {
             &index.to_string(),
             "--json",
             "--server",
-            url,
-            "--server-pub",
-            &p("server.pub"),
+            &format!("{url}={}", p("server.pub")),
             "--cache-dir",
             cache,
         ]);

@@ -353,19 +353,21 @@ impl ServeSettings {
 
 /// `pir get`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["index", "key"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["index", "lookup"])))]
 pub struct GetArgs {
     /// Record number (0-based) in a record database.
     pub index: Option<u64>,
-    /// Key to look up in a key-value database.
-    #[arg(long)]
-    pub key: Option<String>,
-    /// The server, https://HOST:PORT.
-    #[arg(long, value_name = "URL")]
+    /// Key to look up in a key-value database (`--key` before; `--key` now always names a
+    /// secret key file).
+    #[arg(long, value_name = "KEY", alias = "key")]
+    pub lookup: Option<String>,
+    /// The server, as https://HOST:PORT=SERVER.pub: its address and its public key file
+    /// (TLS and answer signatures must match it), as in every client command.
+    #[arg(long, value_name = "URL=SERVER.pub")]
     pub server: String,
-    /// The server's public key; TLS and answer signatures must match it.
-    #[arg(long, value_name = "SERVER.pub")]
-    pub server_pub: PathBuf,
+    /// The older form: the public key file, with --server a bare URL.
+    #[arg(long, value_name = "SERVER.pub", hide = true)]
+    pub server_pub: Option<PathBuf>,
     /// Write the record or value here (atomically) instead of printing it; `-` is standard
     /// output.
     #[arg(long, value_name = "FILE")]
@@ -778,4 +780,18 @@ pub struct EvidenceCheckArgs {
     /// The release the answers should have come from.
     #[arg(long, value_name = "RELEASE")]
     pub release: PathBuf,
+}
+
+/// Parses a `--server https://HOST:PORT=SERVER.pub` argument (the form every client command
+/// and servers file takes) and loads the public key file: the URL and the key its TLS and
+/// answers must be signed with.
+pub fn parse_server(arg: &str) -> anyhow::Result<(String, pir_keys::PublicKey)> {
+    use anyhow::Context;
+    let (url, key_path) = arg.split_once('=').with_context(|| {
+        format!(
+            "--server {arg}: expected https://HOST:PORT=SERVER.pub (the server's public key file)"
+        )
+    })?;
+    let key = pir_keys::PublicKey::load(std::path::Path::new(key_path))?;
+    Ok((url.to_string(), key))
 }
