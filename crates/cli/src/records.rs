@@ -165,16 +165,6 @@ pub async fn serve(args: &ServeArgs) -> Result<()> {
 
 async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
     let key = SecretKey::load(&args.key)?;
-    let db = RecordDb::open(&args.db, true)?;
-    let header = *db.header();
-    let scheme = lattice_scheme(args.scheme);
-    let name = scheme.id().name();
-    if let Err(why) = pir_records::scheme_fits(&header, scheme) {
-        bail!(
-            "{} cannot be served with {name}: {why}; serve it with `--scheme simplepir`",
-            args.db.display()
-        );
-    }
     let mut options = pir_server::ServerOptions::new(args.listen);
     if let Some(workers) = args.workers {
         options.workers = workers;
@@ -189,6 +179,144 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
         args.header_timeout_seconds,
         args.body_timeout_seconds,
     )?;
+    let metrics = Arc::new(pir_service::Metrics::default());
+    let service = prepare(args, quiet, options.workers, &key, &metrics)?;
+    let name = lattice_scheme(args.scheme).id().name();
+    let version = service.backend().header().version;
+    let served = Arc::new(Reloadable {
+        current: std::sync::RwLock::new(Arc::new(service)),
+        metrics: metrics.clone(),
+    });
+    let tls = pir_keys::tls::server_config(&key)?;
+    let running = pir_server::start(served.clone(), tls, options.clone())
+        .await
+        .context("starting the server")?;
+    println!(
+        "serving {name} at https://{} (database version {}, key {})",
+        running.addr,
+        hex::encode(&version[..8]),
+        key.public().fingerprint()
+    );
+    println!(
+        "hint: https://{}/pir/v1/hint  health: https://{}/health  (SIGHUP reloads the database; Ctrl-C or SIGTERM drains and stops)",
+        running.addr, running.addr
+    );
+    println!("privacy: {PRIVACY}");
+    crate::print_admin(&running);
+    let reloader = tokio::spawn(reload_on_hangup(
+        args.clone(),
+        key,
+        metrics,
+        options.workers,
+        served,
+    ));
+    running.run_until_signal().await;
+    reloader.abort();
+    Ok(())
+}
+
+/// The database being served, swapped whole on SIGHUP: requests already handed to the old
+/// one finish with it; the next ones go to the new one. The counters carry on.
+struct Reloadable {
+    current: std::sync::RwLock<Arc<pir_service::LatticeService>>,
+    metrics: Arc<pir_service::Metrics>,
+}
+
+impl Reloadable {
+    fn current(&self) -> Arc<pir_service::LatticeService> {
+        self.current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+impl pir_service::Handler for Reloadable {
+    fn handle_many(&self, requests: &[&[u8]]) -> Vec<pir_service::Reply> {
+        self.current().handle_many(requests)
+    }
+    fn max_request_bytes(&self) -> usize {
+        self.current().max_request_bytes()
+    }
+    fn health(&self) -> String {
+        self.current().health()
+    }
+    fn metrics(&self) -> &pir_service::Metrics {
+        &self.metrics
+    }
+    fn render_metrics(&self) -> String {
+        self.current().render_metrics()
+    }
+    fn hint(&self) -> Option<bytes::Bytes> {
+        self.current().hint()
+    }
+}
+
+/// Reopens the database on every SIGHUP (its saved hint, or a new one computed meanwhile) and
+/// swaps it in; a database that fails to open leaves the old one served.
+async fn reload_on_hangup(
+    args: ServeSettings,
+    key: SecretKey,
+    metrics: Arc<pir_service::Metrics>,
+    workers: usize,
+    served: Arc<Reloadable>,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP: the database is not reloaded");
+        return;
+    };
+    let args = Arc::new(args);
+    while hangup.recv().await.is_some() {
+        let (args, metrics) = (args.clone(), metrics.clone());
+        let Ok(key) = SecretKey::from_pkcs8(key.pkcs8()) else {
+            continue;
+        };
+        let before = served.current().backend().header().version;
+        let result =
+            tokio::task::spawn_blocking(move || prepare(&args, true, workers, &key, &metrics))
+                .await;
+        match result {
+            Ok(Ok(service)) => {
+                let version = service.backend().header().version;
+                *served
+                    .current
+                    .write()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(service);
+                println!(
+                    "reloaded: serving database version {} (was {})",
+                    hex::encode(&version[..8]),
+                    hex::encode(&before[..8])
+                );
+            }
+            Ok(Err(e)) => println!(
+                "reload failed, still serving database version {}: {e:#}",
+                hex::encode(&before[..8])
+            ),
+            Err(e) => println!("reload failed: {e}"),
+        }
+    }
+}
+
+/// Opens the database of `args`, loads its saved hint or computes (and saves) it, and returns
+/// the signed service counting into `metrics`.
+fn prepare(
+    args: &ServeSettings,
+    quiet: bool,
+    workers: usize,
+    key: &SecretKey,
+    metrics: &Arc<pir_service::Metrics>,
+) -> Result<pir_service::LatticeService> {
+    let db = RecordDb::open(&args.db, true)?;
+    let header = *db.header();
+    let scheme = lattice_scheme(args.scheme);
+    let name = scheme.id().name();
+    if let Err(why) = pir_records::scheme_fits(&header, scheme) {
+        bail!(
+            "{} cannot be served with {name}: {why}; serve it with `--scheme simplepir`",
+            args.db.display()
+        );
+    }
     // The hint computed at an earlier start, if it is for this very database.
     let version = lookup::lattice_database(&header, &[], scheme).version;
     let mut saved = match pir_records::offline::load(&args.db, scheme, &version) {
@@ -207,7 +335,7 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
         bar
     });
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(options.workers.max(1))
+        .num_threads(workers.max(1))
         .build()
         .context("starting the worker threads")?;
     let started = std::time::Instant::now();
@@ -271,26 +399,9 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
         }
     }
     drop(offline);
-    let version = lattice.header().version;
-    let service = lattice.serve(SecretKey::from_pkcs8(key.pkcs8())?);
-    let tls = pir_keys::tls::server_config(&key)?;
-    let running = pir_server::start(Arc::new(service), tls, options)
-        .await
-        .context("starting the server")?;
-    println!(
-        "serving {name} at https://{} (database version {}, key {})",
-        running.addr,
-        hex::encode(&version[..8]),
-        key.public().fingerprint()
-    );
-    println!(
-        "hint: https://{}/pir/v1/hint  health: https://{}/health  (Ctrl-C or SIGTERM drains and stops)",
-        running.addr, running.addr
-    );
-    println!("privacy: {PRIVACY}");
-    crate::print_admin(&running);
-    running.run_until_signal().await;
-    Ok(())
+    Ok(lattice
+        .serve(SecretKey::from_pkcs8(key.pkcs8())?)
+        .with_metrics(metrics.clone()))
 }
 
 /// The default hint cache: `$XDG_CACHE_HOME/pir` or `~/.cache/pir`.

@@ -423,3 +423,100 @@ fn ypir_fetches_records_without_a_hint() {
     get(&url, 4321, &p("cache"));
     support::terminate(&mut second);
 }
+
+/// `pir serve` swaps its database on SIGHUP without a restart: a rebuilt file is served from
+/// then on (clients fetch the new hint), and a damaged one leaves the old database served.
+#[test]
+fn sighup_swaps_the_database_without_a_restart() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    ok(&["keygen", "--out", &p("server")]);
+    let build = |fill: u8| {
+        std::fs::write(p("records.bin"), vec![fill; 200 * 8]).unwrap();
+        ok(&[
+            "db",
+            "build",
+            "--records",
+            &p("records.bin"),
+            "--record-size",
+            "8",
+            "--out",
+            &p("r.db"),
+        ]);
+    };
+    build(1);
+    let mut child = support::pir()
+        .args(["serve", "--db", &p("r.db"), "--key", &p("server.key")])
+        .args(["--listen", "127.0.0.1:0", "--quiet"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("https://"))
+        .unwrap()
+        .to_string();
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    let hangup = || {
+        let sent = std::process::Command::new("kill")
+            .args(["-HUP", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        loop {
+            let line = receive
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("no reload report within a minute");
+            if line.starts_with("reload") {
+                return line;
+            }
+        }
+    };
+    let cache = p("cache");
+    let get = |index: &str| {
+        let out = run(&[
+            "get",
+            index,
+            "--server",
+            &format!("{url}={}", p("server.pub")),
+            "--cache-dir",
+            &cache,
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        out.stdout
+    };
+    assert_eq!(get("5"), vec![1u8; 8]);
+
+    build(2);
+    let report = hangup();
+    assert!(
+        report.starts_with("reloaded: serving database version"),
+        "{report}"
+    );
+    assert_eq!(
+        get("5"),
+        vec![2u8; 8],
+        "the new database, through a new hint"
+    );
+
+    // A damaged file: the reload fails and the database of before stays served.
+    let mut bytes = std::fs::read(p("r.db")).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(p("r.db"), bytes).unwrap();
+    let report = hangup();
+    assert!(report.starts_with("reload failed"), "{report}");
+    assert!(report.contains("damaged"), "{report}");
+    assert_eq!(get("5"), vec![2u8; 8]);
+    let _ = child.kill();
+    let _ = child.wait();
+}

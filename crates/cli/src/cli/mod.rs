@@ -317,7 +317,7 @@ pub struct ServeArgs {
 }
 
 /// The settings of `pir serve` after defaults, file and flags are merged.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServeSettings {
     pub db: PathBuf,
