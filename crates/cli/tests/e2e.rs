@@ -618,6 +618,13 @@ fn the_admin_listener_serves_metrics_and_health_only() {
     let (status, body) = plain_get(&admin, "/metrics");
     assert_eq!(status, 200);
     assert!(body.contains("pir_request_seconds_count"), "{body}");
+    // The /metrics request before this one was timed, under its endpoint.
+    let (_, body) = plain_get(&admin, "/metrics");
+    assert!(
+        body.contains("pir_http_request_seconds_count{endpoint=\"/metrics\"} 1\n")
+            && body.contains("pir_http_request_seconds_count{endpoint=\"/pir/v1\"} 0\n"),
+        "{body}"
+    );
     let (status, body) = plain_get(&admin, "/health");
     assert_eq!(
         (status, body.starts_with("ok release=")),

@@ -318,6 +318,10 @@ pub async fn start<H: Handler + ?Sized>(
         .route("/health", get(health::<H>))
         .route("/metrics", get(metrics::<H>))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            timed::<H>,
+        ))
         .with_state(state.clone());
     let bounds = Bounds {
         max_connections: options.max_connections.max(1),
@@ -349,6 +353,10 @@ pub async fn start<H: Handler + ?Sized>(
             let admin_app = Router::new()
                 .route("/health", get(health::<H>))
                 .route("/metrics", get(metrics::<H>))
+                .layer(axum::middleware::from_fn_with_state(
+                    state.clone(),
+                    timed::<H>,
+                ))
                 .with_state(state.clone());
             tasks.spawn(accept_loop(
                 listener,
@@ -609,6 +617,23 @@ async fn pir_request<H: Handler + ?Sized>(
             .into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
+}
+
+/// Measures every request of the HTTPS and admin listeners, per endpoint, into the service's
+/// metrics.
+async fn timed<H: Handler + ?Sized>(
+    State(state): State<AppState<H>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let endpoint = pir_service::Endpoint::of(request.uri().path());
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    state
+        .service
+        .metrics()
+        .record_http(endpoint, started.elapsed().as_secs_f64());
+    response
 }
 
 async fn health<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> String {

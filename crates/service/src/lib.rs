@@ -33,7 +33,7 @@ pub mod signed;
 
 pub use handler::{Handler, Reply};
 pub use lattice::{Lattice, LatticeDatabase, LatticeService};
-pub use metrics::Metrics;
+pub use metrics::{Endpoint, Metrics};
 pub use mirror::{Mirror, MirrorService};
 pub use releases::{ReleaseInfo, ReleaseSet, ServedRelease};
 pub use signed::{Backend, Refusal, SignedService, DATABASE_ID_LEN};

@@ -52,6 +52,11 @@ impl Histogram {
 
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        self.render_series(out, name, "");
+    }
+
+    /// The bucket, sum and count lines, each with `labels` (`key="value",` or empty).
+    fn render_series(&self, out: &mut String, name: &str, labels: &str) {
         let mut cumulative = 0;
         for (i, count) in self.counts.iter().enumerate() {
             cumulative += count.load(Ordering::Relaxed);
@@ -59,10 +64,68 @@ impl Histogram {
                 .bounds
                 .get(i)
                 .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
-            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{le}\"}} {cumulative}");
         }
         let sum = self.sum_micro.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum:.6}\n{name}_count {cumulative}");
+        let plain = labels.trim_end_matches(',');
+        let braces = if plain.is_empty() {
+            String::new()
+        } else {
+            format!("{{{plain}}}")
+        };
+        let _ = writeln!(
+            out,
+            "{name}_sum{braces} {sum:.6}\n{name}_count{braces} {cumulative}"
+        );
+    }
+}
+
+/// The HTTP endpoints whose latency is measured separately (a fixed set: the path of a request,
+/// never anything in it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `POST /pir/v1`: queries, manifests, hints in pieces.
+    Query,
+    /// `GET /pir/v1/hint`: the hint download.
+    Hint,
+    /// `GET /health`.
+    Health,
+    /// `GET /metrics`.
+    Metrics,
+    /// Anything else (answered 404 or 405).
+    Other,
+}
+
+impl Endpoint {
+    /// Every endpoint, in the order of the `/metrics` lines.
+    pub const ALL: [Endpoint; 5] = [
+        Endpoint::Query,
+        Endpoint::Hint,
+        Endpoint::Health,
+        Endpoint::Metrics,
+        Endpoint::Other,
+    ];
+
+    /// The endpoint of a request `path`.
+    pub fn of(path: &str) -> Endpoint {
+        match path {
+            "/pir/v1" => Endpoint::Query,
+            "/pir/v1/hint" => Endpoint::Hint,
+            "/health" => Endpoint::Health,
+            "/metrics" => Endpoint::Metrics,
+            _ => Endpoint::Other,
+        }
+    }
+
+    /// Its `endpoint` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Endpoint::Query => "/pir/v1",
+            Endpoint::Hint => "/pir/v1/hint",
+            Endpoint::Health => "/health",
+            Endpoint::Metrics => "/metrics",
+            Endpoint::Other => "other",
+        }
     }
 }
 
@@ -83,6 +146,8 @@ pub struct Metrics {
     batched_requests: AtomicU64,
     request_seconds: Histogram,
     batch_requests: Histogram,
+    /// Per [`Endpoint::ALL`]: from the request's arrival to its reply's headers.
+    http_seconds: Vec<Histogram>,
 }
 
 impl Default for Metrics {
@@ -99,6 +164,10 @@ impl Default for Metrics {
             batched_requests: AtomicU64::new(0),
             request_seconds: Histogram::new(&LATENCY_BUCKETS),
             batch_requests: Histogram::new(&BATCH_BUCKETS),
+            http_seconds: Endpoint::ALL
+                .iter()
+                .map(|_| Histogram::new(&LATENCY_BUCKETS))
+                .collect(),
         }
     }
 }
@@ -128,6 +197,18 @@ impl Metrics {
     pub fn record_download(&self, bytes: usize) {
         self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
         self.hint_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Records one HTTP request to `endpoint` that took `seconds` from its arrival to its
+    /// reply (queueing and batching included).
+    pub fn record_http(&self, endpoint: Endpoint, seconds: f64) {
+        let at = Endpoint::ALL
+            .iter()
+            .position(|e| *e == endpoint)
+            .unwrap_or(Endpoint::ALL.len() - 1);
+        if let Some(histogram) = self.http_seconds.get(at) {
+            histogram.observe(seconds);
+        }
     }
 
     /// Records one pass of the batcher that answered `requests` requests together.
@@ -217,6 +298,19 @@ impl Metrics {
             "pir_batch_requests",
             "Requests answered together in one pass.",
         );
+        let name = "pir_http_request_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time from a request's arrival to its reply, per endpoint.\n\
+             # TYPE {name} histogram"
+        );
+        for (endpoint, histogram) in Endpoint::ALL.iter().zip(&self.http_seconds) {
+            histogram.render_series(
+                &mut out,
+                name,
+                &format!("endpoint=\"{}\",", endpoint.label()),
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP pir_build_info The running build.\n# TYPE pir_build_info gauge\n\
@@ -298,5 +392,32 @@ mod tests {
             let (_, value) = line.rsplit_once(' ').unwrap();
             assert!(value.parse::<f64>().is_ok(), "{line}");
         }
+    }
+
+    #[test]
+    fn http_latency_is_kept_per_endpoint() {
+        let m = Metrics::default();
+        m.record_http(Endpoint::of("/pir/v1"), 0.003);
+        m.record_http(Endpoint::of("/pir/v1"), 0.2);
+        m.record_http(Endpoint::of("/health"), 0.0001);
+        m.record_http(Endpoint::of("/no/such/path"), 0.0001);
+        let text = m.render();
+        for line in [
+            "pir_http_request_seconds_bucket{endpoint=\"/pir/v1\",le=\"0.0025\"} 0\n",
+            "pir_http_request_seconds_bucket{endpoint=\"/pir/v1\",le=\"0.005\"} 1\n",
+            "pir_http_request_seconds_bucket{endpoint=\"/pir/v1\",le=\"+Inf\"} 2\n",
+            "pir_http_request_seconds_count{endpoint=\"/pir/v1\"} 2\n",
+            "pir_http_request_seconds_sum{endpoint=\"/pir/v1\"} 0.203000\n",
+            "pir_http_request_seconds_count{endpoint=\"/health\"} 1\n",
+            "pir_http_request_seconds_count{endpoint=\"/pir/v1/hint\"} 0\n",
+            "pir_http_request_seconds_count{endpoint=\"other\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from {text}");
+        }
+        assert_eq!(
+            text.matches("# TYPE pir_http_request_seconds histogram")
+                .count(),
+            1
+        );
     }
 }
