@@ -183,10 +183,7 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
     let service = prepare(args, quiet, options.workers, &key, &metrics)?;
     let name = lattice_scheme(args.scheme).id().name();
     let version = service.backend().header().version;
-    let served = Arc::new(Reloadable {
-        current: std::sync::RwLock::new(Arc::new(service)),
-        metrics: metrics.clone(),
-    });
+    let served = Arc::new(pir_service::Swappable::new(service, metrics.clone()));
     let tls = pir_keys::tls::server_config(&key)?;
     let running = pir_server::start(served.clone(), tls, options.clone())
         .await
@@ -215,43 +212,6 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-/// The database being served, swapped whole on SIGHUP: requests already handed to the old
-/// one finish with it; the next ones go to the new one. The counters carry on.
-struct Reloadable {
-    current: std::sync::RwLock<Arc<pir_service::LatticeService>>,
-    metrics: Arc<pir_service::Metrics>,
-}
-
-impl Reloadable {
-    fn current(&self) -> Arc<pir_service::LatticeService> {
-        self.current
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-    }
-}
-
-impl pir_service::Handler for Reloadable {
-    fn handle_many(&self, requests: &[&[u8]]) -> Vec<pir_service::Reply> {
-        self.current().handle_many(requests)
-    }
-    fn max_request_bytes(&self) -> usize {
-        self.current().max_request_bytes()
-    }
-    fn health(&self) -> String {
-        self.current().health()
-    }
-    fn metrics(&self) -> &pir_service::Metrics {
-        &self.metrics
-    }
-    fn render_metrics(&self) -> String {
-        self.current().render_metrics()
-    }
-    fn hint(&self) -> Option<bytes::Bytes> {
-        self.current().hint()
-    }
-}
-
 /// Reopens the database on every SIGHUP (its saved hint, or a new one computed meanwhile) and
 /// swaps it in; a database that fails to open leaves the old one served.
 async fn reload_on_hangup(
@@ -259,7 +219,7 @@ async fn reload_on_hangup(
     key: SecretKey,
     metrics: Arc<pir_service::Metrics>,
     workers: usize,
-    served: Arc<Reloadable>,
+    served: Arc<pir_service::Swappable<pir_service::LatticeService>>,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hangup) = signal(SignalKind::hangup()) else {
@@ -279,10 +239,7 @@ async fn reload_on_hangup(
         match result {
             Ok(Ok(service)) => {
                 let version = service.backend().header().version;
-                *served
-                    .current
-                    .write()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(service);
+                served.swap(service);
                 println!(
                     "reloaded: serving database version {} (was {})",
                     hex::encode(&version[..8]),
