@@ -126,31 +126,8 @@ async fn serve(flags: BreachServeArgs) -> Result<()> {
     }
     let key = SecretKey::load(&args.key)?;
     let server = usize::from(args.server);
-    let seed_state = args.seed_state.clone().unwrap_or_else(|| {
-        let mut name = args.db.as_os_str().to_owned();
-        name.push(format!(".seeds-{server}"));
-        PathBuf::from(name)
-    });
-    let started = start_server(&ServerPlan {
-        db: &args.db,
-        key: &key,
-        server,
-        blinding_key: args.blinding_key.as_deref(),
-        seed_state: &seed_state,
-        policy: args.qdp_policy,
-        queue: args.qdp_queue,
-        listen: args.listen,
-        workers: args.workers,
-        grace: std::time::Duration::from_secs(args.grace_seconds),
-        admin_listen: args.admin_listen,
-        four_russians: args.four_russians.map(usize::from),
-        limits: (
-            args.max_connections,
-            args.header_timeout_seconds,
-            args.body_timeout_seconds,
-        ),
-    })
-    .await?;
+    let seed_state = seed_state_of(&args);
+    let started = start_server(&plan_of(&args, &key, &seed_state)).await?;
     let (header, shape) = (&started.header, started.shape);
     println!(
         "breach server {server} serving database {} ({} buckets of {} bytes, {} corpus{}) at https://{} with key {}",
@@ -163,14 +140,103 @@ async fn serve(flags: BreachServeArgs) -> Result<()> {
         key.public().fingerprint()
     );
     println!(
-        "seed state: {} (keep it; never delete it)  health: https://{}/health  (Ctrl-C or SIGTERM drains and stops)",
+        "seed state: {} (keep it; never delete it)  health: https://{}/health  (SIGHUP reloads the database; Ctrl-C or SIGTERM drains and stops)",
         seed_state.display(),
         started.running.addr
     );
     println!("privacy: {PRIVACY}");
     crate::print_admin(&started.running);
+    let reloader = tokio::spawn(reload_on_hangup(
+        args,
+        key,
+        started.served.clone(),
+        started.seeds.clone(),
+        started.metrics.clone(),
+    ));
     started.running.run_until_signal().await;
+    reloader.abort();
     Ok(())
+}
+
+/// The seed state file of `args` (default `DB.seeds-SERVER`).
+fn seed_state_of(args: &BreachServeSettings) -> PathBuf {
+    args.seed_state.clone().unwrap_or_else(|| {
+        let mut name = args.db.as_os_str().to_owned();
+        name.push(format!(".seeds-{}", args.server));
+        PathBuf::from(name)
+    })
+}
+
+/// The plan of `pir breach serve` with settings `args`.
+fn plan_of<'a>(
+    args: &'a BreachServeSettings,
+    key: &'a SecretKey,
+    seed_state: &'a Path,
+) -> ServerPlan<'a> {
+    ServerPlan {
+        db: &args.db,
+        key,
+        server: usize::from(args.server),
+        blinding_key: args.blinding_key.as_deref(),
+        seed_state,
+        policy: args.qdp_policy,
+        queue: args.qdp_queue,
+        listen: args.listen,
+        workers: args.workers,
+        grace: std::time::Duration::from_secs(args.grace_seconds),
+        admin_listen: args.admin_listen,
+        four_russians: args.four_russians.map(usize::from),
+        limits: (
+            args.max_connections,
+            args.header_timeout_seconds,
+            args.body_timeout_seconds,
+        ),
+    }
+}
+
+/// Reopens the database on every SIGHUP and swaps it in (the seed state shared, so its mark
+/// only grows); a database that fails to open leaves the old one served. Checks in progress
+/// across the swap fail once (their seeds belonged to the old service) and are asked again.
+async fn reload_on_hangup(
+    args: BreachServeSettings,
+    key: SecretKey,
+    served: Arc<pir_service::Swappable<pir_breach::BreachService>>,
+    seeds: pir_service::qdp::SharedSeedStore,
+    metrics: Arc<pir_service::Metrics>,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP: the database is not reloaded");
+        return;
+    };
+    let args = Arc::new(args);
+    while hangup.recv().await.is_some() {
+        let before = *pir_service::Backend::database_id(served.current().backend());
+        let (args, seeds, metrics) = (args.clone(), seeds.clone(), metrics.clone());
+        let Ok(key) = SecretKey::from_pkcs8(key.pkcs8()) else {
+            continue;
+        };
+        let result = tokio::task::spawn_blocking(move || {
+            let seed_state = seed_state_of(&args);
+            open_service(&plan_of(&args, &key, &seed_state), &seeds, &metrics)
+        })
+        .await;
+        match result {
+            Ok(Ok((service, header, _))) => {
+                served.swap(service);
+                println!(
+                    "reloaded: serving database {} (was {})",
+                    hex::encode(&header.database_id()[..8]),
+                    hex::encode(&before[..8])
+                );
+            }
+            Ok(Err(e)) => println!(
+                "reload failed, still serving database {}: {e:#}",
+                hex::encode(&before[..8])
+            ),
+            Err(e) => println!("reload failed: {e}"),
+        }
+    }
 }
 
 /// What [`start_server`] needs: the flags of `pir breach serve`.
@@ -197,15 +263,60 @@ struct ServerPlan<'a> {
 /// A started breach server (what `pir breach serve` and `pir breach bench` run).
 struct StartedServer {
     running: pir_server::RunningServer,
-    service: Arc<pir_breach::BreachService>,
+    /// The service, replaced whole by a reload.
+    served: Arc<pir_service::Swappable<pir_breach::BreachService>>,
+    /// The seed state, shared with the service a reload opens.
+    seeds: pir_service::qdp::SharedSeedStore,
+    metrics: Arc<pir_service::Metrics>,
     header: DbHeader,
     shape: pir_core::DbShape,
     /// The key the server signs with (checked by in-process benchmark requests).
     public_key: pir_keys::PublicKey,
 }
 
+impl StartedServer {
+    /// The service answering now.
+    fn service(&self) -> Arc<pir_breach::BreachService> {
+        self.served.current()
+    }
+}
+
 /// Opens the database (memory-mapped, verified), starts the QDP worker and the HTTPS server.
 async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
+    let metrics = Arc::new(pir_service::Metrics::default());
+    let seeds = pir_service::qdp::SharedSeedStore::new(plan.seed_state);
+    let (service, header, shape) = open_service(plan, &seeds, &metrics)?;
+    let served = Arc::new(pir_service::Swappable::new(service, metrics.clone()));
+    let mut options = pir_server::ServerOptions::new(plan.listen);
+    if let Some(workers) = plan.workers {
+        options.workers = workers;
+    }
+    options.grace = plan.grace;
+    options.admin_listen = plan.admin_listen;
+    let (max_connections, header_timeout, body_timeout) = plan.limits;
+    server_config::apply_limits(&mut options, max_connections, header_timeout, body_timeout)?;
+    let tls = pir_keys::tls::server_config(plan.key)?;
+    let running = pir_server::start(served.clone(), tls, options)
+        .await
+        .context("starting the breach server")?;
+    Ok(StartedServer {
+        running,
+        served,
+        seeds,
+        metrics,
+        header,
+        shape,
+        public_key: plan.key.public(),
+    })
+}
+
+/// Opens the database of `plan` (memory-mapped, verified) and starts its QDP worker, counting
+/// into `metrics` and reserving seed counters through `seeds`.
+fn open_service(
+    plan: &ServerPlan<'_>,
+    seeds: &pir_service::qdp::SharedSeedStore,
+    metrics: &Arc<pir_service::Metrics>,
+) -> Result<(pir_breach::BreachService, DbHeader, pir_core::DbShape)> {
     let db = BreachDatabase::open(plan.db, true)?;
     let header = db.header().clone();
     let blinding = match plan.blinding_key {
@@ -266,34 +377,13 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
         policy,
         // A fresh seed key at every start; only the counter is persisted (pir_xor::qdp).
         seed_key: SeedKey::random(&mut rand::rng()),
-        seed_store: pir_service::qdp::BoxedSeedStore(Box::new(
-            pir_service::qdp::FileSeedStore::new(plan.seed_state),
-        )),
+        seed_store: pir_service::qdp::BoxedSeedStore(Box::new(seeds.clone())),
         flip_table,
     };
-    let service = Arc::new(
-        pir_breach::BreachBackend::start(config)
-            .with_context(|| format!("serving {}", plan.db.display()))?,
-    );
-    let mut options = pir_server::ServerOptions::new(plan.listen);
-    if let Some(workers) = plan.workers {
-        options.workers = workers;
-    }
-    options.grace = plan.grace;
-    options.admin_listen = plan.admin_listen;
-    let (max_connections, header_timeout, body_timeout) = plan.limits;
-    server_config::apply_limits(&mut options, max_connections, header_timeout, body_timeout)?;
-    let tls = pir_keys::tls::server_config(plan.key)?;
-    let running = pir_server::start(service.clone(), tls, options)
-        .await
-        .context("starting the breach server")?;
-    Ok(StartedServer {
-        running,
-        service,
-        header,
-        shape,
-        public_key: plan.key.public(),
-    })
+    let service = pir_breach::BreachBackend::start(config)
+        .with_context(|| format!("serving {}", plan.db.display()))?
+        .with_metrics(metrics.clone());
+    Ok((service, header, shape))
 }
 
 /// `pir breach servers`.

@@ -2,7 +2,7 @@
 //! handed out before (seed 001, section 3.3.2: a repeated seed exposes the Hamming distance
 //! of two queries). Drives the real binary: two `pir breach serve` processes on 127.0.0.1,
 //! server 0 killed (as in a crash) and started again; then its seed state file rolled back and
-//! deleted, and the start refused.
+//! deleted, and the start refused; and a database swapped on SIGHUP.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
@@ -142,4 +142,150 @@ fn refused_start(db: &str, key: &str, seed_state: &str) -> String {
     ]);
     assert!(!out.status.success(), "started with a bad seed state");
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A `pir breach serve` process whose later output lines are kept (for reload reports).
+struct Watched {
+    child: std::process::Child,
+    url: String,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Watched {
+    fn start(db: &str, server: &str, key: &str) -> Watched {
+        use std::io::BufRead;
+        let mut child = support::pir()
+            .args([
+                "breach", "serve", "--db", db, "--server", server, "--key", key,
+            ])
+            .args(["--listen", "127.0.0.1:0", "--qdp-queue", "4"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let url = first
+            .split_whitespace()
+            .find(|w| w.starts_with("https://"))
+            .unwrap()
+            .to_string();
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = send.send(line);
+            }
+        });
+        Watched {
+            child,
+            url,
+            lines: receive,
+        }
+    }
+
+    /// Sends SIGHUP and returns the reload report.
+    fn hangup(&self) -> String {
+        let sent = std::process::Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("no reload report within a minute");
+            if line.starts_with("reload") {
+                return line;
+            }
+        }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Both servers swap to a rebuilt database on SIGHUP without a restart; a damaged one leaves
+/// the old database served; the seed state shared by the old and new service only grows.
+#[test]
+fn sighup_swaps_the_breach_database_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    ok(&["keygen", "--out", &p("s0")]);
+    ok(&["keygen", "--out", &p("s1")]);
+    let build = |list: &str| {
+        std::fs::write(p("list.txt"), list).unwrap();
+        ok(&[
+            "breach",
+            "build",
+            "--format",
+            "passwords",
+            &p("list.txt"),
+            "--out",
+            &p("pw.db"),
+            "--quiet",
+        ]);
+    };
+    build("123456\npassword\nqwerty\n");
+    let s0 = Watched::start(&p("pw.db"), "0", &p("s0.key"));
+    let s1 = Watched::start(&p("pw.db"), "1", &p("s1.key"));
+    ok(&[
+        "breach",
+        "servers",
+        "--server",
+        &format!("{}={}", s0.url, p("s0.pub")),
+        "--server",
+        &format!("{}={}", s1.url, p("s1.pub")),
+        "--out",
+        &p("servers"),
+    ]);
+    let check = |password: &str| {
+        use std::io::Write;
+        let mut child = support::pir()
+            .args(["breach", "check", "--servers", &p("servers")])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+        let out = child.wait_with_output().unwrap();
+        out.status.code()
+    };
+    assert_eq!(check("correcthorse"), Some(0), "not in the first list");
+    assert_eq!(check("qwerty"), Some(5));
+
+    build("123456\npassword\nqwerty\ncorrecthorse\n");
+    for server in [&s0, &s1] {
+        let report = server.hangup();
+        assert!(report.starts_with("reloaded: serving database"), "{report}");
+    }
+    assert_eq!(check("correcthorse"), Some(5), "in the rebuilt list");
+
+    let mut bytes = std::fs::read(p("pw.db")).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 1;
+    std::fs::write(p("pw.db"), bytes).unwrap();
+    let report = s0.hangup();
+    assert!(report.starts_with("reload failed"), "{report}");
+    assert!(report.contains("corrupt"), "{report}");
+    assert_eq!(
+        check("correcthorse"),
+        Some(5),
+        "the old database still served"
+    );
+
+    // The seed state the two services of server 0 shared never went back: a restart on it
+    // is accepted.
+    let mark = high_water(Path::new(&p("pw.db.seeds-0")));
+    assert!(mark > 0);
+    drop(s0);
+    build("123456\npassword\nqwerty\ncorrecthorse\n");
+    let again = Watched::start(&p("pw.db"), "0", &p("s0.key"));
+    drop(again);
+    assert!(high_water(Path::new(&p("pw.db.seeds-0"))) >= mark);
 }

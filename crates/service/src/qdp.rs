@@ -530,6 +530,41 @@ impl SeedStore for FileSeedStore {
     }
 }
 
+/// One [`FileSeedStore`] shared by the QDP servers of one process: the one serving and the
+/// one that replaces it on a reload run side by side for a while. The file's mark only ever
+/// grows: a reservation below what another already reserved writes nothing (its counters are
+/// covered). Each server draws its own seed key, so their counters may overlap harmlessly.
+#[derive(Debug, Clone)]
+pub struct SharedSeedStore(std::sync::Arc<std::sync::Mutex<(FileSeedStore, u64)>>);
+
+impl SharedSeedStore {
+    /// A shared store at `path`.
+    pub fn new(path: &Path) -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new((
+            FileSeedStore::new(path),
+            0,
+        ))))
+    }
+}
+
+impl SeedStore for SharedSeedStore {
+    fn load(&mut self) -> Result<u64, qdp::StoreError> {
+        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mark = guard.0.load()?.max(guard.1);
+        guard.1 = mark;
+        Ok(mark)
+    }
+
+    fn reserve(&mut self, upto: u64) -> Result<(), qdp::StoreError> {
+        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if upto > guard.1 {
+            guard.0.reserve(upto)?;
+            guard.1 = upto;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,6 +581,23 @@ mod tests {
         std::fs::write(&path, "nonsense").unwrap();
         assert!(FileSeedStore::new(&path).load().is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_shared_seed_store_only_moves_forward() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seeds-0");
+        let mut first = SharedSeedStore::new(&path);
+        let mut second = first.clone();
+        assert_eq!(first.load().unwrap(), 0);
+        first.reserve(2048).unwrap();
+        // The replacement opens while the first still serves, then reserves less.
+        assert_eq!(second.load().unwrap(), 2048);
+        second.reserve(1024).unwrap();
+        assert_eq!(FileSeedStore::new(&path).load().unwrap(), 2048);
+        second.reserve(4096).unwrap();
+        first.reserve(3072).unwrap();
+        assert_eq!(FileSeedStore::new(&path).load().unwrap(), 4096);
     }
 
     #[test]

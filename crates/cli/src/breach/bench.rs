@@ -113,14 +113,14 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
     let started = Instant::now();
     while servers
         .iter()
-        .any(|s| s.service.backend().qdp().queue_len() < want)
+        .any(|s| s.service().backend().qdp().queue_len() < want)
         && started.elapsed() < QUEUE_WAIT
     {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let queued: Vec<usize> = servers
         .iter()
-        .map(|s| s.service.backend().qdp().queue_len())
+        .map(|s| s.service().backend().qdp().queue_len())
         .collect();
     println!(
         "QDP queues hold {queued:?} precomputed entries after {:.1} s (precomputing one entry \
@@ -175,7 +175,7 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
     );
     let database_bytes = header.bucket_count() * header.block_size;
     let queue_bytes = args.qdp_queue * header.block_size;
-    let table = match servers[0].service.backend().qdp().flip_table_bytes() {
+    let table = match servers[0].service().backend().qdp().flip_table_bytes() {
         0 => String::new(),
         bytes => format!(
             " + four-Russians table of its flip chunk {:.2} GB",
@@ -249,7 +249,7 @@ fn server_online_ms(
     let database_id = pir_breach::service::database_id(session.header());
     let request = |message: &[u8]| reply::request(SchemeId::Qdp, &database_id, &[message.to_vec()]);
     let payload = |server: &StartedServer, request: &[u8]| -> Result<Vec<u8>> {
-        let answer = server.service.handle(request);
+        let answer = server.service().handle(request);
         ensure!(answer.status == 200, "a benchmark server refused a request");
         let expect = Expect {
             scheme: SchemeId::Qdp,
@@ -290,7 +290,7 @@ fn traffic(servers: &[StartedServer]) -> (u64, u64) {
             .unwrap_or(0)
     };
     servers.iter().fold((0, 0), |(sent, received), server| {
-        let text = server.service.metrics().render();
+        let text = server.service().metrics().render();
         (
             sent + counter(&text, "pir_bytes_received_total "),
             received + counter(&text, "pir_bytes_sent_total "),

@@ -190,7 +190,7 @@ pub struct BreachServeArgs {
 }
 
 /// The settings of `pir breach serve` after defaults, file and flags are merged.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BreachServeSettings {
     pub db: PathBuf,
