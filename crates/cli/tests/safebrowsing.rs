@@ -692,3 +692,100 @@ impl Relays {
         self.seen.lock().unwrap().clone()
     }
 }
+
+/// The online server goes down and comes back on its address: lookups meanwhile fail with an
+/// error (the proxy keeps serving), and afterwards they succeed again.
+#[test]
+fn the_proxy_survives_a_restart_of_the_online_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("list.txt");
+    let text: String = (0..300)
+        .map(|k| format!("host{k}.evil.example\n"))
+        .collect();
+    std::fs::write(&list, text).unwrap();
+    let db = dir.path().join("sb.db");
+    ok(&[
+        "safebrowsing",
+        "build",
+        list.to_str().unwrap(),
+        "--out",
+        db.to_str().unwrap(),
+        "--bucket-base",
+        "20",
+    ]);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = ["127.0.0.1:0".to_string(), format!("127.0.0.1:{port}")];
+    let start = |position: usize| {
+        let key = dir.path().join(format!("s{position}.key"));
+        if !key.exists() {
+            ok(&["keygen", "--out", key.to_str().unwrap()]);
+        }
+        Process::start(
+            &[
+                "safebrowsing",
+                "serve",
+                "--db",
+                db.to_str().unwrap(),
+                "--server",
+                &position.to_string(),
+                "--key",
+                key.to_str().unwrap(),
+                "--listen",
+                &listen[position],
+            ],
+            " at ",
+        )
+    };
+    let offline = start(0);
+    let online = start(1);
+    let servers = dir.path().join("servers.txt");
+    let spec = |position: usize, url: &str| {
+        format!(
+            "{url}={}",
+            dir.path().join(format!("s{position}.pub")).display()
+        )
+    };
+    ok(&[
+        "safebrowsing",
+        "servers",
+        "--server",
+        &spec(0, &offline.url),
+        "--server",
+        &spec(1, &online.url),
+        "--out",
+        servers.to_str().unwrap(),
+    ]);
+    let proxy = proxy(&servers);
+    let listed = pir_safebrowsing::entry_hash("host7.evil.example").unwrap();
+    let find = || {
+        let (status, body) = http(
+            &proxy.url,
+            "POST",
+            "/v4/fullHashes:find?$ct=application/x-protobuf",
+            &find_request(&[&listed[..4]]),
+        );
+        (status, body)
+    };
+    let matches = |body: &[u8]| {
+        proto::FindFullHashesResponse::decode(body)
+            .unwrap()
+            .matches
+            .len()
+    };
+    let (status, body) = find();
+    assert_eq!((status, matches(&body)), (200, 1));
+
+    drop(online); // killed
+    let (status, _) = find();
+    assert_ne!(status, 200, "a lookup with the online server down");
+    let (status, _) = http(&proxy.url, "GET", "/status", b"");
+    assert_eq!(status, 200, "the proxy keeps serving");
+
+    let _online = start(1);
+    let (status, body) = find();
+    assert_eq!((status, matches(&body)), (200, 1), "after the restart");
+}
