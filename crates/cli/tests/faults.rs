@@ -304,19 +304,24 @@ fn a_mirror_restarted_mid_request_serves_the_next_fetch() {
     assert!(partial_files(world.dir.path()).is_empty());
 }
 
-/// Whether this machine lets us mount a small tmpfs in a user and mount namespace.
-fn small_filesystems_work() -> bool {
+/// How this machine lets us mount a small tmpfs where only our child sees it: `unshare` into
+/// new user and mount namespaces (no privileges needed), or, as root, into a new mount
+/// namespace only. `None` if neither works.
+fn namespace_args() -> Option<&'static [&'static str]> {
+    const CHOICES: [&[&str]; 2] = [&["--user", "--map-root-user", "--mount"], &["--mount"]];
     let dir = tempfile::tempdir().unwrap();
-    std::process::Command::new("unshare")
-        .args(["--user", "--map-root-user", "--mount", "sh", "-c"])
-        .arg("mount -t tmpfs -o size=64k tmpfs \"$0\"")
-        .arg(dir.path())
-        .output()
-        .is_ok_and(|o| o.status.success())
+    CHOICES.into_iter().find(|args| {
+        std::process::Command::new("unshare")
+            .args(*args)
+            .args(["sh", "-c", "mount -t tmpfs -o size=64k tmpfs \"$0\""])
+            .arg(dir.path())
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
 }
 
-/// Runs `pir ARGS` with `dir` a fresh tmpfs of `kib` KiB (in a namespace of its own, so no
-/// privileges are needed); returns its output and what was left in `dir` afterwards.
+/// Runs `pir ARGS` with `dir` a fresh tmpfs of `kib` KiB (in a namespace of its own);
+/// returns its output and what was left in `dir` afterwards.
 fn on_a_small_disk(dir: &Path, kib: u32, args: &[&str]) -> (std::process::Output, Vec<String>) {
     std::fs::create_dir_all(dir).unwrap();
     let script = format!(
@@ -324,7 +329,8 @@ fn on_a_small_disk(dir: &Path, kib: u32, args: &[&str]) -> (std::process::Output
          echo LEFT:; ls -A \"$0\"; exit $rc"
     );
     let out = std::process::Command::new("unshare")
-        .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
+        .args(namespace_args().expect("checked by the test"))
+        .args(["sh", "-c", &script])
         .arg(dir)
         .arg(env!("CARGO_BIN_EXE_pir"))
         .args(args)
@@ -346,9 +352,9 @@ fn on_a_small_disk(dir: &Path, kib: u32, args: &[&str]) -> (std::process::Output
 #[test]
 fn a_full_disk_fails_fetch_and_db_build_cleanly() {
     if !require(
-        small_filesystems_work(),
-        "unprivileged user and mount namespaces (unshare from util-linux) to mount a small tmpfs",
-        "apt-get install util-linux, and allow user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
+        namespace_args().is_some(),
+        "a mount namespace for a small tmpfs (unshare from util-linux, with user namespaces or as root)",
+        "apt-get install util-linux, and allow user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run as root",
     ) {
         return;
     }
