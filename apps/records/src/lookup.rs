@@ -113,7 +113,21 @@ pub async fn connect(
     key: PublicKey,
     cache_dir: Option<&Path>,
 ) -> Result<(LatticeSession<HttpsTransport>, DbHeader), LookupError> {
-    let session = LatticeSession::open(url, key, cache_dir).await?;
+    connect_database(url, key, None, cache_dir).await
+}
+
+/// [`connect`] to the database `id` (its version, as the server prints it) of a server that
+/// serves several; `None` is its default (newest) one.
+pub async fn connect_database(
+    url: &str,
+    key: PublicKey,
+    id: Option<[u8; 32]>,
+    cache_dir: Option<&Path>,
+) -> Result<(LatticeSession<HttpsTransport>, DbHeader), LookupError> {
+    let session = match id {
+        Some(id) => LatticeSession::open_database(url, key, id, cache_dir).await?,
+        None => LatticeSession::open(url, key, cache_dir).await?,
+    };
     let header = DbHeader::decode(session.about())?;
     Ok((session, header))
 }

@@ -180,22 +180,26 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
         args.body_timeout_seconds,
     )?;
     let metrics = Arc::new(pir_service::Metrics::default());
-    let service = prepare(args, quiet, options.workers, &key, &metrics)?;
     let name = lattice_scheme(args.scheme).id().name();
-    let version = service.backend().header().version;
-    let served = Arc::new(pir_service::Swappable::new(service, metrics.clone()));
+    let set = Arc::new(pir_service::ReleaseSet::new(
+        open_all(args, quiet, options.workers, &key, &metrics, 0)?,
+        metrics.clone(),
+    )?);
     let tls = pir_keys::tls::server_config(&key)?;
-    let running = pir_server::start(served.clone(), tls, options.clone())
+    let running = pir_server::start(set.clone(), tls, options.clone())
         .await
         .context("starting the server")?;
+    for (k, served) in set.current().iter().enumerate() {
+        println!(
+            "serving {name} at https://{} (database version {}{}, key {})",
+            running.addr,
+            hex::encode(served.info.id),
+            if k == 0 { ", the default" } else { "" },
+            key.public().fingerprint()
+        );
+    }
     println!(
-        "serving {name} at https://{} (database version {}, key {})",
-        running.addr,
-        hex::encode(&version[..8]),
-        key.public().fingerprint()
-    );
-    println!(
-        "hint: https://{}/pir/v1/hint  health: https://{}/health  (SIGHUP reloads the database; Ctrl-C or SIGTERM drains and stops)",
+        "hint: https://{}/pir/v1/hint  health: https://{}/health  (SIGHUP reloads the databases; Ctrl-C or SIGTERM drains and stops)",
         running.addr, running.addr
     );
     println!("privacy: {PRIVACY}");
@@ -205,21 +209,63 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
         key,
         metrics,
         options.workers,
-        served,
+        set,
     ));
     running.run_until_signal().await;
     reloader.abort();
     Ok(())
 }
 
-/// Reopens the database on every SIGHUP (its saved hint, or a new one computed meanwhile) and
-/// swaps it in; a database that fails to open leaves the old one served.
+/// How long a database a reload dropped is still served (lookups in progress finish).
+const RETIRE_AFTER: Duration = Duration::from_secs(60);
+
+/// Every database of `args`, prepared, as releases of a set: routed by their version, the
+/// first `--db` the default. `generation` counts reloads, so that a reload's databases sort
+/// before the ones it retires.
+fn open_all(
+    args: &ServeSettings,
+    quiet: bool,
+    workers: usize,
+    key: &SecretKey,
+    metrics: &Arc<pir_service::Metrics>,
+    generation: u64,
+) -> Result<Vec<pir_service::ServedRelease<pir_service::Lattice>>> {
+    let paths = args.db.paths();
+    if paths.is_empty() {
+        bail!("no database: pass --db DB (repeat it to serve several)");
+    }
+    if paths.len() > pir_service::releases::MAX_RELEASES {
+        bail!(
+            "{} databases; one server serves at most {}",
+            paths.len(),
+            pir_service::releases::MAX_RELEASES
+        );
+    }
+    let count = paths.len() as u64;
+    paths
+        .iter()
+        .enumerate()
+        .map(|(k, path)| {
+            let service = prepare(args, path, quiet, workers, key, metrics)?;
+            let info = pir_service::ReleaseInfo {
+                id: service.backend().header().version,
+                version: (generation << 16) | (count - k as u64),
+                expires_unix: u64::MAX,
+            };
+            Ok(pir_service::ServedRelease::new(info, Arc::new(service)))
+        })
+        .collect()
+}
+
+/// Reopens the databases on every SIGHUP (their saved hints, or new ones computed meanwhile)
+/// and swaps them in; databases no longer listed are served for [`RETIRE_AFTER`] more. A
+/// database that fails to open leaves everything as it was.
 async fn reload_on_hangup(
     args: ServeSettings,
     key: SecretKey,
     metrics: Arc<pir_service::Metrics>,
     workers: usize,
-    served: Arc<pir_service::Swappable<pir_service::LatticeService>>,
+    set: Arc<pir_service::ReleaseSet<pir_service::Lattice>>,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hangup) = signal(SignalKind::hangup()) else {
@@ -227,56 +273,70 @@ async fn reload_on_hangup(
         return;
     };
     let args = Arc::new(args);
-    while hangup.recv().await.is_some() {
-        let (args, metrics) = (args.clone(), metrics.clone());
-        let Ok(key) = SecretKey::from_pkcs8(key.pkcs8()) else {
-            continue;
-        };
-        let before = served.current().backend().header().version;
-        let result =
-            tokio::task::spawn_blocking(move || prepare(&args, true, workers, &key, &metrics))
+    let mut prune = tokio::time::interval(Duration::from_secs(1));
+    let mut generation = 0;
+    loop {
+        tokio::select! {
+            _ = hangup.recv() => {
+                generation += 1;
+                let (args, metrics, set) = (args.clone(), metrics.clone(), set.clone());
+                let Ok(key) = SecretKey::from_pkcs8(key.pkcs8()) else {
+                    continue;
+                };
+                let before = set.current().first().map(|r| r.info.id).unwrap_or_default();
+                let result = tokio::task::spawn_blocking(move || -> Result<[u8; 32]> {
+                    let wanted = open_all(&args, true, workers, &key, &metrics, generation)?;
+                    let newest = wanted.first().map(|r| r.info.id).unwrap_or_default();
+                    set.update(wanted, RETIRE_AFTER)?;
+                    Ok(newest)
+                })
                 .await;
-        match result {
-            Ok(Ok(service)) => {
-                let version = service.backend().header().version;
-                served.swap(service);
-                println!(
-                    "reloaded: serving database version {} (was {})",
-                    hex::encode(&version[..8]),
-                    hex::encode(&before[..8])
-                );
+                match result {
+                    Ok(Ok(newest)) => println!(
+                        "reloaded: serving database version {} (was {})",
+                        hex::encode(&newest[..8]),
+                        hex::encode(&before[..8])
+                    ),
+                    Ok(Err(e)) => println!(
+                        "reload failed, still serving database version {}: {e:#}",
+                        hex::encode(&before[..8])
+                    ),
+                    Err(e) => println!("reload failed: {e}"),
+                }
             }
-            Ok(Err(e)) => println!(
-                "reload failed, still serving database version {}: {e:#}",
-                hex::encode(&before[..8])
-            ),
-            Err(e) => println!("reload failed: {e}"),
+            _ = prune.tick() => {
+                let dropped = set.prune();
+                if dropped > 0 {
+                    println!("dropped {dropped} retired database(s)");
+                }
+            }
         }
     }
 }
 
-/// Opens the database of `args`, loads its saved hint or computes (and saves) it, and returns
-/// the signed service counting into `metrics`.
+/// Opens the database at `db` (served as `args` say), loads its saved hint or computes (and
+/// saves) it, and returns the signed service counting into `metrics`.
 fn prepare(
     args: &ServeSettings,
+    db_path: &Path,
     quiet: bool,
     workers: usize,
     key: &SecretKey,
     metrics: &Arc<pir_service::Metrics>,
 ) -> Result<pir_service::LatticeService> {
-    let db = RecordDb::open(&args.db, true)?;
+    let db = RecordDb::open(db_path, true)?;
     let header = *db.header();
     let scheme = lattice_scheme(args.scheme);
     let name = scheme.id().name();
     if let Err(why) = pir_records::scheme_fits(&header, scheme) {
         bail!(
             "{} cannot be served with {name}: {why}; serve it with `--scheme simplepir`",
-            args.db.display()
+            db_path.display()
         );
     }
     // The hint computed at an earlier start, if it is for this very database.
     let version = lookup::lattice_database(&header, &[], scheme).version;
-    let mut saved = match pir_records::offline::load(&args.db, scheme, &version) {
+    let mut saved = match pir_records::offline::load(db_path, scheme, &version) {
         Ok(saved) => saved,
         Err(e) => {
             eprintln!("{e}; computing the hint again");
@@ -301,7 +361,7 @@ fn prepare(
         if reused {
             eprintln!(
                 "loading the saved {name} hint ({})",
-                pir_records::offline::path_for(&args.db, scheme).display()
+                pir_records::offline::path_for(db_path, scheme).display()
             );
         } else {
             eprintln!(
@@ -325,7 +385,7 @@ fn prepare(
             }
             Err(e) => {
                 return Err(anyhow::Error::from(e))
-                    .with_context(|| format!("serving {} with {name}", args.db.display()))
+                    .with_context(|| format!("serving {} with {name}", db_path.display()))
             }
         }
     };
@@ -347,7 +407,7 @@ fn prepare(
         );
     }
     if !reused {
-        match pir_records::offline::save(&args.db, scheme, &version, &offline) {
+        match pir_records::offline::save(db_path, scheme, &version, &offline) {
             Ok(path) => eprintln!(
                 "saved the hint to {} (the next start loads it)",
                 path.display()
@@ -377,7 +437,18 @@ pub async fn get(args: &GetArgs) -> Result<()> {
         None => crate::cli::parse_server(&args.server)?,
     };
     let cache = args.cache_dir.clone().or_else(default_cache_dir);
-    let (session, header) = lookup::connect(&url, key, cache.as_deref())
+    let database = match &args.db {
+        Some(text) => Some(
+            hex::decode(text)
+                .ok()
+                .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+                .with_context(|| {
+                    format!("--db {text}: a database version is 64 hex digits, as `pir serve` prints it")
+                })?,
+        ),
+        None => None,
+    };
+    let (session, header) = lookup::connect_database(&url, key, database, cache.as_deref())
         .await
         .with_context(|| format!("connecting to {url}"))?;
     let hint_note = if session.hint_from_cache() {

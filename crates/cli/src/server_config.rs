@@ -48,9 +48,8 @@ pub fn merge_text<S: DeserializeOwned, F: Serialize>(
             toml::from_str(text).with_context(|| format!("{} is not TOML", path.display()))?;
         let base = path.parent().unwrap_or(Path::new(""));
         for field in paths {
-            if let Some(toml::Value::String(p)) = file.get(*field) {
-                let joined = base.join(p).to_string_lossy().into_owned();
-                file.insert((*field).to_string(), toml::Value::String(joined));
+            if let Some(value) = file.get_mut(*field) {
+                map_paths(value, &|p| base.join(p).to_string_lossy().into_owned());
             }
         }
         merged.extend(file);
@@ -70,14 +69,30 @@ pub fn merge_text<S: DeserializeOwned, F: Serialize>(
 pub fn print<S: Serialize>(settings: &S, paths: &[&str]) -> Result<String> {
     let mut table = toml::Table::try_from(settings).context("writing the settings")?;
     for field in paths {
-        if let Some(toml::Value::String(p)) = table.get(*field) {
-            let absolute = std::path::absolute(PathBuf::from(p))
-                .map(|a| a.to_string_lossy().into_owned())
-                .unwrap_or_else(|_| p.clone());
-            table.insert((*field).to_string(), toml::Value::String(absolute));
+        if let Some(value) = table.get_mut(*field) {
+            map_paths(value, &|p| {
+                std::path::absolute(PathBuf::from(p))
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .unwrap_or_else(|_| p.to_string())
+            });
         }
     }
     toml::to_string(&table).context("writing the settings as TOML")
+}
+
+/// Applies `f` to a path setting: a string, or each string of a list.
+fn map_paths(value: &mut toml::Value, f: &dyn Fn(&str) -> String) {
+    match value {
+        toml::Value::String(p) => *p = f(p),
+        toml::Value::Array(items) => {
+            for item in items {
+                if let toml::Value::String(p) = item {
+                    *p = f(p);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `defaults` with the connection bounds every server takes (`LimitArgs`) added.

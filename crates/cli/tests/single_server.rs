@@ -520,3 +520,92 @@ fn sighup_swaps_the_database_without_a_restart() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// One `pir serve` process serves several databases: the first by default, any other by its
+/// version (`pir get --db VERSION`), each with its own hint.
+#[test]
+fn one_server_serves_several_databases_chosen_by_version() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    ok(&["keygen", "--out", &p("server")]);
+    for (name, fill) in [("a", 0xaa_u8), ("b", 0xbb)] {
+        std::fs::write(p("records.bin"), vec![fill; 100 * 8]).unwrap();
+        ok(&[
+            "db",
+            "build",
+            "--records",
+            &p("records.bin"),
+            "--record-size",
+            "8",
+            "--out",
+            &p(&format!("{name}.db")),
+        ]);
+    }
+    let mut child = support::pir()
+        .args(["serve", "--db", &p("a.db"), "--db", &p("b.db")])
+        .args([
+            "--key",
+            &p("server.key"),
+            "--listen",
+            "127.0.0.1:0",
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut served = Vec::new();
+    for _ in 0..2 {
+        let line = lines.next().unwrap().unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("https://"))
+            .unwrap()
+            .to_string();
+        let version = line
+            .split("database version ")
+            .nth(1)
+            .unwrap()
+            .split([',', ')'])
+            .next()
+            .unwrap()
+            .to_string();
+        served.push((url, version, line.contains("the default")));
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    assert!(served[0].2 && !served[1].2, "{served:?}");
+    assert_ne!(served[0].1, served[1].1);
+    let url = served[0].0.clone();
+    let get = |extra: &[&str]| {
+        let mut args = vec![
+            "get".to_string(),
+            "7".into(),
+            "--server".into(),
+            format!("{url}={}", p("server.pub")),
+            "--cache-dir".into(),
+            p("cache"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(&args)
+    };
+    let default = get(&[]);
+    assert!(default.status.success(), "{default:?}");
+    assert_eq!(default.stdout, vec![0xaa; 8]);
+    let second = get(&["--db", &served[1].1]);
+    assert!(second.status.success(), "{second:?}");
+    assert_eq!(second.stdout, vec![0xbb; 8]);
+    let first = get(&["--db", &served[0].1]);
+    assert_eq!(first.stdout, vec![0xaa; 8]);
+    // A version the server does not serve is refused by name.
+    let unknown = get(&["--db", &"00".repeat(32)]);
+    assert!(!unknown.status.success());
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("does not serve"),
+        "{unknown:?}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -94,6 +94,18 @@ impl LatticeSession {
             HttpsTransport::new(&[(url.to_string(), key)]).map_err(SessionError::transport(0))?;
         LatticeSession::open_with(transport, key, cache_dir).await
     }
+
+    /// [`LatticeSession::open`] for the database `id` of a server that serves several.
+    pub async fn open_database(
+        url: &str,
+        key: PublicKey,
+        id: [u8; 32],
+        cache_dir: Option<&Path>,
+    ) -> Result<LatticeSession, SessionError> {
+        let transport =
+            HttpsTransport::new(&[(url.to_string(), key)]).map_err(SessionError::transport(0))?;
+        LatticeSession::open_database_with(transport, key, Some(id), cache_dir).await
+    }
 }
 
 impl<T: Transport> LatticeSession<T> {
@@ -104,7 +116,22 @@ impl<T: Transport> LatticeSession<T> {
         key: PublicKey,
         cache_dir: Option<&Path>,
     ) -> Result<Self, SessionError> {
-        let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
+        Self::open_database_with(transport, key, None, cache_dir).await
+    }
+
+    /// [`LatticeSession::open_with`] for the database `id` (its version) of a server that
+    /// serves several; `None` is the server's default (newest) database.
+    pub async fn open_database_with(
+        transport: T,
+        key: PublicKey,
+        id: Option<[u8; 32]>,
+        cache_dir: Option<&Path>,
+    ) -> Result<Self, SessionError> {
+        let request = wire::encode_envelope(
+            SchemeId::Control,
+            MessageKind::ManifestRequest,
+            id.as_ref().map_or(&[][..], |id| &id[..]),
+        );
         let reply = transport
             .exchange(0, request, MAX_HEADER_REPLY)
             .await
@@ -115,6 +142,11 @@ impl<T: Transport> LatticeSession<T> {
         }
         let scheme = scheme_of(envelope.scheme)?;
         let (announced, _) = pir_lattice::wire::decode_hint(&reply, scheme).map_err(bad)?;
+        if id.is_some_and(|id| id != announced.version) {
+            return Err(bad(
+                "the server described another database than the one asked for",
+            ));
+        }
         let cached = cache_dir.map(|dir| cache_path(dir, &key, &announced.version));
         let mut from_cache = false;
         let mut download = None;
@@ -127,10 +159,11 @@ impl<T: Transport> LatticeSession<T> {
         let download = match download {
             Some(bytes) => bytes,
             None => {
-                let bytes = transport
-                    .hint(0, MAX_DOWNLOAD)
-                    .await
-                    .map_err(SessionError::transport(0))?;
+                let bytes = match &id {
+                    Some(id) => transport.hint_of(0, id, MAX_DOWNLOAD).await,
+                    None => transport.hint(0, MAX_DOWNLOAD).await,
+                }
+                .map_err(SessionError::transport(0))?;
                 if let Ok(envelope) = wire::decode_envelope(&bytes, MAX_HEADER_REPLY) {
                     if envelope.kind == MessageKind::Error {
                         return Err(refusal(envelope.body));

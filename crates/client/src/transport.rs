@@ -63,6 +63,21 @@ pub trait Transport: Send + Sync + 'static {
             ))
         }
     }
+
+    /// The hint of database `id` of a server of several (`GET /pir/v1/hint/ID-HEX`).
+    fn hint_of(
+        &self,
+        mirror: usize,
+        id: &[u8; 32],
+        max_reply: usize,
+    ) -> impl Future<Output = Result<Vec<u8>, TransportError>> + Send {
+        let _ = (mirror, id, max_reply);
+        async {
+            Err(TransportError::Http(
+                "this transport has no hint download".into(),
+            ))
+        }
+    }
 }
 
 struct Endpoint {
@@ -271,6 +286,16 @@ impl Transport for HttpsTransport {
     async fn hint(&self, mirror: usize, max_reply: usize) -> Result<Vec<u8>, TransportError> {
         self.download(mirror, "/pir/v1/hint", max_reply).await
     }
+
+    async fn hint_of(
+        &self,
+        mirror: usize,
+        id: &[u8; 32],
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        let path = format!("/pir/v1/hint/{}", hex::encode(id));
+        self.download(mirror, &path, max_reply).await
+    }
 }
 
 /// Servers in this process, reached by calling their [`pir_service::Handler`] directly: the
@@ -337,6 +362,18 @@ impl Transport for LocalTransport {
             .server(mirror)?
             .hint()
             .ok_or_else(|| TransportError::Http("this server has no hint to download".into()))?;
+        Self::bounded(hint.to_vec(), max_reply)
+    }
+
+    async fn hint_of(
+        &self,
+        mirror: usize,
+        id: &[u8; 32],
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        let hint = self.server(mirror)?.hint_of(id).ok_or_else(|| {
+            TransportError::Http("this server has no such database to download".into())
+        })?;
         Self::bounded(hint.to_vec(), max_reply)
     }
 }

@@ -315,6 +315,7 @@ pub async fn start<H: Handler + ?Sized>(
     let app = Router::new()
         .route("/pir/v1", post(pir_request::<H>))
         .route("/pir/v1/hint", get(hint::<H>))
+        .route("/pir/v1/hint/{id}", get(hint_of::<H>))
         .route("/health", get(health::<H>))
         .route("/metrics", get(metrics::<H>))
         .layer(DefaultBodyLimit::max(limit))
@@ -668,7 +669,31 @@ fn resident_bytes() -> Option<u64> {
 }
 
 async fn hint<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Response {
-    match state.service.hint() {
+    hint_reply(&state, state.service.hint())
+}
+
+/// `GET /pir/v1/hint/ID`: the hint of database ID (64 hex digits) of a server of several.
+async fn hint_of<H: Handler + ?Sized>(
+    State(state): State<AppState<H>>,
+    Path(id): Path<String>,
+) -> Response {
+    let parsed = (id.len() == 64)
+        .then(|| {
+            let mut out = [0u8; 32];
+            for (k, byte) in out.iter_mut().enumerate() {
+                *byte = u8::from_str_radix(id.get(2 * k..2 * k + 2)?, 16).ok()?;
+            }
+            Some(out)
+        })
+        .flatten();
+    match parsed {
+        Some(id) => hint_reply(&state, state.service.hint_of(&id)),
+        None => (StatusCode::BAD_REQUEST, "a database id is 64 hex digits\n").into_response(),
+    }
+}
+
+fn hint_reply<H: Handler + ?Sized>(state: &AppState<H>, hint: Option<Bytes>) -> Response {
+    match hint {
         Some(bytes) => {
             state.service.metrics().record_download(bytes.len());
             ([(header::CONTENT_TYPE, CONTENT_TYPE)], bytes).into_response()

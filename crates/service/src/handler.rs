@@ -34,6 +34,11 @@ pub trait Handler: Send + Sync + 'static {
     fn hint(&self) -> Option<Bytes> {
         None
     }
+    /// The hint of the database `id` (`GET /pir/v1/hint/ID-HEX`), for a server of several
+    /// databases; by default the one hint if it is for `id`'s database is unknown: none.
+    fn hint_of(&self, _id: &[u8; 32]) -> Option<Bytes> {
+        None
+    }
     /// A file for the plain legacy listener, if registered (a copy: the release it comes
     /// from may be swapped while it is sent).
     fn legacy_file(&self, _name: &str) -> Option<Bytes> {

@@ -86,7 +86,7 @@ impl Histogram {
 pub enum Endpoint {
     /// `POST /pir/v1`: queries, manifests, hints in pieces.
     Query,
-    /// `GET /pir/v1/hint`: the hint download.
+    /// `GET /pir/v1/hint` and `/pir/v1/hint/ID`: hint downloads.
     Hint,
     /// `GET /health`.
     Health,
@@ -111,6 +111,7 @@ impl Endpoint {
         match path {
             "/pir/v1" => Endpoint::Query,
             "/pir/v1/hint" => Endpoint::Hint,
+            p if p.starts_with("/pir/v1/hint/") => Endpoint::Hint,
             "/health" => Endpoint::Health,
             "/metrics" => Endpoint::Metrics,
             _ => Endpoint::Other,

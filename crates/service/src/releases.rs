@@ -284,7 +284,7 @@ impl<B: Backend> ReleaseSet<B> {
                     }),
                     None => Route::Direct(
                         Refusal::wrong_database(
-                            "this mirror does not serve that release (ask for its releases list)",
+                            "this server does not serve that release or database (ask for its releases list)",
                         )
                         .reply(),
                     ),
@@ -395,11 +395,22 @@ impl<B: Backend> Handler for ReleaseSet<B> {
         &self.metrics
     }
 
+    /// The set's own download if one was set ([`ReleaseSet::set_download`]), else the newest
+    /// release's hint.
     fn hint(&self) -> Option<bytes::Bytes> {
-        match self.download.read() {
+        let own = match self.download.read() {
             Ok(guard) => guard.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        };
+        own.or_else(|| self.current().first().and_then(|r| r.service.hint()))
+    }
+
+    /// The hint of the release `id`.
+    fn hint_of(&self, id: &[u8; 32]) -> Option<bytes::Bytes> {
+        self.current()
+            .iter()
+            .find(|r| &r.info.id == id)
+            .and_then(|r| r.service.hint())
     }
 
     /// From the newest release.

@@ -70,6 +70,9 @@ impl<H: Handler> Handler for Swappable<H> {
     fn hint(&self) -> Option<Bytes> {
         self.current().hint()
     }
+    fn hint_of(&self, id: &[u8; 32]) -> Option<Bytes> {
+        self.current().hint_of(id)
+    }
     fn legacy_file(&self, name: &str) -> Option<Bytes> {
         self.current().legacy_file(name)
     }

@@ -268,10 +268,11 @@ pub struct ServeArgs {
     #[arg(long)]
     #[serde(skip)]
     pub print_config: bool,
-    /// The database (from `pir db build`).
+    /// The database (from `pir db build`). Repeat to serve several: clients choose one by its
+    /// version (`pir get --db VERSION`); the first is the default.
     #[arg(long, value_name = "DB")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub db: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub db: Vec<PathBuf>,
     /// Scheme (default simplepir).
     #[arg(long, value_enum)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -320,7 +321,7 @@ pub struct ServeArgs {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServeSettings {
-    pub db: PathBuf,
+    pub db: OneOrMany,
     pub scheme: LatticeSchemeArg,
     pub key: PathBuf,
     pub listen: SocketAddr,
@@ -368,6 +369,10 @@ pub struct GetArgs {
     /// The older form: the public key file, with --server a bare URL.
     #[arg(long, value_name = "SERVER.pub", hide = true)]
     pub server_pub: Option<PathBuf>,
+    /// Which database of a server that serves several: its version (64 hex digits, as
+    /// `pir serve` prints it). Default: the server's first.
+    #[arg(long, value_name = "VERSION")]
+    pub db: Option<String>,
     /// Write the record or value here (atomically) instead of printing it; `-` is standard
     /// output.
     #[arg(long, value_name = "FILE")]
@@ -794,4 +799,24 @@ pub fn parse_server(arg: &str) -> anyhow::Result<(String, pir_keys::PublicKey)> 
     })?;
     let key = pir_keys::PublicKey::load(std::path::Path::new(key_path))?;
     Ok((url.to_string(), key))
+}
+
+/// A setting that is one path or a list of them (`db = "a.db"` or `db = ["a.db", "b.db"]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// One path.
+    One(PathBuf),
+    /// Several, in order.
+    Many(Vec<PathBuf>),
+}
+
+impl OneOrMany {
+    /// The paths, in order.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        match self {
+            OneOrMany::One(p) => vec![p.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
 }
