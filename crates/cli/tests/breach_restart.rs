@@ -266,10 +266,13 @@ fn sighup_swaps_the_breach_database_without_a_restart() {
     }
     assert_eq!(check("correcthorse"), Some(5), "in the rebuilt list");
 
+    // A damaged new version arrives the way a rebuilt one does: a new file renamed over the
+    // old (the serving process keeps its memory map of the file it opened).
     let mut bytes = std::fs::read(p("pw.db")).unwrap();
     let at = bytes.len() - 100;
     bytes[at] ^= 1;
-    std::fs::write(p("pw.db"), bytes).unwrap();
+    std::fs::write(p("pw.db.new"), bytes).unwrap();
+    std::fs::rename(p("pw.db.new"), p("pw.db")).unwrap();
     let report = s0.hangup();
     assert!(report.starts_with("reload failed"), "{report}");
     assert!(report.contains("corrupt"), "{report}");
