@@ -127,7 +127,19 @@ pub enum CheckError {
 pub async fn connect(
     servers: &[(String, PublicKey)],
 ) -> Result<(BreachSession<HttpsTransport>, DbHeader), CheckError> {
-    let session = BreachSession::open(servers).await?;
+    connect_database(servers, None).await
+}
+
+/// [`connect`] to the database `id` (SHA-256 of its header) of servers that serve several;
+/// `None` is their default (first) one.
+pub async fn connect_database(
+    servers: &[(String, PublicKey)],
+    id: Option<[u8; 32]>,
+) -> Result<(BreachSession<HttpsTransport>, DbHeader), CheckError> {
+    let session = match id {
+        Some(id) => BreachSession::open_database(servers, id).await?,
+        None => BreachSession::open(servers).await?,
+    };
     let header = DbHeader::decode(session.header())?;
     Ok((session, header))
 }

@@ -64,12 +64,34 @@ impl BreachSession {
         let keys: Vec<PublicKey> = servers.iter().map(|(_, key)| *key).collect();
         BreachSession::open_with(transport, &keys).await
     }
+
+    /// [`BreachSession::open`] for the database `id` (SHA-256 of its header, as `pir breach
+    /// serve` prints it) of servers that serve several.
+    pub async fn open_database(
+        servers: &[(String, PublicKey)],
+        id: [u8; 32],
+    ) -> Result<Self, SessionError> {
+        let transport = HttpsTransport::new(servers)
+            .map_err(|source| SessionError::Transport { server: 0, source })?;
+        let keys: Vec<PublicKey> = servers.iter().map(|(_, key)| *key).collect();
+        BreachSession::open_database_with(transport, &keys, Some(id)).await
+    }
 }
 
 impl<T: Transport> BreachSession<T> {
     /// [`BreachSession::open`] over any transport to the two servers, whose answers must be
     /// signed by `keys` (server 0 first).
     pub async fn open_with(transport: T, keys: &[PublicKey]) -> Result<Self, SessionError> {
+        Self::open_database_with(transport, keys, None).await
+    }
+
+    /// [`BreachSession::open_with`] for the database `id` of servers that serve several;
+    /// `None` is their default (first) database.
+    pub async fn open_database_with(
+        transport: T,
+        keys: &[PublicKey],
+        id: Option<[u8; 32]>,
+    ) -> Result<Self, SessionError> {
         if keys.len() != SERVERS {
             return Err(SessionError::Setup(format!(
                 "a breach deployment has {SERVERS} servers, {} given",
@@ -78,10 +100,11 @@ impl<T: Transport> BreachSession<T> {
         }
         let mut infos = Vec::with_capacity(SERVERS);
         for (server, key) in keys.iter().enumerate() {
-            let reply = transport
-                .hint(server, MAX_INFO_REPLY)
-                .await
-                .map_err(|source| SessionError::Transport { server, source })?;
+            let reply = match &id {
+                Some(id) => transport.hint_of(server, id, MAX_INFO_REPLY).await,
+                None => transport.hint(server, MAX_INFO_REPLY).await,
+            }
+            .map_err(|source| SessionError::Transport { server, source })?;
             let envelope =
                 wire::decode_envelope(&reply, MAX_INFO_REPLY).map_err(|e| bad(server, e))?;
             if envelope.kind != MessageKind::Manifest || envelope.scheme != SchemeId::Qdp {
@@ -117,6 +140,12 @@ impl<T: Transport> BreachSession<T> {
         }) {
             return Err(SessionError::Setup(
                 "the two servers serve different databases".into(),
+            ));
+        }
+        if id.is_some_and(|id| id != pir_keys::sha256(&first.header)) {
+            return Err(bad(
+                0,
+                "the servers described another database than the one asked for",
             ));
         }
         if first.servers != SERVERS || first.redundancy != SERVERS {

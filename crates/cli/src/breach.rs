@@ -124,24 +124,44 @@ async fn serve(flags: BreachServeArgs) -> Result<()> {
         print!("{}", server_config::print(&args, &paths)?);
         return Ok(());
     }
+    let dbs = args.db.paths();
+    if dbs.len() > 1 && (args.seed_state.is_some() || args.blinding_key.is_some()) {
+        bail!(
+            "with several --db, each database keeps its seed state in DB.seeds-SERVER and \
+             --seed-state and --blinding-key do not apply: serve a username:password corpus \
+             (which needs its blinding key) on its own"
+        );
+    }
     let key = SecretKey::load(&args.key)?;
     let server = usize::from(args.server);
-    let seed_state = seed_state_of(&args);
-    let started = start_server(&plan_of(&args, &key, &seed_state)).await?;
-    let (header, shape) = (&started.header, started.shape);
+    let seed_states: Vec<PathBuf> = dbs.iter().map(|db| seed_state_of(&args, db)).collect();
+    let plans: Vec<ServerPlan<'_>> = dbs
+        .iter()
+        .zip(&seed_states)
+        .map(|(db, seeds)| plan_of(&args, db, &key, seeds))
+        .collect();
+    let started = start_server(&plans).await?;
+    for (k, (header, shape)) in started.databases.iter().enumerate() {
+        println!(
+            "breach server {server} serving database {}{} ({} buckets of {} bytes, {} corpus{}) at https://{} with key {}",
+            hex::encode(header.database_id()),
+            if k == 0 { ", the default" } else { "" },
+            shape.block_count(),
+            shape.block_size(),
+            header.corpus.name(),
+            if args.blinding_key.is_some() { ", answers blinded requests" } else { "" },
+            started.running.addr,
+            key.public().fingerprint()
+        );
+    }
+    for seed_state in &seed_states {
+        println!(
+            "seed state: {} (keep it; never delete it)",
+            seed_state.display()
+        );
+    }
     println!(
-        "breach server {server} serving database {} ({} buckets of {} bytes, {} corpus{}) at https://{} with key {}",
-        hex::encode(&header.database_id()[..8]),
-        shape.block_count(),
-        shape.block_size(),
-        header.corpus.name(),
-        if args.blinding_key.is_some() { ", answers blinded requests" } else { "" },
-        started.running.addr,
-        key.public().fingerprint()
-    );
-    println!(
-        "seed state: {} (keep it; never delete it)  health: https://{}/health  (SIGHUP reloads the database; Ctrl-C or SIGTERM drains and stops)",
-        seed_state.display(),
+        "health: https://{}/health  (SIGHUP reloads the databases; Ctrl-C or SIGTERM drains and stops)",
         started.running.addr
     );
     println!("privacy: {PRIVACY}");
@@ -158,23 +178,24 @@ async fn serve(flags: BreachServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// The seed state file of `args` (default `DB.seeds-SERVER`).
-fn seed_state_of(args: &BreachServeSettings) -> PathBuf {
+/// The seed state file of database `db` (default `DB.seeds-SERVER`).
+fn seed_state_of(args: &BreachServeSettings, db: &Path) -> PathBuf {
     args.seed_state.clone().unwrap_or_else(|| {
-        let mut name = args.db.as_os_str().to_owned();
+        let mut name = db.as_os_str().to_owned();
         name.push(format!(".seeds-{}", args.server));
         PathBuf::from(name)
     })
 }
 
-/// The plan of `pir breach serve` with settings `args`.
+/// The plan of `pir breach serve` with settings `args` for database `db`.
 fn plan_of<'a>(
     args: &'a BreachServeSettings,
+    db: &'a Path,
     key: &'a SecretKey,
     seed_state: &'a Path,
 ) -> ServerPlan<'a> {
     ServerPlan {
-        db: &args.db,
+        db,
         key,
         server: usize::from(args.server),
         blinding_key: args.blinding_key.as_deref(),
@@ -194,14 +215,77 @@ fn plan_of<'a>(
     }
 }
 
-/// Reopens the database on every SIGHUP and swaps it in (the seed state shared, so its mark
-/// only grows); a database that fails to open leaves the old one served. Checks in progress
-/// across the swap fail once (their seeds belonged to the old service) and are asked again.
+/// How long a database a reload dropped is still served (checks in progress finish).
+const RETIRE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The seed stores of a server, one per seed state file, shared across reloads (the old and
+/// the new service of a database run side by side for a while; the mark only grows).
+type SeedStores = Arc<std::sync::Mutex<Vec<(PathBuf, pir_service::qdp::SharedSeedStore)>>>;
+
+fn seed_store_for(stores: &SeedStores, path: &Path) -> pir_service::qdp::SharedSeedStore {
+    let mut stores = stores.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, store)) = stores.iter().find(|(p, _)| p == path) {
+        return store.clone();
+    }
+    let store = pir_service::qdp::SharedSeedStore::new(path);
+    stores.push((path.to_path_buf(), store.clone()));
+    store
+}
+
+/// The services of `plans` as releases of a set, routed by database id, the first the
+/// default; `generation` counts reloads so that a reload's databases sort first.
+fn open_all(
+    plans: &[ServerPlan<'_>],
+    stores: &SeedStores,
+    metrics: &Arc<pir_service::Metrics>,
+    generation: u64,
+) -> Result<
+    Vec<(
+        pir_service::ServedRelease<pir_breach::BreachBackend>,
+        DbHeader,
+        pir_core::DbShape,
+    )>,
+> {
+    if plans.is_empty() {
+        bail!("no database: pass --db DB");
+    }
+    if plans.len() > pir_service::releases::MAX_RELEASES {
+        bail!(
+            "{} databases; one server serves at most {}",
+            plans.len(),
+            pir_service::releases::MAX_RELEASES
+        );
+    }
+    let count = plans.len() as u64;
+    plans
+        .iter()
+        .enumerate()
+        .map(|(k, plan)| {
+            let seeds = seed_store_for(stores, plan.seed_state);
+            let (service, header, shape) = open_service(plan, &seeds, metrics)?;
+            let info = pir_service::ReleaseInfo {
+                id: header.database_id(),
+                version: (generation << 16) | (count - k as u64),
+                expires_unix: u64::MAX,
+            };
+            Ok((
+                pir_service::ServedRelease::new(info, Arc::new(service)),
+                header,
+                shape,
+            ))
+        })
+        .collect()
+}
+
+/// Reopens the databases on every SIGHUP and swaps them in (each database's seed state
+/// shared with the service it replaces); databases no longer listed are served for
+/// [`RETIRE_AFTER`] more; a database that fails to open leaves everything as it was. Checks
+/// in progress across the swap may fail once (their seeds belonged to the old service).
 async fn reload_on_hangup(
     args: BreachServeSettings,
     key: SecretKey,
-    served: Arc<pir_service::Swappable<pir_breach::BreachService>>,
-    seeds: pir_service::qdp::SharedSeedStore,
+    set: Arc<pir_service::ReleaseSet<pir_breach::BreachBackend>>,
+    stores: SeedStores,
     metrics: Arc<pir_service::Metrics>,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
@@ -210,31 +294,55 @@ async fn reload_on_hangup(
         return;
     };
     let args = Arc::new(args);
-    while hangup.recv().await.is_some() {
-        let before = *pir_service::Backend::database_id(served.current().backend());
-        let (args, seeds, metrics) = (args.clone(), seeds.clone(), metrics.clone());
-        let Ok(key) = SecretKey::from_pkcs8(key.pkcs8()) else {
-            continue;
-        };
-        let result = tokio::task::spawn_blocking(move || {
-            let seed_state = seed_state_of(&args);
-            open_service(&plan_of(&args, &key, &seed_state), &seeds, &metrics)
-        })
-        .await;
-        match result {
-            Ok(Ok((service, header, _))) => {
-                served.swap(service);
-                println!(
-                    "reloaded: serving database {} (was {})",
-                    hex::encode(&header.database_id()[..8]),
-                    hex::encode(&before[..8])
-                );
+    let mut prune = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut generation = 0;
+    loop {
+        tokio::select! {
+            _ = hangup.recv() => {
+                generation += 1;
+                let (args, stores, metrics, set) =
+                    (args.clone(), stores.clone(), metrics.clone(), set.clone());
+                let Ok(key) = SecretKey::from_pkcs8(key.pkcs8()) else {
+                    continue;
+                };
+                let before = set.current().first().map(|r| r.info.id).unwrap_or_default();
+                let result = tokio::task::spawn_blocking(move || -> Result<[u8; 32]> {
+                    let dbs = args.db.paths();
+                    let seed_states: Vec<PathBuf> =
+                        dbs.iter().map(|db| seed_state_of(&args, db)).collect();
+                    let plans: Vec<ServerPlan<'_>> = dbs
+                        .iter()
+                        .zip(&seed_states)
+                        .map(|(db, seeds)| plan_of(&args, db, &key, seeds))
+                        .collect();
+                    let wanted: Vec<_> = open_all(&plans, &stores, &metrics, generation)?
+                        .into_iter()
+                        .map(|(release, _, _)| release)
+                        .collect();
+                    let newest = wanted.first().map(|r| r.info.id).unwrap_or_default();
+                    set.update(wanted, RETIRE_AFTER)?;
+                    Ok(newest)
+                })
+                .await;
+                match result {
+                    Ok(Ok(newest)) => println!(
+                        "reloaded: serving database {} (was {})",
+                        hex::encode(&newest[..8]),
+                        hex::encode(&before[..8])
+                    ),
+                    Ok(Err(e)) => println!(
+                        "reload failed, still serving database {}: {e:#}",
+                        hex::encode(&before[..8])
+                    ),
+                    Err(e) => println!("reload failed: {e}"),
+                }
             }
-            Ok(Err(e)) => println!(
-                "reload failed, still serving database {}: {e:#}",
-                hex::encode(&before[..8])
-            ),
-            Err(e) => println!("reload failed: {e}"),
+            _ = prune.tick() => {
+                let dropped = set.prune();
+                if dropped > 0 {
+                    println!("dropped {dropped} retired database(s)");
+                }
+            }
         }
     }
 }
@@ -263,30 +371,35 @@ struct ServerPlan<'a> {
 /// A started breach server (what `pir breach serve` and `pir breach bench` run).
 struct StartedServer {
     running: pir_server::RunningServer,
-    /// The service, replaced whole by a reload.
-    served: Arc<pir_service::Swappable<pir_breach::BreachService>>,
-    /// The seed state, shared with the service a reload opens.
-    seeds: pir_service::qdp::SharedSeedStore,
+    /// The databases, routed by id, replaced by a reload.
+    served: Arc<pir_service::ReleaseSet<pir_breach::BreachBackend>>,
+    /// The seed states, shared with the services a reload opens.
+    seeds: SeedStores,
     metrics: Arc<pir_service::Metrics>,
-    header: DbHeader,
-    shape: pir_core::DbShape,
+    /// Header and shape of every database, the default first.
+    databases: Vec<(DbHeader, pir_core::DbShape)>,
     /// The key the server signs with (checked by in-process benchmark requests).
     public_key: pir_keys::PublicKey,
 }
 
 impl StartedServer {
-    /// The service answering now.
+    /// The service of the default database.
     fn service(&self) -> Arc<pir_breach::BreachService> {
-        self.served.current()
+        self.served.current()[0].service.clone()
     }
 }
 
-/// Opens the database (memory-mapped, verified), starts the QDP worker and the HTTPS server.
-async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
+/// Opens the databases of `plans` (memory-mapped, verified; the first is the default),
+/// starts their QDP workers and the HTTPS server (its settings from the first plan).
+async fn start_server(plans: &[ServerPlan<'_>]) -> Result<StartedServer> {
+    let plan = plans.first().context("no database: pass --db DB")?;
     let metrics = Arc::new(pir_service::Metrics::default());
-    let seeds = pir_service::qdp::SharedSeedStore::new(plan.seed_state);
-    let (service, header, shape) = open_service(plan, &seeds, &metrics)?;
-    let served = Arc::new(pir_service::Swappable::new(service, metrics.clone()));
+    let seeds: SeedStores = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let opened = open_all(plans, &seeds, &metrics, 0)?;
+    let databases: Vec<(DbHeader, pir_core::DbShape)> =
+        opened.iter().map(|(_, h, s)| (h.clone(), *s)).collect();
+    let releases = opened.into_iter().map(|(release, _, _)| release).collect();
+    let served = Arc::new(pir_service::ReleaseSet::new(releases, metrics.clone())?);
     let mut options = pir_server::ServerOptions::new(plan.listen);
     if let Some(workers) = plan.workers {
         options.workers = workers;
@@ -304,8 +417,7 @@ async fn start_server(plan: &ServerPlan<'_>) -> Result<StartedServer> {
         served,
         seeds,
         metrics,
-        header,
-        shape,
+        databases,
         public_key: plan.key.public(),
     })
 }
@@ -409,8 +521,24 @@ pub fn load_servers(path: &Path) -> Result<Vec<(String, PublicKey)>> {
 }
 
 async fn open_session(path: &Path) -> Result<(BreachSession, DbHeader)> {
+    open_database_session(path, None).await
+}
+
+/// [`open_session`] for the database `id` (64 hex digits) of servers that serve several.
+async fn open_database_session(path: &Path, id: Option<&str>) -> Result<(BreachSession, DbHeader)> {
     let servers = load_servers(path)?;
-    pir_breach::check::connect(&servers)
+    let id = match id {
+        Some(text) => Some(
+            hex::decode(text)
+                .ok()
+                .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+                .with_context(|| {
+                    format!("--db {text}: a database id is 64 hex digits, as `pir breach serve` prints it")
+                })?,
+        ),
+        None => None,
+    };
+    pir_breach::check::connect_database(&servers, id)
         .await
         .context("connecting to the breach servers")
 }
@@ -454,7 +582,7 @@ fn read_secret_line(prompt: &str, echo: Echo) -> Result<Vec<u8>> {
 
 /// `pir breach check`.
 async fn check(args: &BreachCheckArgs) -> Result<ExitCode> {
-    let (session, header) = open_session(&args.servers).await?;
+    let (session, header) = open_database_session(&args.servers, args.db.as_deref()).await?;
     let (username, password);
     let credential = if header.corpus.is_sha1() {
         password = read_secret_line("password", Echo::Hidden)?;

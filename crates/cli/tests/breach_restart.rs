@@ -153,11 +153,15 @@ struct Watched {
 
 impl Watched {
     fn start(db: &str, server: &str, key: &str) -> Watched {
+        Self::start_many(&[db], server, key)
+    }
+
+    fn start_many(dbs: &[&str], server: &str, key: &str) -> Watched {
         use std::io::BufRead;
         let mut child = support::pir()
-            .args([
-                "breach", "serve", "--db", db, "--server", server, "--key", key,
-            ])
+            .args(["breach", "serve"])
+            .args(dbs.iter().flat_map(|db| ["--db", db]))
+            .args(["--server", server, "--key", key])
             .args(["--listen", "127.0.0.1:0", "--qdp-queue", "4"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -291,4 +295,78 @@ fn sighup_swaps_the_breach_database_without_a_restart() {
     let again = Watched::start(&p("pw.db"), "0", &p("s0.key"));
     drop(again);
     assert!(high_water(Path::new(&p("pw.db.seeds-0"))) >= mark);
+}
+
+/// Both servers serve two corpora: checks go to the first by default and to the other with
+/// `pir breach check --db ID`; each corpus keeps its own seed state.
+#[test]
+fn breach_servers_serve_several_corpora_chosen_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    ok(&["keygen", "--out", &p("s0")]);
+    ok(&["keygen", "--out", &p("s1")]);
+    for (name, list) in [("a", "123456\npassword\n"), ("b", "qwerty\nletmein\n")] {
+        std::fs::write(p(&format!("{name}.txt")), list).unwrap();
+        ok(&[
+            "breach",
+            "build",
+            "--format",
+            "passwords",
+            &p(&format!("{name}.txt")),
+            "--out",
+            &p(&format!("{name}.db")),
+            "--quiet",
+        ]);
+    }
+    let dbs = [p("a.db"), p("b.db")];
+    let dbs: Vec<&str> = dbs.iter().map(String::as_str).collect();
+    let s0 = Watched::start_many(&dbs, "0", &p("s0.key"));
+    let s1 = Watched::start_many(&dbs, "1", &p("s1.key"));
+    // The second database's id, from the second line server 0 printed.
+    let second = s0
+        .lines
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap();
+    let id = second
+        .split("serving database ")
+        .nth(1)
+        .unwrap()
+        .split([' ', ','])
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(id.len(), 64, "{second}");
+    ok(&[
+        "breach",
+        "servers",
+        "--server",
+        &format!("{}={}", s0.url, p("s0.pub")),
+        "--server",
+        &format!("{}={}", s1.url, p("s1.pub")),
+        "--out",
+        &p("servers"),
+    ]);
+    let check = |password: &str, extra: &[&str]| {
+        use std::io::Write;
+        let mut child = support::pir()
+            .args(["breach", "check", "--servers", &p("servers")])
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+        child.wait_with_output().unwrap().status.code()
+    };
+    assert_eq!(check("password", &[]), Some(5), "the default corpus");
+    assert_eq!(check("qwerty", &[]), Some(0));
+    assert_eq!(
+        check("qwerty", &["--db", &id]),
+        Some(5),
+        "the second corpus"
+    );
+    assert_eq!(check("password", &["--db", &id]), Some(0));
+    assert_eq!(check("qwerty", &["--db", &"00".repeat(32)]), Some(1));
+    assert!(Path::new(&p("a.db.seeds-0")).exists() && Path::new(&p("b.db.seeds-0")).exists());
 }

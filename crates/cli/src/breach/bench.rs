@@ -79,7 +79,7 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
     let mut servers = Vec::new();
     for (server, key) in keys.iter().enumerate() {
         servers.push(
-            start_server(&ServerPlan {
+            start_server(&[ServerPlan {
                 db: &db_path,
                 key,
                 server,
@@ -97,7 +97,7 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
                     pir_server::DEFAULT_HEADER_TIMEOUT.as_secs(),
                     pir_server::DEFAULT_BODY_TIMEOUT.as_secs(),
                 ),
-            })
+            }])
             .await?,
         );
     }

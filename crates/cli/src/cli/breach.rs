@@ -130,10 +130,12 @@ pub struct BreachServeArgs {
     #[arg(long)]
     #[serde(skip)]
     pub print_config: bool,
-    /// The database (from `pir breach build`).
+    /// The database (from `pir breach build`). Repeat to serve several (each with its seed
+    /// state DB.seeds-SERVER): clients choose one by its id (`pir breach check --db ID`); the
+    /// first is the default.
     #[arg(long, value_name = "DB")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub db: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub db: Vec<PathBuf>,
     /// This server's position: 0 or 1.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1))]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -193,7 +195,7 @@ pub struct BreachServeArgs {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BreachServeSettings {
-    pub db: PathBuf,
+    pub db: super::OneOrMany,
     pub server: u16,
     pub key: PathBuf,
     pub listen: SocketAddr,
@@ -274,6 +276,10 @@ pub struct BreachCheckArgs {
     /// The servers file (from `pir breach servers`).
     #[arg(long, value_name = "SERVERS")]
     pub servers: PathBuf,
+    /// Which database of servers that serve several: its id (64 hex digits, as `pir breach
+    /// serve` prints it). Default: their first.
+    #[arg(long, value_name = "ID")]
+    pub db: Option<String>,
     /// Print the result as one JSON object on standard output (for scripts).
     #[arg(long)]
     pub json: bool,
