@@ -30,7 +30,6 @@ pub mod registry;
 pub mod releases;
 pub mod reply;
 pub mod signed;
-pub mod swap;
 
 pub use handler::{Handler, Reply};
 pub use lattice::{Lattice, LatticeDatabase, LatticeService};
@@ -38,4 +37,3 @@ pub use metrics::{Endpoint, Metrics};
 pub use mirror::{Mirror, MirrorService};
 pub use releases::{ReleaseInfo, ReleaseSet, ServedRelease};
 pub use signed::{Backend, Refusal, SignedService, DATABASE_ID_LEN};
-pub use swap::Swappable;
