@@ -360,8 +360,9 @@ pub fn open(
     open_with(release_dir, vendor, verify_blocks, false)
 }
 
-/// [`open`], optionally locking the database in RAM (`mlock`, see
-/// [`pir_kernels::map_locked`]) so a mirror's scans never wait for the disk.
+/// [`open`], optionally locking the database in RAM (read into huge pages and `mlock`ed, see
+/// [`pir_kernels::memory::HugeBuffer::read_file`]) so a mirror's scans never wait for the disk
+/// and take fewer TLB misses.
 pub fn open_with(
     release_dir: &Path,
     vendor: Option<&PublicKey>,
@@ -390,13 +391,17 @@ pub fn open_with(
             shape.total_bytes()
         )));
     }
-    let map = if lock_in_ram {
-        pir_kernels::map_locked(&file)
+    // Locked in RAM, the database is read into anonymous huge pages rather than mapped: the
+    // scans then take one TLB entry per 2 MiB instead of per 4 KiB page (selected 4 KiB rows
+    // are read about 1.4x faster, `pir_kernels::memory::HugeBuffer::read_file`).
+    let region: Arc<dyn AsRef<[u8]> + Send + Sync> = if lock_in_ram {
+        Arc::new(
+            pir_kernels::memory::HugeBuffer::read_file(&file, shape.total_bytes(), true)
+                .map_err(UpdateError::io_at(&db_path))?,
+        )
     } else {
-        pir_kernels::map_readonly(&file)
-    }
-    .map_err(UpdateError::io_at(&db_path))?;
-    let region: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(map);
+        Arc::new(pir_kernels::map_readonly(&file).map_err(UpdateError::io_at(&db_path))?)
+    };
     let database = Database::from_region(shape, region)?;
 
     if verify_blocks {

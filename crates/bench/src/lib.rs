@@ -144,6 +144,17 @@ pub struct Row {
     /// `touched_bytes` per second of server time over the plain read's bandwidth: how close
     /// the mode runs to the memory limit on what it touches (1.0 = at the limit).
     pub touched_ratio: Option<f64>,
+    /// Median time of a plain read (no XOR) of exactly the rows or table entries one query's
+    /// answer reads, in the same order, with the same threads, same run
+    /// (`pir_kernels::memory::read_rows_parallel`): the
+    /// memory system's limit for that access pattern, ms. `None` for dense scans (their limit
+    /// is the plain read) and batches.
+    pub touched_read_ms: Option<f64>,
+    /// `touched_read_ms / median_ms`: the share of the access pattern's limit the mode reaches
+    /// (1.0 = as fast as reading those rows alone).
+    pub limit_ratio: Option<f64>,
+    /// The CPU model (from `/proc/cpuinfo`).
+    pub cpu: String,
 }
 
 impl Row {
@@ -179,7 +190,17 @@ impl Row {
             runs,
             touched_bytes: None,
             touched_ratio: None,
+            touched_read_ms: None,
+            limit_ratio: None,
+            cpu: cpu_model(),
         }
+    }
+
+    /// The row with the median time of a plain read of just the rows its answer reads.
+    pub fn with_touched_read(mut self, read_ms: Option<f64>) -> Row {
+        self.touched_read_ms = read_ms;
+        self.limit_ratio = read_ms.map(|ms| ms / self.median_ms);
+        self
     }
 
     /// The row with the bytes its mode read per batch, and their ratio to the plain read.
@@ -191,9 +212,9 @@ impl Row {
     }
 }
 
-/// The machine line every bench table starts with: CPU model, kernel backend, cores.
-pub fn machine_line() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
+/// The CPU model as `/proc/cpuinfo` names it (the architecture where it cannot be read).
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|info| {
             info.lines()
@@ -201,7 +222,12 @@ pub fn machine_line() -> String {
                 .and_then(|l| l.split_once(':'))
                 .map(|(_, m)| m.trim().to_string())
         })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// The machine line every bench table starts with: CPU model, kernel backend, cores.
+pub fn machine_line() -> String {
+    let model = cpu_model();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     format!(
         "CPU: {model}; kernel backend {} (of {}); {cores} cores",
@@ -224,11 +250,12 @@ pub fn median_ms(mut samples: Vec<Duration>) -> f64 {
     }
 }
 
-/// A random database of `shape`, filled with the AES-CTR PRG (fast enough for gigabytes).
+/// A random database of `shape`, filled with the AES-CTR PRG (fast enough for gigabytes), in
+/// huge pages as a mirror with `lock_in_ram` holds it (`HugeBuffer`; an ordinary allocation
+/// where no anonymous map can be made).
 pub fn random_database(shape: DbShape, seed: u8) -> Database {
-    let mut db = Database::zeroed(shape);
-    if let Some(bytes) = db.try_bytes_mut() {
-        use rayon::prelude::*;
+    use rayon::prelude::*;
+    let fill = |bytes: &mut [u8]| {
         bytes
             .par_chunks_mut(64 << 20)
             .enumerate()
@@ -237,8 +264,20 @@ pub fn random_database(shape: DbShape, seed: u8) -> Database {
                 key[..8].copy_from_slice(&(i as u64).to_le_bytes());
                 pir_xor::prg::expand(&key, part);
             });
+    };
+    let mut huge = pir_kernels::memory::HugeBuffer::zeroed(shape.total_bytes());
+    fill(&mut huge);
+    match Database::from_region(shape, std::sync::Arc::new(huge)) {
+        Ok(db) => db,
+        Err(_) => {
+            // The fallback allocation was not 64-byte aligned: an owned database instead.
+            let mut db = Database::zeroed(shape);
+            if let Some(bytes) = db.try_bytes_mut() {
+                fill(bytes);
+            }
+            db
+        }
     }
-    db
 }
 
 // The standard shapes and indices are valid by construction.
@@ -322,6 +361,7 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
                 let mut server = Vec::new();
                 let mut reads = Vec::new();
                 let mut touched = Vec::new();
+                let mut limits = Vec::new();
                 // One untimed warm-up of each, then alternate.
                 for run in 0..=runs {
                     let bodies = query_bodies(shape, db_shape, queries, &mut rng);
@@ -341,9 +381,23 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
                         std::hint::black_box(engine.answer_batch(&prepared));
                         (t.elapsed(), prepared)
                     });
+                    // The limit of a sparse answer: a plain read of just the rows it reads.
+                    let limit_time = match prepared.as_slice() {
+                        [one] => engine.rows_read(one).map(|(region, size, list)| {
+                            pool.install(|| {
+                                let t = Instant::now();
+                                std::hint::black_box(pir_kernels::memory::read_rows_parallel(
+                                    region, size, &list,
+                                ));
+                                t.elapsed()
+                            })
+                        }),
+                        _ => None,
+                    };
                     if run > 0 {
                         reads.push(read_time);
                         server.push(server_time);
+                        limits.extend(limit_time);
                         let refs: Vec<&Prepared> = prepared.iter().collect();
                         touched.push(engine.bytes_read(&refs));
                     }
@@ -360,7 +414,8 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
                     (engine.russians_table_bytes(), setup_s),
                     runs,
                 )
-                .with_touched(touched.iter().sum::<usize>() / touched.len().max(1));
+                .with_touched(touched.iter().sum::<usize>() / touched.len().max(1))
+                .with_touched_read((!limits.is_empty()).then(|| median_ms(limits)));
                 report(&row);
                 rows.push(row);
             }
@@ -375,10 +430,13 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
 /// `ratio` is the database bytes (times the queries of a batch) per second over the plain
 /// read's bandwidth: a mode that skips rows can pass 1. `touched` is the bytes the mode really
 /// read, and `t-ratio` their bandwidth over the plain read's: how close to the memory limit it
-/// runs on what it touches.
+/// runs on what it touches. `limit ms` is a plain read (no XOR) of exactly those rows or table
+/// entries, in the same order, and `x limit` that time over the mode's: how close the mode runs
+/// to what the memory system gives for its access pattern (scattered 4 KiB rows read slower
+/// than a sequential stream).
 pub fn table_header() -> String {
     format!(
-        "{:<17} {:<9} {:<18} {:>3} {:>10} {:>9} {:>12} {:>6} {:>10} {:>7}  {}",
+        "{:<17} {:<9} {:<18} {:>3} {:>10} {:>9} {:>12} {:>6} {:>10} {:>7} {:>9} {:>7}  {}",
         "shape",
         "scheme",
         "mode",
@@ -389,6 +447,8 @@ pub fn table_header() -> String {
         "ratio",
         "touched",
         "t-ratio",
+        "limit ms",
+        "x limit",
         "extra memory"
     )
 }
@@ -408,11 +468,11 @@ pub fn table_line(row: &Row) -> String {
     let touched = row
         .touched_bytes
         .map_or_else(|| "-".to_string(), |b| format!("{:.0} MB", b as f64 / 1e6));
-    let touched_ratio = row
-        .touched_ratio
-        .map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
+    let or_dash = |v: Option<f64>, digits: usize| {
+        v.map_or_else(|| "-".to_string(), |r| format!("{r:.digits$}"))
+    };
     format!(
-        "{:<17} {:<9} {:<18} {:>3} {:>10.2} {:>9.2} {:>12.2} {:>6.2} {:>10} {:>7}  {}",
+        "{:<17} {:<9} {:<18} {:>3} {:>10.2} {:>9.2} {:>12.2} {:>6.2} {:>10} {:>7} {:>9} {:>7}  {}",
         row.shape,
         row.scheme,
         row.mode,
@@ -422,7 +482,9 @@ pub fn table_line(row: &Row) -> String {
         row.memory_read_gb_per_s,
         row.ratio,
         touched,
-        touched_ratio,
+        or_dash(row.touched_ratio, 2),
+        or_dash(row.touched_read_ms, 2),
+        or_dash(row.limit_ratio, 2),
         extra
     )
 }
@@ -502,6 +564,9 @@ mod tests {
                 "ratio",
                 "touched_bytes",
                 "touched_ratio",
+                "touched_read_ms",
+                "limit_ratio",
+                "cpu",
             ] {
                 assert!(json.get(field).is_some(), "{field}");
             }
@@ -515,6 +580,11 @@ mod tests {
             assert!(touched > 0 && touched <= row.database_bytes * 4, "{row:?}");
             assert!(row.touched_ratio.is_some());
         }
+        // 64-byte rows: the plain scan is dense (its limit is the plain read), the table
+        // answer reads scattered entries and has a limit of its own; a batch has none.
+        assert!(rows[0].touched_read_ms.is_none() && rows[4].touched_read_ms.is_none());
+        let limit = rows[2].limit_ratio.expect("table answers have a limit");
+        assert!(limit > 0.0 && rows[2].touched_read_ms.is_some_and(|ms| ms > 0.0));
         assert!(shape_named("2^24x32b").is_some());
         assert!(shape_named("nope").is_none());
         let custom = shape_named("1024x96-raid").unwrap();

@@ -14,7 +14,7 @@
 //! grace_seconds = 10             # optional: drain time on SIGTERM / Ctrl-C
 //! four_russians = "auto"         # optional: auto | off | 1 to 8 (group size)
 //! four_russians_memory_gib = 4   # optional: largest table
-//! lock_in_ram = false            # optional: mlock the database
+//! lock_in_ram = false            # optional: copy into huge pages, mlock
 //! max_connections = 4096         # optional: connections open at once
 //! header_timeout_seconds = 30    # optional: time for a request's headers (and idle time)
 //! body_timeout_seconds = 30      # optional: time for a request's body

@@ -36,6 +36,55 @@ multiversioned! {
     }
 }
 
+multiversioned! {
+    /// Folds rows `rows` (each `b` bytes, numbered from the start of `region`) into a 64-bit
+    /// digest, reading each listed row once, in the listed order: the floor under any scan that
+    /// reads only some rows of a region (the selected rows of a query, the entries of a
+    /// four-Russians table). Each row is requested [`crate::xor::SPARSE_AHEAD`] rows before it
+    /// is read, as the scans do. Panics if a row lies outside the region.
+    pub fn read_rows_with(region: &[u8], b: usize, rows: &[usize]) -> u64 {
+        let mut acc = [[0u8; 64]; 4];
+        let mut digest = 0u64;
+        for (k, &row) in rows.iter().enumerate() {
+            if let Some(&ahead) = rows.get(k + crate::xor::SPARSE_AHEAD) {
+                if let Some(bytes) = region.get(ahead * b..(ahead + 1) * b) {
+                    crate::prefetch_l2_all(bytes);
+                }
+            }
+            let mut blocks = region[row * b..(row + 1) * b].chunks_exact(256);
+            for block in &mut blocks {
+                for (a, line) in acc.iter_mut().zip(block.chunks_exact(64)) {
+                    for (x, y) in a.iter_mut().zip(line) {
+                        *x ^= *y;
+                    }
+                }
+            }
+            for (i, byte) in blocks.remainder().iter().enumerate() {
+                digest ^= u64::from(*byte).rotate_left(i as u32);
+            }
+        }
+        for a in &acc {
+            for (i, word) in a.chunks_exact(8).enumerate() {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(word);
+                digest ^= u64::from_le_bytes(bytes).rotate_left(i as u32);
+            }
+        }
+        digest
+    }
+}
+
+/// [`read_rows_with`] with every thread of the current rayon pool, each reading a contiguous
+/// share of the list (as the parallel scans split their rows).
+pub fn read_rows_parallel(region: &[u8], b: usize, rows: &[usize]) -> u64 {
+    let backend = Backend::current();
+    let threads = rayon::current_num_threads().max(1);
+    let parts: Vec<&[usize]> = rows.chunks(rows.len().div_ceil(threads).max(1)).collect();
+    rayon_map(&parts, |part| read_rows_with(backend, region, b, part))
+        .into_iter()
+        .fold(0, |x, y| x ^ y)
+}
+
 /// [`read_with`] on the current backend.
 pub fn read(region: &[u8]) -> u64 {
     read_with(Backend::current(), region)
@@ -83,6 +132,32 @@ impl HugeBuffer {
             Err(_) => Storage::Heap(vec![0; len]),
         };
         Self { storage, len }
+    }
+}
+
+impl HugeBuffer {
+    /// `len` bytes read from the start of `file` into a new buffer in huge pages: a database
+    /// scanned from it reads selected rows 1.3-1.5x faster than from a file map in 4 KiB pages
+    /// (`examples/xor_limits.rs`: 23 ms instead of 34 for half of 1.07 GB of 4 KiB rows, one
+    /// core). With `lock`, the buffer is also locked in RAM (`mlock`, limited by
+    /// `ulimit -l`).
+    pub fn read_file(file: &std::fs::File, len: usize, lock: bool) -> std::io::Result<Self> {
+        use std::io::Read;
+        let mut buffer = Self::zeroed(len);
+        let mut reader = file;
+        reader.read_exact(&mut buffer)?;
+        if lock {
+            if let Storage::Map(map) = &buffer.storage {
+                map.lock()?;
+            }
+        }
+        Ok(buffer)
+    }
+}
+
+impl AsRef<[u8]> for HugeBuffer {
+    fn as_ref(&self) -> &[u8] {
+        self
     }
 }
 
@@ -178,6 +253,17 @@ mod tests {
         huge.copy_from_slice(&region);
         assert_eq!(read(&huge), expect);
         assert!(HugeBuffer::zeroed(0).is_empty());
+        // Reading rows 0..n of 100 bytes (chunks of 256 bytes and a tail) is reading them all.
+        let rows: Vec<usize> = (0..10).collect();
+        let folded = read_rows_with(Backend::Portable, &region, 100, &rows);
+        for backend in Backend::available() {
+            assert_eq!(read_rows_with(backend, &region, 100, &rows), folded);
+        }
+        assert_ne!(
+            read_rows_with(Backend::Portable, &region, 100, &rows[1..]),
+            folded
+        );
+        assert_eq!(read_rows_parallel(&region, 100, &rows), folded);
         // Changing any byte changes the digest.
         for at in [0, 63, 64, 999] {
             let mut other = region.clone();

@@ -344,6 +344,29 @@ pub fn entries_read(layout: RussiansLayout, selection: Selection<'_>) -> usize {
     read
 }
 
+/// The table entries [`scan`] reads for `selection`, as entry numbers (entry `e` is bytes
+/// `e b .. (e + 1) b` of the table), in the order the scan reads them. For a read of the same
+/// entries without the XOR (`crate::memory::read_rows_with`), the limit the scan is measured
+/// against; not a hot path.
+pub fn entries_list(layout: RussiansLayout, selection: Selection<'_>) -> Vec<usize> {
+    let RussiansLayout { rows, c, t, .. } = layout;
+    let (entries, held) = (layout.entries(), layout.held());
+    let mut list = Vec::new();
+    for s in 0..layout.super_groups() {
+        for (h, j) in layout.held_chunks().enumerate() {
+            let index = (0..t)
+                .map(|u| (s * t + u) * c + j)
+                .enumerate()
+                .filter(|&(_, row)| row < rows && selection.bit(row))
+                .fold(0, |index, (u, _)| index | 1 << u);
+            if index != 0 {
+                list.push((s * held + h) * entries + index - 1);
+            }
+        }
+    }
+    list
+}
+
 /// Answers one query from the table with every thread of the current rayon pool.
 pub fn scan_parallel(layout: RussiansLayout, selection: Selection<'_>, table: &[u8]) -> Vec<u8> {
     let backend = Backend::current();
@@ -490,6 +513,18 @@ mod tests {
                 prop_assert_eq!(scan_parallel(wide, selection, &wide_table), expect.clone());
                 // Entries read: at most one per group, at least one per group with a row set.
                 let read = entries_read(wide, selection);
+                let list = entries_list(wide, selection);
+                prop_assert_eq!(list.len(), read);
+                // XORing the listed entries is the scan's answer, summed over the chunks.
+                let mut summed = vec![0u8; b];
+                for &e in &list {
+                    crate::xor::xor_into_with(Backend::Portable, &mut summed, &wide_table[e * b..(e + 1) * b]);
+                }
+                let mut want = vec![0u8; b];
+                for slot in expect.chunks_exact(b) {
+                    crate::xor::xor_into_with(Backend::Portable, &mut want, slot);
+                }
+                prop_assert_eq!(summed, want);
                 prop_assert!(read <= wide.super_groups() * wide.held());
                 let rows_set = (0..rows).filter(|&r| selection.bit(r)).count();
                 prop_assert!(read <= rows_set && read * t >= rows_set);

@@ -409,6 +409,33 @@ impl Engine {
             .sum()
     }
 
+    /// What [`Engine::answer`] reads for `prepared` when it reads only some rows: the region
+    /// (the database or the four-Russians table), the size of its rows, and the rows or
+    /// entries it reads, in order. `None` for a dense scan, which reads every row. For
+    /// `pir bench`, which times a plain read of just these rows as the limit of the answer;
+    /// not a hot path.
+    pub fn rows_read(&self, prepared: &Prepared) -> Option<(&[u8], usize, Vec<usize>)> {
+        let shape = self.database.shape();
+        let b = shape.block_size();
+        let refs = prepared.refs();
+        let selection = Selection::new(&refs);
+        match &self.russians {
+            Some((layout, table)) if self.uses_table(prepared) => Some((
+                &table[..],
+                b,
+                pir_kernels::russians::entries_list(*layout, selection),
+            )),
+            _ if b >= pir_kernels::xor::SPARSE_ROW_BYTES => Some((
+                self.database.bytes(),
+                b,
+                (0..shape.block_count())
+                    .filter(|&r| selection.bit(r))
+                    .collect(),
+            )),
+            _ => None,
+        }
+    }
+
     /// [`Engine::prepare`] then [`Engine::answer`].
     pub fn answer_body(&self, scheme: SchemeId, body: &[u8]) -> Result<Vec<u8>, Error> {
         Ok(self.answer(&self.prepare(scheme, body)?))
@@ -473,6 +500,17 @@ mod tests {
         let many: Vec<&Prepared> =
             std::iter::repeat_n(&p, BATCH_PASS_IN_PLAIN_QUERIES + 1).collect();
         assert_eq!(plain.bytes_read(&many), shape.total_bytes());
+        // The rows it reads, XORed, are its answer.
+        let (region, size, list) = plain.rows_read(&p).unwrap();
+        assert_eq!((list.len(), size), (selected, 4096));
+        let mut sum = vec![0u8; 4096];
+        for &r in &list {
+            pir_kernels::xor_into(&mut sum, &region[r * 4096..(r + 1) * 4096]);
+        }
+        assert_eq!(
+            plain.answer(&p),
+            chor.encode_answer(&crate::ChorAnswer { block: sum.clone() })
+        );
         let table = Engine::new(
             db,
             EngineOptions {
@@ -485,6 +523,26 @@ mod tests {
         // The table: one entry per group with a selected row, at most 3072 / 4 of them.
         let read = table.bytes_read(&[&p]);
         assert!(read <= 768 * 4096 && read * 4 >= selected * 4096, "{read}");
+        // Its entries, XORed, are the same answer; a dense engine reads every row.
+        let (region, size, list) = table.rows_read(&p).unwrap();
+        assert_eq!(list.len() * size, read);
+        let mut from_table = vec![0u8; 4096];
+        for &e in &list {
+            pir_kernels::xor_into(&mut from_table, &region[e * 4096..(e + 1) * 4096]);
+        }
+        assert_eq!(from_table, sum);
+        let small = DbShape::new(64, 32).unwrap();
+        let dense = Engine::new(
+            Database::zeroed(small),
+            EngineOptions::default(),
+            &|_, _| {},
+        );
+        let chor = Chor::new(small, 2).unwrap();
+        let (qs, _) = chor.query(&[3], &mut rng).unwrap();
+        let p = dense
+            .prepare(SchemeId::Chor, &chor.encode_query(&qs[0]))
+            .unwrap();
+        assert!(dense.rows_read(&p).is_none());
     }
 
     #[test]
