@@ -69,6 +69,11 @@ multiversioned! {
                 _ => {}
             }
         }
+        if stride.is_multiple_of(LANE) {
+            // Whole lanes: the blocked scan, its accumulator tiles within the same budget.
+            let width = (ACCUMULATOR_BUDGET / (queries * c) / LANE * LANE).clamp(LANE, stride);
+            return batch_blocked(selections, region, b, rows, columns, width, accs);
+        }
         let width = tile_width(queries, c, stride);
         // TABLES tables at a time (entry 0 of each is the zero row, so lookups need no branch):
         // every query then loads and stores its accumulator once per TABLES groups.
@@ -114,6 +119,139 @@ multiversioned! {
             }
             column += w;
         }
+    }
+}
+
+/// Bytes of a column lane of the blocked batch: one AVX-512 register, two AVX2 ones.
+pub const LANE: usize = 64;
+
+/// Groups of each chunk whose tables the blocked batch builds, one lane wide, before the
+/// queries visit them: 8 tables of 16 lanes are 8 KiB, in L1 while all queries read them.
+pub const BLOCK_GROUPS: usize = 8;
+
+/// The batched scan for column ranges that are whole lanes: for a block of [`BLOCK_GROUPS`]
+/// groups of every chunk, the rows are read one 64-byte lane at a time; per lane and chunk the
+/// block's Gray-code tables are built (in L1), and every query XORs its [`BLOCK_GROUPS`] entries
+/// into its accumulator lane in registers, loading and storing it once per block. The
+/// accumulators of a column tile are kept lane-major (lane, chunk, query), so the lanes one
+/// block updates are contiguous; the next block's rows are prefetched into L2 meanwhile.
+///
+/// Against [`scan_columns_with`]'s wide tables (256 KiB, read from L2 by every query and every
+/// accumulator loaded and stored per 4 groups) it cuts the L2 traffic per query several times.
+#[inline(always)]
+fn batch_blocked(
+    selections: &[Selection<'_>],
+    region: &[u8],
+    b: usize,
+    rows: Range<usize>,
+    columns: Range<usize>,
+    width: usize,
+    accs: &mut [u8],
+) {
+    type Lane = [u8; LANE];
+    #[inline(always)]
+    fn xor_lane(a: &mut Lane, x: &Lane) {
+        for (p, q) in a.iter_mut().zip(x) {
+            *p ^= q;
+        }
+    }
+    const ENTRIES: usize = 1 << GROUP;
+    let queries = selections.len();
+    let c = selections[0].chunk_count();
+    let stride = columns.len();
+    let span = GROUP * c;
+    let first = rows.start / span;
+    let last = rows.end.div_ceil(span);
+    // Group g's table; entry 0 stays the zero lane, so a lookup needs no branch.
+    let mut tables = [[[0u8; LANE]; ENTRIES]; BLOCK_GROUPS];
+    // Entry indices of query q, chunk j at q c + j (0 for groups past the end: the zero lane).
+    let mut indices = vec![[0u8; BLOCK_GROUPS]; queries * c];
+    let lanes_max = width / LANE;
+    let mut lane_accs = vec![[0u8; LANE]; lanes_max * c * queries];
+    let lane_of = |row: usize, col: usize| -> &Lane {
+        region[row * b + col..row * b + col + LANE]
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("a lane is LANE bytes"))
+    };
+    let mut column = columns.start;
+    while column < columns.end {
+        let w = width.min(columns.end - column);
+        let lanes = w / LANE;
+        lane_accs[..lanes * c * queries].fill([0; LANE]);
+        let mut s0 = first;
+        while s0 < last {
+            let groups = BLOCK_GROUPS.min(last - s0);
+            for (q, selection) in selections.iter().enumerate() {
+                for j in 0..c {
+                    let bits = selection.chunk(j);
+                    let index = &mut indices[q * c + j];
+                    for (g, i) in index.iter_mut().enumerate() {
+                        // The entry's position in the flat tables (group_bits is below 16).
+                        *i = if g < groups {
+                            (g * ENTRIES + group_bits(bits, s0 + g, GROUP)) as u8
+                        } else {
+                            (g * ENTRIES) as u8
+                        };
+                    }
+                }
+            }
+            // Whether every row of the block is in range (all but the first and last blocks).
+            let whole = s0 * span >= rows.start && (s0 + BLOCK_GROUPS) * span <= rows.end;
+            // Rows of the next block, requested lane by lane as this block's lanes are read.
+            let next =
+                (s0 + groups) * span..((s0 + groups + BLOCK_GROUPS).min(last) * span).min(rows.end);
+            for k in 0..lanes {
+                let col = column + k * LANE;
+                for row in next.clone() {
+                    if let Some(bytes) = region.get(row * b + col..) {
+                        crate::prefetch_l2(bytes.as_ptr());
+                    }
+                }
+                for j in 0..c {
+                    // Each group's four row lanes are loaded once; its Gray-code walk then runs
+                    // in registers (one XOR and one store per entry).
+                    for (g, table) in tables.iter_mut().enumerate() {
+                        let mut lanes_of_rows = [[0u8; LANE]; GROUP];
+                        for (u, lane) in lanes_of_rows.iter_mut().enumerate() {
+                            let row = ((s0 + g) * GROUP + u) * c + j;
+                            if whole || (g < groups && rows.contains(&row)) {
+                                *lane = *lane_of(row, col);
+                            }
+                        }
+                        let mut run = [0u8; LANE];
+                        for i in 1..ENTRIES {
+                            let code = i ^ (i >> 1);
+                            xor_lane(&mut run, &lanes_of_rows[i.trailing_zeros() as usize]);
+                            table[code] = run;
+                        }
+                    }
+                    let slots = &mut lane_accs[(k * c + j) * queries..(k * c + j + 1) * queries];
+                    for (q, slot) in slots.iter_mut().enumerate() {
+                        let index = &indices[q * c + j];
+                        let flat = tables.as_flattened();
+                        let mut acc = *slot;
+                        for &i in index {
+                            xor_lane(&mut acc, &flat[usize::from(i) % (BLOCK_GROUPS * ENTRIES)]);
+                        }
+                        *slot = acc;
+                    }
+                }
+            }
+            s0 += groups;
+        }
+        // Back to the caller's layout: query q's slot for chunk j at (q c + j) stride.
+        for k in 0..lanes {
+            for j in 0..c {
+                for q in 0..queries {
+                    let at = (q * c + j) * stride + column - columns.start + k * LANE;
+                    let out: &mut Lane = (&mut accs[at..at + LANE])
+                        .try_into()
+                        .unwrap_or_else(|_| unreachable!("a lane is LANE bytes"));
+                    xor_lane(out, &lane_accs[(k * c + j) * queries + q]);
+                }
+            }
+        }
+        column += w;
     }
 }
 
@@ -277,7 +415,7 @@ mod tests {
         #[test]
         fn each_answer_equals_the_single_query_scan(
             rows in 1usize..400,
-            b32 in prop::sample::select(vec![1usize, 2, 5, 16]),
+            b32 in prop::sample::select(vec![1usize, 2, 5, 6, 16]),
             c in 1usize..4,
             queries in 1usize..10,
             start_frac in 0.0f64..1.0,
