@@ -3,6 +3,8 @@
 //! real C extension is not vendored. Checks the script finds the calls, times both sides and
 //! reports their ratio, and refuses a missing peer with a message that says what to do.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
 mod support;
 
 use std::path::Path;
