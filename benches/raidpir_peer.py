@@ -144,10 +144,9 @@ def main():
     if args.runs < 1:
         sys.exit("--runs must be at least 1")
     blocks, block_size = parse_shape(args.shape)
+    module = load_module(args.peer)
     if not os.access(args.pir, os.X_OK):
         sys.exit(f"{args.pir}: not built; run `cargo build --release -p pir-cli` or pass --pir")
-
-    module = load_module(args.peer)
     names = {
         "allocate": find(module, args.allocate, [r"allocate"]),
         "set": find(module, args.set, [r"setdata", r"set_?data"]),

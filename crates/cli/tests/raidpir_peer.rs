@@ -79,6 +79,7 @@ fn the_peer_script_times_both_sides_at_one_shape() {
     let out = Command::new("python3")
         .arg(script())
         .arg(dir.path().join("missing.so"))
+        .args(["--pir", env!("CARGO_BIN_EXE_pir")])
         .output()
         .unwrap();
     assert!(!out.status.success());
