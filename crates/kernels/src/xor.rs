@@ -250,10 +250,10 @@ pub fn scan_with(
 
 /// Selected rows requested before the oldest requested one is XORed by the sparse scan.
 /// Measured with `examples/xor_limits.rs` (1.07 GB of 4 KiB rows, half selected at random,
-/// one core, Zen 4): a read of just the selected rows took 42 ms with no prefetch, 22.5 with
-/// one row ahead, 21.6 with two, 21.5 with four, 22.4 with eight; prefetching only the first
-/// lines of each row and letting the hardware follow was slower (34-35 ms), as was prefetching
-/// into L1 (43 ms).
+/// one core, Zen 4, huge pages): a read of just the selected rows took 37.9 ms with no
+/// prefetch, 22.5 with one row ahead, 21.6 with two, 21.5 with four, 22.4 with eight;
+/// prefetching only the first lines of each row and letting the hardware follow was slower
+/// (34-35 ms), as was prefetching into L1 (43 ms).
 pub const SPARSE_AHEAD: usize = 2;
 
 multiversioned! {
