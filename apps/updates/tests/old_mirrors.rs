@@ -80,3 +80,37 @@ async fn old_and_new_mirrors_serve_one_fetch() {
     assert_eq!(got.files.pop().unwrap().1, b"Package: a\n");
     assert_eq!(got.files.pop().unwrap().1, payload);
 }
+
+/// `lock_in_ram` reads the database into locked huge pages instead of mapping the file: the
+/// bytes served are the file's, and a damaged block is still refused at open.
+#[test]
+fn a_release_locked_in_ram_serves_the_files_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let payload: Vec<u8> = (0..50_000u32).map(|i| (i * 7 % 253) as u8).collect();
+    std::fs::write(src.join("a.bin"), &payload).unwrap();
+    let vendor = SecretKey::generate().unwrap();
+    let out = dir.path().join("release");
+    let options = release::BuildOptions {
+        block_size: Some(4096),
+        ..release::BuildOptions::default()
+    };
+    release::build(&src, &vendor, &out, &options).unwrap();
+    let mapped = release::open_with(&out, None, true, false).unwrap();
+    match release::open_with(&out, None, true, true) {
+        Ok(locked) => {
+            assert_eq!(locked.database.bytes(), mapped.database.bytes());
+            assert_eq!(locked.release_id, mapped.release_id);
+        }
+        // mlock refused (a low `ulimit -l`): an error naming the database file, not a panic.
+        Err(e) => assert!(e.to_string().contains(release::DATABASE_FILE), "{e}"),
+    }
+    // One flipped byte: refused whether mapped or read into memory.
+    let db_path = out.join(release::DATABASE_FILE);
+    let mut bytes = std::fs::read(&db_path).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&db_path, &bytes).unwrap();
+    assert!(release::open_with(&out, None, true, false).is_err());
+    assert!(release::open_with(&out, None, true, true).is_err());
+}
