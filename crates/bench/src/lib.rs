@@ -240,6 +240,14 @@ pub fn machine_line() -> String {
     )
 }
 
+/// Times a plain read (no XOR) of rows `rows` of `b` bytes of `region`, in that order, on the
+/// current rayon pool: the limit of an answer that reads just these rows.
+pub(crate) fn time_rows_read(region: &[u8], b: usize, rows: &[usize]) -> Duration {
+    let t = Instant::now();
+    std::hint::black_box(pir_kernels::memory::read_rows_parallel(region, b, rows));
+    t.elapsed()
+}
+
 /// The median of some durations, in milliseconds.
 pub fn median_ms(mut samples: Vec<Duration>) -> f64 {
     samples.sort_unstable();
@@ -384,13 +392,7 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
                     // The limit of a sparse answer: a plain read of just the rows it reads.
                     let limit_time = match prepared.as_slice() {
                         [one] => engine.rows_read(one).map(|(region, size, list)| {
-                            pool.install(|| {
-                                let t = Instant::now();
-                                std::hint::black_box(pir_kernels::memory::read_rows_parallel(
-                                    region, size, &list,
-                                ));
-                                t.elapsed()
-                            })
+                            pool.install(|| time_rows_read(region, size, &list))
                         }),
                         _ => None,
                     };

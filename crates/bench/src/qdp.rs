@@ -127,14 +127,17 @@ impl QdpSummary {
 
 /// One timed QDP online step of server 0 for a random index: every server issues a seed, the
 /// client builds its queries, and server 0's query is taken and answered by `answer` (the
-/// query building is not timed).
+/// query building is not timed). `reads` is what the step reads (`region`, and the table
+/// layout when it answers from a table): counted, and read alone (untimed in the step) for
+/// the limit.
 #[allow(clippy::expect_used)]
 fn online_run(
     rng: &mut ChaCha20Rng,
     servers: &mut [QdpServer<MemorySeedStore>],
     client: &QdpClient,
+    reads: (&[u8], Option<RussiansLayout>),
     answer: &dyn Fn(qdp::PendingAnswer) -> Vec<u8>,
-) -> Duration {
+) -> Sample {
     let index = rng.random_range(0..client.scheme().shape().block_count());
     let grants: Vec<_> = servers
         .iter_mut()
@@ -145,8 +148,39 @@ fn online_run(
     let t = Instant::now();
     let pending = servers[0].take_query(&body).expect("issued seed");
     assert!(pending.is_precomputed(), "the queue holds an entry per run");
+    let counted = pending.clone();
     std::hint::black_box(answer(pending));
-    t.elapsed()
+    let time = t.elapsed();
+    let (region, table) = reads;
+    let precomputed = counted.precomputed_bytes();
+    match counted.rows_read(table) {
+        Some((b, list)) => Sample {
+            time,
+            touched: precomputed + list.len() * b,
+            limit: Some(crate::time_rows_read(region, b, &list)),
+        },
+        None => Sample {
+            time,
+            touched: precomputed + region.len(),
+            limit: None,
+        },
+    }
+}
+
+/// One timed answer: its time, the bytes it read, and the time of a plain read of just the
+/// rows or entries it read (`None` when it reads every row: its limit is the plain read).
+struct Sample {
+    time: Duration,
+    touched: usize,
+    limit: Option<Duration>,
+}
+
+/// Medians of [`alternate`]'s runs.
+struct Measured {
+    read_ms: f64,
+    median_ms: f64,
+    touched: usize,
+    limit_ms: Option<f64>,
 }
 
 /// The largest group size whose table of server 0's flip chunks (the largest share) takes at
@@ -160,39 +194,47 @@ pub fn equal_memory_group(raid: &RaidPir, group: usize, budget: usize) -> usize 
 }
 
 /// Alternates a plain read of the database with `work` (after one untimed warm-up of each)
-/// on a pool of `threads`; returns the medians (read ms, work ms).
+/// on a pool of `threads`; returns the medians of the read, the work and its limit, and the
+/// mean bytes the work read.
 fn alternate(
     threads: usize,
     runs: usize,
     database: &[u8],
-    work: &mut (dyn FnMut() -> Duration + Send),
-) -> (f64, f64) {
+    work: &mut (dyn FnMut() -> Sample + Send),
+) -> Measured {
     let pool = pool(threads);
     let mut reads = Vec::new();
     let mut server = Vec::new();
+    let mut touched = Vec::new();
+    let mut limits = Vec::new();
     for run in 0..=runs {
         let read = pool.install(|| {
             let t = Instant::now();
             std::hint::black_box(pir_kernels::memory::read_parallel(database));
             t.elapsed()
         });
-        let time = pool.install(&mut *work);
+        let sample = pool.install(&mut *work);
         if run > 0 {
             reads.push(read);
-            server.push(time);
+            server.push(sample.time);
+            touched.push(sample.touched);
+            limits.extend(sample.limit);
         }
     }
-    (median_ms(reads), median_ms(server))
+    Measured {
+        read_ms: median_ms(reads),
+        median_ms: median_ms(server),
+        touched: touched.iter().sum::<usize>() / touched.len().max(1),
+        limit_ms: (!limits.is_empty()).then(|| median_ms(limits)),
+    }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn row(
     shape: &Shape,
-    scheme: &str,
-    mode: String,
+    (scheme, mode): (&str, String),
     threads: usize,
     bytes: usize,
-    times: (f64, f64),
+    measured: &Measured,
     extra: (usize, f64),
     runs: usize,
 ) -> Row {
@@ -202,10 +244,12 @@ fn row(
         mode,
         threads,
         (bytes, bytes),
-        times,
+        (measured.read_ms, measured.median_ms),
         extra,
         runs,
     )
+    .with_touched(measured.touched)
+    .with_touched_read(measured.limit_ms)
 }
 
 // Shapes are validated by `shape_named`/`SHAPES`; queries are built here for this database
@@ -266,16 +310,22 @@ pub fn run_qdp(
                             .prepare(SchemeId::RaidPir, &body)
                             .expect("valid query");
                         std::hint::black_box(engine.answer(&prepared));
-                        t.elapsed()
+                        let time = t.elapsed();
+                        Sample {
+                            time,
+                            touched: engine.bytes_read(&[&prepared]),
+                            limit: engine.rows_read(&prepared).map(|(region, size, list)| {
+                                crate::time_rows_read(region, size, &list)
+                            }),
+                        }
                     });
-                    medians[i * options.threads.len() + k][slot] = measured.1;
+                    medians[i * options.threads.len() + k][slot] = measured.median_ms;
                     let row = row(
                         shape,
-                        "raid-pir",
-                        mode.clone(),
+                        ("raid-pir", mode.clone()),
                         threads,
                         bytes,
-                        measured,
+                        &measured,
                         (table, setup_s),
                         runs,
                     );
@@ -319,18 +369,18 @@ pub fn run_qdp(
                 let client = QdpClient::new(*raid);
                 for (k, &threads) in options.threads.iter().enumerate() {
                     let measured = alternate(threads, runs, engine.database().bytes(), &mut || {
-                        online_run(&mut rng, &mut servers, &client, &|pending| {
+                        let reads = (engine.database().bytes(), None);
+                        online_run(&mut rng, &mut servers, &client, reads, &|pending| {
                             pending.answer_body(engine.database()).expect("answer")
                         })
                     });
-                    medians[i * options.threads.len() + k][2] = measured.1;
+                    medians[i * options.threads.len() + k][2] = measured.median_ms;
                     let row = row(
                         shape,
-                        "qdp",
-                        format!("n{n}-online"),
+                        ("qdp", format!("n{n}-online")),
                         threads,
                         bytes,
-                        measured,
+                        &measured,
                         (0, 0.0),
                         runs,
                     );
@@ -364,7 +414,8 @@ pub fn run_qdp(
                     for (k, &threads) in options.threads.iter().enumerate() {
                         let measured =
                             alternate(threads, runs, engine.database().bytes(), &mut || {
-                                online_run(&mut rng, &mut servers, &client, &|pending| {
+                                let reads = (&table[..], Some(layout));
+                                online_run(&mut rng, &mut servers, &client, reads, &|pending| {
                                     let answer = pending
                                         .answer_from_table(engine.database(), layout, &table)
                                         .expect("answer");
@@ -372,17 +423,16 @@ pub fn run_qdp(
                                 })
                             });
                         let cell = &mut medians[i * options.threads.len() + k];
-                        cell[3 + slot] = measured.1;
+                        cell[3 + slot] = measured.median_ms;
                         if slot == 0 {
-                            cell[4] = measured.1;
+                            cell[4] = measured.median_ms;
                         }
                         let row = row(
                             shape,
-                            "qdp",
-                            format!("n{n}-online-four-russians-t{t}"),
+                            ("qdp", format!("n{n}-online-four-russians-t{t}")),
                             threads,
                             bytes,
-                            measured,
+                            &measured,
                             (table.len(), setup_s),
                             runs,
                         );
@@ -456,6 +506,20 @@ mod tests {
         for row in &rows {
             assert!(row.median_ms > 0.0 && row.memory_read_gb_per_s > 0.0);
             assert!((row.ratio - row.gb_per_s / row.memory_read_gb_per_s).abs() < 1e-9);
+        }
+        // What each row read: 64-byte rows are scanned densely (every row, no limit of their
+        // own); table answers read some entries (and QDP the precomputed block besides).
+        let db = 64 * 1024;
+        for (i, row) in rows.iter().enumerate() {
+            let touched = row.touched_bytes.expect("every row counts what it read");
+            match i {
+                0 | 1 => assert_eq!(touched, db),
+                2 | 5 => assert_eq!(touched, 64 + db),
+                3 | 4 | 6 | 7 => assert!(touched > 64 && touched < 64 + db / 2, "{row:?}"),
+                _ => assert!(touched > 0 && touched < db, "{row:?}"),
+            }
+            assert_eq!(row.touched_read_ms.is_some(), !matches!(i, 0 | 1 | 2 | 5), "{row:?}");
+            assert!(row.touched_ratio.is_some_and(|r| r > 0.0));
         }
         let baseline = 64 * 1024 * 15 / 4;
         assert_eq!(rows[8].extra_memory_bytes, baseline);

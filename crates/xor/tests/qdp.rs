@@ -776,3 +776,56 @@ fn answers_from_a_per_chunk_four_russians_table_equal_the_scan() {
         ));
     }
 }
+
+fn xor_of(region: &[u8], b: usize, rows: &[usize]) -> Vec<u8> {
+    let mut sum = vec![0u8; b];
+    for &row in rows {
+        pir_kernels::xor_into(&mut sum, &region[row * b..(row + 1) * b]);
+    }
+    sum
+}
+
+#[test]
+fn rows_read_lists_the_flip_chunk_rows_the_online_step_xors() {
+    let mut rng = ChaCha20Rng::seed_from_u64(43);
+    let (blocks, b, n, t) = (45usize, 4096usize, 2usize, 4usize);
+    let shape = DbShape::new(blocks as u64, b).unwrap();
+    let db = Database::random(shape, &mut rng);
+    let raid = RaidPir::new(shape, n, 2, n, AnswerMode::Single).unwrap();
+    let mut full = servers(raid, config(4), &mut rng);
+    fill_queues(&mut full, &db);
+    let client = QdpClient::new(raid);
+    let layout = qdp::flip_table_layout(&raid, 0, t).unwrap();
+    let table = pir_kernels::russians::build_parallel(layout, db.bytes(), &|_, _| {});
+    let mut sizes = Vec::new();
+    for index in [0, 17, blocks - 1] {
+        let grants = grants(&client, &mut full);
+        let (queries, _) = client.query(&[index], &grants).unwrap();
+        let pending = full[0]
+            .take_query(&client.encode_query(&queries[0]))
+            .unwrap();
+        assert_eq!(pending.precomputed_bytes(), b);
+        let (size, rows) = pending.rows_read(None).unwrap();
+        assert_eq!(size, b);
+        let flips: Vec<usize> = raid.flip_chunks(0).collect();
+        assert!(rows.iter().all(|row| flips.contains(&(row % n)) && *row < blocks));
+        assert!(rows.windows(2).all(|w| w[0] < w[1]));
+        // The table entries it lists sum to the same rows' XOR.
+        let (size, entries) = pending.rows_read(Some(layout)).unwrap();
+        assert_eq!(size, b);
+        assert!(entries.len() <= rows.len() && entries.len() <= layout.super_groups());
+        assert_eq!(xor_of(&table, b, &entries), xor_of(db.bytes(), b, &rows));
+        sizes.push(rows.len());
+    }
+    // Random selections: not every query reads the same rows.
+    assert!(sizes.iter().any(|&s| s > 0));
+    // Without a precomputed answer the step is a whole RAID-PIR scan.
+    let mut empty = servers(raid, config(0), &mut rng);
+    let grants = grants(&client, &mut empty);
+    let (queries, _) = client.query(&[3], &grants).unwrap();
+    let pending = empty[0]
+        .take_query(&client.encode_query(&queries[0]))
+        .unwrap();
+    assert!(!pending.is_precomputed() && pending.rows_read(None).is_none());
+    assert_eq!(pending.precomputed_bytes(), 0);
+}

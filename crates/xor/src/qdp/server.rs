@@ -457,4 +457,43 @@ impl PendingAnswer {
         let raid = self.raid;
         Ok(raid.encode_answer(&self.answer(db)?))
     }
+
+    /// What the online step of a precomputed answer reads besides its precomputed partial
+    /// answer: the flip-chunk rows it selects (`table: None`, the scan of
+    /// [`PendingAnswer::answer`]) or the table entries it looks up (the table of
+    /// [`PendingAnswer::answer_from_table`] with this layout), as `(row size, rows in the
+    /// order read)`; rows are numbered in the database or the table. `None` when the step
+    /// reads every row (no precomputed answer, or rows below
+    /// [`pir_kernels::xor::SPARSE_ROW_BYTES`] scanned densely). For `pir bench`, which counts
+    /// these bytes and times a plain read of them; not a hot path.
+    pub fn rows_read(
+        &self,
+        table: Option<pir_kernels::russians::RussiansLayout>,
+    ) -> Option<(usize, Vec<usize>)> {
+        self.partial.as_ref()?;
+        let shape = self.raid.shape();
+        let b = shape.block_size();
+        let mut chunks: Vec<&[u8]> = vec![&[]; self.raid.chunks()];
+        for (chunk, bits) in self.raid.flip_chunks(self.server).zip(&self.flips) {
+            chunks[chunk] = bits.as_bytes();
+        }
+        let selection = pir_kernels::Selection::new(&chunks);
+        match table {
+            Some(layout) => Some((b, pir_kernels::russians::entries_list(layout, selection))),
+            None if b >= pir_kernels::xor::SPARSE_ROW_BYTES => Some((
+                b,
+                (0..shape.block_count())
+                    .filter(|&r| selection.bit(r))
+                    .collect(),
+            )),
+            None => None,
+        }
+    }
+
+    /// Bytes of the precomputed partial answer the online step XORs into (0 without one).
+    pub fn precomputed_bytes(&self) -> usize {
+        self.partial
+            .as_ref()
+            .map_or(0, |answer| answer.blocks.iter().map(Vec::len).sum())
+    }
 }
