@@ -22,7 +22,10 @@
 //!
 //! The target: QDP online time at most 0.5 x RAID-PIR with four Russians, `n = 2`
 //! ([`TARGET_RATIO`]). GB/s is database bytes over the median time for every row, so the
-//! ratio column compares each row's effective speed with the memory read.
+//! ratio column compares each row's effective speed with the memory read. Every row also counts
+//! what it read (the QDP online rows: the precomputed block plus the flip-chunk rows or table
+//! entries, [`PendingAnswer::rows_read`](pir_xor::qdp::PendingAnswer::rows_read)) and, where it
+//! reads only some rows, times a plain read of just those as its limit.
 
 use std::time::{Duration, Instant};
 
