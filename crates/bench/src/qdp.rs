@@ -521,7 +521,11 @@ mod tests {
                 3 | 4 | 6 | 7 => assert!(touched > 64 && touched < 64 + db / 2, "{row:?}"),
                 _ => assert!(touched > 0 && touched < db, "{row:?}"),
             }
-            assert_eq!(row.touched_read_ms.is_some(), !matches!(i, 0 | 1 | 2 | 5), "{row:?}");
+            assert_eq!(
+                row.touched_read_ms.is_some(),
+                !matches!(i, 0 | 1 | 2 | 5),
+                "{row:?}"
+            );
             assert!(row.touched_ratio.is_some_and(|r| r > 0.0));
         }
         let baseline = 64 * 1024 * 15 / 4;

@@ -808,7 +808,9 @@ fn rows_read_lists_the_flip_chunk_rows_the_online_step_xors() {
         let (size, rows) = pending.rows_read(None).unwrap();
         assert_eq!(size, b);
         let flips: Vec<usize> = raid.flip_chunks(0).collect();
-        assert!(rows.iter().all(|row| flips.contains(&(row % n)) && *row < blocks));
+        assert!(rows
+            .iter()
+            .all(|row| flips.contains(&(row % n)) && *row < blocks));
         assert!(rows.windows(2).all(|w| w[0] < w[1]));
         // The table entries it lists sum to the same rows' XOR.
         let (size, entries) = pending.rows_read(Some(layout)).unwrap();
