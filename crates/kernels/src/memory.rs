@@ -41,12 +41,14 @@ multiversioned! {
     /// digest, reading each listed row once, in the listed order: the floor under any scan that
     /// reads only some rows of a region (the selected rows of a query, the entries of a
     /// four-Russians table). Each row is requested [`crate::xor::SPARSE_AHEAD`] rows before it
-    /// is read, as the scans do. Panics if a row lies outside the region.
+    /// is read, as the scans do, except rows longer than [`crate::xor::LONG_ROW_BYTES`],
+    /// which the hardware prefetcher streams alone. Panics if a row lies outside the region.
     pub fn read_rows_with(region: &[u8], b: usize, rows: &[usize]) -> u64 {
         let mut acc = [[0u8; 64]; 4];
         let mut digest = 0u64;
+        let ahead = if b > crate::xor::LONG_ROW_BYTES { usize::MAX } else { crate::xor::SPARSE_AHEAD };
         for (k, &row) in rows.iter().enumerate() {
-            if let Some(&ahead) = rows.get(k + crate::xor::SPARSE_AHEAD) {
+            if let Some(&ahead) = rows.get(k.saturating_add(ahead)) {
                 if let Some(bytes) = region.get(ahead * b..(ahead + 1) * b) {
                     crate::prefetch_l2_all(bytes);
                 }
