@@ -445,9 +445,20 @@ impl PendingAnswer {
                 0..self.raid.shape().block_count(),
             ),
         };
-        let online = self.raid.answer_from_chunk_sums(self.server, &sums);
-        for (block, extra) in answer.blocks.iter_mut().zip(&online.blocks) {
-            pir_kernels::xor_into(block, extra);
+        match (self.raid.mode(), answer.blocks.as_mut_slice()) {
+            // One block: the flip chunks' sums go straight into the precomputed block (the
+            // other chunks' slots are zero), without an intermediate answer.
+            (AnswerMode::Single, [block]) if sums.len() == c * b => {
+                for chunk in self.raid.flip_chunks(self.server) {
+                    pir_kernels::xor_into(block, &sums[chunk * b..(chunk + 1) * b]);
+                }
+            }
+            _ => {
+                let online = self.raid.answer_from_chunk_sums(self.server, &sums);
+                for (block, extra) in answer.blocks.iter_mut().zip(&online.blocks) {
+                    pir_kernels::xor_into(block, extra);
+                }
+            }
         }
         Ok(answer)
     }
