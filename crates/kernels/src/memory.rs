@@ -46,9 +46,9 @@ multiversioned! {
     pub fn read_rows_with(region: &[u8], b: usize, rows: &[usize]) -> u64 {
         let mut acc = [[0u8; 64]; 4];
         let mut digest = 0u64;
-        let ahead = if b > crate::xor::LONG_ROW_BYTES { usize::MAX } else { crate::xor::SPARSE_AHEAD };
+        let distance = if b > crate::xor::LONG_ROW_BYTES { usize::MAX } else { crate::xor::SPARSE_AHEAD };
         for (k, &row) in rows.iter().enumerate() {
-            if let Some(&ahead) = rows.get(k.saturating_add(ahead)) {
+            if let Some(&ahead) = rows.get(k.saturating_add(distance)) {
                 if let Some(bytes) = region.get(ahead * b..(ahead + 1) * b) {
                     crate::prefetch_l2_all(bytes);
                 }

@@ -300,14 +300,14 @@ multiversioned! {
                     group_bits(selection.chunk(j), s, t)
                 };
                 if index != 0 {
-                    // Entries are scattered over a table several times the database: start
-                    // loading this one now and XOR the one chosen LOOKAHEAD lookups ago.
                     let at = ((s * held + h) * entries + index - 1) * b;
                     let slot = if strided { j % cc } else { j };
                     if long {
                         long_list.push((at, slot));
                         continue;
                     }
+                    // Entries are scattered over a table several times the database: start
+                    // loading this one now and XOR the one chosen LOOKAHEAD lookups ago.
                     crate::prefetch_l2_all(&table[at..at + b]);
                     if let Some((j, at)) = ahead[next].replace((slot, at)) {
                         xor_in(&mut accs[j * b..(j + 1) * b], &table[at..at + b]);
@@ -326,9 +326,9 @@ multiversioned! {
 }
 
 /// Table entries [`scan_with`] has asked for before it XORs the oldest (entries up to
-/// [`crate::xor::LONG_ROW_BYTES`]; longer ones are read as the sparse scan reads long rows). With it, four-Russians
-/// RAID-PIR at 1.07 GB of 4 KiB blocks took 22-27 ms instead of 38-41 on one core (A/B, same
-/// session; `pir bench --modes qdp`).
+/// [`crate::xor::LONG_ROW_BYTES`]; longer ones are read as the sparse scan reads long rows).
+/// With it, four-Russians RAID-PIR at 1.07 GB of 4 KiB blocks took 22-27 ms instead of 38-41
+/// on one core (A/B, same session; `pir bench --modes qdp`).
 const LOOKAHEAD: usize = 4;
 
 /// How many table entries [`scan`] reads for `selection`: the groups of the held chunks with
