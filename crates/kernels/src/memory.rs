@@ -42,13 +42,37 @@ multiversioned! {
     /// reads only some rows of a region (the selected rows of a query, the entries of a
     /// four-Russians table). Each row is requested [`crate::xor::SPARSE_AHEAD`] rows before it
     /// is read, as the scans do, except rows longer than [`crate::xor::LONG_ROW_BYTES`],
-    /// which the hardware prefetcher streams alone. Panics if a row lies outside the region.
+    /// which are read four at a time, 256 bytes of each in turn, without requests (the scans
+    /// XOR them four at a time and let the hardware prefetcher stream them). Panics if a row
+    /// lies outside the region.
     pub fn read_rows_with(region: &[u8], b: usize, rows: &[usize]) -> u64 {
         let mut acc = [[0u8; 64]; 4];
         let mut digest = 0u64;
-        let distance = if b > crate::xor::LONG_ROW_BYTES { usize::MAX } else { crate::xor::SPARSE_AHEAD };
+        let long = b > crate::xor::LONG_ROW_BYTES;
+        if long {
+            let blocks = b / 256;
+            for group in rows.chunks(4) {
+                for i in 0..blocks {
+                    for &row in group {
+                        let at = row * b + i * 256;
+                        for (a, line) in acc.iter_mut().zip(region[at..at + 256].chunks_exact(64)) {
+                            for (x, y) in a.iter_mut().zip(line) {
+                                *x ^= *y;
+                            }
+                        }
+                    }
+                }
+                for &row in group {
+                    let tail = &region[row * b + blocks * 256..(row + 1) * b];
+                    for (i, byte) in tail.iter().enumerate() {
+                        digest ^= u64::from(*byte).rotate_left(i as u32);
+                    }
+                }
+            }
+        }
+        let rows = if long { &rows[..0] } else { rows };
         for (k, &row) in rows.iter().enumerate() {
-            if let Some(&ahead) = rows.get(k.saturating_add(distance)) {
+            if let Some(&ahead) = rows.get(k + crate::xor::SPARSE_AHEAD) {
                 if let Some(bytes) = region.get(ahead * b..(ahead + 1) * b) {
                     crate::prefetch_l2_all(bytes);
                 }
@@ -266,6 +290,33 @@ mod tests {
             folded
         );
         assert_eq!(read_rows_parallel(&region, 100, &rows), folded);
+        // Long rows (read four at a time) fold the same bytes as the same span in short rows:
+        // 16,640-byte rows are 65 rows of 256 bytes; 16,672-byte rows leave a 32-byte tail.
+        for b in [16_640usize, 16_672] {
+            assert!(b > crate::xor::LONG_ROW_BYTES);
+            let region = crate::xor::tests::pseudo_random(7 * b, b as u64);
+            let long: Vec<usize> = vec![6, 0, 3, 4, 1];
+            let folded = read_rows_with(Backend::Portable, &region, b, &long);
+            let mut expect = 0u64;
+            let mut short_rows = Vec::new();
+            for &row in &long {
+                short_rows.extend((0..b / 256).map(|i| (row * b) / 256 + i));
+            }
+            if b % 256 == 0 {
+                expect = read_rows_with(Backend::Portable, &region, 256, &short_rows);
+            }
+            for backend in Backend::available() {
+                assert_eq!(read_rows_with(backend, &region, b, &long), folded);
+                if b % 256 == 0 {
+                    assert_eq!(read_rows_with(backend, &region, b, &long), expect);
+                }
+            }
+            assert_ne!(
+                read_rows_with(Backend::Portable, &region, b, &long[1..]),
+                folded
+            );
+            assert_eq!(read_rows_parallel(&region, b, &long), folded);
+        }
         // Changing any byte changes the digest.
         for at in [0, 63, 64, 999] {
             let mut other = region.clone();
