@@ -5,7 +5,7 @@
 //! `simplepir`, `doublepir` or `ypir`, K the queries answered in one pass).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use pir_lattice::params::Params;
-use pir_lattice::single::{build_server, open_client};
+use pir_lattice::{build_server, open_client};
 use pir_lattice::Scheme;
 use std::time::Instant;
 

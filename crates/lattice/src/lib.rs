@@ -33,6 +33,7 @@
 //! value no database entry can have) and reported as an error, except where `p` is a power
 //! of two (DoublePIR at `p = 256`, see [`Params::new`]), where every value is an entry.
 
+pub mod dispatch;
 pub mod double;
 pub mod gaussian;
 pub mod lwe;
@@ -52,7 +53,6 @@ pub use double::{DoublePirClient, DoublePirServer, DoubleQueryState};
 pub use params::{Params, Scheme};
 pub use prg::Seed;
 pub use simple::{SimplePirClient, SimplePirServer, SimpleQueryState};
-pub use single::{
-    build_server, build_server_saved, open_client, QueryState, Saved, SingleClient, SingleServer,
-};
+pub use dispatch::{build_server, build_server_saved, open_client};
+pub use single::{QueryState, Saved, SingleClient, SingleServer};
 pub use wire::{DbVersion, HintHeader};

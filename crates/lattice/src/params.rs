@@ -22,6 +22,12 @@
 
 use pir_core::{Error, SchemeId};
 
+pub mod ypir;
+
+/// Bytes of a database version (a digest of the packed database), which every hint and query
+/// carries ([`crate::wire::DbVersion`]).
+pub const VERSION_LEN: usize = 32;
+
 /// `n`, the LWE secret dimension. With `q = 2^32` and `σ = 6.4` the lattice estimator gives
 /// 128-bit security (SimplePIR/DoublePIR, Henzinger et al., USENIX Security 2023, section 4.2;
 /// the same parameters are used inside YPIR, seed 003).
@@ -170,7 +176,7 @@ pub fn p_for(m: u64, scheme: Scheme) -> Result<u32, Error> {
         // YPIR rescales the first answer before decoding: p = 256 at every width it lays out.
         Scheme::Ypir => 256,
         // YPIR+SP decodes from the packed layer: 16 data bits per entry at every width.
-        Scheme::YpirSp => crate::ypir::sp::P,
+        Scheme::YpirSp => ypir::sp::P,
     })
 }
 
@@ -266,8 +272,8 @@ impl Params {
     /// of 8 data bits per word instead of three of 9).
     pub fn new(scheme: Scheme, records: u64, record_bits: u32) -> Result<Params, Error> {
         match scheme {
-            Scheme::Ypir => crate::ypir::layout(records, record_bits),
-            Scheme::YpirSp => crate::ypir::sp::layout(records, record_bits),
+            Scheme::Ypir => ypir::layout(records, record_bits),
+            Scheme::YpirSp => ypir::sp::layout(records, record_bits),
             Scheme::SimplePir => Params::settle(scheme, |p| {
                 Params::with_modulus(scheme, records, record_bits, p)
             }),
@@ -391,10 +397,10 @@ impl Params {
     pub fn validate(&self) -> Result<(), Error> {
         match self.scheme {
             Scheme::Ypir => {
-                crate::ypir::Shape::of(self)?;
+                ypir::Shape::of(self)?;
             }
             Scheme::YpirSp => {
-                crate::ypir::sp::SpShape::of(self)?;
+                ypir::sp::SpShape::of(self)?;
             }
             Scheme::SimplePir | Scheme::DoublePir => {}
         }

@@ -39,7 +39,7 @@ use crate::params::{Params, Scheme, LWE_N, MAX_ROWS};
 use crate::prg::{Seed, SEED_LEN};
 
 /// Length of a database version.
-pub const VERSION_LEN: usize = 32;
+pub use crate::params::VERSION_LEN;
 
 /// The server's database version: an opaque digest the caller derives from the records and
 /// the seeds (for example SHA-256 of both); it must change whenever either changes.
@@ -239,7 +239,7 @@ pub fn answer_words(params: &Params) -> usize {
 pub fn query_body_bytes(params: &Params) -> usize {
     match params.scheme {
         Scheme::Ypir | Scheme::YpirSp => {
-            crate::ypir::lengths_of(params).map_or(0, |l| l.query_bytes())
+            crate::params::ypir::lengths_of(params).map_or(0, |l| l.query_bytes())
         }
         _ => VERSION_LEN + 4 * query_words(params),
     }
@@ -249,7 +249,7 @@ pub fn query_body_bytes(params: &Params) -> usize {
 pub fn answer_body_bytes(params: &Params) -> usize {
     match params.scheme {
         Scheme::Ypir | Scheme::YpirSp => {
-            crate::ypir::lengths_of(params).map_or(0, |l| l.answer_bytes())
+            crate::params::ypir::lengths_of(params).map_or(0, |l| l.answer_bytes())
         }
         _ => 4 * answer_words(params),
     }

@@ -76,178 +76,19 @@ pub use sp_server::YpirSpServer;
 use pir_core::Error;
 use rand::CryptoRng;
 
+pub use crate::params::ypir::{
+    layout, lengths_of, Shape, ANSWER_BODY_BITS, ANSWER_MASK_BITS, ELEMENT_BYTES, MAX_COLUMNS,
+    MAX_GROUPS, MAX_RECORD_ENTRIES, PACKED_P_BITS, RESCALED_BITS,
+};
 use crate::gaussian::ErrorSampler;
-use crate::params::{Params, Scheme, LWE_N};
 use crate::ring::RING_D;
 use crate::rlwe::Secret;
 use rns::Rns;
 use tree::{Packer, GADGET, LEVELS};
 
-/// `log2 q̃1`: the first layer's answer and hint rows are rescaled from `2^32` to this, and it
-/// is also the plaintext modulus of the packed layer (one value per packed coefficient).
-pub const RESCALED_BITS: u32 = 18;
-/// `log2` of the packed layer's plaintext modulus (= [`RESCALED_BITS`]).
-pub const PACKED_P_BITS: u32 = RESCALED_BITS;
-/// Bits of a packed ciphertext's mask coefficients after modulus switching.
-pub const ANSWER_MASK_BITS: u32 = 28;
-/// Bits of a packed ciphertext's body coefficients after modulus switching (one more than
-/// the paper's 20: see the correctness bound above).
-pub const ANSWER_BODY_BITS: u32 = 21;
-/// Most columns `m` (the first layer's noise bound, above).
-pub const MAX_COLUMNS: usize = 1 << 18;
-/// Most row groups `ℓ / e` (the second pass sums at most this many 45-bit terms in an `i64`).
-pub const MAX_GROUPS: usize = 1 << 17;
-/// Most entries (bytes) per record. Each entry adds `n + 1` packed values (about 6 KB of
-/// answer) and half a packing tree of offline work (a tree's static digits are about 57 MB,
-/// streamed once per answer): 8 entries keep an answer within 5 ciphertexts (63 KB) and the
-/// plan within 290 MB. Larger records are laid out for YPIR+SP ([`sp`]).
-pub const MAX_RECORD_ENTRIES: usize = 8;
-/// Bytes of one element mod `q2` on the wire (`q2 < 2^56`).
-pub const ELEMENT_BYTES: usize = 7;
-
 /// Stream kinds of the second seed ([`rns::public_element`]): `A2`'s blocks and the key masks.
 pub(crate) const KIND_A2: u64 = 1;
 pub(crate) const KIND_KEY: u64 = 2;
-
-/// The shape of a YPIR database beyond [`Params`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shape {
-    /// `e`, entries per record group.
-    pub entries: usize,
-    /// Row groups `ℓ / e` (a multiple of 2048): what `c2` selects.
-    pub groups: usize,
-    /// `m`, columns.
-    pub columns: usize,
-    /// `m` rounded up to whole blocks of 1024: `c1`'s length.
-    pub padded_columns: usize,
-}
-
-impl Shape {
-    /// The shape of `params` (a YPIR database), checked.
-    pub fn of(params: &Params) -> Result<Shape, Error> {
-        if params.scheme != Scheme::Ypir {
-            return Err(Error::InvalidParameter(
-                "parameters are not for YPIR".into(),
-            ));
-        }
-        let entries = params.entries_per_record();
-        if entries > MAX_RECORD_ENTRIES {
-            return Err(Error::InvalidParameter(format!(
-                "records over {MAX_RECORD_ENTRIES} bytes are too large for YPIR (YPIR+SP lays them out)"
-            )));
-        }
-        let groups = params.rows() / entries.max(1);
-        if params.p != 256
-            || !groups.is_multiple_of(RING_D)
-            || groups > MAX_GROUPS
-            || params.columns() > MAX_COLUMNS
-        {
-            return Err(Error::Malformed("not a YPIR layout".into()));
-        }
-        Ok(Shape {
-            entries,
-            groups,
-            columns: params.columns(),
-            padded_columns: params.columns().next_multiple_of(LWE_N),
-        })
-    }
-
-    /// Leaves of the packing: `e (n + 1)`.
-    pub fn leaves(&self) -> usize {
-        self.entries * (LWE_N + 1)
-    }
-
-    /// Leaves with offline masks: `e n`.
-    pub fn static_leaves(&self) -> usize {
-        self.entries * LWE_N
-    }
-
-    /// Packed ciphertexts in an answer.
-    pub fn trees(&self) -> usize {
-        self.leaves().div_ceil(RING_D)
-    }
-
-    /// The lengths of its queries and answers.
-    pub fn lengths(&self) -> wire::Lengths {
-        wire::Lengths {
-            scheme: Scheme::Ypir,
-            c1: self.padded_columns,
-            c2: self.groups,
-            trees: self.trees(),
-            body_bits: ANSWER_BODY_BITS,
-        }
-    }
-
-    /// Bytes of a query body that carries the key-switching keys (the largest query).
-    pub fn query_bytes(&self) -> usize {
-        self.lengths().query_bytes()
-    }
-
-    /// Bytes of a query body that refers to keys sent before under its key id.
-    pub fn query_bytes_by_id(&self) -> usize {
-        self.lengths().query_bytes_by_id()
-    }
-
-    /// Bytes of an answer body.
-    pub fn answer_bytes(&self) -> usize {
-        self.lengths().answer_bytes()
-    }
-}
-
-/// The query and answer lengths of a YPIR or YPIR+SP database.
-pub fn lengths_of(params: &Params) -> Result<wire::Lengths, Error> {
-    match params.scheme {
-        Scheme::YpirSp => Ok(sp::SpShape::of(params)?.lengths()),
-        _ => Ok(Shape::of(params)?.lengths()),
-    }
-}
-
-/// YPIR's layout of `records` records of `record_bits` bits: `p = 256`, row groups a multiple
-/// of 2048, and among those the one with the smallest query (`4 m + 7 ℓ/e` bytes, `m` padded
-/// to whole blocks of 1024).
-pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
-    let probe = Params {
-        scheme: Scheme::Ypir,
-        records,
-        record_bits,
-        rows: 1,
-        columns: 1,
-        p: 256,
-    };
-    let per_entry = probe.records_per_entry();
-    let entries = probe.entries_per_record() as u64;
-    if entries > MAX_RECORD_ENTRIES as u64 {
-        // Larger records: YPIR+SP, whose answer grows with the record, not with `n` per byte.
-        return sp::layout(records, record_bits);
-    }
-    let groups = records.div_ceil(per_entry);
-    let most_groups = (MAX_GROUPS as u64).min(u64::from(crate::params::MAX_ROWS) / entries);
-    let mut best: Option<(u64, u64, u64)> = None;
-    let mut g = RING_D as u64;
-    while g <= most_groups {
-        let m = groups.div_ceil(g);
-        if m <= MAX_COLUMNS as u64 {
-            let bytes = 4 * m.next_multiple_of(LWE_N as u64) + ELEMENT_BYTES as u64 * g;
-            if best.is_none_or(|(b, _, _)| bytes < b) {
-                best = Some((bytes, g, m));
-            }
-        }
-        g += RING_D as u64;
-    }
-    let (_, g, m) = best.ok_or_else(|| {
-        Error::InvalidParameter(format!(
-            "{records} records of {record_bits} bits are more than YPIR lays out \
-             ({MAX_COLUMNS} columns of {MAX_GROUPS} row groups); split the database"
-        ))
-    })?;
-    let params = Params {
-        rows: (g * entries) as u32,
-        columns: m as u32,
-        ..probe
-    };
-    params.validate()?;
-    Ok(params)
-}
 
 /// The client's key-switching key bodies for the public masks of `packer` (NTT form):
 /// `b = -a s + e + B^i τ_{2^l+1}(s)` for each level `l` and digit `i`.

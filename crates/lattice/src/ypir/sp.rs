@@ -44,143 +44,21 @@ use pir_core::Error;
 use pir_kernels::Backend;
 use rand::CryptoRng;
 
+pub use crate::params::ypir::sp::{
+    layout, SpShape, BODY_BITS, LAYOUT_TREES, MAX_COLUMNS, MAX_TREES, P, P_BITS,
+};
+
 use super::client::{packed_phases, select, KeyCache};
 use super::rns::{self, Rns};
 use super::server::a2_blocks;
 use super::tree::{coefficient_of, Packer};
-use super::{wire, ANSWER_MASK_BITS, ELEMENT_BYTES};
+use super::{wire, ANSWER_MASK_BITS};
 use crate::gaussian::ErrorSampler;
-use crate::params::{Location, Params, Scheme};
+use crate::params::{Location, Scheme};
 use crate::records;
 use crate::ring::{Ring, RING_D};
 use crate::rlwe::Secret;
 use crate::wire::{decode_hint, HintHeader};
-
-/// `p`: entries are 16-bit words, so the matrix packs two per 32-bit word with no waste and a
-/// 32 KiB record is 16,384 entries, 8 packed ciphertexts.
-pub const P: u32 = 1 << 16;
-/// `log2 p`.
-pub const P_BITS: u32 = 16;
-/// Bits of a packed ciphertext's body after modulus switching (the paper's 20; see the
-/// bound above).
-pub const BODY_BITS: u32 = 20;
-/// Most columns `m`: `T`'s sums of `m` products below `2^44` stay below `2^64`, and the
-/// first pass's noise within the bound above.
-pub const MAX_COLUMNS: usize = 1 << 20;
-/// Most packed ciphertexts per answer: the packing plan keeps about 124 MiB of digits per
-/// ciphertext (read once per answer), so 32 of them (records up to 128 KiB) take 4 GiB.
-pub const MAX_TREES: usize = 32;
-/// Packed ciphertexts the layout may use beyond what one record needs, to shorten the
-/// query: each costs 12 KB of answer, 124 MiB of server memory and about as much reading
-/// per answer, so a few at most.
-pub const LAYOUT_TREES: usize = 4;
-
-/// The shape of a YPIR+SP database beyond [`Params`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpShape {
-    /// `ℓ`, rows: packed values per answer.
-    pub rows: usize,
-    /// `m`, columns.
-    pub columns: usize,
-    /// `m` rounded up to whole blocks of 2048: the query's length.
-    pub padded_columns: usize,
-}
-
-impl SpShape {
-    /// The shape of `params` (a YPIR+SP database), checked.
-    pub fn of(params: &Params) -> Result<SpShape, Error> {
-        if params.scheme != Scheme::YpirSp {
-            return Err(Error::InvalidParameter(
-                "parameters are not for YPIR+SP".into(),
-            ));
-        }
-        if params.p != P || params.rows() > MAX_TREES * RING_D || params.columns() > MAX_COLUMNS {
-            return Err(Error::Malformed("not a YPIR+SP layout".into()));
-        }
-        Ok(SpShape {
-            rows: params.rows(),
-            columns: params.columns(),
-            padded_columns: params.columns().next_multiple_of(RING_D),
-        })
-    }
-
-    /// Packed ciphertexts in an answer.
-    pub fn trees(&self) -> usize {
-        self.rows.div_ceil(RING_D)
-    }
-
-    /// The lengths of its queries and answers.
-    pub fn lengths(&self) -> wire::Lengths {
-        wire::Lengths {
-            scheme: Scheme::YpirSp,
-            c1: 0,
-            c2: self.padded_columns,
-            trees: self.trees(),
-            body_bits: BODY_BITS,
-        }
-    }
-}
-
-/// YPIR+SP's layout of `records` records of `record_bits` bits: `p = 2^16`, and among the
-/// layouts with at most [`LAYOUT_TREES`] packed ciphertexts more than one record needs, the
-/// one with the fewest bytes up and down (`7 m' + 12288 ⌈ℓ / 2048⌉`; the keys are the same
-/// for all).
-pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
-    let probe = Params {
-        scheme: Scheme::YpirSp,
-        records,
-        record_bits,
-        rows: 1,
-        columns: 1,
-        p: P,
-    };
-    if records == 0 || record_bits == 0 || record_bits > crate::params::MAX_RECORD_BITS {
-        return Err(Error::InvalidParameter(format!(
-            "need at least one record of 1 to {} bits",
-            crate::params::MAX_RECORD_BITS
-        )));
-    }
-    let per_entry = probe.records_per_entry();
-    let entries = probe.entries_per_record() as u64;
-    let groups = records.div_ceil(per_entry);
-    let d = RING_D as u64;
-    let least = entries.div_ceil(d) as usize;
-    if least > MAX_TREES {
-        return Err(Error::InvalidParameter(format!(
-            "records of {} bytes are too large for YPIR+SP (at most {} KiB)",
-            record_bits.div_ceil(8),
-            MAX_TREES * RING_D * 2 / 1024
-        )));
-    }
-    let tree_bytes = (RING_D * (ANSWER_MASK_BITS + BODY_BITS) as usize / 8) as u64;
-    let mut best: Option<(u64, u64)> = None;
-    for trees in least..=least.clamp(LAYOUT_TREES, MAX_TREES) {
-        let per_column = (trees as u64 * d / entries).max(1);
-        let m = groups.div_ceil(per_column);
-        if m > MAX_COLUMNS as u64 {
-            continue;
-        }
-        let bytes = ELEMENT_BYTES as u64 * m.next_multiple_of(d) + tree_bytes * trees as u64;
-        if best.is_none_or(|(b, _)| bytes < b) {
-            best = Some((bytes, m));
-        }
-    }
-    let (_, m) = best.ok_or_else(|| {
-        Error::InvalidParameter(format!(
-            "{records} records of {record_bits} bits are more than YPIR+SP lays out \
-             ({MAX_COLUMNS} columns); split the database"
-        ))
-    })?;
-    // As few rows as hold the records in `m` columns (a small database packs less).
-    let per_column = groups.div_ceil(m);
-    let params = Params {
-        rows: (per_column * entries) as u32,
-        columns: m as u32,
-        ..probe
-    };
-    params.validate()?;
-    Ok(params)
-}
 
 /// A YPIR+SP client for one database (built from its header-only hint message).
 pub struct YpirSpClient {

@@ -7,7 +7,7 @@ use rand_chacha::ChaCha20Rng;
 
 use super::sp::{self, SpShape};
 use super::*;
-use crate::params::Params;
+use crate::params::{Params, Scheme};
 
 fn database(records: u64, bits: u32, seed: u64) -> (Params, Vec<u8>) {
     let params = Params::new(Scheme::YpirSp, records, bits).unwrap();

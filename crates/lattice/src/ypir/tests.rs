@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 use super::*;
-use crate::params::Params;
+use crate::params::{Params, Scheme, LWE_N};
 
 fn database(records: u64, bits: u32, seed: u64) -> (Params, Vec<u8>) {
     let params = Params::new(Scheme::Ypir, records, bits).unwrap();

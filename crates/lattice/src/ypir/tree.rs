@@ -24,6 +24,8 @@ use pir_core::Error;
 use pir_kernels::ntt;
 use rayon::prelude::*;
 
+pub use crate::params::ypir::{key_parts, GADGET, LEVELS};
+
 use super::rns::{self, Rns};
 use crate::ring::{Ring, RING_D};
 
@@ -33,38 +35,6 @@ fn companions(w: &Rns) -> Rns {
         ntt::shoup_companions(&w[0], rns::q(0)),
         ntt::shoup_companions(&w[1], rns::q(1)),
     ]
-}
-
-/// Packing levels: `log2 d`.
-pub const LEVELS: usize = 11;
-
-/// Gadget `(bits, digits)` of the key-switching key of each level (level 1, the bottom, first).
-///
-/// Key switching at level `l` adds noise of variance `k d (B²/12) σ²` (balanced digits of base
-/// `B`, `k` of them); a level-`l` node's noise doubles in variance at each of the `11 - l`
-/// levels above it, and there are up to `2^(11-l)` such nodes, so level `l` contributes
-/// `4^(11-l)` times its switching variance. The bottom levels therefore get the fine gadget
-/// (`2^14`, four digits: `2^21.4` per switch) and the rest the coarse one (`2^19`, three digits:
-/// `2^26.2`): total standard deviation about `2^33.5`, against a decoding margin of `2^36.9`
-/// ([`super::PACKED_P_BITS`]); the coarse gadget everywhere would reach `2^35.9`. Key bodies
-/// are what the client uploads: `36 · 2048 · 7` bytes.
-pub const GADGET: [(u32, usize); LEVELS] = [
-    (14, 4),
-    (14, 4),
-    (14, 4),
-    (19, 3),
-    (19, 3),
-    (19, 3),
-    (19, 3),
-    (19, 3),
-    (19, 3),
-    (19, 3),
-    (19, 3),
-];
-
-/// Total key-switching key parts (sum of the digits of every level).
-pub fn key_parts() -> usize {
-    GADGET.iter().map(|&(_, k)| k).sum()
 }
 
 /// The automorphism of level `l`: `τ_{2^l + 1}`.

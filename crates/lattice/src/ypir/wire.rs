@@ -22,48 +22,14 @@
 use pir_core::wire::{encode_envelope, MessageKind, Reader, Writer};
 use pir_core::Error;
 
+pub use crate::params::ypir::{Lengths, KEY_ID_LEN};
+
 use super::rns;
 use super::tree::{key_parts, GADGET, LEVELS};
 use super::{ANSWER_MASK_BITS, ELEMENT_BYTES};
 use crate::params::Scheme;
 use crate::ring::RING_D;
 use crate::wire::{DbVersion, VERSION_LEN};
-
-/// What the lengths of a query and an answer depend on (from [`super::Shape`] or
-/// [`super::sp::SpShape`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lengths {
-    /// [`Scheme::Ypir`] or [`Scheme::YpirSp`] (the envelope's scheme id).
-    pub scheme: Scheme,
-    /// Words of `c1`.
-    pub c1: usize,
-    /// Elements of `c2`.
-    pub c2: usize,
-    /// Packed ciphertexts in an answer.
-    pub trees: usize,
-    /// Bits of a packed ciphertext's body coefficients.
-    pub body_bits: u32,
-}
-
-impl Lengths {
-    /// Bytes of a query body that refers to keys sent before under its key id.
-    pub fn query_bytes_by_id(&self) -> usize {
-        VERSION_LEN + 1 + KEY_ID_LEN + 4 * self.c1 + ELEMENT_BYTES * self.c2
-    }
-
-    /// Bytes of a query body that carries the key-switching keys (the largest query).
-    pub fn query_bytes(&self) -> usize {
-        self.query_bytes_by_id() + ELEMENT_BYTES * key_parts() * RING_D
-    }
-
-    /// Bytes of an answer body.
-    pub fn answer_bytes(&self) -> usize {
-        self.trees * RING_D * (ANSWER_MASK_BITS + self.body_bits) as usize / 8
-    }
-}
-
-/// Length of a key id.
-pub const KEY_ID_LEN: usize = 16;
 
 /// A client's key id: random bytes naming its key-switching keys on one server.
 pub type KeyId = [u8; KEY_ID_LEN];
