@@ -507,7 +507,8 @@ fn write_servers(args: &BreachServersArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let text = servers::encode(&servers)
         .context("give --server URL=SERVER.pub for server 0, then server 1")?;
-    std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
+    pir_fs::write_atomic_bytes(&args.out, text.as_bytes())
+        .with_context(|| format!("writing {}", args.out.display()))?;
     println!("servers file {}:", args.out.display());
     print!("{text}");
     Ok(())

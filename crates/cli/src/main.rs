@@ -159,7 +159,7 @@ async fn run_other(command: Command) -> Result<()> {
             let bytes = list.encode_signed(&vendor);
             MirrorList::decode_verified(&bytes, &vendor.public())
                 .context("the list we just signed does not verify")?;
-            std::fs::write(&args.out, bytes)
+            pir_fs::write_atomic_bytes(&args.out, &bytes)
                 .with_context(|| format!("writing {}", args.out.display()))?;
             println!(
                 "mirror list {}: {} mirrors, signed by vendor key {}",
@@ -192,10 +192,7 @@ async fn run_other(command: Command) -> Result<()> {
                     chunks: args.chunks.unwrap_or(servers),
                 },
             };
-            let state_dir = args
-                .state_dir
-                .clone()
-                .unwrap_or_else(pir_updates::freshness::default_state_dir);
+            let state_dir = pir_updates::freshness::state_dir(args.state_dir.as_deref())?;
             let (fetched, evidence) = pir_updates::fetch::fetch_to_file(
                 &args.name,
                 &args.mirrors,
@@ -278,8 +275,13 @@ fn keygen(out: &Path) -> Result<()> {
     if public.exists() {
         bail!("{} already exists; choose another name", public.display());
     }
+    // Both files are written whole or not at all (pir-fs); if the public key cannot be
+    // written, the new secret key is removed too, so the same command can be run again.
     key.save(&secret)?;
-    key.public().save(&public)?;
+    if let Err(e) = key.public().save(&public) {
+        let _ = std::fs::remove_file(&secret);
+        return Err(e.into());
+    }
     println!(
         "wrote {} (secret, keep it private) and {} (fingerprint {})",
         secret.display(),

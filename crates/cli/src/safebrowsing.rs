@@ -332,7 +332,8 @@ fn write_servers(args: &SbServersArgs) -> Result<()> {
     let text = pir_client::servers_file::encode(SERVERS_HEADER, 2, &servers)
         .map_err(anyhow::Error::msg)
         .context("give --server URL=SERVER.pub for server 0 (offline), then server 1 (online)")?;
-    std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
+    pir_fs::write_atomic_bytes(&args.out, text.as_bytes())
+        .with_context(|| format!("writing {}", args.out.display()))?;
     println!("servers file {}:", args.out.display());
     print!("{text}");
     Ok(())
@@ -759,7 +760,7 @@ fn firefox_profile(args: &SbFirefoxArgs) -> Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let path = args.out.join("user.js");
-    std::fs::write(&path, firefox_prefs(url))
+    pir_fs::write_atomic_bytes(&path, firefox_prefs(url).as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
     println!(
         "Firefox profile {} (Safe Browsing v4 provider google4 pointed at {url}); start \

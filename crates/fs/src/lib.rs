@@ -6,9 +6,13 @@
 //! part; after a crash the target is the old file or the new one, and at worst a
 //! `.NAME.partial-*` file is left beside it. On any error the temporary file is removed.
 //!
-//! Used for every file `pir` replaces: databases, the QDP seed state, fetched files, the hint
-//! cache. What it does not do: create files that must never be overwritten (key files open
-//! with `create_new` instead), or locking between processes.
+//! [`write_atomic_private`] does the same for secrets (mode 0600 from the moment the file
+//! exists), and [`write_new_private`] creates a file that must never be overwritten (secret
+//! keys) the same way, linking the synced temporary file to its name instead of renaming it.
+//!
+//! Used for every file `pir` writes: databases, the QDP seed state, fetched files, the hint
+//! cache, keys, mirror lists, servers files, evidence. What it does not do: locking between
+//! processes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -38,6 +42,22 @@ fn write_atomic_mode(
     private: bool,
     fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
 ) -> io::Result<()> {
+    let (dir, temp) = write_temp(path, private, fill)?;
+    if let Err(e) = std::fs::rename(&temp, path) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(at(path, e));
+    }
+    sync_directory(&dir);
+    Ok(())
+}
+
+/// Writes what `fill` writes to a new temporary file beside `path` and syncs it; returns the
+/// directory and the temporary file. On any error the temporary file is removed.
+fn write_temp(
+    path: &Path,
+    private: bool,
+    fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> io::Result<(PathBuf, PathBuf)> {
     let dir = directory_of(path);
     let name = path
         .file_name()
@@ -50,20 +70,23 @@ fn write_atomic_mode(
         let mut out = BufWriter::with_capacity(1 << 20, file);
         fill(&mut out).map_err(|e| at(&temp, e))?;
         let file = out.into_inner().map_err(|e| at(&temp, e.into_error()))?;
-        file.sync_all().map_err(|e| at(&temp, e))?;
-        drop(file);
-        std::fs::rename(&temp, path).map_err(|e| at(path, e))
+        file.sync_all().map_err(|e| at(&temp, e))
     })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-        return result;
+    match result {
+        Ok(()) => Ok((dir, temp)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            Err(e)
+        }
     }
-    // The rename is durable once the directory is synced; not every platform can open a
-    // directory, so this step is best effort.
-    if let Ok(d) = File::open(&dir) {
+}
+
+/// The rename (or link) into `dir` is durable once the directory is synced; not every
+/// platform can open a directory, so this step is best effort.
+fn sync_directory(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
-    Ok(())
 }
 
 /// Replaces `path` with `bytes` ([`write_atomic`]).
@@ -105,19 +128,36 @@ fn at(path: &Path, error: io::Error) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
-/// Creates `path` with `bytes`, readable by the owner only (mode 0600 on Unix), and syncs
-/// it. Never overwrites: an existing file is an error (secret keys are written this way).
+/// Creates `path` with `bytes`, readable by the owner only (mode 0600 on Unix), durably and
+/// atomically. Never overwrites: an existing file is an error of kind `AlreadyExists` (secret
+/// keys are written this way). Like [`write_atomic`], the bytes go to a synced temporary file
+/// first, which is then linked to `path` (a link, unlike a rename, fails if `path` exists): a
+/// full disk leaves no empty or partial `path` behind, so the same command can be run again.
 pub fn write_new_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
+    write_new_mode(path, true, |out| out.write_all(bytes))
+}
+
+fn write_new_mode(
+    path: &Path,
+    private: bool,
+    fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> io::Result<()> {
+    if path.symlink_metadata().is_ok() {
+        return Err(at(path, io::ErrorKind::AlreadyExists.into()));
     }
-    let mut file = options.open(path).map_err(|e| at(path, e))?;
-    file.write_all(bytes).map_err(|e| at(path, e))?;
-    file.sync_all().map_err(|e| at(path, e))
+    let (dir, temp) = write_temp(path, private, fill)?;
+    let linked = match std::fs::hard_link(&temp, path) {
+        // A file system without links (some network and FAT mounts): rename, having checked
+        // above that nothing is there; only a writer racing this one could be overwritten.
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists && path.symlink_metadata().is_err() => {
+            std::fs::rename(&temp, path)
+        }
+        other => other,
+    };
+    let _ = std::fs::remove_file(&temp);
+    linked.map_err(|e| at(path, e))?;
+    sync_directory(&dir);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -142,5 +182,45 @@ mod tests {
         let missing = dir.path().join("no/such/dir/file");
         let error = write_atomic_bytes(&missing, b"x").unwrap_err();
         assert!(error.to_string().contains("no/such/dir"), "{error}");
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn new_files_are_whole_private_and_never_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.key");
+        // A write that fails half-way (a full disk) leaves nothing: no empty `server.key` that
+        // would make the retry fail with "File exists".
+        let failed = write_new_mode(&path, true, |out| {
+            out.write_all(b"half a key")?;
+            out.flush()?;
+            Err(io::Error::other("No space left on device"))
+        });
+        assert!(failed.unwrap_err().to_string().contains("No space"));
+        assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+        write_new_private(&path, b"the key").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"the key");
+        let again = write_new_private(&path, b"another key").unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists, "{again}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"the key");
+        assert_eq!(names(dir.path()), vec!["server.key".to_string()]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+            let secret = dir.path().join("secret");
+            write_atomic_private(&secret, b"s").unwrap();
+            let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
     }
 }

@@ -230,7 +230,7 @@ impl PublicKey {
 
     /// Writes a `.pub` file.
     pub fn save(&self, path: &Path) -> Result<(), KeyError> {
-        std::fs::write(path, self.to_text()).map_err(|source| KeyError::Io {
+        pir_fs::write_atomic_bytes(path, self.to_text().as_bytes()).map_err(|source| KeyError::Io {
             path: path.display().to_string(),
             source,
         })
