@@ -28,7 +28,7 @@ use pir_service::reply::{self, Expect};
 use pir_xor::checklist::{Client, Outcome};
 use pir_xor::DpfPir;
 
-use crate::transport::{HttpsTransport, Transport};
+use crate::transport::{single_server_transport, HttpsTransport, Transport};
 use crate::SessionError;
 
 /// First bytes of a saved client state file.
@@ -69,7 +69,7 @@ impl ChecklistSession {
         state_path: Option<&Path>,
         progress: &mut (dyn FnMut(u64, u64) + Send),
     ) -> Result<ChecklistSession, SessionError> {
-        let transport = HttpsTransport::new(servers).map_err(SessionError::transport(0))?;
+        let transport = single_server_transport(servers).map_err(SessionError::transport(0))?;
         ChecklistSession::open_with(
             transport,
             [servers[0].1, servers[1].1],
@@ -89,7 +89,7 @@ impl ChecklistSession {
         dpf_only: bool,
         progress: &mut (dyn FnMut(u64, u64) + Send),
     ) -> Result<ChecklistSession, SessionError> {
-        let transport = HttpsTransport::new(servers).map_err(SessionError::transport(0))?;
+        let transport = single_server_transport(servers).map_err(SessionError::transport(0))?;
         ChecklistSession::open_database_with(
             transport,
             [servers[0].1, servers[1].1],
@@ -105,7 +105,7 @@ impl ChecklistSession {
     pub async fn open_dpf(
         servers: &[(String, PublicKey); 2],
     ) -> Result<ChecklistSession, SessionError> {
-        let transport = HttpsTransport::new(servers).map_err(SessionError::transport(0))?;
+        let transport = single_server_transport(servers).map_err(SessionError::transport(0))?;
         ChecklistSession::open_dpf_with(transport, [servers[0].1, servers[1].1]).await
     }
 }

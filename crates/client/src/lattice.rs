@@ -25,7 +25,7 @@ use pir_service::reply::{self, Expect};
 
 use crate::SessionError;
 
-use crate::transport::{HttpsTransport, Transport};
+use crate::transport::{single_server_transport, HttpsTransport, Transport};
 
 pub use pir_service::lattice::{parse_download, MAX_DOWNLOAD};
 
@@ -67,6 +67,21 @@ pub fn cache_path(dir: &Path, key: &PublicKey, version: &[u8; 32]) -> PathBuf {
     ))
 }
 
+/// The default hint cache: `$XDG_CACHE_HOME/pir`, else `$HOME/.cache/pir`; `None` (no
+/// cache, the hint is downloaded each time) when neither is an absolute path. A relative one
+/// would put the cache wherever the client happens to run, so an empty or relative variable
+/// counts as unset (as the XDG Base Directory specification says).
+pub fn default_cache_dir() -> Option<PathBuf> {
+    cache_dir_from(|name| std::env::var_os(name))
+}
+
+fn cache_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let absolute = |name: &str| var(name).map(PathBuf::from).filter(|d| d.is_absolute());
+    absolute("XDG_CACHE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".cache")))
+        .map(|dir| dir.join("pir"))
+}
+
 fn scheme_of(id: SchemeId) -> Result<Scheme, SessionError> {
     Scheme::from_id(id).map_err(bad)
 }
@@ -91,7 +106,8 @@ impl LatticeSession {
         cache_dir: Option<&Path>,
     ) -> Result<LatticeSession, SessionError> {
         let transport =
-            HttpsTransport::new(&[(url.to_string(), key)]).map_err(SessionError::transport(0))?;
+            single_server_transport(&[(url.to_string(), key)])
+                .map_err(SessionError::transport(0))?;
         LatticeSession::open_with(transport, key, cache_dir).await
     }
 
@@ -103,7 +119,8 @@ impl LatticeSession {
         cache_dir: Option<&Path>,
     ) -> Result<LatticeSession, SessionError> {
         let transport =
-            HttpsTransport::new(&[(url.to_string(), key)]).map_err(SessionError::transport(0))?;
+            single_server_transport(&[(url.to_string(), key)])
+                .map_err(SessionError::transport(0))?;
         LatticeSession::open_database_with(transport, key, Some(id), cache_dir).await
     }
 }
@@ -323,5 +340,24 @@ mod tests {
         assert!(path
             .to_string_lossy()
             .ends_with(&format!("{}.hint", "01".repeat(32))));
+    }
+
+    #[test]
+    fn the_default_cache_is_absolute_or_none() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            cache_dir_from(move |name| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            })
+        };
+        let dir = |s: &str| Some(PathBuf::from(s));
+        assert_eq!(env(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]), dir("/x/pir"));
+        assert_eq!(env(&[("HOME", "/h")]), dir("/h/.cache/pir"));
+        assert_eq!(env(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")]), dir("/h/.cache/pir"));
+        assert_eq!(env(&[("XDG_CACHE_HOME", "c"), ("HOME", "/h")]), dir("/h/.cache/pir"));
+        assert_eq!(env(&[("HOME", "")]), None, "not `.cache/pir` in the current directory");
+        assert_eq!(env(&[("HOME", "h")]), None);
+        assert_eq!(env(&[]), None);
     }
 }

@@ -38,6 +38,6 @@ pub use retrieve::{
     retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions,
 };
 pub use transport::{
-    fetch_manifest, fetch_manifest_of, fetch_releases, HttpsTransport, LocalTransport, Transport,
-    TransportError,
+    fetch_manifest, fetch_manifest_of, fetch_releases, HttpsTransport, LocalTransport, Timeouts,
+    Transport, TransportError,
 };

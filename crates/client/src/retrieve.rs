@@ -25,7 +25,6 @@ use std::sync::Arc;
 
 use pir_core::protocol::MAX_BATCH;
 use pir_core::{Error, MultiServerScheme};
-use pir_keys::PublicKey;
 use pir_service::framing;
 use pir_service::reply::{self, Expect, ReplyError};
 use rand::CryptoRng;
@@ -33,14 +32,7 @@ use tokio::task::JoinSet;
 
 use crate::{Evidence, Transport};
 
-/// A mirror as the signed mirror list describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MirrorInfo {
-    /// `https://host:port`.
-    pub url: String,
-    /// The key its TLS and its answers must be signed with.
-    pub key: PublicKey,
-}
+pub use crate::transport::MirrorInfo;
 
 /// Parameters of one retrieval that do not belong to the scheme.
 #[derive(Debug, Clone)]

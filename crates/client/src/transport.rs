@@ -1,4 +1,9 @@
 //! Getting request envelopes to mirrors and replies back.
+//!
+//! Waiting on a mirror is bounded in three steps ([`Timeouts`]): connecting (TCP, then TLS),
+//! the reply starting (its status line, after the server computed the answer), and the whole
+//! exchange. A mirror that completes TLS and never answers costs [`Timeouts::reply_start`]
+//! (default 5 s, `PIR_REPLY_TIMEOUT` to change it) before the caller asks a spare.
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -12,10 +17,73 @@ use pir_core::wire::{self, MessageKind};
 use pir_core::SchemeId;
 use pir_keys::PublicKey;
 
-/// How long to wait for a mirror to accept a connection and finish the TLS handshake.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long one request may take (a full scan of a large database included).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Environment variable that sets [`Timeouts::reply_start`], in seconds (`2.5` allowed).
+pub const REPLY_TIMEOUT_ENV: &str = "PIR_REPLY_TIMEOUT";
+
+/// How long the client waits on a server, step by step. A server that misses a deadline
+/// fails this exchange with [`TransportError::TimedOut`]; a retrieval then asks a spare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP connect, then the TLS handshake, each (default 5 s).
+    pub connect: Duration,
+    /// From sending the request to the reply's status line (default 5 s): the server's
+    /// batching and scan must fit, which takes well under a second for a database of a few
+    /// GB; a server that accepted TLS and never answers costs this much.
+    pub reply_start: Duration,
+    /// The whole exchange, the reply's body included (default 120 s: a large hint download).
+    pub total: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(5),
+            reply_start: Duration::from_secs(5),
+            total: Duration::from_secs(120),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Waits for a server there is no spare for (one lattice server, the Checklist pair):
+    /// giving up early gains nothing, so the reply may start as late as [`Timeouts::total`].
+    pub fn without_spare() -> Self {
+        let default = Self::default();
+        Self {
+            reply_start: default.total,
+            ..default
+        }
+    }
+
+    /// `self` with [`Timeouts::reply_start`] taken from [`REPLY_TIMEOUT_ENV`] when it is set.
+    pub fn with_env(self) -> Result<Self, TransportError> {
+        match std::env::var(REPLY_TIMEOUT_ENV) {
+            Ok(value) => Ok(Self {
+                reply_start: parse_seconds(&value)?,
+                ..self
+            }),
+            Err(std::env::VarError::NotPresent) => Ok(self),
+            Err(std::env::VarError::NotUnicode(_)) => Err(TransportError::Config(format!(
+                "{REPLY_TIMEOUT_ENV} is not text"
+            ))),
+        }
+    }
+}
+
+/// `"5"` or `"2.5"` seconds, positive and at most a day.
+fn parse_seconds(value: &str) -> Result<Duration, TransportError> {
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0 && *s <= 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            TransportError::Config(format!(
+                "{REPLY_TIMEOUT_ENV}={value:?}: expected a number of seconds, e.g. 5 or 2.5"
+            ))
+        })
+}
 
 /// Why a request did not produce a reply envelope.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -27,15 +95,26 @@ pub enum TransportError {
     /// TCP connection failed or timed out.
     #[error("cannot connect: {0}")]
     Connect(String),
-    /// TLS failed; includes "this is not the pinned mirror key".
+    /// TLS failed; includes "not the pinned server key".
     #[error("TLS handshake failed: {0}")]
     Tls(String),
     /// HTTP failed, timed out, or the reply was too large or not an envelope.
     #[error("HTTP exchange failed: {0}")]
     Http(String),
     /// The server answered with an error envelope (its message).
-    #[error("mirror refused: {0}")]
+    #[error("server refused: {0}")]
     Refused(String),
+    /// The server missed a deadline of [`Timeouts`]: `waiting_for` says which.
+    #[error("no {waiting_for} within {after:?}")]
+    TimedOut {
+        /// What did not come ("reply start", "complete reply", "TCP connection", ...).
+        waiting_for: &'static str,
+        /// The deadline that ended the wait.
+        after: Duration,
+    },
+    /// The transport's settings are unusable (a bad [`REPLY_TIMEOUT_ENV`], ...).
+    #[error("{0}")]
+    Config(String),
 }
 
 /// Sends one request envelope to server `mirror` (an index into the transport's server list)
@@ -86,9 +165,11 @@ struct Endpoint {
     idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
 }
 
-/// HTTPS to each mirror, pinned to its Ed25519 key, with keep-alive connection reuse.
+/// HTTPS to each mirror, pinned to its Ed25519 key, with keep-alive connection reuse and
+/// the deadlines of [`Timeouts`].
 pub struct HttpsTransport {
     endpoints: Vec<Endpoint>,
+    timeouts: Timeouts,
 }
 
 impl std::fmt::Debug for HttpsTransport {
@@ -100,8 +181,25 @@ impl std::fmt::Debug for HttpsTransport {
             .collect();
         f.debug_struct("HttpsTransport")
             .field("mirrors", &names)
+            .field("timeouts", &self.timeouts)
             .finish()
     }
+}
+
+/// A mirror as the signed mirror list describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorInfo {
+    /// `https://host:port`.
+    pub url: String,
+    /// The key its TLS and its answers must be signed with.
+    pub key: PublicKey,
+}
+
+/// An HTTPS transport to servers there is no spare for ([`Timeouts::without_spare`]).
+pub(crate) fn single_server_transport(
+    servers: &[(String, PublicKey)],
+) -> Result<HttpsTransport, TransportError> {
+    HttpsTransport::with_timeouts(servers, Timeouts::without_spare().with_env()?)
 }
 
 /// `https://host:port[/]` to `host:port`.
@@ -119,8 +217,17 @@ pub fn authority_of(url: &str) -> Result<String, TransportError> {
 }
 
 impl HttpsTransport {
-    /// A transport for `mirrors`, each an `https://host:port` URL and the key it must hold.
+    /// A transport for `mirrors`, each an `https://host:port` URL and the key it must hold,
+    /// with the default [`Timeouts`] (its reply deadline from [`REPLY_TIMEOUT_ENV`] if set).
     pub fn new(mirrors: &[(String, PublicKey)]) -> Result<Self, TransportError> {
+        Self::with_timeouts(mirrors, Timeouts::default().with_env()?)
+    }
+
+    /// [`HttpsTransport::new`] with the deadlines `timeouts`.
+    pub fn with_timeouts(
+        mirrors: &[(String, PublicKey)],
+        timeouts: Timeouts,
+    ) -> Result<Self, TransportError> {
         let endpoints = mirrors
             .iter()
             .map(|(url, key)| {
@@ -133,24 +240,36 @@ impl HttpsTransport {
                 })
             })
             .collect::<Result<_, TransportError>>()?;
-        Ok(Self { endpoints })
+        Ok(Self {
+            endpoints,
+            timeouts,
+        })
     }
 
-    async fn connect(endpoint: &Endpoint) -> Result<SendRequest<Full<Bytes>>, TransportError> {
-        let tcp = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            tokio::net::TcpStream::connect(&endpoint.authority),
-        )
-        .await
-        .map_err(|_| TransportError::Connect("timed out".into()))?
-        .map_err(|e| TransportError::Connect(e.to_string()))?;
+    /// The deadlines this transport keeps.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    async fn connect(
+        endpoint: &Endpoint,
+        connect: Duration,
+    ) -> Result<SendRequest<Full<Bytes>>, TransportError> {
+        let timed_out = |waiting_for| TransportError::TimedOut {
+            waiting_for,
+            after: connect,
+        };
+        let tcp = tokio::time::timeout(connect, tokio::net::TcpStream::connect(&endpoint.authority))
+            .await
+            .map_err(|_| timed_out("TCP connection"))?
+            .map_err(|e| TransportError::Connect(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
         let tls = tokio::time::timeout(
-            CONNECT_TIMEOUT,
+            connect,
             endpoint.tls.connect(pir_keys::tls::server_name(), tcp),
         )
         .await
-        .map_err(|_| TransportError::Tls("timed out".into()))?
+        .map_err(|_| timed_out("TLS handshake"))?
         .map_err(|e| TransportError::Tls(e.to_string()))?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
@@ -175,6 +294,7 @@ impl HttpsTransport {
     }
 
     async fn exchange_on(
+        &self,
         endpoint: &Endpoint,
         request: Option<Vec<u8>>,
         path: &str,
@@ -183,7 +303,7 @@ impl HttpsTransport {
     ) -> Result<Vec<u8>, TransportError> {
         let mut sender = match Self::take_idle(endpoint) {
             Some(sender) => sender,
-            None => Self::connect(endpoint).await?,
+            None => Self::connect(endpoint, self.timeouts.connect).await?,
         };
         sender
             .ready()
@@ -200,9 +320,15 @@ impl HttpsTransport {
             .header(http::header::CONTENT_TYPE, "application/x-pir")
             .body(Full::new(Bytes::from(request.unwrap_or_default())))
             .map_err(|e| TransportError::Http(e.to_string()))?;
-        let response = sender
-            .send_request(http_request)
+        // The status line comes once the server has its answer; a server that accepted the
+        // request and never answers is given up on here, not after the whole-exchange bound.
+        let reply_start = self.timeouts.reply_start;
+        let response = tokio::time::timeout(reply_start, sender.send_request(http_request))
             .await
+            .map_err(|_| TransportError::TimedOut {
+                waiting_for: "reply start",
+                after: reply_start,
+            })?
             .map_err(|e| TransportError::Http(e.to_string()))?;
         let status = response.status();
         let body = Limited::new(response.into_body(), max_reply)
@@ -250,7 +376,7 @@ impl HttpsTransport {
         self.timed(mirror, None, path, max_reply, false).await
     }
 
-    /// One exchange with server `mirror`, bounded by [`REQUEST_TIMEOUT`].
+    /// One exchange with server `mirror`, bounded by the [`Timeouts`].
     async fn timed(
         &self,
         mirror: usize,
@@ -263,12 +389,16 @@ impl HttpsTransport {
             .endpoints
             .get(mirror)
             .ok_or_else(|| TransportError::Url(format!("no mirror number {mirror}")))?;
+        let total = self.timeouts.total;
         tokio::time::timeout(
-            REQUEST_TIMEOUT,
-            Self::exchange_on(endpoint, request, path, max_reply, pir_reply),
+            total,
+            self.exchange_on(endpoint, request, path, max_reply, pir_reply),
         )
         .await
-        .map_err(|_| TransportError::Http(format!("{path}: no reply within {REQUEST_TIMEOUT:?}")))?
+        .map_err(|_| TransportError::TimedOut {
+            waiting_for: "complete reply",
+            after: total,
+        })?
     }
 }
 
@@ -455,6 +585,20 @@ mod tests {
         assert!(authority_of("http://127.0.0.1:80").is_err());
         assert!(authority_of("https://host").is_err());
         assert!(authority_of("https://host:1/path").is_err());
+    }
+
+    #[test]
+    fn reply_deadlines_parse_and_bad_ones_are_refused() {
+        assert_eq!(parse_seconds("5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_seconds(" 2.5 ").unwrap(), Duration::from_millis(2500));
+        for bad in ["", "0", "-1", "soon", "NaN", "1e9"] {
+            let error = parse_seconds(bad).unwrap_err();
+            assert!(error.to_string().contains(REPLY_TIMEOUT_ENV), "{error}");
+        }
+        let default = Timeouts::default();
+        assert!(default.reply_start <= Duration::from_secs(5));
+        assert!(default.reply_start < default.total);
+        assert_eq!(Timeouts::without_spare().reply_start, default.total);
     }
 
     #[test]

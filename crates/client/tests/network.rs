@@ -304,3 +304,123 @@ async fn evidence_check_tells_correct_forged_and_wrong_answers_apart() {
     assert_eq!(check(&caught, &db).unwrap(), Verdict::Cheated { query: 0 });
     server.shutdown().await;
 }
+
+/// A "mirror" that completes the TLS handshake with the right key and then never answers:
+/// it reads whatever is sent and holds each connection for `hold` (bounded, so the test ends).
+async fn start_silent_mirror(hold: std::time::Duration) -> MirrorInfo {
+    let key = SecretKey::generate().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(pir_keys::tls::server_config(&key).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let _ = tokio::time::timeout(hold, async {
+                    use tokio::io::AsyncReadExt;
+                    let mut sink = [0u8; 4096];
+                    while tls.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+                })
+                .await;
+            });
+        }
+    });
+    MirrorInfo {
+        url: format!("https://{addr}"),
+        key: key.public(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_that_never_answers_costs_the_reply_deadline_then_the_spare_is_asked() {
+    // The silent mirror would hold the request for the old fixed bound (120 s); the reply
+    // deadline must end the wait long before.
+    let old_bound = std::time::Duration::from_secs(120);
+    let silent = start_silent_mirror(old_bound).await;
+    let mut servers = Vec::new();
+    let mut mirrors = vec![silent];
+    for _ in 0..2 {
+        let (server, info) = start_mirror().await;
+        servers.push(server);
+        mirrors.push(info);
+    }
+    let pins: Vec<_> = mirrors.iter().map(|m| (m.url.clone(), m.key)).collect();
+    let reply_start = std::time::Duration::from_millis(700);
+    let timeouts = pir_client::Timeouts {
+        reply_start,
+        ..pir_client::Timeouts::default()
+    };
+    let t = Arc::new(HttpsTransport::with_timeouts(&pins, timeouts).unwrap());
+    assert_eq!(t.timeouts().reply_start, reply_start);
+
+    // One exchange alone: it is the reply deadline that ends it.
+    let started = std::time::Instant::now();
+    let error = t.exchange(0, b"anything".to_vec(), 1024).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            TransportError::TimedOut { waiting_for: "reply start", after } if after == reply_start
+        ),
+        "{error:?}"
+    );
+    assert!(started.elapsed() < old_bound);
+
+    // A retrieval over [silent, good, good] with Chor on 2 mirrors: the silent one is
+    // replaced by the spare and the block arrives.
+    let db = database();
+    let chor = Chor::new(db.shape(), 2).unwrap();
+    let options = RetrieveOptions {
+        release_id: RELEASE,
+        max_answer: db.shape().block_size(),
+    };
+    let verify = |index: usize, block: &[u8]| block == db.block(index);
+    let started = std::time::Instant::now();
+    let got = retrieve(
+        &chor,
+        t,
+        &mirrors,
+        &options,
+        &[vec![6usize]],
+        &verify,
+        &mut ChaCha20Rng::seed_from_u64(8),
+    )
+    .await
+    .unwrap();
+    assert!(started.elapsed() < old_bound);
+    assert_eq!(got.blocks, vec![(6, db.block(6).to_vec())]);
+    assert_eq!(got.incidents.len(), 1, "{:?}", got.incidents);
+    assert_eq!(got.incidents[0].mirror, 0);
+    let expected = TransportError::TimedOut {
+        waiting_for: "reply start",
+        after: reply_start,
+    }
+    .to_string();
+    assert!(
+        got.incidents[0].what.contains(&expected),
+        "{} should say {expected}",
+        got.incidents[0].what
+    );
+    assert_eq!(got.assignment, vec![2, 1]);
+    for server in servers {
+        server.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_pin_is_named_for_any_server_not_only_mirrors() {
+    let (server, info) = start_mirror().await;
+    let other = SecretKey::generate().unwrap().public();
+    let t = HttpsTransport::new(&[(info.url.clone(), other)]).unwrap();
+    let error = t.exchange(0, b"x".to_vec(), 1024).await.unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, TransportError::Tls(_)), "{error:?}");
+    assert!(
+        text.contains(&format!("not the pinned server key {}", other.fingerprint())),
+        "{text}"
+    );
+    assert!(!text.contains("mirror"), "{text}");
+    server.shutdown().await;
+}

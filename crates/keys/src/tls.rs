@@ -84,7 +84,7 @@ impl ServerCertVerifier for PinnedKey {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::General(format!(
-                "server's key is not the pinned mirror key {}",
+                "server's key is not the pinned server key {} (the key this client holds for it)",
                 self.0.fingerprint()
             )))
         }
@@ -107,7 +107,7 @@ impl ServerCertVerifier for PinnedKey {
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         if dss.scheme != SignatureScheme::ED25519 {
             return Err(rustls::Error::General(
-                "mirror must sign with Ed25519".into(),
+                "server must sign with Ed25519".into(),
             ));
         }
         self.0
@@ -115,7 +115,7 @@ impl ServerCertVerifier for PinnedKey {
             .map(|()| HandshakeSignatureValid::assertion())
             .map_err(|_| {
                 rustls::Error::General(
-                    "handshake signature is not from the pinned mirror key".into(),
+                    "handshake signature is not from the pinned server key".into(),
                 )
             })
     }
