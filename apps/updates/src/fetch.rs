@@ -548,6 +548,14 @@ impl UpdateSession<HttpsTransport> {
         state_dir: &Path,
         need: usize,
     ) -> Result<Self, UpdateError> {
+        if !state_dir.is_absolute() {
+            // Relative, it would name another directory whenever the client runs elsewhere,
+            // and rollback protection would silently start from nothing.
+            return Err(UpdateError::Input(format!(
+                "state directory {} is not an absolute path (see freshness::state_dir)",
+                state_dir.display()
+            )));
+        }
         let mirrors = load_mirror_list(mirror_list, vendor)?;
         let pins: Vec<(String, PublicKey)> =
             mirrors.iter().map(|m| (m.url.clone(), m.key)).collect();
@@ -615,6 +623,9 @@ pub fn write_atomically(out: &Path, bytes: &[u8]) -> Result<(), UpdateError> {
 }
 
 /// Saves the evidence of every incident that has some, next to `out`; returns the paths.
+///
+/// Each file is readable by its owner only (0600), written whole or not at all: with no spare
+/// mirror, the requests of all positions together reveal the block that was fetched.
 pub fn save_evidence(out: &Path, incidents: &[Incident]) -> Result<Vec<PathBuf>, UpdateError> {
     let dir = out
         .parent()
@@ -632,9 +643,11 @@ pub fn save_evidence(out: &Path, incidents: &[Incident]) -> Result<Vec<PathBuf>,
                 "{stem}.evidence-{}-{k}.pir",
                 evidence.key.fingerprint()
             ));
-            std::fs::write(&path, evidence.encode()).map_err(|source| UpdateError::Io {
-                path: path.display().to_string(),
-                source,
+            pir_fs::write_atomic_private(&path, &evidence.encode()).map_err(|source| {
+                UpdateError::Io {
+                    path: path.display().to_string(),
+                    source,
+                }
             })?;
             paths.push(path);
         }
@@ -701,5 +714,33 @@ pub async fn fetch_to_file(
             Err(UpdateError::FetchFailed { error, evidence })
         }
         Err(other) => Err(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evidence_files_are_the_owners_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mirror = MirrorInfo {
+            url: "https://127.0.0.1:1".into(),
+            key: crate::testutil::other_key().public(),
+        };
+        let incident = |evidence| Incident {
+            mirror: 0,
+            url: mirror.url.clone(),
+            what: "signed a wrong answer".into(),
+            evidence,
+        };
+        let evidence = pir_client::Evidence::new(&mirror, [3; 32], b"request".to_vec(), b"reply".to_vec());
+        let incidents = [incident(None), incident(Some(evidence.clone()))];
+        let paths = save_evidence(&dir.path().join("file.deb"), &incidents).unwrap();
+        assert_eq!(paths.len(), 1);
+        assert_eq!(std::fs::read(&paths[0]).unwrap(), evidence.encode());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&paths[0]).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "evidence is mode {mode:o}");
     }
 }

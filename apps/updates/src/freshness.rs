@@ -20,18 +20,66 @@ pub struct Freshness {
 }
 
 /// The state directory used when none is given: `$PIR_STATE_DIR`, else
-/// `$XDG_STATE_HOME/pir`, else `$HOME/.local/state/pir`, else `.pir-state`.
-pub fn default_state_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("PIR_STATE_DIR") {
-        return PathBuf::from(dir);
+/// `$XDG_STATE_HOME/pir`, else `$HOME/.local/state/pir`.
+///
+/// The result is always absolute. A relative state directory would be resolved against
+/// whatever directory the client happens to run in, and rollback protection would silently
+/// start from nothing there; so an empty variable counts as unset, a relative
+/// `XDG_STATE_HOME` is ignored (as the XDG Base Directory specification says), and a relative
+/// `PIR_STATE_DIR` or `HOME`, or no usable variable at all, is an error saying what to set.
+pub fn default_state_dir() -> Result<PathBuf, UpdateError> {
+    state_dir_from(None, |name| std::env::var_os(name))
+}
+
+/// The state directory to use: `explicit` (a `--state-dir` or apt's `Acquire::pir::StateDir`,
+/// made absolute against the current directory once, now) or [`default_state_dir`].
+pub fn state_dir(explicit: Option<&Path>) -> Result<PathBuf, UpdateError> {
+    state_dir_from(explicit, |name| std::env::var_os(name))
+}
+
+/// [`state_dir`] with the environment read through `var`.
+fn state_dir_from(
+    explicit: Option<&Path>,
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<PathBuf, UpdateError> {
+    if let Some(dir) = explicit {
+        if dir.as_os_str().is_empty() {
+            return Err(UpdateError::Input(
+                "the state directory is empty: give a directory for the rollback-protection \
+                 state"
+                    .into(),
+            ));
+        }
+        return std::path::absolute(dir).map_err(UpdateError::io_at(dir));
     }
-    if let Some(dir) = std::env::var_os("XDG_STATE_HOME") {
-        return PathBuf::from(dir).join("pir");
+    let set = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = set("PIR_STATE_DIR") {
+        return absolute_or_refused(dir, "PIR_STATE_DIR");
     }
-    if let Some(home) = std::env::var_os("HOME") {
-        return PathBuf::from(home).join(".local/state/pir");
+    if let Some(dir) = set("XDG_STATE_HOME").filter(|d| d.is_absolute()) {
+        return Ok(dir.join("pir"));
     }
-    PathBuf::from(".pir-state")
+    match set("HOME") {
+        Some(home) => absolute_or_refused(home, "HOME").map(|home| home.join(".local/state/pir")),
+        None => Err(UpdateError::Input(
+            "no state directory for rollback protection: HOME is not set and neither \
+             PIR_STATE_DIR nor XDG_STATE_HOME is; set PIR_STATE_DIR to an absolute path or \
+             pass --state-dir (apt: Acquire::pir::StateDir)"
+                .into(),
+        )),
+    }
+}
+
+fn absolute_or_refused(dir: PathBuf, variable: &str) -> Result<PathBuf, UpdateError> {
+    if dir.is_absolute() {
+        return Ok(dir);
+    }
+    Err(UpdateError::Input(format!(
+        "{variable}={} is not an absolute path: the rollback-protection state would depend on \
+         the directory pir runs in; set {variable} to an absolute path or pass --state-dir \
+         (apt: Acquire::pir::StateDir)",
+        dir.display()
+    )))
 }
 
 /// Seconds since 1970, now.
@@ -246,6 +294,44 @@ mod tests {
         // A damaged record is an error, not a fresh start.
         std::fs::write(&fresh.path, "garbage").unwrap();
         assert!(fresh.check(&manifest(9, 1000), 10).is_err());
+    }
+
+    #[test]
+    fn state_directories_are_absolute_or_refused() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        let ok = |vars, want: &str| {
+            assert_eq!(state_dir_from(None, env(vars)).unwrap(), PathBuf::from(want));
+        };
+        let refused = |vars, mention: &str| {
+            let error = state_dir_from(None, env(vars)).unwrap_err().to_string();
+            assert!(error.contains(mention), "{error} should mention {mention}");
+        };
+        ok(&[("PIR_STATE_DIR", "/s"), ("HOME", "/h")], "/s");
+        ok(&[("XDG_STATE_HOME", "/x"), ("HOME", "/h")], "/x/pir");
+        ok(&[("HOME", "/h")], "/h/.local/state/pir");
+        // Empty counts as unset; a relative XDG_STATE_HOME is ignored (XDG spec).
+        ok(
+            &[("PIR_STATE_DIR", ""), ("XDG_STATE_HOME", ""), ("HOME", "/h")],
+            "/h/.local/state/pir",
+        );
+        ok(
+            &[("XDG_STATE_HOME", "rel"), ("HOME", "/h")],
+            "/h/.local/state/pir",
+        );
+        refused(&[("PIR_STATE_DIR", "rel"), ("HOME", "/h")], "PIR_STATE_DIR=rel");
+        refused(&[("HOME", "rel")], "HOME=rel");
+        refused(&[("HOME", "")], "HOME is not set");
+        refused(&[("PIR_STATE_DIR", ""), ("XDG_STATE_HOME", "")], "HOME is not set");
+        // An explicit directory is made absolute now, once.
+        let explicit = state_dir_from(Some(Path::new("state")), env(&[])).unwrap();
+        assert!(explicit.is_absolute() && explicit.ends_with("state"), "{explicit:?}");
+        assert!(state_dir_from(Some(Path::new("")), env(&[("HOME", "/h")])).is_err());
     }
 
     #[test]

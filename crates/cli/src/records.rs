@@ -421,13 +421,9 @@ fn prepare(
         .with_metrics(metrics.clone()))
 }
 
-/// The default hint cache: `$XDG_CACHE_HOME/pir` or `~/.cache/pir`.
+/// The default hint cache: `$XDG_CACHE_HOME/pir` or `~/.cache/pir`, absolute or none.
 fn default_cache_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
-        .map(|dir| dir.join("pir"))
+    pir_client::lattice::default_cache_dir()
 }
 
 /// `pir get`.
