@@ -26,16 +26,28 @@ pub const EVIDENCE_NOT_SIGNED: u8 = 7;
 #[error("not found: key {0:?} is not in the database")]
 pub struct KeyNotFound(pub String);
 
+/// The top message of `error`, then each cause that no message before it already says.
+/// Many errors quote their cause (`"{path}: {source}"`) and also return it as their source,
+/// so the same words would otherwise be printed at two or three levels.
+fn messages(error: &anyhow::Error) -> Vec<String> {
+    let mut said: Vec<String> = Vec::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if !said.iter().any(|before| before.contains(&cause)) {
+            said.push(cause);
+        }
+    }
+    said
+}
+
 /// Prints `error` with its causes and returns the exit code.
 pub fn report(error: &anyhow::Error) -> ExitCode {
-    let top = error.to_string();
-    eprintln!("error: {top}");
-    for cause in error.chain().skip(1) {
-        let cause = cause.to_string();
-        // Many errors already quote their cause; do not print it twice.
-        if !top.contains(&cause) {
-            eprintln!("  caused by: {cause}");
-        }
+    let mut messages = messages(error).into_iter();
+    if let Some(top) = messages.next() {
+        eprintln!("error: {top}");
+    }
+    for cause in messages {
+        eprintln!("  caused by: {cause}");
     }
     if error.downcast_ref::<KeyNotFound>().is_some() {
         return ExitCode::from(4);
@@ -57,5 +69,37 @@ pub fn report(error: &anyhow::Error) -> ExitCode {
             ExitCode::from(3)
         }
         _ => ExitCode::from(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{path}: {source}")]
+    struct AtPath {
+        path: String,
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device");
+        let error = anyhow::Error::new(AtPath {
+            path: "/tmp/x".into(),
+            source: io,
+        })
+        .context("writing the mirror list");
+        // The I/O error is quoted by the error above it: said once, not twice.
+        assert_eq!(
+            messages(&error),
+            vec![
+                "writing the mirror list".to_string(),
+                "/tmp/x: No space left on device".to_string(),
+            ]
+        );
+        let plain = anyhow::anyhow!("bad").context("outer");
+        assert_eq!(messages(&plain), vec!["outer".to_string(), "bad".to_string()]);
     }
 }

@@ -584,3 +584,161 @@ fn damaged_database_files_are_refused_at_start() {
     ]);
     assert!(err.contains("damaged"), "{err}");
 }
+
+/// Runs `pir ARGS` as on a full disk: under `RLIMIT_FSIZE` 0 with `SIGXFSZ` ignored, every
+/// write of a byte to a file fails with EFBIG ("File too large") as it would with ENOSPC,
+/// while creating files and directories still works. Needs no privileges.
+fn with_no_room(args: &[&str]) -> std::process::Output {
+    std::process::Command::new("sh")
+        .args(["-c", "trap '' XFSZ; ulimit -f 0 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_pir"))
+        .args(args)
+        .env("PIR_STATE_DIR", support::state_dir())
+        .output()
+        .unwrap()
+}
+
+/// Every file under `dir`, with its size.
+fn files_under(dir: &Path) -> Vec<(String, u64)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        if meta.is_dir() {
+            found.extend(files_under(&entry.path()));
+        } else {
+            found.push((entry.path().display().to_string(), meta.len()));
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn small_writers_on_a_full_disk_leave_nothing_and_can_be_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    for key in ["vendor", "s0", "s1"] {
+        ok(&["keygen", "--out", &p(key)]);
+    }
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let o = |name: &str| out.join(name).to_str().unwrap().to_string();
+    let server = |port: u16, key: &str| format!("https://127.0.0.1:{port}={}", p(key));
+    let (s0, s1) = (server(1, "s0.pub"), server(2, "s1.pub"));
+    let commands: Vec<Vec<String>> = vec![
+        vec!["keygen".into(), "--out".into(), o("new")],
+        vec![
+            "mirror-list".into(),
+            "build".into(),
+            "--vendor-key".into(),
+            p("vendor.key"),
+            "--mirror".into(),
+            s0.clone(),
+            "--mirror".into(),
+            s1.clone(),
+            "--out".into(),
+            o("mirrors.pir"),
+        ],
+        vec![
+            "breach".into(),
+            "servers".into(),
+            "--server".into(),
+            s0.clone(),
+            "--server".into(),
+            s1.clone(),
+            "--out".into(),
+            o("breach.servers"),
+        ],
+        vec![
+            "safebrowsing".into(),
+            "servers".into(),
+            "--server".into(),
+            s0.clone(),
+            "--server".into(),
+            s1.clone(),
+            "--out".into(),
+            o("sb.servers"),
+        ],
+        vec![
+            "safebrowsing".into(),
+            "firefox-profile".into(),
+            "--proxy".into(),
+            "http://127.0.0.1:8470".into(),
+            "--out".into(),
+            o("profile"),
+        ],
+    ];
+    for command in &commands {
+        let args: Vec<&str> = command.iter().map(String::as_str).collect();
+        let full = with_no_room(&args);
+        let stderr = String::from_utf8_lossy(&full.stderr);
+        assert!(!full.status.success(), "{args:?} succeeded with no room");
+        assert!(stderr.contains("File too large"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let left = files_under(&out);
+        assert!(left.is_empty(), "{args:?} left {left:?}");
+        // The same command, with room: no "File exists" from the failed run.
+        ok(&args);
+        let written = files_under(&out);
+        assert!(!written.is_empty(), "{args:?} wrote nothing");
+        assert!(written.iter().all(|(_, len)| *len > 0), "{written:?}");
+        for (path, _) in written {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    // The secret key written after the retry is still the owner's only.
+    ok(&["keygen", "--out", &o("again")]);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(o("again.key")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn fetch_refuses_a_state_directory_that_is_not_absolute() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    ok(&["keygen", "--out", &p("vendor")]);
+    ok(&["keygen", "--out", &p("m0")]);
+    ok(&[
+        "mirror-list",
+        "build",
+        "--vendor-key",
+        &p("vendor.key"),
+        "--mirror",
+        &format!("https://127.0.0.1:1={}", p("m0.pub")),
+        "--out",
+        &p("mirrors.pir"),
+    ]);
+    let fetch = |env: &[(&str, &str)], remove_home: bool| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_pir"));
+        command
+            .current_dir(dir.path())
+            .env_remove("PIR_STATE_DIR")
+            .env_remove("XDG_STATE_HOME")
+            .args(["fetch", "any", "--mirrors", &p("mirrors.pir")])
+            .args(["--vendor-pub", &p("vendor.pub"), "--out", &p("out")]);
+        if remove_home {
+            command.env_remove("HOME");
+        }
+        command.envs(env.iter().copied());
+        command.output().unwrap()
+    };
+    // Empty variables and no HOME: no state directory, said plainly, before any mirror is
+    // asked; nothing is created in the current directory.
+    let out = fetch(&[("PIR_STATE_DIR", ""), ("XDG_STATE_HOME", "")], true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("no state directory for rollback protection"), "{stderr}");
+    // A relative PIR_STATE_DIR is refused by name.
+    let out = fetch(&[("PIR_STATE_DIR", "state"), ("HOME", "/nonexistent")], false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("PIR_STATE_DIR=state is not an absolute path"), "{stderr}");
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("vendor") && !n.starts_with("m0") && n != "mirrors.pir")
+        .collect();
+    assert!(left.is_empty(), "created in the current directory: {left:?}");
+}

@@ -253,8 +253,24 @@ fn qdp_refusal(error: QdpError) -> Refusal {
     }
 }
 
+/// Reserves one counter above the store's mark, so a store that cannot be written stops the
+/// server at start: otherwise it would report itself serving and refuse every query, as the
+/// first seed it hands out needs a reservation.
+fn check_writable(store: &mut BoxedSeedStore) -> Result<(), Error> {
+    let mark = store
+        .load()
+        .map_err(|e| Error::InvalidParameter(format!("QDP seed state: {e}")))?;
+    store.reserve(mark.saturating_add(1)).map_err(|e| {
+        Error::InvalidParameter(format!(
+            "QDP seed state cannot be written ({e}): without it the server cannot hand out \
+             fresh seeds; make its directory writable or choose another seed state file"
+        ))
+    })
+}
+
 impl Qdp {
-    /// Builds the backend and starts its precompute worker thread.
+    /// Builds the backend and starts its precompute worker thread. Refuses a seed store that
+    /// cannot be read or written.
     pub fn start(setup: QdpSetup) -> Result<Self, Error> {
         let raid = setup.raid;
         if raid.shape() != setup.database.shape() {
@@ -272,12 +288,14 @@ impl Qdp {
                 )));
             }
         }
+        let mut seed_store = setup.seed_store;
+        check_writable(&mut seed_store)?;
         let qdp = QdpServer::new(
             raid,
             setup.server,
             setup.qdp,
             &setup.seed_key,
-            setup.seed_store,
+            seed_store,
         )
         .map_err(|e| Error::InvalidParameter(format!("QDP: {e}")))?;
         let shared = Arc::new(Shared {
@@ -456,7 +474,7 @@ pub fn parse_seed_state(text: &str) -> Option<u64> {
 pub const SEED_STATE_HEADER: &str = "pir-qdp-seed-state-v1";
 
 impl FileSeedStore {
-    /// A store at `path` (created on the first reservation).
+    /// A store at `path` (created on the first reservation; [`Qdp::start`] makes one).
     pub fn new(path: &Path) -> Self {
         let name = path
             .file_name()
@@ -598,6 +616,55 @@ mod tests {
         second.reserve(4096).unwrap();
         first.reserve(3072).unwrap();
         assert_eq!(FileSeedStore::new(&path).load().unwrap(), 4096);
+    }
+
+    #[test]
+    fn a_server_whose_seed_state_cannot_be_written_does_not_start() {
+        use crate::{Handler, SignedService};
+        let dir = tempfile::tempdir().unwrap();
+        let shape = pir_core::DbShape::new(8, 64).unwrap();
+        let setup = |path: &Path| QdpSetup {
+            database: Database::random(
+                shape,
+                &mut <rand_chacha::ChaCha20Rng as rand::SeedableRng>::seed_from_u64(1),
+            ),
+            raid: RaidPir::new(shape, 2, 2, 2, pir_xor::AnswerMode::Single).unwrap(),
+            server: 0,
+            database_id: [1; 32],
+            description: Vec::new(),
+            qdp: QdpConfig::default(),
+            policy: PausePolicy::Never,
+            seed_key: SeedKey::from_bytes([1; 16]),
+            seed_store: BoxedSeedStore(Box::new(SharedSeedStore::new(path))),
+            flip_table: None,
+        };
+        // Its directory is missing (as good as read-only, and checkable as root too).
+        let unwritable = dir.path().join("gone").join("seeds-0");
+        let error = Qdp::start(setup(&unwritable)).unwrap_err().to_string();
+        assert!(error.contains("cannot be written"), "{error}");
+        // A writable one starts, and the state exists from the start.
+        let path = dir.path().join("seeds-0");
+        let qdp = Qdp::start(setup(&path)).unwrap();
+        assert!(FileSeedStore::new(&path).load().unwrap() >= 1);
+        // Should it fail later, clients are told it failed, never where its files are.
+        let service = SignedService::new(qdp, pir_keys::SecretKey::generate().unwrap());
+        // (And a scheme id it does not know is named as such, with what it serves.)
+        let mut unknown = pir_core::wire::encode_envelope(
+            SchemeId::Qdp,
+            pir_core::wire::MessageKind::Query,
+            b"",
+        );
+        unknown[6] = 99;
+        let reply = Handler::handle_many(&service, &[&unknown]).pop().unwrap();
+        let body = String::from_utf8_lossy(&reply.body);
+        assert!(body.contains("unknown scheme id 99; this server serves qdp"), "{body}");
+        assert!(!body.contains("expected"), "{body}");
+        let refusal = qdp_refusal(QdpError::Store(
+            format!("{}: Permission denied", path.display()).into(),
+        ));
+        let reply = refusal.reply();
+        let body = String::from_utf8_lossy(&reply.body);
+        assert!(!body.contains(&*dir.path().to_string_lossy()), "{body}");
     }
 
     #[test]

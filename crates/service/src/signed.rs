@@ -38,6 +38,10 @@ use crate::{framing, Handler, Metrics, Reply};
 /// header digest: always a SHA-256 or a 32-byte digest).
 pub const DATABASE_ID_LEN: usize = RELEASE_ID_LEN;
 
+/// What a client is told when the server failed ([`ErrorCode::Internal`]).
+pub const INTERNAL_MESSAGE: &str =
+    "the server failed to answer (its operator's log says why); try again or another server";
+
 /// Why a request or one of its queries is refused: the code and message of the error reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -72,7 +76,8 @@ impl Refusal {
         }
     }
 
-    /// The server failed; the client should retry elsewhere.
+    /// The server failed; the client should retry elsewhere. `message` goes to the server's
+    /// log only (it may name the server's files); the client is told [`INTERNAL_MESSAGE`].
     pub fn internal(message: impl Into<String>) -> Self {
         Self {
             code: ErrorCode::Internal,
@@ -80,19 +85,22 @@ impl Refusal {
         }
     }
 
-    /// The error reply envelope.
+    /// The error reply envelope. A server failure's own message is logged here and replaced
+    /// by [`INTERNAL_MESSAGE`]: the cause (a file that cannot be written, ...) is for the
+    /// operator, not for every client.
     pub fn reply(&self) -> Reply {
-        let status = if self.code == ErrorCode::Internal {
-            500
+        let (status, message) = if self.code == ErrorCode::Internal {
+            tracing::error!(cause = %self.message, "a request failed on the server");
+            (500, INTERNAL_MESSAGE)
         } else {
-            400
+            (400, self.message.as_str())
         };
         Reply {
             status,
             body: wire::encode_envelope(
                 SchemeId::Control,
                 MessageKind::Error,
-                &wire::encode_error(self.code, &self.message),
+                &wire::encode_error(self.code, message),
             ),
         }
     }
@@ -268,7 +276,11 @@ impl<B: Backend> SignedService<B> {
     /// if every one of them prepares.
     fn begin(&self, request: &[u8], prepared: &mut Vec<B::Prepared>) -> Result<Begun, Refusal> {
         let bad = |e: Error| Refusal::bad_request(e.to_string());
-        let envelope = wire::decode_envelope(request, self.max_request_bytes()).map_err(bad)?;
+        let envelope =
+            wire::decode_envelope(request, self.max_request_bytes()).map_err(|e| match e {
+                Error::WrongScheme { found, .. } => self.unknown_scheme(found),
+                other => bad(other),
+            })?;
         let served = self.backend.accepts(envelope.scheme);
         match envelope.kind {
             MessageKind::ManifestRequest if envelope.scheme == SchemeId::Control || served => {
@@ -315,6 +327,20 @@ impl<B: Backend> SignedService<B> {
             scheme: envelope.scheme,
             count,
         })
+    }
+
+    /// The refusal of a scheme id this build does not know: it names the schemes served here
+    /// (the decoder alone cannot know them).
+    fn unknown_scheme(&self, found: u8) -> Refusal {
+        let served: Vec<&str> = (0..=u8::MAX)
+            .filter_map(|byte| SchemeId::from_byte(byte).ok())
+            .filter(|&scheme| scheme != SchemeId::Control && self.backend.accepts(scheme))
+            .map(SchemeId::name)
+            .collect();
+        Refusal::unsupported(format!(
+            "unknown scheme id {found}; this server serves {}",
+            served.join(", ")
+        ))
     }
 
     /// The signed answer envelope for `request`.
