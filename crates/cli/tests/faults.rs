@@ -742,3 +742,38 @@ fn fetch_refuses_a_state_directory_that_is_not_absolute() {
         .collect();
     assert!(left.is_empty(), "created in the current directory: {left:?}");
 }
+
+#[test]
+fn a_breach_server_that_cannot_keep_its_seed_state_does_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    ok(&["keygen", "--out", &p("key")]);
+    std::fs::write(p("pw.txt"), "123456\npassword\nqwerty\nletmein\n").unwrap();
+    ok(&[
+        "breach",
+        "build",
+        "--format",
+        "passwords",
+        &p("pw.txt"),
+        "--out",
+        &p("pw.db"),
+        "--quiet",
+    ]);
+    // Its directory does not exist (as good as read-only, and unwritable for root too): it
+    // would refuse every check while saying "serving"; it must not start.
+    let err = refuses_to_start(&[
+        "breach",
+        "serve",
+        "--db",
+        &p("pw.db"),
+        "--server",
+        "0",
+        "--key",
+        &p("key.key"),
+        "--listen",
+        "127.0.0.1:0",
+        "--seed-state",
+        &p("gone/seeds-0"),
+    ]);
+    assert!(err.contains("seed state cannot be written"), "{err}");
+}
