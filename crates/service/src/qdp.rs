@@ -254,6 +254,9 @@ fn qdp_refusal(error: QdpError) -> Refusal {
 }
 
 impl Qdp {
+    /// The schemes a QDP backend answers.
+    pub const SCHEMES: &'static [SchemeId] = &[SchemeId::Qdp];
+
     /// Builds the backend and starts its precompute worker thread.
     pub fn start(setup: QdpSetup) -> Result<Self, Error> {
         let raid = setup.raid;
@@ -346,7 +349,7 @@ impl Backend for Qdp {
     type Prepared = QdpPrepared;
 
     fn accepts(&self, scheme: SchemeId) -> bool {
-        scheme == SchemeId::Qdp
+        Self::SCHEMES.contains(&scheme)
     }
     fn database_id(&self) -> &[u8; DATABASE_ID_LEN] {
         &self.database_id
