@@ -315,7 +315,11 @@ impl fmt::Display for Privacy {
             }
             match lookup(*id) {
                 Some(entry) => write!(f, "{}: {}", entry.name, entry.assumption)?,
-                None => write!(f, "{}: not a registered scheme, no privacy promise", id.name())?,
+                None => write!(
+                    f,
+                    "{}: not a registered scheme, no privacy promise",
+                    id.name()
+                )?,
             }
         }
         Ok(())
@@ -416,10 +420,13 @@ fn sentence(clause: &str) -> String {
     }
 }
 
-/// Appends `words` wrapped at [`WIDTH`], every line indented by `indent` spaces.
+/// Appends `words` wrapped at [`WIDTH`], every line indented by `indent` spaces; an equation
+/// (`q = 2^32`) stays on one line.
 fn wrap_into(out: &mut String, words: &str, indent: usize) {
+    const GLUE: char = '\u{1}';
+    let glued = words.replace(" = ", &format!("{GLUE}={GLUE}"));
     let mut line = String::new();
-    for word in words.split_whitespace() {
+    for word in glued.split_whitespace().map(|word| word.replace(GLUE, " ")) {
         let width = line.chars().count() + 1 + word.chars().count();
         if !line.is_empty() && indent + width > WIDTH {
             out.push_str(&format!("{:indent$}{line}\n", ""));
@@ -428,7 +435,7 @@ fn wrap_into(out: &mut String, words: &str, indent: usize) {
         if !line.is_empty() {
             line.push(' ');
         }
-        line.push_str(word);
+        line.push_str(&word);
     }
     if !line.is_empty() {
         out.push_str(&format!("{:indent$}{line}\n", ""));
@@ -442,8 +449,14 @@ mod tests {
     #[test]
     fn privacy_names_each_scheme_and_its_assumption() {
         let line = Privacy(&[SchemeId::Checklist, SchemeId::Dpf]).to_string();
-        assert!(line.starts_with("Checklist: as long as the offline server"), "{line}");
-        assert!(line.contains("; DPF: as long as the two servers asked"), "{line}");
+        assert!(
+            line.starts_with("Checklist: as long as the offline server"),
+            "{line}"
+        );
+        assert!(
+            line.contains("; DPF: as long as the two servers asked"),
+            "{line}"
+        );
         assert_eq!(
             Privacy::of(SchemeId::Chor).to_string(),
             format!("Chor: {}", STANDARD[0].assumption)
@@ -465,7 +478,10 @@ mod tests {
             assert!(line.chars().count() <= WIDTH, "too wide: {line}");
         }
         assert_eq!(markdown.lines().count(), STANDARD.len() + 3);
-        assert!(help.contains("log2 q = 55.9"), "YPIR's caution is in the help");
+        assert!(
+            help.contains("log2 q = 55.9"),
+            "YPIR's caution is in the help"
+        );
     }
 
     #[test]

@@ -20,7 +20,11 @@ fn every_scheme_a_server_accepts_is_registered_with_that_server() {
         assert!(!kind.schemes().is_empty(), "{kind:?} serves nothing");
         for id in kind.schemes() {
             let entry = registry::lookup(*id).unwrap_or_else(|| {
-                panic!("`{}` serves {}, which the registry lacks", kind.command(), id.name())
+                panic!(
+                    "`{}` serves {}, which the registry lacks",
+                    kind.command(),
+                    id.name()
+                )
             });
             assert!(
                 entry.served_by.contains(&kind),
@@ -45,14 +49,23 @@ fn every_scheme_a_server_accepts_is_registered_with_that_server() {
 
 #[test]
 fn every_pir_scheme_of_the_wire_format_is_registered_once() {
-    let not_pir = [SchemeId::Control, SchemeId::OramStore, SchemeId::Experimental];
+    let not_pir = [
+        SchemeId::Control,
+        SchemeId::OramStore,
+        SchemeId::Experimental,
+    ];
     for id in every_id() {
         let entries = registry::standard()
             .iter()
             .filter(|entry| entry.id == id)
             .count();
         let expected = usize::from(!not_pir.contains(&id));
-        assert_eq!(entries, expected, "{} registered {entries} times", id.name());
+        assert_eq!(
+            entries,
+            expected,
+            "{} registered {entries} times",
+            id.name()
+        );
     }
     for entry in registry::standard() {
         assert!(!entry.name.is_empty() && !entry.purpose.is_empty());
@@ -68,7 +81,12 @@ fn backends_accept_exactly_the_schemes_they_list() {
     let params = pir_xor::checklist::Params::new(16, 32).unwrap();
     let checklist = Checklist::new(params, database(), [2; 32], Role::Online, Vec::new()).unwrap();
     for id in every_id() {
-        assert_eq!(mirror.accepts(id), Mirror::SCHEMES.contains(&id), "{}", id.name());
+        assert_eq!(
+            mirror.accepts(id),
+            Mirror::SCHEMES.contains(&id),
+            "{}",
+            id.name()
+        );
         assert_eq!(
             checklist.accepts(id),
             Checklist::SCHEMES.contains(&id),
@@ -90,8 +108,14 @@ fn the_readme_privacy_table_is_the_registry() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
     let readme = std::fs::read_to_string(path).unwrap();
     let (begin, end) = ("<!-- schemes:begin -->\n", "<!-- schemes:end -->");
-    let start = readme.find(begin).expect("README has no <!-- schemes:begin --> line") + begin.len();
-    let stop = readme[start..].find(end).expect("README has no <!-- schemes:end --> line") + start;
+    let start = readme
+        .find(begin)
+        .expect("README has no <!-- schemes:begin --> line")
+        + begin.len();
+    let stop = readme[start..]
+        .find(end)
+        .expect("README has no <!-- schemes:end --> line")
+        + start;
     assert!(
         readme[start..stop] == registry::markdown(),
         "the README's privacy table differs from the registry: replace the lines between the \
