@@ -62,7 +62,9 @@
 //! ```
 
 use pir_client::{HttpsTransport, Transport};
+use pir_core::SchemeId;
 use pir_keys::PublicKey;
+use pir_service::registry::Privacy;
 
 use crate::blind::BlindedCheck;
 use crate::corpus::password_sha1;
@@ -72,9 +74,8 @@ use pir_client::SessionError;
 
 use crate::{BreachError, BreachSession};
 
-/// What privacy rests on, in the user's words.
-pub const PRIVACY: &str = "the two servers must not collude; then neither learns anything about \
-     the credential or its bucket (the blinding server sees only a random point)";
+/// What privacy rests on, in the user's words: the registry's QDP entry.
+pub const PRIVACY: Privacy = Privacy(&[SchemeId::Qdp]);
 
 /// The credential to check.
 #[derive(Clone, Copy)]

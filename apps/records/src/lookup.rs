@@ -7,7 +7,7 @@
 //! key's two cuckoo candidates in one request (the server sees the same for every key,
 //! present or not).
 //!
-//! Privacy: [`PRIVACY`].
+//! Privacy: [`privacy`], from the scheme registry.
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -42,13 +42,16 @@ use std::path::Path;
 use pir_client::{HttpsTransport, LatticeSession, SessionError, Transport};
 use pir_keys::PublicKey;
 use pir_lattice::Scheme;
+use pir_service::registry::Privacy;
 use pir_service::LatticeDatabase;
 
 use crate::{DbHeader, DbKind, RecordsError};
 
-/// What privacy rests on, in the user's words.
-pub const PRIVACY: &str = "single server; it learns nothing about which record you asked for as \
-     long as LWE (for YPIR and YPIR+SP also ring-LWE) is hard (no assumption about other servers)";
+/// What privacy rests on for a database served with `scheme`, in the user's words: the
+/// registry's entry.
+pub fn privacy(scheme: Scheme) -> Privacy {
+    Privacy::of(scheme.id())
+}
 
 /// What to look up.
 #[derive(Debug, Clone, Copy)]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use pir_client::{
     retrieve, HttpsTransport, Incident, MirrorInfo, MirrorStats, RetrieveOptions, Transport,
 };
-use pir_core::MultiServerScheme;
+use pir_core::{MultiServerScheme, SchemeId};
 use pir_keys::PublicKey;
 use pir_xor::{AnswerMode, Chor, RaidPir};
 
@@ -50,16 +50,32 @@ pub enum SchemeChoice {
 }
 
 impl SchemeChoice {
-    /// The privacy assumption, in words a user understands.
+    /// The scheme's wire id.
+    pub fn id(&self) -> SchemeId {
+        match self {
+            SchemeChoice::Chor { .. } => SchemeId::Chor,
+            SchemeChoice::RaidPir { .. } => SchemeId::RaidPir,
+            SchemeChoice::Dpf => SchemeId::Dpf,
+        }
+    }
+
+    /// The privacy assumption, in words a user understands: the registry's, after the
+    /// parameters of this fetch.
     pub fn assumption(&self) -> String {
+        let (name, assumption) = match pir_service::registry::lookup(self.id()) {
+            Some(entry) => (entry.name, entry.assumption),
+            // Not reached: pir-service's tests check that mirrors' schemes are registered.
+            None => (
+                self.id().name(),
+                "not a registered scheme, no privacy promise",
+            ),
+        };
+        let servers = self.servers();
         match *self {
-            SchemeChoice::Chor { servers } => format!(
-                "Chor over {servers} mirrors: as long as at least one of the mirrors asked does not collude with the others, none of them learns which file you fetched"
-            ),
-            SchemeChoice::RaidPir { servers, redundancy, .. } => format!(
-                "RAID-PIR over {servers} mirrors, redundancy {redundancy}: as long as no {redundancy} of the mirrors asked collude, none of them learns which file you fetched"
-            ),
-            SchemeChoice::Dpf => "DPF over 2 mirrors: as long as the two mirrors asked do not collude, neither learns which file you fetched (each sees one DPF key, pseudorandom under AES)".to_string(),
+            SchemeChoice::RaidPir { redundancy, .. } => {
+                format!("{name} over {servers} mirrors, redundancy r = {redundancy}: {assumption}")
+            }
+            _ => format!("{name} over {servers} mirrors: {assumption}"),
         }
     }
 

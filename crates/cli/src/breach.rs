@@ -602,7 +602,8 @@ async fn check(args: &BreachCheckArgs) -> Result<ExitCode> {
             Outcome::Found { count } => (true, count),
             Outcome::NotFound => (false, None),
         };
-        let report = serde_json::json!({ "found": found, "count": count, "privacy": PRIVACY });
+        let report =
+            serde_json::json!({ "found": found, "count": count, "privacy": PRIVACY.to_string() });
         println!("{report}");
         return Ok(if found {
             ExitCode::from(CREDENTIAL_FOUND)

@@ -11,6 +11,7 @@ mod mirror;
 mod oram;
 mod records;
 mod safebrowsing;
+mod schemes;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -91,6 +92,7 @@ async fn run_other(command: Command) -> Result<()> {
             clap_complete::generate(shell, &mut command, "pir", &mut script);
             write_stdout(&script)
         }
+        Command::Schemes { markdown } => schemes::run(markdown),
         Command::Man => {
             let page = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
             let mut roff = Vec::new();

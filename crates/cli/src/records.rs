@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use pir_keys::{PublicKey, SecretKey};
-use pir_records::lookup::{self, LookupError, Query, PRIVACY};
+use pir_records::lookup::{self, LookupError, Query};
 use pir_records::{DbKind, RecordDb};
 
 use crate::cli::{DbBuildArgs, GetArgs, LatticeSchemeArg, ServeArgs, ServeSettings};
@@ -202,7 +202,15 @@ async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
         "hint: https://{}/pir/v1/hint  health: https://{}/health  (SIGHUP reloads the databases; Ctrl-C or SIGTERM drains and stops)",
         running.addr, running.addr
     );
-    println!("privacy: {PRIVACY}");
+    // One line per scheme served (`--scheme ypir` serves large records with YPIR+SP).
+    let mut schemes = Vec::new();
+    for served in set.current().iter() {
+        let scheme = served.service.backend().header().params.scheme;
+        if !schemes.contains(&scheme) {
+            println!("privacy: {}", lookup::privacy(scheme));
+            schemes.push(scheme);
+        }
+    }
     crate::print_admin(&running);
     let reloader = tokio::spawn(reload_on_hangup(
         args.clone(),
@@ -480,7 +488,7 @@ pub async fn get(args: &GetArgs) -> Result<()> {
             "reply_bytes": found.reply_bytes,
             "hint_from_cache": session.hint_from_cache(),
             "hint_bytes": session.hint_bytes(),
-            "privacy": PRIVACY,
+            "privacy": lookup::privacy(session.header().params.scheme).to_string(),
         });
         println!("{report}");
         return Ok(());
@@ -509,7 +517,10 @@ pub async fn get(args: &GetArgs) -> Result<()> {
             eprintln!("{summary}");
         }
     }
-    eprintln!("privacy: {PRIVACY}");
+    eprintln!(
+        "privacy: {}",
+        lookup::privacy(session.header().params.scheme)
+    );
     Ok(())
 }
 

@@ -29,11 +29,10 @@ use crate::cli::{
 };
 use crate::server_config;
 
-/// What users must trust, printed by every command that talks to the servers.
-pub const PRIVACY: &str = "the two servers must not collude; each alone never learns which \
-                           full hash was asked for (Checklist: it sees a set of records punctured \
-                           at a random position; DPF: a pseudorandom key). They learn that a \
-                           lookup happened.";
+/// What users must trust, printed by every command that talks to the servers: the
+/// registry's entries of the two schemes a Safe Browsing server answers.
+pub const PRIVACY: pir_service::registry::Privacy =
+    pir_service::registry::Privacy(pir_service::checklist::Checklist::SCHEMES);
 
 /// First line of a servers file.
 pub const SERVERS_HEADER: &str = "pir-safebrowsing-servers-v1";

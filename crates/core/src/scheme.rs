@@ -5,7 +5,8 @@
 //! client decodes all answers into the blocks ([`MultiServerScheme::decode`]). Every scheme also
 //! encodes its queries and answers to bytes; those bodies travel inside the [`crate::wire`]
 //! envelope. Adding a scheme means implementing this trait, giving it a [`SchemeId`], and
-//! registering it in the conformance tests of `pir-xor`.
+//! registering it in `pir-service`'s registry (`pir_service::registry`), whose conformance
+//! harness then runs it.
 
 use rand::CryptoRng;
 

@@ -187,6 +187,9 @@ pub enum Prepared {
 }
 
 impl Checklist {
+    /// The schemes a Safe Browsing server answers: Checklist, and DPF for small buckets.
+    pub const SCHEMES: &'static [SchemeId] = &[SchemeId::Checklist, SchemeId::Dpf];
+
     /// A server of `role` over `database` (the records, in the layout `params` describe),
     /// identified by `database_id`; `about` is served in the info message.
     pub fn new(
@@ -242,7 +245,7 @@ impl Backend for Checklist {
     type Prepared = Prepared;
 
     fn accepts(&self, scheme: SchemeId) -> bool {
-        matches!(scheme, SchemeId::Checklist | SchemeId::Dpf)
+        Self::SCHEMES.contains(&scheme)
     }
     fn database_id(&self) -> &[u8; RELEASE_ID_LEN] {
         &self.info.database_id

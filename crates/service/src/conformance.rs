@@ -39,7 +39,7 @@ pub type Exchange<'a> = &'a mut dyn FnMut(usize, Vec<u8>) -> Vec<u8>;
 pub struct Fixture {
     /// Number of records.
     pub record_count: usize,
-    /// Bytes per record (a multiple of 32, so XOR schemes use it as the block size).
+    /// Bytes per record (for the XOR schemes a multiple of 32: they use it as the block size).
     pub record_bytes: usize,
     /// The records, back to back.
     pub records: Vec<u8>,
@@ -94,7 +94,7 @@ pub struct Deployment {
 /// error says which failed and how.
 pub fn check(id: SchemeId, deploy: Deploy) -> Result<(), String> {
     let name = id.name();
-    let fixture = Fixture::new(7, 24, 64);
+    let fixture = Fixture::new(7, 24, fixture_record_bytes(id));
     let deployment = deploy(&fixture).map_err(|e| format!("{name}: deploy: {e}"))?;
     let servers = &deployment.servers;
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
@@ -143,6 +143,16 @@ pub fn check(id: SchemeId, deploy: Deploy) -> Result<(), String> {
         return Err(format!("{name}: wrong record after malformed requests"));
     }
     Ok(())
+}
+
+/// Bytes per record of `id`'s fixture: 64 (two 32-byte blocks for the XOR schemes) but for
+/// YPIR, which serves records of at most 8 bytes and whose offline work (packing digits)
+/// grows with every byte of record: 1 byte keeps its deployment to one packed ciphertext.
+fn fixture_record_bytes(id: SchemeId) -> usize {
+    match id {
+        SchemeId::Ypir => 1,
+        _ => 64,
+    }
 }
 
 /// Requests every server must refuse.
@@ -470,6 +480,7 @@ pub fn deploy_qdp(fixture: &Fixture) -> Result<Deployment, Error> {
     })
 }
 
+/// A lattice client.
 struct LatticeTestClient {
     client: Box<dyn SingleClient>,
     key: PublicKey,
@@ -519,6 +530,15 @@ fn deploy_lattice(fixture: &Fixture, scheme: Scheme) -> Result<Deployment, Error
         },
         &mut |_, _| {},
     )?;
+    // `Params::new` lays records over 8 bytes out for YPIR+SP even when asked for YPIR.
+    if lattice.header().params.scheme != scheme {
+        return Err(Error::InvalidParameter(format!(
+            "{}-byte records are laid out for {}, not {}",
+            fixture.record_bytes,
+            lattice.header().params.scheme.id().name(),
+            scheme.id().name()
+        )));
+    }
     let (_, _, hint) = crate::lattice::parse_download(lattice.download())?;
     let client = pir_lattice::open_client(scheme, hint)?;
     Ok(Deployment {
@@ -538,4 +558,14 @@ pub fn deploy_simple_pir(fixture: &Fixture) -> Result<Deployment, Error> {
 /// DoublePIR over one server.
 pub fn deploy_double_pir(fixture: &Fixture) -> Result<Deployment, Error> {
     deploy_lattice(fixture, Scheme::DoublePir)
+}
+
+/// YPIR over one server (records of at most 8 bytes: [`check`] gives it 1-byte records).
+pub fn deploy_ypir(fixture: &Fixture) -> Result<Deployment, Error> {
+    deploy_lattice(fixture, Scheme::Ypir)
+}
+
+/// YPIR+SP over one server.
+pub fn deploy_ypir_sp(fixture: &Fixture) -> Result<Deployment, Error> {
+    deploy_lattice(fixture, Scheme::YpirSp)
 }

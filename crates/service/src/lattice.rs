@@ -84,6 +84,14 @@ impl std::fmt::Debug for Lattice {
 }
 
 impl Lattice {
+    /// Every scheme a lattice backend may serve (one per database; `accepts` names its own).
+    pub const SCHEMES: &'static [SchemeId] = &[
+        SchemeId::SimplePir,
+        SchemeId::DoublePir,
+        SchemeId::Ypir,
+        SchemeId::YpirSp,
+    ];
+
     /// Lays the records out, computes the hint (`progress(done, total)` follows it: this is
     /// the slow part, one pass of `n = 1024` multiply-adds per database entry) and prepares
     /// the download.
@@ -175,7 +183,7 @@ impl Backend for Lattice {
     type Prepared = Vec<u8>;
 
     fn accepts(&self, scheme: SchemeId) -> bool {
-        scheme == self.scheme_id()
+        scheme == self.scheme_id() && Self::SCHEMES.contains(&scheme)
     }
     fn database_id(&self) -> &[u8; 32] {
         &self.header().version

@@ -12,7 +12,10 @@
 //!   [`checklist::Checklist`] (Checklist's offline and online server roles).
 //! - The client twin: [`reply`] builds requests and checks replies (envelope, kind,
 //!   signature, database id, count) once for every scheme; [`framing`] has the message sizes.
-//! - [`registry`]: every scheme served, with the privacy assumption users must accept.
+//! - [`registry`]: the one place a scheme is known: every scheme the `pir` binary serves, what
+//!   it is for, the privacy assumption users must accept and which server commands serve it;
+//!   `pir --help`, `pir schemes`, the README's privacy table and every `privacy:` line read
+//!   it, and [`conformance`] runs each entry.
 //! - [`Metrics`]: counters only (GUIDE section 7: nothing derived from a query).
 //!
 //! What it does not do: no tokio, no sockets, no TLS (the `pir-server` runtime moves the

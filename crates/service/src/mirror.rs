@@ -38,6 +38,9 @@ impl std::fmt::Debug for Mirror {
 }
 
 impl Mirror {
+    /// The schemes a mirror answers (each must have a registry entry naming mirrors).
+    pub const SCHEMES: &'static [SchemeId] = &[SchemeId::Chor, SchemeId::RaidPir, SchemeId::Dpf];
+
     /// A mirror answering with `engine`, identified by `release_id` (the SHA-256 of
     /// `manifest`, the signed manifest bytes it hands to clients).
     pub fn new(engine: Engine, release_id: [u8; RELEASE_ID_LEN], manifest: Vec<u8>) -> Self {
@@ -113,7 +116,7 @@ impl Backend for Mirror {
     type Prepared = Prepared;
 
     fn accepts(&self, scheme: SchemeId) -> bool {
-        matches!(scheme, SchemeId::Chor | SchemeId::RaidPir | SchemeId::Dpf)
+        Self::SCHEMES.contains(&scheme)
     }
     fn database_id(&self) -> &[u8; RELEASE_ID_LEN] {
         &self.release_id

@@ -269,6 +269,9 @@ fn check_writable(store: &mut BoxedSeedStore) -> Result<(), Error> {
 }
 
 impl Qdp {
+    /// The schemes a QDP backend answers.
+    pub const SCHEMES: &'static [SchemeId] = &[SchemeId::Qdp];
+
     /// Builds the backend and starts its precompute worker thread. Refuses a seed store that
     /// cannot be read or written.
     pub fn start(setup: QdpSetup) -> Result<Self, Error> {
@@ -364,7 +367,7 @@ impl Backend for Qdp {
     type Prepared = QdpPrepared;
 
     fn accepts(&self, scheme: SchemeId) -> bool {
-        scheme == SchemeId::Qdp
+        Self::SCHEMES.contains(&scheme)
     }
     fn database_id(&self) -> &[u8; DATABASE_ID_LEN] {
         &self.database_id

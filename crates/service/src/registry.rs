@@ -1,10 +1,21 @@
-//! Every scheme the service layer serves, with what a user must trust for privacy.
+//! The one place a scheme is known: every scheme the `pir` binary serves, with its name, what it
+//! is for, how many servers it needs, what a user must trust for privacy, and which server
+//! commands may serve it.
+//!
+//! Everything a user reads about privacy comes from here: the privacy section of `pir --help`
+//! ([`help`]), `pir schemes` ([`text`]), the README's privacy table ([`markdown`], compared
+//! with the README by a test) and the `privacy:` line that `pir fetch`, `pir get`,
+//! `pir breach check` and the Safe Browsing proxy print ([`Privacy`]).
 //!
 //! Adding a scheme: give it a [`SchemeId`], implement its sans-I/O scheme (a `pir-xor` or
-//! `pir-lattice` trait) and a [`crate::Backend`], and add one [`SchemeEntry`] to [`standard`].
-//! The conformance harness ([`crate::conformance::check`]) runs every entry of [`standard`] through
-//! the same correctness, malformed-input and privacy-shape checks over the signed-batch
-//! service, so a new entry is tested the moment it is registered.
+//! `pir-lattice` trait) and a [`crate::Backend`] that lists it in its `SCHEMES`, and add one
+//! [`SchemeEntry`] to [`STANDARD`]. The conformance harness ([`crate::conformance::check`]) runs
+//! every entry of [`STANDARD`] through the same correctness, malformed-input and privacy-shape
+//! checks over the signed-batch service, so a new entry is tested the moment it is registered;
+//! a test fails while a server kind ([`ServerKind::schemes`]) accepts a scheme that has no
+//! entry naming that kind.
+
+use std::fmt;
 
 use pir_core::SchemeId;
 
@@ -14,78 +25,473 @@ use crate::conformance::{self, Deploy};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Family {
-    /// Several servers, information-theoretic privacy while they do not collude.
+    /// Several servers; privacy while they do not collude.
     MultiServer,
-    /// One server, privacy from a lattice assumption (LWE).
+    /// One server; privacy from a lattice assumption (LWE or ring-LWE), none about servers.
     SingleServer,
+}
+
+impl Family {
+    /// The family in a user's words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::MultiServer => "multi-server",
+            Family::SingleServer => "single-server",
+        }
+    }
+}
+
+/// How many servers one query goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Servers {
+    /// Exactly this many.
+    Exactly(u8),
+    /// This many or more.
+    AtLeast(u8),
+}
+
+impl fmt::Display for Servers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Servers::Exactly(n) => write!(f, "{n}"),
+            Servers::AtLeast(n) => write!(f, "{n} or more"),
+        }
+    }
+}
+
+/// The server commands of the `pir` binary that answer PIR queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// `pir mirror serve`: releases, over [`crate::Mirror`].
+    Mirror,
+    /// `pir serve`: record and key-value databases, over [`crate::Lattice`].
+    SingleServer,
+    /// `pir breach serve`: breach corpora, over [`crate::qdp::Qdp`] (wrapped by `pir-breach`).
+    Breach,
+    /// `pir safebrowsing serve`: blocklists, over [`crate::checklist::Checklist`].
+    SafeBrowsing,
+}
+
+impl ServerKind {
+    /// Every server kind.
+    pub const ALL: [ServerKind; 4] = [
+        ServerKind::Mirror,
+        ServerKind::SingleServer,
+        ServerKind::Breach,
+        ServerKind::SafeBrowsing,
+    ];
+
+    /// The command that runs it.
+    pub fn command(self) -> &'static str {
+        match self {
+            ServerKind::Mirror => "pir mirror serve",
+            ServerKind::SingleServer => "pir serve",
+            ServerKind::Breach => "pir breach serve",
+            ServerKind::SafeBrowsing => "pir safebrowsing serve",
+        }
+    }
+
+    /// Every scheme its backend accepts (the backend's own list, which its `accepts` reads).
+    pub fn schemes(self) -> &'static [SchemeId] {
+        match self {
+            ServerKind::Mirror => crate::Mirror::SCHEMES,
+            ServerKind::SingleServer => crate::Lattice::SCHEMES,
+            ServerKind::Breach => crate::qdp::Qdp::SCHEMES,
+            ServerKind::SafeBrowsing => crate::checklist::Checklist::SCHEMES,
+        }
+    }
 }
 
 /// One registered scheme.
 #[derive(Debug, Clone, Copy)]
 pub struct SchemeEntry {
-    /// Its wire id.
+    /// Its wire id; `id.name()` is the name on the command line.
     pub id: SchemeId,
+    /// Its name for people.
+    pub name: &'static str,
     /// Its family.
     pub family: Family,
-    /// What must hold for the servers to learn nothing, in words a user understands.
+    /// Servers one query goes to.
+    pub servers: Servers,
+    /// What it is for, and which command uses it.
+    pub purpose: &'static str,
+    /// What must hold for the servers to learn nothing, in words a user understands (a
+    /// lower-case clause with no final full stop, so that it reads after "privacy: NAME: ").
     pub assumption: &'static str,
+    /// The server commands that may serve it.
+    pub served_by: &'static [ServerKind],
     /// A small deployment of it for the conformance harness.
     pub deploy: Deploy,
 }
 
+/// The LWE parameters of SimplePIR and DoublePIR (and of YPIR's first layer).
+const LWE: &str = "learning with errors (LWE) is hard at n = 1024, q = 2^32, σ = 6.4 (128-bit \
+                   security); then the server learns nothing about which record or key you \
+                   asked for, and nothing is assumed about it or any other server";
+
+/// The schemes this build serves, in the order users read them.
+pub const STANDARD: &[SchemeEntry] = &[
+    SchemeEntry {
+        id: SchemeId::Chor,
+        name: "Chor",
+        family: Family::MultiServer,
+        servers: Servers::AtLeast(2),
+        purpose: "private file downloads from mirrors (`pir fetch --scheme chor`): the \
+                  simplest scheme, one bit per block of the release to each mirror",
+        assumption: "as long as at least one of the mirrors asked does not collude with the \
+                     others, none of them learns which file you fetched",
+        served_by: &[ServerKind::Mirror],
+        deploy: conformance::deploy_chor,
+    },
+    SchemeEntry {
+        id: SchemeId::RaidPir,
+        name: "RAID-PIR",
+        family: Family::MultiServer,
+        servers: Servers::AtLeast(2),
+        purpose: "private file downloads from mirrors, the default of `pir fetch` and of the \
+                  apt method: a short query per mirror, each scanning about r/n of the data",
+        assumption: "as long as no r of the mirrors asked collude, none of them learns which \
+                     file you fetched (r is the redundancy; by default 3 mirrors and r = 2: no \
+                     two of them collude)",
+        served_by: &[ServerKind::Mirror],
+        deploy: conformance::deploy_raid_pir,
+    },
+    SchemeEntry {
+        id: SchemeId::Dpf,
+        name: "DPF",
+        family: Family::MultiServer,
+        servers: Servers::Exactly(2),
+        purpose: "private file downloads from two mirrors (`pir fetch --scheme dpf`) and Safe \
+                  Browsing buckets too small for Checklist: a key of a few hundred bytes per \
+                  server instead of one bit per block",
+        assumption: "as long as the two servers asked do not collude, neither learns which \
+                     record you asked for (each receives one DPF key, pseudorandom under AES: \
+                     128-bit security)",
+        served_by: &[ServerKind::Mirror, ServerKind::SafeBrowsing],
+        deploy: conformance::deploy_dpf,
+    },
+    SchemeEntry {
+        id: SchemeId::Qdp,
+        name: "QDP",
+        family: Family::MultiServer,
+        servers: Servers::Exactly(2),
+        purpose: "private credential checks (`pir breach check`, the HIBP range proxy): \
+                  RAID-PIR with query-dependent preprocessing, most of each answer computed \
+                  before the query arrives",
+        assumption: "as long as the two servers do not collude, neither learns which record \
+                     you asked for: for `pir breach check`, nothing about the credential or \
+                     the bucket it falls in (the server holding the blinding key sees only a \
+                     uniformly random point)",
+        served_by: &[ServerKind::Breach],
+        deploy: conformance::deploy_qdp,
+    },
+    SchemeEntry {
+        id: SchemeId::Checklist,
+        name: "Checklist",
+        family: Family::MultiServer,
+        servers: Servers::Exactly(2),
+        purpose: "private Safe Browsing lookups for Firefox (`pir safebrowsing proxy`): hints \
+                  downloaded once from an offline server, each lookup answered by an online \
+                  server in O(sqrt n)",
+        assumption: "as long as the offline server and the online server do not collude, \
+                     neither learns which record (which full hash) you looked up: each sees, \
+                     per lookup, one set of about sqrt(n) records with one position removed at \
+                     random (pseudorandom under AES); they do learn that a lookup happened, \
+                     and the proxy on your machine sees your prefixes in the clear, so it \
+                     listens on loopback only",
+        served_by: &[ServerKind::SafeBrowsing],
+        deploy: conformance::deploy_checklist,
+    },
+    SchemeEntry {
+        id: SchemeId::SimplePir,
+        name: "SimplePIR",
+        family: Family::SingleServer,
+        servers: Servers::Exactly(1),
+        purpose: "records and key-value lookups from one server (`pir serve`, `pir get`): the \
+                  fastest answers; a hint to download once per database version that grows \
+                  with the square root of the database",
+        assumption: LWE,
+        served_by: &[ServerKind::SingleServer],
+        deploy: conformance::deploy_simple_pir,
+    },
+    SchemeEntry {
+        id: SchemeId::DoublePir,
+        name: "DoublePIR",
+        family: Family::SingleServer,
+        servers: Servers::Exactly(1),
+        purpose: "records and key-value lookups from one server (`pir serve --scheme \
+                  doublepir`): a 16 MiB hint whatever the database size, records of at most \
+                  64 to 72 bytes, slower answers",
+        assumption: LWE,
+        served_by: &[ServerKind::SingleServer],
+        deploy: conformance::deploy_double_pir,
+    },
+    SchemeEntry {
+        id: SchemeId::Ypir,
+        name: "YPIR",
+        family: Family::SingleServer,
+        servers: Servers::Exactly(1),
+        purpose: "records of up to 8 bytes from one server with no hint download (`pir serve \
+                  --scheme ypir`): queries under 1 MB, answers of 12.5 KB per packed \
+                  ciphertext",
+        assumption: "LWE is hard at n = 1024, q = 2^32, σ = 6.4 (first layer) and ring-LWE at \
+                     d = 2048, q = 268369921 × 249561089, σ = 6.4, ternary secret (second \
+                     layer); then the server learns nothing about which record or key you \
+                     asked for. Caution: the paper presents these ring parameters as 128-bit, \
+                     they were not re-estimated here, and their modulus, log2 q = 55.9, is \
+                     above the 54 bits that the HE security standard's table (at σ = 3.2) \
+                     allows for 128-bit security at d = 2048",
+        served_by: &[ServerKind::SingleServer],
+        deploy: conformance::deploy_ypir,
+    },
+    SchemeEntry {
+        id: SchemeId::YpirSp,
+        name: "YPIR+SP",
+        family: Family::SingleServer,
+        servers: Servers::Exactly(1),
+        purpose: "records over 8 bytes and key-value databases from one server with no hint \
+                  download (chosen by `pir serve --scheme ypir` from the record size): \
+                  answers of about 12 KB per 4 KiB of record",
+        assumption: "ring-LWE is hard at YPIR's second-layer parameters (d = 2048, q = \
+                     268369921 × 249561089, σ = 6.4, ternary secret); then the server learns \
+                     nothing about which record or key you asked for. Caution: as for YPIR, \
+                     these parameters were not re-estimated here, and log2 q = 55.9 is above \
+                     the 54 bits that the HE security standard's table (at σ = 3.2) allows for \
+                     128-bit security at d = 2048",
+        served_by: &[ServerKind::SingleServer],
+        deploy: conformance::deploy_ypir_sp,
+    },
+];
+
+/// Oblivious storage is not PIR and has no registry entry, but users read its assumption
+/// beside the schemes'.
+pub const OBLIVIOUS_STORAGE: &str = "the client (your machine, its STATE and STATE.key) is \
+     trusted; the stores are not. Each store sees sealed slots, which slot numbers are read and \
+     written, and when: that pattern has the same distribution whatever you read or write. A \
+     store that changes, swaps or rolls back data is detected";
+
+/// What oblivious storage is for.
+const OBLIVIOUS_STORAGE_PURPOSE: &str = "a disk on stores you do not trust (`pir oram`), hiding \
+     which blocks you read or write";
+
+/// What every mirror learns whatever the scheme.
+pub const MIRRORS_LEARN: &str = "Mirrors do learn that you fetched some file and how many \
+     blocks it has; build releases with --size-classes so that this count reveals only a size \
+     class.";
+
 /// The schemes this build serves.
-pub fn standard() -> Vec<SchemeEntry> {
-    vec![
-        SchemeEntry {
-            id: SchemeId::Chor,
-            family: Family::MultiServer,
-            assumption: "at least one of the mirrors asked does not collude with the others",
-            deploy: conformance::deploy_chor,
-        },
-        SchemeEntry {
-            id: SchemeId::RaidPir,
-            family: Family::MultiServer,
-            assumption: "no r of the mirrors asked collude (r is the redundancy, 2 by default)",
-            deploy: conformance::deploy_raid_pir,
-        },
-        SchemeEntry {
-            id: SchemeId::Dpf,
-            family: Family::MultiServer,
-            assumption: "the two mirrors asked do not collude (each sees one DPF key, \
-                         pseudorandom under AES: 128-bit security)",
-            deploy: conformance::deploy_dpf,
-        },
-        SchemeEntry {
-            id: SchemeId::Qdp,
-            family: Family::MultiServer,
-            assumption: "the two servers do not collude",
-            deploy: conformance::deploy_qdp,
-        },
-        SchemeEntry {
-            id: SchemeId::Checklist,
-            family: Family::MultiServer,
-            assumption: "the offline and the online server do not collude (each sees sets \
-                         punctured at random positions, pseudorandom under AES)",
-            deploy: conformance::deploy_checklist,
-        },
-        SchemeEntry {
-            id: SchemeId::SimplePir,
-            family: Family::SingleServer,
-            assumption: "learning with errors is hard (n = 1024, q = 2^32: 128-bit security); \
-                         the server may be anyone",
-            deploy: conformance::deploy_simple_pir,
-        },
-        SchemeEntry {
-            id: SchemeId::DoublePir,
-            family: Family::SingleServer,
-            assumption: "learning with errors is hard (n = 1024, q = 2^32: 128-bit security); \
-                         the server may be anyone",
-            deploy: conformance::deploy_double_pir,
-        },
-    ]
+pub fn standard() -> &'static [SchemeEntry] {
+    STANDARD
 }
 
 /// The entry of `id`, if this build serves it.
-pub fn lookup(id: SchemeId) -> Option<SchemeEntry> {
-    standard().into_iter().find(|entry| entry.id == id)
+pub fn lookup(id: SchemeId) -> Option<&'static SchemeEntry> {
+    STANDARD.iter().find(|entry| entry.id == id)
+}
+
+/// The privacy assumptions of the schemes a command uses, as it prints them after
+/// `privacy: ` (`NAME: ASSUMPTION`, several joined by `; `).
+#[derive(Debug, Clone, Copy)]
+pub struct Privacy(pub &'static [SchemeId]);
+
+impl Privacy {
+    /// The assumption of the one scheme `id`.
+    pub fn of(id: SchemeId) -> Privacy {
+        match lookup(id) {
+            Some(entry) => Privacy(std::slice::from_ref(&entry.id)),
+            None => Privacy(&[]),
+        }
+    }
+}
+
+impl fmt::Display for Privacy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("no registered scheme: no privacy promise");
+        }
+        for (k, id) in self.0.iter().enumerate() {
+            if k > 0 {
+                f.write_str("; ")?;
+            }
+            match lookup(*id) {
+                Some(entry) => write!(f, "{}: {}", entry.name, entry.assumption)?,
+                None => write!(
+                    f,
+                    "{}: not a registered scheme, no privacy promise",
+                    id.name()
+                )?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Width of the terminal renderings ([`help`], [`text`]); `pir --help` wraps at 100.
+const WIDTH: usize = 96;
+
+/// The privacy section of `pir --help`.
+pub fn help() -> String {
+    let mut out = String::from(
+        "Privacy: what must hold for each scheme (read it before relying on `pir`):\n",
+    );
+    for entry in STANDARD {
+        let title = format!(
+            "{} ({}, {} server{}; {}):",
+            entry.name,
+            entry.family.name(),
+            entry.servers,
+            if entry.servers == Servers::Exactly(1) {
+                ""
+            } else {
+                "s"
+            },
+            commands(entry)
+        );
+        wrap_into(&mut out, &title, 2);
+        wrap_into(&mut out, entry.assumption, 6);
+    }
+    out.push_str("  Oblivious storage (pir oram, not PIR):\n");
+    wrap_into(&mut out, OBLIVIOUS_STORAGE, 6);
+    wrap_into(&mut out, MIRRORS_LEARN, 2);
+    out.push_str("  `pir schemes` says what each scheme is for.\n");
+    out
+}
+
+/// What `pir schemes` prints: every scheme's name, family, servers, purpose and assumption.
+pub fn text() -> String {
+    let mut out = String::new();
+    for entry in STANDARD {
+        out.push_str(&format!("{} ({})\n", entry.name, entry.id.name()));
+        out.push_str(&format!("  family:    {}\n", entry.family.name()));
+        out.push_str(&format!("  servers:   {}\n", entry.servers));
+        out.push_str(&format!("  served by: {}\n", commands(entry)));
+        out.push_str("  for:\n");
+        wrap_into(&mut out, entry.purpose, 4);
+        out.push_str("  privacy:\n");
+        wrap_into(&mut out, entry.assumption, 4);
+        out.push('\n');
+    }
+    out.push_str("Oblivious storage (pir oram; not PIR)\n  for:\n");
+    wrap_into(&mut out, OBLIVIOUS_STORAGE_PURPOSE, 4);
+    out.push_str("  privacy:\n");
+    wrap_into(&mut out, OBLIVIOUS_STORAGE, 4);
+    out.push('\n');
+    wrap_into(&mut out, MIRRORS_LEARN, 0);
+    out
+}
+
+/// The README's privacy table (`pir schemes --markdown`), without the markers around it.
+pub fn markdown() -> String {
+    let mut out = String::from(
+        "| scheme | family | servers | what it is for | what must hold for privacy |\n\
+         |---|---|---|---|---|\n",
+    );
+    for entry in STANDARD {
+        out.push_str(&format!(
+            "| **{}** (`{}`) | {} | {} | {} | {} |\n",
+            entry.name,
+            entry.id.name(),
+            entry.family.name(),
+            entry.servers,
+            sentence(entry.purpose),
+            sentence(entry.assumption)
+        ));
+    }
+    out.push_str(&format!(
+        "| **Oblivious storage** (`pir oram`) | not PIR | 1 or more stores | {} | {} |\n",
+        sentence(OBLIVIOUS_STORAGE_PURPOSE),
+        sentence(OBLIVIOUS_STORAGE)
+    ));
+    out
+}
+
+/// The commands that serve `entry`, joined.
+fn commands(entry: &SchemeEntry) -> String {
+    let names: Vec<&str> = entry.served_by.iter().map(|kind| kind.command()).collect();
+    names.join(", ")
+}
+
+/// `clause` as a sentence: capital first letter, full stop at the end.
+fn sentence(clause: &str) -> String {
+    let mut chars = clause.chars();
+    match chars.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+        None => String::new(),
+    }
+}
+
+/// Appends `words` wrapped at [`WIDTH`], every line indented by `indent` spaces; an equation
+/// (`q = 2^32`) stays on one line.
+fn wrap_into(out: &mut String, words: &str, indent: usize) {
+    const GLUE: char = '\u{1}';
+    let glued = words.replace(" = ", &format!("{GLUE}={GLUE}"));
+    let mut line = String::new();
+    for word in glued.split_whitespace().map(|word| word.replace(GLUE, " ")) {
+        let width = line.chars().count() + 1 + word.chars().count();
+        if !line.is_empty() && indent + width > WIDTH {
+            out.push_str(&format!("{:indent$}{line}\n", ""));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() {
+        out.push_str(&format!("{:indent$}{line}\n", ""));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn privacy_names_each_scheme_and_its_assumption() {
+        let line = Privacy(&[SchemeId::Checklist, SchemeId::Dpf]).to_string();
+        assert!(
+            line.starts_with("Checklist: as long as the offline server"),
+            "{line}"
+        );
+        assert!(
+            line.contains("; DPF: as long as the two servers asked"),
+            "{line}"
+        );
+        assert_eq!(
+            Privacy::of(SchemeId::Chor).to_string(),
+            format!("Chor: {}", STANDARD[0].assumption)
+        );
+        assert!(Privacy::of(SchemeId::Control)
+            .to_string()
+            .contains("no privacy promise"));
+    }
+
+    #[test]
+    fn renderings_cover_every_scheme_within_the_width() {
+        let (help, text, markdown) = (help(), text(), markdown());
+        for entry in STANDARD {
+            assert!(help.contains(&format!("  {} (", entry.name)), "{help}");
+            assert!(text.contains(&format!("{} ({})", entry.name, entry.id.name())));
+            assert!(markdown.contains(&format!("| **{}** (`", entry.name)));
+        }
+        for line in help.lines().chain(text.lines()) {
+            assert!(line.chars().count() <= WIDTH, "too wide: {line}");
+        }
+        assert_eq!(markdown.lines().count(), STANDARD.len() + 3);
+        assert!(
+            help.contains("log2 q = 55.9"),
+            "YPIR's caution is in the help"
+        );
+    }
+
+    #[test]
+    fn wrapping_keeps_every_word_in_order() {
+        let mut out = String::new();
+        let words = STANDARD[4].assumption;
+        wrap_into(&mut out, words, 4);
+        let rejoined: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(rejoined, words.split_whitespace().collect::<Vec<_>>());
+        assert!(out.lines().count() > 1);
+        assert!(out.lines().all(|line| line.starts_with("    ")));
+    }
 }

@@ -21,25 +21,17 @@ pub use updates::*;
 /// `pir` lets a client download a file from several untrusted mirrors so that no mirror learns
 /// which file it fetched. Start with `pir demo`, which needs no set-up.
 ///
-/// Privacy assumptions (read them before relying on `pir`):
-///   Chor:     as long as at least one of the mirrors you ask does not collude with the
-///             others, none of them learns which file you fetched.
-///   RAID-PIR: with redundancy r, as long as no r of the mirrors you ask collude, none of
-///             them learns which file you fetched. (Default: 3 mirrors, r = 2.)
-/// Mirrors do learn how many blocks you fetched; build releases with --size-classes so that
-/// this reveals only a size class.
-///   Single server (pir serve/get): privacy rests on LWE alone, no assumption about other
-///             servers.
-///   Oblivious storage (pir oram): your machine and its state file are trusted; the stores
-///             see sealed slots and an access pattern that does not depend on your reads and
-///             writes.
+/// `pir --help` ends with what must hold for privacy for each scheme; `pir schemes` says what
+/// each scheme is for.
 #[derive(Debug, Parser)]
 #[command(
     name = "pir",
     version,
     propagate_version = true,
     max_term_width = 100,
-    verbatim_doc_comment
+    verbatim_doc_comment,
+    // From the scheme registry, the one place the privacy assumptions are written.
+    after_long_help = pir_service::registry::help()
 )]
 pub struct Cli {
     /// Log level for diagnostics on stderr (error, warn, info, debug).
@@ -75,6 +67,13 @@ pub enum Command {
     },
     /// Print the man page (roff): `pir man > pir.1 && man ./pir.1`.
     Man,
+    /// Every scheme `pir` serves: its family, the servers it needs, what it is for and what
+    /// must hold for privacy.
+    Schemes {
+        /// Print the README's privacy table (Markdown) instead.
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Make an Ed25519 key pair NAME.key (secret, mode 0600) and NAME.pub.
     Keygen(KeygenArgs),
     /// Vendor: build and inspect releases.

@@ -1,0 +1,124 @@
+//! The registry is complete: every scheme a server command accepts is registered with that
+//! command, every PIR scheme the core knows is registered, and the README's privacy table is
+//! the registry's.
+
+use pir_core::{Database, DbShape, SchemeId};
+use pir_service::checklist::{Checklist, Role};
+use pir_service::registry::{self, ServerKind};
+use pir_service::{Backend, Mirror};
+
+/// Every scheme id the wire format knows.
+fn every_id() -> Vec<SchemeId> {
+    (0..=u8::MAX)
+        .filter_map(|byte| SchemeId::from_byte(byte).ok())
+        .collect()
+}
+
+#[test]
+fn every_scheme_a_server_accepts_is_registered_with_that_server() {
+    for kind in ServerKind::ALL {
+        assert!(!kind.schemes().is_empty(), "{kind:?} serves nothing");
+        for id in kind.schemes() {
+            let entry = registry::lookup(*id).unwrap_or_else(|| {
+                panic!(
+                    "`{}` serves {}, which the registry lacks",
+                    kind.command(),
+                    id.name()
+                )
+            });
+            assert!(
+                entry.served_by.contains(&kind),
+                "`{}` serves {}, but its registry entry does not say so",
+                kind.command(),
+                entry.name
+            );
+        }
+    }
+    for entry in registry::standard() {
+        assert!(!entry.served_by.is_empty(), "{} has no server", entry.name);
+        for kind in entry.served_by {
+            assert!(
+                kind.schemes().contains(&entry.id),
+                "the registry says `{}` serves {}, but it refuses it",
+                kind.command(),
+                entry.name
+            );
+        }
+    }
+}
+
+#[test]
+fn every_pir_scheme_of_the_wire_format_is_registered_once() {
+    let not_pir = [
+        SchemeId::Control,
+        SchemeId::OramStore,
+        SchemeId::Experimental,
+    ];
+    for id in every_id() {
+        let entries = registry::standard()
+            .iter()
+            .filter(|entry| entry.id == id)
+            .count();
+        let expected = usize::from(!not_pir.contains(&id));
+        assert_eq!(
+            entries,
+            expected,
+            "{} registered {entries} times",
+            id.name()
+        );
+    }
+    for entry in registry::standard() {
+        assert!(!entry.name.is_empty() && !entry.purpose.is_empty());
+        assert!(!entry.assumption.is_empty() && !entry.assumption.ends_with('.'));
+    }
+}
+
+#[test]
+fn backends_accept_exactly_the_schemes_they_list() {
+    let shape = DbShape::new(16, 32).unwrap();
+    let database = || Database::from_bytes(shape, &[7u8; 16 * 32]).unwrap();
+    let mirror = Mirror::plain(database(), [1; 32], b"manifest".to_vec());
+    let params = pir_xor::checklist::Params::new(16, 32).unwrap();
+    let checklist = Checklist::new(params, database(), [2; 32], Role::Online, Vec::new()).unwrap();
+    for id in every_id() {
+        assert_eq!(
+            mirror.accepts(id),
+            Mirror::SCHEMES.contains(&id),
+            "{}",
+            id.name()
+        );
+        assert_eq!(
+            checklist.accepts(id),
+            Checklist::SCHEMES.contains(&id),
+            "{}",
+            id.name()
+        );
+        // A lattice backend serves the one scheme of its database, any of these.
+        assert_eq!(
+            pir_lattice::Scheme::from_id(id).is_ok(),
+            pir_service::Lattice::SCHEMES.contains(&id),
+            "{}",
+            id.name()
+        );
+    }
+}
+
+#[test]
+fn the_readme_privacy_table_is_the_registry() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    let (begin, end) = ("<!-- schemes:begin -->\n", "<!-- schemes:end -->");
+    let start = readme
+        .find(begin)
+        .expect("README has no <!-- schemes:begin --> line")
+        + begin.len();
+    let stop = readme[start..]
+        .find(end)
+        .expect("README has no <!-- schemes:end --> line")
+        + start;
+    assert!(
+        readme[start..stop] == registry::markdown(),
+        "the README's privacy table differs from the registry: replace the lines between the \
+         schemes markers with the output of `pir schemes --markdown`"
+    );
+}
