@@ -750,7 +750,8 @@ mod tests {
             what: "signed a wrong answer".into(),
             evidence,
         };
-        let evidence = pir_client::Evidence::new(&mirror, [3; 32], b"request".to_vec(), b"reply".to_vec());
+        let evidence =
+            pir_client::Evidence::new(&mirror, [3; 32], b"request".to_vec(), b"reply".to_vec());
         let incidents = [incident(None), incident(Some(evidence.clone()))];
         let paths = save_evidence(&dir.path().join("file.deb"), &incidents).unwrap();
         assert_eq!(paths.len(), 1);

@@ -306,7 +306,10 @@ mod tests {
             }
         };
         let ok = |vars, want: &str| {
-            assert_eq!(state_dir_from(None, env(vars)).unwrap(), PathBuf::from(want));
+            assert_eq!(
+                state_dir_from(None, env(vars)).unwrap(),
+                PathBuf::from(want)
+            );
         };
         let refused = |vars, mention: &str| {
             let error = state_dir_from(None, env(vars)).unwrap_err().to_string();
@@ -317,20 +320,33 @@ mod tests {
         ok(&[("HOME", "/h")], "/h/.local/state/pir");
         // Empty counts as unset; a relative XDG_STATE_HOME is ignored (XDG spec).
         ok(
-            &[("PIR_STATE_DIR", ""), ("XDG_STATE_HOME", ""), ("HOME", "/h")],
+            &[
+                ("PIR_STATE_DIR", ""),
+                ("XDG_STATE_HOME", ""),
+                ("HOME", "/h"),
+            ],
             "/h/.local/state/pir",
         );
         ok(
             &[("XDG_STATE_HOME", "rel"), ("HOME", "/h")],
             "/h/.local/state/pir",
         );
-        refused(&[("PIR_STATE_DIR", "rel"), ("HOME", "/h")], "PIR_STATE_DIR=rel");
+        refused(
+            &[("PIR_STATE_DIR", "rel"), ("HOME", "/h")],
+            "PIR_STATE_DIR=rel",
+        );
         refused(&[("HOME", "rel")], "HOME=rel");
         refused(&[("HOME", "")], "HOME is not set");
-        refused(&[("PIR_STATE_DIR", ""), ("XDG_STATE_HOME", "")], "HOME is not set");
+        refused(
+            &[("PIR_STATE_DIR", ""), ("XDG_STATE_HOME", "")],
+            "HOME is not set",
+        );
         // An explicit directory is made absolute now, once.
         let explicit = state_dir_from(Some(Path::new("state")), env(&[])).unwrap();
-        assert!(explicit.is_absolute() && explicit.ends_with("state"), "{explicit:?}");
+        assert!(
+            explicit.is_absolute() && explicit.ends_with("state"),
+            "{explicit:?}"
+        );
         assert!(state_dir_from(Some(Path::new("")), env(&[("HOME", "/h")])).is_err());
     }
 

@@ -100,6 +100,9 @@ mod tests {
             ]
         );
         let plain = anyhow::anyhow!("bad").context("outer");
-        assert_eq!(messages(&plain), vec!["outer".to_string(), "bad".to_string()]);
+        assert_eq!(
+            messages(&plain),
+            vec!["outer".to_string(), "bad".to_string()]
+        );
     }
 }

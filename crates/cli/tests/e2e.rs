@@ -146,7 +146,10 @@ fn cheating_mirror_is_named_and_its_signed_answer_proves_it() {
     assert_eq!(evidence.len(), 1, "{evidence:?}");
     // Together with the other positions' requests, evidence reveals the block: owner only.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&evidence[0]).unwrap().permissions().mode();
+    let mode = std::fs::metadata(&evidence[0])
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600, "evidence is mode {mode:o}");
     let check = |file: &str, release: &str| {
         let out = run(&["evidence", "check", file, "--release", release]);

@@ -690,7 +690,10 @@ fn small_writers_on_a_full_disk_leave_nothing_and_can_be_run_again() {
     // The secret key written after the retry is still the owner's only.
     ok(&["keygen", "--out", &o("again")]);
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(o("again.key")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(o("again.key"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
 
@@ -729,18 +732,30 @@ fn fetch_refuses_a_state_directory_that_is_not_absolute() {
     let out = fetch(&[("PIR_STATE_DIR", ""), ("XDG_STATE_HOME", "")], true);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("no state directory for rollback protection"), "{stderr}");
+    assert!(
+        stderr.contains("no state directory for rollback protection"),
+        "{stderr}"
+    );
     // A relative PIR_STATE_DIR is refused by name.
-    let out = fetch(&[("PIR_STATE_DIR", "state"), ("HOME", "/nonexistent")], false);
+    let out = fetch(
+        &[("PIR_STATE_DIR", "state"), ("HOME", "/nonexistent")],
+        false,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("PIR_STATE_DIR=state is not an absolute path"), "{stderr}");
+    assert!(
+        stderr.contains("PIR_STATE_DIR=state is not an absolute path"),
+        "{stderr}"
+    );
     let left: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| !n.starts_with("vendor") && !n.starts_with("m0") && n != "mirrors.pir")
         .collect();
-    assert!(left.is_empty(), "created in the current directory: {left:?}");
+    assert!(
+        left.is_empty(),
+        "created in the current directory: {left:?}"
+    );
 }
 
 #[test]

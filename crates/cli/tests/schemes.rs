@@ -1,6 +1,8 @@
 //! `pir --help` and `pir schemes` print the scheme registry: every scheme, with its privacy
 //! assumption.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
 use std::process::Command;
 
 use pir_service::registry;

@@ -105,9 +105,8 @@ impl LatticeSession {
         key: PublicKey,
         cache_dir: Option<&Path>,
     ) -> Result<LatticeSession, SessionError> {
-        let transport =
-            single_server_transport(&[(url.to_string(), key)])
-                .map_err(SessionError::transport(0))?;
+        let transport = single_server_transport(&[(url.to_string(), key)])
+            .map_err(SessionError::transport(0))?;
         LatticeSession::open_with(transport, key, cache_dir).await
     }
 
@@ -118,9 +117,8 @@ impl LatticeSession {
         id: [u8; 32],
         cache_dir: Option<&Path>,
     ) -> Result<LatticeSession, SessionError> {
-        let transport =
-            single_server_transport(&[(url.to_string(), key)])
-                .map_err(SessionError::transport(0))?;
+        let transport = single_server_transport(&[(url.to_string(), key)])
+            .map_err(SessionError::transport(0))?;
         LatticeSession::open_database_with(transport, key, Some(id), cache_dir).await
     }
 }
@@ -352,11 +350,24 @@ mod tests {
             })
         };
         let dir = |s: &str| Some(PathBuf::from(s));
-        assert_eq!(env(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]), dir("/x/pir"));
+        assert_eq!(
+            env(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]),
+            dir("/x/pir")
+        );
         assert_eq!(env(&[("HOME", "/h")]), dir("/h/.cache/pir"));
-        assert_eq!(env(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")]), dir("/h/.cache/pir"));
-        assert_eq!(env(&[("XDG_CACHE_HOME", "c"), ("HOME", "/h")]), dir("/h/.cache/pir"));
-        assert_eq!(env(&[("HOME", "")]), None, "not `.cache/pir` in the current directory");
+        assert_eq!(
+            env(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")]),
+            dir("/h/.cache/pir")
+        );
+        assert_eq!(
+            env(&[("XDG_CACHE_HOME", "c"), ("HOME", "/h")]),
+            dir("/h/.cache/pir")
+        );
+        assert_eq!(
+            env(&[("HOME", "")]),
+            None,
+            "not `.cache/pir` in the current directory"
+        );
         assert_eq!(env(&[("HOME", "h")]), None);
         assert_eq!(env(&[]), None);
     }

@@ -259,10 +259,11 @@ impl HttpsTransport {
             waiting_for,
             after: connect,
         };
-        let tcp = tokio::time::timeout(connect, tokio::net::TcpStream::connect(&endpoint.authority))
-            .await
-            .map_err(|_| timed_out("TCP connection"))?
-            .map_err(|e| TransportError::Connect(e.to_string()))?;
+        let tcp =
+            tokio::time::timeout(connect, tokio::net::TcpStream::connect(&endpoint.authority))
+                .await
+                .map_err(|_| timed_out("TCP connection"))?
+                .map_err(|e| TransportError::Connect(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
         let tls = tokio::time::timeout(
             connect,

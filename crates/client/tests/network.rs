@@ -418,7 +418,10 @@ async fn a_wrong_pin_is_named_for_any_server_not_only_mirrors() {
     let text = error.to_string();
     assert!(matches!(error, TransportError::Tls(_)), "{error:?}");
     assert!(
-        text.contains(&format!("not the pinned server key {}", other.fingerprint())),
+        text.contains(&format!(
+            "not the pinned server key {}",
+            other.fingerprint()
+        )),
         "{text}"
     );
     assert!(!text.contains("mirror"), "{text}");

@@ -5,8 +5,8 @@
 //! `simplepir`, `doublepir` or `ypir`, K the queries answered in one pass).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use pir_lattice::params::Params;
-use pir_lattice::{build_server, open_client};
 use pir_lattice::Scheme;
+use pir_lattice::{build_server, open_client};
 use std::time::Instant;
 
 fn main() {

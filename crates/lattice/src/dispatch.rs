@@ -46,9 +46,8 @@ pub fn build_server_saved(
             (Box::new(server), Saved { hint, extra: h1 })
         }
         Scheme::YpirSp => {
-            let (server, hint, masks) = YpirSpServer::build(
-                params, records, seeds[0], version, saved, progress,
-            )?;
+            let (server, hint, masks) =
+                YpirSpServer::build(params, records, seeds[0], version, saved, progress)?;
             (Box::new(server), Saved { hint, extra: masks })
         }
     })
@@ -79,9 +78,8 @@ pub fn build_server(
             (Box::new(server), hint)
         }
         Scheme::YpirSp => {
-            let (server, hint, _) = YpirSpServer::build(
-                params, records, seeds[0], version, None, progress,
-            )?;
+            let (server, hint, _) =
+                YpirSpServer::build(params, records, seeds[0], version, None, progress)?;
             (Box::new(server), hint)
         }
     })

@@ -49,10 +49,10 @@ pub mod single;
 pub mod wire;
 pub mod ypir;
 
+pub use dispatch::{build_server, build_server_saved, open_client};
 pub use double::{DoublePirClient, DoublePirServer, DoubleQueryState};
 pub use params::{Params, Scheme};
 pub use prg::Seed;
 pub use simple::{SimplePirClient, SimplePirServer, SimpleQueryState};
-pub use dispatch::{build_server, build_server_saved, open_client};
 pub use single::{QueryState, Saved, SingleClient, SingleServer};
 pub use wire::{DbVersion, HintHeader};

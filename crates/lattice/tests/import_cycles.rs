@@ -40,7 +40,10 @@ fn strip(src: &str) -> String {
         } else if let Some(hashes) = raw_string_start(rest) {
             let close = format!("\"{}", "#".repeat(hashes));
             let body = 2 + hashes;
-            i += body + rest[body..].find(&close).map_or(rest.len() - body, |j| j + close.len());
+            i += body
+                + rest[body..]
+                    .find(&close)
+                    .map_or(rest.len() - body, |j| j + close.len());
             out.push_str("\"\"");
         } else if b[i] == b'"' {
             let mut j = i + 1;
@@ -231,7 +234,9 @@ fn read_source(text: &str) -> Source {
     while i < b.len() {
         if is_ident_byte(b[i]) && (i == 0 || !(is_ident_byte(b[i - 1]) || b[i - 1] == b':')) {
             let mut j = i;
-            while j < b.len() && (is_ident_byte(b[j]) || (b[j] == b':' && b.get(j + 1) == Some(&b':'))) {
+            while j < b.len()
+                && (is_ident_byte(b[j]) || (b[j] == b':' && b.get(j + 1) == Some(&b':')))
+            {
                 j += if b[j] == b':' { 2 } else { 1 };
             }
             let path: ModPath = segments(&text[i..j]).collect();
@@ -344,7 +349,11 @@ fn cycles(src_dir: &Path) -> Vec<Vec<String>> {
                 continue;
             };
             let target = graph.resolve(&absolute, 0);
-            let common = module.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            let common = module
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
             if common == module.len() || common == target.len() {
                 continue; // itself, an ancestor or a descendant
             }
@@ -443,7 +452,10 @@ fn no_crate_of_the_workspace_has_a_new_import_cycle() {
             }
         }
     }
-    let new: Vec<&String> = found.iter().filter(|c| !KNOWN.contains(&c.as_str())).collect();
+    let new: Vec<&String> = found
+        .iter()
+        .filter(|c| !KNOWN.contains(&c.as_str()))
+        .collect();
     assert!(new.is_empty(), "import cycles: {new:#?}");
     for known in KNOWN {
         if !found.iter().any(|c| c == known) {
@@ -466,10 +478,22 @@ fn the_check_finds_a_cycle_through_re_exports_and_ignores_parents() {
         "pub mod a;\npub mod b;\npub mod c;\npub use b::Thing;\n",
     );
     // `a` reaches `b` through the root's re-export; `b`'s child reaches `a` by a path in code.
-    write("a.rs", "use crate::{Thing as T};\n// crate::c::x in a comment\n");
-    write("b.rs", "mod inner;\npub struct Thing;\nfn f() { super::c::g(); }\n");
-    write("b/inner.rs", "fn g() { let s = \"crate::c\"; crate::a::h(); super::Thing; }\n");
-    write("c.rs", "#[cfg(test)]\nmod tests { use crate::a::h; }\npub fn g() {}\n");
+    write(
+        "a.rs",
+        "use crate::{Thing as T};\n// crate::c::x in a comment\n",
+    );
+    write(
+        "b.rs",
+        "mod inner;\npub struct Thing;\nfn f() { super::c::g(); }\n",
+    );
+    write(
+        "b/inner.rs",
+        "fn g() { let s = \"crate::c\"; crate::a::h(); super::Thing; }\n",
+    );
+    write(
+        "c.rs",
+        "#[cfg(test)]\nmod tests { use crate::a::h; }\npub fn g() {}\n",
+    );
     assert_eq!(
         cycles(src),
         vec![vec!["a".to_string(), "b".to_string()]],

@@ -293,14 +293,8 @@ impl Qdp {
         }
         let mut seed_store = setup.seed_store;
         check_writable(&mut seed_store)?;
-        let qdp = QdpServer::new(
-            raid,
-            setup.server,
-            setup.qdp,
-            &setup.seed_key,
-            seed_store,
-        )
-        .map_err(|e| Error::InvalidParameter(format!("QDP: {e}")))?;
+        let qdp = QdpServer::new(raid, setup.server, setup.qdp, &setup.seed_key, seed_store)
+            .map_err(|e| Error::InvalidParameter(format!("QDP: {e}")))?;
         let shared = Arc::new(Shared {
             database: setup.database,
             flip_table: setup.flip_table,
@@ -621,16 +615,11 @@ mod tests {
         assert_eq!(FileSeedStore::new(&path).load().unwrap(), 4096);
     }
 
-    #[test]
-    fn a_server_whose_seed_state_cannot_be_written_does_not_start() {
-        use crate::{Handler, SignedService};
-        let dir = tempfile::tempdir().unwrap();
+    fn setup(path: &Path) -> QdpSetup {
         let shape = pir_core::DbShape::new(8, 64).unwrap();
-        let setup = |path: &Path| QdpSetup {
-            database: Database::random(
-                shape,
-                &mut <rand_chacha::ChaCha20Rng as rand::SeedableRng>::seed_from_u64(1),
-            ),
+        let mut rng = <rand_chacha::ChaCha20Rng as rand::SeedableRng>::seed_from_u64(1);
+        QdpSetup {
+            database: Database::random(shape, &mut rng),
             raid: RaidPir::new(shape, 2, 2, 2, pir_xor::AnswerMode::Single).unwrap(),
             server: 0,
             database_id: [1; 32],
@@ -640,34 +629,50 @@ mod tests {
             seed_key: SeedKey::from_bytes([1; 16]),
             seed_store: BoxedSeedStore(Box::new(SharedSeedStore::new(path))),
             flip_table: None,
-        };
-        // Its directory is missing (as good as read-only, and checkable as root too).
+        }
+    }
+
+    #[test]
+    fn a_server_whose_seed_state_cannot_be_written_does_not_start() {
+        let dir = tempfile::tempdir().unwrap();
+        // Its directory is missing (as good as read-only, and unwritable for root too).
         let unwritable = dir.path().join("gone").join("seeds-0");
         let error = Qdp::start(setup(&unwritable)).unwrap_err().to_string();
         assert!(error.contains("cannot be written"), "{error}");
         // A writable one starts, and the state exists from the start.
         let path = dir.path().join("seeds-0");
-        let qdp = Qdp::start(setup(&path)).unwrap();
+        Qdp::start(setup(&path)).unwrap();
         assert!(FileSeedStore::new(&path).load().unwrap() >= 1);
-        // Should it fail later, clients are told it failed, never where its files are.
-        let service = SignedService::new(qdp, pir_keys::SecretKey::generate().unwrap());
-        // (And a scheme id it does not know is named as such, with what it serves.)
-        let mut unknown = pir_core::wire::encode_envelope(
-            SchemeId::Qdp,
-            pir_core::wire::MessageKind::Query,
-            b"",
-        );
-        unknown[6] = 99;
-        let reply = Handler::handle_many(&service, &[&unknown]).pop().unwrap();
-        let body = String::from_utf8_lossy(&reply.body);
-        assert!(body.contains("unknown scheme id 99; this server serves qdp"), "{body}");
-        assert!(!body.contains("expected"), "{body}");
+    }
+
+    #[test]
+    fn a_failure_reaches_clients_without_the_servers_file_paths() {
+        let path = Path::new("/var/lib/pir/secret-dir/seeds-0");
         let refusal = qdp_refusal(QdpError::Store(
             format!("{}: Permission denied", path.display()).into(),
         ));
         let reply = refusal.reply();
-        let body = String::from_utf8_lossy(&reply.body);
-        assert!(!body.contains(&*dir.path().to_string_lossy()), "{body}");
+        assert_eq!(reply.status, 500);
+        let envelope = pir_core::wire::decode_envelope(&reply.body, reply.body.len()).unwrap();
+        let (code, message) = pir_core::wire::decode_error(envelope.body).unwrap();
+        assert_eq!(code, pir_core::wire::ErrorCode::Internal as u16);
+        assert_eq!(message, crate::signed::INTERNAL_MESSAGE);
+        assert!(!message.contains("/var/lib"), "{message}");
+    }
+
+    #[test]
+    fn an_unknown_scheme_id_is_named_with_what_is_served() {
+        use crate::{Handler, SignedService};
+        let dir = tempfile::tempdir().unwrap();
+        let qdp = Qdp::start(setup(&dir.path().join("seeds-0"))).unwrap();
+        let service = SignedService::new(qdp, pir_keys::SecretKey::generate().unwrap());
+        let mut unknown =
+            pir_core::wire::encode_envelope(SchemeId::Qdp, pir_core::wire::MessageKind::Query, b"");
+        unknown[6] = 99;
+        let reply = Handler::handle_many(&service, &[&unknown]).pop().unwrap();
+        let envelope = pir_core::wire::decode_envelope(&reply.body, reply.body.len()).unwrap();
+        let (_, message) = pir_core::wire::decode_error(envelope.body).unwrap();
+        assert_eq!(message, "unknown scheme id 99; this server serves qdp");
     }
 
     #[test]

@@ -285,7 +285,8 @@ pub mod sp {
                     "parameters are not for YPIR+SP".into(),
                 ));
             }
-            if params.p != P || params.rows() > MAX_TREES * RING_D || params.columns() > MAX_COLUMNS {
+            if params.p != P || params.rows() > MAX_TREES * RING_D || params.columns() > MAX_COLUMNS
+            {
                 return Err(Error::Malformed("not a YPIR+SP layout".into()));
             }
             Ok(SpShape {

@@ -76,11 +76,11 @@ pub use sp_server::YpirSpServer;
 use pir_core::Error;
 use rand::CryptoRng;
 
+use crate::gaussian::ErrorSampler;
 pub use crate::params::ypir::{
     layout, lengths_of, Shape, ANSWER_BODY_BITS, ANSWER_MASK_BITS, ELEMENT_BYTES, MAX_COLUMNS,
     MAX_GROUPS, MAX_RECORD_ENTRIES, PACKED_P_BITS, RESCALED_BITS,
 };
-use crate::gaussian::ErrorSampler;
 use crate::ring::RING_D;
 use crate::rlwe::Secret;
 use rns::Rns;
