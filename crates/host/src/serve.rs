@@ -91,6 +91,11 @@ pub struct Opening<'a, B: Backend> {
 }
 
 impl<B: Backend> Opening<'_, B> {
+    /// A copy of the key, for a service that signs with its own.
+    pub fn key_copy(&self) -> Result<SecretKey> {
+        Ok(SecretKey::from_pkcs8(self.key.pkcs8())?)
+    }
+
     /// The version already served under `id`, if any.
     pub fn reuse(&self, id: &[u8; 32]) -> Option<&ServedRelease<B>> {
         self.served?.iter().find(|r| r.info.id == *id)
@@ -259,7 +264,7 @@ fn reload<K: Kind>(host: &Host, kind: &K, set: &ReleaseSet<K::Backend>, generati
     let before = set.infos();
     let current = set.current();
     let result = kind
-        .open(&host.opening(Some(&current), generation))
+        .open(&host.opening(Some(current.as_slice()), generation))
         .and_then(|(wanted, opened)| {
             let added = set.update(wanted, host.retire_after)?;
             kind.installed(set, &opened);
