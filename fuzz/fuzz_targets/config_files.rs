@@ -23,7 +23,10 @@ fn round_trip<S: Settings>(file: Option<(&str, &Path)>) {
             &no_flags,
         )
         .expect("a printed config reads back");
-        assert_eq!(settings::print_settings(&again).expect("prints again"), printed);
+        assert_eq!(
+            settings::print_settings(&again).expect("prints again"),
+            printed
+        );
     }
 }
 

@@ -20,8 +20,11 @@ use crate::cli::{MirrorServeArgs, MirrorSettings};
 
 /// `pir mirror serve`: resolves the settings, then prints them (`--print-config`) or serves.
 pub async fn serve(args: MirrorServeArgs) -> Result<()> {
-    let Some(settings) =
-        pir_host::settings::load::<MirrorSettings, _>(args.config.as_deref(), &args, args.print_config)?
+    let Some(settings) = pir_host::settings::load::<MirrorSettings, _>(
+        args.config.as_deref(),
+        &args,
+        args.print_config,
+    )?
     else {
         return Ok(());
     };
@@ -165,7 +168,11 @@ fn engine(
                 layout.table_bytes() as f64 / shape.total_bytes() as f64
             );
             let total = layout.super_groups() as u64;
-            Some(pir_host::log::progress("{bar:40} {percent}% {eta} left", total, false))
+            Some(pir_host::log::progress(
+                "{bar:40} {percent}% {eta} left",
+                total,
+                false,
+            ))
         }
         None => {
             if options.russians != pir_xor::Russians::Off {

@@ -146,8 +146,11 @@ fn lattice_scheme(arg: LatticeSchemeArg) -> pir_lattice::Scheme {
 
 /// `pir serve`: resolves the settings, then prints them (`--print-config`) or serves.
 pub async fn serve(args: &ServeArgs) -> Result<()> {
-    let Some(settings) =
-        pir_host::settings::load::<ServeSettings, _>(args.config.as_deref(), args, args.print_config)?
+    let Some(settings) = pir_host::settings::load::<ServeSettings, _>(
+        args.config.as_deref(),
+        args,
+        args.print_config,
+    )?
     else {
         return Ok(());
     };

@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use pir_client::{ChecklistSession, Transport};
 use pir_core::{Database, DbShape};
-use pir_keys::{PublicKey, SecretKey};
+use pir_host::{Change, Opening, Started};
+use pir_keys::PublicKey;
 use pir_safebrowsing::list::ListDatabase;
 use pir_safebrowsing::{proto, ListIndex, Proxy};
 use pir_service::checklist::{download_envelope, Checklist, Role};
-use pir_host::{Change, Opening, Started};
 use pir_service::{ReleaseInfo, ReleaseSet, ServedRelease};
 use tokio::sync::Mutex;
 
@@ -201,7 +201,10 @@ impl pir_host::Kind for Buckets {
     const WHAT: &'static str = "the Safe Browsing server";
     const UNIT: &'static str = "bucket(s)";
 
-    fn open(&self, at: &Opening<'_, Checklist>) -> Result<(Vec<ServedRelease<Checklist>>, ListDatabase)> {
+    fn open(
+        &self,
+        at: &Opening<'_, Checklist>,
+    ) -> Result<(Vec<ServedRelease<Checklist>>, ListDatabase)> {
         let list = open_database(&self.settings.db)?;
         let services = bucket_services(&list, self.role, at)?;
         Ok((services, list))

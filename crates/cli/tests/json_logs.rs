@@ -73,7 +73,7 @@ impl Server {
                 .stdout
                 .recv_timeout(Duration::from_secs(60))
                 .expect("no reload line");
-            if line.contains("reload") {
+            if line.starts_with("reload") {
                 return line;
             }
         }
@@ -170,7 +170,9 @@ fn mirror_serve_logs_json_only() {
     assert!(
         status.iter().any(|l| l.starts_with("opening "))
             && status.iter().any(|l| l.contains("loaded in"))
-            && status.iter().any(|l| l.starts_with("building four-Russians tables")),
+            && status
+                .iter()
+                .any(|l| l.starts_with("building four-Russians tables")),
         "{status:?}"
     );
 }
@@ -196,7 +198,9 @@ fn single_server_logs_json_only() {
     assert!(server.reload().starts_with("reloaded:"));
     let status = status_lines(&server.stop());
     assert!(
-        status.iter().any(|l| l.starts_with("computing the simplepir hint"))
+        status
+            .iter()
+            .any(|l| l.starts_with("computing the simplepir hint"))
             && status.iter().any(|l| l.starts_with("saved the hint"))
             && status.iter().any(|l| l.starts_with("loading the saved")),
         "{status:?}"
@@ -252,7 +256,13 @@ fn safebrowsing_serve_logs_json_only() {
     let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     let list: String = (0..300).map(|i| format!("bad{i}.example.org\n")).collect();
     std::fs::write(p("list.txt"), list).unwrap();
-    ok(&["safebrowsing", "build", &p("list.txt"), "--out", &p("sb.db")]);
+    ok(&[
+        "safebrowsing",
+        "build",
+        &p("list.txt"),
+        "--out",
+        &p("sb.db"),
+    ]);
     ok(&["keygen", "--out", &p("s0")]);
     let server = Server::start(&[
         "safebrowsing",

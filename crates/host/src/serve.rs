@@ -171,11 +171,7 @@ impl<K: Kind + ?Sized> Change<'_, K> {
     pub fn retired(&self) -> usize {
         self.before
             .iter()
-            .filter(|b| {
-                self.now
-                    .iter()
-                    .any(|r| r.info.id == b.id && r.is_retired())
-            })
+            .filter(|b| self.now.iter().any(|r| r.info.id == b.id && r.is_retired()))
             .count()
     }
 }
@@ -227,7 +223,11 @@ fn announce(running: &RunningServer, lines: Vec<String>) {
 }
 
 /// Reloads on every SIGHUP and drops retired versions once their time is up.
-async fn reload_on_hangup<K: Kind>(host: Arc<Host>, kind: Arc<K>, set: Arc<ReleaseSet<K::Backend>>) {
+async fn reload_on_hangup<K: Kind>(
+    host: Arc<Host>,
+    kind: Arc<K>,
+    set: Arc<ReleaseSet<K::Backend>>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hangup) = signal(SignalKind::hangup()) else {
         tracing::warn!("cannot listen for SIGHUP: nothing is reloaded");

@@ -22,6 +22,10 @@ use serde::{Deserialize, Serialize};
 
 /// The settings of one server kind (see the module documentation).
 pub trait Settings: Serialize + DeserializeOwned {
+    /// The kind's own keys ([`Common::KEYS`] are added): any other key is refused by name,
+    /// before a missing one is reported.
+    const KEYS: &'static [&'static str];
+
     /// The kind's own fields that hold paths ([`Common::PATHS`] are added).
     const PATHS: &'static [&'static str];
 
@@ -72,7 +76,16 @@ pub fn resolve_text<S: Settings, F: Serialize>(
     flags: &F,
 ) -> Result<S> {
     let paths = paths_of::<S>();
-    let settings: S = merge_text(S::defaults(), config, flags, &paths)?;
+    let merged = merged_table(S::defaults(), config, flags, &paths)?;
+    let known = || Common::KEYS.iter().chain(S::KEYS);
+    if let Some(unknown) = merged.keys().find(|key| !known().any(|k| k == key)) {
+        bail!(
+            "unknown field `{unknown}`: every setting is a flag (--name) or a line `name = value` \
+             in --config, one of: {}",
+            known().copied().collect::<Vec<_>>().join(", ")
+        );
+    }
+    let settings: S = from_table(merged)?;
     settings.common().validate()?;
     settings.validate()?;
     Ok(settings)
@@ -116,6 +129,28 @@ pub fn merge_text<S: Serialize + DeserializeOwned, F: Serialize>(
     flags: &F,
     paths: &[&str],
 ) -> Result<S> {
+    let merged = merged_table(defaults, config, flags, paths)?;
+    let given: Vec<String> = merged.keys().cloned().collect();
+    let settings: S = from_table(merged)?;
+    // Every key given must have landed in a field: what the settings print back names them all.
+    let known = toml::Table::try_from(&settings).context("reading the settings back")?;
+    if let Some(unknown) = given.iter().find(|key| !known.contains_key(*key)) {
+        bail!(
+            "unknown field `{unknown}`: every setting is a flag (--name) or a line `name = value` \
+             in --config, one of: {}",
+            known.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(settings)
+}
+
+/// `defaults`, then the file (paths made relative to it), then the flags given, as one table.
+fn merged_table<F: Serialize>(
+    defaults: toml::Table,
+    config: Option<(&str, &Path)>,
+    flags: &F,
+    paths: &[&str],
+) -> Result<toml::Table> {
     let mut merged = defaults;
     if let Some((text, path)) = config {
         let mut file: toml::Table =
@@ -130,24 +165,18 @@ pub fn merge_text<S: Serialize + DeserializeOwned, F: Serialize>(
     }
     let flags = toml::Table::try_from(flags).context("reading the flags")?;
     merged.extend(flags);
-    let given: Vec<String> = merged.keys().cloned().collect();
+    Ok(merged)
+}
+
+/// The settings `merged` holds.
+fn from_table<S: DeserializeOwned>(merged: toml::Table) -> Result<S> {
     let settings: std::result::Result<S, _> = toml::Value::Table(merged).try_into();
-    let settings = settings.map_err(|e| {
+    settings.map_err(|e| {
         anyhow::anyhow!(
             "{}: every setting is a flag (--name) or a line `name = value` in --config",
             e.to_string().trim()
         )
-    })?;
-    // Every key given must have landed in a field: what the settings print back names them all.
-    let known = toml::Table::try_from(&settings).context("reading the settings back")?;
-    if let Some(unknown) = given.iter().find(|key| !known.contains_key(*key)) {
-        bail!(
-            "unknown field `{unknown}`: every setting is a flag (--name) or a line `name = value` \
-             in --config, one of: {}",
-            known.keys().cloned().collect::<Vec<_>>().join(", ")
-        );
-    }
-    Ok(settings)
+    })
 }
 
 /// `settings` as a config file, with the `paths` fields made absolute.
@@ -348,6 +377,21 @@ pub struct Common {
 pub const DEFAULT_RETIRE_SECONDS: u64 = 60;
 
 impl Common {
+    /// The common keys.
+    pub const KEYS: &'static [&'static str] = &[
+        "key",
+        "listen",
+        "admin_listen",
+        "workers",
+        "batch_window_ms",
+        "max_batch",
+        "grace_seconds",
+        "retire_seconds",
+        "max_connections",
+        "header_timeout_seconds",
+        "body_timeout_seconds",
+    ];
+
     /// The common fields that hold paths.
     pub const PATHS: &'static [&'static str] = &["key"];
 
@@ -366,7 +410,10 @@ impl Common {
                 "grace_seconds",
                 toml::Value::Integer(pir_server::DEFAULT_GRACE.as_secs() as i64),
             ),
-            ("retire_seconds", toml::Value::Integer(retire_seconds as i64)),
+            (
+                "retire_seconds",
+                toml::Value::Integer(retire_seconds as i64),
+            ),
         ]))
     }
 
@@ -433,6 +480,7 @@ mod tests {
     }
 
     impl Settings for Kind {
+        const KEYS: &'static [&'static str] = &["db", "blinding_key"];
         const PATHS: &'static [&'static str] = &["db", "blinding_key"];
         fn defaults() -> toml::Table {
             Common::defaults(DEFAULT_RETIRE_SECONDS)
@@ -475,10 +523,18 @@ mod tests {
              grace_seconds = 5\n",
         );
         let s = resolve(&path, &Flags::default()).unwrap();
-        assert_eq!(s.db, OneOrMany::One(dir.path().join("a.db")), "relative to the file");
+        assert_eq!(
+            s.db,
+            OneOrMany::One(dir.path().join("a.db")),
+            "relative to the file"
+        );
         assert_eq!(s.common.key, dir.path().join("k.key"));
         assert_eq!((s.common.workers, s.common.grace_seconds), (Some(3), 5));
-        assert_eq!(s.common.max_batch, pir_server::DEFAULT_MAX_BATCH, "a default");
+        assert_eq!(
+            s.common.max_batch,
+            pir_server::DEFAULT_MAX_BATCH,
+            "a default"
+        );
         let mut flags = Flags {
             db: vec!["b.db".into(), "c.db".into()],
             ..Flags::default()
@@ -495,9 +551,16 @@ mod tests {
 
     #[test]
     fn unknown_and_missing_settings_are_named() {
-        let (_dir, path) = file("db = \"a.db\"\nkey = \"k\"\nlisten = \"127.0.0.1:1\"\nbogus = 1\n");
+        let (_dir, path) =
+            file("db = \"a.db\"\nkey = \"k\"\nlisten = \"127.0.0.1:1\"\nbogus = 1\n");
         let e = resolve(&path, &Flags::default()).unwrap_err().to_string();
         assert!(e.contains("unknown field `bogus`"), "{e}");
+        let (_dir, path) = file("key = \"k\"\nlisten = \"127.0.0.1:1\"\nbogus = 1\n");
+        let e = resolve(&path, &Flags::default()).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown field `bogus`"),
+            "before a missing one: {e}"
+        );
         let (_dir, path) = file("key = \"k\"\nlisten = \"127.0.0.1:1\"\n");
         let e = resolve(&path, &Flags::default()).unwrap_err().to_string();
         assert!(e.contains("db"), "{e}");
@@ -505,10 +568,29 @@ mod tests {
         let e = resolve(&path, &Flags::default()).unwrap_err().to_string();
         assert!(e.contains("key"), "{e}");
         let (_dir, path) = file("db = []\nkey = \"k\"\nlisten = \"127.0.0.1:1\"\n");
-        assert!(resolve(&path, &Flags::default()).is_err(), "the kind's check runs");
-        let (_dir, path) = file("db = \"a\"\nkey = \"k\"\nlisten = \"127.0.0.1:1\"\nmax_batch = 0\n");
+        assert!(
+            resolve(&path, &Flags::default()).is_err(),
+            "the kind's check runs"
+        );
+        let (_dir, path) =
+            file("db = \"a\"\nkey = \"k\"\nlisten = \"127.0.0.1:1\"\nmax_batch = 0\n");
         let e = resolve(&path, &Flags::default()).unwrap_err().to_string();
         assert!(e.contains("max_batch"), "the common check runs: {e}");
+    }
+
+    #[test]
+    fn the_common_keys_are_the_fields() {
+        let (_dir, path) = file(
+            "db = \"a\"\nkey = \"k\"\nlisten = \"127.0.0.1:1\"\nworkers = 2\n\
+             admin_listen = \"127.0.0.1:2\"\n",
+        );
+        let s = resolve(&path, &Flags::default()).unwrap();
+        let table = toml::Table::try_from(&s.common).unwrap();
+        let mut printed: Vec<&str> = table.keys().map(String::as_str).collect();
+        let mut declared = Common::KEYS.to_vec();
+        printed.sort_unstable();
+        declared.sort_unstable();
+        assert_eq!(printed, declared);
     }
 
     #[test]
@@ -520,7 +602,10 @@ mod tests {
         let s = resolve(&path, &Flags::default()).unwrap();
         let printed = print_settings(&s).unwrap();
         assert!(printed.contains("retire_seconds = 60"), "{printed}");
-        assert!(!printed.contains("\"x.key\""), "paths are absolute: {printed}");
+        assert!(
+            !printed.contains("\"x.key\""),
+            "paths are absolute: {printed}"
+        );
         let (_other, elsewhere) = file(&printed);
         let again = resolve(&elsewhere, &Flags::default()).unwrap();
         assert_eq!(again, s);

@@ -188,6 +188,15 @@ pub struct BreachServeSettings {
 }
 
 impl pir_host::Settings for BreachServeSettings {
+    const KEYS: &'static [&'static str] = &[
+        "db",
+        "server",
+        "blinding_key",
+        "qdp_policy",
+        "qdp_queue",
+        "seed_state",
+        "four_russians",
+    ];
     const PATHS: &'static [&'static str] = &["db", "blinding_key", "seed_state"];
 
     fn defaults() -> toml::Table {

@@ -1,6 +1,5 @@
 //! Command-line flags. Parsing only: every command is carried out in `main.rs` by the library.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -280,6 +279,7 @@ pub struct ServeSettings {
 }
 
 impl pir_host::Settings for ServeSettings {
+    const KEYS: &'static [&'static str] = &["db", "scheme"];
     const PATHS: &'static [&'static str] = &["db"];
 
     fn defaults() -> toml::Table {

@@ -105,6 +105,7 @@ pub struct SbServeSettings {
 }
 
 impl pir_host::Settings for SbServeSettings {
+    const KEYS: &'static [&'static str] = &["db", "server"];
     const PATHS: &'static [&'static str] = &["db"];
 
     fn defaults() -> toml::Table {

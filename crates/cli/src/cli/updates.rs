@@ -174,6 +174,14 @@ pub struct MirrorSettings {
 }
 
 impl pir_host::Settings for MirrorSettings {
+    const KEYS: &'static [&'static str] = &[
+        "release",
+        "legacy_http",
+        "skip_verify",
+        "four_russians",
+        "four_russians_memory_gib",
+        "lock_in_ram",
+    ];
     const PATHS: &'static [&'static str] = &["release"];
 
     fn defaults() -> toml::Table {
