@@ -281,3 +281,148 @@ fn reload<K: Kind>(host: &Host, kind: &K, set: &ReleaseSet<K::Backend>, generati
         Err(e) => kind.reload_failed(&before, &e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use pir_service::Mirror;
+
+    use super::*;
+
+    /// A kind whose versions are the ids in `ids` (tiny mirrors); `fail` makes opening fail.
+    struct Ids {
+        ids: Mutex<Vec<[u8; 32]>>,
+        fail: Mutex<bool>,
+        opened: Mutex<usize>,
+    }
+
+    fn mirror(id: [u8; 32], at: &Opening<'_, Mirror>) -> Result<ServedRelease<Mirror>> {
+        let shape = pir_core::DbShape::new(4, 64)?;
+        let database = pir_core::Database::from_bytes(shape, &[id[0]; 256])?;
+        let engine = pir_xor::Engine::new(database, pir_xor::EngineOptions::default(), &|_, _| {});
+        let service = Mirror::new(engine, id, b"manifest".to_vec())
+            .serve(at.key_copy()?)
+            .with_metrics(at.metrics.clone());
+        let info = ReleaseInfo {
+            id,
+            version: at.version(0, 1),
+            expires_unix: u64::MAX,
+        };
+        Ok(ServedRelease::new(info, Arc::new(service)))
+    }
+
+    impl Kind for Ids {
+        type Backend = Mirror;
+        type Opened = usize;
+        const WHAT: &'static str = "the test server";
+        const UNIT: &'static str = "version(s)";
+
+        fn open(&self, at: &Opening<'_, Mirror>) -> Result<(Vec<ServedRelease<Mirror>>, usize)> {
+            if *self.fail.lock().unwrap() {
+                anyhow::bail!("the copy is corrupt");
+            }
+            let ids = self.ids.lock().unwrap().clone();
+            let mut versions = Vec::new();
+            for id in &ids {
+                match at.reuse(id) {
+                    Some(served) => versions.push(served.clone()),
+                    None => {
+                        *self.opened.lock().unwrap() += 1;
+                        versions.push(mirror(*id, at)?);
+                    }
+                }
+            }
+            Ok((versions, ids.len()))
+        }
+
+        fn started(&self, _started: &Started<'_, Self>) -> Vec<String> {
+            Vec::new()
+        }
+
+        fn reloaded(&self, change: &Change<'_, Self>) -> String {
+            format!(
+                "reloaded: {} added, {} retired, {} listed",
+                change.added.len(),
+                change.retired(),
+                change.opened
+            )
+        }
+
+        fn reload_failed(&self, before: &[ReleaseInfo], error: &anyhow::Error) -> String {
+            format!("reload failed, still serving {}: {error}", before.len())
+        }
+    }
+
+    fn host(retire_after: Duration) -> Host {
+        Host {
+            key: SecretKey::generate().unwrap(),
+            options: ServerOptions::new("127.0.0.1:0".parse().unwrap()),
+            retire_after,
+            metrics: Arc::new(Metrics::default()),
+        }
+    }
+
+    fn ids(set: &ReleaseSet<Mirror>) -> Vec<(u8, bool)> {
+        set.current()
+            .iter()
+            .map(|r| (r.info.id[0], r.is_retired()))
+            .collect()
+    }
+
+    #[test]
+    fn a_reload_adds_reuses_and_retires_and_a_failed_one_changes_nothing() {
+        let kind = Ids {
+            ids: Mutex::new(vec![[1; 32]]),
+            fail: Mutex::new(false),
+            opened: Mutex::new(0),
+        };
+        let host = host(Duration::from_secs(3600));
+        let (versions, _) = kind.open(&host.opening(None, 0)).unwrap();
+        let set = ReleaseSet::new(versions, host.metrics.clone()).unwrap();
+
+        *kind.ids.lock().unwrap() = vec![[2; 32]];
+        let line = reload(&host, &kind, &set, 1);
+        assert_eq!(line, "reloaded: 1 added, 1 retired, 1 listed");
+        assert_eq!(
+            ids(&set),
+            [(2, false), (1, true)],
+            "the new one first, the old retired"
+        );
+
+        *kind.ids.lock().unwrap() = vec![[2; 32], [3; 32]];
+        let line = reload(&host, &kind, &set, 2);
+        assert_eq!(line, "reloaded: 1 added, 0 retired, 2 listed");
+        assert_eq!(
+            *kind.opened.lock().unwrap(),
+            3,
+            "a version served is not opened again"
+        );
+
+        *kind.fail.lock().unwrap() = true;
+        let before = ids(&set);
+        let line = reload(&host, &kind, &set, 3);
+        assert!(
+            line.starts_with("reload failed, still serving 3: the copy is corrupt"),
+            "{line}"
+        );
+        assert_eq!(ids(&set), before);
+        assert_eq!(set.prune(), 0, "retired for an hour");
+    }
+
+    #[test]
+    fn retired_versions_are_dropped_once_their_time_is_up() {
+        let kind = Ids {
+            ids: Mutex::new(vec![[1; 32]]),
+            fail: Mutex::new(false),
+            opened: Mutex::new(0),
+        };
+        let host = host(Duration::ZERO);
+        let (versions, _) = kind.open(&host.opening(None, 0)).unwrap();
+        let set = ReleaseSet::new(versions, host.metrics.clone()).unwrap();
+        *kind.ids.lock().unwrap() = vec![[2; 32]];
+        reload(&host, &kind, &set, 1);
+        set.prune();
+        assert_eq!(ids(&set), [(2, false)]);
+    }
+}
