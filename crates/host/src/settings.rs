@@ -333,7 +333,7 @@ pub struct CommonArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grace_seconds: Option<u64>,
     /// After a reload (SIGHUP), keep serving what the new version dropped for this many
-    /// seconds, so requests in progress finish.
+    /// seconds, so requests in progress finish (default 60; 600 for `pir mirror serve`).
     #[arg(long, value_name = "SECONDS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retire_seconds: Option<u64>,
