@@ -141,10 +141,7 @@ impl pir_host::Kind for BreachServer {
     /// Opens every database and starts its QDP worker, each with the seed store of its seed
     /// state file (shared with the service a reload replaces). Checks in progress across a
     /// reload may fail once (their seeds belonged to the old service).
-    fn open(
-        &self,
-        at: &Opening<'_, Self::Backend>,
-    ) -> Result<(Vec<ServedRelease<Self::Backend>>, Self::Opened)> {
+    fn open(&self, at: &Opening<'_, Self::Backend>) -> Result<pir_host::Versions<Self>> {
         let dbs = self.settings.db.paths();
         let mut releases = Vec::with_capacity(dbs.len());
         let mut opened = Vec::with_capacity(dbs.len());

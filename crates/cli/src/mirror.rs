@@ -46,7 +46,7 @@ impl pir_host::Kind for Releases {
     const WHAT: &'static str = "the mirror";
     const UNIT: &'static str = "release(s)";
 
-    fn open(&self, at: &Opening<'_, Mirror>) -> Result<(Vec<ServedRelease>, ())> {
+    fn open(&self, at: &Opening<'_, Mirror>) -> Result<pir_host::Versions<Self>> {
         let dirs = self.settings.release.paths();
         let mut wanted = Vec::with_capacity(dirs.len());
         for dir in &dirs {

@@ -177,7 +177,7 @@ impl pir_host::Kind for Databases {
     const UNIT: &'static str = "database(s)";
 
     /// Every database prepared (its saved hint, or a new one computed and saved).
-    fn open(&self, at: &Opening<'_, Lattice>) -> Result<(Vec<ServedRelease<Lattice>>, ())> {
+    fn open(&self, at: &Opening<'_, Lattice>) -> Result<pir_host::Versions<Self>> {
         let paths = self.settings.db.paths();
         let quiet = self.quiet || at.generation > 0;
         let opened = paths

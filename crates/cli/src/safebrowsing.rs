@@ -201,10 +201,7 @@ impl pir_host::Kind for Buckets {
     const WHAT: &'static str = "the Safe Browsing server";
     const UNIT: &'static str = "bucket(s)";
 
-    fn open(
-        &self,
-        at: &Opening<'_, Checklist>,
-    ) -> Result<(Vec<ServedRelease<Checklist>>, ListDatabase)> {
+    fn open(&self, at: &Opening<'_, Checklist>) -> Result<pir_host::Versions<Self>> {
         let list = open_database(&self.settings.db)?;
         let services = bucket_services(&list, self.role, at)?;
         Ok((services, list))

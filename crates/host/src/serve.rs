@@ -108,6 +108,13 @@ impl<B: Backend> Opening<'_, B> {
     }
 }
 
+/// What [`Kind::open`] returns: the versions to serve, the default first, and what the
+/// opening produced besides.
+pub type Versions<K> = (
+    Vec<ServedRelease<<K as Kind>::Backend>>,
+    <K as Kind>::Opened,
+);
+
 /// A server kind with database versions: what it serves and how it opens them.
 pub trait Kind: Send + Sync + 'static {
     /// The backend of each version's signed service.
@@ -121,10 +128,7 @@ pub trait Kind: Send + Sync + 'static {
     const UNIT: &'static str;
 
     /// Opens the versions to serve, the default first (at a reload, reusing what is served).
-    fn open(
-        &self,
-        at: &Opening<'_, Self::Backend>,
-    ) -> Result<(Vec<ServedRelease<Self::Backend>>, Self::Opened)>;
+    fn open(&self, at: &Opening<'_, Self::Backend>) -> Result<Versions<Self>>;
 
     /// Called once the versions of `opened` are installed in `set` (e.g. to set the download
     /// served beside them).
@@ -318,7 +322,7 @@ mod tests {
         const WHAT: &'static str = "the test server";
         const UNIT: &'static str = "version(s)";
 
-        fn open(&self, at: &Opening<'_, Mirror>) -> Result<(Vec<ServedRelease<Mirror>>, usize)> {
+        fn open(&self, at: &Opening<'_, Mirror>) -> Result<Versions<Self>> {
             if *self.fail.lock().unwrap() {
                 anyhow::bail!("the copy is corrupt");
             }

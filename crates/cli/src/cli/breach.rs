@@ -7,6 +7,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 /// `pir breach ...`.
+// Parsed once per run: the size of the serve variant (its common server flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum BreachCommand {
     /// Build a breach database from a corpus (HIBP SHA1:COUNT lines or a directory of

@@ -7,6 +7,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 /// `pir safebrowsing ...`.
+// Parsed once per run: the size of the serve variant (its common server flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum SafeBrowsingCommand {
     /// Build the servers' database from a blocklist: one URL or host per line (a host blocks
