@@ -171,7 +171,8 @@ pub struct Change<'a, K: Kind + ?Sized> {
 }
 
 impl<K: Kind + ?Sized> Change<'_, K> {
-    /// How many versions served before are now retired.
+    /// How many versions served before are retired now (by this reload, or by an earlier one
+    /// and still in their grace period).
     pub fn retired(&self) -> usize {
         self.before
             .iter()
@@ -396,7 +397,10 @@ mod tests {
 
         *kind.ids.lock().unwrap() = vec![[2; 32], [3; 32]];
         let line = reload(&host, &kind, &set, 2);
-        assert_eq!(line, "reloaded: 1 added, 0 retired, 2 listed");
+        assert_eq!(
+            line, "reloaded: 1 added, 1 retired, 2 listed",
+            "1 is still retired"
+        );
         assert_eq!(
             *kind.opened.lock().unwrap(),
             3,
