@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use pir_host::{status, Change, Opening, Started};
 use pir_keys::PublicKey;
 use pir_records::lookup::{self, LookupError, Query, PRIVACY};
-use pir_records::{DbKind, RecordDb};
+use pir_records::DbKind;
 use pir_service::{Lattice, LatticeService, ReleaseInfo, ServedRelease};
 
 use crate::cli::{DbBuildArgs, GetArgs, LatticeSchemeArg, ServeArgs, ServeSettings};
@@ -238,113 +238,36 @@ fn short_id(info: Option<&ReleaseInfo>) -> String {
     hex::encode(&info.map(|i| i.id).unwrap_or_default()[..8])
 }
 
-/// Opens the database at `db_path`, loads its saved hint or computes (and saves) it for
-/// `scheme`, and returns the signed service.
+/// Opens the database at `db_path` for `scheme` on the answering threads (its saved hint, or
+/// a new one computed and saved, with a progress bar unless `quiet`) and returns the signed
+/// service.
 fn prepare(
     scheme: LatticeSchemeArg,
     db_path: &Path,
     quiet: bool,
     at: &Opening<'_, Lattice>,
 ) -> Result<LatticeService> {
-    let db = RecordDb::open(db_path, true)?;
-    let header = *db.header();
-    let scheme = lattice_scheme(scheme);
-    let name = scheme.id().name();
-    if let Err(why) = pir_records::scheme_fits(&header, scheme) {
-        bail!(
-            "{} cannot be served with {name}: {why}; serve it with `--scheme simplepir`",
-            db_path.display()
-        );
-    }
-    // The hint computed at an earlier start, if it is for this very database.
-    let version = lookup::lattice_database(&header, &[], scheme).version;
-    let saved = pir_records::offline::load(db_path, scheme, &version).unwrap_or_else(|e| {
-        status!("{e}; computing the hint again");
-        None
-    });
-    let started = std::time::Instant::now();
-    let (lattice, offline, reused) = hint(&db, db_path, scheme, saved, quiet, at.workers)?;
-    drop(db);
-    let download = lattice.download().len();
-    let seconds = started.elapsed().as_secs_f64();
-    if scheme == pir_lattice::Scheme::Ypir {
-        status!(
-            "offline work ready in {seconds:.2} s; no hint: a client downloads only the \
-             {download}-byte header"
-        );
-    } else {
-        status!(
-            "hint ready in {seconds:.2} s: {download} bytes to download once per client and \
-             database version"
-        );
-    }
-    if !reused {
-        match pir_records::offline::save(db_path, scheme, &version, &offline) {
-            Ok(path) => status!(
-                "saved the hint to {} (the next start loads it)",
-                path.display()
-            ),
-            Err(e) => status!("could not save the hint ({e}); the next start computes it again"),
-        }
-    }
-    drop(offline);
-    Ok(lattice
-        .serve(at.key_copy()?)
-        .with_metrics(at.metrics.clone()))
-}
-
-/// The scheme's server state over `db`: from the `saved` offline work if it fits, computed
-/// otherwise (with a progress bar unless `quiet`). Returns whether the saved work was used.
-fn hint(
-    db: &RecordDb,
-    db_path: &Path,
-    scheme: pir_lattice::Scheme,
-    mut saved: Option<pir_lattice::Saved>,
-    quiet: bool,
-    workers: usize,
-) -> Result<(Lattice, pir_lattice::Saved, bool)> {
-    let name = scheme.id().name();
-    let header = *db.header();
     let bar = pir_host::log::progress("hint {bar:40} {percent}% {eta} left", 0, quiet);
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(workers.max(1))
+        .num_threads(at.workers.max(1))
         .build()
         .context("starting the worker threads")?;
-    loop {
-        let reused = saved.is_some();
-        if reused {
-            status!(
-                "loading the saved {name} hint ({})",
-                pir_records::offline::path_for(db_path, scheme).display()
-            );
-        } else {
-            status!(
-                "computing the {name} hint of {} records of {} bytes",
-                header.records,
-                header.record_size
-            );
-        }
-        let database = lookup::lattice_database(&header, db.payload(), scheme);
-        let attempt = pool.install(|| {
-            Lattice::with_saved(database, saved.take(), &mut |done, total| {
+    let lattice = pool.install(|| {
+        let note = |line: &str| status!("{line}");
+        pir_records::serve::prepare(
+            db_path,
+            lattice_scheme(scheme),
+            &note,
+            &mut |done, total| {
                 bar.set_length(total);
                 bar.set_position(done);
-            })
-        });
-        match attempt {
-            Ok((lattice, offline)) => {
-                bar.finish_and_clear();
-                return Ok((lattice, offline, reused));
-            }
-            Err(e) if reused => {
-                status!("the saved hint does not fit this database ({e}); computing it again")
-            }
-            Err(e) => {
-                return Err(anyhow::Error::from(e))
-                    .with_context(|| format!("serving {} with {name}", db_path.display()))
-            }
-        }
-    }
+            },
+        )
+    });
+    bar.finish_and_clear();
+    Ok(lattice?
+        .serve(at.key_copy()?)
+        .with_metrics(at.metrics.clone()))
 }
 
 /// The default hint cache: `$XDG_CACHE_HOME/pir` or `~/.cache/pir`.
