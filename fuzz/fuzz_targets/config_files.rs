@@ -1,7 +1,7 @@
 //! Fuzz target: the config files of every server (`pir mirror serve`, `pir serve`, `pir breach
-//! serve`, `pir safebrowsing serve`, `pir oram store`), merged with the built-in defaults as the servers do.
-//! Whatever a file says, the merge returns settings or an error; the mirror's settings, once
-//! accepted, print as a file that reads back to the same settings.
+//! serve`, `pir safebrowsing serve`, `pir oram store`), merged with the built-in defaults as the
+//! servers do (`pir_host::settings`). Whatever a file says, the merge returns settings or an
+//! error; settings, once accepted, print as a file that reads back to the same settings.
 
 #![no_main]
 
@@ -9,48 +9,40 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use pir_cli::cli::{
-    BreachServeSettings, MirrorServeArgs, OramStoreSettings, SbServeSettings, ServeSettings,
+    BreachServeSettings, MirrorSettings, OramStoreSettings, SbServeSettings, ServeSettings,
 };
-use pir_cli::{mirror_config, server_config};
+use pir_host::settings::{self, Settings};
+
+/// Resolves `file` as kind `S`; accepted settings must print and read back the same.
+fn round_trip<S: Settings>(file: Option<(&str, &Path)>) {
+    let no_flags = toml::Table::new();
+    if let Ok(accepted) = settings::resolve_text::<S, _>(file, &no_flags) {
+        let printed = settings::print_settings(&accepted).expect("accepted settings print");
+        let again: S = settings::resolve_text(
+            Some((&printed, Path::new("/elsewhere/printed.toml"))),
+            &no_flags,
+        )
+        .expect("a printed config reads back");
+        assert_eq!(
+            settings::print_settings(&again).expect("prints again"),
+            printed
+        );
+    }
+}
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
     let file = Some((text, Path::new("/etc/pir/server.toml")));
-    let no_flags = toml::Table::new();
-
-    if let Ok(config) = mirror_config::resolve_text(MirrorServeArgs::default(), file) {
-        let printed = config.to_toml().expect("accepted settings print");
-        let again = mirror_config::resolve_text(
-            MirrorServeArgs::default(),
-            Some((&printed, Path::new("/elsewhere/printed.toml"))),
-        )
-        .expect("a printed config reads back");
-        assert_eq!(again.to_toml().expect("prints again"), printed);
-    }
-    let _ = server_config::merge_text::<ServeSettings, _>(
-        ServeSettings::defaults(),
-        file,
-        &no_flags,
-        &ServeSettings::PATHS,
-    );
-    let _ = server_config::merge_text::<BreachServeSettings, _>(
-        BreachServeSettings::defaults(),
-        file,
-        &no_flags,
-        &BreachServeSettings::PATHS,
-    );
-    let _ = server_config::merge_text::<SbServeSettings, _>(
-        SbServeSettings::defaults(),
-        file,
-        &no_flags,
-        &SbServeSettings::PATHS,
-    );
-    let _ = server_config::merge_text::<OramStoreSettings, _>(
+    round_trip::<MirrorSettings>(file);
+    round_trip::<ServeSettings>(file);
+    round_trip::<BreachServeSettings>(file);
+    round_trip::<SbServeSettings>(file);
+    let _ = settings::merge_text::<OramStoreSettings, _>(
         OramStoreSettings::defaults(),
         file,
-        &no_flags,
+        &toml::Table::new(),
         &OramStoreSettings::PATHS,
     );
 });

@@ -13,6 +13,8 @@
 //!
 //! - [`lookup`]: the `pir serve` / `pir get` flow as a library ([`lookup::lookup`], with a
 //!   runnable example over an in-process server).
+//! - [`serve::prepare`]: a database opened for `pir serve`, its offline work loaded or
+//!   computed and saved (progress and notes go to the caller, which logs them).
 //!
 //! What it does not do: no sockets of its own and no PIR scheme (`pir-service` and
 //! `pir-client` run the lattice schemes over [`RecordDb::payload`]); no updates in place
@@ -22,6 +24,7 @@ pub mod cuckoo;
 pub mod format;
 pub mod lookup;
 pub mod offline;
+pub mod serve;
 
 pub use cuckoo::{build_key_values, parse_key_values};
 pub use format::{build_records, scheme_fits, DbHeader, DbKind, RecordDb, RecordsError};

@@ -56,6 +56,23 @@ pub fn served(
     Ok(ServedRelease::new(info, Arc::new(service)))
 }
 
+/// The answering engine over `database` (four-Russians tables as `options` say, see
+/// [`Engine::plan_russians`]), built on `threads` threads; `progress` is told (done, total)
+/// super-groups as the tables are built. The caller draws or logs progress: this crate
+/// writes nothing.
+pub fn engine(
+    database: Database,
+    options: EngineOptions,
+    threads: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Engine, UpdateError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .map_err(|e| UpdateError::Input(format!("starting the scan threads: {e}")))?;
+    Ok(pool.install(|| Engine::new(database, options, progress)))
+}
+
 /// One release behind a plain scan engine: a mirror for tests and the demo.
 pub fn single(release: Release, key: &SecretKey) -> Result<ReleaseSet, UpdateError> {
     let metrics = Arc::new(Metrics::default());

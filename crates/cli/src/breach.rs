@@ -30,7 +30,8 @@ use crate::cli::{
     BreachServeSettings, BreachServersArgs, CorpusArg, CredentialHashArg, QdpPolicyArg,
 };
 use crate::error::CREDENTIAL_FOUND;
-use crate::server_config;
+use pir_host::{status, Change, Opening, Started};
+use pir_service::{ReleaseInfo, ServedRelease};
 
 use pir_breach::check::{Credential, Outcome, PRIVACY};
 
@@ -107,75 +108,115 @@ fn build(args: &BreachBuildArgs) -> Result<()> {
 
 /// `pir breach serve`: resolves the settings, then prints them (`--print-config`) or serves.
 async fn serve(flags: BreachServeArgs) -> Result<()> {
-    let paths = BreachServeSettings::PATHS;
-    let args: BreachServeSettings = server_config::merge(
-        BreachServeSettings::defaults(),
+    let Some(settings) = pir_host::settings::load::<BreachServeSettings, _>(
         flags.config.as_deref(),
         &flags,
-        &paths,
-    )?;
-    if args.server > 1 {
-        bail!("server must be 0 or 1, not {}", args.server);
-    }
-    if args.four_russians.is_some_and(|t| !(1..=8).contains(&t)) {
-        bail!("four_russians must be a group size 1 to 8");
-    }
-    if flags.print_config {
-        print!("{}", server_config::print(&args, &paths)?);
+        flags.print_config,
+    )?
+    else {
         return Ok(());
+    };
+    let host = pir_host::Host::new(&settings.common)?;
+    let kind = BreachServer {
+        settings,
+        stores: SeedStores::default(),
+    };
+    pir_host::serve(host, kind).await
+}
+
+/// `pir breach serve` as a server kind: its databases are the versions, routed by id, the
+/// first the default; each keeps its seed state across reloads.
+struct BreachServer {
+    settings: BreachServeSettings,
+    stores: SeedStores,
+}
+
+impl pir_host::Kind for BreachServer {
+    type Backend = pir_breach::BreachBackend;
+    /// Header and shape of every database, the default first.
+    type Opened = Vec<(DbHeader, pir_core::DbShape)>;
+    const WHAT: &'static str = "the breach server";
+    const UNIT: &'static str = "database(s)";
+
+    /// Opens every database and starts its QDP worker, each with the seed store of its seed
+    /// state file (shared with the service a reload replaces). Checks in progress across a
+    /// reload may fail once (their seeds belonged to the old service).
+    fn open(&self, at: &Opening<'_, Self::Backend>) -> Result<pir_host::Versions<Self>> {
+        let dbs = self.settings.db.paths();
+        let mut releases = Vec::with_capacity(dbs.len());
+        let mut opened = Vec::with_capacity(dbs.len());
+        for (k, db) in dbs.iter().enumerate() {
+            let seed_state = seed_state_of(&self.settings, db);
+            let plan = plan_of(&self.settings, db, at.key, &seed_state);
+            let seeds = self.stores.store_for(&seed_state);
+            let (service, header, shape) = open_service(&plan, &seeds, at.metrics)?;
+            let info = ReleaseInfo {
+                id: header.database_id(),
+                version: at.version(k, dbs.len()),
+                expires_unix: u64::MAX,
+            };
+            releases.push(ServedRelease::new(info, Arc::new(service)));
+            opened.push((header, shape));
+        }
+        Ok((releases, opened))
     }
-    let dbs = args.db.paths();
-    if dbs.len() > 1 && (args.seed_state.is_some() || args.blinding_key.is_some()) {
-        bail!(
-            "with several --db, each database keeps its seed state in DB.seeds-SERVER and \
-             --seed-state and --blinding-key do not apply: serve a username:password corpus \
-             (which needs its blinding key) on its own"
-        );
+
+    fn started(&self, started: &Started<'_, Self>) -> Vec<String> {
+        let args = &self.settings;
+        let addr = started.running.addr;
+        let mut lines: Vec<String> = (started.opened.iter().enumerate())
+            .map(|(k, (header, shape))| {
+                format!(
+                    "breach server {} serving database {}{} ({} buckets of {} bytes, {} \
+                     corpus{}) at https://{addr} with key {}",
+                    args.server,
+                    hex::encode(header.database_id()),
+                    if k == 0 { ", the default" } else { "" },
+                    shape.block_count(),
+                    shape.block_size(),
+                    header.corpus.name(),
+                    if args.blinding_key.is_some() {
+                        ", answers blinded requests"
+                    } else {
+                        ""
+                    },
+                    started.key.public().fingerprint()
+                )
+            })
+            .collect();
+        for db in args.db.paths() {
+            lines.push(format!(
+                "seed state: {} (keep it; never delete it)",
+                seed_state_of(args, &db).display()
+            ));
+        }
+        lines.push(format!(
+            "health: https://{addr}/health  (SIGHUP reloads the databases; Ctrl-C or SIGTERM \
+             drains and stops)"
+        ));
+        lines.push(format!("privacy: {PRIVACY}"));
+        lines
     }
-    let key = SecretKey::load(&args.key)?;
-    let server = usize::from(args.server);
-    let seed_states: Vec<PathBuf> = dbs.iter().map(|db| seed_state_of(&args, db)).collect();
-    let plans: Vec<ServerPlan<'_>> = dbs
-        .iter()
-        .zip(&seed_states)
-        .map(|(db, seeds)| plan_of(&args, db, &key, seeds))
-        .collect();
-    let started = start_server(&plans).await?;
-    for (k, (header, shape)) in started.databases.iter().enumerate() {
-        println!(
-            "breach server {server} serving database {}{} ({} buckets of {} bytes, {} corpus{}) at https://{} with key {}",
-            hex::encode(header.database_id()),
-            if k == 0 { ", the default" } else { "" },
-            shape.block_count(),
-            shape.block_size(),
-            header.corpus.name(),
-            if args.blinding_key.is_some() { ", answers blinded requests" } else { "" },
-            started.running.addr,
-            key.public().fingerprint()
-        );
+
+    fn reloaded(&self, change: &Change<'_, Self>) -> String {
+        format!(
+            "reloaded: serving database {} (was {})",
+            short_id(change.now.first().map(|r| &r.info)),
+            short_id(change.before.first())
+        )
     }
-    for seed_state in &seed_states {
-        println!(
-            "seed state: {} (keep it; never delete it)",
-            seed_state.display()
-        );
+
+    fn reload_failed(&self, before: &[ReleaseInfo], error: &anyhow::Error) -> String {
+        format!(
+            "reload failed, still serving database {}: {error:#}",
+            short_id(before.first())
+        )
     }
-    println!(
-        "health: https://{}/health  (SIGHUP reloads the databases; Ctrl-C or SIGTERM drains and stops)",
-        started.running.addr
-    );
-    println!("privacy: {PRIVACY}");
-    crate::print_admin(&started.running);
-    let reloader = tokio::spawn(reload_on_hangup(
-        args,
-        key,
-        started.served.clone(),
-        started.seeds.clone(),
-        started.metrics.clone(),
-    ));
-    started.running.run_until_signal().await;
-    reloader.abort();
-    Ok(())
+}
+
+/// The first 8 bytes of a database id, in hex.
+fn short_id(info: Option<&ReleaseInfo>) -> String {
+    hex::encode(&info.map(|i| i.id).unwrap_or_default()[..8])
 }
 
 /// The seed state file of database `db` (default `DB.seeds-SERVER`).
@@ -194,6 +235,7 @@ fn plan_of<'a>(
     key: &'a SecretKey,
     seed_state: &'a Path,
 ) -> ServerPlan<'a> {
+    let common = &args.common;
     ServerPlan {
         db,
         key,
@@ -202,148 +244,33 @@ fn plan_of<'a>(
         seed_state,
         policy: args.qdp_policy,
         queue: args.qdp_queue,
-        listen: args.listen,
-        workers: args.workers,
-        grace: std::time::Duration::from_secs(args.grace_seconds),
-        admin_listen: args.admin_listen,
+        listen: common.listen,
+        workers: common.workers,
+        grace: std::time::Duration::from_secs(common.grace_seconds),
+        admin_listen: common.admin_listen,
         four_russians: args.four_russians.map(usize::from),
         limits: (
-            args.max_connections,
-            args.header_timeout_seconds,
-            args.body_timeout_seconds,
+            common.max_connections,
+            common.header_timeout_seconds,
+            common.body_timeout_seconds,
         ),
     }
 }
 
-/// How long a database a reload dropped is still served (checks in progress finish).
-const RETIRE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// The seed stores of a server, one per seed state file, shared across reloads (the old and
 /// the new service of a database run side by side for a while; the mark only grows).
-type SeedStores = Arc<std::sync::Mutex<Vec<(PathBuf, pir_service::qdp::SharedSeedStore)>>>;
+#[derive(Default, Clone)]
+struct SeedStores(Arc<std::sync::Mutex<Vec<(PathBuf, pir_service::qdp::SharedSeedStore)>>>);
 
-fn seed_store_for(stores: &SeedStores, path: &Path) -> pir_service::qdp::SharedSeedStore {
-    let mut stores = stores.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, store)) = stores.iter().find(|(p, _)| p == path) {
-        return store.clone();
-    }
-    let store = pir_service::qdp::SharedSeedStore::new(path);
-    stores.push((path.to_path_buf(), store.clone()));
-    store
-}
-
-/// The services of `plans` as releases of a set, routed by database id, the first the
-/// default; `generation` counts reloads so that a reload's databases sort first.
-fn open_all(
-    plans: &[ServerPlan<'_>],
-    stores: &SeedStores,
-    metrics: &Arc<pir_service::Metrics>,
-    generation: u64,
-) -> Result<
-    Vec<(
-        pir_service::ServedRelease<pir_breach::BreachBackend>,
-        DbHeader,
-        pir_core::DbShape,
-    )>,
-> {
-    if plans.is_empty() {
-        bail!("no database: pass --db DB");
-    }
-    if plans.len() > pir_service::releases::MAX_RELEASES {
-        bail!(
-            "{} databases; one server serves at most {}",
-            plans.len(),
-            pir_service::releases::MAX_RELEASES
-        );
-    }
-    let count = plans.len() as u64;
-    plans
-        .iter()
-        .enumerate()
-        .map(|(k, plan)| {
-            let seeds = seed_store_for(stores, plan.seed_state);
-            let (service, header, shape) = open_service(plan, &seeds, metrics)?;
-            let info = pir_service::ReleaseInfo {
-                id: header.database_id(),
-                version: (generation << 16) | (count - k as u64),
-                expires_unix: u64::MAX,
-            };
-            Ok((
-                pir_service::ServedRelease::new(info, Arc::new(service)),
-                header,
-                shape,
-            ))
-        })
-        .collect()
-}
-
-/// Reopens the databases on every SIGHUP and swaps them in (each database's seed state
-/// shared with the service it replaces); databases no longer listed are served for
-/// [`RETIRE_AFTER`] more; a database that fails to open leaves everything as it was. Checks
-/// in progress across the swap may fail once (their seeds belonged to the old service).
-async fn reload_on_hangup(
-    args: BreachServeSettings,
-    key: SecretKey,
-    set: Arc<pir_service::ReleaseSet<pir_breach::BreachBackend>>,
-    stores: SeedStores,
-    metrics: Arc<pir_service::Metrics>,
-) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
-        tracing::warn!("cannot listen for SIGHUP: the database is not reloaded");
-        return;
-    };
-    let args = Arc::new(args);
-    let mut prune = tokio::time::interval(std::time::Duration::from_secs(1));
-    let mut generation = 0;
-    loop {
-        tokio::select! {
-            _ = hangup.recv() => {
-                generation += 1;
-                let (args, stores, metrics, set) =
-                    (args.clone(), stores.clone(), metrics.clone(), set.clone());
-                let Ok(key) = SecretKey::from_pkcs8(key.pkcs8()) else {
-                    continue;
-                };
-                let before = set.current().first().map(|r| r.info.id).unwrap_or_default();
-                let result = tokio::task::spawn_blocking(move || -> Result<[u8; 32]> {
-                    let dbs = args.db.paths();
-                    let seed_states: Vec<PathBuf> =
-                        dbs.iter().map(|db| seed_state_of(&args, db)).collect();
-                    let plans: Vec<ServerPlan<'_>> = dbs
-                        .iter()
-                        .zip(&seed_states)
-                        .map(|(db, seeds)| plan_of(&args, db, &key, seeds))
-                        .collect();
-                    let wanted: Vec<_> = open_all(&plans, &stores, &metrics, generation)?
-                        .into_iter()
-                        .map(|(release, _, _)| release)
-                        .collect();
-                    let newest = wanted.first().map(|r| r.info.id).unwrap_or_default();
-                    set.update(wanted, RETIRE_AFTER)?;
-                    Ok(newest)
-                })
-                .await;
-                match result {
-                    Ok(Ok(newest)) => println!(
-                        "reloaded: serving database {} (was {})",
-                        hex::encode(&newest[..8]),
-                        hex::encode(&before[..8])
-                    ),
-                    Ok(Err(e)) => println!(
-                        "reload failed, still serving database {}: {e:#}",
-                        hex::encode(&before[..8])
-                    ),
-                    Err(e) => println!("reload failed: {e}"),
-                }
-            }
-            _ = prune.tick() => {
-                let dropped = set.prune();
-                if dropped > 0 {
-                    println!("dropped {dropped} retired database(s)");
-                }
-            }
+impl SeedStores {
+    fn store_for(&self, path: &Path) -> pir_service::qdp::SharedSeedStore {
+        let mut stores = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, store)) = stores.iter().find(|(p, _)| p == path) {
+            return store.clone();
         }
+        let store = pir_service::qdp::SharedSeedStore::new(path);
+        stores.push((path.to_path_buf(), store.clone()));
+        store
     }
 }
 
@@ -368,16 +295,11 @@ struct ServerPlan<'a> {
     limits: (usize, u64, u64),
 }
 
-/// A started breach server (what `pir breach serve` and `pir breach bench` run).
+/// A breach server started in this process (what `pir breach bench` runs).
 struct StartedServer {
     running: pir_server::RunningServer,
-    /// The databases, routed by id, replaced by a reload.
+    /// The databases, routed by id.
     served: Arc<pir_service::ReleaseSet<pir_breach::BreachBackend>>,
-    /// The seed states, shared with the services a reload opens.
-    seeds: SeedStores,
-    metrics: Arc<pir_service::Metrics>,
-    /// Header and shape of every database, the default first.
-    databases: Vec<(DbHeader, pir_core::DbShape)>,
     /// The key the server signs with (checked by in-process benchmark requests).
     public_key: pir_keys::PublicKey,
 }
@@ -390,16 +312,25 @@ impl StartedServer {
 }
 
 /// Opens the databases of `plans` (memory-mapped, verified; the first is the default),
-/// starts their QDP workers and the HTTPS server (its settings from the first plan).
+/// starts their QDP workers and the HTTPS server (its settings from the first plan), without
+/// the serving life cycle of `pir breach serve` (no reload, no signals).
 async fn start_server(plans: &[ServerPlan<'_>]) -> Result<StartedServer> {
     let plan = plans.first().context("no database: pass --db DB")?;
     let metrics = Arc::new(pir_service::Metrics::default());
-    let seeds: SeedStores = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let opened = open_all(plans, &seeds, &metrics, 0)?;
-    let databases: Vec<(DbHeader, pir_core::DbShape)> =
-        opened.iter().map(|(_, h, s)| (h.clone(), *s)).collect();
-    let releases = opened.into_iter().map(|(release, _, _)| release).collect();
-    let served = Arc::new(pir_service::ReleaseSet::new(releases, metrics.clone())?);
+    let stores = SeedStores::default();
+    let releases = (plans.iter().enumerate())
+        .map(|(k, plan)| {
+            let seeds = stores.store_for(plan.seed_state);
+            let (service, header, _) = open_service(plan, &seeds, &metrics)?;
+            let info = ReleaseInfo {
+                id: header.database_id(),
+                version: (plans.len() - k) as u64,
+                expires_unix: u64::MAX,
+            };
+            Ok(ServedRelease::new(info, Arc::new(service)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let served = Arc::new(pir_service::ReleaseSet::new(releases, metrics)?);
     let mut options = pir_server::ServerOptions::new(plan.listen);
     if let Some(workers) = plan.workers {
         options.workers = workers;
@@ -407,7 +338,7 @@ async fn start_server(plans: &[ServerPlan<'_>]) -> Result<StartedServer> {
     options.grace = plan.grace;
     options.admin_listen = plan.admin_listen;
     let (max_connections, header_timeout, body_timeout) = plan.limits;
-    server_config::apply_limits(&mut options, max_connections, header_timeout, body_timeout)?;
+    pir_host::settings::apply_limits(&mut options, max_connections, header_timeout, body_timeout)?;
     let tls = pir_keys::tls::server_config(plan.key)?;
     let running = pir_server::start(served.clone(), tls, options)
         .await
@@ -415,9 +346,6 @@ async fn start_server(plans: &[ServerPlan<'_>]) -> Result<StartedServer> {
     Ok(StartedServer {
         running,
         served,
-        seeds,
-        metrics,
-        databases,
         public_key: plan.key.public(),
     })
 }
@@ -439,7 +367,7 @@ fn open_service(
         }
         None => {
             if !header.corpus.is_sha1() {
-                eprintln!(
+                status!(
                     "note: no --blinding-key: the other server must hold it, or checks of this \
                      username:password database cannot complete"
                 );
@@ -457,23 +385,7 @@ fn open_service(
     let (_, database) = db.into_parts();
     let shape = database.shape();
     let flip_table = match plan.four_russians {
-        Some(t) => {
-            let raid = pir_breach::service::scheme_for(shape)?;
-            let layout = pir_service::qdp::FlipTable::layout(&raid, plan.server, t)?;
-            eprintln!(
-                "building the four-Russians table of server {}'s flip chunk: t = {t}, {} ({:.2}x \
-                 the database)",
-                plan.server,
-                crate::human(layout.table_bytes() as u64),
-                layout.table_bytes() as f64 / shape.total_bytes() as f64
-            );
-            let bar = crate::table_bar(layout.super_groups());
-            let table = pir_breach::service::flip_table(&database, plan.server, t, &|done, _| {
-                bar.set_position(done as u64)
-            })?;
-            bar.finish_and_clear();
-            Some(table)
-        }
+        Some(t) => Some(flip_table(&database, plan.server, t)?),
         None => None,
     };
     let config = pir_breach::BreachConfig {
@@ -496,6 +408,34 @@ fn open_service(
         .with_context(|| format!("serving {}", plan.db.display()))?
         .with_metrics(metrics.clone());
     Ok((service, header, shape))
+}
+
+/// The four-Russians table of group size `t` over `server`'s flip chunk of `database`,
+/// with a status line and a progress bar.
+fn flip_table(
+    database: &pir_core::Database,
+    server: usize,
+    t: usize,
+) -> Result<pir_service::qdp::FlipTable> {
+    let shape = database.shape();
+    let raid = pir_breach::service::scheme_for(shape)?;
+    let layout = pir_service::qdp::FlipTable::layout(&raid, server, t)?;
+    status!(
+        "building the four-Russians table of server {server}'s flip chunk: t = {t}, {} ({:.2}x \
+         the database)",
+        pir_host::log::human(layout.table_bytes() as u64),
+        layout.table_bytes() as f64 / shape.total_bytes() as f64
+    );
+    let bar = pir_host::log::progress(
+        "{bar:40} {percent}% {eta} left",
+        layout.super_groups() as u64,
+        false,
+    );
+    let table = pir_breach::service::flip_table(database, server, t, &|done, _| {
+        bar.set_position(done as u64)
+    })?;
+    bar.finish_and_clear();
+    Ok(table)
 }
 
 /// `pir breach servers`.

@@ -18,7 +18,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use pir_cli::{cli, mirror_config, server_config};
+use pir_cli::{cli, server_config};
+use pir_host::log::human;
 use pir_keys::{PublicKey, SecretKey};
 use pir_updates::fetch::SchemeChoice;
 use pir_updates::{release, Manifest, MirrorList};
@@ -31,17 +32,13 @@ use crate::cli::{
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        cli::LogFormat::Json => logs.json().init(),
-        cli::LogFormat::Plain => logs
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-    }
+    pir_host::log::init(
+        &cli.log,
+        match cli.log_format {
+            cli::LogFormat::Json => pir_host::log::Format::Json,
+            cli::LogFormat::Plain => pir_host::log::Format::Plain,
+        },
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -139,14 +136,7 @@ async fn run_other(command: Command) -> Result<()> {
         Command::Release(ReleaseCommand::Show(args)) => {
             show_release(&args.release, args.vendor_pub.as_deref())
         }
-        Command::Mirror(MirrorCommand::Serve(args)) => {
-            let print = args.print_config;
-            let config = mirror_config::resolve(args)?;
-            if print {
-                return write_stdout(config.to_toml()?.as_bytes());
-            }
-            mirror::serve(config).await
-        }
+        Command::Mirror(MirrorCommand::Serve(args)) => mirror::serve(args).await,
         Command::MirrorList(MirrorListCommand::Build(args)) => {
             let vendor = SecretKey::load(&args.vendor_key)?;
             let mirrors = args
@@ -329,88 +319,14 @@ fn show_release(dir: &Path, vendor_pub: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// Names the admin listener, if the server has one.
-pub fn print_admin(running: &pir_server::RunningServer) {
-    if let Some(addr) = running.admin_addr {
-        println!("admin (plain HTTP): http://{addr}/metrics  http://{addr}/health");
-    }
-}
-
-/// A byte count for people: B, KiB, MiB or GiB.
-fn human(bytes: u64) -> String {
-    if bytes >= 1 << 30 {
-        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
-    } else if bytes >= 1 << 20 {
-        format!("{:.1} MiB", bytes as f64 / 1048576.0)
-    } else if bytes >= 1 << 10 {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
-    } else {
-        format!("{bytes} B")
-    }
-}
-
-/// A progress bar over a download of `what` (bytes; hidden when stderr is not a terminal).
+/// A progress bar over a download of `what` (bytes; hidden when stderr is not a terminal
+/// and with `--log-format json`).
 fn byte_bar(what: &str) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!(
-            "{what} {{bar:40}} {{bytes}}/{{total_bytes}} {{eta}} left"
-        ))
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
-}
-
-/// A progress bar over the `total` super-groups of a four-Russians table being built.
-fn table_bar(total: usize) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(total as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {percent}% {eta} left")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
-}
-
-/// Builds the answering engine, with a progress bar while four-Russians tables are computed.
-fn build_engine(
-    database: pir_core::Database,
-    options: pir_xor::EngineOptions,
-    threads: usize,
-) -> Result<pir_xor::Engine> {
-    let shape = database.shape();
-    let layout = pir_xor::Engine::plan_russians(shape, options);
-    let bar = match layout {
-        Some(layout) => {
-            eprintln!(
-                "building four-Russians tables: t = {}, {} ({:.2}x the database)",
-                layout.group_size(),
-                human(layout.table_bytes() as u64),
-                layout.table_bytes() as f64 / shape.total_bytes() as f64
-            );
-            Some(table_bar(layout.super_groups()))
-        }
-        None => {
-            if options.russians != pir_xor::Russians::Off {
-                eprintln!("four-Russians tables: not used for this shape (plain SIMD scan)");
-            }
-            None
-        }
-    };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.max(1))
-        .build()
-        .context("starting the scan threads")?;
-    let engine = pool.install(|| {
-        pir_xor::Engine::new(database, options, &|done, _| {
-            if let Some(bar) = &bar {
-                bar.set_position(done as u64);
-            }
-        })
-    });
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    Ok(engine)
+    pir_host::log::progress(
+        &format!("{what} {{bar:40}} {{bytes}}/{{total_bytes}} {{eta}} left"),
+        0,
+        false,
+    )
 }
 
 /// `pir evidence check`: verifies the local release copy (every block against the signed

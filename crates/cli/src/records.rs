@@ -3,16 +3,16 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use pir_keys::{PublicKey, SecretKey};
+use pir_host::{status, Change, Opening, Started};
+use pir_keys::PublicKey;
 use pir_records::lookup::{self, LookupError, Query};
-use pir_records::{DbKind, RecordDb};
+use pir_records::DbKind;
+use pir_service::{Lattice, LatticeService, ReleaseInfo, ServedRelease};
 
 use crate::cli::{DbBuildArgs, GetArgs, LatticeSchemeArg, ServeArgs, ServeSettings};
 use crate::error::KeyNotFound;
-use crate::server_config;
 
 /// `pir db build`.
 pub fn build(args: &DbBuildArgs) -> Result<()> {
@@ -146,287 +146,136 @@ fn lattice_scheme(arg: LatticeSchemeArg) -> pir_lattice::Scheme {
 
 /// `pir serve`: resolves the settings, then prints them (`--print-config`) or serves.
 pub async fn serve(args: &ServeArgs) -> Result<()> {
-    let paths = ServeSettings::PATHS;
-    let settings: ServeSettings = server_config::merge(
-        ServeSettings::defaults(),
+    let Some(settings) = pir_host::settings::load::<ServeSettings, _>(
         args.config.as_deref(),
         args,
-        &paths,
-    )?;
-    if settings.max_batch == 0 || settings.batch_window_ms > 1000 {
-        bail!("max_batch must be at least 1 and batch_window_ms at most 1000");
-    }
-    if args.print_config {
-        print!("{}", server_config::print(&settings, &paths)?);
+        args.print_config,
+    )?
+    else {
         return Ok(());
-    }
-    serve_with(&settings, args.quiet).await
-}
-
-async fn serve_with(args: &ServeSettings, quiet: bool) -> Result<()> {
-    let key = SecretKey::load(&args.key)?;
-    let mut options = pir_server::ServerOptions::new(args.listen);
-    if let Some(workers) = args.workers {
-        options.workers = workers;
-    }
-    options.batch_window = Duration::from_millis(args.batch_window_ms);
-    options.max_batch = args.max_batch;
-    options.grace = Duration::from_secs(args.grace_seconds);
-    options.admin_listen = args.admin_listen;
-    server_config::apply_limits(
-        &mut options,
-        args.max_connections,
-        args.header_timeout_seconds,
-        args.body_timeout_seconds,
-    )?;
-    let metrics = Arc::new(pir_service::Metrics::default());
-    let name = lattice_scheme(args.scheme).id().name();
-    let set = Arc::new(pir_service::ReleaseSet::new(
-        open_all(args, quiet, options.workers, &key, &metrics, 0)?,
-        metrics.clone(),
-    )?);
-    let tls = pir_keys::tls::server_config(&key)?;
-    let running = pir_server::start(set.clone(), tls, options.clone())
-        .await
-        .context("starting the server")?;
-    for (k, served) in set.current().iter().enumerate() {
-        println!(
-            "serving {name} at https://{} (database version {}{}, key {})",
-            running.addr,
-            hex::encode(served.info.id),
-            if k == 0 { ", the default" } else { "" },
-            key.public().fingerprint()
-        );
-    }
-    println!(
-        "hint: https://{}/pir/v1/hint  health: https://{}/health  (SIGHUP reloads the databases; Ctrl-C or SIGTERM drains and stops)",
-        running.addr, running.addr
-    );
-    // One line per scheme served (`--scheme ypir` serves large records with YPIR+SP).
-    let mut schemes = Vec::new();
-    for served in set.current().iter() {
-        let scheme = served.service.backend().header().params.scheme;
-        if !schemes.contains(&scheme) {
-            println!("privacy: {}", lookup::privacy(scheme));
-            schemes.push(scheme);
-        }
-    }
-    crate::print_admin(&running);
-    let reloader = tokio::spawn(reload_on_hangup(
-        args.clone(),
-        key,
-        metrics,
-        options.workers,
-        set,
-    ));
-    running.run_until_signal().await;
-    reloader.abort();
-    Ok(())
-}
-
-/// How long a database a reload dropped is still served (lookups in progress finish).
-const RETIRE_AFTER: Duration = Duration::from_secs(60);
-
-/// Every database of `args`, prepared, as releases of a set: routed by their version, the
-/// first `--db` the default. `generation` counts reloads, so that a reload's databases sort
-/// before the ones it retires.
-fn open_all(
-    args: &ServeSettings,
-    quiet: bool,
-    workers: usize,
-    key: &SecretKey,
-    metrics: &Arc<pir_service::Metrics>,
-    generation: u64,
-) -> Result<Vec<pir_service::ServedRelease<pir_service::Lattice>>> {
-    let paths = args.db.paths();
-    if paths.is_empty() {
-        bail!("no database: pass --db DB (repeat it to serve several)");
-    }
-    if paths.len() > pir_service::releases::MAX_RELEASES {
-        bail!(
-            "{} databases; one server serves at most {}",
-            paths.len(),
-            pir_service::releases::MAX_RELEASES
-        );
-    }
-    let count = paths.len() as u64;
-    paths
-        .iter()
-        .enumerate()
-        .map(|(k, path)| {
-            let service = prepare(args, path, quiet, workers, key, metrics)?;
-            let info = pir_service::ReleaseInfo {
-                id: service.backend().header().version,
-                version: (generation << 16) | (count - k as u64),
-                expires_unix: u64::MAX,
-            };
-            Ok(pir_service::ServedRelease::new(info, Arc::new(service)))
-        })
-        .collect()
-}
-
-/// Reopens the databases on every SIGHUP (their saved hints, or new ones computed meanwhile)
-/// and swaps them in; databases no longer listed are served for [`RETIRE_AFTER`] more. A
-/// database that fails to open leaves everything as it was.
-async fn reload_on_hangup(
-    args: ServeSettings,
-    key: SecretKey,
-    metrics: Arc<pir_service::Metrics>,
-    workers: usize,
-    set: Arc<pir_service::ReleaseSet<pir_service::Lattice>>,
-) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
-        tracing::warn!("cannot listen for SIGHUP: the database is not reloaded");
-        return;
     };
-    let args = Arc::new(args);
-    let mut prune = tokio::time::interval(Duration::from_secs(1));
-    let mut generation = 0;
-    loop {
-        tokio::select! {
-            _ = hangup.recv() => {
-                generation += 1;
-                let (args, metrics, set) = (args.clone(), metrics.clone(), set.clone());
-                let Ok(key) = SecretKey::from_pkcs8(key.pkcs8()) else {
-                    continue;
+    let host = pir_host::Host::new(&settings.common)?;
+    let kind = Databases {
+        settings,
+        quiet: args.quiet,
+    };
+    pir_host::serve(host, kind).await
+}
+
+/// `pir serve` as a server kind: its databases are the versions, routed by their version,
+/// the first `--db` the default.
+struct Databases {
+    settings: ServeSettings,
+    /// No progress bar (at a reload there is none either).
+    quiet: bool,
+}
+
+impl pir_host::Kind for Databases {
+    type Backend = Lattice;
+    type Opened = ();
+    const WHAT: &'static str = "the server";
+    const UNIT: &'static str = "database(s)";
+
+    /// Every database prepared (its saved hint, or a new one computed and saved).
+    fn open(&self, at: &Opening<'_, Lattice>) -> Result<pir_host::Versions<Self>> {
+        let paths = self.settings.db.paths();
+        let quiet = self.quiet || at.generation > 0;
+        let opened = paths
+            .iter()
+            .enumerate()
+            .map(|(k, path)| {
+                let service = prepare(self.settings.scheme, path, quiet, at)?;
+                let info = ReleaseInfo {
+                    id: service.backend().header().version,
+                    version: at.version(k, paths.len()),
+                    expires_unix: u64::MAX,
                 };
-                let before = set.current().first().map(|r| r.info.id).unwrap_or_default();
-                let result = tokio::task::spawn_blocking(move || -> Result<[u8; 32]> {
-                    let wanted = open_all(&args, true, workers, &key, &metrics, generation)?;
-                    let newest = wanted.first().map(|r| r.info.id).unwrap_or_default();
-                    set.update(wanted, RETIRE_AFTER)?;
-                    Ok(newest)
-                })
-                .await;
-                match result {
-                    Ok(Ok(newest)) => println!(
-                        "reloaded: serving database version {} (was {})",
-                        hex::encode(&newest[..8]),
-                        hex::encode(&before[..8])
-                    ),
-                    Ok(Err(e)) => println!(
-                        "reload failed, still serving database version {}: {e:#}",
-                        hex::encode(&before[..8])
-                    ),
-                    Err(e) => println!("reload failed: {e}"),
-                }
-            }
-            _ = prune.tick() => {
-                let dropped = set.prune();
-                if dropped > 0 {
-                    println!("dropped {dropped} retired database(s)");
-                }
+                Ok(ServedRelease::new(info, Arc::new(service)))
+            })
+            .collect::<Result<_>>()?;
+        Ok((opened, ()))
+    }
+
+    fn started(&self, started: &Started<'_, Self>) -> Vec<String> {
+        let addr = started.running.addr;
+        let name = lattice_scheme(self.settings.scheme).id().name();
+        let mut lines: Vec<String> = (started.set.current().iter().enumerate())
+            .map(|(k, served)| {
+                format!(
+                    "serving {name} at https://{addr} (database version {}{}, key {})",
+                    hex::encode(served.info.id),
+                    if k == 0 { ", the default" } else { "" },
+                    started.key.public().fingerprint()
+                )
+            })
+            .collect();
+        lines.push(format!(
+            "hint: https://{addr}/pir/v1/hint  health: https://{addr}/health  (SIGHUP reloads the \
+             databases; Ctrl-C or SIGTERM drains and stops)"
+        ));
+        // One line per scheme served (`--scheme ypir` serves large records with YPIR+SP).
+        let mut schemes = Vec::new();
+        for served in started.set.current().iter() {
+            let scheme = served.service.backend().header().params.scheme;
+            if !schemes.contains(&scheme) {
+                lines.push(format!("privacy: {}", lookup::privacy(scheme)));
+                schemes.push(scheme);
             }
         }
+        lines
+    }
+
+    fn reloaded(&self, change: &Change<'_, Self>) -> String {
+        format!(
+            "reloaded: serving database version {} (was {})",
+            short_id(change.now.first().map(|r| &r.info)),
+            short_id(change.before.first())
+        )
+    }
+
+    fn reload_failed(&self, before: &[ReleaseInfo], error: &anyhow::Error) -> String {
+        format!(
+            "reload failed, still serving database version {}: {error:#}",
+            short_id(before.first())
+        )
     }
 }
 
-/// Opens the database at `db` (served as `args` say), loads its saved hint or computes (and
-/// saves) it, and returns the signed service counting into `metrics`.
+/// The first 8 bytes of a version, in hex.
+fn short_id(info: Option<&ReleaseInfo>) -> String {
+    hex::encode(&info.map(|i| i.id).unwrap_or_default()[..8])
+}
+
+/// Opens the database at `db_path` for `scheme` on the answering threads (its saved hint, or
+/// a new one computed and saved, with a progress bar unless `quiet`) and returns the signed
+/// service.
 fn prepare(
-    args: &ServeSettings,
+    scheme: LatticeSchemeArg,
     db_path: &Path,
     quiet: bool,
-    workers: usize,
-    key: &SecretKey,
-    metrics: &Arc<pir_service::Metrics>,
-) -> Result<pir_service::LatticeService> {
-    let db = RecordDb::open(db_path, true)?;
-    let header = *db.header();
-    let scheme = lattice_scheme(args.scheme);
-    let name = scheme.id().name();
-    if let Err(why) = pir_records::scheme_fits(&header, scheme) {
-        bail!(
-            "{} cannot be served with {name}: {why}; serve it with `--scheme simplepir`",
-            db_path.display()
-        );
-    }
-    // The hint computed at an earlier start, if it is for this very database.
-    let version = lookup::lattice_database(&header, &[], scheme).version;
-    let mut saved = match pir_records::offline::load(db_path, scheme, &version) {
-        Ok(saved) => saved,
-        Err(e) => {
-            eprintln!("{e}; computing the hint again");
-            None
-        }
-    };
-    let bar = (!quiet).then(|| {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("hint {bar:40} {percent}% {eta} left")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar
-    });
+    at: &Opening<'_, Lattice>,
+) -> Result<LatticeService> {
+    let bar = pir_host::log::progress("hint {bar:40} {percent}% {eta} left", 0, quiet);
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(workers.max(1))
+        .num_threads(at.workers.max(1))
         .build()
         .context("starting the worker threads")?;
-    let started = std::time::Instant::now();
-    let (lattice, offline, reused) = loop {
-        let reused = saved.is_some();
-        if reused {
-            eprintln!(
-                "loading the saved {name} hint ({})",
-                pir_records::offline::path_for(db_path, scheme).display()
-            );
-        } else {
-            eprintln!(
-                "computing the {name} hint of {} records of {} bytes",
-                header.records, header.record_size
-            );
-        }
-        let database = lookup::lattice_database(&header, db.payload(), scheme);
-        let attempt = pool.install(|| {
-            pir_service::Lattice::with_saved(database, saved.take(), &mut |done, total| {
-                if let Some(bar) = &bar {
-                    bar.set_length(total);
-                    bar.set_position(done);
-                }
-            })
-        });
-        match attempt {
-            Ok((lattice, offline)) => break (lattice, offline, reused),
-            Err(e) if reused => {
-                eprintln!("the saved hint does not fit this database ({e}); computing it again")
-            }
-            Err(e) => {
-                return Err(anyhow::Error::from(e))
-                    .with_context(|| format!("serving {} with {name}", db_path.display()))
-            }
-        }
-    };
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    drop(db);
-    if scheme == pir_lattice::Scheme::Ypir {
-        eprintln!(
-            "offline work ready in {:.2} s; no hint: a client downloads only the {}-byte header",
-            started.elapsed().as_secs_f64(),
-            lattice.download().len()
-        );
-    } else {
-        eprintln!(
-            "hint ready in {:.2} s: {} bytes to download once per client and database version",
-            started.elapsed().as_secs_f64(),
-            lattice.download().len()
-        );
-    }
-    if !reused {
-        match pir_records::offline::save(db_path, scheme, &version, &offline) {
-            Ok(path) => eprintln!(
-                "saved the hint to {} (the next start loads it)",
-                path.display()
-            ),
-            Err(e) => eprintln!("could not save the hint ({e}); the next start computes it again"),
-        }
-    }
-    drop(offline);
-    Ok(lattice
-        .serve(SecretKey::from_pkcs8(key.pkcs8())?)
-        .with_metrics(metrics.clone()))
+    let lattice = pool.install(|| {
+        let note = |line: &str| status!("{line}");
+        pir_records::serve::prepare(
+            db_path,
+            lattice_scheme(scheme),
+            &note,
+            &mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            },
+        )
+    });
+    bar.finish_and_clear();
+    Ok(lattice?
+        .serve(at.key_copy()?)
+        .with_metrics(at.metrics.clone()))
 }
 
 /// The default hint cache: `$XDG_CACHE_HOME/pir` or `~/.cache/pir`, absolute or none.

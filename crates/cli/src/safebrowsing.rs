@@ -16,18 +16,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use pir_client::{ChecklistSession, Transport};
 use pir_core::{Database, DbShape};
-use pir_keys::{PublicKey, SecretKey};
+use pir_host::{Change, Opening, Started};
+use pir_keys::PublicKey;
 use pir_safebrowsing::list::ListDatabase;
 use pir_safebrowsing::{proto, ListIndex, Proxy};
 use pir_service::checklist::{download_envelope, Checklist, Role};
-use pir_service::{Metrics, ReleaseInfo, ReleaseSet, ServedRelease};
+use pir_service::{ReleaseInfo, ReleaseSet, ServedRelease};
 use tokio::sync::Mutex;
 
 use crate::cli::{
     SafeBrowsingCommand, SbBuildArgs, SbFirefoxArgs, SbProxyArgs, SbScheme, SbServeArgs,
     SbServeSettings, SbServersArgs,
 };
-use crate::server_config;
 
 /// What users must trust, printed by every command that talks to the servers: the
 /// registry's entries of the two schemes a Safe Browsing server answers.
@@ -136,15 +136,12 @@ fn open_database(path: &Path) -> Result<ListDatabase> {
     ListDatabase::decode(&bytes).with_context(|| format!("{}", path.display()))
 }
 
-/// One Checklist service per bucket of `list` (those `existing` serves already are reused).
+/// One Checklist service per bucket of `list` (those served already, `at.served`, are reused).
 fn bucket_services(
     list: &ListDatabase,
     role: Role,
-    key: &SecretKey,
-    metrics: &Arc<Metrics>,
-    existing: Option<&ReleaseSet<Checklist>>,
+    at: &Opening<'_, Checklist>,
 ) -> Result<Vec<ServedRelease<Checklist>>> {
-    let current = existing.map(|set| set.current());
     list.buckets()
         .iter()
         .map(|bucket| {
@@ -153,10 +150,7 @@ fn bucket_services(
                 version: list.version(),
                 expires_unix: u64::MAX,
             };
-            if let Some(served) = current
-                .as_ref()
-                .and_then(|c| c.iter().find(|r| r.info.id == bucket.database_id))
-            {
+            if let Some(served) = at.reuse(&bucket.database_id) {
                 return Ok(ServedRelease::new(info, served.service.clone()));
             }
             let records = bucket.len() as u64;
@@ -170,8 +164,8 @@ fn bucket_services(
                 list.name().as_bytes().to_vec(),
             )?;
             let service = backend
-                .serve(SecretKey::from_pkcs8(key.pkcs8())?)
-                .with_metrics(metrics.clone());
+                .serve(at.key_copy()?)
+                .with_metrics(at.metrics.clone());
             Ok(ServedRelease::new(info, Arc::new(service)))
         })
         .collect()
@@ -179,145 +173,96 @@ fn bucket_services(
 
 /// `pir safebrowsing serve`.
 async fn serve(flags: SbServeArgs) -> Result<()> {
-    let paths = SbServeSettings::PATHS;
-    let args: SbServeSettings = server_config::merge(
-        SbServeSettings::defaults(),
+    let Some(settings) = pir_host::settings::load::<SbServeSettings, _>(
         flags.config.as_deref(),
         &flags,
-        &paths,
-    )?;
-    if args.server > 1 {
-        bail!(
-            "server must be 0 (offline) or 1 (online), not {}",
-            args.server
-        );
-    }
-    if flags.print_config {
-        print!("{}", server_config::print(&args, &paths)?);
+        flags.print_config,
+    )?
+    else {
         return Ok(());
-    }
-    let key = SecretKey::load(&args.key)?;
-    let list = open_database(&args.db)?;
-    let role = Role::of(usize::from(args.server))?;
-    let metrics = Arc::new(Metrics::default());
-    let set = Arc::new(ReleaseSet::new(
-        bucket_services(&list, role, &key, &metrics, None)?,
-        metrics.clone(),
-    )?);
-    if role == Role::Offline {
-        set.set_download(Some(download_envelope(&list.index().encode())));
-    }
-    let mut options = pir_server::ServerOptions::new(args.listen);
-    if let Some(workers) = args.workers {
-        options.workers = workers;
-    }
-    options.grace = std::time::Duration::from_secs(args.grace_seconds);
-    options.admin_listen = args.admin_listen;
-    server_config::apply_limits(
-        &mut options,
-        args.max_connections,
-        args.header_timeout_seconds,
-        args.body_timeout_seconds,
-    )?;
-    let tls = pir_keys::tls::server_config(&key)?;
-    let running = pir_server::start(set.clone(), tls, options)
-        .await
-        .context("starting the Safe Browsing server")?;
-    println!(
-        "safebrowsing server {} ({}) serving list {:?} version {}: {} full hashes in {} \
-         bucket(s), database {} at https://{} with key {}",
-        args.server,
-        if role == Role::Offline {
-            "offline: hints, refreshes, list index"
-        } else {
-            "online: lookups"
-        },
-        list.name(),
-        list.version(),
-        list.len(),
-        list.buckets().len(),
-        hex::encode(&list.id()[..8]),
-        running.addr,
-        key.public().fingerprint()
-    );
-    let hints: usize = list
-        .buckets()
-        .iter()
-        .filter(|b| b.len() >= list.dpf_below())
-        .map(|b| pir_xor::checklist::Params::new(b.len() as u64, 32).map_or(0, |p| p.hint_bytes()))
-        .sum();
-    println!(
-        "Checklist hints {} per client; buckets below {} records by DPF; health: https://{}/health \
-         (SIGHUP reloads the database)",
-        crate::human(hints as u64),
-        list.dpf_below(),
-        running.addr
-    );
-    println!("privacy: {PRIVACY}");
-    crate::print_admin(&running);
-    let reloader = tokio::spawn(reload_on_hangup(
-        args.db.clone(),
-        role,
-        key,
-        metrics,
-        set,
-        std::time::Duration::from_secs(args.retire_seconds),
-    ));
-    running.run_until_signal().await;
-    reloader.abort();
-    Ok(())
+    };
+    let host = pir_host::Host::new(&settings.common)?;
+    let role = Role::of(usize::from(settings.server))?;
+    pir_host::serve(host, Buckets { settings, role }).await
 }
 
-/// Reloads the database on every SIGHUP; drops retired buckets once their time is up.
-async fn reload_on_hangup(
-    db: PathBuf,
+/// `pir safebrowsing serve` as a server kind: the buckets of the list are the versions (a
+/// reload keeps the buckets the new version still has and retires the others); server 0
+/// also serves the list index as its download.
+struct Buckets {
+    settings: SbServeSettings,
     role: Role,
-    key: SecretKey,
-    metrics: Arc<Metrics>,
-    set: Arc<ReleaseSet<Checklist>>,
-    retire: std::time::Duration,
-) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
-        tracing::warn!("cannot listen for SIGHUP: the database is not reloaded");
-        return;
-    };
-    let key = Arc::new(key);
-    let mut prune = tokio::time::interval(std::time::Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            _ = hangup.recv() => {
-                let (db, key, metrics, set) = (db.clone(), key.clone(), metrics.clone(), set.clone());
-                let result = tokio::task::spawn_blocking(move || {
-                    let list = open_database(&db)?;
-                    let wanted = bucket_services(&list, role, &key, &metrics, Some(&set))?;
-                    let added = set.update(wanted, retire)?;
-                    if role == Role::Offline {
-                        set.set_download(Some(download_envelope(&list.index().encode())));
-                    }
-                    anyhow::Ok(format!(
-                        "reloaded list {:?} version {}: {} full hashes, {} bucket(s) ({} new)",
-                        list.name(),
-                        list.version(),
-                        list.len(),
-                        list.buckets().len(),
-                        added.len()
-                    ))
-                })
-                .await;
-                match result {
-                    Ok(Ok(message)) => println!("{message}"),
-                    Ok(Err(e)) => println!("reload failed, still serving as before: {e:#}"),
-                    Err(e) => println!("reload failed: {e}"),
-                }
-            }
-            _ = prune.tick() => {
-                let dropped = set.prune();
-                if dropped > 0 {
-                    println!("dropped {dropped} retired bucket(s)");
-                }
-            }
+}
+
+impl pir_host::Kind for Buckets {
+    type Backend = Checklist;
+    type Opened = ListDatabase;
+    const WHAT: &'static str = "the Safe Browsing server";
+    const UNIT: &'static str = "bucket(s)";
+
+    fn open(&self, at: &Opening<'_, Checklist>) -> Result<pir_host::Versions<Self>> {
+        let list = open_database(&self.settings.db)?;
+        let services = bucket_services(&list, self.role, at)?;
+        Ok((services, list))
+    }
+
+    fn installed(&self, set: &ReleaseSet<Checklist>, list: &ListDatabase) {
+        if self.role == Role::Offline {
+            set.set_download(Some(download_envelope(&list.index().encode())));
         }
+    }
+
+    fn started(&self, started: &Started<'_, Self>) -> Vec<String> {
+        let (list, addr) = (started.opened, started.running.addr);
+        let hints: usize = list
+            .buckets()
+            .iter()
+            .filter(|b| b.len() >= list.dpf_below())
+            .map(|b| {
+                pir_xor::checklist::Params::new(b.len() as u64, 32).map_or(0, |p| p.hint_bytes())
+            })
+            .sum();
+        vec![
+            format!(
+                "safebrowsing server {} ({}) serving list {:?} version {}: {} full hashes in {} \
+                 bucket(s), database {} at https://{addr} with key {}",
+                self.settings.server,
+                if self.role == Role::Offline {
+                    "offline: hints, refreshes, list index"
+                } else {
+                    "online: lookups"
+                },
+                list.name(),
+                list.version(),
+                list.len(),
+                list.buckets().len(),
+                hex::encode(&list.id()[..8]),
+                started.key.public().fingerprint()
+            ),
+            format!(
+                "Checklist hints {} per client; buckets below {} records by DPF; health: \
+                 https://{addr}/health (SIGHUP reloads the database)",
+                crate::human(hints as u64),
+                list.dpf_below(),
+            ),
+            format!("privacy: {PRIVACY}"),
+        ]
+    }
+
+    fn reloaded(&self, change: &Change<'_, Self>) -> String {
+        let list = change.opened;
+        format!(
+            "reloaded list {:?} version {}: {} full hashes, {} bucket(s) ({} new)",
+            list.name(),
+            list.version(),
+            list.len(),
+            list.buckets().len(),
+            change.added.len()
+        )
+    }
+
+    fn reload_failed(&self, _before: &[ReleaseInfo], error: &anyhow::Error) -> String {
+        format!("reload failed, still serving as before: {error:#}")
     }
 }
 

@@ -7,6 +7,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 /// `pir breach ...`.
+// Parsed once per run: the size of the serve variant (its common server flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum BreachCommand {
     /// Build a breach database from a corpus (HIBP SHA1:COUNT lines or a directory of
@@ -120,8 +122,9 @@ pub enum QdpPolicyArg {
 #[derive(Debug, Args, Serialize)]
 pub struct BreachServeArgs {
     /// TOML file with any of: db, server, key, listen, blinding_key, qdp_policy, qdp_queue,
-    /// seed_state, workers, four_russians, grace_seconds, admin_listen, max_connections,
-    /// header_timeout_seconds, body_timeout_seconds.
+    /// seed_state, workers, four_russians, batch_window_ms, max_batch, grace_seconds,
+    /// retire_seconds, admin_listen, max_connections, header_timeout_seconds,
+    /// body_timeout_seconds.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
@@ -140,14 +143,6 @@ pub struct BreachServeArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<u16>,
-    /// The server's secret key (from `pir keygen`): TLS identity and answer signatures.
-    #[arg(long, value_name = "SERVER.key")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<PathBuf>,
-    /// HTTPS address to listen on.
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<SocketAddr>,
     /// The blinding key (DB.key from the build of a pairs database): this server then
     /// answers blinded requests. Give it to one server only.
     #[arg(long, value_name = "DB.key")]
@@ -165,10 +160,6 @@ pub struct BreachServeArgs {
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed_state: Option<PathBuf>,
-    /// Threads that answer queries (default: number of cores).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workers: Option<usize>,
     /// Keep a four-Russians table of group size T (1 to 8) over this server's flip chunk:
     /// the online step then reads one table entry per T rows instead of up to T rows
     /// (at 1.07 GB: 18 -> 8.8 ms with T = 4). Costs about (2^T - 1) / T / 2 times the
@@ -176,29 +167,16 @@ pub struct BreachServeArgs {
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u8).range(1..=8))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub four_russians: Option<u8>,
-    /// On SIGTERM or Ctrl-C, stop accepting and let requests in flight finish for up to
-    /// this many seconds before closing their connections (default 10).
-    #[arg(long, value_name = "SECONDS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grace_seconds: Option<u64>,
-    /// Also serve /metrics and /health over plain HTTP at ADDR (for a scraper on this host;
-    /// use a loopback address such as 127.0.0.1:9464).
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_listen: Option<SocketAddr>,
     #[command(flatten)]
     #[serde(flatten)]
-    pub limits: super::LimitArgs,
+    pub common: super::CommonArgs,
 }
 
 /// The settings of `pir breach serve` after defaults, file and flags are merged.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct BreachServeSettings {
     pub db: super::OneOrMany,
     pub server: u16,
-    pub key: PathBuf,
-    pub listen: SocketAddr,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blinding_key: Option<PathBuf>,
     pub qdp_policy: QdpPolicyArg,
@@ -206,28 +184,59 @@ pub struct BreachServeSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_state: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub four_russians: Option<u8>,
-    pub grace_seconds: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admin_listen: Option<SocketAddr>,
-    pub max_connections: usize,
-    pub header_timeout_seconds: u64,
-    pub body_timeout_seconds: u64,
+    #[serde(flatten)]
+    pub common: super::Common,
 }
 
-impl BreachServeSettings {
-    /// The fields that hold paths (taken relative to the config file's directory).
-    pub const PATHS: [&'static str; 4] = ["db", "key", "blinding_key", "seed_state"];
+impl pir_host::Settings for BreachServeSettings {
+    const KEYS: &'static [&'static str] = &[
+        "db",
+        "server",
+        "blinding_key",
+        "qdp_policy",
+        "qdp_queue",
+        "seed_state",
+        "four_russians",
+    ];
+    const PATHS: &'static [&'static str] = &["db", "blinding_key", "seed_state"];
 
-    /// The defaults, before the config file and the flags.
-    pub fn defaults() -> toml::Table {
-        crate::server_config::with_limits(crate::server_config::defaults([
-            ("qdp_policy", toml::Value::String("half".into())),
-            ("qdp_queue", toml::Value::Integer(500)),
-            ("grace_seconds", toml::Value::Integer(10)),
-        ]))
+    fn defaults() -> toml::Table {
+        let mut defaults = super::Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS);
+        defaults.insert("qdp_policy".into(), toml::Value::String("half".into()));
+        defaults.insert("qdp_queue".into(), toml::Value::Integer(500));
+        defaults
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.server > 1 {
+            anyhow::bail!("server must be 0 or 1, not {}", self.server);
+        }
+        if self.four_russians.is_some_and(|t| !(1..=8).contains(&t)) {
+            anyhow::bail!("four_russians must be a group size 1 to 8");
+        }
+        let count = self.db.paths().len();
+        if count == 0 {
+            anyhow::bail!("no database: pass --db DB");
+        }
+        if count > pir_service::releases::MAX_RELEASES {
+            anyhow::bail!(
+                "{count} databases; one server serves at most {}",
+                pir_service::releases::MAX_RELEASES
+            );
+        }
+        if count > 1 && (self.seed_state.is_some() || self.blinding_key.is_some()) {
+            anyhow::bail!(
+                "with several --db, each database keeps its seed state in DB.seeds-SERVER and \
+                 --seed-state and --blinding-key do not apply: serve a username:password corpus \
+                 (which needs its blinding key) on its own"
+            );
+        }
+        Ok(())
+    }
+
+    fn common(&self) -> &super::Common {
+        &self.common
     }
 }
 

@@ -1,6 +1,5 @@
 //! Command-line flags. Parsing only: every command is carried out in `main.rs` by the library.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -234,32 +233,14 @@ pub enum LoadKind {
     Lattice,
 }
 
-/// Connection bounds every server takes (flags; the same names work in --config files).
-#[derive(Debug, Default, Clone, Args, Serialize)]
-pub struct LimitArgs {
-    /// Most connections open at once (default 4096); more wait in the kernel's backlog until
-    /// one closes.
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_connections: Option<usize>,
-    /// Seconds a client may take to send a request's headers; an idle keep-alive connection
-    /// is closed after the same time (default 30).
-    #[arg(long, value_name = "SECONDS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub header_timeout_seconds: Option<u64>,
-    /// Seconds a client may take to send a request's body once its headers are in
-    /// (default 30).
-    #[arg(long, value_name = "SECONDS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub body_timeout_seconds: Option<u64>,
-}
+pub use pir_host::settings::{Common, CommonArgs, LimitArgs, OneOrMany};
 
 /// `pir serve`. Every setting can also come from a TOML file (`--config`; keys are the flag
 /// names with `_`, e.g. `grace_seconds = 30`); flags override it.
 #[derive(Debug, Args, Serialize)]
 pub struct ServeArgs {
     /// TOML file with any of: db, scheme, key, listen, workers, batch_window_ms, max_batch,
-    /// grace_seconds, admin_listen, max_connections, header_timeout_seconds,
+    /// grace_seconds, retire_seconds, admin_listen, max_connections, header_timeout_seconds,
     /// body_timeout_seconds.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
@@ -278,40 +259,9 @@ pub struct ServeArgs {
     #[arg(long, value_enum)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheme: Option<LatticeSchemeArg>,
-    /// The server's secret key (from `pir keygen`): TLS identity and answer signatures.
-    #[arg(long, value_name = "SERVER.key")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<PathBuf>,
-    /// HTTPS address to listen on.
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<SocketAddr>,
-    /// Threads that answer queries (default: number of cores).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workers: Option<usize>,
-    /// Queries arriving within this many ms of the first waiting one share one pass
-    /// (default 2).
-    #[arg(long, value_name = "MS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub batch_window_ms: Option<u64>,
-    /// Most requests answered in one pass (default 64).
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_batch: Option<usize>,
-    /// On SIGTERM or Ctrl-C, stop accepting and let requests in flight finish for up to
-    /// this many seconds before closing their connections (default 10).
-    #[arg(long, value_name = "SECONDS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grace_seconds: Option<u64>,
-    /// Also serve /metrics and /health over plain HTTP at ADDR (for a scraper on this host;
-    /// use a loopback address such as 127.0.0.1:9464).
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_listen: Option<SocketAddr>,
     #[command(flatten)]
     #[serde(flatten)]
-    pub limits: LimitArgs,
+    pub common: CommonArgs,
     /// Do not draw a progress bar.
     #[arg(long)]
     #[serde(skip)]
@@ -320,36 +270,39 @@ pub struct ServeArgs {
 
 /// The settings of `pir serve` after defaults, file and flags are merged.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ServeSettings {
     pub db: OneOrMany,
     pub scheme: LatticeSchemeArg,
-    pub key: PathBuf,
-    pub listen: SocketAddr,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<usize>,
-    pub batch_window_ms: u64,
-    pub max_batch: usize,
-    pub grace_seconds: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admin_listen: Option<SocketAddr>,
-    pub max_connections: usize,
-    pub header_timeout_seconds: u64,
-    pub body_timeout_seconds: u64,
+    #[serde(flatten)]
+    pub common: Common,
 }
 
-impl ServeSettings {
-    /// The fields that hold paths (taken relative to the config file's directory).
-    pub const PATHS: [&'static str; 2] = ["db", "key"];
+impl pir_host::Settings for ServeSettings {
+    const KEYS: &'static [&'static str] = &["db", "scheme"];
+    const PATHS: &'static [&'static str] = &["db"];
 
-    /// The defaults, before the config file and the flags.
-    pub fn defaults() -> toml::Table {
-        crate::server_config::with_limits(crate::server_config::defaults([
-            ("scheme", toml::Value::String("simplepir".into())),
-            ("batch_window_ms", toml::Value::Integer(2)),
-            ("max_batch", toml::Value::Integer(64)),
-            ("grace_seconds", toml::Value::Integer(10)),
-        ]))
+    fn defaults() -> toml::Table {
+        let mut defaults = Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS);
+        defaults.insert("scheme".into(), toml::Value::String("simplepir".into()));
+        defaults
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        let count = self.db.paths().len();
+        if count == 0 {
+            anyhow::bail!("no database: pass --db DB (repeat it to serve several)");
+        }
+        if count > pir_service::releases::MAX_RELEASES {
+            anyhow::bail!(
+                "{count} databases; one server serves at most {}",
+                pir_service::releases::MAX_RELEASES
+            );
+        }
+        Ok(())
+    }
+
+    fn common(&self) -> &Common {
+        &self.common
     }
 }
 
@@ -516,24 +469,4 @@ pub fn parse_server(arg: &str) -> anyhow::Result<(String, pir_keys::PublicKey)> 
     })?;
     let key = pir_keys::PublicKey::load(std::path::Path::new(key_path))?;
     Ok((url.to_string(), key))
-}
-
-/// A setting that is one path or a list of them (`db = "a.db"` or `db = ["a.db", "b.db"]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    /// One path.
-    One(PathBuf),
-    /// Several, in order.
-    Many(Vec<PathBuf>),
-}
-
-impl OneOrMany {
-    /// The paths, in order.
-    pub fn paths(&self) -> Vec<PathBuf> {
-        match self {
-            OneOrMany::One(p) => vec![p.clone()],
-            OneOrMany::Many(v) => v.clone(),
-        }
-    }
 }

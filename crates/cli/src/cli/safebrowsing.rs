@@ -7,6 +7,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 /// `pir safebrowsing ...`.
+// Parsed once per run: the size of the serve variant (its common server flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum SafeBrowsingCommand {
     /// Build the servers' database from a blocklist: one URL or host per line (a host blocks
@@ -71,8 +73,9 @@ pub struct SbBuildArgs {
 /// are the flag names with `_`); flags override it.
 #[derive(Debug, Args, Serialize)]
 pub struct SbServeArgs {
-    /// TOML file with any of: db, server, key, listen, workers, grace_seconds, admin_listen,
-    /// retire_seconds, max_connections, header_timeout_seconds, body_timeout_seconds.
+    /// TOML file with any of: db, server, key, listen, workers, batch_window_ms, max_batch,
+    /// grace_seconds, admin_listen, retire_seconds (default 60), max_connections,
+    /// header_timeout_seconds, body_timeout_seconds.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
@@ -89,66 +92,40 @@ pub struct SbServeArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<u16>,
-    /// The server's secret key (from `pir keygen`): TLS identity and answer signatures.
-    #[arg(long, value_name = "SERVER.key")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<PathBuf>,
-    /// HTTPS address to listen on.
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<SocketAddr>,
-    /// Threads that answer queries (default: number of cores).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workers: Option<usize>,
-    /// On SIGTERM or Ctrl-C, let requests in flight finish for up to this many seconds
-    /// (default 10).
-    #[arg(long, value_name = "SECONDS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grace_seconds: Option<u64>,
-    /// Also serve /metrics and /health over plain HTTP at ADDR (a loopback address).
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_listen: Option<SocketAddr>,
-    /// After a reload, keep serving buckets the new version dropped for this many seconds,
-    /// so lookups in progress finish (default 60).
-    #[arg(long, value_name = "SECONDS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retire_seconds: Option<u64>,
     #[command(flatten)]
     #[serde(flatten)]
-    pub limits: super::LimitArgs,
+    pub common: super::CommonArgs,
 }
 
 /// The settings of `pir safebrowsing serve` after defaults, file and flags are merged.
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct SbServeSettings {
     pub db: PathBuf,
     pub server: u16,
-    pub key: PathBuf,
-    pub listen: SocketAddr,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<usize>,
-    pub grace_seconds: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admin_listen: Option<SocketAddr>,
-    pub retire_seconds: u64,
-    pub max_connections: usize,
-    pub header_timeout_seconds: u64,
-    pub body_timeout_seconds: u64,
+    #[serde(flatten)]
+    pub common: super::Common,
 }
 
-impl SbServeSettings {
-    /// The fields that hold paths (taken relative to the config file's directory).
-    pub const PATHS: [&'static str; 2] = ["db", "key"];
+impl pir_host::Settings for SbServeSettings {
+    const KEYS: &'static [&'static str] = &["db", "server"];
+    const PATHS: &'static [&'static str] = &["db"];
 
-    /// The defaults, before the config file and the flags.
-    pub fn defaults() -> toml::Table {
-        crate::server_config::with_limits(crate::server_config::defaults([
-            ("grace_seconds", toml::Value::Integer(10)),
-            ("retire_seconds", toml::Value::Integer(60)),
-        ]))
+    fn defaults() -> toml::Table {
+        super::Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.server > 1 {
+            anyhow::bail!(
+                "server must be 0 (offline) or 1 (online), not {}",
+                self.server
+            );
+        }
+        Ok(())
+    }
+
+    fn common(&self) -> &super::Common {
+        &self.common
     }
 }
 

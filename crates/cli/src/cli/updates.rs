@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
+use serde::{Deserialize, Serialize};
 
-use super::LimitArgs;
+use super::{Common, CommonArgs, OneOrMany};
 
 /// `pir release ...`.
 #[derive(Debug, Subcommand)]
@@ -107,69 +108,138 @@ pub enum MirrorCommand {
 /// - four_russians_memory_gib: largest table to build (default 4).
 /// - lock_in_ram: copy the database into huge pages and mlock it, so it is never paged out and
 ///   the scans take fewer TLB misses (needs `ulimit -l`).
-#[derive(Debug, Default, Args)]
+#[derive(Debug, Default, Args, Serialize)]
 #[command(verbatim_doc_comment)]
 pub struct MirrorServeArgs {
-    /// TOML file with any of: release (a path or a list), retire_seconds, key, listen, legacy_http, admin_listen, workers, skip_verify,
-    /// batch_window_ms, max_batch, grace_seconds, four_russians, four_russians_memory_gib,
-    /// lock_in_ram, max_connections, header_timeout_seconds, body_timeout_seconds.
+    /// TOML file with any of: release (a path or a list), retire_seconds, key, listen,
+    /// legacy_http, admin_listen, workers, skip_verify, batch_window_ms, max_batch,
+    /// grace_seconds, four_russians, four_russians_memory_gib, lock_in_ram, max_connections,
+    /// header_timeout_seconds, body_timeout_seconds.
     #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// A release directory (from `pir release build`); repeat to serve several at once. Each
     /// query goes to the release it names. SIGHUP opens the directories again: a directory
     /// that now holds another release (a moved `current` symlink) adds it and retires the
-    /// old one (see --retire-seconds).
+    /// old one (see --retire-seconds, default 600 here).
     #[arg(long, value_name = "RELEASE")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub release: Vec<PathBuf>,
-    /// After a reload, keep serving a replaced release this long so fetches in progress
-    /// finish (default 600).
-    #[arg(long, value_name = "SECONDS")]
-    pub retire_seconds: Option<u64>,
-    /// The mirror's secret key (from `pir keygen`).
-    #[arg(long, value_name = "MIRROR.key")]
-    pub key: Option<PathBuf>,
-    /// HTTPS address to listen on.
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
     /// Also serve plain, NOT private, downloads at http://ADDR/files/NAME for old clients.
     #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub legacy_http: Option<SocketAddr>,
-    /// Also serve /metrics and /health over plain HTTP at ADDR (for a scraper on this host;
-    /// use a loopback address such as 127.0.0.1:9464).
-    #[arg(long, value_name = "ADDR")]
-    pub admin_listen: Option<SocketAddr>,
-    /// Threads that scan the database (default: number of cores).
-    #[arg(long)]
-    pub workers: Option<usize>,
     /// Skip checking every block against the manifest at start-up.
     #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub skip_verify: bool,
-    /// Batching window in milliseconds (default 2).
-    #[arg(long, value_name = "MS")]
-    pub batch_window_ms: Option<u64>,
-    /// Most requests answered in one pass (default 64).
-    #[arg(long, value_name = "N")]
-    pub max_batch: Option<usize>,
-    /// On SIGTERM or Ctrl-C, let requests in flight finish for up to this many seconds
-    /// before closing their connections (default 10).
-    #[arg(long, value_name = "SECONDS")]
-    pub grace_seconds: Option<u64>,
     /// Four-Russians tables: auto, off, or a group size 1 to 8 (default auto).
     #[arg(long, value_name = "auto|off|T")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub four_russians: Option<String>,
     /// Largest four-Russians table, GiB (default 4).
     #[arg(long, value_name = "GIB")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub four_russians_memory_gib: Option<f64>,
     /// Copy the database into huge pages locked in RAM (mlock): never paged out, and sparse
     /// scans of 4 KiB blocks about 1.4x faster than from the file map.
     #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub lock_in_ram: bool,
     #[command(flatten)]
-    pub limits: LimitArgs,
+    #[serde(flatten)]
+    pub common: CommonArgs,
     /// Print the effective settings (file and flags merged, defaults filled in) as a config
     /// file, and exit without serving.
     #[arg(long)]
+    #[serde(skip)]
     pub print_config: bool,
+}
+
+/// How long a replaced release is still served by default (fetches in progress finish).
+pub const DEFAULT_RETIRE_SECONDS: u64 = 600;
+
+/// The settings of `pir mirror serve` after defaults, file and flags are merged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MirrorSettings {
+    pub release: OneOrMany,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legacy_http: Option<SocketAddr>,
+    pub skip_verify: bool,
+    pub four_russians: String,
+    pub four_russians_memory_gib: f64,
+    pub lock_in_ram: bool,
+    #[serde(flatten)]
+    pub common: Common,
+}
+
+impl pir_host::Settings for MirrorSettings {
+    const KEYS: &'static [&'static str] = &[
+        "release",
+        "legacy_http",
+        "skip_verify",
+        "four_russians",
+        "four_russians_memory_gib",
+        "lock_in_ram",
+    ];
+    const PATHS: &'static [&'static str] = &["release"];
+
+    fn defaults() -> toml::Table {
+        let mut defaults = Common::defaults(DEFAULT_RETIRE_SECONDS);
+        for (name, value) in [
+            ("skip_verify", toml::Value::Boolean(false)),
+            ("four_russians", toml::Value::String("auto".into())),
+            ("four_russians_memory_gib", toml::Value::Float(4.0)),
+            ("lock_in_ram", toml::Value::Boolean(false)),
+        ] {
+            defaults.insert(name.into(), value);
+        }
+        defaults
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        let count = self.release.paths().len();
+        if count == 0 {
+            anyhow::bail!("no release: pass --release RELEASE or set it in --config");
+        }
+        if count > pir_service::releases::MAX_RELEASES {
+            anyhow::bail!(
+                "{count} releases; a mirror serves at most {}",
+                pir_service::releases::MAX_RELEASES
+            );
+        }
+        self.engine().map(|_| ())
+    }
+
+    fn common(&self) -> &Common {
+        &self.common
+    }
+}
+
+impl MirrorSettings {
+    /// The engine options of `four_russians` and `four_russians_memory_gib`.
+    pub fn engine(&self) -> anyhow::Result<pir_xor::EngineOptions> {
+        let russians = match self.four_russians.as_str() {
+            "auto" => pir_xor::Russians::Auto,
+            "off" => pir_xor::Russians::Off,
+            t => match t.parse::<usize>() {
+                Ok(t) if pir_kernels::russians::GROUP_SIZES.contains(&t) => {
+                    pir_xor::Russians::Group(t)
+                }
+                _ => anyhow::bail!(
+                    "four_russians must be auto, off, or a group size 1 to 8, not {t:?}"
+                ),
+            },
+        };
+        let gib = self.four_russians_memory_gib;
+        if !(0.0..=1024.0).contains(&gib) {
+            anyhow::bail!("four_russians_memory_gib must be between 0 and 1024");
+        }
+        Ok(pir_xor::EngineOptions {
+            russians,
+            russians_memory_limit: (gib * (1u64 << 30) as f64) as usize,
+        })
+    }
 }
 
 /// `pir mirror-list ...`.

@@ -1,0 +1,282 @@
+//! With `--log-format json` every line a server writes to standard error is one JSON object:
+//! its status lines ("opening ...", "hint ready ...") and progress go through the logger too.
+//! Each server command is started, asked over HTTPS, reloaded with SIGHUP and stopped with
+//! SIGTERM, and everything it wrote to standard error is read back.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use support::{ok, World};
+
+/// A server started with `--log info --log-format json`, its standard output read line by
+/// line and its standard error kept whole.
+struct Server {
+    child: Child,
+    addr: String,
+    stdout: Receiver<String>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl Server {
+    /// Starts `pir --log info --log-format json ARGS` (its first line names its address).
+    fn start(args: &[&str]) -> Server {
+        let mut child = support::pir()
+            .args(["--log", "info", "--log-format", "json"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            err.read_to_string(&mut text).unwrap();
+            text
+        });
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("the server printed nothing").unwrap();
+        let addr = first
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("https://"))
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_string();
+        let (send, stdout) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = send.send(line);
+            }
+        });
+        Server {
+            child,
+            addr,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Sends SIGHUP and waits for the line saying how the reload went.
+    fn reload(&self) -> String {
+        let sent = std::process::Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        loop {
+            let line = self
+                .stdout
+                .recv_timeout(Duration::from_secs(60))
+                .expect("no reload line");
+            if line.starts_with("reload") {
+                return line;
+            }
+        }
+    }
+
+    /// Stops it with SIGTERM; returns its standard error, every line checked to be a JSON
+    /// object with a level and a message.
+    fn stop(mut self) -> Vec<serde_json::Value> {
+        let status = support::terminate(&mut self.child);
+        assert!(status.success(), "{status:?}");
+        let stderr = self.stderr.join().unwrap();
+        let lines: Vec<serde_json::Value> = stderr
+            .lines()
+            .map(|line| {
+                let value: serde_json::Value = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}\n{stderr}"));
+                assert!(value.is_object(), "{line}");
+                assert!(value["level"].is_string(), "{line}");
+                assert!(value["fields"]["message"].is_string(), "{line}");
+                value
+            })
+            .collect();
+        let said = |text: &str| {
+            lines
+                .iter()
+                .any(|l| l["fields"]["message"].as_str().unwrap().contains(text))
+        };
+        assert!(said("serving PIR over HTTPS"), "{stderr}");
+        assert!(said("SIGHUP"), "the reload is logged: {stderr}");
+        assert!(said("stopped"), "the shutdown is logged: {stderr}");
+        lines
+    }
+}
+
+/// Asks the server at `addr` (pinned to `key_path`) for `/health` and sends it a body that is
+/// no request: both over TLS, as any client would.
+fn ask(addr: &str, key_path: &Path) {
+    let send = |head: String, body: &[u8]| -> String {
+        let key = pir_keys::PublicKey::load(key_path).unwrap();
+        let config = pir_keys::tls::client_config(key).unwrap();
+        let tcp = std::net::TcpStream::connect(addr).unwrap();
+        let conn = rustls::ClientConnection::new(config, pir_keys::tls::server_name()).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        tls.write_all(head.as_bytes()).unwrap();
+        tls.write_all(body).unwrap();
+        let mut reply = Vec::new();
+        let _ = tls.read_to_end(&mut reply);
+        String::from_utf8_lossy(&reply).into_owned()
+    };
+    let health = send(
+        format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+        b"",
+    );
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let body = b"PIRw\x01\x00 not a request";
+    let reply = send(
+        format!(
+            "POST /pir/v1 HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: \
+             close\r\n\r\n",
+            body.len()
+        ),
+        body,
+    );
+    assert!(reply.starts_with("HTTP/1.1"), "{reply}");
+}
+
+/// The status lines (target `pir::status`) among `lines`.
+fn status_lines(lines: &[serde_json::Value]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| l["target"] == "pir::status")
+        .map(|l| l["fields"]["message"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn mirror_serve_logs_json_only() {
+    let world = World::new(1);
+    let server = Server::start(&[
+        "mirror",
+        "serve",
+        "--release",
+        &world.path("release"),
+        "--key",
+        &world.path("m0.key"),
+        "--listen",
+        "127.0.0.1:0",
+        "--four-russians",
+        "2",
+    ]);
+    ask(&server.addr, Path::new(&world.path("m0.pub")));
+    assert!(server.reload().starts_with("reloaded:"));
+    let status = status_lines(&server.stop());
+    assert!(
+        status.iter().any(|l| l.starts_with("opening "))
+            && status.iter().any(|l| l.contains("loaded in"))
+            && status
+                .iter()
+                .any(|l| l.starts_with("building four-Russians tables")),
+        "{status:?}"
+    );
+}
+
+#[test]
+fn single_server_logs_json_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    std::fs::write(p("records.bin"), vec![7u8; 64 * 16]).unwrap();
+    ok(&["keygen", "--out", &p("server")]);
+    let built = ["db", "build", "--records", &p("records.bin")];
+    ok(&[&built[..], &["--record-size", "16", "--out", &p("r.db")]].concat());
+    let server = Server::start(&[
+        "serve",
+        "--db",
+        &p("r.db"),
+        "--key",
+        &p("server.key"),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    ask(&server.addr, &dir.path().join("server.pub"));
+    assert!(server.reload().starts_with("reloaded:"));
+    let status = status_lines(&server.stop());
+    assert!(
+        status
+            .iter()
+            .any(|l| l.starts_with("computing the simplepir hint"))
+            && status.iter().any(|l| l.starts_with("saved the hint"))
+            && status.iter().any(|l| l.starts_with("loading the saved")),
+        "{status:?}"
+    );
+}
+
+#[test]
+fn breach_serve_logs_json_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    std::fs::write(p("list.txt"), "123456\npassword\nqwerty\nletmein\n").unwrap();
+    ok(&["keygen", "--out", &p("s1")]);
+    ok(&[
+        "breach",
+        "build",
+        "--format",
+        "passwords",
+        &p("list.txt"),
+        "--out",
+        &p("pw.db"),
+        "--quiet",
+    ]);
+    let server = Server::start(&[
+        "breach",
+        "serve",
+        "--db",
+        &p("pw.db"),
+        "--server",
+        "1",
+        "--key",
+        &p("s1.key"),
+        "--listen",
+        "127.0.0.1:0",
+        "--four-russians",
+        "4",
+        "--qdp-queue",
+        "8",
+    ]);
+    ask(&server.addr, &dir.path().join("s1.pub"));
+    assert!(server.reload().starts_with("reloaded:"));
+    let status = status_lines(&server.stop());
+    assert!(
+        status
+            .iter()
+            .any(|l| l.starts_with("building the four-Russians table")),
+        "{status:?}"
+    );
+}
+
+#[test]
+fn safebrowsing_serve_logs_json_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let list: String = (0..300).map(|i| format!("bad{i}.example.org\n")).collect();
+    std::fs::write(p("list.txt"), list).unwrap();
+    ok(&[
+        "safebrowsing",
+        "build",
+        &p("list.txt"),
+        "--out",
+        &p("sb.db"),
+    ]);
+    ok(&["keygen", "--out", &p("s0")]);
+    let server = Server::start(&[
+        "safebrowsing",
+        "serve",
+        "--db",
+        &p("sb.db"),
+        "--server",
+        "0",
+        "--key",
+        &p("s0.key"),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    ask(&server.addr, &dir.path().join("s0.pub"));
+    assert!(server.reload().starts_with("reloaded list"));
+    server.stop();
+}
