@@ -7,6 +7,8 @@
 //! `nbdcopy` and `nbdinfo` (libnbd) negotiate structured replies and `NBD_OPT_GO`; `qemu-img`
 //! does the same. The caller moves the bytes and runs the commands.
 
+pub mod export;
+
 /// `"NBDMAGIC"`, first in the server greeting.
 pub const NBD_MAGIC: u64 = 0x4e42_444d_4147_4943;
 /// `"IHAVEOPT"`: the newstyle magic, also in front of every client option.
