@@ -7,8 +7,10 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use pir_blockstore::size::parse_size;
+use pir_blockstore::nbd::export::{self, ExportOptions, ExportStats};
+use pir_blockstore::nbd::listen::{self, Listener};
+use pir_blockstore::nbd::psk::{self, PskKeys};
 use pir_blockstore::Disk;
-use tokio::net::TcpListener;
 
 use pir_blockstore::remote::StoreService;
 use pir_blockstore::StoreSpec;
@@ -226,15 +228,63 @@ async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
     Ok(())
 }
 
+/// The listener and TLS of `pir oram nbd`, checked against the address policy.
+async fn nbd_listener(args: &OramNbdArgs) -> Result<(Listener, ExportOptions)> {
+    let mut options = ExportOptions {
+        max_connections: args.max_connections,
+        idle_timeout: (args.idle_timeout_seconds > 0)
+            .then(|| std::time::Duration::from_secs(args.idle_timeout_seconds)),
+        grace: std::time::Duration::from_secs(args.grace_seconds),
+        ..ExportOptions::default()
+    };
+    if let Some(file) = &args.tls_psk {
+        let keys = PskKeys::load(file)?;
+        options.tls = Some(psk::server_context(std::sync::Arc::new(keys))?);
+    }
+    let listener = match args.listen {
+        Some(addr) => {
+            let policy = listen::Policy {
+                allow_remote: args.allow_remote,
+                tls: options.tls.is_some(),
+            };
+            if let Some(warning) = listen::check_tcp(addr, policy).map_err(anyhow::Error::msg)? {
+                eprintln!("{warning}");
+            } else if options.tls.is_none() {
+                eprintln!(
+                    "note: every local user can connect to {addr}; the default Unix socket (or --tls-psk) admits only you"
+                );
+            }
+            Listener::tcp(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?
+        }
+        None => {
+            let path = args
+                .socket
+                .clone()
+                .unwrap_or_else(|| socket_path(&args.state.state));
+            Listener::unix(&path).with_context(|| format!("cannot listen on {}", path.display()))?
+        }
+    };
+    Ok((listener, options))
+}
+
+/// The default socket beside the state: `STATE.sock`.
+fn socket_path(state: &Path) -> std::path::PathBuf {
+    let mut name = state.as_os_str().to_owned();
+    name.push(".sock");
+    name.into()
+}
+
 async fn serve_nbd(args: &OramNbdArgs) -> Result<()> {
+    let (listener, options) = nbd_listener(args).await?;
     let state = args.state.state.clone();
     let disk = blocking(move |rt| open(&state, rt)).await?;
-    let size = disk.size();
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let addr = listener.local_addr()?;
-    println!("serving an oblivious store of {size} bytes at nbd://{addr} (Ctrl-C or SIGTERM flushes and stops)");
+    let uri = listener.uri(options.tls.is_some());
+    println!(
+        "serving an oblivious store of {} bytes at {uri} (Ctrl-C or SIGTERM flushes and stops)",
+        disk.size()
+    );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot watch SIGTERM")?;
     let shutdown = async move {
@@ -243,9 +293,16 @@ async fn serve_nbd(args: &OramNbdArgs) -> Result<()> {
             _ = terminate.recv() => {}
         }
     };
-    pir_blockstore::nbd::export::serve(disk, listener, shutdown).await?;
-    println!("flushed and closed cleanly");
-    Ok(())
+    let stats = std::sync::Arc::new(ExportStats::default());
+    match export::serve(disk, listener, options, stats, shutdown).await {
+        Ok(()) => {
+            println!("flushed and closed cleanly");
+            Ok(())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(
+            "the store was NOT closed cleanly: writes after the last acknowledged flush may be lost; the next open recovers the last flushed state",
+        )),
+    }
 }
 
 /// `pir bench --oram`.

@@ -28,12 +28,18 @@ pub enum OramCommand {
     /// ranges it is asked for; it never sees a key or which block is which. Clients name it
     /// in `pir oram init --store https://HOST:PORT=KEY.pub`.
     Store(OramStoreArgs),
-    /// Export the store as a Network Block Device on 127.0.0.1:PORT.
+    /// Export the store as a Network Block Device, by default on the Unix socket STATE.sock
+    /// (mode 0600: only you can connect).
     ///
-    /// Any NBD client works unchanged: `nbdinfo nbd://127.0.0.1:PORT`, `nbdcopy image.raw
-    /// nbd://127.0.0.1:PORT`, `qemu-img convert -O raw nbd://127.0.0.1:PORT out.raw`. A flush
-    /// (NBD_CMD_FLUSH, or a write with FUA) is acknowledged only when the data and the client
-    /// state are durable. Ctrl-C or SIGTERM finishes queued requests, flushes and closes cleanly.
+    /// Any NBD client works unchanged: `nbdinfo 'nbd+unix:///?socket=STATE.sock'`, `nbdcopy
+    /// image.raw 'nbd+unix:///?socket=STATE.sock'`, `qemu-img convert -O raw
+    /// 'nbd+unix:///?socket=STATE.sock' out.raw`. `--listen 127.0.0.1:PORT` serves on loopback
+    /// (every local user can connect there unless --tls-psk is given); any other address also
+    /// needs --allow-remote and --tls-psk (TLS with a pre-shared key: `nbdcopy
+    /// 'nbds://HOST:PORT/?tls-psk-file=FILE&tls-username=NAME'`). A flush (NBD_CMD_FLUSH, or a
+    /// write with FUA) is acknowledged only when the data and the client state are durable.
+    /// Ctrl-C or SIGTERM finishes queued requests, flushes and closes; if the store fails or
+    /// the flush does not finish within --grace-seconds, it exits non-zero and says so.
     Nbd(OramNbdArgs),
 }
 
@@ -97,9 +103,29 @@ pub struct OramGetArgs {
 pub struct OramNbdArgs {
     #[command(flatten)]
     pub state: OramStateArgs,
-    /// Address to listen on (port 0 picks a free port; the address is printed).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10809")]
-    pub listen: SocketAddr,
+    /// TCP address to listen on instead of the Unix socket (port 0 picks a free port; the
+    /// address is printed). Loopback unless --allow-remote.
+    #[arg(long, value_name = "ADDR", conflicts_with = "socket")]
+    pub listen: Option<SocketAddr>,
+    /// The Unix socket to create, mode 0600 (default STATE.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Allow a --listen address beyond loopback (needs --tls-psk).
+    #[arg(long, requires = "listen")]
+    pub allow_remote: bool,
+    /// Require TLS with a pre-shared key from FILE (psktool's format, `username:hexkey`
+    /// lines; make one with `psktool -u NAME -p FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub tls_psk: Option<PathBuf>,
+    /// Most NBD connections at once (also kept below the open-file limit).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_connections: usize,
+    /// Close a connection with nothing in flight after this many quiet seconds (0: never).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub idle_timeout_seconds: u64,
+    /// On SIGTERM or Ctrl-C, time allowed for queued requests and the final flush.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub grace_seconds: u64,
 }
 
 /// `pir oram store`. Every setting can also come from a TOML file (`--config`).
