@@ -6,10 +6,10 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use pir_blockstore::size::parse_size;
 use pir_blockstore::nbd::export::{self, ExportOptions, ExportStats};
 use pir_blockstore::nbd::listen::{self, Listener};
 use pir_blockstore::nbd::psk::{self, PskKeys};
+use pir_blockstore::size::parse_size;
 use pir_blockstore::Disk;
 
 use pir_blockstore::remote::StoreService;

@@ -116,9 +116,20 @@ struct Outgoing {
 type Outbox = tokio::sync::mpsc::UnboundedSender<Outgoing>;
 
 enum Work {
-    Read { offset: u64, length: u32 },
-    Write { offset: u64, data: Vec<u8>, fua: bool },
-    Zero { offset: u64, length: u64, fua: bool },
+    Read {
+        offset: u64,
+        length: u32,
+    },
+    Write {
+        offset: u64,
+        data: Vec<u8>,
+        fua: bool,
+    },
+    Zero {
+        offset: u64,
+        length: u64,
+        fua: bool,
+    },
     Flush,
 }
 
@@ -178,7 +189,13 @@ fn worker(
         let mut batch = vec![first];
         while !matches!(
             batch.last(),
-            Some(Msg::Stop | Msg::Job(Job { work: Work::Flush, .. }))
+            Some(
+                Msg::Stop
+                    | Msg::Job(Job {
+                        work: Work::Flush,
+                        ..
+                    })
+            )
         ) {
             match inbox.try_recv() {
                 Ok(msg) => batch.push(msg),
@@ -208,7 +225,9 @@ fn worker(
             }
             None => {
                 if let Err(why) = run_batch(&mut disk, jobs, stop) {
-                    tracing::error!("NBD export: the store failed: {why}; refusing further requests");
+                    tracing::error!(
+                        "NBD export: the store failed: {why}; refusing further requests"
+                    );
                     let _ = failed.send(Some(why.clone()));
                     broken = Some(why);
                 }
@@ -672,10 +691,7 @@ where
 }
 
 /// The work of a request: `Ok(None)` for a hint, `Err` for a refusal to send back.
-fn work_of(
-    request: &RequestHeader,
-    payload: Vec<u8>,
-) -> Result<Option<Work>, (u32, &'static str)> {
+fn work_of(request: &RequestHeader, payload: Vec<u8>) -> Result<Option<Work>, (u32, &'static str)> {
     let fua = request.flags & command::FLAG_FUA != 0;
     Ok(Some(match request.command {
         command::READ if request.length <= MAX_PAYLOAD => Work::Read {
@@ -716,7 +732,11 @@ async fn read_header<R: AsyncRead + Unpin>(
     RequestHeader::parse(header).map(Some).map_err(invalid)
 }
 
-async fn take_credit(count: &Arc<Semaphore>, bytes: &Arc<Semaphore>, cost: usize) -> Option<Credit> {
+async fn take_credit(
+    count: &Arc<Semaphore>,
+    bytes: &Arc<Semaphore>,
+    cost: usize,
+) -> Option<Credit> {
     let count = count.clone().acquire_owned().await.ok()?;
     let cost = u32::try_from(cost).ok()?;
     let bytes = bytes.clone().acquire_many_owned(cost).await.ok()?;
@@ -731,7 +751,10 @@ fn invalid(e: impl std::fmt::Display) -> std::io::Error {
 }
 
 fn hung_up() -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client stopped reading replies")
+    std::io::Error::new(
+        std::io::ErrorKind::BrokenPipe,
+        "the client stopped reading replies",
+    )
 }
 
 fn timed_out() -> std::io::Error {

@@ -175,7 +175,10 @@ mod tests {
         let listener = Listener::unix(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        assert!(Listener::unix(&path).is_err(), "a live socket is not replaced");
+        assert!(
+            Listener::unix(&path).is_err(),
+            "a live socket is not replaced"
+        );
         assert!(listener.uri(true).starts_with("nbds+unix:///?socket="));
         // Only the socket is left beside it (the staging directory is gone).
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);

@@ -503,7 +503,12 @@ mod tests {
         let mut go = Vec::new();
         go.extend_from_slice(&0u32.to_be_bytes());
         go.extend_from_slice(&0u16.to_be_bytes());
-        for option in [option::GO, option::INFO, option::LIST, option::STRUCTURED_REPLY] {
+        for option in [
+            option::GO,
+            option::INFO,
+            option::LIST,
+            option::STRUCTURED_REPLY,
+        ] {
             let Next::Reply(r) = n.option(option, &go) else {
                 panic!("option {option} must be refused")
             };

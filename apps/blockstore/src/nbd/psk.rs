@@ -153,7 +153,12 @@ mod tests {
 
     #[test]
     fn psktool_lines_parse_and_bad_ones_are_refused() {
-        let keys = PskKeys::parse(&format!("alice:{}\n\n# note\nbob:{}\n", "ab".repeat(32), "01".repeat(16))).unwrap();
+        let keys = PskKeys::parse(&format!(
+            "alice:{}\n\n# note\nbob:{}\n",
+            "ab".repeat(32),
+            "01".repeat(16)
+        ))
+        .unwrap();
         assert_eq!(keys.key(b"alice").unwrap(), &[0xab; 32][..]);
         assert_eq!(keys.key(b"bob").unwrap().len(), 16);
         assert!(keys.key(b"carol").is_none());

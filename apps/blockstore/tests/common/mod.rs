@@ -12,7 +12,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// Creates and opens a disk of `size` bytes with `block`-byte blocks in `dir`.
 pub fn disk(dir: &Path, size: u64, block: u32) -> Disk {
     let state = dir.join("state");
-    Disk::init(&state, size, block, &[StoreSpec::Dir(dir.join("store"))], None).unwrap();
+    Disk::init(
+        &state,
+        size,
+        block,
+        &[StoreSpec::Dir(dir.join("store"))],
+        None,
+    )
+    .unwrap();
     Disk::open(&state, None).unwrap()
 }
 
@@ -27,9 +34,15 @@ impl Running {
     pub fn start(disk: Disk, listener: Listener, options: ExportOptions) -> Running {
         let stats = Arc::new(ExportStats::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(export::serve(disk, listener, options, stats.clone(), async {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(export::serve(
+            disk,
+            listener,
+            options,
+            stats.clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Running {
             stats,
             stop: Some(stop),
@@ -132,7 +145,9 @@ pub async fn write_flush_read<S: AsyncRead + AsyncWrite + Unpin>(
     offset: u64,
     data: &[u8],
 ) -> Vec<u8> {
-    send(s, 1, 1, offset, data.len() as u32, data).await.unwrap();
+    send(s, 1, 1, offset, data.len() as u32, data)
+        .await
+        .unwrap();
     assert_eq!(reply(s, 0).await.unwrap().0, 0);
     send(s, 3, 2, 0, 0, &[]).await.unwrap();
     assert_eq!(reply(s, 0).await.unwrap().0, 0);
