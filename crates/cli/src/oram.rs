@@ -25,6 +25,7 @@ pub async fn run(command: OramCommand) -> Result<()> {
     match command {
         OramCommand::Init(args) => blocking(move |rt| init(&args, rt)).await,
         OramCommand::Info(args) => blocking(move |rt| info(&args.state, rt)).await,
+        OramCommand::Owner(args) => owner(&args.state),
         OramCommand::Put(args) => blocking(move |rt| put(&args, rt)).await,
         OramCommand::Get(args) => blocking(move |rt| get(&args, rt)).await,
         OramCommand::Nbd(args) => serve_nbd(&args).await,
@@ -77,6 +78,24 @@ fn init(args: &OramInitArgs, runtime: &tokio::runtime::Handle) -> Result<()> {
         "state {} and key {} (keep both on a disk you trust; without the key the data is lost)",
         args.state.display(),
         pir_blockstore::key_path(&args.state).display()
+    );
+    Ok(())
+}
+
+fn owner(state: &Path) -> Result<()> {
+    let (public, made) = pir_blockstore::disk::make_client_key(state)?;
+    let secret = pir_blockstore::disk::client_key_path(state);
+    let public_file = pir_blockstore::disk::client_pub_path(state);
+    let what = if made { "made" } else { "already had" };
+    println!(
+        "{what} the owner key {} (secret, 0600) and {} (fingerprint {})",
+        secret.display(),
+        public_file.display(),
+        public.fingerprint()
+    );
+    println!(
+        "start every remote store of this state with: pir oram store ... --owner {}",
+        public_file.display()
     );
     Ok(())
 }
@@ -198,7 +217,16 @@ async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
     }
     let key = pir_keys::SecretKey::load(&args.key)
         .with_context(|| format!("cannot read the store key {}", args.key.display()))?;
-    let tls = pir_keys::tls::server_config(&key)?;
+    let Some(owner_file) = &args.owner else {
+        bail!(
+            "pir oram store needs --owner CLIENT.pub: the store serves only the client holding \
+             that key (`pir oram owner --state STATE` makes it beside the client's state, as \
+             STATE.client.pub)"
+        );
+    };
+    let owner = pir_keys::PublicKey::load(owner_file)
+        .with_context(|| format!("cannot read the owner key {}", owner_file.display()))?;
+    let tls = pir_keys::tls::server_config_for_client(&key, owner)?;
     let service = std::sync::Arc::new(
         StoreService::open(&args.dir)
             .with_context(|| format!("cannot open the store {}", args.dir.display()))?,
@@ -219,10 +247,11 @@ async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
         .await
         .context("starting the store")?;
     println!(
-        "serving an oblivious slot store from {} at https://{} with key {} (Ctrl-C or SIGTERM stops)",
+        "serving an oblivious slot store from {} at https://{} with key {} to its owner {} only (Ctrl-C or SIGTERM stops)",
         args.dir.display(),
         running.addr,
-        key.public().fingerprint()
+        key.public().fingerprint(),
+        owner.fingerprint()
     );
     running.run_until_signal().await;
     Ok(())
@@ -269,11 +298,12 @@ async fn nbd_listener(args: &OramNbdArgs) -> Result<(Listener, ExportOptions)> {
     Ok((listener, options))
 }
 
-/// The default socket beside the state: `STATE.sock`.
+/// The default socket beside the state: `STATE.sock`, absolute so the printed URI works
+/// from any directory.
 fn socket_path(state: &Path) -> std::path::PathBuf {
     let mut name = state.as_os_str().to_owned();
     name.push(".sock");
-    name.into()
+    std::path::absolute(&name).unwrap_or_else(|_| name.into())
 }
 
 async fn serve_nbd(args: &OramNbdArgs) -> Result<()> {
@@ -317,6 +347,13 @@ pub async fn bench(args: crate::cli::BenchArgs) -> Result<()> {
     // Directories, or `pir oram store` servers on 127.0.0.1 in this process, one per store.
     let mut servers = Vec::new();
     let mut stores = Vec::new();
+    // The benchmark's client is the stores' owner (its key where `pir oram` looks for it).
+    let owner = pir_keys::SecretKey::generate()?;
+    if args.oram_remote {
+        owner.save(&pir_blockstore::disk::client_key_path(
+            &scratch.path().join("state"),
+        ))?;
+    }
     for i in 0..args.oram_stores.max(1) {
         let dir = scratch.path().join(format!("store{i}"));
         if args.oram_remote {
@@ -325,8 +362,8 @@ pub async fn bench(args: crate::cli::BenchArgs) -> Result<()> {
             let mut options = pir_server::ServerOptions::new("127.0.0.1:0".parse()?);
             options.batch_window = std::time::Duration::ZERO;
             options.workers = 1;
-            let running =
-                pir_server::start(service, pir_keys::tls::server_config(&key)?, options).await?;
+            let tls = pir_keys::tls::server_config_for_client(&key, owner.public())?;
+            let running = pir_server::start(service, tls, options).await?;
             stores.push(StoreSpec::Remote {
                 url: format!("https://{}", running.addr),
                 key: key.public(),

@@ -1,7 +1,7 @@
 //! Getting request envelopes to mirrors and replies back.
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, Limited};
@@ -121,11 +121,28 @@ pub fn authority_of(url: &str) -> Result<String, TransportError> {
 impl HttpsTransport {
     /// A transport for `mirrors`, each an `https://host:port` URL and the key it must hold.
     pub fn new(mirrors: &[(String, PublicKey)]) -> Result<Self, TransportError> {
+        Self::build(mirrors, |key| pir_keys::tls::client_config(key))
+    }
+
+    /// A transport for `mirrors` that also proves it holds `client` (servers that accept only
+    /// their owner, such as `pir oram store`).
+    pub fn with_client_key(
+        mirrors: &[(String, PublicKey)],
+        client: &pir_keys::SecretKey,
+    ) -> Result<Self, TransportError> {
+        Self::build(mirrors, |key| {
+            pir_keys::tls::client_config_with_key(key, client)
+        })
+    }
+
+    fn build(
+        mirrors: &[(String, PublicKey)],
+        config_for: impl Fn(PublicKey) -> Result<Arc<rustls::ClientConfig>, pir_keys::KeyError>,
+    ) -> Result<Self, TransportError> {
         let endpoints = mirrors
             .iter()
             .map(|(url, key)| {
-                let config = pir_keys::tls::client_config(*key)
-                    .map_err(|e| TransportError::Tls(e.to_string()))?;
+                let config = config_for(*key).map_err(|e| TransportError::Tls(e.to_string()))?;
                 Ok(Endpoint {
                     authority: authority_of(url)?,
                     tls: tokio_rustls::TlsConnector::from(config),

@@ -524,6 +524,7 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         .accept()
         .await
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.to_string()))?;
+    tracing::debug!("NBD client completed {}", tls.ssl().version_str());
     negotiation.tls_started();
     Ok(match negotiate(&mut *tls, &mut negotiation).await? {
         Outcome::Transmit => Negotiated::Tls(

@@ -18,15 +18,24 @@ pub enum OramCommand {
     Init(OramInitArgs),
     /// Show the store's shape, storage and client memory.
     Info(OramStateArgs),
+    /// Make the owner key STATE.client.key (mode 0600) and STATE.client.pub, if missing.
+    ///
+    /// Remote stores (`pir oram store --owner STATE.client.pub`) serve only the holder of this
+    /// key. Run it before `pir oram init` with remote stores, and once for a state made before
+    /// stores checked their owner (then restart its stores with --owner).
+    Owner(OramStateArgs),
     /// Write FILE into the store at --at (bytes), then flush.
     Put(OramPutArgs),
     /// Read --length bytes at --at from the store into FILE.
     Get(OramGetArgs),
-    /// Serve a store directory to ORAM clients over HTTPS (pinned to KEY, from `pir keygen`).
+    /// Serve a store directory to its owner over HTTPS (pinned to KEY, from `pir keygen`).
     ///
     /// The store is dumb and untrusted: it keeps sealed slots and reads or writes the slot
-    /// ranges it is asked for; it never sees a key or which block is which. Clients name it
-    /// in `pir oram init --store https://HOST:PORT=KEY.pub`.
+    /// ranges it is asked for; it never sees a key or which block is which. It serves one
+    /// client, the holder of --owner's key (mutual TLS); clients name it in `pir oram init
+    /// --store https://HOST:PORT=KEY.pub`. Stores made before owners existed: run `pir oram
+    /// owner --state STATE` on the client and restart the store with `--owner
+    /// STATE.client.pub`.
     Store(OramStoreArgs),
     /// Export the store as a Network Block Device, by default on the Unix socket STATE.sock
     /// (mode 0600: only you can connect).
@@ -131,7 +140,7 @@ pub struct OramNbdArgs {
 /// `pir oram store`. Every setting can also come from a TOML file (`--config`).
 #[derive(Debug, Args, Serialize)]
 pub struct OramStoreArgs {
-    /// TOML file with any of: dir, key, listen, grace_seconds, admin_listen, max_connections,
+    /// TOML file with any of: dir, key, owner, listen, grace_seconds, admin_listen, max_connections,
     /// header_timeout_seconds, body_timeout_seconds (the flag names with `_`; flags win).
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
@@ -149,6 +158,12 @@ pub struct OramStoreArgs {
     #[arg(long, value_name = "KEY")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<PathBuf>,
+    /// The public key of the one client this store serves (`pir oram owner --state STATE`
+    /// makes it as STATE.client.pub). Every other client is refused in the TLS handshake,
+    /// before any slot is read or written. Required.
+    #[arg(long, value_name = "CLIENT.pub")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<PathBuf>,
     /// HTTPS address to listen on (default 127.0.0.1:8460; port 0 picks a free port; the
     /// address is printed).
     #[arg(long, value_name = "ADDR")]
@@ -174,6 +189,8 @@ pub struct OramStoreArgs {
 pub struct OramStoreSettings {
     pub dir: PathBuf,
     pub key: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<PathBuf>,
     pub listen: SocketAddr,
     pub grace_seconds: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -185,7 +202,7 @@ pub struct OramStoreSettings {
 
 impl OramStoreSettings {
     /// The fields that hold paths (taken relative to the config file's directory).
-    pub const PATHS: [&'static str; 2] = ["dir", "key"];
+    pub const PATHS: [&'static str; 3] = ["dir", "key", "owner"];
 
     /// The defaults, before the config file and the flags.
     pub fn defaults() -> toml::Table {
