@@ -254,3 +254,26 @@ async fn a_failed_store_stops_the_export_and_says_so() {
     assert!(matches!(ended, Err(ExportError::Failed(_))), "{ended:?}");
     assert!(UnixStream::connect(&socket).await.is_err());
 }
+
+#[tokio::test]
+async fn a_shutdown_past_the_grace_period_is_reported_not_called_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = disk(dir.path(), 16 << 20, 4096);
+    let socket = dir.path().join("nbd.sock");
+    let options = ExportOptions {
+        grace: Duration::from_millis(1),
+        ..ExportOptions::default()
+    };
+    let running = Running::start(disk, Listener::unix(&socket).unwrap(), options);
+    let mut s = UnixStream::connect(&socket).await.unwrap();
+    greet(&mut s).await.unwrap();
+    go(&mut s).await.unwrap();
+    // Zero the whole disk (4,096 block writes), then a flush: far more than 1 ms of work.
+    send(&mut s, 6, 1, 0, 16 << 20, &[]).await.unwrap();
+    send(&mut s, 3, 2, 0, 0, &[]).await.unwrap();
+    while running.stats.jobs_run.load(Ordering::Relaxed) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let ended = running.stop().await;
+    assert!(matches!(ended, Err(ExportError::Grace(_))), "{ended:?}");
+}

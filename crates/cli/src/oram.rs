@@ -335,6 +335,42 @@ async fn serve_nbd(args: &OramNbdArgs) -> Result<()> {
     }
 }
 
+/// The benchmark's stores: directories, or `pir oram store` servers on 127.0.0.1 in this
+/// process (one per store, owned by a key saved where `pir oram` looks for it).
+async fn bench_stores(
+    args: &crate::cli::BenchArgs,
+    scratch: &Path,
+) -> Result<(Vec<pir_server::RunningServer>, Vec<StoreSpec>)> {
+    let mut servers = Vec::new();
+    let mut stores = Vec::new();
+    let owner = pir_keys::SecretKey::generate()?;
+    if args.oram_remote {
+        owner.save(&pir_blockstore::disk::client_key_path(
+            &scratch.join("state"),
+        ))?;
+    }
+    for i in 0..args.oram_stores.max(1) {
+        let dir = scratch.join(format!("store{i}"));
+        if !args.oram_remote {
+            stores.push(StoreSpec::Dir(dir));
+            continue;
+        }
+        let key = pir_keys::SecretKey::generate()?;
+        let service = std::sync::Arc::new(StoreService::open(&dir)?);
+        let mut options = pir_server::ServerOptions::new("127.0.0.1:0".parse()?);
+        options.batch_window = std::time::Duration::ZERO;
+        options.workers = 1;
+        let tls = pir_keys::tls::server_config_for_client(&key, owner.public())?;
+        let running = pir_server::start(service, tls, options).await?;
+        stores.push(StoreSpec::Remote {
+            url: format!("https://{}", running.addr),
+            key: key.public(),
+        });
+        servers.push(running);
+    }
+    Ok((servers, stores))
+}
+
 /// `pir bench --oram`.
 pub async fn bench(args: crate::cli::BenchArgs) -> Result<()> {
     use pir_blockstore::bench::{run, OramBenchOptions};
@@ -344,35 +380,7 @@ pub async fn bench(args: crate::cli::BenchArgs) -> Result<()> {
         None => tempfile::tempdir(),
     }
     .context("cannot make a scratch directory")?;
-    // Directories, or `pir oram store` servers on 127.0.0.1 in this process, one per store.
-    let mut servers = Vec::new();
-    let mut stores = Vec::new();
-    // The benchmark's client is the stores' owner (its key where `pir oram` looks for it).
-    let owner = pir_keys::SecretKey::generate()?;
-    if args.oram_remote {
-        owner.save(&pir_blockstore::disk::client_key_path(
-            &scratch.path().join("state"),
-        ))?;
-    }
-    for i in 0..args.oram_stores.max(1) {
-        let dir = scratch.path().join(format!("store{i}"));
-        if args.oram_remote {
-            let key = pir_keys::SecretKey::generate()?;
-            let service = std::sync::Arc::new(StoreService::open(&dir)?);
-            let mut options = pir_server::ServerOptions::new("127.0.0.1:0".parse()?);
-            options.batch_window = std::time::Duration::ZERO;
-            options.workers = 1;
-            let tls = pir_keys::tls::server_config_for_client(&key, owner.public())?;
-            let running = pir_server::start(service, tls, options).await?;
-            stores.push(StoreSpec::Remote {
-                url: format!("https://{}", running.addr),
-                key: key.public(),
-            });
-            servers.push(running);
-        } else {
-            stores.push(StoreSpec::Dir(dir));
-        }
-    }
+    let (servers, stores) = bench_stores(&args, scratch.path()).await?;
     let kind = if args.oram_remote {
         "HTTPS store server(s) on 127.0.0.1"
     } else {
@@ -409,6 +417,15 @@ pub async fn bench(args: crate::cli::BenchArgs) -> Result<()> {
         server.shutdown().await;
     }
     progress.finish_and_clear();
+    print_report(&options, &report);
+    Ok(())
+}
+
+fn print_report(
+    options: &pir_blockstore::bench::OramBenchOptions,
+    report: &pir_blockstore::bench::OramReport,
+) {
+    let (size, block) = (options.size, u64::from(options.block));
     let slot =
         u64::from(options.block) + u64::from(pir_blockstore::pir_oram::params::SEAL_OVERHEAD);
     let ops = report.ops_per_second();
@@ -466,5 +483,4 @@ pub async fn bench(args: crate::cli::BenchArgs) -> Result<()> {
         "  eviction cache histogram (batches): {}",
         histogram.join(", ")
     );
-    Ok(())
 }

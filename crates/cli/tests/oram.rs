@@ -479,6 +479,9 @@ fn kill_9_of_a_remote_store_loses_no_flushed_write() {
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).display().to_string();
     let mut stores = Vec::new();
+    let state = path("state");
+    ok(&["oram", "owner", "--state", &state]);
+    let owner = format!("{state}.client.pub");
     for i in 0..2 {
         ok(&["keygen", "--out", &path(&format!("s{i}"))]);
         let args = [
@@ -488,13 +491,14 @@ fn kill_9_of_a_remote_store_loses_no_flushed_write() {
             &path(&format!("d{i}")),
             "--key",
             &path(&format!("s{i}.key")),
+            "--owner",
+            &owner,
             "--listen",
             "127.0.0.1:0",
         ];
         stores.push(Proc::start(&args, "https://"));
     }
     let addrs: Vec<String> = stores.iter().map(|s| s.addr.clone()).collect();
-    let state = path("state");
     let specs: Vec<String> = (0..2)
         .map(|i| format!("https://{}={}", addrs[i], path(&format!("s{i}.pub"))))
         .collect();
@@ -570,12 +574,101 @@ fn kill_9_of_a_remote_store_loses_no_flushed_write() {
             &path(&format!("d{victim}")),
             "--key",
             &path(&format!("s{victim}.key")),
+            "--owner",
+            &owner,
             "--listen",
             &addrs[victim],
         ];
         stores[victim] = Proc::start(&args, "https://");
     }
     assert!(flushes >= 10, "only {flushes} flushes before the kills");
+}
+
+#[test]
+fn a_store_serves_only_its_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    ok(&["keygen", "--out", &path("s")]);
+    let store_args = |owner: Option<&str>| {
+        let mut args = vec![
+            "oram".to_string(),
+            "store".into(),
+            "--dir".into(),
+            path("d"),
+        ];
+        args.extend([
+            "--key".into(),
+            path("s.key"),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ]);
+        if let Some(owner) = owner {
+            args.extend(["--owner".into(), owner.to_string()]);
+        }
+        args
+    };
+    // No owner, no store.
+    let args = store_args(None);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let refused = run(&args);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--owner"),
+        "{refused:?}"
+    );
+
+    let (alice, mallory, eve) = (path("alice"), path("mallory"), path("eve"));
+    let made = ok(&["oram", "owner", "--state", &alice]);
+    assert!(made.contains("alice.client.pub"), "{made}");
+    let mode = std::fs::metadata(format!("{alice}.client.key")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o600
+    );
+    let args = store_args(Some(&format!("{alice}.client.pub")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let store = Proc::start(&args, "https://");
+    let spec = format!("https://{}={}", store.addr, path("s.pub"));
+    ok(&[
+        "oram", "init", "--state", &alice, "--size", "1MiB", "--store", &spec,
+    ]);
+    let input = dir.path().join("in.bin");
+    let data = random_file(&input, 300_000, 11);
+    ok(&["oram", "put", "--state", &alice, input.to_str().unwrap()]);
+    let slots = dir.path().join("d").join("slots");
+    let before = std::fs::read(&slots).unwrap();
+
+    // Another key, and no key at all: refused, and not one slot changes.
+    ok(&["oram", "owner", "--state", &mallory]);
+    let other = run(&[
+        "oram", "init", "--state", &mallory, "--size", "1MiB", "--store", &spec,
+    ]);
+    assert!(!other.status.success(), "{other:?}");
+    let none = run(&[
+        "oram", "init", "--state", &eve, "--size", "1MiB", "--store", &spec,
+    ]);
+    assert!(!none.status.success());
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("pir oram owner --state"),
+        "{none:?}"
+    );
+    assert!(
+        std::fs::read(&slots).unwrap() == before,
+        "a stranger changed the slots"
+    );
+
+    // The owner still reads its data.
+    let out = dir.path().join("out.bin");
+    ok(&[
+        "oram",
+        "get",
+        "--state",
+        &alice,
+        "--length",
+        "300000",
+        out.to_str().unwrap(),
+    ]);
+    assert!(std::fs::read(&out).unwrap() == data);
 }
 
 /// Whether this process may mount a small tmpfs in a private mount namespace (root, with

@@ -235,3 +235,61 @@ impl rustls::server::danger::ClientCertVerifier for PinnedClient {
         vec![SignatureScheme::ED25519]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Runs a handshake in memory; the first error either side reports.
+    fn handshake(
+        client: Arc<rustls::ClientConfig>,
+        server: Arc<rustls::ServerConfig>,
+    ) -> Result<(), rustls::Error> {
+        let mut c = rustls::ClientConnection::new(client, server_name())?;
+        let mut s = rustls::ServerConnection::new(server)?;
+        for _ in 0..8 {
+            let mut wire = Vec::new();
+            while c.wants_write() {
+                c.write_tls(&mut wire).unwrap();
+            }
+            s.read_tls(&mut &wire[..]).unwrap();
+            s.process_new_packets()?;
+            let mut wire = Vec::new();
+            while s.wants_write() {
+                s.write_tls(&mut wire).unwrap();
+            }
+            c.read_tls(&mut &wire[..]).unwrap();
+            c.process_new_packets()?;
+            if !c.is_handshaking() && !s.is_handshaking() {
+                return Ok(());
+            }
+        }
+        Err(rustls::Error::General(
+            "the handshake did not finish".into(),
+        ))
+    }
+
+    #[test]
+    fn only_the_owner_completes_a_handshake_with_an_owned_server() {
+        let server_key = SecretKey::generate().unwrap();
+        let owner = SecretKey::generate().unwrap();
+        let stranger = SecretKey::generate().unwrap();
+        let server = server_config_for_client(&server_key, owner.public()).unwrap();
+        let pinned = server_key.public();
+        handshake(
+            client_config_with_key(pinned, &owner).unwrap(),
+            server.clone(),
+        )
+        .unwrap();
+        let other = handshake(
+            client_config_with_key(pinned, &stranger).unwrap(),
+            server.clone(),
+        );
+        assert!(other.unwrap_err().to_string().contains("not the owner"));
+        assert!(handshake(client_config(pinned).unwrap(), server.clone()).is_err());
+        // The owner still checks the server's key.
+        let impostor = server_config_for_client(&stranger, owner.public()).unwrap();
+        assert!(handshake(client_config_with_key(pinned, &owner).unwrap(), impostor).is_err());
+    }
+}

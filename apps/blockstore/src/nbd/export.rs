@@ -432,7 +432,12 @@ pub async fn serve(
     let _ = closing_tx.send(true);
     let _ = jobs.send(Msg::Stop);
     drop((jobs, shared));
-    let joined = tokio::task::spawn_blocking(move || worker.join());
+    // A plain thread waits for the worker: a runtime waits for its blocking tasks when it
+    // shuts down, and past the grace period nothing should wait for this one.
+    let (done, joined) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(worker.join());
+    });
     match tokio::time::timeout(grace, joined).await {
         Err(_) => Err(ExportError::Grace(grace)),
         Ok(Ok(Ok(result))) => result,
