@@ -121,7 +121,7 @@ pub fn authority_of(url: &str) -> Result<String, TransportError> {
 impl HttpsTransport {
     /// A transport for `mirrors`, each an `https://host:port` URL and the key it must hold.
     pub fn new(mirrors: &[(String, PublicKey)]) -> Result<Self, TransportError> {
-        Self::build(mirrors, |key| pir_keys::tls::client_config(key))
+        Self::build(mirrors, pir_keys::tls::client_config)
     }
 
     /// A transport for `mirrors` that also proves it holds `client` (servers that accept only
