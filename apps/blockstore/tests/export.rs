@@ -39,9 +39,16 @@ fn connect_as_other_user_helper() {
 }
 
 fn try_as_nobody(socket: &std::path::Path) -> i32 {
+    // A copy of this test binary beside the socket: the build directory may be one that
+    // uid 65534 cannot enter (a checkout under /root).
+    let helper = socket.with_file_name("helper");
+    if !helper.exists() {
+        std::fs::copy(std::env::current_exe().unwrap(), &helper).unwrap();
+        std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let status = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(std::env::current_exe().unwrap())
+        .arg(&helper)
         .args(["--exact", "connect_as_other_user_helper", "--nocapture"])
         .env(CONNECT_AS_OTHER, socket)
         .status()
