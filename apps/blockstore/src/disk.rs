@@ -23,6 +23,7 @@ use rand_chacha::ChaCha20Rng;
 
 use crate::files::FileStores;
 use crate::remote::RemoteStores;
+use crate::room;
 
 const STATE_LABEL: &[u8] = b"pir-blockstore state v1";
 /// The prologue of the `STATE` file: `"PIRoram1"`, version 1, then the sealed state
@@ -127,8 +128,60 @@ impl StoreSpec {
     }
 }
 
+/// The client (owner) key beside a state file: `STATE.client.key`, its public half
+/// `STATE.client.pub`. Remote stores serve only the holder of this key.
+pub fn client_key_path(state: &Path) -> PathBuf {
+    let mut name = state.as_os_str().to_owned();
+    name.push(".client.key");
+    PathBuf::from(name)
+}
+
+/// The public half of [`client_key_path`]: `STATE.client.pub`, what `pir oram store --owner`
+/// takes.
+pub fn client_pub_path(state: &Path) -> PathBuf {
+    let mut name = state.as_os_str().to_owned();
+    name.push(".client.pub");
+    PathBuf::from(name)
+}
+
+/// Makes the owner key of `state` if it has none (secret mode 0600, never overwritten);
+/// returns its public half and whether it was made now.
+pub fn make_client_key(state: &Path) -> Result<(PublicKey, bool), DiskError> {
+    let secret = client_key_path(state);
+    let usage = |e: pir_keys::KeyError| DiskError::Usage(format!("the owner key: {e}"));
+    if secret.exists() {
+        let key = pir_keys::SecretKey::load(&secret).map_err(usage)?;
+        let public = client_pub_path(state);
+        if !public.exists() {
+            key.public().save(&public).map_err(usage)?;
+        }
+        return Ok((key.public(), false));
+    }
+    let key = pir_keys::SecretKey::generate().map_err(usage)?;
+    key.save(&secret).map_err(usage)?;
+    key.public().save(&client_pub_path(state)).map_err(usage)?;
+    Ok((key.public(), true))
+}
+
+fn load_client_key(state: &Path) -> Result<pir_keys::SecretKey, DiskError> {
+    let path = client_key_path(state);
+    if !path.exists() {
+        let stem = state.display();
+        return Err(DiskError::Usage(format!(
+            "remote stores serve only their owner, and the owner key {} is missing: make it with \
+             `pir oram owner --state {stem}`, start (or restart) every `pir oram store` of this \
+             state with `--owner {}`, then run this again",
+            path.display(),
+            client_pub_path(state).display()
+        )));
+    }
+    pir_keys::SecretKey::load(&path)
+        .map_err(|e| DiskError::Usage(format!("the owner key {}: {e}", path.display())))
+}
+
 /// Opens the stores of `specs` (all directories, or all remote) as one slot store.
 fn open_stores(
+    state: &Path,
     specs: &[StoreSpec],
     geometry: &Geometry,
     runtime: Option<&tokio::runtime::Handle>,
@@ -168,7 +221,8 @@ fn open_stores(
     let runtime = runtime.ok_or(DiskError::Usage(
         "remote stores need an async runtime".into(),
     ))?;
-    let stores = RemoteStores::new(&remote, geometry.sealed_slot(), runtime.clone())?;
+    let client = load_client_key(state)?;
+    let stores = RemoteStores::new(&remote, &client, geometry.sealed_slot(), runtime.clone())?;
     let slots: Vec<u64> = (0..geometry.stores)
         .map(|i| geometry.store_bytes(i) / geometry.sealed_slot())
         .collect();
@@ -224,12 +278,15 @@ impl Disk {
         )?;
         let mut rng = ChaCha20Rng::from_rng(&mut rand::rng());
         let oram = Oram::create(geometry.clone(), &mut rng)?;
-        open_stores(stores, &geometry, runtime, true)?;
+        let reserve = reserve_len(state::encode(&oram, true).len() as u64);
+        check_room(state, stores, &geometry, reserve)?;
+        open_stores(state, stores, &geometry, runtime, true)?;
         let mut key = [0u8; KEY_LEN];
         rng.fill_bytes(&mut key);
         pir_fs::write_new_private(&key_file, format!("{}\n", hex::encode(key)).as_bytes())
             .map_err(io(&key_file))?;
         write_state(state, &key, stores, &oram, true, &mut rng)?;
+        room::keep_reserve(state, reserve);
         Ok(geometry)
     }
 
@@ -254,7 +311,7 @@ impl Disk {
         let mut oram = state::decode(core)?;
         let recovered = !oram.was_clean();
         oram.begin_session()?;
-        let files = open_stores(&stores, oram.geometry(), runtime, false)?;
+        let files = open_stores(state, &stores, oram.geometry(), runtime, false)?;
         let rng = ChaCha20Rng::from_rng(&mut rand::rng());
         let mut disk = Disk {
             client: Client::new(oram, files, rng),
@@ -266,6 +323,7 @@ impl Disk {
         };
         // The new session number is durable before any slot is sealed with it.
         disk.commit(false)?;
+        room::keep_reserve(state, reserve_len(file.len() as u64));
         if recovered {
             disk.client.reshuffle_all()?;
             disk.commit(false)?;
@@ -468,7 +526,45 @@ fn write_state(
     let mut w = pir_core::wire::Writer::with_capacity(STATE_FILE.len() + sealed.len());
     STATE_FILE.write(&mut w);
     w.bytes(&sealed);
-    pir_fs::write_atomic_bytes(path, &w.into_bytes()).map_err(io(path))
+    let bytes = w.into_bytes();
+    match pir_fs::write_atomic_bytes(path, &bytes) {
+        Err(e) if room::is_full(&e) && room::reserve_path(path).exists() => {
+            // The disk is full: give back the reserve made for this moment, and try again.
+            let _ = std::fs::remove_file(room::reserve_path(path));
+            pir_fs::write_atomic_bytes(path, &bytes).map_err(io(path))
+        }
+        other => other.map_err(io(path)),
+    }
+}
+
+/// The reserve for a state of `state_len` bytes: room for the temporary copy of a state that
+/// has grown (the eviction cache varies), with a margin.
+fn reserve_len(state_len: u64) -> u64 {
+    state_len.saturating_mul(2).saturating_add(1 << 20)
+}
+
+/// Refuses to create a store whose file systems lack the room it will take: the slot files of
+/// directory stores, the state, its temporary copy and its reserve.
+fn check_room(
+    state: &Path,
+    stores: &[StoreSpec],
+    geometry: &Geometry,
+    reserve: u64,
+) -> Result<(), DiskError> {
+    let mut needs = vec![(state.to_path_buf(), reserve.saturating_mul(2))];
+    for (i, spec) in stores.iter().enumerate() {
+        if let StoreSpec::Dir(dir) = spec {
+            needs.push((dir.clone(), geometry.store_bytes(i as u32)));
+        }
+    }
+    match room::check(&needs) {
+        Ok(None) => Ok(()),
+        Ok(Some(short)) => Err(DiskError::Usage(format!("not enough disk space: {short}"))),
+        Err(e) => Err(DiskError::Io {
+            path: state.display().to_string(),
+            source: e,
+        }),
+    }
 }
 
 fn decode_wrapper(plain: &[u8]) -> Result<(Vec<StoreSpec>, &[u8]), DiskError> {

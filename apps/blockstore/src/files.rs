@@ -34,8 +34,10 @@ impl FileStores {
                 .create_new(true)
                 .open(dir.join(SLOT_FILE))
                 .map_err(|e| io(dir, e))?;
-            file.set_len(geometry.store_bytes(i as u32))
-                .map_err(|e| io(dir, e))?;
+            let len = geometry.store_bytes(i as u32);
+            // Allocated now, so no ORAM write ever meets a full disk.
+            crate::room::allocate(&file, len).map_err(|e| io(dir, e))?;
+            file.set_len(len).map_err(|e| io(dir, e))?;
             file.sync_all().map_err(|e| io(dir, e))?;
         }
         Ok(())

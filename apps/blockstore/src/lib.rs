@@ -5,16 +5,20 @@
 //!   crash-safe state file and its key; byte-range reads and writes, flush, recovery;
 //! - [`nbd`]: the NBD protocol (fixed newstyle handshake, `NBD_OPT_GO`, structured replies)
 //!   as a sans-I/O codec, so `nbdcopy`, `nbdinfo` and `qemu-img` can use the store unchanged;
+//! - [`nbd::export`]: the export itself on a Unix socket, loopback, or (with a pre-shared
+//!   key, [`nbd::psk`]) beyond, with per-connection limits;
+//! - [`room`]: free space checked before init, a reserve so a full disk still opens;
 //! - [`size`]: `1GiB`/`4KiB` size arguments.
 //!
-//! What it does not do: sockets (the `pir oram nbd` command runs the NBD loop), or trust the
-//! stores: they see sealed slots, slot numbers and timing only.
+//! What it does not do: parse command lines or handle signals (the `pir oram` commands do), or
+//! trust the stores: they see sealed slots, slot numbers and timing only.
 
 pub mod bench;
 pub mod disk;
 pub mod files;
 pub mod nbd;
 pub mod remote;
+pub mod room;
 pub mod size;
 
 pub use disk::{key_path, Disk, DiskError, StoreSpec};

@@ -4,7 +4,10 @@
 //! A store is dumb and untrusted: it keeps one file of fixed-size slots and reads or writes
 //! ranges of them; it never sees a key. Messages are `pir-core` envelopes with scheme
 //! `OramStore` (7), kind `Query` from the client and `Answer` (or `Error`) back, over HTTPS
-//! pinned to the store's Ed25519 key, like every other `pir` server. Body layouts
+//! pinned to the store's Ed25519 key, like every other `pir` server, and the client proves it
+//! holds the owner's key in the same handshake (`pir_keys::tls::server_config_for_client`):
+//! anyone else is refused before a request is read, so before a slot is read or written.
+//! Body layouts
 //! (little-endian):
 //! - `FORMAT` (1): slot bytes u32, slots u64. Creates the slot file; repeating it with the
 //!   same shape is a no-op, another shape is refused. Reply: empty.
@@ -300,10 +303,12 @@ impl RemoteStores {
     /// from a thread outside the runtime, such as `spawn_blocking`).
     pub fn new(
         stores: &[(String, PublicKey)],
+        client: &pir_keys::SecretKey,
         slot_bytes: u64,
         runtime: tokio::runtime::Handle,
     ) -> Result<RemoteStores, OramError> {
-        let transport = HttpsTransport::new(stores).map_err(|e| OramError::Store(e.to_string()))?;
+        let transport = HttpsTransport::with_client_key(stores, client)
+            .map_err(|e| OramError::Store(e.to_string()))?;
         Ok(RemoteStores {
             transport: Arc::new(transport),
             runtime,

@@ -1,22 +1,16 @@
 //! `pir oram ...`: create, inspect, fill and read an oblivious store, and export it over NBD.
 //!
-//! The NBD export: one worker thread owns the [`Disk`] (the ORAM is a sequential state
-//! machine); connections are tokio tasks that parse requests with `pir_blockstore::nbd`, send
-//! jobs to the worker and write replies as they come back (NBD allows any order). The worker
-//! takes every job queued so far (up to a flush), runs them as ORAM batches of up to 32
-//! requests, and answers each job only after all of its block reads completed.
+//! The NBD export itself is `pir_blockstore::nbd::export`; this module opens the store, binds
+//! the socket and maps signals and errors.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::mpsc;
 
 use anyhow::{bail, Context, Result};
-use pir_blockstore::nbd::{self, command, errno, Negotiation, Next, Replies, RequestHeader};
+use pir_blockstore::nbd::export::{self, ExportOptions, ExportStats};
+use pir_blockstore::nbd::listen::{self, Listener};
+use pir_blockstore::nbd::psk::{self, PskKeys};
 use pir_blockstore::size::parse_size;
-use pir_blockstore::{Disk, DiskError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use pir_blockstore::Disk;
 
 use pir_blockstore::remote::StoreService;
 use pir_blockstore::StoreSpec;
@@ -31,6 +25,7 @@ pub async fn run(command: OramCommand) -> Result<()> {
     match command {
         OramCommand::Init(args) => blocking(move |rt| init(&args, rt)).await,
         OramCommand::Info(args) => blocking(move |rt| info(&args.state, rt)).await,
+        OramCommand::Owner(args) => owner(&args.state),
         OramCommand::Put(args) => blocking(move |rt| put(&args, rt)).await,
         OramCommand::Get(args) => blocking(move |rt| get(&args, rt)).await,
         OramCommand::Nbd(args) => serve_nbd(&args).await,
@@ -83,6 +78,24 @@ fn init(args: &OramInitArgs, runtime: &tokio::runtime::Handle) -> Result<()> {
         "state {} and key {} (keep both on a disk you trust; without the key the data is lost)",
         args.state.display(),
         pir_blockstore::key_path(&args.state).display()
+    );
+    Ok(())
+}
+
+fn owner(state: &Path) -> Result<()> {
+    let (public, made) = pir_blockstore::disk::make_client_key(state)?;
+    let secret = pir_blockstore::disk::client_key_path(state);
+    let public_file = pir_blockstore::disk::client_pub_path(state);
+    let what = if made { "made" } else { "already had" };
+    println!(
+        "{what} the owner key {} (secret, 0600) and {} (fingerprint {})",
+        secret.display(),
+        public_file.display(),
+        public.fingerprint()
+    );
+    println!(
+        "start every remote store of this state with: pir oram store ... --owner {}",
+        public_file.display()
     );
     Ok(())
 }
@@ -190,198 +203,6 @@ fn get(args: &OramGetArgs, runtime: &tokio::runtime::Handle) -> Result<()> {
     Ok(())
 }
 
-/// A reply to a job: bytes read (possibly none), or an NBD error number and message.
-type JobResult = std::result::Result<Vec<u8>, (u32, String)>;
-
-enum Job {
-    Read {
-        offset: u64,
-        length: u32,
-        reply: oneshot::Sender<JobResult>,
-    },
-    Write {
-        offset: u64,
-        data: Vec<u8>,
-        fua: bool,
-        reply: oneshot::Sender<JobResult>,
-    },
-    Zero {
-        offset: u64,
-        length: u64,
-        fua: bool,
-        reply: oneshot::Sender<JobResult>,
-    },
-    Flush {
-        reply: oneshot::Sender<JobResult>,
-    },
-    Stop,
-}
-
-fn error_of(e: &DiskError) -> (u32, String) {
-    match e {
-        DiskError::Usage(m) => (errno::EINVAL, m.clone()),
-        other => (errno::EIO, other.to_string()),
-    }
-}
-
-/// The worker: owns the disk, runs queued jobs as ORAM batches.
-fn worker(mut disk: Disk, jobs: mpsc::Receiver<Job>) -> Result<()> {
-    let mut broken: Option<String> = None;
-    loop {
-        let Ok(first) = jobs.recv() else { break };
-        let mut batch = vec![first];
-        while !matches!(batch.last(), Some(Job::Flush { .. } | Job::Stop)) {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        let stop = matches!(batch.last(), Some(Job::Stop));
-        if let Some(why) = &broken {
-            for job in batch {
-                reply_to(job, Err((errno::EIO, why.clone())));
-            }
-            if stop {
-                break;
-            }
-            continue;
-        }
-        // Queue every job's block requests, then run the ORAM until all are answered.
-        enum Ticket {
-            Read(Vec<(u64, u32, u32)>),
-            Done,
-            Failed((u32, String)),
-        }
-        let mut answers = HashMap::new();
-        let mut tickets = Vec::with_capacity(batch.len());
-        for job in &batch {
-            if let Job::Zero { offset, length, .. } = job {
-                tickets.push(
-                    match write_zeroes(&mut disk, *offset, *length, &mut answers) {
-                        Ok(()) => Ticket::Done,
-                        Err(DiskError::Usage(m)) => Ticket::Failed((errno::ENOSPC, m)),
-                        Err(e) => {
-                            broken = Some(e.to_string());
-                            Ticket::Failed(error_of(&e))
-                        }
-                    },
-                );
-                continue;
-            }
-            tickets.push(match job {
-                Job::Read { offset, length, .. } => {
-                    match disk.submit_read(*offset, u64::from(*length)) {
-                        Ok(ids) => Ticket::Read(ids),
-                        Err(e) => Ticket::Failed(error_of(&e)),
-                    }
-                }
-                Job::Write { offset, data, .. } => match disk.submit_write(*offset, data) {
-                    Ok(_) => Ticket::Done,
-                    Err(DiskError::Usage(m)) => Ticket::Failed((errno::ENOSPC, m)),
-                    Err(e) => Ticket::Failed(error_of(&e)),
-                },
-                Job::Flush { .. } | Job::Stop | Job::Zero { .. } => Ticket::Done,
-            });
-        }
-        while broken.is_none() && disk.pending() > 0 {
-            match disk.step() {
-                Ok(done) => answers.extend(done.into_iter().map(|a| (a.id, a.data))),
-                Err(e) => {
-                    eprintln!("pir oram nbd: {e}; refusing further requests");
-                    broken = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        let durable = batch.iter().any(|j| {
-            matches!(
-                j,
-                Job::Flush { .. }
-                    | Job::Write { fua: true, .. }
-                    | Job::Zero { fua: true, .. }
-                    | Job::Stop
-            )
-        });
-        let mut flush_error = None;
-        if broken.is_none() && durable {
-            if let Err(e) = disk.flush() {
-                eprintln!("pir oram nbd: flush failed: {e}; refusing further requests");
-                broken = Some(e.to_string());
-                flush_error = Some(e.to_string());
-            }
-        }
-        for (job, ticket) in batch.into_iter().zip(tickets) {
-            let result = match (&broken, ticket) {
-                (_, Ticket::Failed(e)) => Err(e),
-                (Some(why), _) => Err((errno::EIO, why.clone())),
-                (None, Ticket::Read(ids)) => {
-                    let mut out = Vec::new();
-                    let mut missing = false;
-                    for (id, within, take) in ids {
-                        match answers.get(&id) {
-                            Some(block) => out.extend_from_slice(
-                                &block[within as usize..(within + take) as usize],
-                            ),
-                            None => missing = true,
-                        }
-                    }
-                    if missing {
-                        Err((
-                            errno::EIO,
-                            "internal: a block read was not answered".to_string(),
-                        ))
-                    } else {
-                        Ok(out)
-                    }
-                }
-                (None, Ticket::Done) => Ok(Vec::new()),
-            };
-            let result = match (&flush_error, result) {
-                (Some(e), Ok(_)) => Err((errno::EIO, e.clone())),
-                (_, r) => r,
-            };
-            reply_to(job, result);
-        }
-        if stop {
-            break;
-        }
-    }
-    if broken.is_none() {
-        disk.close().context("closing the store")?;
-    }
-    Ok(())
-}
-
-/// Writes zeroes over a range of any length, 1 MiB at a time (`NBD_CMD_WRITE_ZEROES` may
-/// cover the whole disk), answering other queued requests on the way.
-fn write_zeroes(
-    disk: &mut Disk,
-    offset: u64,
-    length: u64,
-    answers: &mut HashMap<u64, Vec<u8>>,
-) -> Result<(), DiskError> {
-    const STEP: u64 = 1 << 20;
-    if offset
-        .checked_add(length)
-        .is_none_or(|end| end > disk.size())
-    {
-        return Err(DiskError::Usage(format!(
-            "zeroes at {offset}+{length} are past the end of the disk"
-        )));
-    }
-    let zeros = vec![0u8; STEP as usize];
-    let mut at = offset;
-    while at < offset + length {
-        let take = STEP.min(offset + length - at);
-        disk.submit_write(at, &zeros[..take as usize])?;
-        while disk.pending() > 0 {
-            answers.extend(disk.step()?.into_iter().map(|a| (a.id, a.data)));
-        }
-        at += take;
-    }
-    Ok(())
-}
-
 async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
     let paths = OramStoreSettings::PATHS;
     let args: OramStoreSettings = crate::server_config::merge(
@@ -396,7 +217,16 @@ async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
     }
     let key = pir_keys::SecretKey::load(&args.key)
         .with_context(|| format!("cannot read the store key {}", args.key.display()))?;
-    let tls = pir_keys::tls::server_config(&key)?;
+    let Some(owner_file) = &args.owner else {
+        bail!(
+            "pir oram store needs --owner CLIENT.pub: the store serves only the client holding \
+             that key (`pir oram owner --state STATE` makes it beside the client's state, as \
+             STATE.client.pub)"
+        );
+    };
+    let owner = pir_keys::PublicKey::load(owner_file)
+        .with_context(|| format!("cannot read the owner key {}", owner_file.display()))?;
+    let tls = pir_keys::tls::server_config_for_client(&key, owner)?;
     let service = std::sync::Arc::new(
         StoreService::open(&args.dir)
             .with_context(|| format!("cannot open the store {}", args.dir.display()))?,
@@ -417,181 +247,128 @@ async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
         .await
         .context("starting the store")?;
     println!(
-        "serving an oblivious slot store from {} at https://{} with key {} (Ctrl-C or SIGTERM stops)",
+        "serving an oblivious slot store from {} at https://{} with key {} to its owner {} only (Ctrl-C or SIGTERM stops)",
         args.dir.display(),
         running.addr,
-        key.public().fingerprint()
+        key.public().fingerprint(),
+        owner.fingerprint()
     );
     running.run_until_signal().await;
     Ok(())
 }
 
-fn reply_to(job: Job, result: JobResult) {
-    let reply = match job {
-        Job::Read { reply, .. }
-        | Job::Write { reply, .. }
-        | Job::Zero { reply, .. }
-        | Job::Flush { reply } => reply,
-        Job::Stop => return,
+/// The listener and TLS of `pir oram nbd`, checked against the address policy.
+async fn nbd_listener(args: &OramNbdArgs) -> Result<(Listener, ExportOptions)> {
+    let mut options = ExportOptions {
+        max_connections: args.max_connections,
+        idle_timeout: (args.idle_timeout_seconds > 0)
+            .then(|| std::time::Duration::from_secs(args.idle_timeout_seconds)),
+        grace: std::time::Duration::from_secs(args.grace_seconds),
+        ..ExportOptions::default()
     };
-    let _ = reply.send(result);
+    if let Some(file) = &args.tls_psk {
+        let keys = PskKeys::load(file)?;
+        options.tls = Some(psk::server_context(std::sync::Arc::new(keys))?);
+    }
+    let listener = match args.listen {
+        Some(addr) => {
+            let policy = listen::Policy {
+                allow_remote: args.allow_remote,
+                tls: options.tls.is_some(),
+            };
+            if let Some(warning) = listen::check_tcp(addr, policy).map_err(anyhow::Error::msg)? {
+                eprintln!("{warning}");
+            } else if options.tls.is_none() {
+                eprintln!(
+                    "note: every local user can connect to {addr}; the default Unix socket (or --tls-psk) admits only you"
+                );
+            }
+            Listener::tcp(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?
+        }
+        None => {
+            let path = args
+                .socket
+                .clone()
+                .unwrap_or_else(|| socket_path(&args.state.state));
+            Listener::unix(&path).with_context(|| format!("cannot listen on {}", path.display()))?
+        }
+    };
+    Ok((listener, options))
+}
+
+/// The default socket beside the state: `STATE.sock`, absolute so the printed URI works
+/// from any directory.
+fn socket_path(state: &Path) -> std::path::PathBuf {
+    let mut name = state.as_os_str().to_owned();
+    name.push(".sock");
+    std::path::absolute(&name).unwrap_or_else(|_| name.into())
 }
 
 async fn serve_nbd(args: &OramNbdArgs) -> Result<()> {
+    let (listener, options) = nbd_listener(args).await?;
     let state = args.state.state.clone();
     let disk = blocking(move |rt| open(&state, rt)).await?;
-    let (size, block_size) = (disk.size(), disk.geometry().block_size);
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let addr = listener.local_addr()?;
-    let (jobs, inbox) = mpsc::channel::<Job>();
-    let worker = std::thread::spawn(move || worker(disk, inbox));
-    println!("serving an oblivious store of {size} bytes at nbd://{addr} (Ctrl-C or SIGTERM flushes and stops)");
+    let uri = listener.uri(options.tls.is_some());
+    println!(
+        "serving an oblivious store of {} bytes at {uri} (Ctrl-C or SIGTERM flushes and stops)",
+        disk.size()
+    );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot watch SIGTERM")?;
-    loop {
+    let shutdown = async move {
         tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let jobs = jobs.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = connection(stream, jobs, size, block_size).await {
-                        tracing::info!("NBD connection closed: {e}");
-                    }
-                });
-            }
-            _ = tokio::signal::ctrl_c() => break,
-            _ = terminate.recv() => break,
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
         }
+    };
+    let stats = std::sync::Arc::new(ExportStats::default());
+    match export::serve(disk, listener, options, stats, shutdown).await {
+        Ok(()) => {
+            println!("flushed and closed cleanly");
+            Ok(())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(
+            "the store was NOT closed cleanly: writes after the last acknowledged flush may be lost; the next open recovers the last flushed state",
+        )),
     }
-    let _ = jobs.send(Job::Stop);
-    drop(jobs);
-    match worker.join() {
-        Ok(result) => result?,
-        Err(_) => bail!("the ORAM worker panicked"),
-    }
-    println!("flushed and closed cleanly");
-    Ok(())
 }
 
-async fn connection(
-    mut stream: TcpStream,
-    jobs: mpsc::Sender<Job>,
-    size: u64,
-    block_size: u32,
-) -> Result<()> {
-    stream.set_nodelay(true)?;
-    stream.write_all(&nbd::greeting()).await?;
-    let mut flags = [0u8; 4];
-    stream.read_exact(&mut flags).await?;
-    let mut negotiation = Negotiation::new(flags, size, block_size)?;
-    loop {
-        let mut header = [0u8; 16];
-        stream.read_exact(&mut header).await?;
-        let (option, len) = Negotiation::header(header)?;
-        let mut data = vec![0u8; len as usize];
-        stream.read_exact(&mut data).await?;
-        match negotiation.option(option, &data) {
-            Next::Reply(bytes) => stream.write_all(&bytes).await?,
-            Next::Transmit(bytes) => {
-                stream.write_all(&bytes).await?;
-                break;
-            }
-            Next::Close(bytes) => {
-                stream.write_all(&bytes).await?;
-                return Ok(());
-            }
-        }
+/// The benchmark's stores: directories, or `pir oram store` servers on 127.0.0.1 in this
+/// process (one per store, owned by a key saved where `pir oram` looks for it).
+async fn bench_stores(
+    args: &crate::cli::BenchArgs,
+    scratch: &Path,
+) -> Result<(Vec<pir_server::RunningServer>, Vec<StoreSpec>)> {
+    let mut servers = Vec::new();
+    let mut stores = Vec::new();
+    let owner = pir_keys::SecretKey::generate()?;
+    if args.oram_remote {
+        owner.save(&pir_blockstore::disk::client_key_path(
+            &scratch.join("state"),
+        ))?;
     }
-    let replies = Replies {
-        structured: negotiation.structured,
-    };
-    let (mut reader, mut writer) = stream.into_split();
-    let (out, mut outbox) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let writer_task = tokio::spawn(async move {
-        while let Some(bytes) = outbox.recv().await {
-            if writer.write_all(&bytes).await.is_err() {
-                break;
-            }
-        }
-    });
-    loop {
-        let mut header = [0u8; 28];
-        if reader.read_exact(&mut header).await.is_err() {
-            break;
-        }
-        let request = RequestHeader::parse(header)?;
-        let mut payload = vec![0u8; request.payload().min(nbd::MAX_PAYLOAD) as usize];
-        if request.payload() > nbd::MAX_PAYLOAD {
-            // The connection cannot be resynchronised after an oversized write.
-            bail!(
-                "a write of {} bytes (the limit is {})",
-                request.payload(),
-                nbd::MAX_PAYLOAD
-            );
-        }
-        reader.read_exact(&mut payload).await?;
-        let fua = request.flags & command::FLAG_FUA != 0;
-        let (reply, answer) = oneshot::channel();
-        let job = match request.command {
-            command::READ if request.length <= nbd::MAX_PAYLOAD => Some(Job::Read {
-                offset: request.offset,
-                length: request.length,
-                reply,
-            }),
-            command::WRITE => Some(Job::Write {
-                offset: request.offset,
-                data: payload,
-                fua,
-                reply,
-            }),
-            command::WRITE_ZEROES => Some(Job::Zero {
-                offset: request.offset,
-                length: u64::from(request.length),
-                fua,
-                reply,
-            }),
-            command::FLUSH => Some(Job::Flush { reply }),
-            // Trim and cache are hints; doing nothing is allowed and reveals nothing.
-            command::TRIM | command::CACHE => {
-                let _ = out.send(replies.done(request.cookie));
-                None
-            }
-            command::DISC => break,
-            command::READ => {
-                let _ =
-                    out.send(replies.error(request.cookie, errno::EOVERFLOW, "request too large"));
-                None
-            }
-            _ => {
-                let _ =
-                    out.send(replies.error(request.cookie, errno::EINVAL, "unsupported command"));
-                None
-            }
-        };
-        let Some(job) = job else { continue };
-        if jobs.send(job).is_err() {
-            let _ =
-                out.send(replies.error(request.cookie, errno::ESHUTDOWN, "the store is closing"));
+    for i in 0..args.oram_stores.max(1) {
+        let dir = scratch.join(format!("store{i}"));
+        if !args.oram_remote {
+            stores.push(StoreSpec::Dir(dir));
             continue;
         }
-        let out = out.clone();
-        tokio::spawn(async move {
-            let bytes = match answer.await {
-                Ok(Ok(data)) if request.command == command::READ => {
-                    replies.data(request.cookie, request.offset, &data)
-                }
-                Ok(Ok(_)) => replies.done(request.cookie),
-                Ok(Err((code, message))) => replies.error(request.cookie, code, &message),
-                Err(_) => replies.error(request.cookie, errno::ESHUTDOWN, "the store is closing"),
-            };
-            let _ = out.send(bytes);
+        let key = pir_keys::SecretKey::generate()?;
+        let service = std::sync::Arc::new(StoreService::open(&dir)?);
+        let mut options = pir_server::ServerOptions::new("127.0.0.1:0".parse()?);
+        options.batch_window = std::time::Duration::ZERO;
+        options.workers = 1;
+        let tls = pir_keys::tls::server_config_for_client(&key, owner.public())?;
+        let running = pir_server::start(service, tls, options).await?;
+        stores.push(StoreSpec::Remote {
+            url: format!("https://{}", running.addr),
+            key: key.public(),
         });
+        servers.push(running);
     }
-    drop(out);
-    let _ = writer_task.await;
-    Ok(())
+    Ok((servers, stores))
 }
 
 /// `pir bench --oram`.
@@ -603,28 +380,7 @@ pub async fn bench(args: crate::cli::BenchArgs) -> Result<()> {
         None => tempfile::tempdir(),
     }
     .context("cannot make a scratch directory")?;
-    // Directories, or `pir oram store` servers on 127.0.0.1 in this process, one per store.
-    let mut servers = Vec::new();
-    let mut stores = Vec::new();
-    for i in 0..args.oram_stores.max(1) {
-        let dir = scratch.path().join(format!("store{i}"));
-        if args.oram_remote {
-            let key = pir_keys::SecretKey::generate()?;
-            let service = std::sync::Arc::new(StoreService::open(&dir)?);
-            let mut options = pir_server::ServerOptions::new("127.0.0.1:0".parse()?);
-            options.batch_window = std::time::Duration::ZERO;
-            options.workers = 1;
-            let running =
-                pir_server::start(service, pir_keys::tls::server_config(&key)?, options).await?;
-            stores.push(StoreSpec::Remote {
-                url: format!("https://{}", running.addr),
-                key: key.public(),
-            });
-            servers.push(running);
-        } else {
-            stores.push(StoreSpec::Dir(dir));
-        }
-    }
+    let (servers, stores) = bench_stores(&args, scratch.path()).await?;
     let kind = if args.oram_remote {
         "HTTPS store server(s) on 127.0.0.1"
     } else {
@@ -661,6 +417,15 @@ pub async fn bench(args: crate::cli::BenchArgs) -> Result<()> {
         server.shutdown().await;
     }
     progress.finish_and_clear();
+    print_report(&options, &report);
+    Ok(())
+}
+
+fn print_report(
+    options: &pir_blockstore::bench::OramBenchOptions,
+    report: &pir_blockstore::bench::OramReport,
+) {
+    let (size, block) = (options.size, u64::from(options.block));
     let slot =
         u64::from(options.block) + u64::from(pir_blockstore::pir_oram::params::SEAL_OVERHEAD);
     let ops = report.ops_per_second();
@@ -718,5 +483,4 @@ pub async fn bench(args: crate::cli::BenchArgs) -> Result<()> {
         "  eviction cache histogram (batches): {}",
         histogram.join(", ")
     );
-    Ok(())
 }

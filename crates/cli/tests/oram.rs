@@ -231,6 +231,119 @@ fn real_nbd_clients_copy_an_image_in_and_out_byte_for_byte() {
     );
 }
 
+#[test]
+fn the_tls_psk_export_serves_only_clients_with_the_key() {
+    if !nbd_tools() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = init(dir.path(), "4MiB", 1);
+    // psktool's format: username:hexkey.
+    let mut key = [0u8; 32];
+    ChaCha20Rng::seed_from_u64(7).fill_bytes(&mut key);
+    let keys = dir.path().join("keys.psk");
+    std::fs::write(&keys, format!("alice:{}\n", hex::encode(key))).unwrap();
+    let wrong = dir.path().join("wrong.psk");
+    std::fs::write(&wrong, format!("alice:{}\n", "ab".repeat(32))).unwrap();
+    // Not on loopback without asking, never beyond it without TLS.
+    let open = run(&["oram", "nbd", "--state", &state, "--listen", "0.0.0.0:0"]);
+    assert!(!open.status.success());
+    assert!(String::from_utf8_lossy(&open.stderr).contains("--allow-remote"));
+    let plain = run(&[
+        "oram",
+        "nbd",
+        "--state",
+        &state,
+        "--listen",
+        "0.0.0.0:0",
+        "--allow-remote",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&plain.stderr).contains("--tls-psk"),
+        "{plain:?}"
+    );
+    let server = Proc::start(
+        &[
+            "oram",
+            "nbd",
+            "--state",
+            &state,
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-psk",
+            keys.to_str().unwrap(),
+        ],
+        "nbds://",
+    );
+    // libnbd takes the PSK user from the URI's user part (tls-username= needs a login name).
+    let url = |file: &Path| {
+        format!(
+            "nbds://alice@{}/?tls-psk-file={}",
+            server.addr,
+            file.display()
+        )
+    };
+    let image = dir.path().join("image.raw");
+    let data = random_file(&image, 4 << 20, 8);
+    let refused = |target: &str| {
+        let out = Command::new("nbdcopy")
+            .arg(target)
+            .arg(dir.path().join("stolen.raw"))
+            .output()
+            .unwrap();
+        !out.status.success()
+            && std::fs::metadata(dir.path().join("stolen.raw")).map_or(true, |m| m.len() == 0)
+    };
+    assert!(refused(&url(&wrong)), "a wrong key read the disk");
+    assert!(
+        refused(&format!("nbd://{}", server.addr)),
+        "plaintext read the disk"
+    );
+    let copy_in = Command::new("nbdcopy")
+        .arg(&image)
+        .arg(url(&keys))
+        .status()
+        .unwrap();
+    assert!(copy_in.success());
+    let back = dir.path().join("back.raw");
+    let copy_out = Command::new("nbdcopy")
+        .arg(url(&keys))
+        .arg(&back)
+        .status()
+        .unwrap();
+    assert!(copy_out.success());
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "nbdcopy over TLS differs"
+    );
+    // qemu: a tls-creds-psk object reads keys.psk from a directory.
+    let creds = dir.path().join("creds");
+    std::fs::create_dir(&creds).unwrap();
+    std::fs::copy(&keys, creds.join("keys.psk")).unwrap();
+    let (host, port) = server.addr.rsplit_once(':').unwrap();
+    let qemu = dir.path().join("qemu.raw");
+    let convert = Command::new("qemu-img")
+        .args(["convert", "-O", "raw", "--object"])
+        .arg(format!(
+            "tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice",
+            creds.display()
+        ))
+        .arg("--image-opts")
+        .arg(format!(
+            "driver=nbd,server.type=inet,server.host={host},server.port={port},tls-creds=tls0"
+        ))
+        .arg(&qemu)
+        .status()
+        .unwrap();
+    assert!(convert.success());
+    assert!(
+        std::fs::read(&qemu).unwrap() == data,
+        "qemu-img over TLS differs"
+    );
+    let mut server = server;
+    assert!(support::terminate(server.child_mut()).success());
+}
+
 /// A minimal NBD client (old-style export name, simple replies) for the crash test.
 struct Nbd {
     stream: TcpStream,
@@ -366,6 +479,9 @@ fn kill_9_of_a_remote_store_loses_no_flushed_write() {
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).display().to_string();
     let mut stores = Vec::new();
+    let state = path("state");
+    ok(&["oram", "owner", "--state", &state]);
+    let owner = format!("{state}.client.pub");
     for i in 0..2 {
         ok(&["keygen", "--out", &path(&format!("s{i}"))]);
         let args = [
@@ -375,13 +491,14 @@ fn kill_9_of_a_remote_store_loses_no_flushed_write() {
             &path(&format!("d{i}")),
             "--key",
             &path(&format!("s{i}.key")),
+            "--owner",
+            &owner,
             "--listen",
             "127.0.0.1:0",
         ];
         stores.push(Proc::start(&args, "https://"));
     }
     let addrs: Vec<String> = stores.iter().map(|s| s.addr.clone()).collect();
-    let state = path("state");
     let specs: Vec<String> = (0..2)
         .map(|i| format!("https://{}={}", addrs[i], path(&format!("s{i}.pub"))))
         .collect();
@@ -457,10 +574,168 @@ fn kill_9_of_a_remote_store_loses_no_flushed_write() {
             &path(&format!("d{victim}")),
             "--key",
             &path(&format!("s{victim}.key")),
+            "--owner",
+            &owner,
             "--listen",
             &addrs[victim],
         ];
         stores[victim] = Proc::start(&args, "https://");
     }
     assert!(flushes >= 10, "only {flushes} flushes before the kills");
+}
+
+#[test]
+fn a_store_serves_only_its_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    ok(&["keygen", "--out", &path("s")]);
+    let store_args = |owner: Option<&str>| {
+        let mut args = vec![
+            "oram".to_string(),
+            "store".into(),
+            "--dir".into(),
+            path("d"),
+        ];
+        args.extend([
+            "--key".into(),
+            path("s.key"),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ]);
+        if let Some(owner) = owner {
+            args.extend(["--owner".into(), owner.to_string()]);
+        }
+        args
+    };
+    // No owner, no store.
+    let args = store_args(None);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let refused = run(&args);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--owner"),
+        "{refused:?}"
+    );
+
+    let (alice, mallory, eve) = (path("alice"), path("mallory"), path("eve"));
+    let made = ok(&["oram", "owner", "--state", &alice]);
+    assert!(made.contains("alice.client.pub"), "{made}");
+    let mode = std::fs::metadata(format!("{alice}.client.key")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o600
+    );
+    let args = store_args(Some(&format!("{alice}.client.pub")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let store = Proc::start(&args, "https://");
+    let spec = format!("https://{}={}", store.addr, path("s.pub"));
+    ok(&[
+        "oram", "init", "--state", &alice, "--size", "1MiB", "--store", &spec,
+    ]);
+    let input = dir.path().join("in.bin");
+    let data = random_file(&input, 300_000, 11);
+    ok(&["oram", "put", "--state", &alice, input.to_str().unwrap()]);
+    let slots = dir.path().join("d").join("slots");
+    let before = std::fs::read(&slots).unwrap();
+
+    // Another key, and no key at all: refused, and not one slot changes.
+    ok(&["oram", "owner", "--state", &mallory]);
+    let other = run(&[
+        "oram", "init", "--state", &mallory, "--size", "1MiB", "--store", &spec,
+    ]);
+    assert!(!other.status.success(), "{other:?}");
+    let none = run(&[
+        "oram", "init", "--state", &eve, "--size", "1MiB", "--store", &spec,
+    ]);
+    assert!(!none.status.success());
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("pir oram owner --state"),
+        "{none:?}"
+    );
+    assert!(
+        std::fs::read(&slots).unwrap() == before,
+        "a stranger changed the slots"
+    );
+
+    // The owner still reads its data.
+    let out = dir.path().join("out.bin");
+    ok(&[
+        "oram",
+        "get",
+        "--state",
+        &alice,
+        "--length",
+        "300000",
+        out.to_str().unwrap(),
+    ]);
+    assert!(std::fs::read(&out).unwrap() == data);
+}
+
+/// Whether this process may mount a small tmpfs in a private mount namespace (root, with
+/// `unshare` from util-linux): the full-disk test's file system.
+fn can_mount_tmpfs() -> bool {
+    Command::new("unshare")
+        .args([
+            "-m",
+            "sh",
+            "-c",
+            "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs \"$d\"",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn init_checks_free_space_and_a_full_disk_still_opens_for_reads() {
+    if !require(
+        can_mount_tmpfs(),
+        "a private tmpfs mount (root and unshare)",
+        "run the tests as root with util-linux installed",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let input = dir.path().join("in.bin");
+    let data = random_file(&input, 256 << 10, 9);
+    // Everything on the 6 MiB file system happens inside the namespace; the mount goes with it.
+    let script = r#"
+        set -u
+        mount -t tmpfs -o size=6m tmpfs "$D" || exit 20
+        if "$PIR" oram init --state "$D/big" --size 1MiB --store "$D/bigstore" 2>"$OUT/big.err"; then exit 21; fi
+        [ ! -e "$D/bigstore/slots" ] || exit 22
+        "$PIR" oram init --state "$D/state" --size 256KiB --store "$D/store" || exit 23
+        "$PIR" oram put --state "$D/state" "$OUT/in.bin" || exit 24
+        dd if=/dev/zero of="$D/fill" bs=4k 2>/dev/null
+        [ "$(stat -f -c %a "$D")" -eq 0 ] || exit 25
+        "$PIR" oram get --state "$D/state" "$OUT/out1.bin" || exit 26
+        "$PIR" oram get --state "$D/state" "$OUT/out2.bin" || exit 27
+    "#;
+    let status = Command::new("unshare")
+        .args(["-m", "sh", "-c", script])
+        .env("PIR", env!("CARGO_BIN_EXE_pir"))
+        .env("PIR_STATE_DIR", dir.path())
+        .env("D", &small)
+        .env("OUT", dir.path())
+        .status()
+        .unwrap();
+    let big = std::fs::read_to_string(dir.path().join("big.err")).unwrap_or_default();
+    assert!(
+        status.success(),
+        "step {:?} failed; init said: {big}",
+        status.code()
+    );
+    assert!(
+        big.contains("not enough disk space") && big.contains("MiB free"),
+        "{big}"
+    );
+    for out in ["out1.bin", "out2.bin"] {
+        assert!(
+            std::fs::read(dir.path().join(out)).unwrap() == data,
+            "{out} differs"
+        );
+    }
 }

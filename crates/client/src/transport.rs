@@ -6,7 +6,7 @@
 //! (default 5 s, `PIR_REPLY_TIMEOUT` to change it) before the caller asks a spare.
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, Limited};
@@ -228,11 +228,29 @@ impl HttpsTransport {
         mirrors: &[(String, PublicKey)],
         timeouts: Timeouts,
     ) -> Result<Self, TransportError> {
+        Self::build(mirrors, timeouts, pir_keys::tls::client_config)
+    }
+
+    /// A transport for `mirrors` that also proves it holds `client` (servers that accept only
+    /// their owner, such as `pir oram store`), with the default [`Timeouts`].
+    pub fn with_client_key(
+        mirrors: &[(String, PublicKey)],
+        client: &pir_keys::SecretKey,
+    ) -> Result<Self, TransportError> {
+        Self::build(mirrors, Timeouts::default().with_env()?, |key| {
+            pir_keys::tls::client_config_with_key(key, client)
+        })
+    }
+
+    fn build(
+        mirrors: &[(String, PublicKey)],
+        timeouts: Timeouts,
+        config_for: impl Fn(PublicKey) -> Result<Arc<rustls::ClientConfig>, pir_keys::KeyError>,
+    ) -> Result<Self, TransportError> {
         let endpoints = mirrors
             .iter()
             .map(|(url, key)| {
-                let config = pir_keys::tls::client_config(*key)
-                    .map_err(|e| TransportError::Tls(e.to_string()))?;
+                let config = config_for(*key).map_err(|e| TransportError::Tls(e.to_string()))?;
                 Ok(Endpoint {
                     authority: authority_of(url)?,
                     tls: tokio_rustls::TlsConnector::from(config),

@@ -124,3 +124,172 @@ impl ServerCertVerifier for PinnedKey {
         vec![SignatureScheme::ED25519]
     }
 }
+
+/// The self-signed certificate and key of `key`, for either end of a handshake.
+fn certified(
+    key: &SecretKey,
+) -> Result<(CertificateDer<'static>, PrivateKeyDer<'static>), KeyError> {
+    let crypto = |e: &dyn std::fmt::Display| KeyError::Crypto(format!("TLS set-up: {e}"));
+    let pkcs8 = PrivatePkcs8KeyDer::from(key.pkcs8().to_vec());
+    let key_pair = rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&pkcs8, &rcgen::PKCS_ED25519)
+        .map_err(|e| crypto(&e))?;
+    let params =
+        rcgen::CertificateParams::new(vec!["pir-mirror".to_string()]).map_err(|e| crypto(&e))?;
+    let cert = params.self_signed(&key_pair).map_err(|e| crypto(&e))?;
+    Ok((cert.der().clone(), PrivateKeyDer::Pkcs8(pkcs8)))
+}
+
+/// A server configuration presenting `key`'s certificate that completes a handshake only with
+/// a client proving it holds `client`'s secret key (TLS 1.3 client authentication, checked
+/// like the server's: the CertificateVerify signature under the pinned key, no authorities).
+/// A client without a certificate, or with another key, is refused during the handshake,
+/// before it can send a request.
+pub fn server_config_for_client(
+    key: &SecretKey,
+    client: PublicKey,
+) -> Result<Arc<rustls::ServerConfig>, KeyError> {
+    let crypto = |e: &dyn std::fmt::Display| KeyError::Crypto(format!("TLS set-up: {e}"));
+    let (cert, private) = certified(key)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| crypto(&e))?
+        .with_client_cert_verifier(Arc::new(PinnedClient(PinnedKey(client))))
+        .with_single_cert(vec![cert], private)
+        .map_err(|e| crypto(&e))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A client configuration that accepts exactly the server holding `pinned`'s secret key and
+/// proves it holds `client` (for servers made with [`server_config_for_client`]).
+pub fn client_config_with_key(
+    pinned: PublicKey,
+    client: &SecretKey,
+) -> Result<Arc<rustls::ClientConfig>, KeyError> {
+    let (cert, private) = certified(client)?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| KeyError::Crypto(format!("TLS set-up: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PinnedKey(pinned)))
+        .with_client_auth_cert(vec![cert], private)
+        .map_err(|e| KeyError::Crypto(format!("TLS set-up: {e}")))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Checks a client's certificate and handshake signature against one pinned key.
+#[derive(Debug)]
+struct PinnedClient(PinnedKey);
+
+impl rustls::server::danger::ClientCertVerifier for PinnedClient {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        // The same early, readable check as for servers; the signature below is what binds.
+        let mut spki = ED25519_SPKI_PREFIX.to_vec();
+        spki.extend_from_slice(&self.0 .0 .0);
+        if end_entity
+            .as_ref()
+            .windows(spki.len())
+            .any(|w| w == spki.as_slice())
+        {
+            Ok(rustls::server::danger::ClientCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(
+                "the client's key is not the owner's".into(),
+            ))
+        }
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        vec![SignatureScheme::ED25519]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Runs a handshake in memory; the first error either side reports.
+    fn handshake(
+        client: Arc<rustls::ClientConfig>,
+        server: Arc<rustls::ServerConfig>,
+    ) -> Result<(), rustls::Error> {
+        let mut c = rustls::ClientConnection::new(client, server_name())?;
+        let mut s = rustls::ServerConnection::new(server)?;
+        for _ in 0..8 {
+            let mut wire = Vec::new();
+            while c.wants_write() {
+                c.write_tls(&mut wire).unwrap();
+            }
+            s.read_tls(&mut &wire[..]).unwrap();
+            s.process_new_packets()?;
+            let mut wire = Vec::new();
+            while s.wants_write() {
+                s.write_tls(&mut wire).unwrap();
+            }
+            c.read_tls(&mut &wire[..]).unwrap();
+            c.process_new_packets()?;
+            if !c.is_handshaking() && !s.is_handshaking() {
+                return Ok(());
+            }
+        }
+        Err(rustls::Error::General(
+            "the handshake did not finish".into(),
+        ))
+    }
+
+    #[test]
+    fn only_the_owner_completes_a_handshake_with_an_owned_server() {
+        let server_key = SecretKey::generate().unwrap();
+        let owner = SecretKey::generate().unwrap();
+        let stranger = SecretKey::generate().unwrap();
+        let server = server_config_for_client(&server_key, owner.public()).unwrap();
+        let pinned = server_key.public();
+        handshake(
+            client_config_with_key(pinned, &owner).unwrap(),
+            server.clone(),
+        )
+        .unwrap();
+        let other = handshake(
+            client_config_with_key(pinned, &stranger).unwrap(),
+            server.clone(),
+        );
+        assert!(other.unwrap_err().to_string().contains("not the owner"));
+        assert!(handshake(client_config(pinned).unwrap(), server.clone()).is_err());
+        // The owner still checks the server's key.
+        let impostor = server_config_for_client(&stranger, owner.public()).unwrap();
+        assert!(handshake(client_config_with_key(pinned, &owner).unwrap(), impostor).is_err());
+    }
+}

@@ -18,22 +18,37 @@ pub enum OramCommand {
     Init(OramInitArgs),
     /// Show the store's shape, storage and client memory.
     Info(OramStateArgs),
+    /// Make the owner key STATE.client.key (mode 0600) and STATE.client.pub, if missing.
+    ///
+    /// Remote stores (`pir oram store --owner STATE.client.pub`) serve only the holder of this
+    /// key. Run it before `pir oram init` with remote stores, and once for a state made before
+    /// stores checked their owner (then restart its stores with --owner).
+    Owner(OramStateArgs),
     /// Write FILE into the store at --at (bytes), then flush.
     Put(OramPutArgs),
     /// Read --length bytes at --at from the store into FILE.
     Get(OramGetArgs),
-    /// Serve a store directory to ORAM clients over HTTPS (pinned to KEY, from `pir keygen`).
+    /// Serve a store directory to its owner over HTTPS (pinned to KEY, from `pir keygen`).
     ///
     /// The store is dumb and untrusted: it keeps sealed slots and reads or writes the slot
-    /// ranges it is asked for; it never sees a key or which block is which. Clients name it
-    /// in `pir oram init --store https://HOST:PORT=KEY.pub`.
+    /// ranges it is asked for; it never sees a key or which block is which. It serves one
+    /// client, the holder of --owner's key (mutual TLS); clients name it in `pir oram init
+    /// --store https://HOST:PORT=KEY.pub`. Stores made before owners existed: run `pir oram
+    /// owner --state STATE` on the client and restart the store with `--owner
+    /// STATE.client.pub`.
     Store(OramStoreArgs),
-    /// Export the store as a Network Block Device on 127.0.0.1:PORT.
+    /// Export the store as a Network Block Device, by default on the Unix socket STATE.sock
+    /// (mode 0600: only you can connect).
     ///
-    /// Any NBD client works unchanged: `nbdinfo nbd://127.0.0.1:PORT`, `nbdcopy image.raw
-    /// nbd://127.0.0.1:PORT`, `qemu-img convert -O raw nbd://127.0.0.1:PORT out.raw`. A flush
-    /// (NBD_CMD_FLUSH, or a write with FUA) is acknowledged only when the data and the client
-    /// state are durable. Ctrl-C or SIGTERM finishes queued requests, flushes and closes cleanly.
+    /// Any NBD client works unchanged: `nbdinfo 'nbd+unix:///?socket=STATE.sock'`, `nbdcopy
+    /// image.raw 'nbd+unix:///?socket=STATE.sock'`, `qemu-img convert -O raw
+    /// 'nbd+unix:///?socket=STATE.sock' out.raw`. `--listen 127.0.0.1:PORT` serves on loopback
+    /// (every local user can connect there unless --tls-psk is given); any other address also
+    /// needs --allow-remote and --tls-psk (TLS with a pre-shared key: `nbdcopy
+    /// 'nbds://HOST:PORT/?tls-psk-file=FILE&tls-username=NAME'`). A flush (NBD_CMD_FLUSH, or a
+    /// write with FUA) is acknowledged only when the data and the client state are durable.
+    /// Ctrl-C or SIGTERM finishes queued requests, flushes and closes; if the store fails or
+    /// the flush does not finish within --grace-seconds, it exits non-zero and says so.
     Nbd(OramNbdArgs),
 }
 
@@ -97,15 +112,35 @@ pub struct OramGetArgs {
 pub struct OramNbdArgs {
     #[command(flatten)]
     pub state: OramStateArgs,
-    /// Address to listen on (port 0 picks a free port; the address is printed).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10809")]
-    pub listen: SocketAddr,
+    /// TCP address to listen on instead of the Unix socket (port 0 picks a free port; the
+    /// address is printed). Loopback unless --allow-remote.
+    #[arg(long, value_name = "ADDR", conflicts_with = "socket")]
+    pub listen: Option<SocketAddr>,
+    /// The Unix socket to create, mode 0600 (default STATE.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Allow a --listen address beyond loopback (needs --tls-psk).
+    #[arg(long, requires = "listen")]
+    pub allow_remote: bool,
+    /// Require TLS with a pre-shared key from FILE (psktool's format, `username:hexkey`
+    /// lines; make one with `psktool -u NAME -p FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub tls_psk: Option<PathBuf>,
+    /// Most NBD connections at once (also kept below the open-file limit).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_connections: usize,
+    /// Close a connection with nothing in flight after this many quiet seconds (0: never).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub idle_timeout_seconds: u64,
+    /// On SIGTERM or Ctrl-C, time allowed for queued requests and the final flush.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub grace_seconds: u64,
 }
 
 /// `pir oram store`. Every setting can also come from a TOML file (`--config`).
 #[derive(Debug, Args, Serialize)]
 pub struct OramStoreArgs {
-    /// TOML file with any of: dir, key, listen, grace_seconds, admin_listen, max_connections,
+    /// TOML file with any of: dir, key, owner, listen, grace_seconds, admin_listen, max_connections,
     /// header_timeout_seconds, body_timeout_seconds (the flag names with `_`; flags win).
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
@@ -123,6 +158,12 @@ pub struct OramStoreArgs {
     #[arg(long, value_name = "KEY")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<PathBuf>,
+    /// The public key of the one client this store serves (`pir oram owner --state STATE`
+    /// makes it as STATE.client.pub). Every other client is refused in the TLS handshake,
+    /// before any slot is read or written. Required.
+    #[arg(long, value_name = "CLIENT.pub")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<PathBuf>,
     /// HTTPS address to listen on (default 127.0.0.1:8460; port 0 picks a free port; the
     /// address is printed).
     #[arg(long, value_name = "ADDR")]
@@ -148,6 +189,8 @@ pub struct OramStoreArgs {
 pub struct OramStoreSettings {
     pub dir: PathBuf,
     pub key: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<PathBuf>,
     pub listen: SocketAddr,
     pub grace_seconds: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,7 +202,7 @@ pub struct OramStoreSettings {
 
 impl OramStoreSettings {
     /// The fields that hold paths (taken relative to the config file's directory).
-    pub const PATHS: [&'static str; 2] = ["dir", "key"];
+    pub const PATHS: [&'static str; 3] = ["dir", "key", "owner"];
 
     /// The defaults, before the config file and the flags.
     pub fn defaults() -> toml::Table {

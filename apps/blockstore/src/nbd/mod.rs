@@ -5,7 +5,14 @@
 //! `NBD_OPT_STRUCTURED_REPLY`, meta contexts (answered with none), then the transmission
 //! phase. Every integer on the wire is big-endian (network order). What real clients need:
 //! `nbdcopy` and `nbdinfo` (libnbd) negotiate structured replies and `NBD_OPT_GO`; `qemu-img`
-//! does the same. The caller moves the bytes and runs the commands.
+//! does the same. With [`Negotiation::require_tls`], every option but `NBD_OPT_STARTTLS` and
+//! `NBD_OPT_ABORT` is refused with `NBD_REP_ERR_TLS_REQD` until TLS is up (the spec's "forced
+//! TLS"), so nothing about the export, let alone a block, reaches a client without the key.
+//! The codec moves no bytes; [`export`] runs it on sockets.
+
+pub mod export;
+pub mod listen;
+pub mod psk;
 
 /// `"NBDMAGIC"`, first in the server greeting.
 pub const NBD_MAGIC: u64 = 0x4e42_444d_4147_4943;
@@ -35,7 +42,7 @@ pub mod option {
     pub const ABORT: u32 = 2;
     /// List exports.
     pub const LIST: u32 = 3;
-    /// TLS upgrade (not offered).
+    /// TLS upgrade (offered when the export has a pre-shared key).
     pub const STARTTLS: u32 = 5;
     /// Export information.
     pub const INFO: u32 = 6;
@@ -54,6 +61,8 @@ const REP_SERVER: u32 = 2;
 const REP_INFO: u32 = 3;
 const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
 const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+/// The option needs TLS first.
+const REP_ERR_TLS_REQD: u32 = (1 << 31) + 5;
 const INFO_EXPORT: u16 = 0;
 const INFO_BLOCK_SIZE: u16 = 3;
 
@@ -137,6 +146,10 @@ pub struct Negotiation {
     /// Structured replies were negotiated.
     pub structured: bool,
     no_zeroes: bool,
+    /// The export refuses everything but STARTTLS until TLS is up.
+    tls_required: bool,
+    /// TLS is up (STARTTLS done).
+    tls_active: bool,
 }
 
 /// What to do after an option.
@@ -148,6 +161,9 @@ pub enum Next {
     Transmit(Vec<u8>),
     /// Send the bytes and close.
     Close(Vec<u8>),
+    /// Send the bytes, run the TLS handshake, call [`Negotiation::tls_started`] and read the
+    /// next option over TLS.
+    StartTls(Vec<u8>),
 }
 
 fn option_reply(option: u32, kind: u32, data: &[u8]) -> Vec<u8> {
@@ -189,7 +205,21 @@ impl Negotiation {
             block_size,
             structured: false,
             no_zeroes: f & CLIENT_NO_ZEROES != 0,
+            tls_required: false,
+            tls_active: false,
         })
+    }
+
+    /// Offers `NBD_OPT_STARTTLS` and refuses every other option until it is done.
+    pub fn require_tls(&mut self) {
+        self.tls_required = true;
+    }
+
+    /// Records that the TLS handshake completed. What was negotiated in plaintext is
+    /// forgotten, as the spec requires.
+    pub fn tls_started(&mut self) {
+        self.tls_active = true;
+        self.structured = false;
     }
 
     /// Parses a 16-byte option header: (option, payload length).
@@ -230,7 +260,24 @@ impl Negotiation {
     pub fn option(&mut self, option: u32, data: &[u8]) -> Next {
         let invalid =
             |why: &str| Next::Reply(option_reply(option, REP_ERR_INVALID, why.as_bytes()));
+        if self.tls_required && !self.tls_active {
+            return match option {
+                option::STARTTLS if data.is_empty() => {
+                    Next::StartTls(option_reply(option, REP_ACK, &[]))
+                }
+                option::STARTTLS => invalid("NBD_OPT_STARTTLS takes no data"),
+                option::ABORT => Next::Close(option_reply(option, REP_ACK, &[])),
+                // EXPORT_NAME has no error reply: the only refusal is to hang up.
+                option::EXPORT_NAME => Next::Close(Vec::new()),
+                _ => Next::Reply(option_reply(
+                    option,
+                    REP_ERR_TLS_REQD,
+                    b"this export requires TLS with a pre-shared key (nbds://)",
+                )),
+            };
+        }
         match option {
+            option::STARTTLS if self.tls_active => invalid("TLS is already up"),
             option::EXPORT_NAME => {
                 let mut out = Vec::with_capacity(134);
                 out.extend_from_slice(&self.size.to_be_bytes());
@@ -447,6 +494,35 @@ mod tests {
         header[..8].copy_from_slice(&IHAVEOPT.to_be_bytes());
         header[12..].copy_from_slice(&(MAX_OPTION + 1).to_be_bytes());
         assert!(Negotiation::header(header).is_err());
+    }
+
+    #[test]
+    fn forced_tls_refuses_every_option_until_starttls() {
+        let mut n = Negotiation::new([0, 0, 0, 3], 1 << 20, 4096).unwrap();
+        n.require_tls();
+        let mut go = Vec::new();
+        go.extend_from_slice(&0u32.to_be_bytes());
+        go.extend_from_slice(&0u16.to_be_bytes());
+        for option in [
+            option::GO,
+            option::INFO,
+            option::LIST,
+            option::STRUCTURED_REPLY,
+        ] {
+            let Next::Reply(r) = n.option(option, &go) else {
+                panic!("option {option} must be refused")
+            };
+            assert_eq!(r[12..16], REP_ERR_TLS_REQD.to_be_bytes());
+        }
+        assert_eq!(n.option(option::EXPORT_NAME, &[]), Next::Close(Vec::new()));
+        assert!(matches!(n.option(option::STARTTLS, &[]), Next::StartTls(_)));
+        n.tls_started();
+        assert!(matches!(n.option(option::GO, &go), Next::Transmit(_)));
+        // Without require_tls, STARTTLS is not offered.
+        let mut plain = Negotiation::new([0, 0, 0, 3], 1 << 20, 4096).unwrap();
+        assert!(
+            matches!(plain.option(option::STARTTLS, &[]), Next::Reply(r) if r[12..16] == REP_ERR_UNSUP.to_be_bytes())
+        );
     }
 
     #[test]
