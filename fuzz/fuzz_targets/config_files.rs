@@ -39,10 +39,5 @@ fuzz_target!(|data: &[u8]| {
     round_trip::<ServeSettings>(file);
     round_trip::<BreachServeSettings>(file);
     round_trip::<SbServeSettings>(file);
-    let _ = settings::merge_text::<OramStoreSettings, _>(
-        OramStoreSettings::defaults(),
-        file,
-        &toml::Table::new(),
-        &OramStoreSettings::PATHS,
-    );
+    round_trip::<OramStoreSettings>(file);
 });

@@ -7,4 +7,3 @@
 // flag's (`pir COMMAND --help`, and the config-file keys in the README).
 #[allow(missing_docs)]
 pub mod cli;
-pub mod server_config;

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use pir_cli::{cli, server_config};
+use pir_cli::cli;
 use pir_host::log::human;
 use pir_keys::{PublicKey, SecretKey};
 use pir_updates::fetch::SchemeChoice;

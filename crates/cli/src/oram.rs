@@ -204,20 +204,15 @@ fn get(args: &OramGetArgs, runtime: &tokio::runtime::Handle) -> Result<()> {
 }
 
 async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
-    let paths = OramStoreSettings::PATHS;
-    let args: OramStoreSettings = crate::server_config::merge(
-        OramStoreSettings::defaults(),
+    let Some(settings) = pir_host::settings::load::<OramStoreSettings, _>(
         flags.config.as_deref(),
         flags,
-        &paths,
-    )?;
-    if flags.print_config {
-        print!("{}", crate::server_config::print(&args, &paths)?);
+        flags.print_config,
+    )?
+    else {
         return Ok(());
-    }
-    let key = pir_keys::SecretKey::load(&args.key)
-        .with_context(|| format!("cannot read the store key {}", args.key.display()))?;
-    let Some(owner_file) = &args.owner else {
+    };
+    let Some(owner_file) = &settings.owner else {
         bail!(
             "pir oram store needs --owner CLIENT.pub: the store serves only the client holding \
              that key (`pir oram owner --state STATE` makes it beside the client's state, as \
@@ -226,35 +221,27 @@ async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
     };
     let owner = pir_keys::PublicKey::load(owner_file)
         .with_context(|| format!("cannot read the owner key {}", owner_file.display()))?;
-    let tls = pir_keys::tls::server_config_for_client(&key, owner)?;
+    let mut host = pir_host::Host::new(&settings.common)
+        .with_context(|| format!("cannot read the store key {}", settings.common.key.display()))?;
+    host.owner = Some(owner);
+    // Slot I/O is sequential per client: one worker, no batching window.
+    host.options.batch_window = std::time::Duration::ZERO;
+    host.options.workers = 1;
     let service = std::sync::Arc::new(
-        StoreService::open(&args.dir)
-            .with_context(|| format!("cannot open the store {}", args.dir.display()))?,
+        StoreService::open(&settings.dir)
+            .with_context(|| format!("cannot open the store {}", settings.dir.display()))?,
     );
-    let mut options = pir_server::ServerOptions::new(args.listen);
-    // Slot I/O is sequential per client; no batching window.
-    options.batch_window = std::time::Duration::ZERO;
-    options.workers = 1;
-    options.grace = std::time::Duration::from_secs(args.grace_seconds);
-    options.admin_listen = args.admin_listen;
-    crate::server_config::apply_limits(
-        &mut options,
-        args.max_connections,
-        args.header_timeout_seconds,
-        args.body_timeout_seconds,
-    )?;
-    let running = pir_server::start(service, tls, options)
-        .await
-        .context("starting the store")?;
-    println!(
-        "serving an oblivious slot store from {} at https://{} with key {} to its owner {} only (Ctrl-C or SIGTERM stops)",
-        args.dir.display(),
-        running.addr,
-        key.public().fingerprint(),
-        owner.fingerprint()
-    );
-    running.run_until_signal().await;
-    Ok(())
+    let dir = settings.dir.display().to_string();
+    pir_host::serve_static(host, service, "the store", |running, key| {
+        vec![format!(
+            "serving an oblivious slot store from {dir} at https://{} with key {} to its owner {} \
+             only (Ctrl-C or SIGTERM stops)",
+            running.addr,
+            key.public().fingerprint(),
+            owner.fingerprint()
+        )]
+    })
+    .await
 }
 
 /// The listener and TLS of `pir oram nbd`, checked against the address policy.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use pir_keys::SecretKey;
+use pir_keys::{PublicKey, SecretKey};
 use pir_server::{RunningServer, ServerOptions};
 use pir_service::{Backend, Handler, Metrics, ReleaseInfo, ReleaseSet, ServedRelease};
 
@@ -28,6 +28,9 @@ pub struct Host {
     pub retire_after: Duration,
     /// The counters of `/metrics`, shared by every service.
     pub metrics: Arc<Metrics>,
+    /// The one client key this server accepts (mutual TLS), for servers that serve only their
+    /// owner (`pir oram store`); `None`: any client that pins the server's key.
+    pub owner: Option<PublicKey>,
 }
 
 impl Host {
@@ -40,6 +43,7 @@ impl Host {
             options,
             retire_after: common.retire_after(),
             metrics: Arc::new(Metrics::default()),
+            owner: None,
         })
     }
 
@@ -50,7 +54,10 @@ impl Host {
         handler: Arc<H>,
         what: &str,
     ) -> Result<RunningServer> {
-        let tls = pir_keys::tls::server_config(&self.key)?;
+        let tls = match self.owner {
+            Some(owner) => pir_keys::tls::server_config_for_client(&self.key, owner)?,
+            None => pir_keys::tls::server_config(&self.key)?,
+        };
         pir_server::start(handler, tls, self.options.clone())
             .await
             .with_context(|| format!("starting {what}"))

@@ -140,8 +140,9 @@ pub struct OramNbdArgs {
 /// `pir oram store`. Every setting can also come from a TOML file (`--config`).
 #[derive(Debug, Args, Serialize)]
 pub struct OramStoreArgs {
-    /// TOML file with any of: dir, key, owner, listen, grace_seconds, admin_listen, max_connections,
-    /// header_timeout_seconds, body_timeout_seconds (the flag names with `_`; flags win).
+    /// TOML file with any of: dir, owner and the settings every server takes (key, listen,
+    /// grace_seconds, admin_listen, max_connections, header_timeout_seconds,
+    /// body_timeout_seconds, ...: the flag names with `_`; flags win).
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
@@ -154,61 +155,41 @@ pub struct OramStoreArgs {
     #[arg(long, value_name = "DIR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dir: Option<PathBuf>,
-    /// The store's secret key (from `pir keygen`); clients pin its public half.
-    #[arg(long, value_name = "KEY")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<PathBuf>,
     /// The public key of the one client this store serves (`pir oram owner --state STATE`
     /// makes it as STATE.client.pub). Every other client is refused in the TLS handshake,
     /// before any slot is read or written. Required.
     #[arg(long, value_name = "CLIENT.pub")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<PathBuf>,
-    /// HTTPS address to listen on (default 127.0.0.1:8460; port 0 picks a free port; the
-    /// address is printed).
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<SocketAddr>,
-    /// On SIGTERM or Ctrl-C, let requests in flight finish for up to this many seconds
-    /// (default 10).
-    #[arg(long, value_name = "SECONDS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grace_seconds: Option<u64>,
-    /// Also serve /metrics and /health over plain HTTP at ADDR (a loopback address).
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_listen: Option<SocketAddr>,
+    // Documented flag by flag in `CommonArgs` (a doc comment here would be clap's help text).
+    #[allow(missing_docs)]
     #[command(flatten)]
     #[serde(flatten)]
-    pub limits: super::LimitArgs,
+    pub common: pir_host::settings::CommonArgs,
 }
 
 /// The settings of `pir oram store` after defaults, file and flags are merged.
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct OramStoreSettings {
     pub dir: PathBuf,
-    pub key: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<PathBuf>,
-    pub listen: SocketAddr,
-    pub grace_seconds: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admin_listen: Option<SocketAddr>,
-    pub max_connections: usize,
-    pub header_timeout_seconds: u64,
-    pub body_timeout_seconds: u64,
+    #[serde(flatten)]
+    pub common: pir_host::settings::Common,
 }
 
-impl OramStoreSettings {
-    /// The fields that hold paths (taken relative to the config file's directory).
-    pub const PATHS: [&'static str; 3] = ["dir", "key", "owner"];
+impl pir_host::Settings for OramStoreSettings {
+    const KEYS: &'static [&'static str] = &["dir", "owner"];
+    const PATHS: &'static [&'static str] = &["dir", "owner"];
 
-    /// The defaults, before the config file and the flags.
-    pub fn defaults() -> toml::Table {
-        crate::server_config::with_limits(crate::server_config::defaults([
-            ("listen", toml::Value::String("127.0.0.1:8460".into())),
-            ("grace_seconds", toml::Value::Integer(10)),
-        ]))
+    fn defaults() -> toml::Table {
+        let mut defaults =
+            pir_host::settings::Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS);
+        defaults.insert("listen".into(), toml::Value::String("127.0.0.1:8460".into()));
+        defaults
+    }
+
+    fn common(&self) -> &pir_host::settings::Common {
+        &self.common
     }
 }
