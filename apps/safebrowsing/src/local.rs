@@ -342,7 +342,7 @@ impl<T: Transport> LocalProxy<T> {
         }
         let message = match v4_message(&request) {
             Ok(message) => message,
-            Err(refused) => return refused,
+            Err(refused) => return *refused,
         };
         if path == UPDATE_PATH {
             self.update(&message).await
@@ -446,7 +446,7 @@ fn refuse_cross_site<B>(request: &Request<B>) -> Option<Response<Bytes>> {
 }
 
 /// The protobuf message of a v4 call, or the refusal to answer with.
-fn v4_message(request: &Request<Bytes>) -> Result<Vec<u8>, Response<Bytes>> {
+fn v4_message(request: &Request<Bytes>) -> Result<Vec<u8>, Box<Response<Bytes>>> {
     let query = request.uri().query();
     let has_req = query.is_some_and(|q| {
         q.split('&')
@@ -458,11 +458,11 @@ fn v4_message(request: &Request<Bytes>) -> Result<Vec<u8>, Response<Bytes>> {
             .get("x-http-method-override")
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"POST"));
         if !has_req || !overridden {
-            return Err(text(
+            return Err(Box::new(text(
                 StatusCode::FORBIDDEN,
                 "a GET carries its message in $req with X-HTTP-Method-Override: POST, as \
                  Firefox sends it",
-            ));
+            )));
         }
     } else if request.method() == Method::POST {
         let content_type = headers
@@ -470,19 +470,20 @@ fn v4_message(request: &Request<Bytes>) -> Result<Vec<u8>, Response<Bytes>> {
             .and_then(|v| v.to_str().ok())
             .map(|v| v.split(';').next().unwrap_or("").trim());
         if !content_type.is_some_and(|t| t.eq_ignore_ascii_case(PROTOBUF)) {
-            return Err(text(
+            return Err(Box::new(text(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "a POST body is a protobuf message: Content-Type: application/x-protobuf",
-            ));
+            )));
         }
     } else {
         let mut refused = text(StatusCode::METHOD_NOT_ALLOWED, "use GET with $req, or POST");
         refused
             .headers_mut()
             .insert(header::ALLOW, header::HeaderValue::from_static("GET, POST"));
-        return Err(refused);
+        return Err(Box::new(refused));
     }
-    request_bytes(query, request.body()).map_err(|e| text(StatusCode::BAD_REQUEST, &e.to_string()))
+    request_bytes(query, request.body())
+        .map_err(|e| Box::new(text(StatusCode::BAD_REQUEST, &e.to_string())))
 }
 
 fn protobuf(bytes: Vec<u8>) -> Response<Bytes> {
