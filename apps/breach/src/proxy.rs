@@ -2,10 +2,15 @@
 //! bucket retrieval, byte for byte as api.pwnedpasswords.com formats it, for clients that
 //! already speak the range API (password managers, HIBP libraries).
 //!
-//! [`RangeProxy::answer`] takes the request's path prefix, query string and `Add-Padding`
-//! header and returns the status and body; the HTTP listener around it is the binary's. The
-//! proxy sees each prefix in the clear, so it belongs on the user's own machine (loopback).
+//! [`RangeProxy::handle`] answers a request as plain `http` types (routing, method, the
+//! `Add-Padding` header); [`RangeProxy::answer`] is the range call itself. The listener around
+//! it is `pir_server::local` (joined by the binary): loopback addresses only, only loopback
+//! `Host` names (a web page that rebinds its name to 127.0.0.1 is refused), bounded
+//! connections, timeouts and bodies. The proxy sees each prefix in the clear, so it belongs on
+//! the user's own machine.
 
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
 use pir_client::{HttpsTransport, Transport};
 
 use crate::header::DbHeader;
@@ -48,6 +53,30 @@ impl<T: Transport> RangeProxy<T> {
     pub fn new(session: BreachSession<T>, header: DbHeader) -> Result<Self, BreachError> {
         RangePrefix::parse("00000")?.bucket(&header)?;
         Ok(Self { session, header })
+    }
+
+    /// Answers one request: `GET /range/{prefix}` as api.pwnedpasswords.com does, 404 for
+    /// other paths, 405 for other methods.
+    pub async fn handle(&self, request: Request<Bytes>) -> Response<Bytes> {
+        let Some(prefix) = request.uri().path().strip_prefix("/range/") else {
+            return text(
+                404,
+                "this proxy answers GET /range/{first 5 hex digits of SHA-1}\n",
+            );
+        };
+        if request.method() != Method::GET {
+            let mut refused = text(405, "the range API answers GET\n");
+            refused
+                .headers_mut()
+                .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
+            return refused;
+        }
+        let padding = request
+            .headers()
+            .get("add-padding")
+            .and_then(|v| v.to_str().ok());
+        let reply = self.answer(prefix, request.uri().query(), padding).await;
+        text(reply.status, &reply.body)
     }
 
     /// Answers `GET /range/{prefix}?{query}` with the given `Add-Padding` header value.
@@ -96,4 +125,16 @@ impl<T: Transport> RangeProxy<T> {
             Err(e) => RangeReply::error(500, format!("{e}\n")),
         }
     }
+}
+
+/// A `text/plain` response.
+fn text(status: u16, body: &str) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(body.to_string()));
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain"),
+    );
+    response
 }

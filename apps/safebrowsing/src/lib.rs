@@ -11,16 +11,22 @@
 //! - [`proto`]: the v4 API's Protocol Buffers messages that Firefox sends and reads.
 //! - [`proxy`]: `threatListUpdates:fetch` and `fullHashes:find` answered locally, the full
 //!   hashes fetched by private lookups ([`Proxy`]).
+//! - [`local`]: the whole local proxy ([`LocalProxy`]): list index and private-lookup sessions
+//!   (through `pir-client`), refreshes, and the browser's requests answered as plain `http`
+//!   requests, with what a web page could send refused.
 //!
-//! What it does not do: no network and no PIR scheme of its own (the servers, the client
-//! session and the HTTP listener live in `pir-service`, `pir-client` and the `pir` binary).
+//! What it does not do: no PIR scheme of its own and no listening socket (the servers, the
+//! client session and the loopback HTTP listener live in `pir-service`, `pir-client` and
+//! `pir-server`, which the `pir` binary joins).
 
 pub mod list;
+pub mod local;
 pub mod proto;
 pub mod proxy;
 pub mod url;
 
 pub use list::{ListDatabase, ListIndex};
+pub use local::LocalProxy;
 pub use proxy::Proxy;
 
 pub use url::{

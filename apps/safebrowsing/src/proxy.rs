@@ -13,8 +13,8 @@
 //!   per bucket (random ones to fill up), and returns those that match.
 //!
 //! What the servers learn: that a lookup happened and how many prefixes it carried (almost
-//! always one: the browser asks only after a local prefix match), never which. The HTTP
-//! listener and the private lookups are the binary's; this module only reads and writes the
+//! always one: the browser asks only after a local prefix match), never which. The private
+//! lookups and the HTTP requests are [`crate::local`]'s; this module only reads and writes the
 //! messages, so it is tested without a network.
 
 use base64ct::Encoding;
@@ -34,6 +34,9 @@ pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 pub const CACHE_SECONDS: i64 = 300;
 /// Earlier versions kept, so that a browser a few updates behind gets a partial update.
 pub const HISTORY: usize = 16;
+/// Most list requests one `threatListUpdates:fetch` may carry: the v4 API has fewer threat
+/// types than this, and Firefox asks once per list (seven for Google's default provider).
+pub const MAX_LIST_REQUESTS: usize = 16;
 
 /// Why a request cannot be answered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -153,9 +156,28 @@ impl Proxy {
 
     /// Answers a `FetchThreatListUpdatesRequest`: every list the browser asks about gets a
     /// response; the one of this proxy's threat type holds its prefixes, others are empty.
+    ///
+    /// A request may ask about each threat type once, and about at most
+    /// [`MAX_LIST_REQUESTS`] lists: otherwise one small request could ask for the full prefix
+    /// list thousands of times (a response 1,500 times its size).
     pub fn update(&self, request: &[u8]) -> Result<Vec<u8>, ProxyError> {
         let request = proto::FetchThreatListUpdatesRequest::decode(request)
             .map_err(|e| ProxyError::BadRequest(e.to_string()))?;
+        let lists = &request.list_update_requests;
+        if lists.len() > MAX_LIST_REQUESTS {
+            return Err(ProxyError::BadRequest(format!(
+                "{} list requests; at most {MAX_LIST_REQUESTS}",
+                lists.len()
+            )));
+        }
+        for (k, list) in lists.iter().enumerate() {
+            if lists[..k].iter().any(|l| l.threat_type == list.threat_type) {
+                return Err(ProxyError::BadRequest(format!(
+                    "threat type {} asked for twice; ask for each list once",
+                    list.threat_type
+                )));
+            }
+        }
         let state = self.index.state();
         let responses = request
             .list_update_requests
@@ -401,6 +423,46 @@ mod tests {
         );
         assert!(again.list_update_responses[0].additions.is_empty());
         assert!(proxy.update(b"\xff\xff\xff").is_err());
+    }
+
+    #[test]
+    fn a_list_is_answered_once_per_request() {
+        let (proxy, _) = proxy();
+        let list = |threat_type: i32, platform_type: i32| proto::ListUpdateRequest {
+            threat_type,
+            platform_type,
+            threat_entry_type: proto::URL,
+            state: Vec::new(),
+        };
+        let request = |lists: Vec<proto::ListUpdateRequest>| {
+            proto::FetchThreatListUpdatesRequest {
+                client: None,
+                list_update_requests: lists,
+            }
+            .encode_to_vec()
+        };
+        // Our list twice (even for another platform): refused, not answered twice.
+        let twice = request(vec![
+            list(proto::MALWARE_THREAT, 2),
+            list(proto::MALWARE_THREAT, 1),
+        ]);
+        assert!(proxy.update(&twice).is_err());
+        // 8,000 requests for other lists: refused.
+        let many = request((0..8000).map(|k| list(100 + k, 2)).collect());
+        assert!(proxy.update(&many).is_err());
+        // Each list once, ours among them: answered, ours in full once.
+        let once = request((0..7).map(|k| list(proto::MALWARE_THREAT + k, 2)).collect());
+        let reply =
+            proto::FetchThreatListUpdatesResponse::decode(&proxy.update(&once).unwrap()[..])
+                .unwrap();
+        assert_eq!(reply.list_update_responses.len(), 7);
+        let full: usize = reply
+            .list_update_responses
+            .iter()
+            .flat_map(|r| &r.additions)
+            .map(|a| a.raw_hashes.as_ref().unwrap().raw_hashes.len())
+            .sum();
+        assert_eq!(full, 12);
     }
 
     #[test]

@@ -8,9 +8,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use axum::extract::{Path as UrlPath, State};
-use axum::http::{header, HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
 use pir_breach::blind::BlindingKey;
 use pir_breach::build::{build_file, BuildOptions};
 use pir_breach::corpus::{BadLines, CorpusFormat};
@@ -566,7 +563,8 @@ async fn check(args: &BreachCheckArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(CREDENTIAL_FOUND))
 }
 
-/// `pir breach proxy`.
+/// `pir breach proxy`: the range API on a bounded loopback listener (`pir_server::local`:
+/// loopback `Host` names only, connection cap, timeouts).
 async fn proxy(args: &BreachProxyArgs) -> Result<()> {
     if !args.listen.ip().is_loopback() {
         bail!(
@@ -576,39 +574,22 @@ async fn proxy(args: &BreachProxyArgs) -> Result<()> {
         );
     }
     let (session, header) = open_session(&args.servers).await?;
-    let proxy =
-        RangeProxy::new(session, header).context("this database cannot serve the range API")?;
-    let app = axum::Router::new()
-        .route("/range/{prefix}", axum::routing::get(range))
-        .with_state(Arc::new(proxy));
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    let proxy = Arc::new(
+        RangeProxy::new(session, header).context("this database cannot serve the range API")?,
+    );
+    let handler = move |request| {
+        let proxy = proxy.clone();
+        async move { proxy.handle(request).await }
+    };
+    let options = pir_server::local::LocalOptions::new(args.listen);
+    let running = pir_server::local::start(options, handler)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
-    let addr: SocketAddr = listener.local_addr()?;
-    println!("HIBP range proxy at http://{addr}/range/{{prefix}} (Ctrl-C stops)");
+    println!(
+        "HIBP range proxy at http://{}/range/{{prefix}} (Ctrl-C stops)",
+        running.addr
+    );
     println!("privacy: {PRIVACY}");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("serving the proxy")?;
+    running.run_until_signal().await;
     Ok(())
-}
-
-/// `GET /range/{prefix}`, as api.pwnedpasswords.com answers it.
-async fn range(
-    State(proxy): State<Arc<RangeProxy>>,
-    UrlPath(prefix): UrlPath<String>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    let padding = headers.get("add-padding").and_then(|v| v.to_str().ok());
-    let reply = proxy.answer(&prefix, uri.query(), padding).await;
-    (
-        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        [(header::CONTENT_TYPE, "text/plain")],
-        reply.body,
-    )
-        .into_response()
 }

@@ -2,27 +2,18 @@
 //! (Checklist, seed 004, section 7.2): two servers hold the list's full hashes, and a proxy on
 //! the user's machine answers the browser's Safe Browsing v4 calls with private lookups.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{header, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use pir_client::{ChecklistSession, Transport};
 use pir_core::{Database, DbShape};
 use pir_host::{Change, Opening, Started};
 use pir_keys::PublicKey;
 use pir_safebrowsing::list::ListDatabase;
-use pir_safebrowsing::{proto, ListIndex, Proxy};
+use pir_safebrowsing::LocalProxy;
 use pir_service::checklist::{download_envelope, Checklist, Role};
 use pir_service::{ReleaseInfo, ReleaseSet, ServedRelease};
-use tokio::sync::Mutex;
 
 use crate::cli::{
     SafeBrowsingCommand, SbBuildArgs, SbFirefoxArgs, SbProxyArgs, SbScheme, SbServeArgs,
@@ -283,81 +274,9 @@ fn write_servers(args: &SbServersArgs) -> Result<()> {
     Ok(())
 }
 
-/// Largest list index accepted from server 0.
-const MAX_INDEX_BYTES: usize = 5 * pir_safebrowsing::list::MAX_ENTRIES + (1 << 16);
-
-/// What the proxy looks up with: the v4 logic and one session per bucket.
-struct Lookups {
-    proxy: Proxy,
-    sessions: HashMap<[u8; 32], ChecklistSession>,
-}
-
-/// The proxy's state.
-struct ProxyState {
-    servers: [(String, PublicKey); 2],
-    state_dir: PathBuf,
-    dpf_all: bool,
-    lookups: Mutex<Lookups>,
-    updates: AtomicU64,
-    lookup_count: AtomicU64,
-    refreshes: AtomicU64,
-    hinted_records: AtomicU64,
-}
-
-fn state_file(dir: &Path, bucket: &[u8; 32]) -> PathBuf {
-    dir.join(format!("{}.state", hex::encode(&bucket[..16])))
-}
-
-/// Opens a session for each bucket of `index` not in `have`: Checklist (hints from the saved
-/// state or downloaded) for large buckets, DPF for those below the index's `dpf_below`.
-async fn open_buckets(
-    state: &ProxyState,
-    index: &ListIndex,
-    have: &[[u8; 32]],
-) -> Result<HashMap<[u8; 32], ChecklistSession>> {
-    let mut sessions = HashMap::new();
-    for bucket in index.buckets() {
-        if have.contains(&bucket.database_id) {
-            continue;
-        }
-        let dpf_only = state.dpf_all || bucket.len() < index.dpf_below();
-        let path = state_file(&state.state_dir, &bucket.database_id);
-        let bar = crate::byte_bar("hints");
-        let session = ChecklistSession::open_database(
-            &state.servers,
-            &bucket.database_id,
-            (!dpf_only).then_some(path.as_path()),
-            dpf_only,
-            &mut |done, total| {
-                bar.set_length(total);
-                bar.set_position(done);
-            },
-        )
-        .await
-        .with_context(|| format!("bucket {} of the list", bucket.id))?;
-        bar.finish_and_clear();
-        if session.hints_downloaded() {
-            state
-                .hinted_records
-                .fetch_add(bucket.len() as u64, Ordering::Relaxed);
-        }
-        sessions.insert(bucket.database_id, session);
-    }
-    Ok(sessions)
-}
-
-/// The list index server 0 serves now.
-async fn download_index(servers: &[(String, PublicKey); 2]) -> Result<ListIndex> {
-    let transport = pir_client::HttpsTransport::new(&servers[..1])?;
-    let download = transport
-        .hint(0, MAX_INDEX_BYTES + 64)
-        .await
-        .context("downloading the list index from server 0")?;
-    let bytes = pir_service::checklist::parse_download(&download)?;
-    ListIndex::decode(bytes).context("the list index from server 0")
-}
-
-/// `pir safebrowsing proxy`.
+/// `pir safebrowsing proxy`: [`LocalProxy`] on a bounded loopback listener
+/// (`pir_server::local`: loopback `Host` names only, connection cap, timeouts, body limits),
+/// refreshed from server 0 every `--refresh-seconds`.
 async fn proxy(args: &SbProxyArgs) -> Result<()> {
     if !args.listen.ip().is_loopback() {
         bail!(
@@ -385,258 +304,51 @@ async fn proxy(args: &SbProxyArgs) -> Result<()> {
             state_dir.display()
         );
     }
-    let index = download_index(&servers)
-        .await
-        .context("connecting to the Safe Browsing servers")?;
-    let state = Arc::new(ProxyState {
-        servers,
-        state_dir,
-        dpf_all: args.scheme == SbScheme::Dpf,
-        lookups: Mutex::new(Lookups {
-            proxy: Proxy::new(index.clone(), proto::MALWARE_THREAT),
-            sessions: HashMap::new(),
-        }),
-        updates: AtomicU64::new(0),
-        lookup_count: AtomicU64::new(0),
-        refreshes: AtomicU64::new(0),
-        hinted_records: AtomicU64::new(0),
+    let bar = crate::byte_bar("hints");
+    let shown = bar.clone();
+    let progress: pir_safebrowsing::local::Progress = Arc::new(move |done, total| {
+        shown.set_length(total);
+        shown.set_position(done);
     });
-    let sessions = open_buckets(&state, &index, &[])
-        .await
-        .context("connecting to the Safe Browsing servers")?;
-    let checklist = sessions.values().filter(|s| s.has_hints()).count();
-    state.lookups.lock().await.sessions = sessions;
-    remove_stale_state(&state.state_dir, &index);
-    let about = {
-        let lookups = state.lookups.lock().await;
-        lookups
-            .sessions
-            .values()
-            .next()
-            .map(|s| String::from_utf8_lossy(&s.info().about).into_owned())
-            .unwrap_or_default()
-    };
-    println!(
-        "list {about:?} version {}: {} full hashes ({} distinct prefixes) in {} bucket(s), {} by \
-         Checklist (hints for {} records downloaded, the rest kept in {}), the others by DPF",
-        index.version(),
-        index.records(),
-        index.distinct().len(),
-        index.buckets().len(),
-        checklist,
-        state.hinted_records.load(Ordering::Relaxed),
-        state.state_dir.display()
-    );
+    let dpf_all = args.scheme == SbScheme::Dpf;
+    let opened = LocalProxy::open(servers, state_dir, dpf_all, progress).await;
+    bar.finish_and_clear();
+    let proxy = Arc::new(opened.context("connecting to the Safe Browsing servers")?);
+    println!("{}", proxy.describe().await);
     let refresher = tokio::spawn(refresh_loop(
-        state.clone(),
+        proxy.clone(),
         std::time::Duration::from_secs(args.refresh_seconds.max(1)),
     ));
-    let app = axum::Router::new()
-        .route(
-            "/v4/threatListUpdates:fetch",
-            axum::routing::get(update).post(update),
-        )
-        .route(
-            "/v4/fullHashes:find",
-            axum::routing::get(full_hashes).post(full_hashes),
-        )
-        .route("/status", axum::routing::get(status))
-        .with_state(state);
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    let handler = move |request| {
+        let proxy = proxy.clone();
+        async move { proxy.handle(request).await }
+    };
+    let options = pir_server::local::LocalOptions::new(args.listen);
+    let running = pir_server::local::start(options, handler)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
-    let addr: SocketAddr = listener.local_addr()?;
+    let addr = running.addr;
     println!("Safe Browsing v4 proxy at http://{addr}/v4/ (Ctrl-C stops)");
     println!(
         "Firefox: pir safebrowsing firefox-profile --proxy http://{addr} --out PROFILE, then \
          firefox --profile PROFILE"
     );
     println!("privacy: {PRIVACY}");
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("serving the proxy");
+    running.run_until_signal().await;
     refresher.abort();
-    served
-}
-
-/// Deletes the state files of buckets `index` no longer has.
-fn remove_stale_state(dir: &Path, index: &ListIndex) {
-    let keep: Vec<PathBuf> = index
-        .buckets()
-        .iter()
-        .map(|b| state_file(dir, &b.database_id))
-        .collect();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "state") && !keep.contains(&path) {
-            let _ = std::fs::remove_file(&path);
-        }
-    }
+    Ok(())
 }
 
 /// Asks server 0 for a newer list every `every`.
-async fn refresh_loop(state: Arc<ProxyState>, every: std::time::Duration) {
+async fn refresh_loop(proxy: Arc<LocalProxy>, every: std::time::Duration) {
     loop {
         tokio::time::sleep(every).await;
-        match refresh(&state).await {
+        match proxy.refresh().await {
             Ok(Some(message)) => println!("{message}"),
             Ok(None) => {}
             Err(e) => println!("list refresh failed, still using the version before: {e:#}"),
         }
     }
-}
-
-/// Switches to server 0's newest list version, if newer: sessions for its new buckets (hints
-/// for those only), the old buckets' sessions dropped; the browser gets a partial update.
-async fn refresh(state: &ProxyState) -> Result<Option<String>> {
-    let transport = pir_client::HttpsTransport::new(&state.servers[..1])?;
-    let served = pir_client::transport::fetch_releases(&transport, 0)
-        .await
-        .context("asking server 0 for its buckets")?;
-    let current = state.lookups.lock().await.proxy.index().version();
-    if served.iter().all(|r| r.version <= current) {
-        return Ok(None);
-    }
-    let index = download_index(&state.servers).await?;
-    if index.version() <= current {
-        return Ok(None);
-    }
-    let have: Vec<[u8; 32]> = state
-        .lookups
-        .lock()
-        .await
-        .sessions
-        .keys()
-        .copied()
-        .collect();
-    let hinted_before = state.hinted_records.load(Ordering::Relaxed);
-    let new = open_buckets(state, &index, &have).await?;
-    let hinted = state.hinted_records.load(Ordering::Relaxed) - hinted_before;
-    let added = new.len();
-    let mut lookups = state.lookups.lock().await;
-    let wanted: Vec<[u8; 32]> = index.buckets().iter().map(|b| b.database_id).collect();
-    let before = lookups.sessions.len();
-    lookups.sessions.retain(|id, _| wanted.contains(id));
-    let dropped = before - lookups.sessions.len();
-    lookups.sessions.extend(new);
-    lookups.proxy.replace(index.clone());
-    drop(lookups);
-    remove_stale_state(&state.state_dir, &index);
-    state.refreshes.fetch_add(1, Ordering::Relaxed);
-    Ok(Some(format!(
-        "list version {}: {} full hashes; {added} new bucket(s) (hints for {hinted} records), \
-         {dropped} dropped",
-        index.version(),
-        index.records()
-    )))
-}
-
-fn protobuf(bytes: Vec<u8>) -> Response {
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/x-protobuf")],
-        bytes,
-    )
-        .into_response()
-}
-
-fn refuse(status: StatusCode, message: impl std::fmt::Display) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain")],
-        format!("{message}\n"),
-    )
-        .into_response()
-}
-
-/// `threatListUpdates:fetch`.
-async fn update(State(state): State<Arc<ProxyState>>, uri: Uri, body: Bytes) -> Response {
-    let request = match pir_safebrowsing::proxy::request_bytes(uri.query(), &body) {
-        Ok(request) => request,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
-    };
-    let answer = state.lookups.lock().await.proxy.update(&request);
-    match answer {
-        Ok(bytes) => {
-            state.updates.fetch_add(1, Ordering::Relaxed);
-            protobuf(bytes)
-        }
-        Err(e) => refuse(StatusCode::BAD_REQUEST, e),
-    }
-}
-
-/// `fullHashes:find`: the records of each prefix, fetched privately from every bucket.
-async fn full_hashes(State(state): State<Arc<ProxyState>>, uri: Uri, body: Bytes) -> Response {
-    let request = match pir_safebrowsing::proxy::request_bytes(uri.query(), &body) {
-        Ok(request) => request,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
-    };
-    let mut lookups = state.lookups.lock().await;
-    let plan = match lookups.proxy.plan(&request, &mut rand::rng()) {
-        Ok(plan) => plan,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
-    };
-    let mut fetched = Vec::with_capacity(plan.fetches.len());
-    for fetch in &plan.fetches {
-        let Some(session) = lookups.sessions.get_mut(&fetch.bucket) else {
-            return refuse(StatusCode::SERVICE_UNAVAILABLE, "the list is being updated");
-        };
-        let record = if session.has_hints() {
-            session.fetch(fetch.position).await
-        } else {
-            session.fetch_dpf(fetch.position).await
-        };
-        match record {
-            Ok(record) => match <[u8; 32]>::try_from(record.as_slice()) {
-                Ok(hash) => fetched.push(hash),
-                Err(_) => return refuse(StatusCode::BAD_GATEWAY, "a record is not a full hash"),
-            },
-            Err(e) => {
-                return refuse(
-                    StatusCode::BAD_GATEWAY,
-                    format!("private lookup failed: {e}"),
-                )
-            }
-        }
-    }
-    let reply = lookups.proxy.full_hashes(&plan, &fetched);
-    drop(lookups);
-    state.lookup_count.fetch_add(1, Ordering::Relaxed);
-    protobuf(reply)
-}
-
-/// `GET /status`: what the proxy did (for scripts and tests).
-async fn status(State(state): State<Arc<ProxyState>>) -> Response {
-    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    let (version, buckets, prefixes, checklist) = {
-        let lookups = state.lookups.lock().await;
-        let index = lookups.proxy.index();
-        (
-            index.version(),
-            index.buckets().len(),
-            index.distinct().len(),
-            lookups.sessions.values().filter(|s| s.has_hints()).count(),
-        )
-    };
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/plain")],
-        format!(
-            "updates {}\nlookups {}\nprefixes {prefixes}\nversion {version}\nbuckets {buckets}\n\
-             checklist_buckets {checklist}\nrefreshes {}\nhinted_records {}\n",
-            load(&state.updates),
-            load(&state.lookup_count),
-            load(&state.refreshes),
-            load(&state.hinted_records),
-        ),
-    )
-        .into_response()
 }
 
 /// The preferences that make Firefox use the proxy as its Safe Browsing v4 provider.

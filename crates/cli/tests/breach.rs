@@ -303,6 +303,18 @@ fn private_checks_over_a_real_password_list_pairs_and_the_range_proxy() {
     for bad in ["/range/5BAA", "/range/5BAAZ", "/range/5BAA61"] {
         assert_eq!(http_get(&proxy.addr, bad, "").0, 400, "{bad}");
     }
+    // A web page that rebinds its own name to 127.0.0.1 sends that name: refused (421), no
+    // lookup made for it.
+    let port = proxy.addr.rsplit(':').next().unwrap();
+    let mut tcp = TcpStream::connect(&proxy.addr).unwrap();
+    write!(
+        tcp,
+        "GET /range/5BAA6 HTTP/1.1\r\nHost: evil.example:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    tcp.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 421"), "{reply}");
     drop((proxy, s0, s1));
 
     // A username:password corpus with the blinded step on server 0.

@@ -30,8 +30,28 @@ struct Process {
 impl Process {
     /// Starts `pir ARGS` and reads its output until a line holds `marker` followed by a URL.
     fn start(args: &[&str], marker: &str) -> Self {
-        let mut child = pir()
+        let mut command = pir();
+        command.args(args);
+        Self::spawn(command, args, marker)
+    }
+
+    /// [`Process::start`] under a soft open-file limit of `open_files` (`ulimit -n`).
+    fn start_limited(args: &[&str], marker: &str, open_files: u32) -> Self {
+        let program = pir().get_program().to_owned();
+        let mut command = pir();
+        let mut shell = std::process::Command::new("sh");
+        shell
+            .arg("-c")
+            .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
+            .arg(program)
             .args(args)
+            .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))));
+        command = shell;
+        Self::spawn(command, args, marker)
+    }
+
+    fn spawn(mut command: std::process::Command, args: &[&str], marker: &str) -> Self {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -131,13 +151,34 @@ fn proxy_with(servers: &Path, extra: &[&str]) -> Process {
     Process::start(&args, "proxy at ")
 }
 
-/// One HTTP/1.1 exchange with the proxy; returns the status and the body.
+/// One HTTP/1.1 exchange with the proxy (a POST carries a protobuf body, a GET of a v4 call
+/// the method override, as Firefox sends them); returns the status and the body.
 fn http(url: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
     let authority = url.trim_start_matches("http://");
+    let extra = match method {
+        "POST" => "Content-Type: application/x-protobuf\r\n",
+        _ if path.starts_with("/v4/") => "X-HTTP-Method-Override: POST\r\n",
+        _ => "",
+    };
+    http_raw(
+        url,
+        method,
+        path,
+        &format!("Host: {authority}\r\n{extra}"),
+        body,
+    )
+}
+
+/// One HTTP/1.1 exchange with exactly the header lines `headers` (each ending in CRLF).
+fn http_raw(url: &str, method: &str, path: &str, headers: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let authority = url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
     .unwrap();
@@ -400,6 +441,133 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
     let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
     assert_eq!(found.matches.len(), 1);
     assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
+}
+
+/// What a web page (DNS rebinding, `no-cors` requests) or another local process (an idle
+/// flood, a `100 Continue` never followed by its body) can send the proxy, against a proxy
+/// whose open-file limit (256) is below the flood: each refused or cut off, and the browser's
+/// own requests still answered.
+#[test]
+fn the_proxy_refuses_web_pages_and_outlasts_local_floods() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("list.txt");
+    let text: String = (0..200)
+        .map(|k| format!("host{k}.evil.example\n"))
+        .collect();
+    std::fs::write(&list, text).unwrap();
+    let db = dir.path().join("sb.db");
+    ok(&[
+        "safebrowsing",
+        "build",
+        list.to_str().unwrap(),
+        "--out",
+        db.to_str().unwrap(),
+    ]);
+    let (_offline, _online, servers) = deployment(dir.path(), &db);
+    let proxy = Process::start_limited(
+        &[
+            "safebrowsing",
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--servers",
+            servers.to_str().unwrap(),
+        ],
+        "proxy at ",
+        256,
+    );
+    let authority = proxy.url.trim_start_matches("http://").to_string();
+    let port = authority.rsplit(':').next().unwrap().to_string();
+    let local = format!("Host: {authority}\r\n");
+    let update = update_request(Vec::new());
+    let req = base64ct::Base64Url::encode_string(&update);
+    let firefox_path = format!(
+        "/v4/threatListUpdates:fetch?$ct=application/x-protobuf&key=pir&$httpMethod=POST&$req={req}"
+    );
+
+    // DNS rebinding: the page's own name, pointed at 127.0.0.1.
+    let rebound = format!("Host: evil.example:{port}\r\nX-HTTP-Method-Override: POST\r\n");
+    assert_eq!(http_raw(&proxy.url, "GET", "/status", &rebound, b"").0, 421);
+    assert_eq!(
+        http_raw(&proxy.url, "GET", &firefox_path, &rebound, b"").0,
+        421
+    );
+    // What a no-cors fetch can send: a text/plain POST, a GET without the method override.
+    let plain = format!("{local}Content-Type: text/plain\r\n");
+    let (status, _) = http_raw(
+        &proxy.url,
+        "POST",
+        "/v4/threatListUpdates:fetch",
+        &plain,
+        &update,
+    );
+    assert_eq!(status, 415);
+    assert_eq!(
+        http_raw(&proxy.url, "GET", &firefox_path, &local, b"").0,
+        403
+    );
+    // Amplification: one list asked for 4,000 times in one request.
+    let repeated = proto::FetchThreatListUpdatesRequest {
+        client: None,
+        list_update_requests: (0..4000)
+            .map(|k| proto::ListUpdateRequest {
+                threat_type: proto::MALWARE_THREAT,
+                platform_type: k % 4,
+                threat_entry_type: proto::URL,
+                state: Vec::new(),
+            })
+            .collect(),
+    }
+    .encode_to_vec();
+    let (status, body) = http(&proxy.url, "POST", "/v4/threatListUpdates:fetch", &repeated);
+    assert_eq!(status, 400);
+    assert!(body.len() < 200, "{} bytes", body.len());
+    let (_, status_body) = http(&proxy.url, "GET", "/status", b"");
+    let status_text = String::from_utf8(status_body).unwrap();
+    assert!(status_text.starts_with("updates 0\n"), "{status_text}");
+
+    // A 100 Continue whose body never comes is cut off (body timeout: 10 s).
+    let mut stream = std::net::TcpStream::connect(&authority).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /v4/fullHashes:find HTTP/1.1\r\n{local}Content-Type: application/x-protobuf\r\n\
+         Content-Length: 10\r\nExpect: 100-continue\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = Vec::new();
+    stream
+        .read_to_end(&mut reply)
+        .expect("the connection is closed, not held");
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(
+        reply.contains("100 Continue") && reply.contains(" 408 "),
+        "{reply}"
+    );
+
+    // An idle flood larger than the proxy's open-file limit: the browser is still answered,
+    // lookups included (they need descriptors for the servers' connections).
+    let flood: Vec<std::net::TcpStream> = (0..400)
+        .map(|_| std::net::TcpStream::connect(&authority).unwrap())
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (status, body) = http(&proxy.url, "GET", &firefox_path, b"");
+    assert_eq!(status, 200);
+    let answer = proto::FetchThreatListUpdatesResponse::decode(&body[..]).unwrap();
+    assert_eq!(answer.list_update_responses.len(), 1);
+    let listed = pir_safebrowsing::entry_hash("host9.evil.example").unwrap();
+    let (status, body) = http(
+        &proxy.url,
+        "POST",
+        "/v4/fullHashes:find",
+        &find_request(&[&listed[..4]]),
+    );
+    assert_eq!(status, 200);
+    let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
+    assert_eq!(found.matches.len(), 1);
+    drop(flood);
 }
 
 /// The URLhaus list uBlock Origin ships in Debian (`webext-ublock-origin-firefox`).

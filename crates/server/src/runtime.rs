@@ -27,14 +27,27 @@
 //! observe of the others is only the batch's size, through the time the pass takes. A full
 //! queue answers 503. Nothing here logs request contents.
 //!
-//! Abuse bounds ([`ServerOptions`]): at most `max_connections` connections are open per
-//! listener (more wait in the kernel's backlog); a client has [`HANDSHAKE_TIMEOUT`] for the TLS
-//! handshake, `header_timeout` for each request's headers (an idle keep-alive connection is
-//! closed after the same time) and `body_timeout` for its body; a body announced larger than
-//! the handler's limit gets 413 before any of it is read.
+//! Abuse bounds ([`ServerOptions`]):
+//! - at most `max_connections` connections are open on the HTTPS listener (more wait in the
+//!   kernel's backlog), clamped at start to what the open-file limit allows
+//!   ([`crate::limits`]: the soft `RLIMIT_NOFILE` minus the descriptors open minus a reserve;
+//!   said once in the log); the admin listener takes at most [`ADMIN_MAX_CONNECTIONS`]. Out of
+//!   descriptors anyway, the accept loop pauses instead of spinning;
+//! - one request in flight per connection: HTTP/1.1 answers a connection's requests in order,
+//!   and the runtime reads the next only after the previous one is answered;
+//! - a client has [`HANDSHAKE_TIMEOUT`] for the TLS handshake, `header_timeout` for each
+//!   request's headers (an idle keep-alive connection is closed after the same time) and
+//!   `body_timeout` for its body, counted from the end of its headers (an `Expect:
+//!   100-continue` request that never sends its body is cut off then too);
+//! - a body announced larger than the handler's limit gets 413 before any of it is read;
+//! - request bodies held in memory, on all connections together, stay within
+//!   `memory_budget` ([`crate::budget`]): a body waits for room before it is read, and gets 503
+//!   if none frees up before its body timeout. A body keeps its room until its request is
+//!   answered or dropped;
+//! - a request whose client hung up before its turn is dropped by the batcher unanswered.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,12 +57,14 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
+
+use hyper_util::service::TowerToHyperService;
+
+use crate::budget::{BudgetUse, MemoryBudget, Reservation};
+use crate::listener::{accept_loop, janitor, Bounds, Connections, StopSignals};
 
 use pir_service::Handler;
 
@@ -87,6 +102,10 @@ pub struct ServerOptions {
     pub body_timeout: Duration,
     /// A lower limit on request bodies than the handler's own (`None`: the handler's).
     pub max_request_bytes: Option<usize>,
+    /// Most bytes of request bodies held in memory at once, over all connections (see
+    /// [`DEFAULT_MEMORY_BUDGET`]). Raised to the largest request body if lower, so that one
+    /// request of any allowed size always fits.
+    pub memory_budget: usize,
 }
 
 /// Default [`ServerOptions::batch_window`]: short next to a network round trip, long enough
@@ -104,6 +123,12 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default [`ServerOptions::body_timeout`]: a 100 MB body at 30 Mbit/s.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default [`ServerOptions::memory_budget`]: 256 MiB, a few of the largest bodies any server
+/// takes (an ORAM store's 96 MiB batches) or tens of thousands of PIR queries; far below the
+/// memory of the machines the servers run on.
+pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
+/// Most connections open at once on the admin listener (a scraper or two).
+pub const ADMIN_MAX_CONNECTIONS: usize = 16;
 /// Requests waiting for the batcher beyond which new ones get 503.
 const QUEUE_LIMIT: usize = 1024;
 
@@ -125,6 +150,7 @@ impl ServerOptions {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_request_bytes: None,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
         }
     }
 }
@@ -141,55 +167,22 @@ pub struct RunningServer {
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
     signals: StopSignals,
-}
-
-impl std::fmt::Debug for StopSignals {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StopSignals")
-    }
-}
-
-/// SIGTERM and SIGINT, listened for from the moment the server starts: a signal that arrives
-/// before [`RunningServer::run_until_signal`] waits (just after start-up) still drains the
-/// server instead of killing it.
-struct StopSignals {
-    #[cfg(unix)]
-    streams: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
-}
-
-impl StopSignals {
-    fn listen() -> Self {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            let streams = match (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) {
-                (Ok(term), Ok(int)) => Some((term, int)),
-                _ => None,
-            };
-            Self { streams }
-        }
-        #[cfg(not(unix))]
-        Self {}
-    }
-
-    /// Waits for SIGINT or SIGTERM and names it.
-    async fn wait(&mut self) -> &'static str {
-        #[cfg(unix)]
-        if let Some((term, int)) = &mut self.streams {
-            return tokio::select! {
-                _ = int.recv() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            };
-        }
-        let _ = tokio::signal::ctrl_c().await;
-        "SIGINT"
-    }
+    max_connections: usize,
+    budget: MemoryBudget,
 }
 
 impl RunningServer {
+    /// The HTTPS listener's connection cap in force: `max_connections`, or less where the
+    /// open-file limit allows less.
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
+    }
+
+    /// The memory budget for request bodies: its size, what is held now, the most held.
+    pub fn memory(&self) -> BudgetUse {
+        self.budget.usage()
+    }
+
     /// Stops accepting new connections, lets requests in flight finish (each connection
     /// closes after its current request), and after the grace period closes what is left.
     /// Returns when every connection is closed.
@@ -218,6 +211,10 @@ struct AppState<H: ?Sized> {
     body_timeout: Duration,
     /// Connections of the HTTPS listener (the `/metrics` gauge).
     connections: Arc<Connections>,
+    /// Room for request bodies, shared by all connections.
+    budget: MemoryBudget,
+    /// Requests dropped unanswered because their client had gone.
+    abandoned: Arc<AtomicU64>,
 }
 
 // Derived `Clone` would demand `H: Clone`; only the `Arc` is cloned.
@@ -230,6 +227,8 @@ impl<H: ?Sized> Clone for AppState<H> {
             limit: self.limit,
             body_timeout: self.body_timeout,
             connections: self.connections.clone(),
+            budget: self.budget.clone(),
+            abandoned: self.abandoned.clone(),
         }
     }
 }
@@ -238,15 +237,19 @@ impl<H: ?Sized> Clone for AppState<H> {
 struct Job {
     body: Bytes,
     reply: oneshot::Sender<pir_service::Reply>,
+    /// The body's room in the memory budget, given back when the job is dropped.
+    _held: Reservation,
 }
 
 /// The batcher: takes the first waiting request, gathers more for up to `window` (at most
-/// `max_batch`), answers them all in one pass on its own rayon pool, and starts over. Ends
-/// when every sender is gone.
+/// `max_batch`), answers them all in one pass on its own rayon pool, and starts over. Jobs
+/// whose client has hung up meanwhile are dropped unanswered (and counted). Ends when every
+/// sender is gone.
 fn batcher<H: Handler + ?Sized>(
     service: Arc<H>,
     jobs: std::sync::mpsc::Receiver<Job>,
     waiting: Arc<AtomicUsize>,
+    abandoned: Arc<AtomicU64>,
     pool: rayon::ThreadPool,
     window: Duration,
     max_batch: usize,
@@ -268,6 +271,12 @@ fn batcher<H: Handler + ?Sized>(
             }
         }
         waiting.fetch_sub(batch.len(), Ordering::Relaxed);
+        let before = batch.len();
+        batch.retain(|job| !job.reply.is_closed());
+        abandoned.fetch_add((before - batch.len()) as u64, Ordering::Relaxed);
+        if batch.is_empty() {
+            continue;
+        }
         let bodies: Vec<&[u8]> = batch.iter().map(|job| job.body.as_ref()).collect();
         let replies = pool.install(|| service.handle_many(&bodies));
         service.metrics().record_batch(batch.len());
@@ -295,15 +304,28 @@ pub async fn start<H: Handler + ?Sized>(
     let batch_service = service.clone();
     let waiting = Arc::new(AtomicUsize::new(0));
     let batch_waiting = waiting.clone();
+    let abandoned = Arc::new(AtomicU64::new(0));
+    let batch_abandoned = abandoned.clone();
     let (window, max_batch) = (options.batch_window, options.max_batch.max(1));
     std::thread::Builder::new()
         .name("pir-batcher".into())
-        .spawn(move || batcher(batch_service, queue, batch_waiting, pool, window, max_batch))?;
+        .spawn(move || {
+            batcher(
+                batch_service,
+                queue,
+                batch_waiting,
+                batch_abandoned,
+                pool,
+                window,
+                max_batch,
+            )
+        })?;
     let limit = options
         .max_request_bytes
         .map_or(service.max_request_bytes(), |cap| {
             cap.min(service.max_request_bytes())
         });
+    let budget = MemoryBudget::new(options.memory_budget.max(limit));
     let state = AppState {
         service: service.clone(),
         jobs,
@@ -311,6 +333,8 @@ pub async fn start<H: Handler + ?Sized>(
         limit,
         body_timeout: options.body_timeout,
         connections: Arc::new(Connections::default()),
+        budget: budget.clone(),
+        abandoned,
     };
     let app = Router::new()
         .route("/pir/v1", post(pir_request::<H>))
@@ -324,10 +348,12 @@ pub async fn start<H: Handler + ?Sized>(
             timed::<H>,
         ))
         .with_state(state.clone());
+    let caps = connection_caps(&options);
     let bounds = Bounds {
-        max_connections: options.max_connections.max(1),
+        max_connections: caps.https,
         header_timeout: options.header_timeout,
         grace: options.grace,
+        evict_idle: false,
     };
 
     let (stop, stopped) = watch::channel(false);
@@ -339,7 +365,7 @@ pub async fn start<H: Handler + ?Sized>(
     tasks.spawn(accept_loop(
         listener,
         Some(acceptor),
-        app,
+        TowerToHyperService::new(app),
         stopped.clone(),
         bounds,
         Some(state.connections.clone()),
@@ -359,12 +385,16 @@ pub async fn start<H: Handler + ?Sized>(
                     timed::<H>,
                 ))
                 .with_state(state.clone());
+            let admin_bounds = Bounds {
+                max_connections: caps.admin,
+                ..bounds
+            };
             tasks.spawn(accept_loop(
                 listener,
                 None,
-                admin_app,
+                TowerToHyperService::new(admin_app),
                 stopped.clone(),
-                bounds,
+                admin_bounds,
                 None,
             ));
             if !admin_addr.ip().is_loopback() {
@@ -383,8 +413,17 @@ pub async fn start<H: Handler + ?Sized>(
                 .route("/manifest.pir", get(legacy_manifest::<H>))
                 .route("/health", get(health::<H>))
                 .with_state(state);
+            let legacy_bounds = Bounds {
+                max_connections: caps.legacy,
+                ..bounds
+            };
             tasks.spawn(accept_loop(
-                listener, None, legacy_app, stopped, bounds, None,
+                listener,
+                None,
+                TowerToHyperService::new(legacy_app),
+                stopped,
+                legacy_bounds,
+                None,
             ));
             tracing::warn!(addr = %legacy_addr, "serving plain legacy downloads: these are NOT private");
             Some(legacy_addr)
@@ -398,169 +437,52 @@ pub async fn start<H: Handler + ?Sized>(
         stop,
         tasks,
         signals,
+        max_connections: caps.https,
+        budget,
     })
 }
 
-/// What bounds each listener's connections.
-#[derive(Debug, Clone, Copy)]
-struct Bounds {
-    max_connections: usize,
-    header_timeout: Duration,
-    grace: Duration,
+/// The connection caps of the three listeners.
+struct Caps {
+    https: usize,
+    admin: usize,
+    legacy: usize,
 }
 
-/// Connections of the HTTPS listener: open now, and closed since the start.
-#[derive(Default)]
-struct Connections {
-    open: AtomicUsize,
-    closed: AtomicUsize,
-}
-
-/// Counts an open connection for as long as it lives.
-struct OpenGuard(Option<Arc<Connections>>);
-
-impl OpenGuard {
-    fn new(counts: Option<Arc<Connections>>) -> Self {
-        if let Some(counts) = &counts {
-            counts.open.fetch_add(1, Ordering::Relaxed);
-        }
-        Self(counts)
+/// `options.max_connections` for the HTTPS and legacy listeners and at most
+/// [`ADMIN_MAX_CONNECTIONS`] for the admin one, all fitted under the open-file limit; says so
+/// once if that lowered them.
+fn connection_caps(options: &ServerOptions) -> Caps {
+    let wanted = options.max_connections.max(1);
+    let mut asks = vec![wanted];
+    if options.admin_listen.is_some() {
+        asks.push(wanted.min(ADMIN_MAX_CONNECTIONS));
     }
-}
-
-impl Drop for OpenGuard {
-    fn drop(&mut self) {
-        if let Some(counts) = &self.0 {
-            counts.open.fetch_sub(1, Ordering::Relaxed);
-            counts.closed.fetch_add(1, Ordering::Relaxed);
-        }
+    if options.legacy_listen.is_some() {
+        asks.push(wanted);
     }
-}
-
-/// Connections closed between two hand-backs of free memory.
-const TRIM_AFTER_CLOSED: usize = 64;
-
-/// Every few seconds, once [`TRIM_AFTER_CLOSED`] connections have closed, hands the heap
-/// memory they freed back to the system. glibc's allocator otherwise keeps it, so a burst of
-/// a thousand clients would leave the server's resident memory at its peak for good.
-async fn janitor(counts: Arc<Connections>, mut stopped: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(2));
-    let mut trimmed_at = 0;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stopped.changed() => return,
-        }
-        let closed = counts.closed.load(Ordering::Relaxed);
-        if closed.wrapping_sub(trimmed_at) >= TRIM_AFTER_CLOSED {
-            trimmed_at = closed;
-            let _ = tokio::task::spawn_blocking(release_free_memory).await;
-        }
-    }
-}
-
-/// Returns free heap memory to the system (glibc's `malloc_trim`).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
-fn release_free_memory() {
-    // SAFETY: malloc_trim takes no pointers; it only walks glibc's own arenas, under their
-    // locks, and is safe to call from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Other allocators return memory on their own.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn release_free_memory() {}
-
-/// Accepts connections until `stopped` changes, then drains: no new connections, each open
-/// one closes after its request in flight, and whatever is still open after the grace period
-/// is closed. At most `bounds.max_connections` are open at once: the next is accepted when one
-/// closes.
-async fn accept_loop(
-    listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    app: Router,
-    mut stopped: watch::Receiver<bool>,
-    bounds: Bounds,
-    counts: Option<Arc<Connections>>,
-) {
-    let graceful = GracefulShutdown::new();
-    let mut connections = JoinSet::new();
-    let slots = Arc::new(tokio::sync::Semaphore::new(bounds.max_connections));
-    loop {
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            _ = stopped.changed() => break,
-        };
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = stopped.changed() => break,
-        };
-        let tcp = match accepted {
-            Ok((tcp, _peer)) => tcp,
-            Err(error) => {
-                tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let tls = tls.clone();
-        let watcher = graceful.watcher();
-        let guard = OpenGuard::new(counts.clone());
-        connections.spawn(async move {
-            let _permit = permit;
-            let _guard = guard;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(bounds.header_timeout);
-            let result = match tls {
-                Some(acceptor) => {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => {
-                            watcher
-                                .watch(builder.serve_connection(TokioIo::new(stream), service))
-                                .await
-                        }
-                        Ok(Err(error)) => {
-                            tracing::debug!(%error, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => return,
-                    }
-                }
-                None => {
-                    watcher
-                        .watch(builder.serve_connection(TokioIo::new(tcp), service))
-                        .await
-                }
-            };
-            if let Err(error) = result {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-        });
-        // Reap finished connections so the set does not grow without bound.
-        while connections.try_join_next().is_some() {}
-    }
-    drop(listener);
-    if tokio::time::timeout(bounds.grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    let caps = crate::limits::fit_caps(&asks, crate::limits::open_file_room());
+    if caps[0] < wanted {
         tracing::warn!(
-            open = connections.len(),
-            "grace period over: closing the connections still open"
+            max_connections = wanted,
+            serving = caps[0],
+            open_file_limit = ?crate::limits::open_file_limit(),
+            reserve = crate::limits::FD_RESERVE,
+            "max_connections is more than the open-file limit allows: serving at most {} \
+             connections at once; raise the limit (ulimit -n, LimitNOFILE=) to serve more",
+            caps[0]
         );
     }
-    connections.abort_all();
-    while connections.join_next().await.is_some() {}
+    let mut rest = caps[1..].iter().copied();
+    Caps {
+        https: caps[0],
+        admin: if options.admin_listen.is_some() {
+            rest.next().unwrap_or(1)
+        } else {
+            0
+        },
+        legacy: rest.next().unwrap_or(1),
+    }
 }
 
 async fn pir_request<H: Handler + ?Sized>(
@@ -572,40 +494,27 @@ async fn pir_request<H: Handler + ?Sized>(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if announced.is_some_and(|len| len > state.limit as u64) {
-        return (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("a request body holds at most {} bytes\n", state.limit),
-        )
-            .into_response();
-    }
-    let body =
-        match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, state.limit))
-            .await
-        {
-            Ok(Ok(body)) => body,
-            Ok(Err(_)) => {
-                return (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("a request body holds at most {} bytes\n", state.limit),
-                )
-                    .into_response()
-            }
-            Err(_) => {
-                return (
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!(
-                        "the request body did not arrive within {} s\n",
-                        state.body_timeout.as_secs()
-                    ),
-                )
-                    .into_response()
-            }
-        };
+    let (body, held) = match state
+        .budget
+        .read(body, announced, state.limit, state.body_timeout)
+        .await
+    {
+        Ok(read) => read,
+        Err(error) => {
+            let (status, text) = error.status_and_text();
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+            return (status, text).into_response();
+        }
+    };
     let (reply, answer) = oneshot::channel();
     // Counted before the send so the batcher's decrement never comes first.
     state.waiting.fetch_add(1, Ordering::Relaxed);
-    if state.jobs.try_send(Job { body, reply }).is_err() {
+    let job = Job {
+        body,
+        reply,
+        _held: held,
+    };
+    if state.jobs.try_send(job).is_err() {
         state.waiting.fetch_sub(1, Ordering::Relaxed);
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
@@ -647,9 +556,18 @@ async fn metrics<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Strin
         "# HELP pir_batcher_waiting_requests Requests queued for the next pass.\n\
          # TYPE pir_batcher_waiting_requests gauge\npir_batcher_waiting_requests {}\n\
          # HELP pir_open_connections Connections open on the HTTPS listener.\n\
-         # TYPE pir_open_connections gauge\npir_open_connections {}\n",
+         # TYPE pir_open_connections gauge\npir_open_connections {}\n\
+         # HELP pir_request_bytes_held Bytes of request bodies held in memory now.\n\
+         # TYPE pir_request_bytes_held gauge\npir_request_bytes_held {}\n\
+         # HELP pir_request_bytes_budget Most bytes of request bodies held at once.\n\
+         # TYPE pir_request_bytes_budget gauge\npir_request_bytes_budget {}\n\
+         # HELP pir_abandoned_requests_total Requests dropped because their client had gone.\n\
+         # TYPE pir_abandoned_requests_total counter\npir_abandoned_requests_total {}\n",
         state.waiting.load(Ordering::Relaxed),
-        state.connections.open.load(Ordering::Relaxed)
+        state.connections.open.load(Ordering::Relaxed),
+        state.budget.usage().in_use,
+        state.budget.bytes(),
+        state.abandoned.load(Ordering::Relaxed),
     ));
     if let Some(rss) = resident_bytes() {
         text.push_str(&format!(
