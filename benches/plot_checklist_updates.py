@@ -5,7 +5,7 @@ Usage: plot_checklist_updates.py FILE.csv OUT.png [--rehint SECONDS]
 
 One point per step: the offline server's time for one client's hints of the buckets the step
 created (log scale), the running mean, and re-hinting from scratch (--rehint, the figure the
-benchmark prints) as a reference line, as in Checklist's Figure 4 (seed 004).
+benchmark prints) as a reference line, as in Checklist's Figure 4 (Kogan and Corrigan-Gibbs 2021).
 Needs matplotlib (benches/requirements.txt).
 """
 

@@ -1,4 +1,4 @@
-//! Blinded matching on ristretto255 (seed 001, sections 4.2 and 4.3: the PSI half of the
+//! Blinded matching on ristretto255 (Günther 2019, sections 4.2 and 4.3: the PSI half of the
 //! credential check).
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Compressed buckets: "compressible PIR" (seed 001, section 3.4).
+//! Compressed buckets: "compressible PIR" (Günther 2019, section 3.4).
 //!
 //! A bucket holds the entries whose hash starts with one `k`-bit prefix. Each entry is a
 //! fixed-width value of `w` bits (the prefix is dropped: the bucket index implies it) and, for

@@ -4,7 +4,7 @@
 //! parameters, whether it holds the blinding key, and the application's database header) over
 //! TLS pinned to the server's key, and checks that both servers serve the same database.
 //! [`BreachSession::retrieve`] fetches one block privately with RAID-PIR and query-dependent
-//! preprocessing (seed 001, section 3.3): a seed from each server, then one flip chunk to
+//! preprocessing (Günther 2019, section 3.3): a seed from each server, then one flip chunk to
 //! each; [`BreachSession::blind`] runs the blinding step (section 4.3) on the server that
 //! holds the key. Every answer's signature is checked before it is used.
 //!

@@ -1,4 +1,4 @@
-//! The credential hash `h = H(username, password)` of username:password corpora (seed 001,
+//! The credential hash `h = H(username, password)` of username:password corpora (Günther 2019,
 //! section 4.2: "They use Argon2 as hash function H", also as proof of work against a client
 //! that floods the service).
 //!

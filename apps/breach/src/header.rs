@@ -203,7 +203,7 @@ impl DbHeader {
     }
 
     /// Uncompressed padded size / compressed padded size (both `B` blocks, so the ratio of
-    /// the block sizes). Section 3.4 of seed 001 reports about 1.13 for its setting.
+    /// the block sizes). Section 3.4 of Günther 2019 reports about 1.13 for its setting.
     pub fn compression_ratio(&self) -> f64 {
         self.uncompressed_block_size() as f64 / self.block_size.max(1) as f64
     }
@@ -437,7 +437,7 @@ fn corpus_id(format: CorpusFormat) -> u8 {
     }
 }
 
-/// Servers assumed by the prefix rule: the two non-colluding servers of seed 001, section 4.3.
+/// Servers assumed by the prefix rule: the two non-colluding servers of Günther 2019, section 4.3.
 pub const SERVERS: f64 = 2.0;
 
 /// The bucketing rule: `k`, the number of prefix bits, for `entries` entries of about
@@ -467,7 +467,7 @@ pub fn choose_prefix_bits(entries: u64, entry_bytes: usize, max_bits: u32) -> (u
         format!(
             "{k} prefix bits{capped}: {} buckets of {:.1} entries on average, near the \
              communication optimum b = sqrt(|D|/{SERVERS}) = {target_block:.0} bytes for \
-             |D| = {bytes:.0} bytes (seed 001, section 3.4)",
+             |D| = {bytes:.0} bytes (Günther 2019, section 3.4)",
             1u64 << k,
             entries as f64 / (1u64 << k) as f64,
         ),

@@ -5,7 +5,7 @@
 use pir_core::wire::{Prologue, Reader, Writer};
 use pir_core::Error;
 
-/// Servers of a breach deployment: `n = 2` (seed 001, section 4.3 uses two).
+/// Servers of a breach deployment: `n = 2` (Günther 2019, section 4.3 uses two).
 pub const SERVERS: usize = 2;
 /// First bytes of the info body.
 pub const INFO_MAGIC: [u8; 8] = *b"PIRbrInf";

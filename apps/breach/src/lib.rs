@@ -1,4 +1,4 @@
-//! `pir-breach`: private credential checks (seed 001, chapter 4: compromised credential
+//! `pir-breach`: private credential checks (Günther 2019, chapter 4: compromised credential
 //! checking with PIR and blinded matching).
 //!
 //! A breach corpus becomes a PIR database of `B = 2^k` equally sized blocks, block `i`

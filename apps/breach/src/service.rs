@@ -1,4 +1,4 @@
-//! One of the two servers of a private credential check (seed 001, sections 3.3 and 4.3), as a
+//! One of the two servers of a private credential check (Günther 2019, sections 3.3 and 4.3), as a
 //! backend of the signed-batch service (`pir-service`).
 //!
 //! Each server holds the same database of `B` bucket blocks and answers RAID-PIR with
@@ -35,7 +35,7 @@ use crate::blind::BlindingKey;
 use crate::info::{Info, INFO_DST, MAX_HEADER_BYTES, SERVERS, TAG_BLIND};
 
 /// RAID-PIR redundancy: `r = n = 2`, so each server processes every chunk and QDP moves half
-/// of its work offline (seed 001, section 3.3).
+/// of its work offline (Günther 2019, section 3.3).
 pub const REDUNDANCY: usize = 2;
 /// Chunks `c`: `n`, so each server flips exactly one chunk (fewer if `B < 2`).
 pub const CHUNKS: usize = 2;

@@ -1,5 +1,5 @@
 //! `pir-safebrowsing`: private Safe Browsing. A browser's full-hash lookups go to a local proxy
-//! that speaks the Safe Browsing v4 API and answers them by private lookups (Checklist, seed 004)
+//! that speaks the Safe Browsing v4 API and answers them by private lookups (Checklist, Kogan and Corrigan-Gibbs 2021)
 //! from two servers, so no server ever sees a hash prefix of a visited site.
 //!
 //! - [`url`]: what a Safe Browsing v4 client hashes (canonicalization, host-suffix /

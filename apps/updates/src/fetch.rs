@@ -1,4 +1,4 @@
-//! The client side of private updates (upPIR, seed 000, section 4.3): verify the mirror list
+//! The client side of private updates (upPIR, Cappos 2013, section 4.3): verify the mirror list
 //! and the manifest, retrieve a file's blocks privately, check every block, write atomically.
 //!
 //! What a mirror learns: that *some* file of this many blocks was fetched (the number of

@@ -1,5 +1,5 @@
 //! `pir-updates`: private software updates, the first application of `pir`, after upPIR
-//! (Cappos 2013, seed 000).
+//! (Cappos 2013).
 //!
 //! A vendor packs a release (a directory of files) into a database of equally sized blocks
 //! and signs a manifest that lists the files and the SHA-256 of every block (section 4.1).

@@ -1,4 +1,4 @@
-//! The signed release manifest (upPIR, seed 000, section 4.1).
+//! The signed release manifest (upPIR, Cappos 2013, section 4.1).
 //!
 //! The vendor cuts a release into equally sized blocks and publishes a manifest that says, for
 //! every file, where its blocks lie, and for every block, its SHA-256. Clients use it to decide

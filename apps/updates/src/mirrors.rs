@@ -1,4 +1,4 @@
-//! The signed mirror list (upPIR, seed 000, section 4.1).
+//! The signed mirror list (upPIR, Cappos 2013, section 4.1).
 //!
 //! "The vendor's server is also responsible for providing the manifest and a current list of
 //! mirrors": a client learns which mirrors exist, and the Ed25519 key of each, from a list the

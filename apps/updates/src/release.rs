@@ -1,4 +1,4 @@
-//! Building a release from a directory, and opening one for a mirror (upPIR, seed 000,
+//! Building a release from a directory, and opening one for a mirror (upPIR, Cappos 2013,
 //! sections 4.1, 4.2, 5.4 and appendix A).
 //!
 //! A release is a directory holding two files:

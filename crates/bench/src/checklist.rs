@@ -1,7 +1,7 @@
 //! Checklist rows of `pir bench` (`--modes checklist` and `--modes checklist-updates`).
 //!
 //! `checklist`, at one shape (default 3,000,000 records of 32 bytes, Checklist's evaluation,
-//! seed 004, section 7.1), one thread:
+//! Kogan and Corrigan-Gibbs 2021, section 7.1), one thread:
 //! - offline: the offline server's hints for one client ([`server::hints`]) and the client's
 //!   expansion of them ([`Client::new`]);
 //! - online, per lookup: each server's answer to a punctured set ([`server::answer_with`]:

@@ -1,5 +1,5 @@
 //! QDP rows of `pir bench` (`--modes qdp`): the *online* server time of RAID-PIR with
-//! query-dependent preprocessing (seed 001, section 3.3) next to plain RAID-PIR and RAID-PIR
+//! query-dependent preprocessing (Günther 2019, section 3.3) next to plain RAID-PIR and RAID-PIR
 //! with four Russians on the same database, for `n = 2` and `n = 3` servers (`r = 2`,
 //! `c = n`, [`AnswerMode::Single`]), with a plain read of the same bytes in the same run.
 //!

@@ -1,4 +1,4 @@
-//! `pir breach build|serve|servers|check|proxy`: private credential checks (seed 001,
+//! `pir breach build|serve|servers|check|proxy`: private credential checks (Günther 2019,
 //! sections 3.3, 3.4 and 4.3) with two servers and an HIBP-compatible range proxy.
 
 use std::io::{BufRead, IsTerminal, Write};

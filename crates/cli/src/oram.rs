@@ -221,8 +221,12 @@ async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
     };
     let owner = pir_keys::PublicKey::load(owner_file)
         .with_context(|| format!("cannot read the owner key {}", owner_file.display()))?;
-    let mut host = pir_host::Host::new(&settings.common)
-        .with_context(|| format!("cannot read the store key {}", settings.common.key.display()))?;
+    let mut host = pir_host::Host::new(&settings.common).with_context(|| {
+        format!(
+            "cannot read the store key {}",
+            settings.common.key.display()
+        )
+    })?;
     host.owner = Some(owner);
     // Slot I/O is sequential per client: one worker, no batching window.
     host.options.batch_window = std::time::Duration::ZERO;

@@ -1,5 +1,5 @@
 //! `pir safebrowsing build|serve|servers|proxy|firefox-profile`: private Safe Browsing
-//! (Checklist, seed 004, section 7.2): two servers hold the list's full hashes, and a proxy on
+//! (Checklist, Kogan and Corrigan-Gibbs 2021, section 7.2): two servers hold the list's full hashes, and a proxy on
 //! the user's machine answers the browser's Safe Browsing v4 calls with private lookups.
 
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! A breach server restarted with the same `--seed-state` file never hands out a seed it
-//! handed out before (seed 001, section 3.3.2: a repeated seed exposes the Hamming distance
+//! handed out before (Günther 2019, section 3.3.2: a repeated seed exposes the Hamming distance
 //! of two queries). Drives the real binary: two `pir breach serve` processes on 127.0.0.1,
 //! server 0 killed (as in a crash) and started again; then its seed state file rolled back and
 //! deleted, and the start refused; and a database swapped on SIGHUP.

@@ -1,4 +1,4 @@
-//! Proof that a mirror answered wrongly (upPIR, seed 000, section 4.2).
+//! Proof that a mirror answered wrongly (upPIR, Cappos 2013, section 4.2).
 //!
 //! A mirror signs every answer over the release id, the whole request and the answer
 //! ([`pir_keys::answer_statement`]). The request contains everything needed to recompute the

@@ -245,7 +245,10 @@ impl HttpsTransport {
     fn build(
         mirrors: &[(String, PublicKey)],
         timeouts: Timeouts,
-        config_for: impl Fn(PublicKey) -> Result<Arc<tokio_rustls::rustls::ClientConfig>, pir_keys::KeyError>,
+        config_for: impl Fn(
+            PublicKey,
+        )
+            -> Result<Arc<tokio_rustls::rustls::ClientConfig>, pir_keys::KeyError>,
     ) -> Result<Self, TransportError> {
         let endpoints = mirrors
             .iter()

@@ -16,11 +16,11 @@ use crate::Error;
 pub const LINE: usize = 64;
 
 /// Granularity of block sizes, in bytes (one AVX2 register): the smallest block the engine
-/// scans. 32-byte blocks are the natural record for hash-set lookups (RAID-PIR, seed 001,
+/// scans. 32-byte blocks are the natural record for hash-set lookups (RAID-PIR, Günther 2019,
 /// evaluates 2^20 and 2^24 blocks of 32 bytes); two of them share a cache line.
 pub const BLOCK_GRANULE: usize = 32;
 
-/// Largest block size we accept (16 MiB): upPIR (seed 000, section 5.4) finds goodput peaks at
+/// Largest block size we accept (16 MiB): upPIR (Cappos 2013, section 5.4) finds goodput peaks at
 /// 1-2 MiB; anything far above that only wastes padding and client bandwidth.
 pub const MAX_BLOCK_SIZE: usize = 16 << 20;
 

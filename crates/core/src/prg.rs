@@ -1,6 +1,6 @@
 //! The one pinned pseudorandom generator of every `pir` protocol.
 //!
-//! RAID-PIR (seed 001, section 3.2) sends each server a `κ = 128`-bit seed instead of its
+//! RAID-PIR (Günther 2019, section 3.2) sends each server a `κ = 128`-bit seed instead of its
 //! random sub-queries, QDP derives its server-chosen seeds from it, and the lattice schemes
 //! expand their public matrices from a seed (`pir_lattice::prg`). Server and client must
 //! expand a seed to the *same* bits, so the generator and its stream layout are part of the
@@ -25,7 +25,7 @@
 use aes::Aes128;
 use ctr::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 
-/// Length of a seed in bytes: `κ = 128` bits, the security parameter of RAID-PIR (seed 001,
+/// Length of a seed in bytes: `κ = 128` bits, the security parameter of RAID-PIR (Günther 2019,
 /// section 3.2) and the AES-128 key size.
 pub const SEED_LEN: usize = 16;
 

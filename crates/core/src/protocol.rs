@@ -10,7 +10,7 @@
 //! refused instead of answered from the wrong data. The signature is the mirror's Ed25519
 //! signature over a digest of (release id, the whole request envelope, the payload), computed by
 //! `pir-keys`; with it a client can prove to anyone holding the release that a mirror answered
-//! wrongly (upPIR, seed 000, section 4.2).
+//! wrongly (upPIR, Cappos 2013, section 4.2).
 
 use crate::wire::{Reader, Writer};
 use crate::Error;

@@ -19,31 +19,31 @@ use crate::{Database, DbShape, Error};
 pub enum SchemeId {
     /// Messages that belong to no scheme: errors, manifest fetches.
     Control = 0,
-    /// Chor et al. k-server XOR PIR (upPIR, seed 000).
+    /// Chor et al. k-server XOR PIR (upPIR, Cappos 2013).
     Chor = 1,
-    /// RAID-PIR (seed 001, section 3.2).
+    /// RAID-PIR (Günther 2019, section 3.2).
     RaidPir = 2,
     /// SimplePIR (Henzinger et al. 2023), single-server LWE.
     SimplePir = 3,
     /// DoublePIR (Henzinger et al. 2023), SimplePIR with a second layer over the hint.
     DoublePir = 4,
-    /// RAID-PIR with query-dependent preprocessing (seed 001, section 3.3): server-chosen
+    /// RAID-PIR with query-dependent preprocessing (Günther 2019, section 3.3): server-chosen
     /// seeds, a precomputed queue, the flip chunk online. Private credential checks
     /// (`pir-breach`) run on it.
     Qdp = 5,
     /// Two-server PIR from a distributed point function (Boyle, Gilboa, Ishai 2016): Chor's
     /// selection vector, compressed to a key of `O(log B)` bytes per server.
     Dpf = 6,
-    /// Not PIR: the slot-store protocol of oblivious storage (`pir oram store`, seed 002).
+    /// Not PIR: the slot-store protocol of oblivious storage (`pir oram store`, Stefanov and Shi 2013).
     /// Its stores are dumb and untrusted; the ORAM client hides the access pattern.
     OramStore = 7,
-    /// YPIR (Menon and Wu 2024, seed 003): single-server lattice PIR with the second layer
+    /// YPIR (Menon and Wu 2024): single-server lattice PIR with the second layer
     /// packed into RLWE ciphertexts, no hint download.
     Ypir = 8,
     /// YPIR+SP (Menon and Wu 2024, section 4.3): SimplePIR's single layer over RLWE with its
     /// answer packed the way YPIR packs, for large records; no hint download.
     YpirSp = 9,
-    /// Checklist (Kogan and Corrigan-Gibbs 2021, seed 004): two-server offline/online PIR with
+    /// Checklist (Kogan and Corrigan-Gibbs 2021): two-server offline/online PIR with
     /// puncturable pseudorandom sets; an offline server hands out hints and refreshes, an
     /// online server answers lookups in `O(sqrt B)`.
     Checklist = 10,

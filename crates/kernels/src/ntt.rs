@@ -1,5 +1,5 @@
 //! The negacyclic number-theoretic transform over `Z_q[X]/(X^d + 1)`, for the RLWE layer of
-//! YPIR (Menon and Wu 2024, seed 003): `d = 2048` and NTT-friendly primes `q ≡ 1 (mod 2d)`
+//! YPIR (Menon and Wu 2024): `d = 2048` and NTT-friendly primes `q ≡ 1 (mod 2d)`
 //! below `2^30` (YPIR's `q2 = 268369921 · 249561089` is two of them, used as an RNS pair).
 //!
 //! Layout and algorithms: forward transform by Cooley-Tukey butterflies with the powers of a

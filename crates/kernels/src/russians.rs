@@ -1,4 +1,4 @@
-//! The method of four Russians for XOR scans (RAID-PIR, seed 001, sections 2.3 and 3.2.2).
+//! The method of four Russians for XOR scans (RAID-PIR, Günther 2019, sections 2.3 and 3.2.2).
 //!
 //! Rows are taken in groups of `t` rows of the same chunk: super-group `s` covers rows
 //! `s c t .. (s + 1) c t`, and chunk `j`'s group in it is rows `(s t + u) c + j` for
@@ -10,7 +10,7 @@
 //! t = 5: 6.2x, t = 8: 31.9x). Missing rows past the end of the database count as zero rows.
 //!
 //! A table may hold only some chunks (every `step`-th from `first`): a QDP server reads only
-//! its flip chunks online (seed 001, listing 3.3.1b), so with `n` servers it needs `1 / n` of
+//! its flip chunks online (Günther 2019, listing 3.3.1b), so with `n` servers it needs `1 / n` of
 //! the memory, and can afford a larger `t` for the same memory.
 //!
 //! The same Gray-code tables, built on the fly per group of 4 rows and shared by every query

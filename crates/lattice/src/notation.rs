@@ -1,6 +1,6 @@
 //! Notation of the lattice schemes, defined once (after Henzinger et al., "One Server for the
 //! Price of Two: Simple and Fast Single-Server Private Information Retrieval", USENIX Security
-//! 2023, and YPIR, seed 003). Symbols of `pir_core::glossary` keep their meaning elsewhere.
+//! 2023, and YPIR, Menon and Wu 2024). Symbols of `pir_core::glossary` keep their meaning elsewhere.
 //!
 //! | symbol | meaning |
 //! |---|---|

@@ -30,7 +30,7 @@ pub const VERSION_LEN: usize = 32;
 
 /// `n`, the LWE secret dimension. With `q = 2^32` and `σ = 6.4` the lattice estimator gives
 /// 128-bit security (SimplePIR/DoublePIR, Henzinger et al., USENIX Security 2023, section 4.2;
-/// the same parameters are used inside YPIR, seed 003).
+/// the same parameters are used inside YPIR, Menon and Wu 2024).
 pub const LWE_N: usize = 1024;
 
 /// `log2 q`: the ciphertext modulus is `q = 2^32`, so arithmetic mod `q` is native wrapping
@@ -44,7 +44,7 @@ pub const LOG_Q: u32 = 32;
 pub const SIGMA: f64 = 6.4;
 
 /// `log2 δ`: a decoded entry is wrong with probability at most `2^-40` (Henzinger et al. 2023,
-/// section 4.2; YPIR, seed 003, uses the same correctness target).
+/// section 4.2; YPIR, Menon and Wu 2024, uses the same correctness target).
 pub const FAILURE_LOG2: i32 = -40;
 
 /// `log2 m` of the first and last rows of the plaintext-modulus tables.

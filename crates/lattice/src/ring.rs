@@ -1,6 +1,6 @@
 //! The RLWE ring of YPIR's packing layer: `R_q = Z_q[X]/(X^d + 1)` with `d = 2048` and
 //! `q = q_1 q_2`, two NTT-friendly primes kept as a residue number system (Menon and Wu,
-//! "YPIR", USENIX Security 2024, section 4.1 and the artifact appendix, seed 003:
+//! "YPIR", USENIX Security 2024, section 4.1 and the artifact appendix, Menon and Wu 2024:
 //! `q2 = 268369921 × 249561089`).
 //!
 //! A [`Poly`] holds one residue vector per prime, either as coefficients or as NTT

@@ -4,7 +4,7 @@
 //! block is sealed (AES-256-GCM, bound to its place and write epoch), and the pattern of
 //! slots read and written is independent of which blocks are read or written: this is the
 //! partitioned ORAM of Stefanov, Shi and Song (NDSS 2012) as run by ObliviStore (Stefanov and
-//! Shi, S&P 2013, seed 002), with its concurrent batches, fake reads for blocks already in
+//! Shi, S&P 2013), with its concurrent batches, fake reads for blocks already in
 //! flight, and background eviction.
 //!
 //! Main items:

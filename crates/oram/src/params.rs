@@ -1,7 +1,7 @@
 //! The ORAM's shape: how many partitions, how many levels, how many slots, and why.
 //!
 //! Notation (Stefanov, Shi and Song, "Towards practical oblivious RAM", NDSS 2012, section 3,
-//! which ObliviStore (seed 002) builds on):
+//! which ObliviStore (Stefanov and Shi 2013) builds on):
 //! - `N`: logical blocks, each `B` bytes;
 //! - `Z = 2^k`: target blocks per partition, the power of two at or above `sqrt(N)`;
 //! - `P = ceil(N / Z)`: partitions (about `sqrt(N)`);

@@ -16,7 +16,7 @@
 //! `GET /metrics`, for scrapers that do not pin TLS keys.
 //!
 //! Legacy listener (plain HTTP, only when configured): `GET /files/{name}` returns a file of the
-//! release as-is, for clients that do not speak PIR (upPIR, seed 000, section 4.2). Those
+//! release as-is, for clients that do not speak PIR (upPIR, Cappos 2013, section 4.2). Those
 //! downloads are not private; the CLI says so.
 //!
 //! Answers are computed by one batcher thread that owns a rayon pool of `workers` threads:

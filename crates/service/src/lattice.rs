@@ -26,7 +26,7 @@
 //!     signature   = Ed25519 over pir_keys::answer_statement(version, request, payload)
 //! ```
 //!
-//! Answers are signed with the server key, like the mirrors' (upPIR, seed 000, section 4.2),
+//! Answers are signed with the server key, like the mirrors' (upPIR, Cappos 2013, section 4.2),
 //! on top of TLS pinned to the same key; the hint and header travel over that pinned TLS.
 //! A stale version gets `WrongDatabase`, so the client fetches the hint again.
 

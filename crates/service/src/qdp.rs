@@ -1,4 +1,4 @@
-//! RAID-PIR with query-dependent preprocessing ([`pir_xor::qdp`], seed 001, section 3.3) as a
+//! RAID-PIR with query-dependent preprocessing ([`pir_xor::qdp`], Günther 2019, section 3.3) as a
 //! [`Backend`] of the signed-batch service.
 //!
 //! A client first asks each server for a fresh server-chosen seed, then sends each server

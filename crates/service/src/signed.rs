@@ -18,7 +18,7 @@
 //! ONE [`Backend::answer_batch`] call (one pass over the database where the scheme allows), and
 //! signs each reply. Each reply is byte for byte the one the request gets alone; a bad request
 //! gets its error reply and does not affect the others. The signature lets a client prove a
-//! wrong answer to anyone holding the database (upPIR, seed 000, section 4.2).
+//! wrong answer to anyone holding the database (upPIR, Cappos 2013, section 4.2).
 //!
 //! Privacy: nothing derived from a request is logged or stored; [`Metrics`] count requests,
 //! queries, bytes and time only.

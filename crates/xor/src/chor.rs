@@ -1,4 +1,4 @@
-//! Chor et al. k-server XOR PIR, as deployed by upPIR (seed 000, section 4).
+//! Chor et al. k-server XOR PIR, as deployed by upPIR (Cappos 2013, section 4).
 //!
 //! The client wants block `idx` of `B`. Servers `0..n-1` each receive a `B`-bit vector:
 //! servers `0..=n-2` uniformly random vectors, server `n-1` their XOR with bit `idx` flipped.

@@ -1,6 +1,6 @@
 //! Keyword PIR from a distributed point function: look up a value by its key (a domain name,
 //! a hash) among sparse keys, privately, from two servers (BGI 2016; the DPF baseline of
-//! Checklist, seed 004, section 7.1, for sparse keys).
+//! Checklist, Kogan and Corrigan-Gibbs 2021, section 7.1, for sparse keys).
 //!
 //! Each key is mapped to a point of a large domain, `x = SHA-256(key)` truncated to
 //! [`DOMAIN_BITS`] bits; a server stores `(x, fingerprint | value)` for its keys. The client

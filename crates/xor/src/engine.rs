@@ -3,7 +3,7 @@
 //!
 //! - **Plain scan** ([`pir_kernels::xor`]): every thread of the caller's rayon pool scans a
 //!   share of the rows with the best SIMD backend.
-//! - **Four Russians** ([`pir_kernels::russians`], seed 001, section 2.3): a table of
+//! - **Four Russians** ([`pir_kernels::russians`], Günther 2019, section 2.3): a table of
 //!   `(2^t - 1) / t` times the database answers a query with one lookup per `t` rows. It wins
 //!   for large blocks, where a lookup streams a whole block, and loses for small ones, where
 //!   random lookups cost more than streaming `t` rows; [`Russians::Auto`] uses it from

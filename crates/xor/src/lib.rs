@@ -5,15 +5,15 @@
 //! the client XORs the answers into the block it wanted.
 //!
 //! Main items:
-//! - [`Chor`]: Chor et al. k-server PIR as in upPIR (seed 000): one `B`-bit vector per server,
+//! - [`Chor`]: Chor et al. k-server PIR as in upPIR (Cappos 2013): one `B`-bit vector per server,
 //!   private unless all `n` servers collude.
-//! - [`RaidPir`]: RAID-PIR (seed 001, sections 3.2 and 3.2.1): chunks, redundancy `r` and
+//! - [`RaidPir`]: RAID-PIR (Günther 2019, sections 3.2 and 3.2.1): chunks, redundancy `r` and
 //!   seed-compressed queries, private against `r - 1` colluding servers, with an
 //!   [`AnswerMode`] for single- or multi-block queries.
 //! - [`DpfPir`] ([`dpf`], [`dpf_pir`]): two-server PIR from a distributed point function
 //!   (BGI 2016, AES fixed-key PRG, early termination): Chor's selection vector compressed
 //!   into an `O(log B)`-byte key per server, private unless both servers collude.
-//! - [`checklist`]: Checklist offline/online two-server PIR (seed 004): puncturable
+//! - [`checklist`]: Checklist offline/online two-server PIR (Kogan and Corrigan-Gibbs 2021): puncturable
 //!   pseudorandom sets, hints from an offline server, lookups of `O(sqrt B)` work on an online
 //!   server, and waterfall buckets for a changing database.
 //! - [`dpf_keyword`]: keyword PIR from a DPF for sparse keys (values looked up by key, each
@@ -48,10 +48,10 @@ pub use engine::{Engine, EngineOptions, Prepared, Russians};
 pub use raid::{AnswerMode, RaidAnswer, RaidPir, RaidQuery, RaidState};
 
 /// Fewest servers a query goes to: XOR PIR needs at least two non-colluding servers
-/// (seed 000, section 4; seed 001, section 3.2).
+/// (Cappos 2013, section 4; Günther 2019, section 3.2).
 pub const MIN_SERVERS: usize = 2;
 
-/// Most servers one query goes to. Far above deployed mirror counts (upPIR, seed 000, uses a
+/// Most servers one query goes to. Far above deployed mirror counts (upPIR, Cappos 2013, uses a
 /// handful of mirrors per query); it bounds the client's work, the per-query state and the
 /// `u16` server fields on the wire.
 pub const MAX_SERVERS: usize = 64;

@@ -1,4 +1,4 @@
-//! RAID-PIR (Demmler, Herzberg, Schneider 2014; seed 001, sections 3.2 and 3.2.1).
+//! RAID-PIR (Demmler, Herzberg, Schneider 2014; Günther 2019, sections 3.2 and 3.2.1).
 //!
 //! The `B` blocks are split into `c` chunks; each chunk is processed by `r` of the `n` servers.
 //! For every chunk one of its servers (the *flip server*) receives an explicit bit vector (the
@@ -54,7 +54,7 @@ pub use crate::{MAX_SERVERS, MIN_SERVERS};
 
 /// Most chunks `c`: bounds the blocks one multi-block query returns, the per-chunk answer
 /// count of one server, and the flip-chunk overhead of a query body (at most one partial byte
-/// per chunk). Section 3.2.1 of seed 001 allows up to `c` blocks per query.
+/// per chunk). Section 3.2.1 of Günther 2019 allows up to `c` blocks per query.
 pub const MAX_CHUNKS: usize = 256;
 
 /// Bytes of the fixed query header, up to and including the seed:

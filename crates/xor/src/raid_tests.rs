@@ -46,7 +46,7 @@ fn chunks_partition_blocks_and_each_is_seen_by_r_servers() {
 
 #[test]
 fn thesis_example_layout() {
-    // Figure 3.1 of seed 001: n = 4, B = 24, c = 4, r = 3 (k = 6 per chunk).
+    // Figure 3.1 of Günther 2019: n = 4, B = 24, c = 4, r = 3 (k = 6 per chunk).
     let raid = scheme(24, 4, 3, 4, AnswerMode::Single);
     assert_eq!(
         (0..4).map(|j| raid.chunk_len(j)).collect::<Vec<_>>(),

@@ -105,7 +105,7 @@ pub struct BreachBuildArgs {
     pub quiet: bool,
 }
 
-/// Pause policies of the precompute worker (seed 001, section 5.1).
+/// Pause policies of the precompute worker (Günther 2019, section 5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum QdpPolicyArg {

@@ -185,7 +185,10 @@ impl pir_host::Settings for OramStoreSettings {
     fn defaults() -> toml::Table {
         let mut defaults =
             pir_host::settings::Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS);
-        defaults.insert("listen".into(), toml::Value::String("127.0.0.1:8460".into()));
+        defaults.insert(
+            "listen".into(),
+            toml::Value::String("127.0.0.1:8460".into()),
+        );
         defaults
     }
 

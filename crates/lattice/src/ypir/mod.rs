@@ -1,5 +1,5 @@
 //! YPIR (Menon and Wu, "YPIR: High-Throughput Single-Server PIR with Silent Preprocessing",
-//! USENIX Security 2024, seed 003): DoublePIR whose second-layer answer is packed into RLWE
+//! USENIX Security 2024): DoublePIR whose second-layer answer is packed into RLWE
 //! ciphertexts, so the client downloads no hint at all.
 //!
 //! # The scheme as built here

@@ -1,5 +1,5 @@
 //! Checklist: two-server offline/online PIR with puncturable pseudorandom sets (Kogan and
-//! Corrigan-Gibbs, USENIX Security 2021, seed 004; the scheme is Corrigan-Gibbs and Kogan,
+//! Corrigan-Gibbs, USENIX Security 2021; the scheme is Corrigan-Gibbs and Kogan,
 //! Eurocrypt 2020, section 4, with Checklist's two-query online phase).
 //!
 //! Two servers hold the same `B` records of `b` bytes; they must not collude.

@@ -1,5 +1,5 @@
 //! Puncturable pseudorandom sets (Corrigan-Gibbs and Kogan, Eurocrypt 2020, section 4; the
-//! GGM construction Checklist implements in C, seed 004, section 7).
+//! GGM construction Checklist implements in C, Kogan and Corrigan-Gibbs 2021, section 7).
 //!
 //! A set key names `s` elements of `0..B`: the leaves of a GGM tree under a 128-bit seed, each
 //! reduced to a value below `B`, all shifted by one common offset:

@@ -1,4 +1,4 @@
-//! Waterfall updates (Checklist, seed 004, sections 5.2 and 7.1): a changing database kept as
+//! Waterfall updates (Checklist, Kogan and Corrigan-Gibbs 2021, sections 5.2 and 7.1): a changing database kept as
 //! immutable *buckets*, so that a change costs hints for the buckets it creates rather than for
 //! the whole database.
 //!

@@ -1,4 +1,4 @@
-//! RAID-PIR with query-dependent preprocessing (QDP; seed 001, sections 3.3, 3.3.1, 3.3.2 and
+//! RAID-PIR with query-dependent preprocessing (QDP; Günther 2019, sections 3.3, 3.3.1, 3.3.2 and
 //! 5.1), sans I/O: the server's seed queue, the precomputation step, the pause policies, the
 //! client's query construction and the wire bodies.
 //!
@@ -117,7 +117,7 @@ const SEED_LABEL: [u8; 8] = *b"QDP seed";
 const ID_LABEL: [u8; 8] = *b"QDP id\0\0";
 
 /// Entries of precomputed partial answers a server queues by default: the capacity of the
-/// thesis's robustness experiments (seed 001, section 6.2.3: 500 (seed, value) pairs).
+/// thesis's robustness experiments (Günther 2019, section 6.2.3: 500 (seed, value) pairs).
 pub const DEFAULT_QUEUE_CAPACITY: usize = 500;
 
 /// Error of a caller-provided [`SeedStore`] (a file-backed store returns its I/O error).
@@ -258,7 +258,7 @@ impl Default for QdpConfig {
     }
 }
 
-/// The pause policy of the precomputation worker (seed 001, section 5.1, `PAUSECONDITION`).
+/// The pause policy of the precomputation worker (Günther 2019, section 5.1, `PAUSECONDITION`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PausePolicy {
     /// `ALWAYS`: pause whenever a query is being answered.

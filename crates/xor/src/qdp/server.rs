@@ -381,7 +381,7 @@ impl PendingAnswer {
 
     /// [`PendingAnswer::answer`] with the online rows read from a four-Russians table whose
     /// groups lie within one chunk, built over `db`: one lookup per group of `t` flip-chunk
-    /// rows instead of up to `t` rows (thesis, seed 001, listing 3.3.1b). The table holds
+    /// rows instead of up to `t` rows (thesis, Günther 2019, listing 3.3.1b). The table holds
     /// either every chunk or, as [`flip_table_layout`] lays it out, only this server's flip
     /// chunks (`1 / n` of the memory). Errors if the layout does not match the database,
     /// the scheme and the server.
