@@ -372,6 +372,7 @@ mod tests {
             options: ServerOptions::new("127.0.0.1:0".parse().unwrap()),
             retire_after,
             metrics: Arc::new(Metrics::default()),
+            owner: None,
         }
     }
 
