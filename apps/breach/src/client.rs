@@ -12,12 +12,10 @@
 //! fetched; the blinding server sees a uniformly random point. The header is opaque here:
 //! the application decodes it.
 
-use pir_client::{HttpsTransport, SessionError, Transport};
+use pir_client::{Call, HttpsTransport, SessionError, Transport};
 use pir_core::wire::{self, MessageKind};
 use pir_core::{DbShape, SchemeId};
 use pir_keys::PublicKey;
-use pir_service::framing;
-use pir_service::reply::{self, Expect};
 use pir_xor::qdp::QdpClient;
 
 use crate::info::{Info, SERVERS, TAG_BLIND};
@@ -182,34 +180,29 @@ impl<T: Transport> BreachSession<T> {
     }
 
     /// Sends `message` (a QDP or blinded message body) to `server` and returns its answer
-    /// once the reply checks ([`pir_service::reply::open`]: envelope, signature, database id).
+    /// once the reply checks ([`pir_client::exchange()`]: envelope, signature, database id).
     pub async fn exchange(&self, server: usize, message: &[u8]) -> Result<Vec<u8>, SessionError> {
-        let key = self
+        let key = *self
             .keys
             .get(server)
             .ok_or_else(|| SessionError::Setup(format!("no server number {server}")))?;
-        let request = reply::request(SchemeId::Qdp, &self.database_id, &[message.to_vec()]);
-        let max_answer = self
-            .client
-            .scheme()
-            .answer_body_len(server)
-            .max(pir_xor::qdp::SEED_RESPONSE_LEN)
-            .max(POINT_BYTES);
-        let reply_bytes = self
-            .transport
-            .exchange(server, request.clone(), framing::reply_bytes(1, max_answer))
-            .await
-            .map_err(|source| SessionError::Transport { server, source })?;
-        let expect = Expect {
+        let call = Call {
+            server,
             scheme: SchemeId::Qdp,
-            database_id: &self.database_id,
+            database_id: self.database_id,
             key,
-            count: 1,
-            max_answer,
+            max_answer: self
+                .client
+                .scheme()
+                .answer_body_len(server)
+                .max(pir_xor::qdp::SEED_RESPONSE_LEN)
+                .max(POINT_BYTES),
         };
-        let answers = reply::open(&reply_bytes, &request, expect)
-            .map_err(|e| SessionError::from_reply(server, e))?;
-        Ok(answers[0].to_vec())
+        let mut exchanged = pir_client::exchange(&self.transport, call, &[message.to_vec()])
+            .await
+            .map_err(|e| SessionError::from_exchange(server, e))?;
+        // One query, so one answer: `exchange` checked the count.
+        Ok(exchanged.answers.swap_remove(0))
     }
 
     /// Fetches block `index` privately: a seed from each server, then each server's flip

@@ -23,11 +23,10 @@ use pir_core::wire::{self, MessageKind};
 use pir_core::{DbShape, MultiServerScheme, SchemeId};
 use pir_keys::PublicKey;
 use pir_service::checklist::{self as service, Info, Role};
-use pir_service::framing;
-use pir_service::reply::{self, Expect};
 use pir_xor::checklist::{Client, Outcome};
 use pir_xor::DpfPir;
 
+use crate::exchange::{exchange, exchange_pair, Call};
 use crate::transport::{single_server_transport, HttpsTransport, Transport};
 use crate::SessionError;
 
@@ -220,37 +219,26 @@ impl<T: Transport> ChecklistSession<T> {
                 .map_err(|e| SessionError::Request(e.to_string()))?;
             // The set is used up from here on: keep that, whatever happens next.
             self.save()?;
-            let online = reply::request(
-                SchemeId::Checklist,
-                &id,
-                &[service::lookup_query(&params, &query.online)],
-            );
-            let refresh = reply::request(
-                SchemeId::Checklist,
-                &id,
-                &[service::lookup_query(&params, &query.refresh)],
-            );
-            let limit = framing::reply_bytes(1, max_answer);
-            let (online_reply, refresh_reply) = tokio::join!(
-                self.transport.exchange(1, online.clone(), limit),
-                self.transport.exchange(0, refresh.clone(), limit)
-            );
-            let online_reply = online_reply.map_err(SessionError::transport(1))?;
-            let refresh_reply = refresh_reply.map_err(SessionError::transport(0))?;
-            let open = |server: usize, reply_bytes: &[u8], request: &[u8]| {
-                let expect = Expect {
-                    scheme: SchemeId::Checklist,
-                    database_id: &id,
-                    key: &self.keys[server],
-                    count: 1,
-                    max_answer,
-                };
-                reply::open(reply_bytes, request, expect)
-                    .map(|answers| answers[0].to_vec())
-                    .map_err(|e| SessionError::from_reply(server, e))
+            let call = |server: usize| Call {
+                server,
+                scheme: SchemeId::Checklist,
+                database_id: id,
+                key: self.keys[server],
+                max_answer,
             };
-            let a = open(1, &online_reply, &online)?;
-            let r = open(0, &refresh_reply, &refresh)?;
+            let (a, r) = exchange_pair(
+                &self.transport,
+                [
+                    (call(1), vec![service::lookup_query(&params, &query.online)]),
+                    (
+                        call(0),
+                        vec![service::lookup_query(&params, &query.refresh)],
+                    ),
+                ],
+                // One query, so one answer: `exchange` checked the count.
+                |_, mut exchanged| Ok(exchanged.answers.swap_remove(0)),
+            )
+            .await?;
             let client = self.client.as_mut().ok_or_else(|| {
                 SessionError::Request("this session was opened for DPF lookups only".into())
             })?;
@@ -285,38 +273,24 @@ impl<T: Transport> ChecklistSession<T> {
         let (queries, state) = dpf
             .query(&[index as usize], &mut rand::rng())
             .map_err(|e| SessionError::Request(e.to_string()))?;
-        let id = self.info.database_id;
-        let requests: Vec<Vec<u8>> = queries
-            .iter()
-            .map(|q| reply::request(SchemeId::Dpf, &id, &[dpf.encode_query(q)]))
-            .collect();
-        let limit = framing::reply_bytes(1, dpf.max_answer_body());
-        let (a, b) = tokio::join!(
-            self.transport.exchange(0, requests[0].clone(), limit),
-            self.transport.exchange(1, requests[1].clone(), limit)
-        );
-        let replies = [
-            a.map_err(SessionError::transport(0))?,
-            b.map_err(SessionError::transport(1))?,
-        ];
-        let mut answers = Vec::with_capacity(2);
-        for server in 0..2 {
-            let expect = Expect {
+        let call = |server: usize| {
+            let call = Call {
+                server,
                 scheme: SchemeId::Dpf,
-                database_id: &id,
-                key: &self.keys[server],
-                count: 1,
+                database_id: self.info.database_id,
+                key: self.keys[server],
                 max_answer: dpf.max_answer_body(),
             };
-            let bodies = reply::open(&replies[server], &requests[server], expect)
-                .map_err(|e| SessionError::from_reply(server, e))?;
-            answers.push(
-                dpf.decode_answer(&queries[server], bodies[0])
-                    .map_err(|e| SessionError::bad_reply(server, e))?,
-            );
-        }
+            (call, vec![dpf.encode_query(&queries[server])])
+        };
+        // Position in the pair = server, so `queries[server]` is what that server was sent.
+        let (a, b) = exchange_pair(&self.transport, [call(0), call(1)], |server, exchanged| {
+            dpf.decode_answer(&queries[server], &exchanged.answers[0])
+                .map_err(|e| SessionError::bad_reply(server, e))
+        })
+        .await?;
         let mut blocks = dpf
-            .decode(&state, &answers)
+            .decode(&state, &[a, b])
             .map_err(|e| SessionError::bad_reply(1, e))?;
         let mut record = blocks.pop().unwrap_or_default();
         record.truncate(params.record_bytes());
@@ -394,37 +368,34 @@ async fn download_hints<T: Transport>(
     let request = Client::offline_request(&mut rand::rng());
     let per = service::hints_per_request(&params);
     let total = params.hints() as u32;
-    let max_answer = service::max_answer(&params);
+    let call = Call {
+        server: 0,
+        scheme: SchemeId::Checklist,
+        database_id: info.database_id,
+        key: *key,
+        max_answer: service::max_answer(&params),
+    };
     let mut hints = Vec::with_capacity(params.hint_bytes());
     let mut first = 0u32;
     progress(0, params.hint_bytes() as u64);
     while first < total {
         let count = per.min(total - first);
-        let query = reply::request(
-            SchemeId::Checklist,
-            &info.database_id,
+        let exchanged = exchange(
+            transport,
+            call,
             &[service::hints_query(&params, &request, first, count)],
-        );
-        let reply_bytes = transport
-            .exchange(0, query.clone(), framing::reply_bytes(1, max_answer))
-            .await
-            .map_err(SessionError::transport(0))?;
-        let expect = Expect {
-            scheme: SchemeId::Checklist,
-            database_id: &info.database_id,
-            key,
-            count: 1,
-            max_answer,
-        };
-        let answers = reply::open(&reply_bytes, &query, expect)
-            .map_err(|e| SessionError::from_reply(0, e))?;
+        )
+        .await
+        .map_err(|e| SessionError::from_exchange(0, e))?;
+        // One query, so one answer: `exchange` checked the count.
+        let answers = &exchanged.answers;
         if answers[0].len() != count as usize * params.record_bytes() {
             return Err(SessionError::bad_reply(
                 0,
                 format!("{} bytes of hints for {count} sets", answers[0].len()),
             ));
         }
-        hints.extend_from_slice(answers[0]);
+        hints.extend_from_slice(&answers[0]);
         first += count;
         progress(hints.len() as u64, params.hint_bytes() as u64);
     }

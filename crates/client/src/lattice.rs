@@ -20,9 +20,8 @@ use pir_core::wire::{self, MessageKind};
 use pir_core::SchemeId;
 use pir_keys::PublicKey;
 use pir_lattice::{HintHeader, Scheme, SingleClient};
-use pir_service::framing;
-use pir_service::reply::{self, Expect};
 
+use crate::exchange::{exchange, Call};
 use crate::SessionError;
 
 use crate::transport::{single_server_transport, HttpsTransport, Transport};
@@ -268,38 +267,27 @@ impl<T: Transport> LatticeSession<T> {
         }
         let version = self.header.version;
         let scheme = self.header.params.scheme.id();
-        let request = reply::request(scheme, &version, &queries);
-        let max_answer =
-            wire::HEADER_LEN + pir_lattice::wire::answer_body_bytes(&self.header.params);
-        let request_bytes = request.len();
-        let reply = self
-            .transport
-            .exchange(
-                0,
-                request.clone(),
-                framing::reply_bytes(indices.len(), max_answer),
-            )
-            .await
-            .map_err(SessionError::transport(0))?;
-        let expect = Expect {
+        let call = Call {
+            server: 0,
             scheme,
-            database_id: &version,
-            key: &self.key,
-            count: indices.len(),
-            max_answer,
+            database_id: version,
+            key: self.key,
+            max_answer: wire::HEADER_LEN
+                + pir_lattice::wire::answer_body_bytes(&self.header.params),
         };
-        let answers =
-            reply::open(&reply, &request, expect).map_err(|e| SessionError::from_reply(0, e))?;
+        let exchanged = exchange(&self.transport, call, &queries)
+            .await
+            .map_err(|e| SessionError::from_exchange(0, e))?;
         let records = states
             .iter()
-            .zip(answers)
+            .zip(&exchanged.answers)
             .map(|(state, answer)| self.client.decode(state, answer))
             .collect::<Result<Vec<_>, _>>()
             .map_err(bad)?;
         Ok(Fetched {
             records,
-            request_bytes,
-            reply_bytes: reply.len(),
+            request_bytes: exchanged.request.len(),
+            reply_bytes: exchanged.reply.len(),
         })
     }
 }

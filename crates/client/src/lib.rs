@@ -1,6 +1,8 @@
 //! `pir-client`: fetch blocks privately from several mirrors.
 //!
 //! Main items:
+//! - [`exchange()`] ([`mod@exchange`]): the one call sequence every client below uses: build the
+//!   request envelope, send it through a [`Transport`], check the reply, return the answers.
 //! - [`Transport`]: how one request envelope reaches mirror `i` and its reply comes back;
 //!   [`HttpsTransport`] is the real one (TLS 1.3 pinned to each mirror's key from the signed
 //!   mirror list). [`LocalTransport`] calls in-process servers directly (tests, examples).
@@ -16,8 +18,9 @@
 //! - [`Evidence`]: a mirror's signed request/answer pair that anyone holding the release can
 //!   check ([`evidence::check`]).
 //!
-//! Every reply is checked by `pir-service`'s client twin ([`pir_service::reply::open`]):
-//! envelope, kind, signature over the exact request, database id, answer count.
+//! Every reply is checked by `pir-service`'s client twin ([`pir_service::reply::open`]), in
+//! [`exchange()`] only: envelope, kind, signature over the exact request, database id, answer
+//! count.
 //!
 //! What it does not do: parse manifests or mirror lists (the application does), or write files
 //! other than the hint cache and the Checklist state file.
@@ -25,6 +28,7 @@
 pub mod checklist;
 pub mod error;
 pub mod evidence;
+pub mod exchange;
 pub mod lattice;
 pub mod retrieve;
 pub mod servers_file;
@@ -33,6 +37,7 @@ pub mod transport;
 pub use checklist::ChecklistSession;
 pub use error::SessionError;
 pub use evidence::{Evidence, Verdict};
+pub use exchange::{exchange, exchange_pair, resend, Call, ExchangeError, Exchanged};
 pub use lattice::LatticeSession;
 pub use retrieve::{
     retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions,

@@ -25,11 +25,11 @@ use std::sync::Arc;
 
 use pir_core::protocol::MAX_BATCH;
 use pir_core::{Error, MultiServerScheme};
-use pir_service::framing;
-use pir_service::reply::{self, Expect, ReplyError};
+use pir_service::reply::ReplyError;
 use rand::CryptoRng;
 use tokio::task::JoinSet;
 
+use crate::exchange::{exchange, resend, Call, ExchangeError, Exchanged};
 use crate::{Evidence, Transport};
 
 pub use crate::transport::MirrorInfo;
@@ -174,6 +174,8 @@ struct Attempt<S: MultiServerScheme> {
     queries: Vec<Vec<S::Query>>,
     requests: Vec<Vec<u8>>,
     replies: Vec<Vec<u8>>,
+    /// Each position's checked answer bodies, round by round, to decode again.
+    answers: Vec<Vec<Vec<u8>>>,
 }
 
 enum AttemptError {
@@ -211,28 +213,18 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
                 queries[position].push(query);
             }
         }
-        let requests: Vec<Vec<u8>> = queries
-            .iter()
-            .map(|qs| {
-                let bodies: Vec<Vec<u8>> = qs.iter().map(|q| self.scheme.encode_query(q)).collect();
-                reply::request(self.scheme.id(), &self.options.release_id, &bodies)
-            })
-            .collect();
-
-        let max_reply = framing::reply_bytes(rounds.len(), self.options.max_answer);
         let mut exchanges = JoinSet::new();
-        for (position, request) in requests.iter().enumerate() {
+        for (position, qs) in queries.iter().enumerate() {
             let transport = self.transport.clone();
-            let mirror = assignment[position];
-            let request = request.clone();
+            let call = self.call(assignment[position]);
+            let bodies: Vec<Vec<u8>> = qs.iter().map(|q| self.scheme.encode_query(q)).collect();
             exchanges.spawn(async move {
-                (
-                    position,
-                    transport.exchange(mirror, request, max_reply).await,
-                )
+                (position, exchange(transport.as_ref(), call, &bodies).await)
             });
         }
+        let mut requests = vec![Vec::new(); n];
         let mut replies = vec![Vec::new(); n];
+        let mut bodies: Vec<Vec<Vec<u8>>> = vec![Vec::new(); n];
         let mut answers: Vec<Vec<S::Answer>> = (0..n).map(|_| Vec::new()).collect();
         let mut failures = Vec::new();
         while let Some(joined) = exchanges.join_next().await {
@@ -243,27 +235,46 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
             let stats = &mut self.stats[mirror];
             stats.requests += 1;
             stats.queries += rounds.len() as u64;
-            stats.bytes_sent += requests[position].len() as u64;
             match result {
-                Err(error) => failures.push((
-                    position,
-                    PositionFailure::Unusable(error.to_string()),
-                    Vec::new(),
-                    Vec::new(),
-                )),
-                Ok(reply) => {
+                Err(ExchangeError::Transport { request, source }) => {
+                    stats.bytes_sent += request.len() as u64;
+                    failures.push((
+                        position,
+                        PositionFailure::Unusable(source.to_string()),
+                        Vec::new(),
+                        Vec::new(),
+                    ));
+                }
+                Err(ExchangeError::Reply {
+                    request,
+                    reply,
+                    error,
+                }) => {
+                    stats.bytes_sent += request.len() as u64;
                     stats.bytes_received += reply.len() as u64;
-                    match self.check_reply(mirror, &requests[position], &reply, &queries[position])
-                    {
+                    failures.push((position, failure(error), request, reply.clone()));
+                    replies[position] = reply;
+                }
+                Ok(exchanged) => {
+                    stats.bytes_sent += exchanged.request.len() as u64;
+                    stats.bytes_received += exchanged.reply.len() as u64;
+                    match self.decode_answers(&exchanged.answers, &queries[position]) {
                         Ok(decoded) => answers[position] = decoded,
                         Err(failure) => failures.push((
                             position,
                             failure,
-                            requests[position].clone(),
-                            reply.clone(),
+                            exchanged.request.clone(),
+                            exchanged.reply.clone(),
                         )),
                     }
+                    let Exchanged {
+                        request,
+                        reply,
+                        answers,
+                    } = exchanged;
+                    requests[position] = request;
                     replies[position] = reply;
+                    bodies[position] = answers;
                 }
             }
         }
@@ -308,33 +319,42 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
             queries,
             requests,
             replies,
+            answers: bodies,
         })
     }
 
-    fn check_reply(
+    /// What `mirror` is asked and what its reply must match.
+    fn call(&self, mirror: usize) -> Call {
+        Call {
+            server: mirror,
+            scheme: self.scheme.id(),
+            database_id: self.options.release_id,
+            key: self.mirrors[mirror].key,
+            max_answer: self.options.max_answer,
+        }
+    }
+
+    /// The scheme answers of checked answer bodies; one that does not decode was signed.
+    fn decode_answers(
         &self,
-        mirror: usize,
-        request: &[u8],
-        reply: &[u8],
+        bodies: &[Vec<u8>],
         queries: &[S::Query],
     ) -> Result<Vec<S::Answer>, PositionFailure> {
-        let expect = Expect {
-            scheme: self.scheme.id(),
-            database_id: &self.options.release_id,
-            key: &self.mirrors[mirror].key,
-            count: queries.len(),
-            max_answer: self.options.max_answer,
-        };
-        let answers = reply::open(reply, request, expect).map_err(|e| match e {
-            ReplyError::Signed(_) => PositionFailure::Signed(e.to_string()),
-            other => PositionFailure::Unusable(other.to_string()),
-        })?;
-        answers
+        bodies
             .iter()
             .zip(queries)
             .map(|(bytes, query)| self.scheme.decode_answer(query, bytes))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| PositionFailure::Signed(format!("signed a malformed answer: {e}")))
+    }
+}
+
+/// What a reply that did not check means for its position: only a signed inconsistency is
+/// evidence.
+fn failure(error: ReplyError) -> PositionFailure {
+    match error {
+        ReplyError::Signed(_) => PositionFailure::Signed(error.to_string()),
+        other => PositionFailure::Unusable(other.to_string()),
     }
 }
 
@@ -464,7 +484,6 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
         let mut bad_rounds: Vec<usize> = failed.bad.iter().map(|&(t, _)| t).collect();
         bad_rounds.dedup();
         let first_bad_block = group[failed.bad[0].0][failed.bad[0].1];
-        let max_reply = framing::reply_bytes(group.len(), self.options.max_answer);
 
         let mut position = 0;
         while position < assignment.len() {
@@ -473,23 +492,26 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
             stats.requests += 1;
             stats.queries += group.len() as u64;
             stats.bytes_sent += failed.requests[position].len() as u64;
-            let exchanged = self
-                .transport
-                .exchange(spare, failed.requests[position].clone(), max_reply)
-                .await;
+            let exchanged = resend(
+                self.transport.as_ref(),
+                self.call(spare),
+                failed.requests[position].clone(),
+                failed.queries[position].len(),
+            )
+            .await;
             let checked = match exchanged {
-                Err(error) => Err(error.to_string()),
-                Ok(reply) => {
-                    self.stats[spare].bytes_received += reply.len() as u64;
-                    self.check_reply(
-                        spare,
-                        &failed.requests[position],
-                        &reply,
-                        &failed.queries[position],
-                    )
-                    .map_err(|failure| match failure {
-                        PositionFailure::Unusable(w) | PositionFailure::Signed(w) => w,
-                    })
+                Err(error) => {
+                    if let ExchangeError::Reply { reply, .. } = &error {
+                        self.stats[spare].bytes_received += reply.len() as u64;
+                    }
+                    Err(error.to_string())
+                }
+                Ok(exchanged) => {
+                    self.stats[spare].bytes_received += exchanged.reply.len() as u64;
+                    self.decode_answers(&exchanged.answers, &failed.queries[position])
+                        .map_err(|failure| match failure {
+                            PositionFailure::Unusable(w) | PositionFailure::Signed(w) => w,
+                        })
                 }
             };
             let spare_answers = match checked {
@@ -580,25 +602,20 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
         failed: &Attempt<S>,
     ) -> Result<Option<Vec<RoundBlocks>>, FetchError> {
         let mut per_position: Vec<Vec<Option<S::Answer>>> = Vec::with_capacity(assignment.len());
-        for (p, &mirror) in assignment.iter().enumerate() {
+        for p in 0..assignment.len() {
             let answers = if p == position {
                 replacement.iter().map(|_| None).collect()
             } else {
-                // These replies passed the same check in the failed attempt.
-                self.check_reply(
-                    mirror,
-                    &failed.requests[p],
-                    &failed.replies[p],
-                    &failed.queries[p],
-                )
-                .map_err(|_| {
-                    FetchError::Scheme(Error::Malformed(
-                        "a reply that verified no longer does".into(),
-                    ))
-                })?
-                .into_iter()
-                .map(Some)
-                .collect()
+                // These answers decoded in the failed attempt.
+                self.decode_answers(&failed.answers[p], &failed.queries[p])
+                    .map_err(|_| {
+                        FetchError::Scheme(Error::Malformed(
+                            "an answer that decoded no longer does".into(),
+                        ))
+                    })?
+                    .into_iter()
+                    .map(Some)
+                    .collect()
             };
             per_position.push(answers);
         }
