@@ -1,4 +1,6 @@
-//! `pir loadtest`: many concurrent clients against one server, with abusive ones mixed in.
+//! The load generator behind `pir loadtest`: many concurrent clients against one server, with
+//! abusive ones mixed in. The binary parses flags, calls [`source`] and [`run`], and prints the
+//! [`Report`].
 //!
 //! Each client is its own HTTPS connection pinned to the server's key, sending valid queries
 //! back to back for the whole run. The queries are made once, at the start, by the real
@@ -30,16 +32,83 @@ use pir_service::framing;
 use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::cli::{LoadKind, LoadtestArgs};
 
 /// Distinct queries made at the start and replayed.
-const DISTINCT_QUERIES: usize = 32;
+pub const DISTINCT_QUERIES: usize = 32;
+
+/// The kinds of server the load generator drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A mirror (`pir mirror serve`): Chor queries over its newest release.
+    Mirror,
+    /// A single-server database (`pir serve`): SimplePIR, DoublePIR or YPIR queries.
+    Lattice,
+}
+
+/// One run: the server, its clients, how long, and the abusive connections.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The server's URL and the key that pins its TLS.
+    pub server: (String, PublicKey),
+    /// Concurrent valid clients (at least 1).
+    pub clients: usize,
+    /// How long the clients run, in seconds (at least 1).
+    pub seconds: u64,
+    /// Abusive connections of each kind, or `None` for none at all.
+    pub abusers: Option<usize>,
+}
+
+impl Plan {
+    /// The two lines printed before a run: what is targeted and how.
+    pub fn intro(&self, source: &Source) -> [String; 2] {
+        [
+            format!("target: {} at {}", source.what, self.server.0),
+            format!(
+                "{} clients for {} s{}",
+                self.clients,
+                self.seconds,
+                match self.abusers {
+                    Some(n) => format!(
+                        ", with {n} slowloris, {n} idle and {n} bad-body connections"
+                    ),
+                    None => String::new(),
+                }
+            ),
+        ]
+    }
+}
 
 /// Valid queries to replay and the largest reply they may get.
-struct Source {
+#[derive(Debug, Clone)]
+pub struct Source {
     requests: Vec<Vec<u8>>,
     max_reply: usize,
     what: String,
+}
+
+impl Source {
+    /// What the queries are for, in words.
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+
+    /// The request envelopes replayed, in order.
+    pub fn requests(&self) -> &[Vec<u8>] {
+        &self.requests
+    }
+
+    /// The largest reply a request may get.
+    pub fn max_reply(&self) -> usize {
+        self.max_reply
+    }
+}
+
+/// The queries for a server of `kind` at `server`, made by the real client code.
+pub async fn source(server: &(String, PublicKey), kind: Kind) -> Result<Source> {
+    match kind {
+        Kind::Mirror => mirror_source(server).await,
+        Kind::Lattice => lattice_source(server).await,
+    }
 }
 
 /// Records the query envelopes a client session sends.
@@ -80,14 +149,29 @@ async fn mirror_source(server: &(String, PublicKey)) -> Result<Source> {
             .context("fetching the mirror's manifest")?;
     let decoded = pir_updates::manifest::Manifest::decode_unverified(&manifest)
         .context("the mirror's manifest")?;
-    let shape = DbShape::new(decoded.block_count, decoded.block_size as usize)?;
     let id = pir_keys::sha256(&manifest);
+    chor_source(
+        decoded.block_count,
+        decoded.block_size as usize,
+        id,
+        &mut rand::rng(),
+    )
+}
+
+/// [`DISTINCT_QUERIES`] Chor queries (the first server's share) for random blocks of the
+/// release `id` of `block_count` blocks of `block_size` bytes.
+pub fn chor_source(
+    block_count: u64,
+    block_size: usize,
+    id: [u8; 32],
+    rng: &mut impl rand::CryptoRng,
+) -> Result<Source> {
+    let shape = DbShape::new(block_count, block_size)?;
     let scheme = pir_xor::Chor::new(shape, 2)?;
-    let mut rng = rand::rng();
     let mut requests = Vec::with_capacity(DISTINCT_QUERIES);
     for _ in 0..DISTINCT_QUERIES {
-        let index = rng.random_range(0..decoded.block_count) as usize;
-        let (queries, _) = scheme.query(&[index], &mut rng)?;
+        let index = rng.random_range(0..block_count) as usize;
+        let (queries, _) = scheme.query(&[index], rng)?;
         requests.push(pir_service::reply::request(
             SchemeId::Chor,
             &id,
@@ -98,13 +182,9 @@ async fn mirror_source(server: &(String, PublicKey)) -> Result<Source> {
         requests,
         max_reply: framing::reply_bytes(1, scheme.max_answer_body()),
         what: format!(
-            "mirror, release {}: {} blocks of {} B, Chor queries ({} B each)",
+            "mirror, release {}: {block_count} blocks of {block_size} B, Chor queries ({} B each)",
             hex::encode(&id[..8]),
-            decoded.block_count,
-            decoded.block_size,
-            scheme
-                .encode_query(&scheme.query(&[0], &mut rng)?.0[0])
-                .len()
+            scheme.encode_query(&scheme.query(&[0], rng)?.0[0]).len()
         ),
     })
 }
@@ -155,6 +235,17 @@ struct Tally {
     latencies_us: Vec<u64>,
     errors: u64,
     first_error: Option<String>,
+}
+
+impl Tally {
+    /// Adds what another client saw; the first error kept is the earliest merged.
+    fn merge(&mut self, other: Tally) {
+        self.latencies_us.extend(other.latencies_us);
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
 }
 
 /// One client: its own connection, queries back to back until `stop`.
@@ -401,7 +492,9 @@ fn start_abuse(
     tasks
 }
 
-fn percentile(sorted: &[u64], p: f64) -> f64 {
+/// The `p` quantile (0 to 1, nearest rank) of `sorted` microseconds, in milliseconds; NaN
+/// when there is none.
+pub fn percentile(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
@@ -415,60 +508,200 @@ fn mib(bytes: Option<u64>) -> String {
     })
 }
 
-/// `pir loadtest`.
-pub async fn run(args: &LoadtestArgs) -> Result<()> {
-    if args.clients == 0 || args.seconds == 0 {
+/// What the abusive connections saw, once they are gone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AbuseCounts {
+    /// Slowloris connections the server closed.
+    pub slow_closed: u64,
+    /// Slowloris connections still open when the run ended.
+    pub slow_open_at_end: u64,
+    /// Idle connections the server closed.
+    pub idle_closed: u64,
+    /// Idle connections still open when the run ended.
+    pub idle_open_at_end: u64,
+    /// 100 MB bodies refused with 413.
+    pub big_refused: u64,
+    /// 100 MB bodies that got anything else.
+    pub big_other: u64,
+    /// Trickling bodies refused with 408.
+    pub trickle_refused: u64,
+    /// Trickling bodies that got anything else.
+    pub trickle_other: u64,
+    /// Malformed envelopes refused with a 4xx.
+    pub malformed_refused: u64,
+    /// Malformed envelopes that got anything else.
+    pub malformed_other: u64,
+    /// Longest time a slow or idle connection stayed open before the server closed it.
+    pub longest_until_closed_s: f64,
+}
+
+impl AbuseTally {
+    fn counts(&self) -> AbuseCounts {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        AbuseCounts {
+            slow_closed: load(&self.slow_closed),
+            slow_open_at_end: load(&self.slow_open_at_end),
+            idle_closed: load(&self.idle_closed),
+            idle_open_at_end: load(&self.idle_open_at_end),
+            big_refused: load(&self.big_refused),
+            big_other: load(&self.big_other),
+            trickle_refused: load(&self.trickle_refused),
+            trickle_other: load(&self.trickle_other),
+            malformed_refused: load(&self.malformed_refused),
+            malformed_other: load(&self.malformed_other),
+            longest_until_closed_s: *self
+                .close_seconds_max
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// What was targeted ([`Source::what`]).
+    pub target: String,
+    /// Concurrent valid clients.
+    pub clients: usize,
+    /// Seconds the clients ran.
+    pub elapsed_s: f64,
+    /// Latency of every served query in microseconds, sorted.
+    pub latencies_us: Vec<u64>,
+    /// Queries not served (refused, dropped, or not an answer).
+    pub errors: u64,
+    /// The first of those errors, in words.
+    pub first_error: Option<String>,
+    /// The server's resident memory before the run, its peak during it and after it.
+    pub rss_bytes: [Option<u64>; 3],
+    /// What the abusive connections saw, if there were any.
+    pub abuse: Option<AbuseCounts>,
+}
+
+impl Report {
+    /// Queries served.
+    pub fn served(&self) -> usize {
+        self.latencies_us.len()
+    }
+
+    /// Queries served per second.
+    pub fn throughput(&self) -> f64 {
+        self.served() as f64 / self.elapsed_s
+    }
+
+    /// Latency quantiles p50, p99 and p99.9, in milliseconds.
+    pub fn quantiles_ms(&self) -> (f64, f64, f64) {
+        let l = &self.latencies_us;
+        (
+            percentile(l, 0.50),
+            percentile(l, 0.99),
+            percentile(l, 0.999),
+        )
+    }
+
+    /// The report as `pir loadtest --json` prints it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let (p50, p99, p999) = self.quantiles_ms();
+        let [before, peak, after] = self.rss_bytes;
+        serde_json::json!({
+            "target": self.target,
+            "clients": self.clients,
+            "seconds": self.elapsed_s,
+            "served": self.served(),
+            "errors": self.errors,
+            "first_error": self.first_error,
+            "throughput_per_s": self.throughput(),
+            "latency_ms": {"p50": p50, "p99": p99, "p999": p999},
+            "server_rss_bytes": {"before": before, "peak": peak, "after": after},
+            "abuse": self.abuse.as_ref().map(|a| serde_json::json!({
+                "slowloris_closed": a.slow_closed,
+                "slowloris_open_at_end": a.slow_open_at_end,
+                "idle_closed": a.idle_closed,
+                "idle_open_at_end": a.idle_open_at_end,
+                "big_body_413": a.big_refused,
+                "big_body_other": a.big_other,
+                "trickle_408": a.trickle_refused,
+                "trickle_other": a.trickle_other,
+                "malformed_4xx": a.malformed_refused,
+                "malformed_other": a.malformed_other,
+                "longest_until_closed_s": a.longest_until_closed_s,
+            })),
+        })
+    }
+
+    /// The report as `pir loadtest` prints it, one line each.
+    pub fn lines(&self) -> Vec<String> {
+        let (p50, p99, p999) = self.quantiles_ms();
+        let [before, peak, after] = self.rss_bytes;
+        let mut lines = vec![
+            format!(
+                "served {} queries in {:.1} s: {:.1}/s; latency p50 {p50:.2} ms, p99 {p99:.2} \
+                 ms, p99.9 {p999:.2} ms; errors {}{}",
+                self.served(),
+                self.elapsed_s,
+                self.throughput(),
+                self.errors,
+                self.first_error
+                    .as_deref()
+                    .map(|e| format!(" (first: {e})"))
+                    .unwrap_or_default()
+            ),
+            format!(
+                "server memory: {} before, {} peak, {} after",
+                mib(before),
+                mib(peak),
+                mib(after)
+            ),
+        ];
+        if let Some(a) = &self.abuse {
+            lines.push(format!(
+                "abuse: slowloris {} closed by the server ({} still open at the end), idle {} \
+                 closed ({} open at the end), longest until closed {:.1} s; 100 MB bodies {} \
+                 refused with 413 ({} otherwise); trickling bodies {} refused with 408 ({} \
+                 otherwise); malformed {} refused with 4xx ({} otherwise)",
+                a.slow_closed,
+                a.slow_open_at_end,
+                a.idle_closed,
+                a.idle_open_at_end,
+                a.longest_until_closed_s,
+                a.big_refused,
+                a.big_other,
+                a.trickle_refused,
+                a.trickle_other,
+                a.malformed_refused,
+                a.malformed_other,
+            ));
+        }
+        lines
+    }
+}
+
+/// Runs `plan` with the queries of `source` and reports what the clients, the abusive
+/// connections and the server's `/metrics` showed.
+pub async fn run(plan: &Plan, source: Source) -> Result<Report> {
+    if plan.clients == 0 || plan.seconds == 0 {
         bail!("--clients and --seconds must be at least 1");
     }
-    let server = crate::cli::parse_server(&args.server)?;
-    let (url, key) = (server.0.clone(), server.1);
+    let server = plan.server.clone();
     let addr = pir_client::transport::authority_of(&server.0)?;
-    let source = Arc::new(match args.kind {
-        LoadKind::Mirror => mirror_source(&server).await?,
-        LoadKind::Lattice => lattice_source(&server).await?,
-    });
+    let source = Arc::new(source);
     let metrics = HttpsTransport::new(std::slice::from_ref(&server))?;
     let rss_before = server_rss(&metrics).await;
-    if !args.json {
-        println!("target: {} at {url}", source.what);
-        println!(
-            "{} clients for {} s{}",
-            args.clients,
-            args.seconds,
-            if args.abuse {
-                format!(
-                    ", with {} slowloris, {} idle and {} bad-body connections",
-                    args.abusers(),
-                    args.abusers(),
-                    args.abusers()
-                )
-            } else {
-                String::new()
-            }
-        );
-    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let abuse_stop = Arc::new(AtomicBool::new(false));
     let abuse = Arc::new(AbuseTally::default());
-    let mut abusers = if args.abuse {
-        start_abuse(
-            addr.clone(),
-            key,
-            args.abusers(),
-            abuse_stop.clone(),
-            abuse.clone(),
-        )
-    } else {
-        tokio::task::JoinSet::new()
+    let mut abusers = match plan.abusers {
+        Some(count) => start_abuse(addr, server.1, count, abuse_stop.clone(), abuse.clone()),
+        None => tokio::task::JoinSet::new(),
     };
     let mut clients = tokio::task::JoinSet::new();
-    for k in 0..args.clients {
+    for k in 0..plan.clients {
         clients.spawn(client(server.clone(), source.clone(), stop.clone(), k * 7));
     }
     let began = Instant::now();
     let mut peak = rss_before;
-    while began.elapsed() < Duration::from_secs(args.seconds) {
+    while began.elapsed() < Duration::from_secs(plan.seconds) {
         tokio::time::sleep(Duration::from_millis(250)).await;
         if let Some(rss) = server_rss(&metrics).await {
             peak = Some(peak.map_or(rss, |p| p.max(rss)));
@@ -477,14 +710,9 @@ pub async fn run(args: &LoadtestArgs) -> Result<()> {
     stop.store(true, Ordering::Relaxed);
     let mut tally = Tally::default();
     while let Some(done) = clients.join_next().await {
-        let t = done.context("a client task")?;
-        tally.latencies_us.extend(t.latencies_us);
-        tally.errors += t.errors;
-        if tally.first_error.is_none() {
-            tally.first_error = t.first_error;
-        }
+        tally.merge(done.context("a client task")?);
     }
-    let elapsed = began.elapsed().as_secs_f64();
+    let elapsed_s = began.elapsed().as_secs_f64();
     abuse_stop.store(true, Ordering::Relaxed);
     while abusers.join_next().await.is_some() {}
     // Let the server notice the closed connections, then read its memory again.
@@ -492,82 +720,14 @@ pub async fn run(args: &LoadtestArgs) -> Result<()> {
     let rss_after = server_rss(&metrics).await;
 
     tally.latencies_us.sort_unstable();
-    let served = tally.latencies_us.len();
-    let throughput = served as f64 / elapsed;
-    let (p50, p99, p999) = (
-        percentile(&tally.latencies_us, 0.50),
-        percentile(&tally.latencies_us, 0.99),
-        percentile(&tally.latencies_us, 0.999),
-    );
-    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    if args.json {
-        let value = serde_json::json!({
-            "target": source.what,
-            "clients": args.clients,
-            "seconds": elapsed,
-            "served": served,
-            "errors": tally.errors,
-            "first_error": tally.first_error,
-            "throughput_per_s": throughput,
-            "latency_ms": {"p50": p50, "p99": p99, "p999": p999},
-            "server_rss_bytes": {"before": rss_before, "peak": peak, "after": rss_after},
-            "abuse": args.abuse.then(|| serde_json::json!({
-                "slowloris_closed": load(&abuse.slow_closed),
-                "slowloris_open_at_end": load(&abuse.slow_open_at_end),
-                "idle_closed": load(&abuse.idle_closed),
-                "idle_open_at_end": load(&abuse.idle_open_at_end),
-                "big_body_413": load(&abuse.big_refused),
-                "big_body_other": load(&abuse.big_other),
-                "trickle_408": load(&abuse.trickle_refused),
-                "trickle_other": load(&abuse.trickle_other),
-                "malformed_4xx": load(&abuse.malformed_refused),
-                "malformed_other": load(&abuse.malformed_other),
-                "longest_until_closed_s": *abuse.close_seconds_max.lock().unwrap_or_else(|p| p.into_inner()),
-            })),
-        });
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        println!(
-            "served {served} queries in {elapsed:.1} s: {throughput:.1}/s; latency p50 \
-             {p50:.2} ms, p99 {p99:.2} ms, p99.9 {p999:.2} ms; errors {}{}",
-            tally.errors,
-            tally
-                .first_error
-                .as_deref()
-                .map(|e| format!(" (first: {e})"))
-                .unwrap_or_default()
-        );
-        println!(
-            "server memory: {} before, {} peak, {} after",
-            mib(rss_before),
-            mib(peak),
-            mib(rss_after)
-        );
-        if args.abuse {
-            println!(
-                "abuse: slowloris {} closed by the server ({} still open at the end), idle {} \
-                 closed ({} open at the end), longest until closed {:.1} s; 100 MB bodies {} \
-                 refused with 413 ({} otherwise); trickling bodies {} refused with 408 ({} \
-                 otherwise); malformed {} refused with 4xx ({} otherwise)",
-                load(&abuse.slow_closed),
-                load(&abuse.slow_open_at_end),
-                load(&abuse.idle_closed),
-                load(&abuse.idle_open_at_end),
-                *abuse
-                    .close_seconds_max
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()),
-                load(&abuse.big_refused),
-                load(&abuse.big_other),
-                load(&abuse.trickle_refused),
-                load(&abuse.trickle_other),
-                load(&abuse.malformed_refused),
-                load(&abuse.malformed_other),
-            );
-        }
-    }
-    if served == 0 {
-        bail!("no query was served");
-    }
-    Ok(())
+    Ok(Report {
+        target: source.what.clone(),
+        clients: plan.clients,
+        elapsed_s,
+        latencies_us: tally.latencies_us,
+        errors: tally.errors,
+        first_error: tally.first_error,
+        rss_bytes: [rss_before, peak, rss_after],
+        abuse: plan.abusers.map(|_| abuse.counts()),
+    })
 }

@@ -1,0 +1,85 @@
+//! `pir breach bench`: flags to [`pir_bench::breach`], the two servers started in this
+//! process with the code of `pir breach serve` (the driver may not depend on the runtime),
+//! and the report printed as it comes.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use pir_bench::breach::{self, BenchServer, Options};
+use pir_breach::BreachSession;
+use pir_keys::SecretKey;
+
+use super::{start_server, ServerPlan, StartedServer};
+use crate::cli::BreachBenchArgs;
+
+impl BenchServer for StartedServer {
+    fn service(&self) -> Arc<pir_breach::BreachService> {
+        StartedServer::service(self)
+    }
+
+    fn public_key(&self) -> pir_keys::PublicKey {
+        self.public_key
+    }
+}
+
+/// Runs the benchmark and prints its report.
+pub async fn run(args: &BreachBenchArgs) -> Result<()> {
+    let options = Options {
+        entries: args.entries,
+        seed: args.seed,
+        checks: args.checks,
+        qdp_queue: args.qdp_queue,
+        dir: args.dir.clone(),
+    };
+    let mut out = |line: String| println!("{line}");
+    let built = breach::build(&options, &mut out)?;
+    let keys = [SecretKey::generate()?, SecretKey::generate()?];
+    let seed_states = [built.seed_state(0), built.seed_state(1)];
+    let mut servers = Vec::new();
+    for (server, key) in keys.iter().enumerate() {
+        let plan = plan(args, &built, key, server, &seed_states[server])?;
+        servers.push(start_server(&[plan]).await?);
+    }
+    let list: Vec<(String, pir_keys::PublicKey)> = servers
+        .iter()
+        .zip(&keys)
+        .map(|(s, k)| (format!("https://{}", s.running.addr), k.public()))
+        .collect();
+    let session = BreachSession::open(&list)
+        .await
+        .context("connecting to the benchmark servers")?;
+    breach::measure(&options, &built, &servers, &session, &mut out).await?;
+    for server in servers {
+        server.running.shutdown().await;
+    }
+    Ok(())
+}
+
+/// Server `server` of the benchmark: `pir breach serve`'s defaults on 127.0.0.1.
+fn plan<'a>(
+    args: &BreachBenchArgs,
+    built: &'a breach::Built,
+    key: &'a SecretKey,
+    server: usize,
+    seed_state: &'a std::path::Path,
+) -> Result<ServerPlan<'a>> {
+    Ok(ServerPlan {
+        db: built.db_path(),
+        key,
+        server,
+        blinding_key: None,
+        seed_state,
+        policy: args.qdp_policy,
+        queue: args.qdp_queue,
+        listen: "127.0.0.1:0".parse()?,
+        workers: None,
+        grace: pir_server::DEFAULT_GRACE,
+        admin_listen: None,
+        four_russians: args.four_russians.map(usize::from),
+        limits: (
+            pir_server::DEFAULT_MAX_CONNECTIONS,
+            pir_server::DEFAULT_HEADER_TIMEOUT.as_secs(),
+            pir_server::DEFAULT_BODY_TIMEOUT.as_secs(),
+        ),
+    })
+}
