@@ -32,7 +32,6 @@ use pir_service::framing;
 use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-
 /// Distinct queries made at the start and replayed.
 pub const DISTINCT_QUERIES: usize = 32;
 
@@ -68,9 +67,8 @@ impl Plan {
                 self.clients,
                 self.seconds,
                 match self.abusers {
-                    Some(n) => format!(
-                        ", with {n} slowloris, {n} idle and {n} bad-body connections"
-                    ),
+                    Some(n) =>
+                        format!(", with {n} slowloris, {n} idle and {n} bad-body connections"),
                     None => String::new(),
                 }
             ),

@@ -138,7 +138,10 @@ fn the_intro_names_the_target_and_the_abusers() {
         abusers: None,
     };
     let [target, how] = plan.intro(&source);
-    assert_eq!(target, format!("target: {} at https://127.0.0.1:1", source.what()));
+    assert_eq!(
+        target,
+        format!("target: {} at https://127.0.0.1:1", source.what())
+    );
     assert_eq!(how, "4 clients for 3 s");
     plan.abusers = Some(2);
     assert_eq!(
@@ -178,11 +181,18 @@ async fn a_short_run_against_a_mirror_serves_every_query() {
         abusers: None,
     };
     let source = loadtest::source(&plan.server, Kind::Mirror).await.unwrap();
-    assert!(source.what().starts_with("mirror, release "), "{}", source.what());
+    assert!(
+        source.what().starts_with("mirror, release "),
+        "{}",
+        source.what()
+    );
     let r = loadtest::run(&plan, source).await.unwrap();
     assert_eq!(r.errors, 0, "{:?}", r.first_error);
     assert!(r.served() > 0);
-    assert!(r.latencies_us.windows(2).all(|w| w[0] <= w[1]), "not sorted");
+    assert!(
+        r.latencies_us.windows(2).all(|w| w[0] <= w[1]),
+        "not sorted"
+    );
     assert!(r.elapsed_s >= 1.0, "{}", r.elapsed_s);
     assert_eq!(r.clients, 3);
     assert!(r.rss_bytes[0].unwrap() > 0, "no memory from /metrics");
