@@ -11,9 +11,17 @@
 //!
 //! Server time includes decoding and expanding the query (the AES-CTR seed expansion of
 //! RAID-PIR) and encoding the answer, as a mirror does it, but not the network.
+//!
+//! Also the drivers that measure running servers from outside, as clients do: the load
+//! generator of `pir loadtest` ([`loadtest`]) and the breach scale benchmark of `pir breach
+//! bench` ([`breach`]). They depend on the client and the applications' formats, never on the
+//! server runtime: the binary starts the servers they drive. Not the server code itself, nor
+//! any scheme.
 
+pub mod breach;
 pub mod checklist;
 pub mod lattice;
+pub mod loadtest;
 pub mod qdp;
 
 use std::time::{Duration, Instant};

@@ -1,105 +1,44 @@
-//! `pir breach bench`: the scale benchmark of issue 4. Generates `--entries` random SHA-1
-//! hashes deterministically from `--seed` (nothing is committed or downloaded), builds the
-//! breach database into a temporary directory, starts the two servers on 127.0.0.1 in this
-//! process with the code of `pir breach serve`, and times full private checks (seed
-//! requests, QDP queries, decoding, lookup) for hashes in the corpus and hashes not in it.
-//!
-//! Reported: build time, peak memory, median end-to-end check time (target: at most 1 s),
-//! server online time of a QDP query (handled in-process, no network), bytes per check, and
-//! memory per server (the memory-mapped database, the QDP queue, and the four-Russians table
-//! of the flip chunk with `--four-russians`).
+//! `pir breach bench`: flags to [`pir_bench::breach`], the two servers started in this
+//! process with the code of `pir breach serve` (the driver may not depend on the runtime),
+//! and the report printed as it comes.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use anyhow::{bail, ensure, Context, Result};
-use pir_breach::corpus::{CorpusFormat, CorpusStats, Sha1Entry};
-use pir_breach::database::{build_sha1, Sha1Layout};
+use anyhow::{Context, Result};
+use pir_bench::breach::{self, BenchServer, Options};
 use pir_breach::BreachSession;
-use pir_core::{MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
-use pir_service::reply::{self, Expect};
-use rayon::prelude::*;
 
 use super::{start_server, ServerPlan, StartedServer};
 use crate::cli::BreachBenchArgs;
 
-/// The issue's target for one end-to-end check.
-const TARGET: Duration = Duration::from_secs(1);
-/// Entries generated per PRG key (one parallel work item).
-const GENERATE_CHUNK: usize = 1 << 20;
-/// Longest wait for the QDP queues to fill before the timed checks.
-const QUEUE_WAIT: Duration = Duration::from_secs(600);
+impl BenchServer for StartedServer {
+    fn service(&self) -> Arc<pir_breach::BreachService> {
+        StartedServer::service(self)
+    }
+
+    fn public_key(&self) -> pir_keys::PublicKey {
+        self.public_key
+    }
+}
 
 /// Runs the benchmark and prints its report.
 pub async fn run(args: &BreachBenchArgs) -> Result<()> {
-    ensure!(args.entries >= 1, "--entries must be at least 1");
-    ensure!(args.checks >= 1, "--checks must be at least 1");
-    let dir = tempfile::Builder::new()
-        .prefix("pir-breach-bench-")
-        .tempdir_in(args.dir.as_deref().unwrap_or(&std::env::temp_dir()))
-        .context("creating the benchmark directory")?;
-    let db_path = dir.path().join("bench.db");
-
-    let started = Instant::now();
-    let entries = generate(args.entries, args.seed);
-    let generate_s = started.elapsed().as_secs_f64();
-    let hits: Vec<Sha1Entry> = (0..args.checks)
-        .map(|i| entries[i * entries.len() / args.checks])
-        .collect();
-    let started = Instant::now();
-    let stats = CorpusStats {
-        lines: args.entries,
-        entry_lines: args.entries,
-        ..CorpusStats::default()
+    let options = Options {
+        entries: args.entries,
+        seed: args.seed,
+        checks: args.checks,
+        qdp_queue: args.qdp_queue,
+        dir: args.dir.clone(),
     };
-    let (db, reason) = build_sha1(CorpusFormat::Hibp, &entries, &Sha1Layout::default(), &stats)?;
-    drop(entries);
-    let build_s = started.elapsed().as_secs_f64();
-    db.write(&db_path)?;
-    let header = db.header().clone();
-    drop(db);
-    println!(
-        "{} random SHA-1 hashes (seed {}) generated and sorted in {generate_s:.1} s; database \
-         built in {build_s:.1} s, peak memory so far {}",
-        header.stats.entries,
-        args.seed,
-        peak_memory()
-    );
-    println!("{reason}");
-    let file_bytes = std::fs::metadata(&db_path)?.len();
-    println!(
-        "{} buckets of {} bytes ({:.2} GB file), compression ratio {:.3}",
-        header.bucket_count(),
-        header.block_size,
-        file_bytes as f64 / 1e9,
-        header.compression_ratio()
-    );
-
+    let mut out = |line: String| println!("{line}");
+    let built = breach::build(&options, &mut out)?;
     let keys = [SecretKey::generate()?, SecretKey::generate()?];
+    let seed_states = [built.seed_state(0), built.seed_state(1)];
     let mut servers = Vec::new();
     for (server, key) in keys.iter().enumerate() {
-        servers.push(
-            start_server(&[ServerPlan {
-                db: &db_path,
-                key,
-                server,
-                blinding_key: None,
-                seed_state: &dir.path().join(format!("seeds-{server}")),
-                policy: args.qdp_policy,
-                queue: args.qdp_queue,
-                listen: "127.0.0.1:0".parse()?,
-                workers: None,
-                grace: pir_server::DEFAULT_GRACE,
-                admin_listen: None,
-                four_russians: args.four_russians.map(usize::from),
-                limits: (
-                    pir_server::DEFAULT_MAX_CONNECTIONS,
-                    pir_server::DEFAULT_HEADER_TIMEOUT.as_secs(),
-                    pir_server::DEFAULT_BODY_TIMEOUT.as_secs(),
-                ),
-            }])
-            .await?,
-        );
+        let plan = plan(args, &built, key, server, &seed_states[server])?;
+        servers.push(start_server(&[plan]).await?);
     }
     let list: Vec<(String, pir_keys::PublicKey)> = servers
         .iter()
@@ -109,211 +48,38 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
     let session = BreachSession::open(&list)
         .await
         .context("connecting to the benchmark servers")?;
-    let want = args.qdp_queue.min(2 * args.checks + 2);
-    let started = Instant::now();
-    while servers
-        .iter()
-        .any(|s| s.service().backend().qdp().queue_len() < want)
-        && started.elapsed() < QUEUE_WAIT
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let queued: Vec<usize> = servers
-        .iter()
-        .map(|s| s.service().backend().qdp().queue_len())
-        .collect();
-    println!(
-        "QDP queues hold {queued:?} precomputed entries after {:.1} s (precomputing one entry \
-         takes about {:.2} s per server on this machine)",
-        started.elapsed().as_secs_f64(),
-        started.elapsed().as_secs_f64() / want.max(1) as f64
-    );
-
-    // Timed end-to-end checks: hits (with their counts) and misses.
-    let before = traffic(&servers);
-    let mut times = Vec::new();
-    let mut miss_seed = args.seed.wrapping_add(1) | 1 << 63;
-    for (i, hit) in hits.iter().enumerate() {
-        let miss = generate_one(&mut miss_seed);
-        for (hash, expect) in [(hit.hash, Some(hit.count)), (miss, None)] {
-            let t = Instant::now();
-            let (bucket, value) = header.sha1_location(&hash)?;
-            let block = session.retrieve(bucket).await?;
-            let found = header.decode_bucket(&block)?.count_of(&value);
-            times.push(t.elapsed());
-            if found != expect {
-                bail!("check {i}: expected {expect:?}, the servers' answer gave {found:?}");
-            }
-        }
-    }
-    let after = traffic(&servers);
-    let checks = times.len();
-    let check_ms = pir_bench::median_ms(times.clone());
-    let max_ms = times.iter().max().map_or(0.0, |d| d.as_secs_f64() * 1e3);
-    let online_ms = server_online_ms(&session, &servers, args.checks)?;
-    println!(
-        "end-to-end check (127.0.0.1, TLS, seed round trip + QDP query, decode, lookup): median \
-         {check_ms:.1} ms, max {max_ms:.1} ms over {checks} checks ({} hits found with their \
-         counts, {} misses not found); target <= {} ms: {}",
-        hits.len(),
-        hits.len(),
-        TARGET.as_millis(),
-        if check_ms <= TARGET.as_secs_f64() * 1e3 {
-            "met"
-        } else {
-            "NOT met"
-        }
-    );
-    println!(
-        "server online time of a QDP query (server 0, request handled in-process: take the \
-         seed, XOR the flip chunk's rows into the precomputed entry, sign): median {online_ms:.1} ms"
-    );
-    println!(
-        "bytes per check (both servers, message envelopes): client sent {:.0}, received {:.0}",
-        (after.0 - before.0) as f64 / checks as f64,
-        (after.1 - before.1) as f64 / checks as f64
-    );
-    let database_bytes = header.bucket_count() * header.block_size;
-    let queue_bytes = args.qdp_queue * header.block_size;
-    let table = match servers[0].service().backend().qdp().flip_table_bytes() {
-        0 => String::new(),
-        bytes => format!(
-            " + four-Russians table of its flip chunk {:.2} GB",
-            bytes as f64 / 1e9
-        ),
-    };
-    println!(
-        "memory per server: database {:.2} GB (memory-mapped file) + QDP queue {} entries x {} \
-         bytes = {:.1} MB{table}; this process (both servers, after the build): rss {}, peak {}",
-        database_bytes as f64 / 1e9,
-        args.qdp_queue,
-        header.block_size,
-        queue_bytes as f64 / 1e6,
-        current_memory(),
-        peak_memory()
-    );
+    breach::measure(&options, &built, &servers, &session, &mut out).await?;
     for server in servers {
         server.running.shutdown().await;
     }
     Ok(())
 }
 
-/// `count` distinct random SHA-1 entries, sorted, from `seed` (AES-128-CTR, one key per
-/// chunk of [`GENERATE_CHUNK`] entries; counts 1 to 1000).
-fn generate(count: u64, seed: u64) -> Vec<Sha1Entry> {
-    let count = usize::try_from(count).unwrap_or(usize::MAX);
-    let mut entries = vec![
-        Sha1Entry {
-            hash: [0; 20],
-            count: 1
-        };
-        count
-    ];
-    entries
-        .par_chunks_mut(GENERATE_CHUNK)
-        .enumerate()
-        .for_each(|(chunk, part)| {
-            let mut key = [0u8; 16];
-            key[..8].copy_from_slice(&seed.to_le_bytes());
-            key[8..].copy_from_slice(&(chunk as u64).to_le_bytes());
-            let mut bytes = vec![0u8; part.len() * 24];
-            pir_xor::prg::expand(&key, &mut bytes);
-            for (entry, raw) in part.iter_mut().zip(bytes.chunks_exact(24)) {
-                entry.hash.copy_from_slice(&raw[..20]);
-                let tail = u32::from_le_bytes([raw[20], raw[21], raw[22], raw[23]]);
-                entry.count = 1 + u64::from(tail % 1000);
-            }
-        });
-    entries.par_sort_unstable_by(|a, b| a.hash.cmp(&b.hash));
-    entries.dedup_by(|a, b| a.hash == b.hash);
-    entries
-}
-
-/// One more random hash (for misses; 2^-160-ish chance of hitting the corpus).
-fn generate_one(state: &mut u64) -> [u8; 20] {
-    let mut key = [0xa5u8; 16];
-    key[..8].copy_from_slice(&state.to_le_bytes());
-    *state = state.wrapping_add(1);
-    let mut hash = [0u8; 20];
-    pir_xor::prg::expand(&key, &mut hash);
-    hash
-}
-
-/// Median time server 0 takes to handle a QDP query request, called directly.
-fn server_online_ms(
-    session: &BreachSession,
-    servers: &[StartedServer],
-    runs: usize,
-) -> Result<f64> {
-    let qdp = session.qdp();
-    let database_id = pir_breach::service::database_id(session.header());
-    let request = |message: &[u8]| reply::request(SchemeId::Qdp, &database_id, &[message.to_vec()]);
-    let payload = |server: &StartedServer, request: &[u8]| -> Result<Vec<u8>> {
-        let answer = server.service().handle(request);
-        ensure!(answer.status == 200, "a benchmark server refused a request");
-        let expect = Expect {
-            scheme: SchemeId::Qdp,
-            database_id: &database_id,
-            key: &server.public_key,
-            count: 1,
-            max_answer: answer.body.len(),
-        };
-        Ok(reply::open(&answer.body, request, expect)?[0].to_vec())
-    };
-    let mut times = Vec::new();
-    for run in 0..runs {
-        let mut grants = Vec::new();
-        for (s, server) in servers.iter().enumerate() {
-            let body = payload(server, &request(&qdp.seed_request(s)?))?;
-            grants.push(qdp.read_seed_response(s, &body)?);
-        }
-        let index = run * 7919 % session_blocks(session);
-        let (queries, _) = qdp.query(&[index], &grants)?;
-        let query = request(&qdp.encode_query(&queries[0]));
-        let t = Instant::now();
-        payload(&servers[0], &query)?;
-        times.push(t.elapsed());
-    }
-    Ok(pir_bench::median_ms(times))
-}
-
-fn session_blocks(session: &BreachSession) -> usize {
-    session.qdp().scheme().shape().block_count()
-}
-
-/// Request and reply bytes both servers have counted so far.
-fn traffic(servers: &[StartedServer]) -> (u64, u64) {
-    let counter = |text: &str, name: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    };
-    servers.iter().fold((0, 0), |(sent, received), server| {
-        let text = server.service().metrics().render();
-        (
-            sent + counter(&text, "pir_bytes_received_total "),
-            received + counter(&text, "pir_bytes_sent_total "),
-        )
+/// Server `server` of the benchmark: `pir breach serve`'s defaults on 127.0.0.1.
+fn plan<'a>(
+    args: &BreachBenchArgs,
+    built: &'a breach::Built,
+    key: &'a SecretKey,
+    server: usize,
+    seed_state: &'a std::path::Path,
+) -> Result<ServerPlan<'a>> {
+    Ok(ServerPlan {
+        db: built.db_path(),
+        key,
+        server,
+        blinding_key: None,
+        seed_state,
+        policy: args.qdp_policy,
+        queue: args.qdp_queue,
+        listen: "127.0.0.1:0".parse()?,
+        workers: None,
+        grace: pir_server::DEFAULT_GRACE,
+        admin_listen: None,
+        four_russians: args.four_russians.map(usize::from),
+        limits: (
+            pir_server::DEFAULT_MAX_CONNECTIONS,
+            pir_server::DEFAULT_HEADER_TIMEOUT.as_secs(),
+            pir_server::DEFAULT_BODY_TIMEOUT.as_secs(),
+        ),
     })
-}
-
-/// A line of /proc/self/status (Linux), or "unknown".
-fn proc_status(field: &str) -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(field))
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn peak_memory() -> String {
-    proc_status("VmHWM:")
-}
-
-fn current_memory() -> String {
-    proc_status("VmRSS:")
 }
