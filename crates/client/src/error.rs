@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use pir_core::wire::ErrorCode;
 use pir_service::reply::ReplyError;
 
-use crate::exchange::ExchangeError;
 use crate::TransportError;
 
 /// Why a session could not complete a request.
@@ -79,15 +78,6 @@ impl SessionError {
                 message,
             },
             other => SessionError::bad_reply(server, other),
-        }
-    }
-
-    /// What a failed [`crate::exchange()`] with `server` means: unreachable, or
-    /// [`SessionError::from_reply`].
-    pub fn from_exchange(server: usize, error: ExchangeError) -> Self {
-        match error {
-            ExchangeError::Transport { source, .. } => SessionError::Transport { server, source },
-            ExchangeError::Reply { error, .. } => SessionError::from_reply(server, error),
         }
     }
 

@@ -150,6 +150,18 @@ pub async fn exchange_pair<T: Transport, A>(
     Ok((first_answer, second_answer))
 }
 
+// Here rather than in `error.rs`, so that the error module does not depend on this one.
+impl SessionError {
+    /// What a failed [`crate::exchange()`] with `server` means: unreachable, or
+    /// [`SessionError::from_reply`].
+    pub fn from_exchange(server: usize, error: ExchangeError) -> Self {
+        match error {
+            ExchangeError::Transport { source, .. } => SessionError::Transport { server, source },
+            ExchangeError::Reply { error, .. } => SessionError::from_reply(server, error),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

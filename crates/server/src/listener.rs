@@ -12,7 +12,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::limits::AcceptBackoff;
-use crate::runtime::HANDSHAKE_TIMEOUT;
+
+/// How long a client may take to finish the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for StopSignals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

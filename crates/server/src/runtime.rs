@@ -70,8 +70,7 @@ use pir_service::Handler;
 
 /// Content type of every envelope.
 pub const CONTENT_TYPE: &str = "application/x-pir";
-/// How long a client may take to finish the TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub use crate::listener::HANDSHAKE_TIMEOUT;
 
 /// Where and how to listen.
 #[derive(Debug, Clone)]
