@@ -40,30 +40,37 @@ fn messages(error: &anyhow::Error) -> Vec<String> {
     said
 }
 
-/// Prints `error` with its causes and returns the exit code.
+/// Prints `error` with its causes (one JSON object with `--log-format json`) and returns the
+/// exit code.
 pub fn report(error: &anyhow::Error) -> ExitCode {
     let mut messages = messages(error).into_iter();
-    if let Some(top) = messages.next() {
-        eprintln!("error: {top}");
-    }
-    for cause in messages {
-        eprintln!("  caused by: {cause}");
-    }
+    let top = messages.next().unwrap_or_default();
+    let mut details: Vec<String> = messages
+        .map(|cause| format!("caused by: {cause}"))
+        .collect();
+    let code = exit_code(error, &mut details);
+    pir_host::log::failure(&top, &details);
+    code
+}
+
+/// The exit code for `error`; adds the lines that say where evidence was kept.
+fn exit_code(error: &anyhow::Error, details: &mut Vec<String>) -> ExitCode {
     if error.downcast_ref::<KeyNotFound>().is_some() {
         return ExitCode::from(4);
     }
     match error.downcast_ref::<UpdateError>() {
         Some(UpdateError::FetchFailed { evidence, .. }) => {
             for path in evidence {
-                eprintln!(
-                    "  evidence kept: {} (check it with `pir evidence check`)",
+                details.push(format!(
+                    "evidence kept: {} (check it with `pir evidence check`)",
                     path.display()
-                );
+                ));
             }
             if evidence.len() > 1 {
-                eprintln!(
-                    "  note: each evidence file alone reveals nothing about what you fetched, but these \
-                     files together do; never hand all of them to the same party"
+                details.push(
+                    "note: each evidence file alone reveals nothing about what you fetched, but \
+                     these files together do; never hand all of them to the same party"
+                        .to_string(),
                 );
             }
             ExitCode::from(3)

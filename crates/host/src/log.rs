@@ -82,6 +82,24 @@ pub fn is_json() -> bool {
     JSON.load(Ordering::Relaxed)
 }
 
+/// Writes why the command failed, last thing before it exits: `top` then each line of
+/// `details` ("caused by: ...", notes). Plain: `error: TOP` and the details indented below it.
+/// JSON: one object at level error, target [`FAILURE`], the details in its `details` field,
+/// so that even a failed start leaves nothing but JSON on standard error.
+pub fn failure(top: &str, details: &[String]) {
+    if is_json() {
+        tracing::error!(target: FAILURE, details = %details.join("; "), "{top}");
+    } else {
+        eprintln!("error: {top}");
+        for line in details {
+            eprintln!("  {line}");
+        }
+    }
+}
+
+/// The target of the event [`failure`] writes in JSON mode.
+pub const FAILURE: &str = "pir::error";
+
 /// Writes a status line (see the module documentation): `status!("opening {}", dir)`.
 #[macro_export]
 macro_rules! status {
