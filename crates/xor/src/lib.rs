@@ -39,6 +39,7 @@ pub mod engine;
 pub mod qdp;
 pub mod raid;
 pub mod serve;
+pub mod singlepass;
 
 pub use pir_core::prg;
 
