@@ -53,7 +53,8 @@
 //!
 //! Parameters: `m = min(`[`MAX_COLUMNS`]`, `[`HINT_FACTOR`]` * ceil(sqrt(B)))`, so the hint is
 //! as large as Checklist's `λ sqrt(B)` parities (the paper compares the two at matched client
-//! storage, section 5) and `Q = ceil(B / m)`; [`Params::with_rows`] picks another `Q`, for
+//! storage, section 5), then `Q = ceil(B / m)` and `m = ceil(B / Q)` (62 rows of 48,388 at
+//! three million records); [`Params::with_rows`] picks another `Q`, for
 //! example `sqrt(B)` (the paper's square layout, at the price of `Q`-record answers).
 
 pub mod client;
@@ -98,7 +99,10 @@ impl Params {
     pub fn new(records: u64, record_bytes: usize) -> Result<Self, Error> {
         let root = (records as f64).sqrt().ceil().max(1.0) as u64;
         let columns = (HINT_FACTOR * root).clamp(1, MAX_COLUMNS).min(records.max(1));
-        Self::with_columns(records, record_bytes, columns)
+        // As many rows as those columns need, then the columns spread evenly over them (the
+        // fewest zero cells in the last row).
+        let rows = records.max(1).div_ceil(columns);
+        Self::with_columns(records, record_bytes, records.max(1).div_ceil(rows))
     }
 
     /// A layout with at most `rows` rows: `m = ceil(B / rows)` columns, then as few rows as
