@@ -117,7 +117,11 @@ fn the_same_record_many_times_and_the_default_layout() {
     let db = database(records, &mut rng);
     let mut c = client(params, &db, &mut rng);
     for k in 0..6000u64 {
-        let index = if k % 2 == 0 { 4999 } else { (k * 7919) % records };
+        let index = if k % 2 == 0 {
+            4999
+        } else {
+            (k * 7919) % records
+        };
         assert_eq!(lookup(&mut c, &db, index, &mut rng), record(&db, index));
     }
 }
@@ -177,7 +181,10 @@ fn a_saved_state_keeps_answering_and_damage_is_refused() {
     let state = c.encode_state();
     let mut restored = Client::decode_state(params, &state).unwrap();
     for index in [1, 7, 250, 499] {
-        assert_eq!(lookup(&mut restored, &db, index, &mut rng), record(&db, index));
+        assert_eq!(
+            lookup(&mut restored, &db, index, &mut rng),
+            record(&db, index)
+        );
     }
     assert!(Client::decode_state(Params::with_columns(501, B, 50).unwrap(), &state).is_err());
     assert!(Client::decode_state(params, &state[..state.len() - 1]).is_err());
@@ -269,7 +276,11 @@ impl Views {
         let p = 1.0 / columns as f64;
         for (what, count, n) in [
             ("its own offset in its row", self.hits, trials),
-            ("a row's offset repeated from the previous query", self.repeats, self.pairs),
+            (
+                "a row's offset repeated from the previous query",
+                self.repeats,
+                self.pairs,
+            ),
         ] {
             let rate = count as f64 / n as f64;
             let sigma = (p * (1.0 - p) / n as f64).sqrt();
@@ -288,7 +299,11 @@ impl Views {
             .flatten()
             .map(|&n| (n as f64 - mean).powi(2) / mean)
             .sum();
-        assert!(chi < 66.6, "the {server} server's offsets: {:?}", self.counts);
+        assert!(
+            chi < 66.6,
+            "the {server} server's offsets: {:?}",
+            self.counts
+        );
     }
 }
 

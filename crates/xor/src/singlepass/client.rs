@@ -251,20 +251,23 @@ impl Client {
                 changes.record_bytes()
             )));
         }
-        if let Some((index, _)) = changes
-            .iter()
-            .find(|&(index, _)| index >= self.params.records())
-        {
-            return Err(Error::OutOfRange {
-                field: "changed record",
-                found: index,
-                limit: self.params.records(),
-            });
-        }
+        // First every change's hint (checking the indices before anything changes), then the
+        // XORs: the lookups in the inverse permutations are independent loads the CPU overlaps.
         let m = self.params.columns();
-        for (index, delta) in changes.iter() {
+        let mut hints = Vec::with_capacity(changes.len());
+        for &index in &changes.indices {
+            if index >= self.params.records() {
+                return Err(Error::OutOfRange {
+                    field: "changed record",
+                    found: index,
+                    limit: self.params.records(),
+                });
+            }
             let (row, offset) = self.params.cell(index);
-            let c = usize::from(self.columns[row * m + offset]);
+            hints.push(self.columns[row * m + offset]);
+        }
+        for (&c, delta) in hints.iter().zip(changes.deltas.chunks_exact(b)) {
+            let c = usize::from(c);
             xor_into(&mut self.hints[c * b..(c + 1) * b], delta);
         }
         Ok(())
@@ -336,7 +339,11 @@ impl Client {
             pending.push(match r.u8()? {
                 0 => 0,
                 1 => u32::MAX,
-                _ => return Err(Error::Malformed("a saved pending flag is not 0 or 1".into())),
+                _ => {
+                    return Err(Error::Malformed(
+                        "a saved pending flag is not 0 or 1".into(),
+                    ))
+                }
             });
         }
         r.finish()?;

@@ -98,7 +98,9 @@ impl Params {
     /// The default layout for `records` records of `record_bytes` bytes (module documentation).
     pub fn new(records: u64, record_bytes: usize) -> Result<Self, Error> {
         let root = (records as f64).sqrt().ceil().max(1.0) as u64;
-        let columns = (HINT_FACTOR * root).clamp(1, MAX_COLUMNS).min(records.max(1));
+        let columns = (HINT_FACTOR * root)
+            .clamp(1, MAX_COLUMNS)
+            .min(records.max(1));
         // As many rows as those columns need, then the columns spread evenly over them (the
         // fewest zero cells in the last row).
         let rows = records.max(1).div_ceil(columns);
@@ -191,8 +193,8 @@ impl Params {
 
     /// Row and offset of record `index` (which must be below `B`).
     fn cell(&self, index: u64) -> (usize, usize) {
-        let m = self.columns as u64;
-        // index < B <= 2^32 and m <= 2^16
+        // index < B <= 2^32 and m <= 2^16: a 32-bit division (an update is little more).
+        let (index, m) = (index as u32, self.columns as u32);
         ((index / m) as usize, (index % m) as usize)
     }
 }
