@@ -194,7 +194,7 @@ fn a_saved_state_keeps_answering_and_damage_is_refused() {
     // Row 0's first two offsets made equal: no longer a permutation.
     let at = singlepass::client::STATE_MAGIC.len() + 16;
     let mut bad = state.clone();
-    bad[at + 2..at + 4].copy_from_slice(&state[at..at + 2].to_vec());
+    bad[at + 2..at + 4].copy_from_slice(&state[at..at + 2]);
     assert!(Client::decode_state(params, &bad).is_err());
     let mut bad = state.clone();
     let last = bad.len() - 1;
