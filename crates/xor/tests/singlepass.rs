@@ -114,6 +114,10 @@ fn the_same_record_many_times_and_the_default_layout() {
     let params = Params::new(records, B).unwrap();
     // 28 * ceil(sqrt(5000)) = 1988 columns need 3 rows, over which 5000 records spread.
     assert_eq!((params.columns(), params.rows()), (1667, 3));
+    // The benchmark's shape: a hint of 48,388 records, as large as Checklist's 48,471 parities.
+    let big = Params::new(3_000_000, B).unwrap();
+    assert_eq!((big.columns(), big.rows()), (48_388, 62));
+    assert_eq!(Params::new(100, B).unwrap().rows(), 1);
     let db = database(records, &mut rng);
     let mut c = client(params, &db, &mut rng);
     for k in 0..6000u64 {

@@ -54,7 +54,7 @@
 //! Parameters: `m = min(`[`MAX_COLUMNS`]`, `[`HINT_FACTOR`]` * ceil(sqrt(B)))`, so the hint is
 //! as large as Checklist's `λ sqrt(B)` parities (the paper compares the two at matched client
 //! storage, section 5), then `Q = ceil(B / m)` and `m = ceil(B / Q)` (62 rows of 48,388 at
-//! three million records); [`Params::with_rows`] picks another `Q`, for
+//! three million records; below 784 records a single row, whose hint is the whole database); [`Params::with_rows`] picks another `Q`, for
 //! example `sqrt(B)` (the paper's square layout, at the price of `Q`-record answers).
 
 pub mod client;
@@ -76,7 +76,7 @@ pub const HINT_FACTOR: u64 = 28;
 /// each direction).
 pub const MAX_COLUMNS: u64 = 1 << 16;
 
-/// Most records `B` (indices are `u64` on the wire, rows `u32`).
+/// Most records `B`: indices are `u64` on the wire and 32-bit in the client's arithmetic.
 pub const MAX_RECORDS: u64 = 1 << 32;
 
 /// Largest record, as for Checklist.
