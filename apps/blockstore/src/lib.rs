@@ -8,12 +8,16 @@
 //! - [`nbd::export`]: the export itself on a Unix socket, loopback, or (with a pre-shared
 //!   key, [`nbd::psk`]) beyond, with per-connection limits;
 //! - [`room`]: free space checked before init, a reserve so a full disk still opens;
-//! - [`size`]: `1GiB`/`4KiB` size arguments.
+//! - [`size`]: `1GiB`/`4KiB` size arguments;
+//! - [`command`]: the `pir oram` commands (flags, what each does, `pir oram store` as a server
+//!   kind on `pir-host`, the NBD export's socket and signals) and the `pir bench --oram`
+//!   driver; the `pir` binary only dispatches to it.
 //!
-//! What it does not do: parse command lines or handle signals (the `pir oram` commands do), or
-//! trust the stores: they see sealed slots, slot numbers and timing only.
+//! What it does not do: trust the stores: they see sealed slots, slot numbers and timing only.
+//! Command-line parsing and signal handling live in [`command`] only; the rest is a library.
 
 pub mod bench;
+pub mod command;
 pub mod disk;
 pub mod files;
 pub mod nbd;

@@ -17,9 +17,14 @@
 //! bench` ([`breach`]). They depend on the client and the applications' formats, never on the
 //! server runtime: the binary starts the servers they drive. Not the server code itself, nor
 //! any scheme.
+//!
+//! [`command`] is `pir bench` and `pir loadtest` themselves: their flags, the choice of rows,
+//! the printed tables and reports (`pir bench --oram` hands over to `pir-blockstore`, whose
+//! driver runs its stores in process). The binary only dispatches to it.
 
 pub mod breach;
 pub mod checklist;
+pub mod command;
 pub mod lattice;
 pub mod loadtest;
 pub mod qdp;

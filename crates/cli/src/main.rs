@@ -2,13 +2,10 @@
 //! errors to messages and exit codes. See `cli.rs` for the commands.
 
 mod apt;
-mod bench;
 mod breach;
 mod demo;
 mod error;
-mod loadtest;
 mod mirror;
-mod oram;
 mod records;
 mod safebrowsing;
 mod schemes;
@@ -59,7 +56,9 @@ async fn run(command: Command) -> Result<ExitCode> {
         return breach::run(command).await;
     }
     if let Command::Oram(command) = command {
-        return oram::run(command).await.map(|()| ExitCode::SUCCESS);
+        return pir_blockstore::command::run(command)
+            .await
+            .map(|()| ExitCode::SUCCESS);
     }
     if let Command::Safebrowsing(command) = command {
         return safebrowsing::run(command).await.map(|()| ExitCode::SUCCESS);
@@ -251,9 +250,8 @@ async fn run_other(command: Command) -> Result<()> {
         Command::Db(DbCommand::Build(args)) => records::build(&args),
         Command::Serve(args) => records::serve(&args).await,
         Command::Get(args) => records::get(&args).await,
-        Command::Bench(args) if args.oram => oram::bench(args).await,
-        Command::Bench(args) => bench::bench(&args),
-        Command::Loadtest(args) => loadtest::run(&args).await,
+        Command::Bench(args) => pir_bench::command::bench(args).await,
+        Command::Loadtest(args) => pir_bench::command::loadtest(args).await,
         Command::Evidence(_) | Command::Apt(_) => {
             bail!("internal: evidence and apt commands are dispatched by run")
         }

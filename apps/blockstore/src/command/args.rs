@@ -1,4 +1,5 @@
-//! The flags of `pir oram init|info|put|get|nbd`.
+//! The flags of `pir oram init|info|owner|put|get|store|nbd`, and the settings of `pir oram
+//! store` (flags and `--config` merged by `pir-host`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -81,6 +82,8 @@ pub struct OramInitArgs {
 /// `pir oram put`.
 #[derive(Debug, Args)]
 pub struct OramPutArgs {
+    // The state flag, documented in `OramStateArgs` (a doc comment here would be its help).
+    #[allow(missing_docs)]
     #[command(flatten)]
     pub state: OramStateArgs,
     /// Byte offset in the store.
@@ -94,6 +97,8 @@ pub struct OramPutArgs {
 /// `pir oram get`.
 #[derive(Debug, Args)]
 pub struct OramGetArgs {
+    // The state flag, documented in `OramStateArgs` (a doc comment here would be its help).
+    #[allow(missing_docs)]
     #[command(flatten)]
     pub state: OramStateArgs,
     /// Byte offset in the store.
@@ -110,6 +115,8 @@ pub struct OramGetArgs {
 /// `pir oram nbd`.
 #[derive(Debug, Args)]
 pub struct OramNbdArgs {
+    // The state flag, documented in `OramStateArgs` (a doc comment here would be its help).
+    #[allow(missing_docs)]
     #[command(flatten)]
     pub state: OramStateArgs,
     /// TCP address to listen on instead of the Unix socket (port 0 picks a free port; the
@@ -171,12 +178,22 @@ pub struct OramStoreArgs {
 /// The settings of `pir oram store` after defaults, file and flags are merged.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct OramStoreSettings {
+    /// The directory holding the slots.
     pub dir: PathBuf,
+    /// The owner's public key file (required to serve; checked when serving, so that
+    /// `--print-config` works without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<PathBuf>,
+    /// The settings every server takes.
     #[serde(flatten)]
     pub common: pir_host::settings::Common,
 }
+
+/// Why `workers` and `batch_window_ms` are refused: a store's one client sends its slot I/O
+/// in order, so the store always answers on one worker with no batching window.
+const ONE_CLIENT: &str = "pir oram store serves one client whose slot reads and writes \
+     come in order: it always answers on one worker with no batching window, so --workers \
+     and --batch-window-ms (workers, batch_window_ms in --config) do not apply; remove them";
 
 impl pir_host::Settings for OramStoreSettings {
     const KEYS: &'static [&'static str] = &["dir", "owner"];
@@ -189,7 +206,16 @@ impl pir_host::Settings for OramStoreSettings {
             "listen".into(),
             toml::Value::String("127.0.0.1:8460".into()),
         );
+        // What the store runs with (`serve::one_client`), so --print-config says so.
+        defaults.insert("batch_window_ms".into(), toml::Value::Integer(0));
         defaults
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.common.workers.is_some() || self.common.batch_window_ms != 0 {
+            anyhow::bail!("{ONE_CLIENT}");
+        }
+        Ok(())
     }
 
     fn common(&self) -> &pir_host::settings::Common {

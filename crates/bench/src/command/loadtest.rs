@@ -1,17 +1,17 @@
-//! `pir loadtest`: flags to a [`pir_bench::loadtest::Plan`], the run, the printed report.
+//! `pir loadtest`: flags to a [`crate::loadtest::Plan`], the run, the printed report.
 
 use anyhow::{bail, Result};
-use pir_bench::loadtest::{self, Kind, Plan};
 
-use crate::cli::{LoadKind, LoadtestArgs};
+use super::{LoadKind, LoadtestArgs};
+use crate::loadtest::{self, Kind, Plan};
 
 /// `pir loadtest`.
-pub async fn run(args: &LoadtestArgs) -> Result<()> {
+pub async fn run(args: LoadtestArgs) -> Result<()> {
     if args.clients == 0 || args.seconds == 0 {
         bail!("--clients and --seconds must be at least 1");
     }
     let plan = Plan {
-        server: crate::cli::parse_server(&args.server)?,
+        server: pir_client::servers_file::parse_arg(&args.server)?,
         clients: args.clients,
         seconds: args.seconds,
         abusers: args.abuse.then(|| args.abusers()),

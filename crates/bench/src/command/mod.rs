@@ -1,0 +1,163 @@
+//! `pir bench` and `pir loadtest`: their flags and what each does with them.
+//!
+//! `pir bench` runs the rows of this crate in this process (the XOR modes, QDP, the lattice
+//! schemes, Checklist: [`rows`]) and prints each as it finishes; `pir bench --oram` is the
+//! oblivious store's driver, `pir_blockstore::command::bench`. `pir loadtest` drives a running
+//! server with [`crate::loadtest`]. The `pir` binary only dispatches here. Not the
+//! measurements themselves: they are the crate's other modules.
+
+mod loadtest;
+mod rows;
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+pub use loadtest::run as loadtest;
+pub use rows::{choose, Choice};
+
+/// `pir bench`, with or without `--oram`.
+pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    if !args.oram {
+        return rows::run(&args);
+    }
+    pir_blockstore::command::bench::run(pir_blockstore::command::bench::OramBenchPlan {
+        size: args.oram_size,
+        stores: args.oram_stores,
+        remote: args.oram_remote,
+        ops: args.ops,
+        runs: args.runs,
+        scratch: args.scratch,
+        machine: crate::machine_line(),
+    })
+    .await
+}
+
+/// `pir bench`.
+///
+/// Runs the standard shapes (or one) in each mode and prints, per row: the median server time
+/// over --runs runs, GB/s, a plain read of the same bytes with the same threads measured in the
+/// same run, and their ratio. Batched rows report effective throughput (queries x database
+/// size / time). Four-Russians rows build a table of (2^t - 1)/t x the database first
+/// (t = 4: 3.75x, t = 8: 31.9x); rows whose table would not fit in memory are skipped.
+/// The full set needs about 6 GiB of memory and a few minutes.
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct BenchArgs {
+    /// Run one shape: 2^20x32B, 2^24x32B, 2^18x4KiB, 1GiB-1MiB or 1.07GB-4KiB-raid; for the
+    /// lattice modes 1GiB-1bit (2^33 one-bit records), 8GiB-1bit (2^36; needs about 18 GiB
+    /// of memory), 1GiB-32B (2^25 records of 32 bytes), 1GiB-32KiB (2^15 records of 32 KiB:
+    /// ypir runs YPIR+SP), or RECORDSxBYTES (e.g. 65536x32) for a quick run.
+    #[arg(long, value_name = "NAME")]
+    pub shape: Option<String>,
+    /// Modes: plain, four-russians, batched, and the single-server simplepir, doublepir, ypir
+    /// (comma-separated; lattice rows report answer time only, after the hint is built).
+    /// `qdp` (alone) times the online step of RAID-PIR with query-dependent preprocessing
+    /// for n = 2 and 3 (r = 2, c = n) next to plain and four-Russians RAID-PIR (--group) on
+    /// the same database; target: QDP online time <= 0.5 x four Russians, n = 2.
+    /// `checklist` (alone) times Checklist's offline and online phases (--shape RECORDSxBYTES,
+    /// default 3000000x32); `checklist-updates` (alone) runs --steps waterfall steps of 1 %
+    /// changed records each, against re-hinting from scratch (--csv writes the curve).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "plain,four-russians,batched"
+    )]
+    pub modes: Vec<String>,
+    /// checklist-updates: steps (1 % of the records changed in each).
+    #[arg(long, default_value_t = 200)]
+    pub steps: usize,
+    /// checklist-updates: buckets per level before they merge (the waterfall's ratio r).
+    #[arg(long, default_value_t = 4)]
+    pub waterfall_ratio: usize,
+    /// checklist-updates: write one CSV line per step to FILE
+    /// (benches/plot_checklist_updates.py draws it).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Four-Russians group size t (1 to 8).
+    #[arg(long, default_value_t = 4)]
+    pub group: usize,
+    /// Queries per batch in batched mode.
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Lattice modes: queries answered per pass over the database, one row each
+    /// (comma-separated, e.g. 1,4,8; default 1). GB/s is then the effective throughput,
+    /// K x the database over the answer time (cross-client batching).
+    #[arg(long, value_delimiter = ',', value_name = "K")]
+    pub lattice_batch: Vec<usize>,
+    /// Thread counts to run (comma-separated; default: 1 and all cores).
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// Timed runs per row; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Print one JSON object per row instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Kernel backend: portable, avx2 or avx512 (default: the best this CPU has).
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Benchmark the oblivious block store instead (`pir oram`): fill a store of --oram-size,
+    /// then --runs rounds of --ops random 4 KiB reads and writes with 32 in flight.
+    #[arg(long)]
+    pub oram: bool,
+    /// Logical size of the benchmarked store (it takes about 9x on disk, sparse).
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    pub oram_size: String,
+    /// Stores to spread the partitions over.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub oram_stores: u32,
+    /// Run the stores as `pir oram store` HTTPS servers on 127.0.0.1 in this process
+    /// (instead of directories the client writes itself).
+    #[arg(long)]
+    pub oram_remote: bool,
+    /// Operations per timed round of the ORAM benchmark.
+    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    pub ops: u64,
+    /// Scratch directory of the ORAM benchmark (default: the system temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
+}
+
+/// `pir loadtest`.
+#[derive(Debug, Args)]
+pub struct LoadtestArgs {
+    /// The server, as https://HOST:PORT=SERVER.pub (its key pins TLS).
+    #[arg(long, value_name = "URL=SERVER.pub")]
+    pub server: String,
+    /// What it serves: `mirror` (pir mirror serve) or `lattice` (pir serve).
+    #[arg(long, value_enum)]
+    pub kind: LoadKind,
+    /// Concurrent clients, each on its own connection, each sending queries back to back.
+    #[arg(long, default_value_t = 50)]
+    pub clients: usize,
+    /// How long to run.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Mix in abusive connections: slowloris, idle, and bad bodies (100 MB announced,
+    /// trickling, malformed).
+    #[arg(long)]
+    pub abuse: bool,
+    /// Abusive connections of each kind (default: a tenth of --clients, at least 4).
+    #[arg(long, value_name = "N", requires = "abuse")]
+    pub abusers: Option<usize>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl LoadtestArgs {
+    /// Abusive connections of each kind.
+    pub fn abusers(&self) -> usize {
+        self.abusers.unwrap_or((self.clients / 10).max(4))
+    }
+}
+
+/// The kinds of server `pir loadtest` drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoadKind {
+    /// A mirror (`pir mirror serve`): Chor queries over its newest release.
+    Mirror,
+    /// A single-server database (`pir serve`): SimplePIR, DoublePIR or YPIR queries.
+    Lattice,
+}
