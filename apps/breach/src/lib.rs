@@ -41,6 +41,7 @@ pub mod bucket;
 pub mod build;
 pub mod check;
 pub mod client;
+pub mod command;
 pub mod corpus;
 pub mod credential;
 pub mod database;

@@ -3,7 +3,6 @@
 
 mod apt;
 mod bench;
-mod breach;
 mod demo;
 mod error;
 mod loadtest;
@@ -22,6 +21,7 @@ use pir_cli::cli;
 use pir_host::log::human;
 use pir_keys::{PublicKey, SecretKey};
 use pir_updates::fetch::SchemeChoice;
+use pir_breach::command::BreachCommand;
 use pir_updates::{release, Manifest, MirrorList};
 
 use crate::cli::{
@@ -56,7 +56,12 @@ fn main() -> ExitCode {
 
 async fn run(command: Command) -> Result<ExitCode> {
     if let Command::Breach(command) = command {
-        return breach::run(command).await;
+        return match command {
+            BreachCommand::Bench(args) => pir_bench::breach::command::run(&args)
+                .await
+                .map(|()| ExitCode::SUCCESS),
+            command => pir_breach::command::run(command).await,
+        };
     }
     if let Command::Oram(command) = command {
         return oram::run(command).await.map(|()| ExitCode::SUCCESS);

@@ -8,7 +8,22 @@
 //! ```
 //! Blank lines and lines starting with `#` are ignored.
 
-use pir_keys::PublicKey;
+use std::path::Path;
+
+use pir_keys::{KeyError, PublicKey};
+
+/// Parses a `--server https://HOST:PORT=SERVER.pub` argument (the form every client command
+/// takes, and what a servers file is written from) and loads the public key file: the URL and
+/// the key its TLS and answers must be signed with.
+pub fn parse_server_arg(arg: &str) -> Result<(String, PublicKey), KeyError> {
+    let (url, key_path) = arg.split_once('=').ok_or_else(|| {
+        KeyError::Format(format!(
+            "--server {arg}: expected https://HOST:PORT=SERVER.pub (the server's public key file)"
+        ))
+    })?;
+    let key = PublicKey::load(Path::new(key_path))?;
+    Ok((url.to_string(), key))
+}
 
 /// The text of a servers file with first line `header` for `servers` (URL and key, server 0
 /// first); exactly `count` servers.

@@ -5,12 +5,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
-mod breach;
 mod oram;
 mod safebrowsing;
 mod updates;
 
-pub use breach::*;
 pub use oram::*;
 pub use safebrowsing::*;
 pub use updates::*;
@@ -122,7 +120,7 @@ pub enum Command {
     /// the credential or the bucket it falls in; the server holding the blinding key (pairs
     /// corpora) sees only a uniformly random point.
     #[command(subcommand)]
-    Breach(BreachCommand),
+    Breach(pir_breach::command::BreachCommand),
     /// Oblivious storage: keep your own blocks on stores you do not trust, hiding which
     /// blocks you read or write (ObliviStore-style ORAM), usable as a block device over NBD.
     ///
@@ -234,6 +232,8 @@ pub enum LoadKind {
 }
 
 pub use pir_host::settings::{Common, CommonArgs, LimitArgs, OneOrMany};
+// Where the fuzz target of the config files finds it (`fuzz/fuzz_targets/config_files.rs`).
+pub use pir_breach::command::BreachServeSettings;
 
 /// `pir serve`. Every setting can also come from a TOML file (`--config`; keys are the flag
 /// names with `_`, e.g. `grace_seconds = 30`); flags override it.
@@ -461,12 +461,5 @@ pub struct KeygenArgs {
 /// and servers file takes) and loads the public key file: the URL and the key its TLS and
 /// answers must be signed with.
 pub fn parse_server(arg: &str) -> anyhow::Result<(String, pir_keys::PublicKey)> {
-    use anyhow::Context;
-    let (url, key_path) = arg.split_once('=').with_context(|| {
-        format!(
-            "--server {arg}: expected https://HOST:PORT=SERVER.pub (the server's public key file)"
-        )
-    })?;
-    let key = pir_keys::PublicKey::load(std::path::Path::new(key_path))?;
-    Ok((url.to_string(), key))
+    Ok(pir_client::servers_file::parse_server_arg(arg)?)
 }

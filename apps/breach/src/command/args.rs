@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
+use pir_host::settings::{Common, CommonArgs, OneOrMany};
 use serde::{Deserialize, Serialize};
 
 /// `pir breach ...`.
@@ -105,6 +106,9 @@ pub struct BreachBuildArgs {
     pub quiet: bool,
 }
 
+/// Precomputed answers a breach server keeps ready unless told otherwise.
+pub const DEFAULT_QDP_QUEUE: usize = 500;
+
 /// Pause policies of the precompute worker (Günther 2019, section 5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -169,13 +173,13 @@ pub struct BreachServeArgs {
     pub four_russians: Option<u8>,
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: super::CommonArgs,
+    pub common: CommonArgs,
 }
 
 /// The settings of `pir breach serve` after defaults, file and flags are merged.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BreachServeSettings {
-    pub db: super::OneOrMany,
+    pub db: OneOrMany,
     pub server: u16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blinding_key: Option<PathBuf>,
@@ -186,7 +190,7 @@ pub struct BreachServeSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub four_russians: Option<u8>,
     #[serde(flatten)]
-    pub common: super::Common,
+    pub common: Common,
 }
 
 impl pir_host::Settings for BreachServeSettings {
@@ -202,9 +206,12 @@ impl pir_host::Settings for BreachServeSettings {
     const PATHS: &'static [&'static str] = &["db", "blinding_key", "seed_state"];
 
     fn defaults() -> toml::Table {
-        let mut defaults = super::Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS);
+        let mut defaults = Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS);
         defaults.insert("qdp_policy".into(), toml::Value::String("half".into()));
-        defaults.insert("qdp_queue".into(), toml::Value::Integer(500));
+        defaults.insert(
+            "qdp_queue".into(),
+            toml::Value::Integer(DEFAULT_QDP_QUEUE as i64),
+        );
         defaults
     }
 
@@ -235,7 +242,7 @@ impl pir_host::Settings for BreachServeSettings {
         Ok(())
     }
 
-    fn common(&self) -> &super::Common {
+    fn common(&self) -> &Common {
         &self.common
     }
 }

@@ -8,29 +8,28 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use pir_breach::blind::BlindingKey;
-use pir_breach::build::{build_file, BuildOptions};
-use pir_breach::corpus::{BadLines, CorpusFormat};
-use pir_breach::credential::{Argon2Params, HashKind};
-use pir_breach::database::BreachDatabase;
-use pir_breach::header::DbHeader;
-use pir_breach::proxy::RangeProxy;
-use pir_breach::servers;
-use pir_breach::BreachSession;
+use crate::blind::BlindingKey;
+use crate::build::{build_file, BuildOptions};
+use crate::corpus::{BadLines, CorpusFormat};
+use crate::credential::{Argon2Params, HashKind};
+use crate::database::BreachDatabase;
+use crate::header::DbHeader;
+use crate::proxy::RangeProxy;
+use crate::servers;
+use crate::BreachSession;
 use pir_keys::{PublicKey, SecretKey};
 use pir_xor::qdp::{PausePolicy, QdpConfig, SeedKey};
 
-mod bench;
+mod args;
 
-use crate::cli::{
-    BreachBuildArgs, BreachCheckArgs, BreachCommand, BreachProxyArgs, BreachServeArgs,
-    BreachServeSettings, BreachServersArgs, CorpusArg, CredentialHashArg, QdpPolicyArg,
-};
-use crate::error::CREDENTIAL_FOUND;
+pub use args::*;
 use pir_host::{status, Change, Opening, Started};
 use pir_service::{ReleaseInfo, ServedRelease};
 
-use pir_breach::check::{Credential, Outcome, PRIVACY};
+use crate::check::{Credential, Outcome, PRIVACY};
+
+/// Exit code of `pir breach check` when the credential was found in the corpus.
+pub const CREDENTIAL_FOUND: u8 = 5;
 
 /// Runs one `pir breach` command; returns the exit code on success.
 pub async fn run(command: BreachCommand) -> Result<ExitCode> {
@@ -40,7 +39,7 @@ pub async fn run(command: BreachCommand) -> Result<ExitCode> {
         BreachCommand::Servers(args) => write_servers(&args).map(|()| ExitCode::SUCCESS),
         BreachCommand::Check(args) => check(&args).await,
         BreachCommand::Proxy(args) => proxy(&args).await.map(|()| ExitCode::SUCCESS),
-        BreachCommand::Bench(args) => bench::run(&args).await.map(|()| ExitCode::SUCCESS),
+        BreachCommand::Bench(_) => bail!("internal: `pir breach bench` is run by pir_bench"),
     }
 }
 
@@ -123,13 +122,13 @@ async fn serve(flags: BreachServeArgs) -> Result<()> {
 
 /// `pir breach serve` as a server kind: its databases are the versions, routed by id, the
 /// first the default; each keeps its seed state across reloads.
-struct BreachServer {
+pub struct BreachServer {
     settings: BreachServeSettings,
     stores: SeedStores,
 }
 
 impl pir_host::Kind for BreachServer {
-    type Backend = pir_breach::BreachBackend;
+    type Backend = crate::BreachBackend;
     /// Header and shape of every database, the default first.
     type Opened = Vec<(DbHeader, pir_core::DbShape)>;
     const WHAT: &'static str = "the breach server";
@@ -272,38 +271,69 @@ impl SeedStores {
 }
 
 /// What [`start_server`] needs: the flags of `pir breach serve`.
-struct ServerPlan<'a> {
-    db: &'a Path,
-    key: &'a SecretKey,
-    server: usize,
-    blinding_key: Option<&'a Path>,
-    seed_state: &'a Path,
-    policy: QdpPolicyArg,
-    queue: usize,
-    listen: SocketAddr,
-    workers: Option<usize>,
+pub struct ServerPlan<'a> {
+    pub db: &'a Path,
+    pub key: &'a SecretKey,
+    pub server: usize,
+    pub blinding_key: Option<&'a Path>,
+    pub seed_state: &'a Path,
+    pub policy: QdpPolicyArg,
+    pub queue: usize,
+    pub listen: SocketAddr,
+    pub workers: Option<usize>,
     /// How long a shutdown lets requests in flight finish.
-    grace: std::time::Duration,
+    pub grace: std::time::Duration,
     /// Plain-HTTP address for /metrics and /health, if any.
-    admin_listen: Option<SocketAddr>,
+    pub admin_listen: Option<SocketAddr>,
     /// Group size of a four-Russians table of this server's flip chunk, if any.
-    four_russians: Option<usize>,
+    pub four_russians: Option<usize>,
     /// Connection bounds: most connections, header and body timeouts in seconds.
-    limits: (usize, u64, u64),
+    pub limits: (usize, u64, u64),
+}
+
+impl<'a> ServerPlan<'a> {
+    /// Server `server` of database `db` on 127.0.0.1 (a port the system picks) with the
+    /// defaults of `pir breach serve`: no blinding key, admin listener or four-Russians table.
+    pub fn loopback(
+        db: &'a Path,
+        key: &'a SecretKey,
+        server: usize,
+        seed_state: &'a Path,
+    ) -> Self {
+        ServerPlan {
+            db,
+            key,
+            server,
+            blinding_key: None,
+            seed_state,
+            policy: QdpPolicyArg::Half,
+            queue: DEFAULT_QDP_QUEUE,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            workers: None,
+            grace: pir_server::DEFAULT_GRACE,
+            admin_listen: None,
+            four_russians: None,
+            limits: (
+                pir_server::DEFAULT_MAX_CONNECTIONS,
+                pir_server::DEFAULT_HEADER_TIMEOUT.as_secs(),
+                pir_server::DEFAULT_BODY_TIMEOUT.as_secs(),
+            ),
+        }
+    }
 }
 
 /// A breach server started in this process (what `pir breach bench` runs).
-struct StartedServer {
-    running: pir_server::RunningServer,
+pub struct StartedServer {
+    pub running: pir_server::RunningServer,
     /// The databases, routed by id.
-    served: Arc<pir_service::ReleaseSet<pir_breach::BreachBackend>>,
+    pub served: Arc<pir_service::ReleaseSet<crate::BreachBackend>>,
     /// The key the server signs with (checked by in-process benchmark requests).
-    public_key: pir_keys::PublicKey,
+    pub public_key: pir_keys::PublicKey,
 }
 
 impl StartedServer {
     /// The service of the default database.
-    fn service(&self) -> Arc<pir_breach::BreachService> {
+    pub fn service(&self) -> Arc<crate::BreachService> {
         self.served.current()[0].service.clone()
     }
 }
@@ -311,7 +341,7 @@ impl StartedServer {
 /// Opens the databases of `plans` (memory-mapped, verified; the first is the default),
 /// starts their QDP workers and the HTTPS server (its settings from the first plan), without
 /// the serving life cycle of `pir breach serve` (no reload, no signals).
-async fn start_server(plans: &[ServerPlan<'_>]) -> Result<StartedServer> {
+pub async fn start_server(plans: &[ServerPlan<'_>]) -> Result<StartedServer> {
     let plan = plans.first().context("no database: pass --db DB")?;
     let metrics = Arc::new(pir_service::Metrics::default());
     let stores = SeedStores::default();
@@ -349,11 +379,11 @@ async fn start_server(plans: &[ServerPlan<'_>]) -> Result<StartedServer> {
 
 /// Opens the database of `plan` (memory-mapped, verified) and starts its QDP worker, counting
 /// into `metrics` and reserving seed counters through `seeds`.
-fn open_service(
+pub fn open_service(
     plan: &ServerPlan<'_>,
     seeds: &pir_service::qdp::SharedSeedStore,
     metrics: &Arc<pir_service::Metrics>,
-) -> Result<(pir_breach::BreachService, DbHeader, pir_core::DbShape)> {
+) -> Result<(crate::BreachService, DbHeader, pir_core::DbShape)> {
     let db = BreachDatabase::open(plan.db, true)?;
     let header = db.header().clone();
     let blinding = match plan.blinding_key {
@@ -385,7 +415,7 @@ fn open_service(
         Some(t) => Some(flip_table(&database, plan.server, t)?),
         None => None,
     };
-    let config = pir_breach::BreachConfig {
+    let config = crate::BreachConfig {
         database,
         header: header.encode().to_vec(),
         server: plan.server,
@@ -401,7 +431,7 @@ fn open_service(
         seed_store: pir_service::qdp::BoxedSeedStore(Box::new(seeds.clone())),
         flip_table,
     };
-    let service = pir_breach::BreachBackend::start(config)
+    let service = crate::BreachBackend::start(config)
         .with_context(|| format!("serving {}", plan.db.display()))?
         .with_metrics(metrics.clone());
     Ok((service, header, shape))
@@ -415,7 +445,7 @@ fn flip_table(
     t: usize,
 ) -> Result<pir_service::qdp::FlipTable> {
     let shape = database.shape();
-    let raid = pir_breach::service::scheme_for(shape)?;
+    let raid = crate::service::scheme_for(shape)?;
     let layout = pir_service::qdp::FlipTable::layout(&raid, server, t)?;
     status!(
         "building the four-Russians table of server {server}'s flip chunk: t = {t}, {} ({:.2}x \
@@ -428,7 +458,7 @@ fn flip_table(
         layout.super_groups() as u64,
         false,
     );
-    let table = pir_breach::service::flip_table(database, server, t, &|done, _| {
+    let table = crate::service::flip_table(database, server, t, &|done, _| {
         bar.set_position(done as u64)
     })?;
     bar.finish_and_clear();
@@ -440,7 +470,7 @@ fn write_servers(args: &BreachServersArgs) -> Result<()> {
     let servers = args
         .servers
         .iter()
-        .map(|arg| crate::cli::parse_server(arg))
+        .map(|arg| pir_client::servers_file::parse_server_arg(arg).map_err(anyhow::Error::from))
         .collect::<Result<Vec<_>>>()?;
     let text = servers::encode(&servers)
         .context("give --server URL=SERVER.pub for server 0, then server 1")?;
@@ -476,7 +506,7 @@ async fn open_database_session(path: &Path, id: Option<&str>) -> Result<(BreachS
         ),
         None => None,
     };
-    pir_breach::check::connect_database(&servers, id)
+    crate::check::connect_database(&servers, id)
         .await
         .context("connecting to the breach servers")
 }
@@ -533,7 +563,7 @@ async fn check(args: &BreachCheckArgs) -> Result<ExitCode> {
             password: &password,
         }
     };
-    let outcome = pir_breach::check::check(&session, &header, credential).await?;
+    let outcome = crate::check::check(&session, &header, credential).await?;
     if args.json {
         let (found, count) = match outcome {
             Outcome::Found { count } => (true, count),
