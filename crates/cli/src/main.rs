@@ -17,11 +17,11 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use pir_breach::command::BreachCommand;
 use pir_cli::cli;
 use pir_host::log::human;
 use pir_keys::{PublicKey, SecretKey};
 use pir_updates::fetch::SchemeChoice;
-use pir_breach::command::BreachCommand;
 use pir_updates::{release, Manifest, MirrorList};
 
 use crate::cli::{

@@ -1,4 +1,5 @@
-//! The flags of `pir breach build|serve|servers|check|proxy|bench`.
+//! The flags of `pir breach build|serve|servers|check|proxy|bench`, and the settings of `pir
+//! breach serve` they merge into.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -6,6 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use pir_host::settings::{Common, CommonArgs, OneOrMany};
 use serde::{Deserialize, Serialize};
+
+use crate::corpus::CorpusFormat;
+use pir_xor::qdp::PausePolicy;
 
 /// `pir breach ...`.
 // Parsed once per run: the size of the serve variant (its common server flags) costs nothing.
@@ -61,6 +65,16 @@ pub enum CorpusArg {
     Passwords,
     /// `username:password` lines.
     Pairs,
+}
+
+impl From<CorpusArg> for CorpusFormat {
+    fn from(arg: CorpusArg) -> Self {
+        match arg {
+            CorpusArg::Hibp => CorpusFormat::Hibp,
+            CorpusArg::Passwords => CorpusFormat::Passwords,
+            CorpusArg::Pairs => CorpusFormat::Pairs,
+        }
+    }
 }
 
 /// Credential hashes of pairs databases.
@@ -121,6 +135,18 @@ pub enum QdpPolicyArg {
     Half,
 }
 
+impl From<QdpPolicyArg> for PausePolicy {
+    fn from(arg: QdpPolicyArg) -> Self {
+        match arg {
+            QdpPolicyArg::Always => PausePolicy::Always,
+            QdpPolicyArg::Never => PausePolicy::Never,
+            QdpPolicyArg::Half => PausePolicy::Half {
+                threshold_percent: 50,
+            },
+        }
+    }
+}
+
 /// `pir breach serve`. Every setting can also come from a TOML file (`--config`; keys are
 /// the flag names with `_`, e.g. `qdp_queue = 1000`); flags override it.
 #[derive(Debug, Args, Serialize)]
@@ -171,6 +197,7 @@ pub struct BreachServeArgs {
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u8).range(1..=8))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub four_russians: Option<u8>,
+    /// What every server takes (key, listen, ...).
     #[command(flatten)]
     #[serde(flatten)]
     pub common: CommonArgs,
@@ -179,16 +206,24 @@ pub struct BreachServeArgs {
 /// The settings of `pir breach serve` after defaults, file and flags are merged.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BreachServeSettings {
+    /// The databases, the default first (`--db`).
     pub db: OneOrMany,
+    /// This server's position, 0 or 1 (`--server`).
     pub server: u16,
+    /// The blinding key file (`--blinding-key`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blinding_key: Option<PathBuf>,
+    /// When the precompute worker pauses (`--qdp-policy`).
     pub qdp_policy: QdpPolicyArg,
+    /// Precomputed answers kept ready (`--qdp-queue`).
     pub qdp_queue: usize,
+    /// The seed state file of a single database (`--seed-state`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_state: Option<PathBuf>,
+    /// Group size of the flip chunk's four-Russians table (`--four-russians`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub four_russians: Option<u8>,
+    /// What every server shares (key, listen, ...).
     #[serde(flatten)]
     pub common: Common,
 }
