@@ -14,9 +14,10 @@
 //!
 //! Also the drivers that measure running servers from outside, as clients do: the load
 //! generator of `pir loadtest` ([`loadtest`]) and the breach scale benchmark of `pir breach
-//! bench` ([`breach`]). They depend on the client and the applications' formats, never on the
-//! server runtime: the binary starts the servers they drive. Not the server code itself, nor
-//! any scheme.
+//! bench` ([`breach`]). The drivers speak to servers through the client only; `pir breach
+//! bench` itself ([`breach::command`]) starts its two servers in this process with the code
+//! of `pir breach serve` (`pir_breach::command::start_server`). Not the server code itself,
+//! nor any scheme.
 
 pub mod breach;
 pub mod checklist;

@@ -23,15 +23,24 @@ impl BenchServer for StartedServer {
 
 /// Runs the benchmark and prints its report.
 pub async fn run(args: &BreachBenchArgs) -> Result<()> {
-    let options = Options {
+    run_with(args, &mut |line| println!("{line}")).await
+}
+
+/// The driver's options of `args`.
+pub fn options(args: &BreachBenchArgs) -> Options {
+    Options {
         entries: args.entries,
         seed: args.seed,
         checks: args.checks,
         qdp_queue: args.qdp_queue,
         dir: args.dir.clone(),
-    };
-    let mut out = |line: String| println!("{line}");
-    let built = breach::build(&options, &mut out)?;
+    }
+}
+
+/// Runs the benchmark, handing each line of its report to `out` as it comes.
+pub async fn run_with(args: &BreachBenchArgs, out: &mut dyn FnMut(String)) -> Result<()> {
+    let options = options(args);
+    let built = breach::build(&options, out)?;
     let keys = [SecretKey::generate()?, SecretKey::generate()?];
     let seed_states = [built.seed_state(0), built.seed_state(1)];
     let mut servers = Vec::new();
@@ -47,7 +56,7 @@ pub async fn run(args: &BreachBenchArgs) -> Result<()> {
     let session = BreachSession::open(&list)
         .await
         .context("connecting to the benchmark servers")?;
-    breach::measure(&options, &built, &servers, &session, &mut out).await?;
+    breach::measure(&options, &built, &servers, &session, out).await?;
     for server in servers {
         server.running.shutdown().await;
     }
