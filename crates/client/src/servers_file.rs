@@ -86,3 +86,31 @@ pub fn parse(
     }
     Ok(servers)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_arguments_name_a_url_and_a_key_file() {
+        let dir = std::env::temp_dir().join(format!("pir-server-arg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.pub");
+        let key = PublicKey([9; 32]);
+        key.save(&path).unwrap();
+        let arg = format!("https://127.0.0.1:8443={}", path.display());
+        assert_eq!(
+            parse_server_arg(&arg).unwrap(),
+            ("https://127.0.0.1:8443".to_string(), key)
+        );
+        let e = parse_server_arg("https://127.0.0.1:8443").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("expected https://HOST:PORT=SERVER.pub"),
+            "{e}"
+        );
+        let missing = format!("https://127.0.0.1:8443={}", dir.join("no.pub").display());
+        assert!(parse_server_arg(&missing).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
