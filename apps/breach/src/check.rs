@@ -62,7 +62,6 @@
 //! ```
 
 use pir_client::{HttpsTransport, Transport};
-use pir_core::SchemeId;
 use pir_keys::PublicKey;
 use pir_service::registry::Privacy;
 
@@ -74,8 +73,9 @@ use pir_client::SessionError;
 
 use crate::{BreachError, BreachSession};
 
-/// What privacy rests on, in the user's words: the registry's QDP entry.
-pub const PRIVACY: Privacy = Privacy(&[SchemeId::Qdp]);
+/// What privacy rests on, in the user's words: the registry's entries of the schemes a
+/// breach server answers (QDP).
+pub const PRIVACY: Privacy = Privacy(crate::BreachBackend::SCHEMES);
 
 /// The credential to check.
 #[derive(Clone, Copy)]

@@ -29,11 +29,14 @@
 //!   naming a deployment's two servers.
 //! - [`service`]: one of the two servers (QDP from `pir-service` plus the blinding step) and
 //!   its signed [`info::Info`]; [`client::BreachSession`]: the client of both servers.
+//! - [`command`]: the `pir breach` commands (flags, settings, `pir breach serve` as a
+//!   `pir-host` server kind, [`command::start_server`]); the binary parses and dispatches.
 //!
 //! What it does not do: no sockets of its own (the `pir-server` runtime serves
-//! [`service::BreachService`]; the client uses `pir-client`'s pinned HTTPS transport), no PIR
-//! scheme (QDP lives in `pir-xor` and `pir-service`), and no curve arithmetic of its own
-//! (`curve25519-dalek` does it).
+//! [`service::BreachService`], started by [`command`]; the client uses `pir-client`'s pinned
+//! HTTPS transport), no PIR scheme (QDP lives in `pir-xor` and `pir-service`), no curve
+//! arithmetic of its own (`curve25519-dalek` does it), and not `pir breach bench` (its driver,
+//! `pir_bench::breach`, depends on this crate).
 
 pub mod bits;
 pub mod blind;
@@ -41,6 +44,7 @@ pub mod bucket;
 pub mod build;
 pub mod check;
 pub mod client;
+pub mod command;
 pub mod corpus;
 pub mod credential;
 pub mod database;

@@ -130,6 +130,11 @@ impl std::fmt::Debug for BreachBackend {
 }
 
 impl BreachBackend {
+    /// The schemes a breach server answers (what its `accepts` reads): QDP, whose envelopes
+    /// also carry the blinded requests. `pir_service::registry` lists the breach server with
+    /// [`Qdp::SCHEMES`]; the registry test of this crate checks that the two agree.
+    pub const SCHEMES: &'static [SchemeId] = &[SchemeId::Qdp];
+
     /// Builds the server, signs its info and starts its precompute worker.
     pub fn start(config: BreachConfig) -> Result<BreachService, Error> {
         if config.server >= SERVERS {
@@ -211,7 +216,7 @@ impl Backend for BreachBackend {
     type Prepared = Prepared;
 
     fn accepts(&self, scheme: SchemeId) -> bool {
-        self.qdp.accepts(scheme)
+        Self::SCHEMES.contains(&scheme) && self.qdp.accepts(scheme)
     }
     fn database_id(&self) -> &[u8; 32] {
         self.qdp.database_id()

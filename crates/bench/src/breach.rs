@@ -1,8 +1,8 @@
 //! The driver behind `pir breach bench`, the scale benchmark of issue 4. Generates
 //! `--entries` random SHA-1 hashes deterministically from `--seed` (nothing is committed or
 //! downloaded), builds the breach database into a temporary directory ([`build`]); the caller
-//! starts the two servers on it (the binary: on 127.0.0.1 in its own process, with the code
-//! of `pir breach serve`, which this crate may not depend on) and opens a session to them;
+//! starts the two servers on it ([`command::run`]: on 127.0.0.1 in its own process, with the
+//! code of `pir breach serve`; tests: in-process services) and opens a session to them;
 //! [`measure`] then times full private checks (seed requests, QDP queries, decoding, lookup)
 //! for hashes in the corpus and hashes not in it.
 //!
@@ -10,6 +10,8 @@
 //! server online time of a QDP query (handled in-process, no network), bytes per check, and
 //! memory per server (the memory-mapped database, the QDP queue, and the four-Russians table
 //! of the flip chunk with `--four-russians`).
+
+pub mod command;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

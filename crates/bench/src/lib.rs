@@ -14,13 +14,14 @@
 //!
 //! Also the drivers that measure running servers from outside, as clients do: the load
 //! generator of `pir loadtest` ([`loadtest`]) and the breach scale benchmark of `pir breach
-//! bench` ([`breach`]). They depend on the client and the applications' formats, never on the
-//! server runtime: the binary starts the servers they drive. Not the server code itself, nor
-//! any scheme.
+//! bench` ([`breach`]). The drivers speak to servers through the client only, never the server
+//! runtime. Not the server code itself, nor any scheme.
 //!
 //! [`command`] is `pir bench` and `pir loadtest` themselves: their flags, the choice of rows,
 //! the printed tables and reports (`pir bench --oram` hands over to `pir-blockstore`, whose
-//! driver runs its stores in process). The binary only dispatches to it.
+//! driver runs its stores in process). `pir breach bench` itself ([`breach::command`]) starts
+//! its two servers in this process with the code of `pir breach serve`
+//! (`pir_breach::command::start_server`). The binary only dispatches to them.
 
 pub mod breach;
 pub mod checklist;

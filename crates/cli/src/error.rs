@@ -3,17 +3,14 @@
 //! Exit codes: 0 success; 1 failure; 2 bad command line (clap); 3 a mirror failed or
 //! cheated and the fetch could not complete (evidence files, if any, are named); 4 `pir get
 //! --key`: the key is not in the database; 5 `pir breach check`: the credential IS in the
-//! breach corpus (0 there means not found); 6 `pir evidence check`: the evidence PROVES the
-//! mirror cheated; 7 `pir evidence check`: the answer is not signed by the mirror's key, so it
-//! proves nothing (0 there means every answer is correct; 1 also when the local release copy
-//! fails its own check).
+//! breach corpus (0 there means not found; `pir_breach::command::CREDENTIAL_FOUND`); 6 `pir
+//! evidence check`: the evidence PROVES the mirror cheated; 7 `pir evidence check`: the answer
+//! is not signed by the mirror's key, so it proves nothing (0 there means every answer is
+//! correct; 1 also when the local release copy fails its own check).
 
 use std::process::ExitCode;
 
 use pir_updates::UpdateError;
-
-/// Exit code of `pir breach check` when the credential was found in the corpus.
-pub const CREDENTIAL_FOUND: u8 = 5;
 
 /// Exit code of `pir evidence check` when the mirror's signed answer is wrong: proof.
 pub const EVIDENCE_CHEATED: u8 = 6;

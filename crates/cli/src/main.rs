@@ -2,7 +2,6 @@
 //! errors to messages and exit codes. See `cli.rs` for the commands.
 
 mod apt;
-mod breach;
 mod demo;
 mod error;
 mod mirror;
@@ -15,6 +14,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use pir_breach::command::BreachCommand;
 use pir_cli::cli;
 use pir_host::log::human;
 use pir_keys::{PublicKey, SecretKey};
@@ -53,7 +53,12 @@ fn main() -> ExitCode {
 
 async fn run(command: Command) -> Result<ExitCode> {
     if let Command::Breach(command) = command {
-        return breach::run(command).await;
+        return match command {
+            BreachCommand::Bench(args) => pir_bench::breach::command::run(&args)
+                .await
+                .map(|()| ExitCode::SUCCESS),
+            command => pir_breach::command::run(command).await,
+        };
     }
     if let Command::Oram(command) = command {
         return pir_blockstore::command::run(command)

@@ -101,11 +101,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_server_argument_needs_its_key_file() {
-        let refused = parse_arg("https://127.0.0.1:1").unwrap_err();
-        assert!(matches!(refused, ServerArgError::Form(_)));
-        assert!(refused.to_string().contains("HOST:PORT=SERVER.pub"));
-        let missing = parse_arg("https://127.0.0.1:1=/nonexistent/server.pub").unwrap_err();
-        assert!(matches!(missing, ServerArgError::Key(_)));
+    fn server_arguments_name_a_url_and_a_key_file() {
+        let dir = std::env::temp_dir().join(format!("pir-server-arg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.pub");
+        let key = PublicKey([9; 32]);
+        key.save(&path).unwrap();
+        let arg = format!("https://127.0.0.1:8443={}", path.display());
+        assert_eq!(
+            parse_arg(&arg).unwrap(),
+            ("https://127.0.0.1:8443".to_string(), key)
+        );
+        let e = parse_arg("https://127.0.0.1:8443").unwrap_err();
+        assert!(matches!(e, ServerArgError::Form(_)));
+        assert!(
+            e.to_string()
+                .contains("expected https://HOST:PORT=SERVER.pub"),
+            "{e}"
+        );
+        let missing = format!("https://127.0.0.1:8443={}", dir.join("no.pub").display());
+        assert!(matches!(parse_arg(&missing), Err(ServerArgError::Key(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -66,7 +66,8 @@ pub enum ServerKind {
     Mirror,
     /// `pir serve`: record and key-value databases, over [`crate::Lattice`].
     SingleServer,
-    /// `pir breach serve`: breach corpora, over [`crate::qdp::Qdp`] (wrapped by `pir-breach`).
+    /// `pir breach serve`: breach corpora, over [`crate::qdp::Qdp`] (wrapped by `pir-breach`,
+    /// whose `BreachBackend::SCHEMES` its registry test checks against [`Self::schemes`]).
     Breach,
     /// `pir safebrowsing serve`: blocklists, over [`crate::checklist::Checklist`].
     SafeBrowsing,

@@ -5,11 +5,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
-mod breach;
 mod safebrowsing;
 mod updates;
 
-pub use breach::*;
 pub use pir_blockstore::command::OramStoreSettings;
 pub use safebrowsing::*;
 pub use updates::*;
@@ -121,7 +119,7 @@ pub enum Command {
     /// the credential or the bucket it falls in; the server holding the blinding key (pairs
     /// corpora) sees only a uniformly random point.
     #[command(subcommand)]
-    Breach(BreachCommand),
+    Breach(pir_breach::command::BreachCommand),
     /// Oblivious storage: keep your own blocks on stores you do not trust, hiding which
     /// blocks you read or write (ObliviStore-style ORAM), usable as a block device over NBD.
     ///
@@ -190,6 +188,8 @@ pub enum LatticeSchemeArg {
 }
 
 pub use pir_host::settings::{Common, CommonArgs, LimitArgs, OneOrMany};
+// Where the fuzz target of the config files finds it (`fuzz/fuzz_targets/config_files.rs`).
+pub use pir_breach::command::BreachServeSettings;
 
 /// `pir serve`. Every setting can also come from a TOML file (`--config`; keys are the flag
 /// names with `_`, e.g. `grace_seconds = 30`); flags override it.

@@ -1,10 +1,15 @@
-//! The flags of `pir breach build|serve|servers|check|proxy|bench`.
+//! The flags of `pir breach build|serve|servers|check|proxy|bench`, and the settings of `pir
+//! breach serve` they merge into.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
+use pir_host::settings::{Common, CommonArgs, OneOrMany};
 use serde::{Deserialize, Serialize};
+
+use crate::corpus::CorpusFormat;
+use pir_xor::qdp::PausePolicy;
 
 /// `pir breach ...`.
 // Parsed once per run: the size of the serve variant (its common server flags) costs nothing.
@@ -62,6 +67,16 @@ pub enum CorpusArg {
     Pairs,
 }
 
+impl From<CorpusArg> for CorpusFormat {
+    fn from(arg: CorpusArg) -> Self {
+        match arg {
+            CorpusArg::Hibp => CorpusFormat::Hibp,
+            CorpusArg::Passwords => CorpusFormat::Passwords,
+            CorpusArg::Pairs => CorpusFormat::Pairs,
+        }
+    }
+}
+
 /// Credential hashes of pairs databases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CredentialHashArg {
@@ -105,6 +120,9 @@ pub struct BreachBuildArgs {
     pub quiet: bool,
 }
 
+/// Precomputed answers a breach server keeps ready unless told otherwise.
+pub const DEFAULT_QDP_QUEUE: usize = 500;
+
 /// Pause policies of the precompute worker (Günther 2019, section 5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -115,6 +133,18 @@ pub enum QdpPolicyArg {
     Never,
     /// While answering, pause only if the queue is at least half full.
     Half,
+}
+
+impl From<QdpPolicyArg> for PausePolicy {
+    fn from(arg: QdpPolicyArg) -> Self {
+        match arg {
+            QdpPolicyArg::Always => PausePolicy::Always,
+            QdpPolicyArg::Never => PausePolicy::Never,
+            QdpPolicyArg::Half => PausePolicy::Half {
+                threshold_percent: 50,
+            },
+        }
+    }
 }
 
 /// `pir breach serve`. Every setting can also come from a TOML file (`--config`; keys are
@@ -167,26 +197,35 @@ pub struct BreachServeArgs {
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u8).range(1..=8))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub four_russians: Option<u8>,
+    /// What every server takes (key, listen, ...).
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: super::CommonArgs,
+    pub common: CommonArgs,
 }
 
 /// The settings of `pir breach serve` after defaults, file and flags are merged.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BreachServeSettings {
-    pub db: super::OneOrMany,
+    /// The databases, the default first (`--db`).
+    pub db: OneOrMany,
+    /// This server's position, 0 or 1 (`--server`).
     pub server: u16,
+    /// The blinding key file (`--blinding-key`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blinding_key: Option<PathBuf>,
+    /// When the precompute worker pauses (`--qdp-policy`).
     pub qdp_policy: QdpPolicyArg,
+    /// Precomputed answers kept ready (`--qdp-queue`).
     pub qdp_queue: usize,
+    /// The seed state file of a single database (`--seed-state`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_state: Option<PathBuf>,
+    /// Group size of the flip chunk's four-Russians table (`--four-russians`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub four_russians: Option<u8>,
+    /// What every server shares (key, listen, ...).
     #[serde(flatten)]
-    pub common: super::Common,
+    pub common: Common,
 }
 
 impl pir_host::Settings for BreachServeSettings {
@@ -202,9 +241,12 @@ impl pir_host::Settings for BreachServeSettings {
     const PATHS: &'static [&'static str] = &["db", "blinding_key", "seed_state"];
 
     fn defaults() -> toml::Table {
-        let mut defaults = super::Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS);
+        let mut defaults = Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS);
         defaults.insert("qdp_policy".into(), toml::Value::String("half".into()));
-        defaults.insert("qdp_queue".into(), toml::Value::Integer(500));
+        defaults.insert(
+            "qdp_queue".into(),
+            toml::Value::Integer(DEFAULT_QDP_QUEUE as i64),
+        );
         defaults
     }
 
@@ -235,7 +277,7 @@ impl pir_host::Settings for BreachServeSettings {
         Ok(())
     }
 
-    fn common(&self) -> &super::Common {
+    fn common(&self) -> &Common {
         &self.common
     }
 }
