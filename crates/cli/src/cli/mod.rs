@@ -8,12 +8,13 @@ use serde::{Deserialize, Serialize};
 mod breach;
 mod oram;
 mod safebrowsing;
-mod updates;
 
 pub use breach::*;
 pub use oram::*;
 pub use safebrowsing::*;
-pub use updates::*;
+
+/// The mirror's settings, for the config-file fuzz target.
+pub use pir_updates::command::MirrorSettings;
 
 /// Private information retrieval you can deploy.
 ///
@@ -57,7 +58,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the whole system locally: a sample release, 3 mirrors on 127.0.0.1, one private fetch.
-    Demo(DemoArgs),
+    Demo(pir_updates::command::DemoArgs),
     /// Print a shell completion script: `pir completions bash > /etc/bash_completion.d/pir`.
     Completions {
         /// The shell.
@@ -75,23 +76,9 @@ pub enum Command {
     },
     /// Make an Ed25519 key pair NAME.key (secret, mode 0600) and NAME.pub.
     Keygen(KeygenArgs),
-    /// Vendor: build and inspect releases.
-    #[command(subcommand)]
-    Release(ReleaseCommand),
-    /// Mirror: serve a release privately over HTTPS.
-    #[command(subcommand)]
-    Mirror(MirrorCommand),
-    /// Vendor: write the signed list of mirrors clients may use.
-    #[command(name = "mirror-list", subcommand)]
-    MirrorList(MirrorListCommand),
-    /// Client: fetch one file of the release privately.
-    Fetch(FetchArgs),
-    /// Check a mirror's signed answer (saved by `pir fetch`) against the release.
-    #[command(subcommand)]
-    Evidence(EvidenceCommand),
-    /// Private updates for apt: the `pir` method for `pir://` sources.
-    #[command(subcommand)]
-    Apt(AptCommand),
+    /// Private software updates: `release`, `mirror`, `mirror-list`, `fetch`, `evidence`, `apt`.
+    #[command(flatten)]
+    Updates(pir_updates::command::UpdatesCommand),
     /// Single server: build a record or key-value database for `pir serve`.
     #[command(subcommand)]
     Db(DbCommand),
@@ -424,23 +411,6 @@ pub struct BenchArgs {
     /// Scratch directory of the ORAM benchmark (default: the system temporary directory).
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
-}
-
-/// `pir demo`.
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// Files in the generated sample release.
-    #[arg(long, default_value_t = 300)]
-    pub files: usize,
-    /// Seed of the sample release (same seed, same bytes).
-    #[arg(long, default_value_t = 2026)]
-    pub seed: u64,
-    /// File to fetch (default: a mid-sized one).
-    #[arg(long)]
-    pub file: Option<String>,
-    /// Scheme to fetch with.
-    #[arg(long, value_enum, default_value_t = SchemeArg::RaidPir)]
-    pub scheme: SchemeArg,
 }
 
 /// `pir keygen`.
