@@ -101,14 +101,19 @@ async fn the_demo_fetches_the_original_and_every_mirror_sees_the_same_random_loo
         }
         assert!(printed.contains(&format!("of the {FILES} files have")));
         assert!(printed.contains("      privacy: "));
-        assert!(printed.trim_end().lines().last().unwrap().starts_with("done in "));
+        assert!(printed
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("done in "));
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_are_the_same_size_whichever_file_is_asked_for() {
-    let files = sample::write_sample_release(tempfile::tempdir().unwrap().path(), FILES, SEED)
-        .unwrap();
+    let files =
+        sample::write_sample_release(tempfile::tempdir().unwrap().path(), FILES, SEED).unwrap();
     let smallest = files.iter().min_by_key(|(_, size)| *size).unwrap();
     let largest = files.iter().max_by_key(|(_, size)| *size).unwrap();
     let (small, _, small_seen) = run(SchemeArg::RaidPir, Some(smallest.0.clone())).await;
@@ -133,9 +138,6 @@ async fn a_file_not_in_the_release_fails_and_stops_the_mirrors() {
     let error = demo::run_in(work.path(), &args, &mut printed)
         .await
         .unwrap_err();
-    assert!(
-        format!("{error:#}").contains("not-there.deb"),
-        "{error:#}"
-    );
+    assert!(format!("{error:#}").contains("not-there.deb"), "{error:#}");
     assert!(!String::from_utf8(printed).unwrap().contains("done in"));
 }

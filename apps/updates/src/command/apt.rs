@@ -203,8 +203,7 @@ async fn open_session(config: &Config) -> Result<UpdateSession<pir_client::Https
     };
     let list = setting("Acquire::pir::MirrorList")?;
     let vendor = PublicKey::load(&setting("Acquire::pir::VendorKey")?)?;
-    let state =
-        crate::freshness::state_dir(config.get("Acquire::pir::StateDir").map(Path::new))?;
+    let state = crate::freshness::state_dir(config.get("Acquire::pir::StateDir").map(Path::new))?;
     let listed = crate::fetch::load_mirror_list(&list, &vendor)?.len();
     let need = servers(config, listed)?;
     Ok(UpdateSession::open(&list, &vendor, &state, need).await?)

@@ -244,8 +244,8 @@ async fn client(
     let mut fetched = session.fetch(&[name.as_str()], choice).await?;
     let (_, bytes) = fetched.files.pop().context("no file came back")?;
     let original = source.join(&name);
-    let original_bytes = std::fs::read(&original)
-        .with_context(|| format!("reading the original {name}"))?;
+    let original_bytes =
+        std::fs::read(&original).with_context(|| format!("reading the original {name}"))?;
     if bytes != original_bytes {
         bail!("the fetched file differs from the original");
     }

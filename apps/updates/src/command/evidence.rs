@@ -122,7 +122,10 @@ mod tests {
         );
         assert_eq!(code, 6);
         let (line, code) = judgement(&evidence, Verdict::Correct);
-        assert_eq!(line, "correct: every answer mirror https://m1:443 signed is right");
+        assert_eq!(
+            line,
+            "correct: every answer mirror https://m1:443 signed is right"
+        );
         assert_eq!(code, 0);
         let (line, code) = judgement(&evidence, Verdict::NotSigned);
         assert!(line.starts_with("not signed by mirror https://m1:443's key"));

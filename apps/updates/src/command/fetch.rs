@@ -167,7 +167,16 @@ mod tests {
     }
 
     fn choice(flags: &[&str], listed: usize) -> Result<SchemeChoice> {
-        let base = ["fetch", "NAME", "--mirrors", "M", "--vendor-pub", "V", "--out", "O"];
+        let base = [
+            "fetch",
+            "NAME",
+            "--mirrors",
+            "M",
+            "--vendor-pub",
+            "V",
+            "--out",
+            "O",
+        ];
         let parsed = Fetch::try_parse_from(base.iter().chain(flags)).unwrap();
         scheme_choice(&parsed.args, listed)
     }
@@ -189,10 +198,7 @@ mod tests {
             choice(&["--scheme", "chor"], 5).unwrap(),
             SchemeChoice::Chor { servers: 3 }
         );
-        assert_eq!(
-            choice(&["--scheme", "dpf"], 5).unwrap(),
-            SchemeChoice::Dpf
-        );
+        assert_eq!(choice(&["--scheme", "dpf"], 5).unwrap(), SchemeChoice::Dpf);
         assert_eq!(
             choice(&["--scheme", "dpf", "--servers", "2"], 5).unwrap(),
             SchemeChoice::Dpf

@@ -408,7 +408,10 @@ mod tests {
         assert_eq!(engine.russians_memory_limit, 4 << 30);
         // What --print-config prints reads back the same.
         let printed = print_settings(&settings).unwrap();
-        assert_eq!(resolve(&printed, &MirrorServeArgs::default()).unwrap(), settings);
+        assert_eq!(
+            resolve(&printed, &MirrorServeArgs::default()).unwrap(),
+            settings
+        );
     }
 
     #[test]
@@ -418,12 +421,18 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
-        assert!(refused("release = []\n").contains("no release"), "{}", refused(""));
+        assert!(
+            refused("release = []\n").contains("no release"),
+            "{}",
+            refused("")
+        );
         assert!(refused("").contains("release"), "{}", refused(""));
         assert!(refused("release = \"a\"\nfour_russians = \"9\"\n").contains("group size 1 to 8"));
         assert!(refused("release = \"a\"\nfour_russians = \"on\"\n").contains("not \"on\""));
-        assert!(refused("release = \"a\"\nfour_russians_memory_gib = -1.0\n")
-            .contains("between 0 and 1024"));
+        assert!(
+            refused("release = \"a\"\nfour_russians_memory_gib = -1.0\n")
+                .contains("between 0 and 1024")
+        );
         let many: Vec<String> = (0..=pir_service::releases::MAX_RELEASES)
             .map(|i| format!("\"r{i}\""))
             .collect();
