@@ -16,11 +16,16 @@
 //! - [`fetch`]: the client flow: verify the mirror list and manifest, retrieve a file
 //!   privately through `pir-client`, check it, write it atomically, keep evidence.
 //! - [`sample::write_sample_release`]: a deterministic demo corpus shaped like a Debian pool.
+//! - [`command`]: the `pir` commands of this application (`release`, `mirror serve`,
+//!   `mirror-list`, `fetch`, `evidence check`, `apt`, `demo`): their flags, the mirror as a
+//!   server kind on `pir-host`, and what each command does.
 //!
-//! What it does not do: no server side and no PIR scheme code (the server and scheme crates do
-//! that), no key management beyond loading the key files it is given.
+//! What it does not do: no PIR scheme code and no network runtime (the scheme crates and
+//! `pir-server` do that; `command` starts them), no key management beyond loading the key
+//! files it is given.
 
 pub mod apt;
+pub mod command;
 pub mod error;
 pub mod fetch;
 pub mod freshness;

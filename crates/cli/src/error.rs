@@ -6,17 +6,13 @@
 //! breach corpus (0 there means not found; `pir_breach::command::CREDENTIAL_FOUND`); 6 `pir
 //! evidence check`: the evidence PROVES the mirror cheated; 7 `pir evidence check`: the answer
 //! is not signed by the mirror's key, so it proves nothing (0 there means every answer is
-//! correct; 1 also when the local release copy fails its own check).
+//! correct; 1 also when the local release copy fails its own check). 5, 6 and 7 are returned
+//! by the applications' `command` modules themselves.
 
 use std::process::ExitCode;
 
 use pir_updates::UpdateError;
 
-/// Exit code of `pir evidence check` when the mirror's signed answer is wrong: proof.
-pub const EVIDENCE_CHEATED: u8 = 6;
-
-/// Exit code of `pir evidence check` when the reply is not signed by the mirror's key.
-pub const EVIDENCE_NOT_SIGNED: u8 = 7;
 
 /// `pir get --lookup` found neither candidate slot holding the key.
 #[derive(Debug, thiserror::Error)]

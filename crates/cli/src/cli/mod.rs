@@ -6,11 +6,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 mod safebrowsing;
-mod updates;
 
 pub use pir_blockstore::command::OramStoreSettings;
 pub use safebrowsing::*;
-pub use updates::*;
+
+/// The mirror's settings, for the config-file fuzz target.
+pub use pir_updates::command::MirrorSettings;
 
 /// Private information retrieval you can deploy.
 ///
@@ -54,7 +55,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the whole system locally: a sample release, 3 mirrors on 127.0.0.1, one private fetch.
-    Demo(DemoArgs),
+    Demo(pir_updates::command::DemoArgs),
     /// Print a shell completion script: `pir completions bash > /etc/bash_completion.d/pir`.
     Completions {
         /// The shell.
@@ -72,23 +73,9 @@ pub enum Command {
     },
     /// Make an Ed25519 key pair NAME.key (secret, mode 0600) and NAME.pub.
     Keygen(KeygenArgs),
-    /// Vendor: build and inspect releases.
-    #[command(subcommand)]
-    Release(ReleaseCommand),
-    /// Mirror: serve a release privately over HTTPS.
-    #[command(subcommand)]
-    Mirror(MirrorCommand),
-    /// Vendor: write the signed list of mirrors clients may use.
-    #[command(name = "mirror-list", subcommand)]
-    MirrorList(MirrorListCommand),
-    /// Client: fetch one file of the release privately.
-    Fetch(FetchArgs),
-    /// Check a mirror's signed answer (saved by `pir fetch`) against the release.
-    #[command(subcommand)]
-    Evidence(EvidenceCommand),
-    /// Private updates for apt: the `pir` method for `pir://` sources.
-    #[command(subcommand)]
-    Apt(AptCommand),
+    /// Private software updates: `release`, `mirror`, `mirror-list`, `fetch`, `evidence`, `apt`.
+    #[command(flatten)]
+    Updates(pir_updates::command::UpdatesCommand),
     /// Single server: build a record or key-value database for `pir serve`.
     #[command(subcommand)]
     Db(DbCommand),
@@ -294,23 +281,6 @@ pub struct GetArgs {
     /// Print the result as one JSON object on standard output (for scripts).
     #[arg(long)]
     pub json: bool,
-}
-
-/// `pir demo`.
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// Files in the generated sample release.
-    #[arg(long, default_value_t = 300)]
-    pub files: usize,
-    /// Seed of the sample release (same seed, same bytes).
-    #[arg(long, default_value_t = 2026)]
-    pub seed: u64,
-    /// File to fetch (default: a mid-sized one).
-    #[arg(long)]
-    pub file: Option<String>,
-    /// Scheme to fetch with.
-    #[arg(long, value_enum, default_value_t = SchemeArg::RaidPir)]
-    pub scheme: SchemeArg,
 }
 
 /// `pir keygen`.

@@ -12,9 +12,36 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use clap::Subcommand;
 use pir_keys::PublicKey;
-use pir_updates::apt::{self, Config, Expected, Message};
-use pir_updates::fetch::{SchemeChoice, UpdateSession};
+
+use crate::apt::{self, Config, Expected, Message};
+use crate::fetch::{SchemeChoice, UpdateSession};
+
+/// `pir apt ...`.
+#[derive(Debug, Subcommand)]
+pub enum AptCommand {
+    /// Write DIR/pir, the program apt runs for pir:// URIs.
+    ///
+    /// DIR is /usr/lib/apt/methods for a system install, or any directory used with
+    /// `-o Dir::Bin::Methods=DIR` (apt's own methods are then linked beside it). apt must be
+    /// told the signed mirror list and the vendor key:
+    ///   Acquire::pir::MirrorList "/etc/pir/mirrors.pir";
+    ///   Acquire::pir::VendorKey "/etc/pir/vendor.pub";
+    /// optionally Acquire::pir::StateDir (freshness state) and Acquire::pir::Servers (mirrors
+    /// per query, default 3). In `deb pir://updates/ bookworm main` the host names no server:
+    /// the path is the file's name in the release, so flat repositories (`deb pir://updates/ ./`)
+    /// work too.
+    #[command(verbatim_doc_comment)]
+    InstallMethod {
+        /// Where to write the method.
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// The method itself: speaks apt's method protocol on standard input and output (apt runs
+    /// it; you do not).
+    Method,
+}
 
 /// How long the method waits after a request for more: apt writes its pipelined requests
 /// back to back, so a few milliseconds catch them all.
@@ -29,7 +56,7 @@ const SYSTEM_METHODS: &str = "/usr/lib/apt/methods";
 /// `pir apt install-method --dir DIR`: writes `DIR/pir`, a program that runs this `pir` as
 /// the method. Outside the system directory, apt's own methods are linked beside it (apt looks
 /// for all of its methods in `Dir::Bin::Methods`).
-pub fn install_method(dir: &Path) -> Result<()> {
+pub(super) fn install_method(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let exe = std::env::current_exe().context("finding this pir program")?;
     let exe = exe.canonicalize().unwrap_or(exe);
@@ -129,7 +156,7 @@ struct Wanted {
 }
 
 /// The method: answers apt until it closes standard input.
-pub async fn method() -> Result<()> {
+pub(super) async fn method() -> Result<()> {
     send(&apt::capabilities());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || read_messages(tx));
@@ -176,9 +203,8 @@ async fn open_session(config: &Config) -> Result<UpdateSession<pir_client::Https
     };
     let list = setting("Acquire::pir::MirrorList")?;
     let vendor = PublicKey::load(&setting("Acquire::pir::VendorKey")?)?;
-    let state =
-        pir_updates::freshness::state_dir(config.get("Acquire::pir::StateDir").map(Path::new))?;
-    let listed = pir_updates::fetch::load_mirror_list(&list, &vendor)?.len();
+    let state = crate::freshness::state_dir(config.get("Acquire::pir::StateDir").map(Path::new))?;
+    let listed = crate::fetch::load_mirror_list(&list, &vendor)?.len();
     let need = servers(config, listed)?;
     Ok(UpdateSession::open(&list, &vendor, &state, need).await?)
 }
@@ -196,12 +222,61 @@ fn servers(config: &Config, listed: usize) -> Result<usize> {
     }
 }
 
+/// Answers one gathered batch of `600 URI Acquire` requests: every file they ask for in one
+/// private retrieval, each answered with `201 URI Done` or `400 URI Failure`.
 async fn acquire(
     config: &Config,
     session: &mut Option<UpdateSession<pir_client::HttpsTransport>>,
     acquires: Vec<Message>,
 ) {
-    let mut wanted: Vec<Wanted> = Vec::new();
+    let wanted = checked_requests(acquires);
+    if wanted.is_empty() {
+        return;
+    }
+    if session.is_none() {
+        match open_session(config).await {
+            Ok(s) => *session = Some(s),
+            Err(e) => return fail_all(&wanted, &format!("pir: {e:#}")),
+        }
+    }
+    let Some(session) = session.as_ref() else {
+        return;
+    };
+    let manifest = &session.release.manifest;
+    let fetchable = start(manifest, wanted);
+    if fetchable.is_empty() {
+        return;
+    }
+    let names: Vec<&str> = fetchable.iter().map(|w| w.name.as_str()).collect();
+    let blocks: u64 = fetchable
+        .iter()
+        .filter_map(|w| manifest.file(&w.name))
+        .map(|entry| entry.block_count)
+        .sum();
+    let choice = match servers(config, session.mirrors.len()) {
+        Ok(n) => SchemeChoice::RaidPir {
+            servers: n,
+            redundancy: 2,
+            chunks: chunks_for(blocks, n),
+        },
+        Err(e) => return fail_all(&fetchable, &format!("pir: {e:#}")),
+    };
+    let fetched = match session.fetch(&names, choice).await {
+        Ok(fetched) => fetched,
+        Err(e) => return fail_all(&fetchable, &format!("pir: private fetch failed: {e}")),
+    };
+    for incident in &fetched.incidents {
+        eprintln!("pir: mirror {} {}", incident.url, incident.what);
+    }
+    for (w, (_, bytes)) in fetchable.iter().zip(&fetched.files) {
+        deliver(w, bytes);
+    }
+}
+
+/// The requests that name a URI apt may ask us for and a file to write; the others are
+/// answered with a failure here.
+fn checked_requests(acquires: Vec<Message>) -> Vec<Wanted> {
+    let mut wanted = Vec::new();
     for m in acquires {
         let Some(uri) = m.get("URI").map(str::to_string) else {
             send(&apt::failure(
@@ -231,24 +306,12 @@ async fn acquire(
             Err(e) => send(&apt::failure(&uri, &format!("pir method: {e}"), None)),
         }
     }
-    if wanted.is_empty() {
-        return;
-    }
-    if session.is_none() {
-        match open_session(config).await {
-            Ok(s) => *session = Some(s),
-            Err(e) => {
-                for w in &wanted {
-                    send(&apt::failure(&w.uri, &format!("pir: {e:#}"), None));
-                }
-                return;
-            }
-        }
-    }
-    let Some(session) = session.as_ref() else {
-        return;
-    };
-    let manifest = &session.release.manifest;
+    wanted
+}
+
+/// Tells apt which files the release holds (`200 URI Start` with their size) and which it
+/// does not (`400`, as a 404); returns the ones to fetch.
+fn start(manifest: &crate::Manifest, wanted: Vec<Wanted>) -> Vec<Wanted> {
     let mut fetchable = Vec::new();
     for w in wanted {
         match manifest.file(&w.name) {
@@ -267,74 +330,94 @@ async fn acquire(
             )),
         }
     }
-    if fetchable.is_empty() {
+    fetchable
+}
+
+/// RAID-PIR chunks for fetching `blocks` blocks from `servers` mirrors.
+///
+/// One query fetches up to `chunks` blocks (one per chunk), so asking for as many chunks as
+/// the files have blocks fetches them in one round: each mirror makes ONE pass over its share
+/// of the release instead of one per round, for answers of `r/n x chunks` blocks. Rounded up
+/// to a power of two, the chunk count reveals no more than the query count would (the number
+/// of blocks, up to a size class). At least `servers`, at most [`MAX_CHUNKS`] (or `servers`
+/// if that is more).
+pub fn chunks_for(blocks: u64, servers: usize) -> usize {
+    usize::try_from(blocks)
+        .ok()
+        .and_then(usize::checked_next_power_of_two)
+        .unwrap_or(MAX_CHUNKS)
+        .clamp(servers, MAX_CHUNKS.max(servers))
+}
+
+/// Answers every request of `wanted` with the same failure.
+fn fail_all(wanted: &[Wanted], message: &str) {
+    for w in wanted {
+        send(&apt::failure(&w.uri, message, None));
+    }
+}
+
+/// Checks `bytes` against the hashes apt expects, writes them where apt asked and says
+/// `201 URI Done`, or answers the failure.
+fn deliver(w: &Wanted, bytes: &[u8]) {
+    let sha = hex::encode(pir_keys::sha256(bytes));
+    if let Err(e) = w.expected.check(bytes, &sha) {
+        send(&apt::failure(&w.uri, &e, Some("HashSumMismatch")));
         return;
     }
-    let names: Vec<&str> = fetchable.iter().map(|w| w.name.as_str()).collect();
-    let listed = session.mirrors.len();
-    // One query fetches up to `chunks` blocks (one per chunk), so asking for as many chunks as
-    // the files have blocks fetches them in one round: each mirror makes ONE pass over its
-    // share of the release instead of one per round, for answers of `r/n x chunks` blocks.
-    // Rounded up to a power of two, the chunk count reveals no more than the query count
-    // would (the number of blocks, up to a size class).
-    let blocks: u64 = fetchable
-        .iter()
-        .filter_map(|w| manifest.file(&w.name))
-        .map(|entry| entry.block_count)
-        .sum();
-    let choice = match servers(config, listed) {
-        Ok(n) => SchemeChoice::RaidPir {
-            servers: n,
-            redundancy: 2,
-            chunks: usize::try_from(blocks)
-                .unwrap_or(MAX_CHUNKS)
-                .next_power_of_two()
-                .clamp(n, MAX_CHUNKS.max(n)),
-        },
-        Err(e) => {
-            for w in &fetchable {
-                send(&apt::failure(&w.uri, &format!("pir: {e:#}"), None));
-            }
-            return;
-        }
-    };
-    let fetched = match session.fetch(&names, choice).await {
-        Ok(fetched) => fetched,
-        Err(e) => {
-            for w in &fetchable {
-                send(&apt::failure(
-                    &w.uri,
-                    &format!("pir: private fetch failed: {e}"),
-                    None,
-                ));
-            }
-            return;
-        }
-    };
-    for incident in &fetched.incidents {
-        eprintln!("pir: mirror {} {}", incident.url, incident.what);
+    if let Err(e) = pir_fs::write_atomic_bytes(&w.filename, bytes) {
+        send(&apt::failure(
+            &w.uri,
+            &format!("writing {}: {e}", w.filename.display()),
+            None,
+        ));
+        return;
     }
-    for (w, (_, bytes)) in fetchable.iter().zip(&fetched.files) {
-        let sha = hex::encode(pir_keys::sha256(bytes));
-        if let Err(e) = w.expected.check(bytes, &sha) {
-            send(&apt::failure(&w.uri, &e, Some("HashSumMismatch")));
-            continue;
+    send(
+        &Message::new(201, "URI Done")
+            .field("URI", &w.uri)
+            .field("Filename", w.filename.display())
+            .field("Size", bytes.len())
+            .field("SHA256-Hash", &sha)
+            .field("Checksum-FileSize-Hash", bytes.len()),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(servers: Option<&str>) -> Config {
+        let mut message = Message::new(601, "Configuration");
+        if let Some(n) = servers {
+            message = message.field("Config-Item", format!("Acquire::pir::Servers={n}"));
         }
-        if let Err(e) = pir_fs::write_atomic_bytes(&w.filename, bytes) {
-            send(&apt::failure(
-                &w.uri,
-                &format!("writing {}: {e}", w.filename.display()),
-                None,
-            ));
-            continue;
+        Config::from_message(&message)
+    }
+
+    #[test]
+    fn servers_default_to_three_and_must_fit_the_list() {
+        assert_eq!(servers(&config(None), 5).unwrap(), 3);
+        assert_eq!(servers(&config(None), 2).unwrap(), 2);
+        assert_eq!(servers(&config(Some("4")), 5).unwrap(), 4);
+        for bad in ["1", "6", "three", ""] {
+            let error = servers(&config(Some(bad)), 5).unwrap_err().to_string();
+            assert_eq!(
+                error,
+                format!("Acquire::pir::Servers {bad:?}: use 2 to 5 (mirrors listed)")
+            );
         }
-        send(
-            &Message::new(201, "URI Done")
-                .field("URI", &w.uri)
-                .field("Filename", w.filename.display())
-                .field("Size", bytes.len())
-                .field("SHA256-Hash", &sha)
-                .field("Checksum-FileSize-Hash", bytes.len()),
-        );
+    }
+
+    #[test]
+    fn chunks_cover_the_blocks_in_a_power_of_two_within_bounds() {
+        assert_eq!(chunks_for(1, 3), 3);
+        assert_eq!(chunks_for(5, 3), 8);
+        assert_eq!(chunks_for(8, 3), 8);
+        assert_eq!(chunks_for(9, 2), 16);
+        assert_eq!(chunks_for(1000, 3), MAX_CHUNKS);
+        assert_eq!(chunks_for(u64::MAX, 3), MAX_CHUNKS);
+        // More mirrors than the cap: one chunk each.
+        assert_eq!(chunks_for(2, 20), 20);
+        assert_eq!(chunks_for(100, 20), 20);
     }
 }

@@ -1,0 +1,108 @@
+//! The private-updates commands of `pir`, as a library: `pir release build|show`, `pir mirror
+//! serve`, `pir mirror-list build`, `pir fetch`, `pir evidence check`, `pir apt
+//! install-method|method` and `pir demo`.
+//!
+//! It holds their flags (clap types, flattened into the binary's command list), the mirror's
+//! settings and its server kind on `pir-host`, and one entry point per command list: [`run`]
+//! for [`UpdatesCommand`] and [`demo::run`] for [`DemoArgs`]. The binary only parses, calls
+//! these and turns errors into messages; exit codes other than 0 and 1 are the
+//! [`ExitCode`]s returned here ([`EVIDENCE_CHEATED`], [`EVIDENCE_NOT_SIGNED`]) and the one the
+//! binary derives from [`crate::UpdateError::FetchFailed`] (3).
+//!
+//! What it does not do: parse the top-level `pir` flags, set up logging or the async runtime
+//! (the binary does), or print errors.
+
+use std::process::ExitCode;
+
+use clap::{Subcommand, ValueEnum};
+
+use crate::fetch::SchemeChoice;
+
+mod apt;
+pub mod demo;
+mod evidence;
+mod fetch;
+mod mirror;
+mod vendor;
+
+pub use apt::AptCommand;
+pub use demo::DemoArgs;
+pub use evidence::{EvidenceCheckArgs, EvidenceCommand, EVIDENCE_CHEATED, EVIDENCE_NOT_SIGNED};
+pub use fetch::FetchArgs;
+pub use mirror::{MirrorCommand, MirrorServeArgs, MirrorSettings, DEFAULT_RETIRE_SECONDS};
+pub use vendor::{
+    MirrorListBuildArgs, MirrorListCommand, ReleaseBuildArgs, ReleaseCommand, ReleaseShowArgs,
+};
+
+/// The private-updates commands, in the order `pir --help` lists them (`pir demo` is
+/// separate: it comes first in that list).
+#[derive(Debug, Subcommand)]
+pub enum UpdatesCommand {
+    /// Vendor: build and inspect releases.
+    #[command(subcommand)]
+    Release(ReleaseCommand),
+    /// Mirror: serve a release privately over HTTPS.
+    #[command(subcommand)]
+    Mirror(MirrorCommand),
+    /// Vendor: write the signed list of mirrors clients may use.
+    #[command(name = "mirror-list", subcommand)]
+    MirrorList(MirrorListCommand),
+    /// Client: fetch one file of the release privately.
+    Fetch(FetchArgs),
+    /// Check a mirror's signed answer (saved by `pir fetch`) against the release.
+    #[command(subcommand)]
+    Evidence(EvidenceCommand),
+    /// Private updates for apt: the `pir` method for `pir://` sources.
+    #[command(subcommand)]
+    Apt(AptCommand),
+}
+
+/// Carries out `command`. Only `pir evidence check` has exit codes of its own; a fetch that
+/// failed returns [`crate::UpdateError::FetchFailed`] inside the error, for the caller to map.
+pub async fn run(command: UpdatesCommand) -> anyhow::Result<ExitCode> {
+    let done = match command {
+        UpdatesCommand::Release(ReleaseCommand::Build(args)) => vendor::build_release(&args),
+        UpdatesCommand::Release(ReleaseCommand::Show(args)) => {
+            vendor::show_release(&args.release, args.vendor_pub.as_deref())
+        }
+        UpdatesCommand::MirrorList(MirrorListCommand::Build(args)) => {
+            vendor::build_mirror_list(&args)
+        }
+        UpdatesCommand::Mirror(MirrorCommand::Serve(args)) => mirror::serve(args).await,
+        UpdatesCommand::Fetch(args) => fetch::run(&args).await,
+        UpdatesCommand::Evidence(EvidenceCommand::Check(args)) => {
+            return evidence::check(&args.evidence, &args.release);
+        }
+        UpdatesCommand::Apt(AptCommand::InstallMethod { dir }) => apt::install_method(&dir),
+        UpdatesCommand::Apt(AptCommand::Method) => apt::method().await,
+    };
+    done.map(|()| ExitCode::SUCCESS)
+}
+
+/// The schemes a client can fetch with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemeArg {
+    /// RAID-PIR: seed-compressed queries, each mirror scans r/n of the data; private while no r of the mirrors asked collude.
+    RaidPir,
+    /// Chor: private while at least one of the mirrors asked does not collude with the others.
+    Chor,
+    /// DPF: two mirrors, private while they do not collude; each receives a short DPF key
+    /// (hundreds of bytes) instead of one bit per block.
+    Dpf,
+}
+
+impl SchemeArg {
+    /// The scheme over `servers` mirrors, RAID-PIR with `redundancy` and `chunks` (DPF always
+    /// asks two mirrors).
+    pub fn choice(self, servers: usize, redundancy: usize, chunks: usize) -> SchemeChoice {
+        match self {
+            SchemeArg::RaidPir => SchemeChoice::RaidPir {
+                servers,
+                redundancy,
+                chunks,
+            },
+            SchemeArg::Chor => SchemeChoice::Chor { servers },
+            SchemeArg::Dpf => SchemeChoice::Dpf,
+        }
+    }
+}
