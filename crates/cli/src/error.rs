@@ -13,7 +13,6 @@ use std::process::ExitCode;
 
 use pir_updates::UpdateError;
 
-
 /// `pir get --lookup` found neither candidate slot holding the key.
 #[derive(Debug, thiserror::Error)]
 #[error("not found: key {0:?} is not in the database")]
