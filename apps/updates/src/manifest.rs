@@ -66,6 +66,10 @@ pub const MAX_NAME_LEN: usize = 4096;
 /// Length of a SHA-256 digest.
 const HASH_LEN: usize = 32;
 
+/// Fixed header: magic, version, block size, block count, creation time, release version,
+/// expiry, file count.
+const HEADER_LEN: usize = 4 + 2 + 4 + 8 + 8 + 8 + 8 + 4;
+
 /// Smallest encoding of one file entry: a 1-byte name plus its length, three u64 and a hash.
 const MIN_ENTRY_LEN: usize = 2 + 1 + 8 + 8 + 8 + HASH_LEN;
 
@@ -164,7 +168,15 @@ impl Manifest {
 
     /// The unsigned encoding (every field before the signature; [`Codec::to_bytes`]).
     fn encode_body(&self) -> Vec<u8> {
-        Codec::to_bytes(self)
+        let names: usize = self.files.iter().map(|f| f.name.len()).sum();
+        let capacity = HEADER_LEN
+            + self.files.len() * (MIN_ENTRY_LEN - 1)
+            + names
+            + self.block_hashes.len() * HASH_LEN
+            + SIGNATURE_LEN;
+        let mut w = Writer::with_capacity(capacity);
+        Codec::encode(self, &mut w);
+        w.into_bytes()
     }
 
     /// The consistency rules of the module documentation.
