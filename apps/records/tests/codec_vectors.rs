@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pir_core::codec::testing::{check_fail_vectors, cut, patch, trailing, vectors_dir, FailVector};
-use pir_core::Codec;
 use pir_lattice::{Saved, Scheme};
 use pir_records::offline::{self, OfflineFile};
 use pir_records::{DbHeader, DbKind};
