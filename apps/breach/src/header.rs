@@ -30,6 +30,7 @@
 
 use pir_core::database::MAX_BLOCK_SIZE;
 use pir_core::wire::{Prologue, Reader, Writer};
+use pir_core::Codec;
 use pir_core::{DbShape, LINE};
 use sha2::{Digest, Sha256};
 
@@ -328,53 +329,87 @@ impl DbHeader {
         out
     }
 
-    /// Parses and validates a header from the start of `bytes` (untrusted).
+    /// Parses and validates a header from the start of `bytes` (untrusted; the bucket blocks
+    /// may follow it).
     pub fn decode(bytes: &[u8]) -> Result<Self, BreachError> {
-        const WHAT: &str = "database header";
-        let bad = |m: String| BreachError::malformed(WHAT, m);
-        let h = bytes
-            .get(..HEADER_LEN)
-            .ok_or_else(|| bad(format!("{} bytes, a header is {HEADER_LEN}", bytes.len())))?;
-        let mut r = Reader::new(h);
-        PROLOGUE.read(&mut r).map_err(|e| match e {
+        let bad = |m: String| BreachError::malformed("database header", m);
+        <Self as Codec>::decode(&mut Reader::new(bytes), &()).map_err(|e| match e {
             pir_core::Error::WrongVersion { found, supported } => bad(format!(
                 "version {found}; this build reads version {supported}"
             )),
-            _ => bad("wrong magic bytes: this is not a pir breach database".into()),
-        })?;
-        // Every read below is inside the HEADER_LEN bytes just taken, so none can fail.
-        let field = |e: pir_core::Error| bad(e.to_string());
-        let header_len = r.u16().map_err(field)?;
+            pir_core::Error::WrongMagic => {
+                bad("wrong magic bytes: this is not a pir breach database".into())
+            }
+            pir_core::Error::Truncated { .. } => bad(format!(
+                "truncated: {} bytes, a header is {HEADER_LEN}",
+                bytes.len()
+            )),
+            pir_core::Error::Malformed(message) => bad(message),
+            other => bad(other.to_string()),
+        })
+    }
+}
+
+/// The 256-byte header: [`Codec::decode`] takes exactly [`HEADER_LEN`] bytes and validates
+/// them (every field, the reserved bytes zero); a refusal of the content is
+/// [`pir_core::Error::Malformed`] with the reason.
+impl Codec<'_> for DbHeader {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        w.bytes(&DbHeader::encode(self));
+    }
+
+    fn decode(reader: &mut Reader<'_>, _: &()) -> Result<Self, pir_core::Error> {
+        let bad = pir_core::Error::Malformed;
+        let mut r = Reader::new(reader.take(HEADER_LEN)?);
+        PROLOGUE.read(&mut r)?;
+        let header_len = r.u16()?;
         if usize::from(header_len) != HEADER_LEN {
             return Err(bad(format!(
                 "header length {header_len}; expected {HEADER_LEN}"
             )));
         }
-        let corpus = match r.u8().map_err(field)? {
+        let corpus = match r.u8()? {
             1 => CorpusFormat::Hibp,
             2 => CorpusFormat::Passwords,
             3 => CorpusFormat::Pairs,
-            other => return Err(bad(format!("unknown corpus format {other}"))),
+            other => {
+                return Err(pir_core::Error::UnknownValue {
+                    field: "corpus format",
+                    found: u64::from(other),
+                })
+            }
         };
-        let hash_id = r.u8().map_err(field)?;
-        let prefix_bits = u32::from(r.u8().map_err(field)?);
-        let counts = match r.u8().map_err(field)? {
+        let hash_id = r.u8()?;
+        let prefix_bits = u32::from(r.u8()?);
+        let counts = match r.u8()? {
             0 => false,
             1 => true,
-            other => return Err(bad(format!("counts flag {other} is neither 0 nor 1"))),
+            other => {
+                return Err(pir_core::Error::UnknownValue {
+                    field: "counts flag",
+                    found: u64::from(other),
+                })
+            }
         };
-        let value_bits = u32::from(r.u16().map_err(field)?);
-        let reserved_a = r.u16().map_err(field)?;
+        let value_bits = u32::from(r.u16()?);
+        let reserved_a = r.u16()?;
         let argon = Argon2Params {
-            memory_kib: r.u32().map_err(field)?,
-            iterations: r.u32().map_err(field)?,
-            parallelism: r.u32().map_err(field)?,
+            memory_kib: r.u32()?,
+            iterations: r.u32()?,
+            parallelism: r.u32()?,
         };
         let hash = match hash_id {
             1 => HashKind::Sha1,
             2 => HashKind::Argon2id(argon),
             3 => HashKind::Sha256,
-            other => return Err(bad(format!("unknown hash kind {other}"))),
+            other => {
+                return Err(pir_core::Error::UnknownValue {
+                    field: "hash kind",
+                    found: u64::from(other),
+                })
+            }
         };
         if !matches!(hash, HashKind::Argon2id(_))
             && (argon.memory_kib, argon.iterations, argon.parallelism) != (0, 0, 0)
@@ -383,16 +418,16 @@ impl DbHeader {
                 "Argon2 parameters set for a hash that is not Argon2id".into()
             ));
         }
-        let bucket_count = r.u64().map_err(field)?;
-        let block_size = r.u32().map_err(field)? as usize;
-        let reserved_b = r.u32().map_err(field)?;
-        let key_id: [u8; KEY_ID_BYTES] = r.array().map_err(field)?;
-        let blocks_sha256: [u8; 32] = r.array().map_err(field)?;
+        let bucket_count = r.u64()?;
+        let block_size = r.u32()? as usize;
+        let reserved_b = r.u32()?;
+        let key_id: [u8; KEY_ID_BYTES] = r.array()?;
+        let blocks_sha256: [u8; 32] = r.array()?;
         let mut stats = [0u64; 8];
         for v in &mut stats {
-            *v = r.u64().map_err(field)?;
+            *v = r.u64()?;
         }
-        let rest = r.take(r.remaining()).map_err(field)?;
+        let rest = r.take(r.remaining())?;
         if reserved_a != 0 || reserved_b != 0 || rest.iter().any(|&b| b != 0) {
             return Err(bad("reserved bytes are not zero".into()));
         }
@@ -557,6 +592,56 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("Argon2 memory"));
+    }
+
+    #[test]
+    fn fail_vectors_are_refused() {
+        use pir_core::codec::testing::{
+            check_fail_vectors, cut, patch, trailing, vectors_dir, FailVector,
+        };
+        let good = sample(CorpusFormat::Hibp).encode();
+        let vectors = [
+            FailVector::new("truncated", "Truncated", "255 bytes", cut(&good)),
+            FailVector::new("trailing", "TrailingBytes", "257 bytes", trailing(&good)),
+            FailVector::new(
+                "header_length",
+                "Malformed",
+                "header length 0",
+                patch(&good, 10, 2, 0),
+            ),
+            FailVector::new(
+                "unknown_corpus",
+                "UnknownValue",
+                "corpus format 9",
+                patch(&good, 12, 1, 9),
+            ),
+            FailVector::new(
+                "unknown_hash",
+                "UnknownValue",
+                "hash kind 7",
+                patch(&good, 13, 1, 7),
+            ),
+            FailVector::new(
+                "counts_flag",
+                "UnknownValue",
+                "counts flag 2",
+                patch(&good, 15, 1, 2),
+            ),
+            FailVector::new(
+                "bucket_count",
+                "Malformed",
+                "bucket count not 2^k",
+                patch(&good, 32, 8, 513),
+            ),
+            FailVector::new(
+                "reserved",
+                "Malformed",
+                "a reserved byte set",
+                patch(&good, 200, 1, 1),
+            ),
+        ];
+        let dir = vectors_dir(env!("CARGO_MANIFEST_DIR"), "breach_db_header");
+        check_fail_vectors::<DbHeader>(&dir, &vectors, &());
     }
 
     #[test]

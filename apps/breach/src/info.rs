@@ -3,7 +3,7 @@
 //! One codec for the server that writes it and the client that reads it (untrusted bytes).
 
 use pir_core::wire::{Prologue, Reader, Writer};
-use pir_core::Error;
+use pir_core::{Codec, Error};
 
 /// Servers of a breach deployment: `n = 2` (Günther 2019, section 4.3 uses two).
 pub const SERVERS: usize = 2;
@@ -57,24 +57,39 @@ impl Info {
                 limit: MAX_HEADER_BYTES,
             });
         }
-        let mut w = Writer::with_capacity(32 + self.header.len());
-        INFO.write(&mut w);
-        w.u64(self.block_count);
-        w.u32(u32::try_from(self.block_size).map_err(|_| field("block size"))?);
-        w.u16(u16::try_from(self.server).map_err(|_| field("server position"))?);
-        w.u16(u16::try_from(self.servers).map_err(|_| field("server count"))?);
-        w.u16(u16::try_from(self.redundancy).map_err(|_| field("redundancy"))?);
-        w.u32(u32::try_from(self.chunks).map_err(|_| field("chunk count"))?);
-        w.u8(u8::from(self.blinding));
-        w.u16(self.header.len() as u16);
-        w.bytes(&self.header);
-        Ok(w.into_bytes())
+        u32::try_from(self.block_size).map_err(|_| field("block size"))?;
+        u16::try_from(self.server).map_err(|_| field("server position"))?;
+        u16::try_from(self.servers).map_err(|_| field("server count"))?;
+        u16::try_from(self.redundancy).map_err(|_| field("redundancy"))?;
+        u32::try_from(self.chunks).map_err(|_| field("chunk count"))?;
+        Ok(Codec::to_bytes(self))
     }
 
     /// Decodes an info body (without its signature); untrusted bytes.
     pub fn decode(body: &[u8]) -> Result<Info, Error> {
-        let mut r = Reader::new(body);
-        INFO.read(&mut r)?;
+        <Self as Codec>::from_bytes(body, &())
+    }
+}
+
+/// The info body (module documentation). [`Info::encode`] checks that every count fits its
+/// field first; [`Codec::encode`] saturates one that does not.
+impl Codec<'_> for Info {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        INFO.write(w);
+        w.u64(self.block_count);
+        w.u32(u32::try_from(self.block_size).unwrap_or(u32::MAX));
+        w.u16(u16::try_from(self.server).unwrap_or(u16::MAX));
+        w.u16(u16::try_from(self.servers).unwrap_or(u16::MAX));
+        w.u16(u16::try_from(self.redundancy).unwrap_or(u16::MAX));
+        w.u32(u32::try_from(self.chunks).unwrap_or(u32::MAX));
+        w.u8(u8::from(self.blinding));
+        w.short_bytes(&self.header[..self.header.len().min(MAX_HEADER_BYTES)]);
+    }
+
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
+        INFO.read(r)?;
         let block_count = r.u64()?;
         let block_size = r.u32()? as usize;
         let server = usize::from(r.u16()?);
@@ -91,15 +106,7 @@ impl Info {
                 })
             }
         };
-        let len = usize::from(r.u16()?);
-        if len > MAX_HEADER_BYTES {
-            return Err(Error::Oversized {
-                len,
-                limit: MAX_HEADER_BYTES,
-            });
-        }
-        let header = r.take(len)?.to_vec();
-        r.finish()?;
+        let header = r.short_bytes(MAX_HEADER_BYTES)?.to_vec();
         Ok(Info {
             block_count,
             block_size,
@@ -116,6 +123,50 @@ impl Info {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fail_vectors_are_refused() {
+        use pir_core::codec::testing::{
+            check_fail_vectors, cut, patch, trailing, vectors_dir, FailVector,
+        };
+        let good = info().encode().unwrap();
+        // Offsets: block count 10, block size 18, server 22, servers 24, redundancy 26,
+        // chunks 28, blinding 32, header length 33, header 35.
+        let vectors = [
+            FailVector::new(
+                "truncated",
+                "Truncated",
+                "header one byte short",
+                cut(&good),
+            ),
+            FailVector::new(
+                "trailing",
+                "TrailingBytes",
+                "a byte after the header",
+                trailing(&good),
+            ),
+            FailVector::new(
+                "blinding_flag",
+                "UnknownValue",
+                "blinding 2",
+                patch(&good, 32, 1, 2),
+            ),
+            FailVector::new(
+                "header_oversized",
+                "Oversized",
+                "header length 4097",
+                patch(&good, 33, 2, 4097),
+            ),
+            FailVector::new(
+                "header_above_bytes",
+                "Truncated",
+                "header length 10, 9 follow",
+                patch(&good, 33, 2, 10),
+            ),
+        ];
+        let dir = vectors_dir(env!("CARGO_MANIFEST_DIR"), "breach_info");
+        check_fail_vectors::<Info>(&dir, &vectors, &());
+    }
 
     fn info() -> Info {
         Info {

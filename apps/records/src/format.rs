@@ -27,6 +27,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use pir_core::wire::{Prologue, Reader, Writer};
+use pir_core::Codec;
 use rand::CryptoRng;
 use sha2::{Digest, Sha256};
 
@@ -136,55 +137,18 @@ impl DbHeader {
         out
     }
 
-    /// Parses a header, checking every field (never panics on bad bytes).
+    /// Parses a header, checking every field (never panics on bad bytes; [`Codec`]).
     pub fn decode(bytes: &[u8]) -> Result<DbHeader, RecordsError> {
         let bad = |what: &str| RecordsError::Malformed(what.to_string());
-        if bytes.len() != HEADER_LEN {
-            return Err(bad("the header must be 128 bytes"));
-        }
-        let mut r = Reader::new(bytes);
-        PROLOGUE.read(&mut r).map_err(|e| match e {
+        <Self as Codec>::from_bytes(bytes, &()).map_err(|e| match e {
+            pir_core::Error::Truncated { .. } | pir_core::Error::TrailingBytes { .. } => {
+                bad("the header must be 128 bytes")
+            }
             pir_core::Error::WrongVersion { .. } => bad("unknown format version; upgrade pir"),
-            _ => bad("wrong magic (not made by `pir db build`)"),
-        })?;
-        // Every read below is inside the HEADER_LEN bytes checked above.
-        let field = |e: pir_core::Error| RecordsError::Malformed(e.to_string());
-        let kind = match r.u8().map_err(field)? {
-            1 => DbKind::Records,
-            2 => DbKind::KeyValue,
-            _ => return Err(bad("unknown kind")),
-        };
-        r.skip(1).map_err(field)?;
-        let record_size = r.u32().map_err(field)? as usize;
-        let records = r.u64().map_err(field)?;
-        let last_len = r.u32().map_err(field)? as usize;
-        let entries = r.u64().map_err(field)?;
-        let cuckoo_seed = r.array().map_err(field)?;
-        let matrix_seeds = [r.array().map_err(field)?, r.array().map_err(field)?];
-        let payload_hash = r.array().map_err(field)?;
-        let header = DbHeader {
-            kind,
-            record_size,
-            records,
-            last_len,
-            entries,
-            cuckoo_seed,
-            matrix_seeds,
-            payload_hash,
-        };
-        if record_size == 0 || record_size > MAX_RECORD_SIZE || records == 0 {
-            return Err(bad("record size or count out of range"));
-        }
-        match kind {
-            DbKind::Records if last_len == 0 || last_len > record_size || entries != records => {
-                Err(bad("inconsistent record counts"))
-            }
-            DbKind::KeyValue if record_size <= SLOT_OVERHEAD || entries > records => {
-                Err(bad("inconsistent key-value layout"))
-            }
-            _ if header.encode()[..] != bytes[..] => Err(bad("nonzero reserved bytes")),
-            _ => Ok(header),
-        }
+            pir_core::Error::WrongMagic => bad("wrong magic (not made by `pir db build`)"),
+            pir_core::Error::Malformed(why) => RecordsError::Malformed(why),
+            other => RecordsError::Malformed(other.to_string()),
+        })
     }
 
     /// Bytes of the payload: `records × record_size`.
@@ -208,6 +172,65 @@ impl DbHeader {
             &record[..self.last_len.min(record.len())]
         } else {
             record
+        }
+    }
+}
+
+/// The 128-byte header: [`Codec::decode`] takes exactly [`HEADER_LEN`] bytes and checks every
+/// field; an inconsistent one is [`pir_core::Error::Malformed`] with the reason.
+impl Codec<'_> for DbHeader {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        w.bytes(&DbHeader::encode(self));
+    }
+
+    fn decode(reader: &mut Reader<'_>, _: &()) -> Result<Self, pir_core::Error> {
+        let bad = |what: &str| pir_core::Error::Malformed(what.to_string());
+        let bytes = reader.take(HEADER_LEN)?;
+        let mut r = Reader::new(bytes);
+        PROLOGUE.read(&mut r)?;
+        // Every read below is inside the HEADER_LEN bytes just taken.
+        let kind = match r.u8()? {
+            1 => DbKind::Records,
+            2 => DbKind::KeyValue,
+            other => {
+                return Err(pir_core::Error::UnknownValue {
+                    field: "database kind",
+                    found: u64::from(other),
+                })
+            }
+        };
+        r.skip(1)?;
+        let record_size = r.u32()? as usize;
+        let records = r.u64()?;
+        let last_len = r.u32()? as usize;
+        let entries = r.u64()?;
+        let cuckoo_seed = r.array()?;
+        let matrix_seeds = [r.array()?, r.array()?];
+        let payload_hash = r.array()?;
+        let header = DbHeader {
+            kind,
+            record_size,
+            records,
+            last_len,
+            entries,
+            cuckoo_seed,
+            matrix_seeds,
+            payload_hash,
+        };
+        if record_size == 0 || record_size > MAX_RECORD_SIZE || records == 0 {
+            return Err(bad("record size or count out of range"));
+        }
+        match kind {
+            DbKind::Records if last_len == 0 || last_len > record_size || entries != records => {
+                Err(bad("inconsistent record counts"))
+            }
+            DbKind::KeyValue if record_size <= SLOT_OVERHEAD || entries > records => {
+                Err(bad("inconsistent key-value layout"))
+            }
+            _ if header.encode()[..] != bytes[..] => Err(bad("nonzero reserved bytes")),
+            _ => Ok(header),
         }
     }
 }

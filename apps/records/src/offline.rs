@@ -16,6 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use pir_core::wire::{Prologue, Reader, Writer};
+use pir_core::{Codec, Error};
 use pir_lattice::{DbVersion, Saved, Scheme};
 use sha2::{Digest, Sha256};
 
@@ -38,8 +39,84 @@ pub fn path_for(db: &Path, scheme: Scheme) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Encodes the offline work.
-pub fn encode(scheme: Scheme, version: &DbVersion, saved: &Saved) -> Vec<u8> {
+/// The offline file (module documentation). Context: the scheme and the database version it
+/// must be for; a file for another is refused ([`pir_core::Error::WrongScheme`],
+/// [`pir_core::Error::DatabaseMismatch`]), a damaged one by its checksum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfflineFile {
+    /// The scheme the work is for.
+    pub scheme: Scheme,
+    /// The database version the work is for.
+    pub version: DbVersion,
+    /// The work.
+    pub saved: Saved,
+}
+
+impl Codec<'_> for OfflineFile {
+    type Context = (Scheme, DbVersion);
+
+    fn encode(&self, w: &mut Writer) {
+        write_offline(w, self.scheme, &self.version, &self.saved);
+    }
+
+    fn decode(r: &mut Reader<'_>, (scheme, version): &(Scheme, DbVersion)) -> Result<Self, Error> {
+        OFFLINE.read(r)?;
+        let digest = r.take(32)?;
+        let body = r.take(r.remaining())?;
+        if Sha256::digest(body).as_slice() != digest {
+            return Err(Error::Malformed(
+                "its checksum does not match: the file is damaged".into(),
+            ));
+        }
+        let mut r = Reader::new(body);
+        let found = r.u8()?;
+        if found != scheme.id() as u8 {
+            return Err(Error::WrongScheme {
+                found,
+                expected: scheme.id() as u8,
+            });
+        }
+        if r.take(32)? != version.as_slice() {
+            return Err(Error::DatabaseMismatch(
+                "it is for another version of the database".into(),
+            ));
+        }
+        let hint_len = r.u64()?;
+        if hint_len > MAX_HINT {
+            return Err(Error::Oversized {
+                len: usize::try_from(hint_len).unwrap_or(usize::MAX),
+                limit: MAX_HINT as usize,
+            });
+        }
+        let hint = r.take(hint_len as usize)?.to_vec();
+        let words = r.u64()?;
+        if words > MAX_EXTRA {
+            return Err(Error::OutOfRange {
+                field: "server state words",
+                found: words,
+                limit: MAX_EXTRA,
+            });
+        }
+        if words * 4 != r.remaining() as u64 {
+            return Err(Error::WrongLength(format!(
+                "{words} server state words, {} bytes follow",
+                r.remaining()
+            )));
+        }
+        let extra = r
+            .take(words as usize * 4)?
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok(Self {
+            scheme: *scheme,
+            version: *version,
+            saved: Saved { hint, extra },
+        })
+    }
+}
+
+fn write_offline(out: &mut Writer, scheme: Scheme, version: &DbVersion, saved: &Saved) {
     let mut body = Writer::with_capacity(64 + saved.hint.len() + 4 * saved.extra.len());
     body.u8(scheme.id() as u8);
     body.bytes(version);
@@ -50,50 +127,32 @@ pub fn encode(scheme: Scheme, version: &DbVersion, saved: &Saved) -> Vec<u8> {
         body.u32(w);
     }
     let body = body.into_bytes();
-    let mut out = Writer::with_capacity(OFFLINE.len() + 32 + body.len());
-    OFFLINE.write(&mut out);
+    OFFLINE.write(out);
     out.bytes(&Sha256::digest(&body));
     out.bytes(&body);
+}
+
+/// Encodes the offline work ([`OfflineFile`]).
+pub fn encode(scheme: Scheme, version: &DbVersion, saved: &Saved) -> Vec<u8> {
+    let mut out =
+        Writer::with_capacity(OFFLINE.len() + 96 + saved.hint.len() + 4 * saved.extra.len());
+    write_offline(&mut out, scheme, version, saved);
     out.into_bytes()
 }
 
-fn bad(why: &str) -> RecordsError {
-    RecordsError::Input(format!("the saved offline work is unusable ({why})"))
-}
-
-/// Decodes offline work saved for `scheme` and `version`; any mismatch or damage is an error.
+/// Decodes offline work saved for `scheme` and `version`; any mismatch or damage is an error
+/// ([`OfflineFile`]).
 pub fn decode(bytes: &[u8], scheme: Scheme, version: &DbVersion) -> Result<Saved, RecordsError> {
-    let mut r = Reader::new(bytes);
-    OFFLINE.read(&mut r).map_err(|e| bad(&e.to_string()))?;
-    let digest = r.take(32).map_err(|e| bad(&e.to_string()))?.to_vec();
-    let body = r.take(r.remaining()).map_err(|e| bad(&e.to_string()))?;
-    if Sha256::digest(body).as_slice() != digest.as_slice() {
-        return Err(bad("its checksum does not match: the file is damaged"));
-    }
-    let mut r = Reader::new(body);
-    let err = |e: pir_core::Error| bad(&e.to_string());
-    if r.u8().map_err(err)? != scheme.id() as u8 {
-        return Err(bad("it is for another scheme"));
-    }
-    if r.take(32).map_err(err)? != version.as_slice() {
-        return Err(bad("it is for another version of the database"));
-    }
-    let hint_len = r.u64().map_err(err)?;
-    if hint_len > MAX_HINT || hint_len > r.remaining() as u64 {
-        return Err(bad("its hint length is out of range"));
-    }
-    let hint = r.take(hint_len as usize).map_err(err)?.to_vec();
-    let words = r.u64().map_err(err)?;
-    if words > MAX_EXTRA || words.saturating_mul(4) != r.remaining() as u64 {
-        return Err(bad("its server state length is out of range"));
-    }
-    let extra = r
-        .take(words as usize * 4)
-        .map_err(err)?
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    Ok(Saved { hint, extra })
+    OfflineFile::from_bytes(bytes, &(scheme, *version))
+        .map(|file| file.saved)
+        .map_err(|e| {
+            let why = match e {
+                Error::Malformed(why) | Error::DatabaseMismatch(why) => why,
+                Error::WrongScheme { .. } => "it is for another scheme".into(),
+                other => other.to_string(),
+            };
+            RecordsError::Input(format!("the saved offline work is unusable ({why})"))
+        })
 }
 
 /// Reads the offline work of `db` for `scheme` through a read-only memory map (checked and

@@ -38,6 +38,7 @@
 
 use std::collections::HashSet;
 
+use pir_core::codec::{check_count, Codec};
 use pir_core::wire::{Prologue, Reader, Writer};
 use pir_core::DbShape;
 use pir_keys::{PublicKey, SecretKey, SIGNATURE_LEN};
@@ -65,12 +66,12 @@ pub const MAX_NAME_LEN: usize = 4096;
 /// Length of a SHA-256 digest.
 const HASH_LEN: usize = 32;
 
-/// Smallest encoding of one file entry: a 1-byte name plus its length, three u64 and a hash.
-const MIN_ENTRY_LEN: usize = 2 + 1 + 8 + 8 + 8 + HASH_LEN;
-
 /// Fixed header: magic, version, block size, block count, creation time, release version,
 /// expiry, file count.
 const HEADER_LEN: usize = 4 + 2 + 4 + 8 + 8 + 8 + 8 + 4;
+
+/// Smallest encoding of one file entry: a 1-byte name plus its length, three u64 and a hash.
+const MIN_ENTRY_LEN: usize = 2 + 1 + 8 + 8 + 8 + HASH_LEN;
 
 /// One file of the release: where its blocks lie and what its bytes hash to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,7 +166,7 @@ impl Manifest {
         self.files.iter().find(|entry| entry.name == name)
     }
 
-    /// The unsigned encoding (every field before the signature).
+    /// The unsigned encoding (every field before the signature; [`Codec::to_bytes`]).
     fn encode_body(&self) -> Vec<u8> {
         let names: usize = self.files.iter().map(|f| f.name.len()).sum();
         let capacity = HEADER_LEN
@@ -174,25 +175,7 @@ impl Manifest {
             + self.block_hashes.len() * HASH_LEN
             + SIGNATURE_LEN;
         let mut w = Writer::with_capacity(capacity);
-        MANIFEST.write(&mut w);
-        w.u32(self.block_size);
-        w.u64(self.block_count);
-        w.u64(self.created_unix);
-        w.u64(self.release_version);
-        w.u64(self.expires_unix);
-        // A valid manifest has at most 2^32 blocks and so at most 2^32 - 1 files + 1; a larger
-        // list is refused by every decoder anyway.
-        w.u32(u32::try_from(self.files.len()).unwrap_or(u32::MAX));
-        for file in &self.files {
-            w.short_bytes(file.name.as_bytes());
-            w.u64(file.size);
-            w.u64(file.first_block);
-            w.u64(file.block_count);
-            w.bytes(&file.sha256);
-        }
-        for hash in &self.block_hashes {
-            w.bytes(hash);
-        }
+        Codec::encode(self, &mut w);
         w.into_bytes()
     }
 
@@ -311,10 +294,9 @@ fn wire(e: pir_core::Error) -> UpdateError {
     UpdateError::Format(format!("manifest: {e}"))
 }
 
-/// Parses the unsigned body, checking every count against the bytes left before allocating.
+/// Parses the unsigned body ([`Codec`]), naming what a user must do about each refusal.
 fn parse_body(body: &[u8]) -> Result<Manifest, UpdateError> {
-    let mut r = Reader::new(body);
-    MANIFEST.read(&mut r).map_err(|e| match e {
+    <Manifest as Codec>::from_bytes(body, &()).map_err(|e| match e {
         pir_core::Error::WrongVersion { found, supported } if found < supported => {
             UpdateError::Format(format!(
                 "manifest format version {found} is older than this build reads ({supported}: \
@@ -326,76 +308,97 @@ fn parse_body(body: &[u8]) -> Result<Manifest, UpdateError> {
             "manifest format version {found} is not supported (this build reads version \
              {supported}); upgrade pir"
         )),
-        pir_core::Error::Truncated { .. } => wire(e),
-        _ => not_a_manifest(),
-    })?;
-    let block_size = r.u32().map_err(wire)?;
-    let block_count = r.u64().map_err(wire)?;
-    let created_unix = r.u64().map_err(wire)?;
-    let release_version = r.u64().map_err(wire)?;
-    let expires_unix = r.u64().map_err(wire)?;
-    let file_count = r.u32().map_err(wire)?;
-    // The shape bounds B (at most 2^32, B * b addressable) before anything is sized from it.
-    let shape = DbShape::new(block_count, block_size as usize)
-        .map_err(|e| UpdateError::Format(format!("manifest: {e}")))?;
-    let file_count = file_count as usize;
-    if file_count == 0 || file_count > shape.block_count() {
-        return Err(UpdateError::Format(format!(
-            "manifest: {file_count} files cannot fill {block_count} blocks (each file takes at \
-             least one block, and a release has at least one file)"
-        )));
+        pir_core::Error::WrongMagic => not_a_manifest(),
+        // The consistency rules already say "manifest: ...".
+        pir_core::Error::Malformed(why) => UpdateError::Format(why),
+        other => wire(other),
+    })
+}
+
+/// The unsigned manifest body (the module documentation's table); the signature over it is
+/// added by [`Manifest::encode_signed`]. [`Codec::decode`] checks every count against the bytes
+/// left before allocating and then the consistency rules ([`pir_core::Error::Malformed`]).
+impl Codec<'_> for Manifest {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        MANIFEST.write(w);
+        w.u32(self.block_size);
+        w.u64(self.block_count);
+        w.u64(self.created_unix);
+        w.u64(self.release_version);
+        w.u64(self.expires_unix);
+        // A valid manifest has at most 2^32 blocks and so at most 2^32 - 1 files + 1; a larger
+        // list is refused by every decoder anyway.
+        w.u32(u32::try_from(self.files.len()).unwrap_or(u32::MAX));
+        for file in &self.files {
+            w.short_bytes(file.name.as_bytes());
+            w.u64(file.size);
+            w.u64(file.first_block);
+            w.u64(file.block_count);
+            w.bytes(&file.sha256);
+        }
+        for hash in &self.block_hashes {
+            w.bytes(hash);
+        }
     }
-    if file_count.saturating_mul(MIN_ENTRY_LEN) > r.remaining() {
-        return Err(UpdateError::Format(format!(
-            "manifest: declares {file_count} files but only {} bytes follow; the file is \
-             truncated or corrupt",
-            r.remaining()
-        )));
+
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, pir_core::Error> {
+        let bad = |why: String| pir_core::Error::Malformed(format!("manifest: {why}"));
+        MANIFEST.read(r)?;
+        let block_size = r.u32()?;
+        let block_count = r.u64()?;
+        let created_unix = r.u64()?;
+        let release_version = r.u64()?;
+        let expires_unix = r.u64()?;
+        let file_count = r.u32()? as usize;
+        // The shape bounds B (at most 2^32, B * b addressable) before anything is sized from it.
+        let shape =
+            DbShape::new(block_count, block_size as usize).map_err(|e| bad(e.to_string()))?;
+        if file_count == 0 {
+            return Err(bad("the release lists no files".into()));
+        }
+        // Each file takes at least one block.
+        check_count(r, "files", file_count, shape.block_count(), MIN_ENTRY_LEN)?;
+        let mut files = Vec::with_capacity(file_count);
+        for _ in 0..file_count {
+            let name = std::str::from_utf8(r.short_bytes(MAX_NAME_LEN)?)
+                .map_err(|_| bad("a file name is not UTF-8".into()))?
+                .to_owned();
+            files.push(FileEntry {
+                name,
+                size: r.u64()?,
+                first_block: r.u64()?,
+                block_count: r.u64()?,
+                sha256: r.array()?,
+            });
+        }
+        // Cannot overflow: B * b is addressable and b >= 64 > 32.
+        let hash_bytes = shape.block_count() * HASH_LEN;
+        let block_hashes = r
+            .take(hash_bytes)?
+            .chunks_exact(HASH_LEN)
+            .map(|chunk| {
+                let mut hash = [0u8; HASH_LEN];
+                hash.copy_from_slice(chunk);
+                hash
+            })
+            .collect();
+        let manifest = Manifest {
+            block_size,
+            block_count,
+            created_unix,
+            release_version,
+            expires_unix,
+            files,
+            block_hashes,
+        };
+        manifest.validate().map_err(|e| match e {
+            UpdateError::Format(why) => pir_core::Error::Malformed(why),
+            other => pir_core::Error::Malformed(other.to_string()),
+        })?;
+        Ok(manifest)
     }
-    let mut files = Vec::with_capacity(file_count);
-    for _ in 0..file_count {
-        let name = r.short_bytes(MAX_NAME_LEN).map_err(wire)?;
-        let name = std::str::from_utf8(name)
-            .map_err(|_| UpdateError::Format("manifest: a file name is not UTF-8".into()))?
-            .to_owned();
-        files.push(FileEntry {
-            name,
-            size: r.u64().map_err(wire)?,
-            first_block: r.u64().map_err(wire)?,
-            block_count: r.u64().map_err(wire)?,
-            sha256: r.array().map_err(wire)?,
-        });
-    }
-    // Cannot overflow: B * b is addressable and b >= 64 > 32.
-    let hash_bytes = shape.block_count() * HASH_LEN;
-    if r.remaining() != hash_bytes {
-        return Err(UpdateError::Format(format!(
-            "manifest: {} bytes of block hashes where {block_count} blocks need {hash_bytes}; \
-             the file is truncated or corrupt",
-            r.remaining()
-        )));
-    }
-    let block_hashes = r
-        .take(hash_bytes)
-        .map_err(wire)?
-        .chunks_exact(HASH_LEN)
-        .map(|chunk| {
-            let mut hash = [0u8; HASH_LEN];
-            hash.copy_from_slice(chunk);
-            hash
-        })
-        .collect();
-    let manifest = Manifest {
-        block_size,
-        block_count,
-        created_unix,
-        release_version,
-        expires_unix,
-        files,
-        block_hashes,
-    };
-    manifest.validate()?;
-    Ok(manifest)
 }
 
 #[cfg(test)]

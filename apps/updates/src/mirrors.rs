@@ -27,6 +27,7 @@ use std::collections::HashSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
+use pir_core::codec::{check_count, Codec};
 use pir_core::wire::{Prologue, Reader, Writer};
 use pir_keys::{PublicKey, SecretKey, PUBLIC_KEY_LEN};
 
@@ -84,18 +85,7 @@ impl MirrorList {
     /// Encoding does not validate; build entries with [`parse_mirror_arg`] and keep to
     /// [`MAX_MIRRORS`], since every decoder validates.
     pub fn encode_signed(&self, vendor: &SecretKey) -> Vec<u8> {
-        let urls: usize = self.mirrors.iter().map(|m| m.url.len()).sum();
-        let mut w =
-            Writer::with_capacity(16 + self.mirrors.len() * (2 + PUBLIC_KEY_LEN) + urls + 64);
-        MIRROR_LIST.write(&mut w);
-        w.u64(self.created_unix);
-        // More than 65535 mirrors is refused by every decoder anyway.
-        w.u16(u16::try_from(self.mirrors.len()).unwrap_or(u16::MAX));
-        for mirror in &self.mirrors {
-            w.short_bytes(mirror.url.as_bytes());
-            w.bytes(&mirror.key.0);
-        }
-        let mut bytes = w.into_bytes();
+        let mut bytes = Codec::to_bytes(self);
         let signature = vendor.sign(&signing_message(MIRROR_LIST_SIGNING_CONTEXT, &bytes));
         bytes.extend_from_slice(&signature);
         bytes
@@ -222,56 +212,69 @@ fn wire(e: pir_core::Error) -> UpdateError {
 
 /// Parses the unsigned body, checking the count against the bytes left before allocating.
 fn parse_body(body: &[u8]) -> Result<MirrorList, UpdateError> {
-    let bad = |what: String| UpdateError::Format(format!("mirror list: {what}"));
-    let mut r = Reader::new(body);
-    MIRROR_LIST.read(&mut r).map_err(|e| match e {
-        pir_core::Error::WrongVersion { found, supported } => bad(format!(
-            "format version {found} is not supported (this build reads version {supported}); \
-             upgrade pir"
+    <MirrorList as Codec>::from_bytes(body, &()).map_err(|e| match e {
+        pir_core::Error::WrongVersion { found, supported } => UpdateError::Format(format!(
+            "mirror list: format version {found} is not supported (this build reads version \
+             {supported}); upgrade pir"
         )),
-        pir_core::Error::Truncated { .. } => wire(e),
-        _ => not_a_list(),
-    })?;
-    let created_unix = r.u64().map_err(wire)?;
-    let count = usize::from(r.u16().map_err(wire)?);
-    if count == 0 || count > MAX_MIRRORS {
-        return Err(bad(format!(
-            "{count} mirrors; a list holds 1 to {MAX_MIRRORS}"
-        )));
-    }
-    if count * MIN_ENTRY_LEN > r.remaining() {
-        return Err(bad(format!(
-            "declares {count} mirrors but only {} bytes follow; the file is truncated",
-            r.remaining()
-        )));
-    }
-    let mut mirrors = Vec::with_capacity(count);
-    let mut urls = HashSet::with_capacity(count);
-    let mut keys = HashSet::with_capacity(count);
-    for _ in 0..count {
-        let url = r.short_bytes(MAX_URL_LEN).map_err(wire)?;
-        let url = std::str::from_utf8(url)
-            .map_err(|_| bad("a mirror URL is not UTF-8".into()))?
-            .to_owned();
-        check_mirror_url(&url).map_err(|why| bad(format!("mirror URL {url:?}: {why}")))?;
-        let key = PublicKey(r.array().map_err(wire)?);
-        // Host names and IPv6 digits are case-insensitive; a trailing '/' changes nothing.
-        if !urls.insert(url.trim_end_matches('/').to_ascii_lowercase()) {
-            return Err(bad(format!("mirror {url} is listed twice")));
-        }
-        if !keys.insert(key) {
-            return Err(bad(format!(
-                "key {} is listed for two mirrors",
-                key.fingerprint()
-            )));
-        }
-        mirrors.push(MirrorEntry { url, key });
-    }
-    r.finish().map_err(wire)?;
-    Ok(MirrorList {
-        created_unix,
-        mirrors,
+        pir_core::Error::WrongMagic => not_a_list(),
+        pir_core::Error::Malformed(why) => UpdateError::Format(format!("mirror list: {why}")),
+        other => wire(other),
     })
+}
+
+/// The unsigned mirror list body (the module documentation's table); the signature over it is
+/// added by [`MirrorList::encode_signed`]. [`Codec::decode`] checks the count against the bytes
+/// left, every URL, and that no URL or key is listed twice ([`pir_core::Error::Malformed`]).
+impl Codec<'_> for MirrorList {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        MIRROR_LIST.write(w);
+        w.u64(self.created_unix);
+        // More than 65535 mirrors is refused by every decoder anyway.
+        w.u16(u16::try_from(self.mirrors.len()).unwrap_or(u16::MAX));
+        for mirror in &self.mirrors {
+            w.short_bytes(mirror.url.as_bytes());
+            w.bytes(&mirror.key.0);
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, pir_core::Error> {
+        let bad = pir_core::Error::Malformed;
+        MIRROR_LIST.read(r)?;
+        let created_unix = r.u64()?;
+        let count = usize::from(r.u16()?);
+        if count == 0 {
+            return Err(bad(format!("0 mirrors; a list holds 1 to {MAX_MIRRORS}")));
+        }
+        check_count(r, "mirrors", count, MAX_MIRRORS, MIN_ENTRY_LEN)?;
+        let mut mirrors = Vec::with_capacity(count);
+        let mut urls = HashSet::with_capacity(count);
+        let mut keys = HashSet::with_capacity(count);
+        for _ in 0..count {
+            let url = std::str::from_utf8(r.short_bytes(MAX_URL_LEN)?)
+                .map_err(|_| bad("a mirror URL is not UTF-8".into()))?
+                .to_owned();
+            check_mirror_url(&url).map_err(|why| bad(format!("mirror URL {url:?}: {why}")))?;
+            let key = PublicKey(r.array()?);
+            // Host names and IPv6 digits are case-insensitive; a trailing '/' changes nothing.
+            if !urls.insert(url.trim_end_matches('/').to_ascii_lowercase()) {
+                return Err(bad(format!("mirror {url} is listed twice")));
+            }
+            if !keys.insert(key) {
+                return Err(bad(format!(
+                    "key {} is listed for two mirrors",
+                    key.fingerprint()
+                )));
+            }
+            mirrors.push(MirrorEntry { url, key });
+        }
+        Ok(MirrorList {
+            created_unix,
+            mirrors,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 
 use pir_core::protocol;
 use pir_core::wire::{self, Prologue, Reader, Writer};
-use pir_core::{Database, Error};
+use pir_core::{Codec, Database, Error};
 use pir_keys::PublicKey;
 use pir_service::reply::{self, ReplyError};
 
@@ -24,6 +24,8 @@ pub const EVIDENCE: Prologue = Prologue {
 };
 /// Largest request or reply kept in an evidence file (1 GiB).
 const MAX_PART: usize = 1 << 30;
+/// Longest mirror URL kept in an evidence file.
+const MAX_URL: usize = 4096;
 
 /// A mirror's signed request/answer pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,25 +73,36 @@ impl Evidence {
         }
     }
 
-    /// The evidence file bytes.
+    /// The evidence file bytes ([`Codec::to_bytes`]).
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(self.request.len() + self.reply.len() + 128);
-        EVIDENCE.write(&mut w);
+        Codec::to_bytes(self)
+    }
+
+    /// Parses an evidence file ([`Codec::from_bytes`]).
+    pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        <Self as Codec>::from_bytes(bytes, &())
+    }
+}
+
+/// The evidence file (layout in the module docs); self-describing, so no context.
+impl Codec<'_> for Evidence {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        EVIDENCE.write(w);
         w.short_bytes(self.url.as_bytes());
         w.bytes(&self.key.0);
         w.bytes(&self.release_id);
+        // Requests and replies are bounded by the framing far below MAX_PART (1 GiB).
         w.u32(self.request.len() as u32);
         w.bytes(&self.request);
         w.u32(self.reply.len() as u32);
         w.bytes(&self.reply);
-        w.into_bytes()
     }
 
-    /// Parses an evidence file.
-    pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
-        let mut r = Reader::new(bytes);
-        EVIDENCE.read(&mut r)?;
-        let url = std::str::from_utf8(r.short_bytes(4096)?)
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
+        EVIDENCE.read(r)?;
+        let url = std::str::from_utf8(r.short_bytes(MAX_URL)?)
             .map_err(|_| Error::Malformed("URL is not UTF-8".into()))?
             .to_string();
         let key = PublicKey(r.array()?);
@@ -104,9 +117,8 @@ impl Evidence {
             }
             Ok(r.take(len)?.to_vec())
         };
-        let request = part(&mut r)?;
-        let reply = part(&mut r)?;
-        r.finish()?;
+        let request = part(r)?;
+        let reply = part(r)?;
         Ok(Self {
             url,
             key,

@@ -7,6 +7,8 @@
 //!   index, one answer per server, decode).
 //! - [`wire`]: the versioned, little-endian, length-checked envelope and codec that every message
 //!   on the network uses.
+//! - [`Codec`]: the one trait every binary format implements (encode to a [`wire::Writer`],
+//!   decode from a checked [`wire::Reader`] with a context of what the bytes do not say).
 //! - [`Error`]: one error enum that keeps "the peer sent bad bytes" apart from "the caller misused
 //!   the API".
 //!
@@ -14,6 +16,7 @@
 //! and no concrete scheme (those live in `pir-xor`). Randomness is always passed in.
 
 pub mod bits;
+pub mod codec;
 pub mod database;
 pub mod error;
 pub mod glossary;
@@ -22,6 +25,7 @@ pub mod protocol;
 pub mod scheme;
 pub mod wire;
 
+pub use codec::Codec;
 pub use database::{Database, DbShape, BLOCK_GRANULE, LINE};
 pub use error::Error;
 pub use scheme::{MultiServerScheme, SchemeId};

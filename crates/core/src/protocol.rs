@@ -12,6 +12,7 @@
 //! `pir-keys`; with it a client can prove to anyone holding the release that a mirror answered
 //! wrongly (upPIR, Cappos 2013, section 4.2).
 
+use crate::codec::{check_count, Codec};
 use crate::wire::{Reader, Writer};
 use crate::Error;
 
@@ -35,49 +36,81 @@ pub struct QueryBatch<'a> {
 pub fn encode_query_batch(release_id: &[u8; RELEASE_ID_LEN], queries: &[Vec<u8>]) -> Vec<u8> {
     let total: usize = queries.iter().map(|q| q.len() + 4).sum();
     let mut w = Writer::with_capacity(RELEASE_ID_LEN + 2 + total);
-    w.bytes(release_id);
-    w.u16(queries.len() as u16);
-    for q in queries {
-        w.u32(q.len() as u32);
-        w.bytes(q);
-    }
+    write_items(&mut w, release_id, queries.iter().map(Vec::as_slice));
     w.into_bytes()
 }
 
 /// Decodes a query batch body (each query's own length is checked by its scheme).
 pub fn decode_query_batch(body: &[u8]) -> Result<QueryBatch<'_>, Error> {
-    let mut r = Reader::new(body);
-    let release_id = r.array()?;
+    QueryBatch::from_bytes(body, &())
+}
+
+/// `release_id | count u16 | count x (len u32 | item)`: the two halves of the protocol share it.
+fn write_items<'i>(
+    w: &mut Writer,
+    release_id: &[u8; RELEASE_ID_LEN],
+    items: impl ExactSizeIterator<Item = &'i [u8]>,
+) {
+    w.bytes(release_id);
+    // Callers keep batches within MAX_BATCH (the decoder refuses more).
+    w.u16(items.len() as u16);
+    for item in items {
+        w.u32(item.len() as u32);
+        w.bytes(item);
+    }
+}
+
+/// Reads `count u16 | count x (len u32 | item)`, each item at most `max_item` bytes.
+fn read_items<'a>(
+    r: &mut Reader<'a>,
+    field: &'static str,
+    max_item: usize,
+) -> Result<Vec<&'a [u8]>, Error> {
     let count = usize::from(r.u16()?);
-    if count == 0 || count > MAX_BATCH {
+    if count == 0 {
         return Err(Error::OutOfRange {
-            field: "queries in a batch",
-            found: count as u64,
+            field,
+            found: 0,
             limit: MAX_BATCH as u64,
         });
     }
-    let mut queries = Vec::with_capacity(count);
+    check_count(r, field, count, MAX_BATCH, 4)?;
+    let mut items = Vec::with_capacity(count);
     for _ in 0..count {
         let len = r.u32()? as usize;
-        queries.push(r.take(len)?);
+        if len > max_item {
+            return Err(Error::Oversized {
+                len,
+                limit: max_item,
+            });
+        }
+        items.push(r.take(len)?);
     }
-    r.finish()?;
-    Ok(QueryBatch {
-        release_id,
-        queries,
-    })
+    Ok(items)
+}
+
+impl<'a> Codec<'a> for QueryBatch<'a> {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        write_items(w, &self.release_id, self.queries.iter().copied());
+    }
+
+    fn decode(r: &mut Reader<'a>, _: &()) -> Result<Self, Error> {
+        let release_id = r.array()?;
+        let queries = read_items(r, "queries in a batch", usize::MAX)?;
+        Ok(QueryBatch {
+            release_id,
+            queries,
+        })
+    }
 }
 
 /// Encodes the signed part of an answer body.
 pub fn encode_answer_payload(release_id: &[u8; RELEASE_ID_LEN], answers: &[Vec<u8>]) -> Vec<u8> {
     let total: usize = answers.iter().map(|a| a.len() + 4).sum();
     let mut w = Writer::with_capacity(RELEASE_ID_LEN + 2 + total + SIGNATURE_LEN);
-    w.bytes(release_id);
-    w.u16(answers.len() as u16);
-    for a in answers {
-        w.u32(a.len() as u32);
-        w.bytes(a);
-    }
+    write_items(&mut w, release_id, answers.iter().map(Vec::as_slice));
     w.into_bytes()
 }
 
@@ -96,42 +129,39 @@ pub struct AnswerBatch<'a> {
 
 /// Decodes an answer body, refusing answers longer than `max_answer` bytes each.
 pub fn decode_answer_batch(body: &[u8], max_answer: usize) -> Result<AnswerBatch<'_>, Error> {
-    if body.len() < SIGNATURE_LEN {
-        return Err(Error::Truncated {
-            needed: SIGNATURE_LEN - body.len(),
-        });
+    AnswerBatch::from_bytes(body, &max_answer)
+}
+
+/// The signature closes the body, so an answer batch takes every byte left in the reader. The
+/// context is the largest answer accepted; [`AnswerBatch::payload`] is not written by `encode`
+/// (it is the encoding of the other fields).
+impl<'a> Codec<'a> for AnswerBatch<'a> {
+    type Context = usize;
+
+    fn encode(&self, w: &mut Writer) {
+        write_items(w, &self.release_id, self.answers.iter().copied());
+        w.bytes(&self.signature);
     }
-    let (payload, sig) = body.split_at(body.len() - SIGNATURE_LEN);
-    let mut r = Reader::new(payload);
-    let release_id = r.array()?;
-    let count = usize::from(r.u16()?);
-    if count == 0 || count > MAX_BATCH {
-        return Err(Error::OutOfRange {
-            field: "answers in a batch",
-            found: count as u64,
-            limit: MAX_BATCH as u64,
-        });
-    }
-    let mut answers = Vec::with_capacity(count);
-    for _ in 0..count {
-        let len = r.u32()? as usize;
-        if len > max_answer {
-            return Err(Error::Oversized {
-                len,
-                limit: max_answer,
+
+    fn decode(r: &mut Reader<'a>, max_answer: &usize) -> Result<Self, Error> {
+        if r.remaining() < SIGNATURE_LEN {
+            return Err(Error::Truncated {
+                needed: SIGNATURE_LEN - r.remaining(),
             });
         }
-        answers.push(r.take(len)?);
+        let payload = r.take(r.remaining() - SIGNATURE_LEN)?;
+        let signature = r.array()?;
+        let mut p = Reader::new(payload);
+        let release_id = p.array()?;
+        let answers = read_items(&mut p, "answers in a batch", *max_answer)?;
+        p.finish()?;
+        Ok(AnswerBatch {
+            payload,
+            release_id,
+            answers,
+            signature,
+        })
     }
-    r.finish()?;
-    let mut signature = [0u8; SIGNATURE_LEN];
-    signature.copy_from_slice(sig);
-    Ok(AnswerBatch {
-        payload,
-        release_id,
-        answers,
-        signature,
-    })
 }
 
 #[cfg(test)]

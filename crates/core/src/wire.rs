@@ -14,6 +14,7 @@
 //! body decoder checks every length against the parameters before allocating anything.
 //! Malformed input is an [`Error`], never a panic.
 
+use crate::codec::Codec;
 use crate::{Error, SchemeId};
 
 /// First bytes of every message.
@@ -129,45 +130,53 @@ pub struct Envelope<'a> {
 /// Wraps `body` in an envelope.
 pub fn encode_envelope(scheme: SchemeId, kind: MessageKind, body: &[u8]) -> Vec<u8> {
     let mut w = Writer::with_capacity(HEADER_LEN + body.len());
-    ENVELOPE.write(&mut w);
-    w.u8(scheme as u8);
-    w.u8(kind as u8);
-    // Bodies are bounded far below 4 GiB by the parameters (see `decode_envelope`).
-    w.u32(u32::try_from(body.len()).unwrap_or(u32::MAX));
-    w.bytes(body);
+    Envelope { scheme, kind, body }.encode(&mut w);
     w.into_bytes()
 }
 
 /// Parses an envelope, refusing bodies longer than `max_body` before touching them.
 pub fn decode_envelope(bytes: &[u8], max_body: usize) -> Result<Envelope<'_>, Error> {
-    let mut r = Reader::new(bytes);
-    ENVELOPE.read(&mut r)?;
-    let scheme = SchemeId::from_byte(r.u8()?)?;
-    let kind = MessageKind::from_byte(r.u8()?)?;
-    let len = r.u32()? as usize;
-    if len > max_body {
-        return Err(Error::Oversized {
-            len,
-            limit: max_body,
-        });
+    Envelope::from_bytes(bytes, &max_body)
+}
+
+/// The envelope is a whole message: its body is everything after the header, so a decoder
+/// given more bytes than the length field says refuses them as [`Error::WrongLength`]. The
+/// context is the largest body accepted.
+impl<'a> Codec<'a> for Envelope<'a> {
+    type Context = usize;
+
+    fn encode(&self, w: &mut Writer) {
+        ENVELOPE.write(w);
+        w.u8(self.scheme as u8);
+        w.u8(self.kind as u8);
+        // Bodies are bounded far below 4 GiB by the parameters (see `decode`).
+        w.u32(u32::try_from(self.body.len()).unwrap_or(u32::MAX));
+        w.bytes(self.body);
     }
-    if r.remaining() != len {
-        return if r.remaining() < len {
-            Err(Error::Truncated {
-                needed: len - r.remaining(),
-            })
-        } else {
-            Err(Error::WrongLength(format!(
+
+    fn decode(r: &mut Reader<'a>, max_body: &usize) -> Result<Self, Error> {
+        ENVELOPE.read(r)?;
+        let scheme = SchemeId::from_byte(r.u8()?)?;
+        let kind = MessageKind::from_byte(r.u8()?)?;
+        let len = r.u32()? as usize;
+        if len > *max_body {
+            return Err(Error::Oversized {
+                len,
+                limit: *max_body,
+            });
+        }
+        if r.remaining() > len {
+            return Err(Error::WrongLength(format!(
                 "envelope declares {len} body bytes but {} follow",
                 r.remaining()
-            )))
-        };
+            )));
+        }
+        Ok(Envelope {
+            scheme,
+            kind,
+            body: r.take(len)?,
+        })
     }
-    Ok(Envelope {
-        scheme,
-        kind,
-        body: r.take(len)?,
-    })
 }
 
 /// Why a server refused a request; carried in an [`MessageKind::Error`] body as
@@ -189,35 +198,57 @@ pub enum ErrorCode {
 /// Longest error message a server sends or a client accepts.
 pub const MAX_ERROR_MESSAGE: usize = 1024;
 
+/// A decoded error body: the raw code (a newer server may send codes this build does not
+/// know) and the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorBody {
+    /// The [`ErrorCode`] as sent.
+    pub code: u16,
+    /// Why, in words (at most [`MAX_ERROR_MESSAGE`] bytes of UTF-8).
+    pub message: String,
+}
+
+impl ErrorBody {
+    /// An error body; the message is cut to [`MAX_ERROR_MESSAGE`] bytes on a char boundary.
+    pub fn new(code: ErrorCode, message: &str) -> Self {
+        let mut end = message.len().min(MAX_ERROR_MESSAGE);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        Self {
+            code: code as u16,
+            message: message[..end].to_owned(),
+        }
+    }
+}
+
+impl Codec<'_> for ErrorBody {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        w.u16(self.code);
+        // `new` keeps the message within MAX_ERROR_MESSAGE, far below 64 KiB.
+        w.short_bytes(self.message.as_bytes());
+    }
+
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
+        let code = r.u16()?;
+        let message = std::str::from_utf8(r.short_bytes(MAX_ERROR_MESSAGE)?)
+            .map_err(|_| Error::Malformed("error message is not UTF-8".into()))?
+            .to_owned();
+        Ok(Self { code, message })
+    }
+}
+
 /// Encodes an error body (message truncated to [`MAX_ERROR_MESSAGE`] bytes on a char boundary).
 pub fn encode_error(code: ErrorCode, message: &str) -> Vec<u8> {
-    let mut end = message.len().min(MAX_ERROR_MESSAGE);
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut w = Writer::with_capacity(4 + end);
-    w.u16(code as u16);
-    w.u16(end as u16);
-    w.bytes(&message.as_bytes()[..end]);
-    w.into_bytes()
+    ErrorBody::new(code, message).to_bytes()
 }
 
 /// Decodes an error body into its raw code and message.
 pub fn decode_error(body: &[u8]) -> Result<(u16, String), Error> {
-    let mut r = Reader::new(body);
-    let code = r.u16()?;
-    let len = r.u16()? as usize;
-    if len > MAX_ERROR_MESSAGE {
-        return Err(Error::Oversized {
-            len,
-            limit: MAX_ERROR_MESSAGE,
-        });
-    }
-    let text = std::str::from_utf8(r.take(len)?)
-        .map_err(|_| Error::Malformed("error message is not UTF-8".into()))?
-        .to_owned();
-    r.finish()?;
-    Ok((code, text))
+    let ErrorBody { code, message } = ErrorBody::from_bytes(body, &())?;
+    Ok((code, message))
 }
 
 /// Appends little-endian integers and bytes to a buffer.

@@ -46,6 +46,9 @@ pub enum OramError {
     /// The sealed client state cannot be opened or is malformed.
     #[error("client state: {0}")]
     State(String),
+    /// The client state's plaintext is malformed or inconsistent (its codec's reason).
+    #[error("client state: {0}; the state file is damaged or from another version")]
+    StateFormat(#[source] pir_core::Error),
     /// An invariant of the construction failed; a bug, reported instead of a panic.
     #[error("internal ORAM invariant failed: {0} (please report this)")]
     Internal(&'static str),

@@ -15,6 +15,10 @@
 
 use std::collections::HashMap;
 
+use pir_core::codec::{check_count, Codec};
+use pir_core::wire::{Reader, Writer};
+use pir_core::Error;
+
 use crate::error::OramError;
 use crate::oram::{Oram, LOC_CACHE, LOC_NOWHERE};
 use crate::params::Geometry;
@@ -27,206 +31,222 @@ const VERSION: u32 = 1;
 pub const STATE_LABEL: &[u8] = b"pir-oram state v1";
 
 /// Encodes the state as it will be after it is durable (every filled level's current region
-/// becomes its durable region). Call [`Oram::mark_durable`] once the bytes are on disk.
+/// becomes its durable region), marked `clean` or not. Call [`Oram::mark_durable`] once the
+/// bytes are on disk.
 pub fn encode(oram: &Oram, clean: bool) -> Vec<u8> {
+    let mut w = Writer::with_capacity(64 + oram.geometry.blocks as usize * 30);
+    write_state(&mut w, oram, clean);
+    w.into_bytes()
+}
+
+/// Decodes and checks a state (see the module docs).
+pub fn decode(bytes: &[u8]) -> Result<Oram, OramError> {
+    Oram::from_bytes(bytes, &()).map_err(OramError::StateFormat)
+}
+
+/// The state file's plaintext: [`Codec::encode`] writes the state with its own clean flag
+/// ([`encode`] chooses the flag), [`Codec::decode`] checks every length against the geometry
+/// the bytes declare and the placement for consistency.
+impl Codec<'_> for Oram {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        write_state(w, self, self.clean);
+    }
+
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
+        read_state(r)
+    }
+}
+
+fn write_state(w: &mut Writer, oram: &Oram, clean: bool) {
     let g = &oram.geometry;
-    let mut out = Vec::with_capacity(64 + g.blocks as usize * 30);
-    out.extend_from_slice(MAGIC);
+    w.bytes(MAGIC);
     for v in [VERSION, g.block_size, g.blocks, g.stores] {
-        out.extend_from_slice(&v.to_le_bytes());
+        w.u32(v);
     }
-    out.extend_from_slice(&oram.instance);
-    out.extend_from_slice(&oram.slot_key);
-    out.extend_from_slice(&oram.session.to_le_bytes());
-    out.extend_from_slice(&oram.sweep.to_le_bytes());
-    out.push(u8::from(clean));
-    for &h in &oram.home {
-        out.extend_from_slice(&h.to_le_bytes());
-    }
-    for &l in &oram.loc {
-        out.extend_from_slice(&l.to_le_bytes());
-    }
-    let put_list = |out: &mut Vec<u8>, list: &[u32]| {
-        out.extend_from_slice(&(list.len() as u32).to_le_bytes());
-        for &v in list {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
+    w.bytes(&oram.instance);
+    w.bytes(&oram.slot_key);
+    w.u32(oram.session);
+    w.u32(oram.sweep);
+    w.u8(u8::from(clean));
+    write_u32s(w, &oram.home);
+    write_u32s(w, &oram.loc);
+    let write_list = |w: &mut Writer, list: &[u32]| {
+        // Lists are bounded by the geometry's u32 block and slot counts.
+        w.u32(list.len() as u32);
+        write_u32s(w, list);
     };
     for part in &oram.partitions {
-        out.extend_from_slice(&part.real.to_le_bytes());
-        put_list(&mut out, &part.cache);
+        w.u32(part.real);
+        write_list(w, &part.cache);
         for level in &part.levels {
-            out.push(u8::from(level.filled));
-            out.push(level.region);
-            out.push(if level.filled {
+            w.u8(u8::from(level.filled));
+            w.u8(level.region);
+            w.u8(if level.filled {
                 level.region
             } else {
                 level.durable_region
             });
-            out.extend_from_slice(&level.epoch.to_le_bytes());
+            w.u64(level.epoch);
             if level.filled {
-                for &s in &level.slots {
-                    out.extend_from_slice(&s.to_le_bytes());
-                }
-                put_list(&mut out, &level.dummies);
+                write_u32s(w, &level.slots);
+                write_list(w, &level.dummies);
             }
         }
     }
     for map in [&oram.cached, &oram.local_data] {
         let mut ids: Vec<u32> = map.keys().copied().collect();
         ids.sort_unstable();
-        out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+        w.u32(ids.len() as u32);
         for id in ids {
-            out.extend_from_slice(&id.to_le_bytes());
-            out.extend_from_slice(&map[&id]);
+            w.u32(id);
+            w.bytes(&map[&id]);
         }
     }
-    out
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], OramError> {
-        if self.bytes.len() < n {
-            return Err(bad("the state is truncated"));
-        }
-        let (head, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        Ok(head)
-    }
-
-    fn u8(&mut self) -> Result<u8, OramError> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn u32(&mut self) -> Result<u32, OramError> {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(b))
-    }
-
-    fn u64(&mut self) -> Result<u64, OramError> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(b))
-    }
-
-    fn u32s(&mut self, n: usize) -> Result<Vec<u32>, OramError> {
-        let raw = self.take(n.checked_mul(4).ok_or_else(|| bad("a list is too long"))?)?;
-        Ok(raw
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
-    }
-
-    fn list(&mut self, max: usize) -> Result<Vec<u32>, OramError> {
-        let n = self.u32()? as usize;
-        if n > max {
-            return Err(bad("a list is longer than the geometry allows"));
-        }
-        self.u32s(n)
+fn write_u32s(w: &mut Writer, values: &[u32]) {
+    for &v in values {
+        w.u32(v);
     }
 }
 
-fn bad(what: &str) -> OramError {
-    OramError::State(format!(
-        "{what}; the state file is damaged or from another version"
-    ))
+/// `n` u32s, the bytes checked to be there before the vector is allocated.
+fn read_u32s(r: &mut Reader<'_>, n: usize) -> Result<Vec<u32>, Error> {
+    let raw = r.take(n.checked_mul(4).ok_or(Error::Oversized {
+        len: n,
+        limit: usize::MAX / 4,
+    })?)?;
+    Ok(raw
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
 }
 
-/// Decodes and checks a state (see the module docs).
-pub fn decode(bytes: &[u8]) -> Result<Oram, OramError> {
-    let mut r = Reader { bytes };
-    if r.take(8)? != MAGIC {
-        return Err(bad("not a pir ORAM state"));
+/// A u32 count (at most `max`), then that many u32s.
+fn read_list(r: &mut Reader<'_>, field: &'static str, max: usize) -> Result<Vec<u32>, Error> {
+    let n = r.u32()? as usize;
+    check_count(r, field, n, max, 4)?;
+    read_u32s(r, n)
+}
+
+fn read_state(r: &mut Reader<'_>) -> Result<Oram, Error> {
+    if r.take(MAGIC.len())? != MAGIC {
+        return Err(Error::WrongMagic);
     }
     let version = r.u32()?;
     if version != VERSION {
-        return Err(OramError::State(format!(
-            "state version {version}; this pir reads version {VERSION}"
-        )));
+        return Err(Error::WrongVersion {
+            found: u16::try_from(version).unwrap_or(u16::MAX),
+            supported: VERSION as u16,
+        });
     }
     let block_size = r.u32()?;
     let blocks = r.u32()?;
     let stores = r.u32()?;
-    let g = Geometry::new(block_size, u64::from(blocks), stores)?;
-    let mut instance = [0u8; 16];
-    instance.copy_from_slice(r.take(16)?);
-    let mut slot_key = [0u8; KEY_LEN];
-    slot_key.copy_from_slice(r.take(KEY_LEN)?);
+    let g = Geometry::new(block_size, u64::from(blocks), stores)
+        .map_err(|e| Error::Malformed(format!("geometry: {e}")))?;
+    let instance = r.array()?;
+    let slot_key: [u8; KEY_LEN] = r.array()?;
     let session = r.u32()?;
     let sweep = r.u32()?;
     let clean = r.u8()? != 0;
     let n = blocks as usize;
-    let home = r.u32s(n)?;
-    let loc = r.u32s(n)?;
-    if home.iter().any(|&h| h >= g.partitions) || sweep >= g.partitions {
-        return Err(bad("a partition number is out of range"));
+    let home = read_u32s(r, n)?;
+    let loc = read_u32s(r, n)?;
+    if let Some(&p) = home.iter().chain([&sweep]).find(|&&h| h >= g.partitions) {
+        return Err(Error::OutOfRange {
+            field: "partition number",
+            found: u64::from(p),
+            limit: u64::from(g.partitions),
+        });
     }
     let mut partitions = Vec::with_capacity(g.partitions as usize);
     for _ in 0..g.partitions {
-        let real = r.u32()?;
-        let cache = r.list(n)?;
-        let mut levels = Vec::with_capacity(g.levels());
-        for l in 0..g.levels() {
-            let filled = r.u8()? != 0;
-            let region = r.u8()?;
-            let durable_region = r.u8()?;
-            let epoch = r.u64()?;
-            if region > 1 || durable_region > 1 {
-                return Err(bad("a region number is out of range"));
-            }
-            let mut level = Level {
-                filled,
-                region,
-                durable_region,
-                epoch,
-                ..Level::default()
-            };
-            if filled {
-                let slots = g.slots(l) as usize;
-                level.slots = r.u32s(slots)?;
-                level.dummies = r.list(slots)?;
-            }
-            levels.push(level);
-        }
-        partitions.push(Partition {
-            levels,
-            real,
-            cache,
-        });
+        partitions.push(read_partition(r, &g, n)?);
     }
-    let mut maps = Vec::with_capacity(2);
-    for _ in 0..2 {
-        let count = r.u32()? as usize;
-        if count > n {
-            return Err(bad("more client-side blocks than blocks"));
-        }
-        let mut map = HashMap::with_capacity(count);
-        for _ in 0..count {
-            let id = r.u32()?;
-            let data = r.take(block_size as usize)?.to_vec();
-            if id >= blocks || map.insert(id, data).is_some() {
-                return Err(bad("a client-side block id is out of range or repeated"));
-            }
-        }
-        maps.push(map);
-    }
-    let local_data = maps.pop().unwrap_or_default();
-    let cached = maps.pop().unwrap_or_default();
-    if !r.bytes.is_empty() {
-        return Err(bad("trailing bytes after the state"));
-    }
+    let cached = read_blocks(r, block_size as usize, blocks)?;
+    let local_data = read_blocks(r, block_size as usize, blocks)?;
     check(&g, &home, &loc, &partitions, &cached, &local_data)?;
     Oram::assemble(
         g, instance, slot_key, session, sweep, clean, home, loc, partitions, cached, local_data,
     )
+    .map_err(|e| Error::Malformed(e.to_string()))
 }
 
-/// The position map, the levels and the cache must describe the same placement.
+fn read_partition(r: &mut Reader<'_>, g: &Geometry, n: usize) -> Result<Partition, Error> {
+    let real = r.u32()?;
+    let cache = read_list(r, "eviction cache entries", n)?;
+    let mut levels = Vec::with_capacity(g.levels());
+    for l in 0..g.levels() {
+        let filled = r.u8()? != 0;
+        let region = r.u8()?;
+        let durable_region = r.u8()?;
+        let epoch = r.u64()?;
+        if let Some(bad) = [region, durable_region].into_iter().find(|&x| x > 1) {
+            return Err(Error::UnknownValue {
+                field: "region",
+                found: u64::from(bad),
+            });
+        }
+        let mut level = Level {
+            filled,
+            region,
+            durable_region,
+            epoch,
+            ..Level::default()
+        };
+        if filled {
+            let slots = g.slots(l) as usize;
+            level.slots = read_u32s(r, slots)?;
+            level.dummies = read_list(r, "unread dummies", slots)?;
+        }
+        levels.push(level);
+    }
+    Ok(Partition {
+        levels,
+        real,
+        cache,
+    })
+}
+
+/// A count (at most one per block), then `id u32 | block` each, ids distinct and in range.
+fn read_blocks(
+    r: &mut Reader<'_>,
+    block_size: usize,
+    blocks: u32,
+) -> Result<HashMap<u32, Vec<u8>>, Error> {
+    let count = r.u32()? as usize;
+    check_count(
+        r,
+        "client-side blocks",
+        count,
+        blocks as usize,
+        block_size.saturating_add(4),
+    )?;
+    let mut map = HashMap::with_capacity(count);
+    for _ in 0..count {
+        let id = r.u32()?;
+        let data = r.take(block_size)?.to_vec();
+        if id >= blocks {
+            return Err(Error::OutOfRange {
+                field: "client-side block id",
+                found: u64::from(id),
+                limit: u64::from(blocks),
+            });
+        }
+        if map.insert(id, data).is_some() {
+            return Err(Error::Malformed(
+                "a client-side block id is repeated".into(),
+            ));
+        }
+    }
+    Ok(map)
+}
+
+/// The position map, the levels and the cache must describe the same placement (a state that
+/// breaks this is [`Error::Malformed`]).
 fn check(
     g: &Geometry,
     home: &[u32],
@@ -234,7 +254,8 @@ fn check(
     partitions: &[Partition],
     cached: &HashMap<u32, Vec<u8>>,
     local_data: &HashMap<u32, Vec<u8>>,
-) -> Result<(), OramError> {
+) -> Result<(), Error> {
+    let bad = |what: &str| Error::Malformed(what.to_owned());
     let mut local_live = 0usize;
     let mut found = vec![0u8; g.blocks as usize];
     for (p, part) in partitions.iter().enumerate() {

@@ -26,7 +26,7 @@
 
 use pir_core::protocol::RELEASE_ID_LEN;
 use pir_core::wire::{self, MessageKind, Reader, Writer};
-use pir_core::{Database, Error, MultiServerScheme, SchemeId};
+use pir_core::{Codec, Database, Error, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
 use pir_xor::checklist::{server, wire as ck_wire, OfflineRequest, Params, PuncturedKey};
 use pir_xor::{DpfPir, DpfQuery};
@@ -86,9 +86,21 @@ pub struct Info {
 }
 
 impl Info {
-    /// The info bytes (module documentation).
+    /// The info bytes (module documentation; [`Codec::to_bytes`]).
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(INFO_MAGIC.len() + 60 + self.about.len());
+        Codec::to_bytes(self)
+    }
+
+    /// Reads info bytes (untrusted; [`Codec::from_bytes`]).
+    pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        <Self as Codec>::from_bytes(bytes, &())
+    }
+}
+
+impl Codec<'_> for Info {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
         w.bytes(INFO_MAGIC);
         w.u8(match self.role {
             Role::Offline => 0,
@@ -102,12 +114,9 @@ impl Info {
         w.bytes(&self.database_id);
         w.u32(self.about.len() as u32);
         w.bytes(&self.about);
-        w.into_bytes()
     }
 
-    /// Reads info bytes (untrusted).
-    pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
-        let mut r = Reader::new(bytes);
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
         if r.take(INFO_MAGIC.len())? != INFO_MAGIC {
             return Err(Error::WrongMagic);
         }
@@ -142,7 +151,6 @@ impl Info {
             });
         }
         let about = r.take(len)?.to_vec();
-        r.finish()?;
         Ok(Self {
             role,
             params,
@@ -274,29 +282,22 @@ impl Backend for Checklist {
                 DpfPir::new(self.database.shape()).decode_query(query)?,
             ));
         }
-        match query.split_first() {
-            Some((&KIND_LOOKUP, body)) => {
-                Ok(Prepared::Lookup(ck_wire::decode_lookup(body, params)?))
-            }
-            Some((&KIND_HINTS, body)) => {
+        match ChecklistQuery::from_bytes(query, params)? {
+            ChecklistQuery::Lookup(lookup) => Ok(Prepared::Lookup(lookup.key)),
+            ChecklistQuery::Hints(request) => {
                 if self.info.role != Role::Offline {
                     return Err(Refusal::unsupported(
                         "this is the online server: ask the offline server (server 0) for hints",
                     ));
                 }
-                let (request, range) = ck_wire::decode_hint_request(body, params)?;
-                if range.len() > hints_per_request(params) as usize {
+                if request.hints.len() > hints_per_request(params) as usize {
                     return Err(Refusal::bad_request(format!(
                         "at most {} hints per request",
                         hints_per_request(params)
                     )));
                 }
-                Ok(Prepared::Hints(request, range))
+                Ok(Prepared::Hints(request.request, request.hints))
             }
-            Some((&other, _)) => Err(Refusal::bad_request(format!(
-                "unknown Checklist query kind {other}"
-            ))),
-            None => Err(Refusal::bad_request("an empty Checklist query")),
         }
     }
     fn answer_batch(&self, prepared: Vec<Prepared>) -> Vec<Result<Vec<u8>, Refusal>> {
@@ -341,14 +342,54 @@ pub fn max_answer(params: &Params) -> usize {
     params.record_bytes() * hints_per_request(params) as usize
 }
 
-/// A lookup query body.
-pub fn lookup_query(params: &Params, key: &PuncturedKey) -> Vec<u8> {
-    let mut body = vec![KIND_LOOKUP];
-    body.extend(ck_wire::encode_lookup(params, key));
-    body
+/// A Checklist query body: `kind u8 | body` (module documentation). Context: the server's
+/// parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChecklistQuery {
+    /// [`KIND_LOOKUP`]: a punctured set, to either server.
+    Lookup(ck_wire::Lookup),
+    /// [`KIND_HINTS`]: a range of hints, to the offline server.
+    Hints(ck_wire::HintRequest),
 }
 
-/// A hint query body for hints `first..first + count`.
+impl<'a> Codec<'a> for ChecklistQuery {
+    type Context = Params;
+
+    fn encode(&self, w: &mut Writer) {
+        match self {
+            Self::Lookup(lookup) => {
+                w.u8(KIND_LOOKUP);
+                lookup.encode(w);
+            }
+            Self::Hints(request) => {
+                w.u8(KIND_HINTS);
+                request.encode(w);
+            }
+        }
+    }
+
+    fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
+        match r.u8()? {
+            KIND_LOOKUP => Ok(Self::Lookup(ck_wire::Lookup::decode(r, params)?)),
+            KIND_HINTS => Ok(Self::Hints(ck_wire::HintRequest::decode(r, params)?)),
+            other => Err(Error::UnknownValue {
+                field: "Checklist query kind",
+                found: u64::from(other),
+            }),
+        }
+    }
+}
+
+/// A lookup query body ([`ChecklistQuery::Lookup`]).
+pub fn lookup_query(params: &Params, key: &PuncturedKey) -> Vec<u8> {
+    ChecklistQuery::Lookup(ck_wire::Lookup {
+        shape: ck_wire::Shape::of(params),
+        key: key.clone(),
+    })
+    .to_bytes()
+}
+
+/// A hint query body for hints `first..first + count` ([`ChecklistQuery::Hints`]).
 pub fn hints_query(params: &Params, request: &OfflineRequest, first: u32, count: u32) -> Vec<u8> {
     let mut body = vec![KIND_HINTS];
     body.extend(ck_wire::encode_hint_request(params, request, first, count));

@@ -24,6 +24,7 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use pir_core::codec::{check_count, Codec};
 use pir_core::wire::{self, MessageKind, Reader, Writer};
 use pir_core::{Error, SchemeId};
 
@@ -82,40 +83,54 @@ impl<B: Backend> ServedRelease<B> {
     }
 }
 
-/// Encodes a releases list body.
+/// A releases list body: `count u16 (<= MAX_RELEASES) | count x (id [32] | version u64 |
+/// expires_unix u64)`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReleaseList(pub Vec<ReleaseInfo>);
+
+/// Bytes of one entry of a releases list.
+const RELEASE_ENTRY_LEN: usize = DATABASE_ID_LEN + 16;
+
+impl Codec<'_> for ReleaseList {
+    type Context = ();
+
+    /// Writes at most [`MAX_RELEASES`] entries (a mirror never serves more).
+    fn encode(&self, w: &mut Writer) {
+        let count = self.0.len().min(MAX_RELEASES);
+        w.u16(count as u16);
+        for release in &self.0[..count] {
+            w.bytes(&release.id);
+            w.u64(release.version);
+            w.u64(release.expires_unix);
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
+        let count = usize::from(r.u16()?);
+        check_count(r, "release count", count, MAX_RELEASES, RELEASE_ENTRY_LEN)?;
+        let mut releases = Vec::with_capacity(count);
+        for _ in 0..count {
+            releases.push(ReleaseInfo {
+                id: r.array()?,
+                version: r.u64()?,
+                expires_unix: r.u64()?,
+            });
+        }
+        Ok(Self(releases))
+    }
+}
+
+/// Encodes a releases list body ([`ReleaseList`]).
 pub fn encode_releases(releases: &[ReleaseInfo]) -> Vec<u8> {
     let count = releases.len().min(MAX_RELEASES);
-    let mut w = Writer::with_capacity(2 + count * (DATABASE_ID_LEN + 16));
-    w.u16(count as u16);
-    for release in &releases[..count] {
-        w.bytes(&release.id);
-        w.u64(release.version);
-        w.u64(release.expires_unix);
-    }
+    let mut w = Writer::with_capacity(2 + count * RELEASE_ENTRY_LEN);
+    ReleaseList(releases[..count].to_vec()).encode(&mut w);
     w.into_bytes()
 }
 
-/// Decodes a releases list body (untrusted bytes from a mirror).
+/// Decodes a releases list body (untrusted bytes from a mirror; [`ReleaseList`]).
 pub fn decode_releases(body: &[u8]) -> Result<Vec<ReleaseInfo>, Error> {
-    let mut r = Reader::new(body);
-    let count = usize::from(r.u16()?);
-    if count > MAX_RELEASES {
-        return Err(Error::OutOfRange {
-            field: "release count",
-            found: count as u64,
-            limit: MAX_RELEASES as u64,
-        });
-    }
-    let mut releases = Vec::with_capacity(count);
-    for _ in 0..count {
-        releases.push(ReleaseInfo {
-            id: r.array()?,
-            version: r.u64()?,
-            expires_unix: r.u64()?,
-        });
-    }
-    r.finish()?;
-    Ok(releases)
+    ReleaseList::from_bytes(body, &()).map(|list| list.0)
 }
 
 /// The releases of one mirror, behind one [`Handler`].

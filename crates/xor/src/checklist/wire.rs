@@ -11,7 +11,7 @@
 //! stale parameters gets a clear mismatch instead of wrong records.
 
 use pir_core::wire::{Reader, Writer};
-use pir_core::Error;
+use pir_core::{Codec, Error};
 
 use super::pset::PuncturedKey;
 use super::{OfflineRequest, Params};
@@ -23,21 +23,47 @@ pub const MAX_HINTS_PER_REQUEST: u32 = 1 << 20;
 /// Bytes of the shape header.
 pub const SHAPE_LEN: usize = 8 + 4 + 4;
 
-fn write_shape(w: &mut Writer, params: &Params) {
-    w.u64(params.records());
-    // record_bytes <= MAX_RECORD_BYTES and s <= 2^24 (checked by Params)
-    w.u32(params.record_bytes() as u32);
-    w.u32(params.sets().size() as u32);
+/// The shape header every body starts with: what the client thinks the database is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Records in the database.
+    pub records: u64,
+    /// Bytes per record.
+    pub record_bytes: u32,
+    /// Elements per set.
+    pub set_size: u32,
 }
 
-fn check_shape(r: &mut Reader<'_>, params: &Params) -> Result<(), Error> {
+impl Shape {
+    /// The shape of `params`.
+    pub fn of(params: &Params) -> Self {
+        Self {
+            records: params.records(),
+            // record_bytes <= MAX_RECORD_BYTES and s <= 2^24 (checked by Params)
+            record_bytes: params.record_bytes() as u32,
+            set_size: params.sets().size() as u32,
+        }
+    }
+
+    fn write(&self, w: &mut Writer) {
+        w.u64(self.records);
+        w.u32(self.record_bytes);
+        w.u32(self.set_size);
+    }
+}
+
+/// Reads the shape header and refuses one that is not `params`' with
+/// [`Error::DatabaseMismatch`].
+fn check_shape(r: &mut Reader<'_>, params: &Params) -> Result<Shape, Error> {
     let records = r.u64()?;
     let record_bytes = r.u32()?;
     let set_size = r.u32()?;
-    if records != params.records()
-        || record_bytes as usize != params.record_bytes()
-        || set_size as usize != params.sets().size()
-    {
+    let found = Shape {
+        records,
+        record_bytes,
+        set_size,
+    };
+    if found != Shape::of(params) {
         return Err(Error::DatabaseMismatch(format!(
             "the query is for {records} records of {record_bytes} bytes in sets of {set_size}; \
              this server holds {} records of {} bytes in sets of {}",
@@ -46,10 +72,61 @@ fn check_shape(r: &mut Reader<'_>, params: &Params) -> Result<(), Error> {
             params.sets().size()
         )));
     }
-    Ok(())
+    Ok(found)
 }
 
-/// A request for hints `first..first + count` of `request`'s sets.
+/// A hint request: hints `hints` of the sets `request` seeds. Context: the server's
+/// parameters (the shape header must match them; the range must lie within its hints).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HintRequest {
+    /// The shape the client asks about.
+    pub shape: Shape,
+    /// The client's offline request (its master seed).
+    pub request: OfflineRequest,
+    /// The hints asked for (`1..=MAX_HINTS_PER_REQUEST` of them).
+    pub hints: std::ops::Range<usize>,
+}
+
+impl<'a> Codec<'a> for HintRequest {
+    type Context = Params;
+
+    fn encode(&self, w: &mut Writer) {
+        self.shape.write(w);
+        w.bytes(&self.request.master);
+        // Ranges are bounded by the u32 hint count of the parameters.
+        w.u32(self.hints.start as u32);
+        w.u32(self.hints.len() as u32);
+    }
+
+    fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
+        let shape = check_shape(r, params)?;
+        let master = r.array()?;
+        let first = r.u32()? as usize;
+        let count = r.u32()?;
+        if count == 0 || count > MAX_HINTS_PER_REQUEST {
+            return Err(Error::OutOfRange {
+                field: "hint count",
+                found: u64::from(count),
+                limit: u64::from(MAX_HINTS_PER_REQUEST),
+            });
+        }
+        let end = first + count as usize;
+        if end > params.hints() {
+            return Err(Error::OutOfRange {
+                field: "last hint",
+                found: end as u64,
+                limit: params.hints() as u64,
+            });
+        }
+        Ok(Self {
+            shape,
+            request: OfflineRequest { master },
+            hints: first..end,
+        })
+    }
+}
+
+/// A request for hints `first..first + count` of `request`'s sets ([`HintRequest`]).
 pub fn encode_hint_request(
     params: &Params,
     request: &OfflineRequest,
@@ -57,62 +134,64 @@ pub fn encode_hint_request(
     count: u32,
 ) -> Vec<u8> {
     let mut w = Writer::with_capacity(SHAPE_LEN + 16 + 8);
-    write_shape(&mut w, params);
+    Shape::of(params).write(&mut w);
     w.bytes(&request.master);
     w.u32(first);
     w.u32(count);
     w.into_bytes()
 }
 
-/// Reads a hint request for a server holding `params` (untrusted bytes).
+/// Reads a hint request for a server holding `params` (untrusted bytes; [`HintRequest`]).
 pub fn decode_hint_request(
     bytes: &[u8],
     params: &Params,
 ) -> Result<(OfflineRequest, std::ops::Range<usize>), Error> {
-    let mut r = Reader::new(bytes);
-    check_shape(&mut r, params)?;
-    let master = r.array()?;
-    let first = r.u32()? as usize;
-    let count = r.u32()?;
-    r.finish()?;
-    if count == 0 || count > MAX_HINTS_PER_REQUEST {
-        return Err(Error::OutOfRange {
-            field: "hint count",
-            found: u64::from(count),
-            limit: u64::from(MAX_HINTS_PER_REQUEST),
-        });
-    }
-    let end = first + count as usize;
-    if end > params.hints() {
-        return Err(Error::OutOfRange {
-            field: "last hint",
-            found: end as u64,
-            limit: params.hints() as u64,
-        });
-    }
-    Ok((OfflineRequest { master }, first..end))
+    let request = HintRequest::from_bytes(bytes, params)?;
+    Ok((request.request, request.hints))
 }
 
-/// A lookup body: one punctured key (to either server).
+/// A lookup body: the shape header and one punctured key. Context: the server's parameters. A
+/// lookup is always a whole query body, so its decoder checks the exact length first
+/// ([`Error::WrongLength`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    /// The shape the client asks about.
+    pub shape: Shape,
+    /// The punctured set.
+    pub key: PuncturedKey,
+}
+
+impl<'a> Codec<'a> for Lookup {
+    type Context = Params;
+
+    fn encode(&self, w: &mut Writer) {
+        self.shape.write(w);
+        self.key.encode(w);
+    }
+
+    fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
+        let expected = SHAPE_LEN + params.sets().punctured_len();
+        if r.remaining() != expected {
+            return Err(Error::WrongLength(format!(
+                "a Checklist lookup of {} bytes, {expected} expected",
+                r.remaining()
+            )));
+        }
+        let shape = check_shape(r, params)?;
+        let key = PuncturedKey::decode(r, params.sets())?;
+        Ok(Self { shape, key })
+    }
+}
+
+/// A lookup body: one punctured key (to either server; [`Lookup`]).
 pub fn encode_lookup(params: &Params, key: &PuncturedKey) -> Vec<u8> {
     let mut w = Writer::with_capacity(SHAPE_LEN + params.sets().punctured_len());
-    write_shape(&mut w, params);
+    Shape::of(params).write(&mut w);
     key.encode(&mut w);
     w.into_bytes()
 }
 
-/// Reads a lookup body for a server holding `params` (untrusted bytes).
+/// Reads a lookup body for a server holding `params` (untrusted bytes; [`Lookup`]).
 pub fn decode_lookup(bytes: &[u8], params: &Params) -> Result<PuncturedKey, Error> {
-    let expected = SHAPE_LEN + params.sets().punctured_len();
-    if bytes.len() != expected {
-        return Err(Error::WrongLength(format!(
-            "a Checklist lookup of {} bytes, {expected} expected",
-            bytes.len()
-        )));
-    }
-    let mut r = Reader::new(bytes);
-    check_shape(&mut r, params)?;
-    let key = PuncturedKey::decode(&mut r, params.sets())?;
-    r.finish()?;
-    Ok(key)
+    Lookup::from_bytes(bytes, params).map(|lookup| lookup.key)
 }

@@ -1,0 +1,171 @@
+//! `tests/vectors/{releases,checklist_info,checklist_query}/fail_*.hex`: the service layer's
+//! message bodies refuse damaged bytes for their stated reason, through the shared runner of
+//! `pir_core::codec`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use pir_core::codec::testing::{check_fail_vectors, cut, patch, trailing, vectors_dir, FailVector};
+use pir_core::Codec;
+use pir_service::checklist::{hints_query, ChecklistQuery, Info, Role, INFO_MAGIC};
+use pir_service::releases::ReleaseList;
+use pir_service::ReleaseInfo;
+use pir_xor::checklist::{OfflineRequest, Params};
+
+fn dir(format: &str) -> std::path::PathBuf {
+    vectors_dir(env!("CARGO_MANIFEST_DIR"), format)
+}
+
+#[test]
+fn releases_list() {
+    let good = ReleaseList(vec![ReleaseInfo {
+        id: [1; 32],
+        version: 7,
+        expires_unix: 1_900_000_000,
+    }])
+    .to_bytes();
+    assert_eq!(good.len(), 50);
+    let vectors = [
+        FailVector::new(
+            "truncated",
+            "Truncated",
+            "expiry one byte short",
+            cut(&good),
+        ),
+        FailVector::new(
+            "trailing",
+            "TrailingBytes",
+            "a byte after the list",
+            trailing(&good),
+        ),
+        FailVector::new(
+            "count_above_limit",
+            "OutOfRange",
+            "65 releases > 64",
+            patch(&good, 0, 2, 65),
+        ),
+        FailVector::new(
+            "count_above_bytes",
+            "Truncated",
+            "2 releases, one follows",
+            patch(&good, 0, 2, 2),
+        ),
+    ];
+    check_fail_vectors::<ReleaseList>(&dir("releases"), &vectors, &());
+}
+
+#[test]
+fn checklist_info() {
+    let info = Info {
+        role: Role::Online,
+        params: Params::new(100, 32).unwrap(),
+        database_id: [3; 32],
+        about: b"ab".to_vec(),
+    };
+    let good = info.to_bytes();
+    assert_eq!(Info::decode(&good).unwrap(), info);
+    // Offsets after the 21-byte magic: role 21, records 22, record bytes 30, set size 34,
+    // hints 38, database id 42, about length 74.
+    assert_eq!(INFO_MAGIC.len(), 21);
+    let vectors = [
+        FailVector::new("truncated", "Truncated", "about one byte short", cut(&good)),
+        FailVector::new(
+            "trailing",
+            "TrailingBytes",
+            "a byte after about",
+            trailing(&good),
+        ),
+        FailVector::new(
+            "wrong_magic",
+            "WrongMagic",
+            "pir-checklist-info-v2",
+            patch(&good, 20, 1, u64::from(b'2')),
+        ),
+        FailVector::new(
+            "unknown_role",
+            "UnknownValue",
+            "role 2",
+            patch(&good, 21, 1, 2),
+        ),
+        FailVector::new(
+            "zero_records",
+            "Malformed",
+            "0 records",
+            patch(&good, 22, 8, 0),
+        ),
+        FailVector::new(
+            "hints_disagree",
+            "Malformed",
+            "hint count not the parameters'",
+            patch(&good, 38, 4, 1),
+        ),
+        FailVector::new(
+            "about_oversized",
+            "Oversized",
+            "about length 65537 > 65536",
+            patch(&good, 74, 4, 65537),
+        ),
+        FailVector::new(
+            "about_above_bytes",
+            "Truncated",
+            "about length 3, 2 bytes follow",
+            patch(&good, 74, 4, 3),
+        ),
+    ];
+    check_fail_vectors::<Info>(&dir("checklist_info"), &vectors, &());
+}
+
+#[test]
+fn checklist_query() {
+    let params = Params::new(100, 32).unwrap();
+    let request = OfflineRequest { master: [4; 16] };
+    let good = hints_query(&params, &request, 0, 2);
+    // kind 0 | shape 1..17 | master 17..33 | first 33 | count 37.
+    assert_eq!(good.len(), 41);
+    assert!(ChecklistQuery::from_bytes(&good, &params).is_ok());
+    let vectors = [
+        FailVector::new("empty", "Truncated", "no kind byte", Vec::new()),
+        FailVector::new("truncated", "Truncated", "count one byte short", cut(&good)),
+        FailVector::new(
+            "trailing",
+            "TrailingBytes",
+            "a byte after the hint request",
+            trailing(&good),
+        ),
+        FailVector::new(
+            "unknown_kind",
+            "UnknownValue",
+            "kind 3",
+            patch(&good, 0, 1, 3),
+        ),
+        FailVector::new(
+            "wrong_shape",
+            "DatabaseMismatch",
+            "101 records, the server holds 100",
+            patch(&good, 1, 8, 101),
+        ),
+        FailVector::new(
+            "zero_hints",
+            "OutOfRange",
+            "count 0",
+            patch(&good, 37, 4, 0),
+        ),
+        FailVector::new(
+            "hints_above_limit",
+            "OutOfRange",
+            "count 2^20 + 1",
+            patch(&good, 37, 4, (1 << 20) + 1),
+        ),
+        FailVector::new(
+            "hints_past_end",
+            "OutOfRange",
+            "first hint 2^31",
+            patch(&good, 33, 4, 1 << 31),
+        ),
+        FailVector::new(
+            "lookup_wrong_length",
+            "WrongLength",
+            "a lookup of a hint request's length",
+            patch(&good, 0, 1, 1),
+        ),
+    ];
+    check_fail_vectors::<ChecklistQuery>(&dir("checklist_query"), &vectors, &params);
+}
