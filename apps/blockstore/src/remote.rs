@@ -179,22 +179,27 @@ impl StoreService {
                 )),
             }
         };
+        // `count u32 | count × (first u64 | slots u32)`: the byte ranges and their total.
+        let extents = |r: &mut Reader<'_>| -> Result<(Vec<(u64, usize)>, usize), String> {
+            let count = r.u32().map_err(|e| e.to_string())? as usize;
+            if count > MAX_EXTENTS {
+                return Err("too many extents".into());
+            }
+            let mut ranges = Vec::with_capacity(count);
+            let mut total = 0usize;
+            for _ in 0..count {
+                let first = r.u64().map_err(|e| e.to_string())?;
+                let n = r.u32().map_err(|e| e.to_string())?;
+                let (at, len) = range(first, n)?;
+                total = total.saturating_add(len);
+                ranges.push((at, len));
+            }
+            Ok((ranges, total))
+        };
         let io = |e: std::io::Error| format!("store I/O: {e}");
         match op {
             READ => {
-                let count = r.u32().map_err(|e| e.to_string())? as usize;
-                if count > MAX_EXTENTS {
-                    return Err("too many extents".into());
-                }
-                let mut ranges = Vec::with_capacity(count);
-                let mut total = 0usize;
-                for _ in 0..count {
-                    let first = r.u64().map_err(|e| e.to_string())?;
-                    let n = r.u32().map_err(|e| e.to_string())?;
-                    let (at, len) = range(first, n)?;
-                    total = total.saturating_add(len);
-                    ranges.push((at, len));
-                }
+                let (ranges, total) = extents(&mut r)?;
                 if total > MAX_BODY {
                     return Err("a read larger than the reply limit".into());
                 }
@@ -209,19 +214,7 @@ impl StoreService {
                 Ok(out)
             }
             WRITE => {
-                let count = r.u32().map_err(|e| e.to_string())? as usize;
-                if count > MAX_EXTENTS {
-                    return Err("too many extents".into());
-                }
-                let mut ranges = Vec::with_capacity(count);
-                let mut total = 0usize;
-                for _ in 0..count {
-                    let first = r.u64().map_err(|e| e.to_string())?;
-                    let n = r.u32().map_err(|e| e.to_string())?;
-                    let (at, len) = range(first, n)?;
-                    total = total.saturating_add(len);
-                    ranges.push((at, len));
-                }
+                let (ranges, total) = extents(&mut r)?;
                 if r.remaining() != total {
                     return Err("a write whose data does not match its slot counts".into());
                 }

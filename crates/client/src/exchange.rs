@@ -315,29 +315,24 @@ mod tests {
 
     #[tokio::test]
     async fn a_pair_reports_transport_failures_first_then_in_call_order() {
-        let query = || vec![b"xy".to_vec()];
+        // The calls to `servers` in this order, each with the same query.
+        let calls = |servers: &Servers, order: [usize; 2]| {
+            order.map(|server| (servers.call(server), vec![b"xy".to_vec()]))
+        };
         let decode = |position: usize, exchanged: Exchanged| -> Result<_, SessionError> {
             Ok((position, exchanged.answers[0].clone()))
         };
         let honest = Servers::new(&[Behaviour::Honest, Behaviour::Honest]);
-        let both = exchange_pair(
-            &honest,
-            [(honest.call(1), query()), (honest.call(0), query())],
-            decode,
-        )
-        .await
-        .unwrap();
+        let both = exchange_pair(&honest, calls(&honest, [1, 0]), decode)
+            .await
+            .unwrap();
         assert_eq!(both, ((0, b"yx".to_vec()), (1, b"yx".to_vec())));
 
         // Server 0's reply fails first in call order, but server 1 could not be reached.
         let servers = Servers::new(&[Behaviour::OtherDatabase, Behaviour::Down]);
-        let error = exchange_pair(
-            &servers,
-            [(servers.call(0), query()), (servers.call(1), query())],
-            decode,
-        )
-        .await
-        .unwrap_err();
+        let error = exchange_pair(&servers, calls(&servers, [0, 1]), decode)
+            .await
+            .unwrap_err();
         assert!(
             matches!(error, SessionError::Transport { server: 1, .. }),
             "{error}"
@@ -346,21 +341,15 @@ mod tests {
         // Two bad replies: the first in call order is reported; a failing decode counts as
         // that server's failure, before the next server's reply is looked at.
         let servers = Servers::new(&[Behaviour::OtherDatabase, Behaviour::Honest]);
-        let error = exchange_pair(
-            &servers,
-            [(servers.call(1), query()), (servers.call(0), query())],
-            |_, _| -> Result<(), _> { Err(SessionError::bad_reply(1, "undecodable")) },
-        )
+        let error = exchange_pair(&servers, calls(&servers, [1, 0]), |_, _| -> Result<(), _> {
+            Err(SessionError::bad_reply(1, "undecodable"))
+        })
         .await
         .unwrap_err();
         assert!(error.to_string().contains("undecodable"), "{error}");
-        let error = exchange_pair(
-            &servers,
-            [(servers.call(0), query()), (servers.call(1), query())],
-            decode,
-        )
-        .await
-        .unwrap_err();
+        let error = exchange_pair(&servers, calls(&servers, [0, 1]), decode)
+            .await
+            .unwrap_err();
         assert!(
             matches!(error, SessionError::BadReply { server: 0, .. }),
             "{error}"

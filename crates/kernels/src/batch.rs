@@ -15,7 +15,7 @@
 use std::ops::Range;
 
 use crate::russians::{gray_fill, group_bits};
-use crate::xor::{rayon_map, xor_in4, Selection};
+use crate::xor::{lane, rayon_map, xor_in4, Selection};
 use crate::Backend;
 
 /// Rows per on-the-fly group.
@@ -255,14 +255,6 @@ fn batch_blocked(
         }
         column += w;
     }
-}
-
-/// Reads 64-bit word `i` of a row.
-#[inline(always)]
-fn lane(row: &[u8], i: usize) -> u64 {
-    let mut bytes = [0u8; 8];
-    bytes.copy_from_slice(&row[i * 8..i * 8 + 8]);
-    u64::from_ne_bytes(bytes)
 }
 
 /// The batched scan for rows of exactly `8 W` bytes: fixed-size table entries (entry 0 is the

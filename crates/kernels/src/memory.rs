@@ -8,6 +8,30 @@
 use crate::xor::rayon_map;
 use crate::Backend;
 
+/// XORs a 256-byte block into the four 64-byte accumulators, one line each (inlined into
+/// every backend's loop, which the compiler vectorises there).
+#[inline(always)]
+fn xor_block(acc: &mut [[u8; 64]; 4], block: &[u8]) {
+    for (a, line) in acc.iter_mut().zip(block.chunks_exact(64)) {
+        for (x, y) in a.iter_mut().zip(line) {
+            *x ^= *y;
+        }
+    }
+}
+
+/// `digest` with the accumulators folded in, eight bytes at a time.
+#[inline(always)]
+fn fold(acc: &[[u8; 64]; 4], mut digest: u64) -> u64 {
+    for a in acc {
+        for (i, word) in a.chunks_exact(8).enumerate() {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(word);
+            digest ^= u64::from_le_bytes(bytes).rotate_left(i as u32);
+        }
+    }
+    digest
+}
+
 multiversioned! {
     /// Folds `region` into a 64-bit digest, reading every byte once.
     pub fn read_with(region: &[u8]) -> u64 {
@@ -15,24 +39,12 @@ multiversioned! {
         let mut acc = [[0u8; 64]; 4];
         let mut blocks = region.chunks_exact(256);
         for block in &mut blocks {
-            for (a, line) in acc.iter_mut().zip(block.chunks_exact(64)) {
-                for (x, y) in a.iter_mut().zip(line) {
-                    *x ^= *y;
-                }
-            }
+            xor_block(&mut acc, block);
         }
         for (i, byte) in blocks.remainder().iter().enumerate() {
             acc[0][i % 64] ^= byte.rotate_left((i / 64) as u32);
         }
-        let mut digest = 0u64;
-        for a in &acc {
-            for (i, word) in a.chunks_exact(8).enumerate() {
-                let mut bytes = [0u8; 8];
-                bytes.copy_from_slice(word);
-                digest ^= u64::from_le_bytes(bytes).rotate_left(i as u32);
-            }
-        }
-        digest
+        fold(&acc, 0)
     }
 }
 
@@ -55,11 +67,7 @@ multiversioned! {
                 for i in 0..blocks {
                     for &row in group {
                         let at = row * b + i * 256;
-                        for (a, line) in acc.iter_mut().zip(region[at..at + 256].chunks_exact(64)) {
-                            for (x, y) in a.iter_mut().zip(line) {
-                                *x ^= *y;
-                            }
-                        }
+                        xor_block(&mut acc, &region[at..at + 256]);
                     }
                 }
                 for &row in group {
@@ -79,24 +87,13 @@ multiversioned! {
             }
             let mut blocks = region[row * b..(row + 1) * b].chunks_exact(256);
             for block in &mut blocks {
-                for (a, line) in acc.iter_mut().zip(block.chunks_exact(64)) {
-                    for (x, y) in a.iter_mut().zip(line) {
-                        *x ^= *y;
-                    }
-                }
+                xor_block(&mut acc, block);
             }
             for (i, byte) in blocks.remainder().iter().enumerate() {
                 digest ^= u64::from(*byte).rotate_left(i as u32);
             }
         }
-        for a in &acc {
-            for (i, word) in a.chunks_exact(8).enumerate() {
-                let mut bytes = [0u8; 8];
-                bytes.copy_from_slice(word);
-                digest ^= u64::from_le_bytes(bytes).rotate_left(i as u32);
-            }
-        }
-        digest
+        fold(&acc, digest)
     }
 }
 

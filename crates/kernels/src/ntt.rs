@@ -31,7 +31,9 @@ pub struct NttTable {
     d_inverse_shoup: u32,
 }
 
-fn power(mut base: u64, mut exponent: u64, q: u64) -> u64 {
+/// `base^exponent mod q` by square and multiply, for `q < 2^32` (the products stay below
+/// 2^64): roots of unity, inverses by Fermat (`x^(q-2)`), for this crate and `pir-lattice`.
+pub fn power(mut base: u64, mut exponent: u64, q: u64) -> u64 {
     let mut result = 1u64;
     base %= q;
     while exponent > 0 {

@@ -411,7 +411,7 @@ multiversioned! {
 
 /// Reads 64-bit word `i` of a row.
 #[inline(always)]
-fn lane(row: &[u8], i: usize) -> u64 {
+pub(crate) fn lane(row: &[u8], i: usize) -> u64 {
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&row[i * 8..i * 8 + 8]);
     u64::from_ne_bytes(bytes)

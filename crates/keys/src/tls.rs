@@ -19,31 +19,62 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// A server configuration presenting a self-signed certificate for `key`.
 pub fn server_config(key: &SecretKey) -> Result<Arc<rustls::ServerConfig>, KeyError> {
-    let crypto = |e: &dyn std::fmt::Display| KeyError::Crypto(format!("TLS set-up: {e}"));
-    let pkcs8 = PrivatePkcs8KeyDer::from(key.pkcs8().to_vec());
-    let key_pair = rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&pkcs8, &rcgen::PKCS_ED25519)
-        .map_err(|e| crypto(&e))?;
-    let params =
-        rcgen::CertificateParams::new(vec!["pir-mirror".to_string()]).map_err(|e| crypto(&e))?;
-    let cert = params.self_signed(&key_pair).map_err(|e| crypto(&e))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| crypto(&e))?
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.der().clone()], PrivateKeyDer::Pkcs8(pkcs8))
-        .map_err(|e| crypto(&e))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    server_config_with(key, None)
 }
 
 /// A client configuration that accepts exactly the server holding `pinned`'s secret key.
 pub fn client_config(pinned: PublicKey) -> Result<Arc<rustls::ClientConfig>, KeyError> {
-    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+    client_config_with(pinned, None)
+}
+
+/// The error of a failed TLS set-up.
+fn crypto(e: impl std::fmt::Display) -> KeyError {
+    KeyError::Crypto(format!("TLS set-up: {e}"))
+}
+
+/// TLS 1.3 only, `key`'s certificate, HTTP/1.1 by ALPN; with a `client`, only the holder of
+/// that key completes a handshake.
+fn server_config_with(
+    key: &SecretKey,
+    client: Option<PublicKey>,
+) -> Result<Arc<rustls::ServerConfig>, KeyError> {
+    let (cert, private) = certified(key)?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| KeyError::Crypto(format!("TLS set-up: {e}")))?
+        .map_err(crypto)?;
+    let builder = match client {
+        Some(client) => {
+            builder.with_client_cert_verifier(Arc::new(PinnedClient(PinnedKey(client))))
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(vec![cert], private)
+        .map_err(crypto)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// TLS 1.3 only, the server checked against `pinned`, HTTP/1.1 by ALPN; with a `client`
+/// key, its certificate is presented when the server asks.
+fn client_config_with(
+    pinned: PublicKey,
+    client: Option<&SecretKey>,
+) -> Result<Arc<rustls::ClientConfig>, KeyError> {
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(crypto)?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(PinnedKey(pinned)))
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(Arc::new(PinnedKey(pinned)));
+    let mut config = match client {
+        Some(client) => {
+            let (cert, private) = certified(client)?;
+            builder
+                .with_client_auth_cert(vec![cert], private)
+                .map_err(crypto)?
+        }
+        None => builder.with_no_client_auth(),
+    };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -63,6 +94,18 @@ const ED25519_SPKI_PREFIX: [u8; 12] = [
     0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
 ];
 
+impl PinnedKey {
+    /// Whether `certificate` carries the pinned key's SubjectPublicKeyInfo.
+    fn certifies(&self, certificate: &CertificateDer<'_>) -> bool {
+        let mut spki = ED25519_SPKI_PREFIX.to_vec();
+        spki.extend_from_slice(&self.0 .0);
+        certificate
+            .as_ref()
+            .windows(spki.len())
+            .any(|w| w == spki.as_slice())
+    }
+}
+
 impl ServerCertVerifier for PinnedKey {
     fn verify_server_cert(
         &self,
@@ -74,13 +117,7 @@ impl ServerCertVerifier for PinnedKey {
     ) -> Result<ServerCertVerified, rustls::Error> {
         // Early, readable failure when a different mirror answers; the binding that matters is
         // the handshake signature checked below under the pinned key.
-        let mut spki = ED25519_SPKI_PREFIX.to_vec();
-        spki.extend_from_slice(&self.0 .0);
-        if end_entity
-            .as_ref()
-            .windows(spki.len())
-            .any(|w| w == spki.as_slice())
-        {
+        if self.certifies(end_entity) {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::General(format!(
@@ -129,13 +166,11 @@ impl ServerCertVerifier for PinnedKey {
 fn certified(
     key: &SecretKey,
 ) -> Result<(CertificateDer<'static>, PrivateKeyDer<'static>), KeyError> {
-    let crypto = |e: &dyn std::fmt::Display| KeyError::Crypto(format!("TLS set-up: {e}"));
     let pkcs8 = PrivatePkcs8KeyDer::from(key.pkcs8().to_vec());
     let key_pair = rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&pkcs8, &rcgen::PKCS_ED25519)
-        .map_err(|e| crypto(&e))?;
-    let params =
-        rcgen::CertificateParams::new(vec!["pir-mirror".to_string()]).map_err(|e| crypto(&e))?;
-    let cert = params.self_signed(&key_pair).map_err(|e| crypto(&e))?;
+        .map_err(crypto)?;
+    let params = rcgen::CertificateParams::new(vec!["pir-mirror".to_string()]).map_err(crypto)?;
+    let cert = params.self_signed(&key_pair).map_err(crypto)?;
     Ok((cert.der().clone(), PrivateKeyDer::Pkcs8(pkcs8)))
 }
 
@@ -148,16 +183,7 @@ pub fn server_config_for_client(
     key: &SecretKey,
     client: PublicKey,
 ) -> Result<Arc<rustls::ServerConfig>, KeyError> {
-    let crypto = |e: &dyn std::fmt::Display| KeyError::Crypto(format!("TLS set-up: {e}"));
-    let (cert, private) = certified(key)?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| crypto(&e))?
-        .with_client_cert_verifier(Arc::new(PinnedClient(PinnedKey(client))))
-        .with_single_cert(vec![cert], private)
-        .map_err(|e| crypto(&e))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    server_config_with(key, Some(client))
 }
 
 /// A client configuration that accepts exactly the server holding `pinned`'s secret key and
@@ -166,16 +192,7 @@ pub fn client_config_with_key(
     pinned: PublicKey,
     client: &SecretKey,
 ) -> Result<Arc<rustls::ClientConfig>, KeyError> {
-    let (cert, private) = certified(client)?;
-    let mut config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| KeyError::Crypto(format!("TLS set-up: {e}")))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(PinnedKey(pinned)))
-        .with_client_auth_cert(vec![cert], private)
-        .map_err(|e| KeyError::Crypto(format!("TLS set-up: {e}")))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    client_config_with(pinned, Some(client))
 }
 
 /// Checks a client's certificate and handshake signature against one pinned key.
@@ -194,13 +211,7 @@ impl rustls::server::danger::ClientCertVerifier for PinnedClient {
         _now: UnixTime,
     ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
         // The same early, readable check as for servers; the signature below is what binds.
-        let mut spki = ED25519_SPKI_PREFIX.to_vec();
-        spki.extend_from_slice(&self.0 .0 .0);
-        if end_entity
-            .as_ref()
-            .windows(spki.len())
-            .any(|w| w == spki.as_slice())
-        {
+        if self.0.certifies(end_entity) {
             Ok(rustls::server::danger::ClientCertVerified::assertion())
         } else {
             Err(rustls::Error::General(

@@ -33,25 +33,18 @@ pub struct ZpMatrix {
 }
 
 impl ZpMatrix {
-    /// Builds the matrix row by row: `entry(row, column)` must be below `2^bits`.
-    pub fn from_fn(
+    /// The matrix whose packed words `pack(words, words_per_row)` writes into zeroed, line-
+    /// aligned memory.
+    fn packed(
         rows: usize,
         columns: usize,
         packing: Packing,
         center: u32,
-        mut entry: impl FnMut(usize, usize) -> u32,
+        pack: impl FnOnce(&mut [u32], usize),
     ) -> Self {
         let words_per_row = packing.words_per_row(columns);
         let mut words = LineAligned::zeroed(rows * words_per_row);
-        let mut values = vec![0u32; columns];
-        if words_per_row > 0 {
-            for (row, out) in words.chunks_exact_mut(words_per_row).enumerate() {
-                for (column, v) in values.iter_mut().enumerate() {
-                    *v = entry(row, column);
-                }
-                matvec::pack_row(&values, packing, out);
-            }
-        }
+        pack(&mut words, words_per_row);
         ZpMatrix {
             words,
             rows,
@@ -60,6 +53,27 @@ impl ZpMatrix {
             packing,
             center,
         }
+    }
+
+    /// Builds the matrix row by row: `entry(row, column)` must be below `2^bits`.
+    pub fn from_fn(
+        rows: usize,
+        columns: usize,
+        packing: Packing,
+        center: u32,
+        mut entry: impl FnMut(usize, usize) -> u32,
+    ) -> Self {
+        Self::packed(rows, columns, packing, center, |words, words_per_row| {
+            let mut values = vec![0u32; columns];
+            if words_per_row > 0 {
+                for (row, out) in words.chunks_exact_mut(words_per_row).enumerate() {
+                    for (column, v) in values.iter_mut().enumerate() {
+                        *v = entry(row, column);
+                    }
+                    matvec::pack_row(&values, packing, out);
+                }
+            }
+        })
     }
 
     /// Builds the matrix a tile of [`TILE_ROWS`] rows at a time, tiles in parallel:
@@ -74,32 +88,24 @@ impl ZpMatrix {
         fill: impl Fn(usize, &mut [u32]) + Sync,
     ) -> Self {
         use rayon::prelude::*;
-        let words_per_row = packing.words_per_row(columns);
-        let mut words = LineAligned::zeroed(rows * words_per_row);
-        if words_per_row > 0 && columns > 0 {
-            words
-                .par_chunks_mut(TILE_ROWS * words_per_row)
-                .enumerate()
-                .for_each(|(tile, out)| {
-                    let count = out.len() / words_per_row;
-                    let mut values = vec![0u32; count * columns];
-                    fill(tile * TILE_ROWS, &mut values);
-                    for (row, packed) in values
-                        .chunks_exact(columns)
-                        .zip(out.chunks_exact_mut(words_per_row))
-                    {
-                        matvec::pack_row(row, packing, packed);
-                    }
-                });
-        }
-        ZpMatrix {
-            words,
-            rows,
-            columns,
-            words_per_row,
-            packing,
-            center,
-        }
+        Self::packed(rows, columns, packing, center, |words, words_per_row| {
+            if words_per_row > 0 && columns > 0 {
+                words
+                    .par_chunks_mut(TILE_ROWS * words_per_row)
+                    .enumerate()
+                    .for_each(|(tile, out)| {
+                        let count = out.len() / words_per_row;
+                        let mut values = vec![0u32; count * columns];
+                        fill(tile * TILE_ROWS, &mut values);
+                        for (row, packed) in values
+                            .chunks_exact(columns)
+                            .zip(out.chunks_exact_mut(words_per_row))
+                        {
+                            matvec::pack_row(row, packing, packed);
+                        }
+                    });
+            }
+        })
     }
 
     /// Number of rows.

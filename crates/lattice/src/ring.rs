@@ -12,7 +12,7 @@
 //! constant-time guarantees beyond what the arithmetic gives (the server holds no secret).
 
 use pir_core::Error;
-use pir_kernels::ntt::NttTable;
+use pir_kernels::ntt::{power, NttTable};
 use pir_kernels::Backend;
 
 /// Ring dimension `d` (YPIR: 2048).
@@ -35,19 +35,6 @@ pub struct Ring {
 pub struct Poly {
     pub(crate) residues: [Vec<u32>; 2],
     pub(crate) evaluations: bool,
-}
-
-fn power(mut base: u64, mut exponent: u64, q: u64) -> u64 {
-    let mut result = 1;
-    base %= q;
-    while exponent > 0 {
-        if exponent & 1 == 1 {
-            result = result * base % q;
-        }
-        base = base * base % q;
-        exponent >>= 1;
-    }
-    result
 }
 
 impl Ring {

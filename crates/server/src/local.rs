@@ -31,8 +31,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::budget::{BudgetUse, MemoryBudget};
+use crate::budget::MemoryBudget;
 use crate::listener::{accept_loop, Bounds, StopSignals};
+use crate::runtime::Running;
 
 /// Default [`LocalOptions::max_connections`]: a browser opens a handful per host; room for
 /// several browsers and tools.
@@ -85,38 +86,32 @@ impl LocalOptions {
 }
 
 /// A started local listener; dropping it does not stop it, call [`RunningLocal::shutdown`].
+/// Its limits are [`Running`]'s.
 #[derive(Debug)]
 pub struct RunningLocal {
     /// The bound address.
     pub addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    tasks: JoinSet<()>,
-    signals: StopSignals,
-    max_connections: usize,
-    budget: MemoryBudget,
+    running: Running,
+}
+
+impl std::ops::Deref for RunningLocal {
+    type Target = Running;
+
+    fn deref(&self) -> &Running {
+        &self.running
+    }
 }
 
 impl RunningLocal {
-    /// The connection cap in force (`max_connections`, or less under the open-file limit).
-    pub fn max_connections(&self) -> usize {
-        self.max_connections
-    }
-
-    /// The memory budget for request bodies: its size, what is held now, the most held.
-    pub fn memory(&self) -> BudgetUse {
-        self.budget.usage()
-    }
-
     /// Stops accepting, lets requests in flight finish within the grace period, closes the
     /// rest; returns when every connection is closed.
-    pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
-        while self.tasks.join_next().await.is_some() {}
+    pub async fn shutdown(self) {
+        self.running.shutdown().await;
     }
 
     /// Runs until SIGINT (Ctrl-C) or SIGTERM, then shuts down ([`RunningLocal::shutdown`]).
     pub async fn run_until_signal(mut self) {
-        let signal = self.signals.wait().await;
+        let signal = self.running.signal().await;
         tracing::info!(signal, "stopping the local listener");
         self.shutdown().await;
     }
@@ -242,11 +237,7 @@ where
     tasks.spawn(accept_loop(listener, None, service, stopped, bounds, None));
     Ok(RunningLocal {
         addr,
-        stop,
-        tasks,
-        signals,
-        max_connections: cap,
-        budget,
+        running: Running::new(stop, tasks, signals, cap, budget),
     })
 }
 

@@ -154,15 +154,11 @@ impl ServerOptions {
     }
 }
 
-/// A started server; dropping it does not stop it, call [`RunningServer::shutdown`].
+/// What every started listener holds (a [`RunningServer`], a
+/// [`crate::local::RunningLocal`]): the switch that stops its accept loops, their tasks, the
+/// signals it stops on, its connection cap and its request-body budget.
 #[derive(Debug)]
-pub struct RunningServer {
-    /// The bound HTTPS address.
-    pub addr: SocketAddr,
-    /// The bound legacy address, if any.
-    pub legacy_addr: Option<SocketAddr>,
-    /// The bound admin address, if any.
-    pub admin_addr: Option<SocketAddr>,
+pub struct Running {
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
     signals: StopSignals,
@@ -170,9 +166,25 @@ pub struct RunningServer {
     budget: MemoryBudget,
 }
 
-impl RunningServer {
-    /// The HTTPS listener's connection cap in force: `max_connections`, or less where the
-    /// open-file limit allows less.
+impl Running {
+    pub(crate) fn new(
+        stop: watch::Sender<bool>,
+        tasks: JoinSet<()>,
+        signals: StopSignals,
+        max_connections: usize,
+        budget: MemoryBudget,
+    ) -> Running {
+        Running {
+            stop,
+            tasks,
+            signals,
+            max_connections,
+            budget,
+        }
+    }
+
+    /// The connection cap in force (a server's HTTPS listener's): `max_connections`, or
+    /// less where the open-file limit allows less.
     pub fn max_connections(&self) -> usize {
         self.max_connections
     }
@@ -185,15 +197,49 @@ impl RunningServer {
     /// Stops accepting new connections, lets requests in flight finish (each connection
     /// closes after its current request), and after the grace period closes what is left.
     /// Returns when every connection is closed.
-    pub async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Waits for SIGINT (Ctrl-C) or SIGTERM; returns its name.
+    pub(crate) async fn signal(&mut self) -> &'static str {
+        self.signals.wait().await
+    }
+}
+
+/// A started server; dropping it does not stop it, call [`RunningServer::shutdown`]. Its
+/// limits are [`Running`]'s.
+#[derive(Debug)]
+pub struct RunningServer {
+    /// The bound HTTPS address.
+    pub addr: SocketAddr,
+    /// The bound legacy address, if any.
+    pub legacy_addr: Option<SocketAddr>,
+    /// The bound admin address, if any.
+    pub admin_addr: Option<SocketAddr>,
+    running: Running,
+}
+
+impl std::ops::Deref for RunningServer {
+    type Target = Running;
+
+    fn deref(&self) -> &Running {
+        &self.running
+    }
+}
+
+impl RunningServer {
+    /// Stops gracefully ([`Running`]: requests in flight finish within the grace period);
+    /// returns when every connection is closed.
+    pub async fn shutdown(self) {
+        self.running.shutdown().await;
     }
 
     /// Runs until the process receives SIGINT (Ctrl-C) or SIGTERM (what systemd and
     /// Kubernetes send), then shuts down gracefully ([`RunningServer::shutdown`]).
     pub async fn run_until_signal(mut self) {
-        let signal = self.signals.wait().await;
+        let signal = self.running.signal().await;
         tracing::info!(signal, "draining requests in flight, then stopping");
         self.shutdown().await;
         tracing::info!("stopped");
@@ -433,11 +479,7 @@ pub async fn start<H: Handler + ?Sized>(
         addr,
         legacy_addr,
         admin_addr,
-        stop,
-        tasks,
-        signals,
-        max_connections: caps.https,
-        budget,
+        running: Running::new(stop, tasks, signals, caps.https, budget),
     })
 }
 

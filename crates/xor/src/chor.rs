@@ -124,6 +124,68 @@ pub(crate) fn write_shape_header(writer: &mut Writer, shape: DbShape) {
     writer.u32(u32::try_from(shape.block_size()).unwrap_or(u32::MAX));
 }
 
+/// A server's answer for a Chor-style selection (Chor, DPF PIR): the XOR of the blocks whose
+/// bit is set in `bits`, after checking the database and the selection against `shape`.
+pub(crate) fn answer_selection(
+    db: &Database,
+    shape: DbShape,
+    bits: &BitVec,
+) -> Result<Vec<u8>, Error> {
+    if db.shape() != shape {
+        return Err(Error::DatabaseMismatch(
+            "the database shape differs from the scheme's".into(),
+        ));
+    }
+    if bits.len() != shape.block_count() {
+        return Err(Error::WrongLength(format!(
+            "query has {} bits, the database has {} blocks",
+            bits.len(),
+            shape.block_count()
+        )));
+    }
+    let mut block = vec![0u8; shape.block_size()];
+    pir_kernels::scan(
+        pir_kernels::Selection::new(&[bits.as_bytes()]),
+        db.bytes(),
+        shape.block_size(),
+        0..shape.block_count(),
+        &mut block,
+    );
+    Ok(block)
+}
+
+/// The client's decoding of a Chor-style answer set: the XOR of one block of `block_size`
+/// bytes from each of `servers` servers.
+pub(crate) fn xor_answers<'a>(
+    servers: usize,
+    block_size: usize,
+    answers: impl ExactSizeIterator<Item = &'a [u8]>,
+) -> Result<Vec<u8>, Error> {
+    if answers.len() != servers {
+        return Err(Error::WrongLength(format!(
+            "expected {servers} answers, got {}",
+            answers.len()
+        )));
+    }
+    let mut block = vec![0u8; block_size];
+    for answer in answers {
+        check_answer_len(answer, block_size)?;
+        pir_kernels::xor_into(&mut block, answer);
+    }
+    Ok(block)
+}
+
+/// Checks that an answer body is exactly one block of `block_size` bytes.
+pub(crate) fn check_answer_len(answer: &[u8], block_size: usize) -> Result<(), Error> {
+    if answer.len() != block_size {
+        return Err(Error::WrongLength(format!(
+            "answer has {} bytes, expected {block_size}",
+            answer.len()
+        )));
+    }
+    Ok(())
+}
+
 impl MultiServerScheme for Chor {
     type Query = ChorQuery;
     type Answer = ChorAnswer;
@@ -179,49 +241,17 @@ impl MultiServerScheme for Chor {
     }
 
     fn answer(&self, db: &Database, query: &ChorQuery) -> Result<ChorAnswer, Error> {
-        if db.shape() != self.shape {
-            return Err(Error::DatabaseMismatch(
-                "the database shape differs from the scheme's".into(),
-            ));
-        }
-        if query.bits.len() != self.shape.block_count() {
-            return Err(Error::WrongLength(format!(
-                "query has {} bits, the database has {} blocks",
-                query.bits.len(),
-                self.shape.block_count()
-            )));
-        }
-        let mut block = vec![0u8; self.shape.block_size()];
-        pir_kernels::scan(
-            pir_kernels::Selection::new(&[query.bits.as_bytes()]),
-            db.bytes(),
-            self.shape.block_size(),
-            0..self.shape.block_count(),
-            &mut block,
-        );
+        let block = answer_selection(db, self.shape, &query.bits)?;
         Ok(ChorAnswer { block })
     }
 
     fn decode(&self, _state: &ChorState, answers: &[ChorAnswer]) -> Result<Vec<Vec<u8>>, Error> {
-        if answers.len() != self.servers {
-            return Err(Error::WrongLength(format!(
-                "expected {} answers, got {}",
-                self.servers,
-                answers.len()
-            )));
-        }
-        let mut block = vec![0u8; self.shape.block_size()];
-        for answer in answers {
-            if answer.block.len() != block.len() {
-                return Err(Error::WrongLength(format!(
-                    "answer has {} bytes, expected {}",
-                    answer.block.len(),
-                    block.len()
-                )));
-            }
-            pir_kernels::xor_into(&mut block, &answer.block);
-        }
-        Ok(vec![block])
+        let blocks = answers.iter().map(|a| a.block.as_slice());
+        Ok(vec![xor_answers(
+            self.servers,
+            self.shape.block_size(),
+            blocks,
+        )?])
     }
 
     fn encode_query(&self, query: &ChorQuery) -> Vec<u8> {
@@ -251,13 +281,7 @@ impl MultiServerScheme for Chor {
     }
 
     fn decode_answer(&self, _query: &ChorQuery, bytes: &[u8]) -> Result<ChorAnswer, Error> {
-        if bytes.len() != self.shape.block_size() {
-            return Err(Error::WrongLength(format!(
-                "answer has {} bytes, expected {}",
-                bytes.len(),
-                self.shape.block_size()
-            )));
-        }
+        check_answer_len(bytes, self.shape.block_size())?;
         Ok(ChorAnswer {
             block: bytes.to_vec(),
         })

@@ -19,7 +19,10 @@ use pir_core::wire::{Reader, Writer};
 use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
 use rand::CryptoRng;
 
-use crate::chor::{check_shape_header, write_shape_header, QUERY_HEADER_LEN};
+use crate::chor::{
+    answer_selection, check_answer_len, check_shape_header, write_shape_header, xor_answers,
+    QUERY_HEADER_LEN,
+};
 use crate::dpf::{self, DpfKey};
 
 /// DPF PIR over a database of a fixed shape (always two servers).
@@ -127,42 +130,14 @@ impl MultiServerScheme for DpfPir {
     }
 
     fn answer(&self, db: &Database, query: &DpfQuery) -> Result<DpfAnswer, Error> {
-        if db.shape() != self.shape {
-            return Err(Error::DatabaseMismatch(
-                "the database shape differs from the scheme's".into(),
-            ));
-        }
         let bits = self.selection(query)?;
-        let mut block = vec![0u8; self.shape.block_size()];
-        pir_kernels::scan(
-            pir_kernels::Selection::new(&[bits.as_bytes()]),
-            db.bytes(),
-            self.shape.block_size(),
-            0..self.shape.block_count(),
-            &mut block,
-        );
+        let block = answer_selection(db, self.shape, &bits)?;
         Ok(DpfAnswer { block })
     }
 
     fn decode(&self, _state: &DpfState, answers: &[DpfAnswer]) -> Result<Vec<Vec<u8>>, Error> {
-        if answers.len() != 2 {
-            return Err(Error::WrongLength(format!(
-                "expected 2 answers, got {}",
-                answers.len()
-            )));
-        }
-        let mut block = vec![0u8; self.shape.block_size()];
-        for answer in answers {
-            if answer.block.len() != block.len() {
-                return Err(Error::WrongLength(format!(
-                    "answer has {} bytes, expected {}",
-                    answer.block.len(),
-                    block.len()
-                )));
-            }
-            pir_kernels::xor_into(&mut block, &answer.block);
-        }
-        Ok(vec![block])
+        let blocks = answers.iter().map(|a| a.block.as_slice());
+        Ok(vec![xor_answers(2, self.shape.block_size(), blocks)?])
     }
 
     fn encode_query(&self, query: &DpfQuery) -> Vec<u8> {
@@ -192,13 +167,7 @@ impl MultiServerScheme for DpfPir {
     }
 
     fn decode_answer(&self, _query: &DpfQuery, bytes: &[u8]) -> Result<DpfAnswer, Error> {
-        if bytes.len() != self.shape.block_size() {
-            return Err(Error::WrongLength(format!(
-                "answer has {} bytes, expected {}",
-                bytes.len(),
-                self.shape.block_size()
-            )));
-        }
+        check_answer_len(bytes, self.shape.block_size())?;
         Ok(DpfAnswer {
             block: bytes.to_vec(),
         })

@@ -81,6 +81,41 @@ async fn status_of(stream: &mut Tls) -> Option<u16> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Notes how long the server took to close a connection opened at `since`.
+fn note_close(tally: &AbuseTally, since: Instant) {
+    let mut max = tally
+        .close_seconds_max
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    *max = max.max(since.elapsed().as_secs_f64());
+}
+
+/// One abusive connection after another until `stop`: each sends `prefix`, then one byte a
+/// second if `trickle` (else nothing), and is counted in the first of `counters` when the
+/// server closes it, in the second when it is still open at the end.
+async fn hold_connections(
+    (addr, key, stop, tally): (String, PublicKey, Arc<AtomicBool>, Arc<AbuseTally>),
+    prefix: &'static [u8],
+    trickle: bool,
+    counters: fn(&AbuseTally) -> (&AtomicU64, &AtomicU64),
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let Some(mut s) = raw_connection(&addr, key).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let since = Instant::now();
+        let _ = s.write_all(prefix).await;
+        let (closed, open) = counters(&tally);
+        if closed_by_server(&mut s, &stop, trickle).await {
+            closed.fetch_add(1, Ordering::Relaxed);
+            note_close(&tally, since);
+        } else {
+            open.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Starts the abusive connections; they run until `stop`.
 pub(super) fn start_abuse(
     addr: String,
@@ -90,49 +125,21 @@ pub(super) fn start_abuse(
     tally: Arc<AbuseTally>,
 ) -> tokio::task::JoinSet<()> {
     let mut tasks = tokio::task::JoinSet::new();
-    let note_close = |tally: &AbuseTally, since: Instant| {
-        let mut max = tally
-            .close_seconds_max
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        *max = max.max(since.elapsed().as_secs_f64());
-    };
     for k in 0..count {
         // Slowloris: a header that never ends, one byte a second.
-        let (addr2, stop2, tally2) = (addr.clone(), stop.clone(), tally.clone());
-        tasks.spawn(async move {
-            while !stop2.load(Ordering::Relaxed) {
-                let Some(mut s) = raw_connection(&addr2, key).await else {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                };
-                let since = Instant::now();
-                let _ = s.write_all(b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\n").await;
-                if closed_by_server(&mut s, &stop2, true).await {
-                    tally2.slow_closed.fetch_add(1, Ordering::Relaxed);
-                    note_close(&tally2, since);
-                } else {
-                    tally2.slow_open_at_end.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
+        tasks.spawn(hold_connections(
+            (addr.clone(), key, stop.clone(), tally.clone()),
+            b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\n",
+            true,
+            |t| (&t.slow_closed, &t.slow_open_at_end),
+        ));
         // Idle: a connection that says nothing.
-        let (addr2, stop2, tally2) = (addr.clone(), stop.clone(), tally.clone());
-        tasks.spawn(async move {
-            while !stop2.load(Ordering::Relaxed) {
-                let Some(mut s) = raw_connection(&addr2, key).await else {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                };
-                let since = Instant::now();
-                if closed_by_server(&mut s, &stop2, false).await {
-                    tally2.idle_closed.fetch_add(1, Ordering::Relaxed);
-                    note_close(&tally2, since);
-                } else {
-                    tally2.idle_open_at_end.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
+        tasks.spawn(hold_connections(
+            (addr.clone(), key, stop.clone(), tally.clone()),
+            b"",
+            false,
+            |t| (&t.idle_closed, &t.idle_open_at_end),
+        ));
         // Bodies: 100 MB announced, or a body that trickles; every other one malformed.
         let (addr2, stop2, tally2) = (addr.clone(), stop.clone(), tally.clone());
         tasks.spawn(async move {

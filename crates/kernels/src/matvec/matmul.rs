@@ -64,52 +64,28 @@ pub fn matmul_add_with(
     }
 }
 
-/// Rows `row0..row0 + h.len() / n` of [`matmul_add`] on the chosen backend.
-fn band_dispatch(
-    backend: Backend,
-    matrix: PackedMatrix<'_>,
-    row0: usize,
-    col0: usize,
-    a: &[u32],
-    n: usize,
-    h: &mut [u32],
-) {
-    match backend {
-        #[cfg(target_arch = "x86_64")]
-        Backend::Avx512 if Backend::Avx512.is_available() => {
-            // SAFETY: AVX-512 F is present, checked in the guard above.
-            unsafe { band_avx512(matrix, row0, col0, a, n, h) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        Backend::Avx2 if Backend::Avx2.is_available() => {
-            // SAFETY: AVX2 is present, checked in the guard above.
-            unsafe { band_avx2(matrix, row0, col0, a, n, h) }
-        }
-        _ => band_generic(matrix, row0, col0, a, n, h),
-    }
-}
-
-/// Rows of `h` [`band_generic`] updates together: each row of `a` is read once for all of
+/// Rows of `h` [`band_dispatch`] updates together: each row of `a` is read once for all of
 /// them (their `h` rows, 16 KiB at `n = 1024`, stay in L1). Row by row, DoublePIR's `Y A2`
 /// (4 rows times a 128 MiB `A2` at 1 GiB) read `A2` four times.
 const MATMUL_ROWS: usize = 4;
 
-/// The body of [`band_dispatch`]: one `axpy` of `n` words per entry, which the compiler
-/// vectorises for whatever target features the caller was compiled with.
-#[inline(always)]
-fn band_generic(
-    matrix: PackedMatrix<'_>,
-    row0: usize,
-    col0: usize,
-    a: &[u32],
-    n: usize,
-    h: &mut [u32],
-) {
-    for (g, h) in h.chunks_mut(MATMUL_ROWS * n).enumerate() {
-        let first = row0 + g * MATMUL_ROWS;
-        for (t, a) in a.chunks_exact(n).enumerate() {
-            for (r, h) in h.chunks_exact_mut(n).enumerate() {
-                axpy(h, matrix.entry(first + r, col0 + t), a);
+multiversioned! {
+    /// Rows `row0..row0 + h.len() / n` of [`matmul_add`] on the chosen backend: one `axpy`
+    /// of `n` words per entry, which the compiler vectorises for each backend's features.
+    fn band_dispatch(
+        matrix: PackedMatrix<'_>,
+        row0: usize,
+        col0: usize,
+        a: &[u32],
+        n: usize,
+        h: &mut [u32],
+    ) {
+        for (g, h) in h.chunks_mut(MATMUL_ROWS * n).enumerate() {
+            let first = row0 + g * MATMUL_ROWS;
+            for (t, a) in a.chunks_exact(n).enumerate() {
+                for (r, h) in h.chunks_exact_mut(n).enumerate() {
+                    axpy(h, matrix.entry(first + r, col0 + t), a);
+                }
             }
         }
     }
@@ -121,38 +97,4 @@ fn axpy(h: &mut [u32], d: u32, a: &[u32]) {
     for (h, &a) in h.iter_mut().zip(a) {
         *h = h.wrapping_add(d.wrapping_mul(a));
     }
-}
-
-/// [`band_generic`] compiled with AVX-512.
-///
-/// # Safety
-/// The CPU must support AVX-512 F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn band_avx512(
-    matrix: PackedMatrix<'_>,
-    row0: usize,
-    col0: usize,
-    a: &[u32],
-    n: usize,
-    h: &mut [u32],
-) {
-    band_generic(matrix, row0, col0, a, n, h);
-}
-
-/// [`band_generic`] compiled with AVX2.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn band_avx2(
-    matrix: PackedMatrix<'_>,
-    row0: usize,
-    col0: usize,
-    a: &[u32],
-    n: usize,
-    h: &mut [u32],
-) {
-    band_generic(matrix, row0, col0, a, n, h);
 }

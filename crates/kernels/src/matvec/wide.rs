@@ -394,10 +394,18 @@ mod x86 {
     /// How far ahead in its row a tile asks for lines (words: 2 KiB).
     const AHEAD: usize = 512;
 
-    /// Defines an AVX-512 tile: 16 words of each of `R` rows per step, each product
-    /// accumulated by `$mac!(acc, words, vector)`.
-    macro_rules! tile512 {
-        ($(#[$doc:meta])* $name:ident, $features:literal, $mac:ident) => {
+    /// Defines a tile: `$lanes` words of each of `R` rows per step, each product
+    /// accumulated by `$mac!(acc, words, vector)`. The backends differ only in their
+    /// intrinsics (named in the invocation), so each compiles as a hand-written copy would.
+    macro_rules! tile {
+        (
+            $(#[$doc:meta])*
+            $name:ident, $features:literal, $lanes:literal, $vector:ty,
+            zero: $zero:ident, load: $load:ident, set1: $set1:ident, xor: $xor:ident,
+            add64: $add64:ident, mac: $mac:ident,
+            widen: |$narrow:ident| $widen:expr,
+            sum: |$wide:ident| $sum:expr $(,)?
+        ) => {
     $(#[$doc])*
     #[target_feature(enable = $features)]
     pub(super) unsafe fn $name<const R: usize, const K: usize>(
@@ -405,70 +413,72 @@ mod x86 {
         (stride, width): (usize, usize),
         xi: &[u32],
     ) -> [[[i64; LIMBS]; K]; R] {
-        let full = width - width % 16;
-        let flip = _mm512_set1_epi32(0x8000_8000u32 as i32);
-        let mut acc = [[[_mm512_setzero_si512(); LIMBS]; K]; R];
-        let mut wide = [[[_mm512_setzero_si512(); LIMBS]; K]; R];
-        let flush = |acc: &mut [[[__m512i; LIMBS]; K]; R],
-                     wide: &mut [[[__m512i; LIMBS]; K]; R]| {
+        let full = width - width % $lanes;
+        let flip = $set1(0x8000_8000u32 as i32);
+        let mut acc = [[[$zero(); LIMBS]; K]; R];
+        let mut wide = [[[$zero(); LIMBS]; K]; R];
+        let flush = |acc: &mut [[[$vector; LIMBS]; K]; R],
+                     wide: &mut [[[$vector; LIMBS]; K]; R]| {
             for (acc, wide) in acc
                 .iter_mut()
                 .flatten()
                 .flatten()
                 .zip(wide.iter_mut().flatten().flatten())
             {
-                let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(*acc));
-                let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(*acc));
-                *wide = _mm512_add_epi64(*wide, _mm512_add_epi64(lo, hi));
-                *acc = _mm512_setzero_si512();
+                // The 32-bit sums sign-extended to 64 bits, low lanes then high ones.
+                let (lo, hi) = {
+                    let $narrow = *acc;
+                    $widen
+                };
+                *wide = $add64(*wide, $add64(lo, hi));
+                *acc = $zero();
             }
         };
         let (mut c, mut next) = (0, 0);
         while c < full {
             // FLUSH steps summed in 32 bits, in registers, then widened.
-            let end = (c + FLUSH * 16).min(full);
+            let end = (c + FLUSH * $lanes).min(full);
             while c < end {
-                let mut w = [_mm512_setzero_si512(); R];
+                let mut w = [$zero(); R];
                 for (r, w) in w.iter_mut().enumerate() {
-                    // SAFETY: r * stride + c + 16 <= (R - 1) * stride + width <= words.len().
-                    let v =
-                        unsafe { _mm512_loadu_si512(words.as_ptr().add(r * stride + c).cast()) };
+                    // SAFETY: r * stride + c + lanes <= (R - 1) * stride + width <= words.len().
+                    let v = unsafe { $load(words.as_ptr().add(r * stride + c).cast()) };
                     crate::prefetch_l2(words.as_ptr().wrapping_add(r * stride + c + AHEAD));
-                    *w = _mm512_xor_si512(v, flip);
+                    *w = $xor(v, flip);
                 }
-                // SAFETY: `xi` holds `full / 16 * K * LIMBS` runs of 16 words and these are
-                // runs `next / 16 ..` of them, `K * LIMBS` in all.
+                // SAFETY: `xi` holds `full / lanes * K * LIMBS` runs of `lanes` words and
+                // these are runs `next / lanes ..` of them, `K * LIMBS` in all.
                 let x = unsafe { xi.as_ptr().add(next) };
-                next += 16 * K * LIMBS;
+                next += $lanes * K * LIMBS;
                 for k in 0..K {
                     for t in 0..LIMBS {
                         // SAFETY: as above (run k * LIMBS + t of this step).
-                        let x = unsafe { _mm512_loadu_si512(x.add(16 * (k * LIMBS + t)).cast()) };
+                        let x = unsafe { $load(x.add($lanes * (k * LIMBS + t)).cast()) };
                         for (acc, w) in acc.iter_mut().zip(&w) {
                             acc[k][t] = $mac!(acc[k][t], *w, x);
                         }
                     }
                 }
-                c += 16;
+                c += $lanes;
             }
             flush(&mut acc, &mut wide);
         }
         let mut out = [[[0i64; LIMBS]; K]; R];
-        for (out, wide) in out
+        for (out, $wide) in out
             .iter_mut()
             .flatten()
             .flatten()
             .zip(wide.iter().flatten().flatten())
         {
-            *out = _mm512_reduce_add_epi64(*wide);
+            *out = $sum;
         }
         out
     }
         };
     }
 
-    /// `acc + vpmaddwd(w, x)`.
-    macro_rules! madd_add {
+    /// `acc + vpmaddwd(w, x)`, 512 bits.
+    macro_rules! madd_add512 {
         ($acc:expr, $w:expr, $x:expr) => {
             _mm512_add_epi32($acc, _mm512_madd_epi16($w, $x))
         };
@@ -481,6 +491,30 @@ mod x86 {
         };
     }
 
+    /// `acc + vpmaddwd(w, x)`, 256 bits.
+    macro_rules! madd_add256 {
+        ($acc:expr, $w:expr, $x:expr) => {
+            _mm256_add_epi32($acc, _mm256_madd_epi16($w, $x))
+        };
+    }
+
+    /// Defines an AVX-512 tile (16 words per step) with the given multiply-accumulate.
+    macro_rules! tile512 {
+        ($(#[$doc:meta])* $name:ident, $features:literal, $mac:ident) => {
+            tile!(
+                $(#[$doc])*
+                $name, $features, 16, __m512i,
+                zero: _mm512_setzero_si512, load: _mm512_loadu_si512, set1: _mm512_set1_epi32,
+                xor: _mm512_xor_si512, add64: _mm512_add_epi64, mac: $mac,
+                widen: |acc| (
+                    _mm512_cvtepi32_epi64(_mm512_castsi512_si256(acc)),
+                    _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(acc)),
+                ),
+                sum: |wide| _mm512_reduce_add_epi64(*wide),
+            );
+        };
+    }
+
     tile512!(
         /// AVX-512 with `vpmaddwd` and an add.
         ///
@@ -489,7 +523,7 @@ mod x86 {
         /// words, `stride` apart, and `xi` the interleaving of `K` vectors with 16 lanes.
         tile512,
         "avx512f,avx512bw",
-        madd_add
+        madd_add512
     );
 
     tile512!(
@@ -502,79 +536,26 @@ mod x86 {
         dpwssd
     );
 
-    /// AVX2: 8 words of each of `R` rows per step.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2; `words` must hold `R` rows of `width` words, `stride`
-    /// apart, and `xi` the interleaving of `K` vectors with 8 lanes.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn tile256<const R: usize, const K: usize>(
-        words: &[u32],
-        (stride, width): (usize, usize),
-        xi: &[u32],
-    ) -> [[[i64; LIMBS]; K]; R] {
-        let full = width - width % 8;
-        let flip = _mm256_set1_epi32(0x8000_8000u32 as i32);
-        let mut acc = [[[_mm256_setzero_si256(); LIMBS]; K]; R];
-        let mut wide = [[[_mm256_setzero_si256(); LIMBS]; K]; R];
-        let flush = |acc: &mut [[[__m256i; LIMBS]; K]; R],
-                     wide: &mut [[[__m256i; LIMBS]; K]; R]| {
-            for (acc, wide) in acc
-                .iter_mut()
-                .flatten()
-                .flatten()
-                .zip(wide.iter_mut().flatten().flatten())
-            {
-                let lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(*acc));
-                let hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(*acc));
-                *wide = _mm256_add_epi64(*wide, _mm256_add_epi64(lo, hi));
-                *acc = _mm256_setzero_si256();
-            }
-        };
-        let (mut c, mut next) = (0, 0);
-        while c < full {
-            // FLUSH steps summed in 32 bits, in registers, then widened.
-            let end = (c + FLUSH * 8).min(full);
-            while c < end {
-                let mut w = [_mm256_setzero_si256(); R];
-                for (r, w) in w.iter_mut().enumerate() {
-                    // SAFETY: r * stride + c + 8 <= (R - 1) * stride + width <= words.len().
-                    let v =
-                        unsafe { _mm256_loadu_si256(words.as_ptr().add(r * stride + c).cast()) };
-                    crate::prefetch_l2(words.as_ptr().wrapping_add(r * stride + c + AHEAD));
-                    *w = _mm256_xor_si256(v, flip);
-                }
-                // SAFETY: `xi` holds `full / 8 * K * LIMBS` runs of 8 words and these are
-                // runs `next / 8 ..` of them, `K * LIMBS` in all.
-                let x = unsafe { xi.as_ptr().add(next) };
-                next += 8 * K * LIMBS;
-                for k in 0..K {
-                    for t in 0..LIMBS {
-                        // SAFETY: as above (run k * LIMBS + t of this step).
-                        let x = unsafe { _mm256_loadu_si256(x.add(8 * (k * LIMBS + t)).cast()) };
-                        for (acc, w) in acc.iter_mut().zip(&w) {
-                            acc[k][t] = _mm256_add_epi32(acc[k][t], _mm256_madd_epi16(*w, x));
-                        }
-                    }
-                }
-                c += 8;
-            }
-            flush(&mut acc, &mut wide);
-        }
-        let mut out = [[[0i64; LIMBS]; K]; R];
-        for (out, wide) in out
-            .iter_mut()
-            .flatten()
-            .flatten()
-            .zip(wide.iter().flatten().flatten())
-        {
+    tile!(
+        /// AVX2: 8 words of each of `R` rows per step.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2; `words` must hold `R` rows of `width` words, `stride`
+        /// apart, and `xi` the interleaving of `K` vectors with 8 lanes.
+        tile256, "avx2", 8, __m256i,
+        zero: _mm256_setzero_si256, load: _mm256_loadu_si256, set1: _mm256_set1_epi32,
+        xor: _mm256_xor_si256, add64: _mm256_add_epi64, mac: madd_add256,
+        widen: |acc| (
+            _mm256_cvtepi32_epi64(_mm256_castsi256_si128(acc)),
+            _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(acc)),
+        ),
+        sum: |wide| {
             let mut lanes = [0i64; 4];
             // SAFETY: `lanes` holds four i64, the 32 bytes stored.
             unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), *wide) };
-            *out = lanes.iter().fold(0i64, |a, &b| a.wrapping_add(b));
-        }
-        out
-    }
+            lanes.iter().fold(0i64, |a, &b| a.wrapping_add(b))
+        },
+    );
 }
 
 /// [`matvec_wide_with`] on the backend in force.

@@ -51,58 +51,112 @@ unsafe fn load_rows<const R: usize>(
     w
 }
 
-/// AVX-512 tile: 16 words of each of `R` rows per step, each loaded once for all `K`
-/// vectors, each vector run loaded once for all `R` rows.
-///
-/// # Safety
-/// The CPU must support AVX-512 F; `words` must hold `R` rows of `width` words, `stride`
-/// apart, every `xs[k]` `slots * width` entries, and `xi` their [`super::interleave`] with
-/// 16 lanes.
-#[target_feature(enable = "avx512f")]
-pub(super) unsafe fn tile_avx512<const R: usize, const K: usize>(
-    words: &[u32],
-    (stride, width): (usize, usize),
-    packing: Packing,
-    xs: &[&[u32]; K],
-    xi: &[u32],
-) -> [[u32; K]; R] {
-    debug_assert!(words.len() >= (R - 1) * stride + width);
-    let mask = _mm512_set1_epi32(packing.mask() as i32);
-    let shift = _mm_cvtsi32_si128(packing.bits() as i32);
-    let mut acc = [[_mm512_setzero_si512(); K]; R];
-    let full = width - width % 16;
-    debug_assert!(xi.len() >= full * packing.slots() * K);
-    let mut next = 0;
-    let mut c = 0;
-    while c < full {
-        // SAFETY: AVX-512 F is enabled here; c + 16 <= full <= width.
-        let mut w = unsafe { load_rows::<R>(words, (stride, width), c) };
-        for _ in 0..packing.slots() {
-            let mut v = [_mm512_setzero_si512(); R];
-            for (v, w) in v.iter_mut().zip(&mut w) {
-                *v = _mm512_and_si512(*w, mask);
-                *w = _mm512_srl_epi32(*w, shift);
-            }
-            for k in 0..K {
-                // SAFETY: the interleaving holds `full / 16 * slots * K` runs of 16
-                // (caller's contract) and this is run number `next / 16` of them.
-                let x = unsafe { _mm512_loadu_si512(xi.as_ptr().add(next).cast()) };
-                next += 16;
-                for (acc, v) in acc.iter_mut().zip(&v) {
-                    acc[k] = _mm512_add_epi32(acc[k], _mm512_mullo_epi32(*v, x));
+/// Defines a tile for any packing from one body: `$lanes` words of each of `R` rows per
+/// step, each loaded once for all `K` vectors, each vector run loaded once for all `R` rows.
+/// The backends differ only in their intrinsics (named in the invocation) and in how a
+/// vector's lanes are summed (`sum`), so each compiles as a hand-written copy would.
+macro_rules! tile {
+    (
+        $(#[$doc:meta])*
+        $name:ident, $features:literal, $lanes:literal,
+        zero: $zero:ident, load: $load:ident, set1: $set1:ident, and: $and:ident,
+        srl: $srl:ident, add: $add:ident, mullo: $mullo:ident,
+        sum: |$v:ident| $sum:expr $(,)?
+    ) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $name<const R: usize, const K: usize>(
+            words: &[u32],
+            (stride, width): (usize, usize),
+            packing: Packing,
+            xs: &[&[u32]; K],
+            xi: &[u32],
+        ) -> [[u32; K]; R] {
+            debug_assert!(words.len() >= (R - 1) * stride + width);
+            let mask = $set1(packing.mask() as i32);
+            let shift = _mm_cvtsi32_si128(packing.bits() as i32);
+            let mut acc = [[$zero(); K]; R];
+            let full = width - width % $lanes;
+            debug_assert!(xi.len() >= full * packing.slots() * K);
+            let mut next = 0;
+            let mut c = 0;
+            while c < full {
+                let mut w = [$zero(); R];
+                for (r, w) in w.iter_mut().enumerate() {
+                    // SAFETY: r * stride + c + lanes <= (R - 1) * stride + width <= words.len().
+                    *w = unsafe { $load(words.as_ptr().add(r * stride + c).cast()) };
+                    // One request per 64-byte line.
+                    if $lanes >= 16 || c % 16 == 0 {
+                        prefetch_l2::<R>(words, (stride, width), r, c);
+                    }
                 }
+                for _ in 0..packing.slots() {
+                    let mut v = [$zero(); R];
+                    for (v, w) in v.iter_mut().zip(&mut w) {
+                        *v = $and(*w, mask);
+                        *w = $srl(*w, shift);
+                    }
+                    for k in 0..K {
+                        // SAFETY: the interleaving holds `full / lanes * slots * K` runs of
+                        // `lanes` (caller's contract) and this is run number `next / lanes`.
+                        let x = unsafe { $load(xi.as_ptr().add(next).cast()) };
+                        next += $lanes;
+                        for (acc, v) in acc.iter_mut().zip(&v) {
+                            acc[k] = $add(acc[k], $mullo(*v, x));
+                        }
+                    }
+                }
+                c += $lanes;
             }
+            let mut sums = [[0u32; K]; R];
+            for (r, sums) in sums.iter_mut().enumerate() {
+                for (sum, $v) in sums.iter_mut().zip(acc[r]) {
+                    *sum = $sum;
+                }
+                tail(&words[r * stride..][..width], full, packing, xs, sums);
+            }
+            sums
         }
-        c += 16;
-    }
-    let mut sums = [[0u32; K]; R];
-    for (r, sums) in sums.iter_mut().enumerate() {
-        for (sum, acc) in sums.iter_mut().zip(acc[r]) {
-            *sum = _mm512_reduce_add_epi32(acc) as u32;
-        }
-        tail(&words[r * stride..][..width], full, packing, xs, sums);
-    }
-    sums
+    };
+}
+
+tile!(
+    /// AVX-512 tile: 16 words of each of `R` rows per step, each loaded once for all `K`
+    /// vectors, each vector run loaded once for all `R` rows.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F; `words` must hold `R` rows of `width` words, `stride`
+    /// apart, every `xs[k]` `slots * width` entries, and `xi` their [`super::interleave`]
+    /// with 16 lanes.
+    tile_avx512, "avx512f", 16,
+    zero: _mm512_setzero_si512, load: _mm512_loadu_si512, set1: _mm512_set1_epi32,
+    and: _mm512_and_si512, srl: _mm512_srl_epi32, add: _mm512_add_epi32,
+    mullo: _mm512_mullo_epi32,
+    sum: |acc| _mm512_reduce_add_epi32(acc) as u32,
+);
+
+tile!(
+    /// AVX2 tile: as [`tile_avx512`] with 8 words per step.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `words` must hold `R` rows of `width` words, `stride`
+    /// apart, every `xs[k]` `slots * width` entries, and `xi` their [`super::interleave`]
+    /// with 8 lanes.
+    tile_avx2, "avx2", 8,
+    zero: _mm256_setzero_si256, load: _mm256_loadu_si256, set1: _mm256_set1_epi32,
+    and: _mm256_and_si256, srl: _mm256_srl_epi32, add: _mm256_add_epi32,
+    mullo: _mm256_mullo_epi32,
+    sum: |acc| sum_lanes_avx2(acc),
+);
+
+/// The wrapping sum of the eight 32-bit lanes of `v` (callable only where AVX2 is enabled).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn sum_lanes_avx2(v: __m256i) -> u32 {
+    let mut lanes = [0u32; 8];
+    // SAFETY: `lanes` is 32 writable bytes.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), v) };
+    lanes.iter().fold(0u32, |a, &b| a.wrapping_add(b))
 }
 
 /// AVX-512 VNNI tile for byte entries (`bits = 8`): per 16 words of each of `R` rows,
@@ -150,67 +204,6 @@ pub(super) unsafe fn tile_vnni<const R: usize, const K: usize>(
                 _mm512_add_epi32(_mm512_slli_epi32::<16>(d2), _mm512_slli_epi32::<24>(d3)),
             );
             *sum = _mm512_reduce_add_epi32(v) as u32;
-        }
-        tail(&words[r * stride..][..width], full, packing, xs, sums);
-    }
-    sums
-}
-
-/// AVX2 tile: as [`tile_avx512`] with 8 words per step.
-///
-/// # Safety
-/// The CPU must support AVX2; `words` must hold `R` rows of `width` words, `stride` apart,
-/// every `xs[k]` `slots * width` entries, and `xi` their [`super::interleave`] with 8 lanes.
-#[target_feature(enable = "avx2")]
-pub(super) unsafe fn tile_avx2<const R: usize, const K: usize>(
-    words: &[u32],
-    (stride, width): (usize, usize),
-    packing: Packing,
-    xs: &[&[u32]; K],
-    xi: &[u32],
-) -> [[u32; K]; R] {
-    debug_assert!(words.len() >= (R - 1) * stride + width);
-    let mask = _mm256_set1_epi32(packing.mask() as i32);
-    let shift = _mm_cvtsi32_si128(packing.bits() as i32);
-    let mut acc = [[_mm256_setzero_si256(); K]; R];
-    let full = width - width % 8;
-    debug_assert!(xi.len() >= full * packing.slots() * K);
-    let mut next = 0;
-    let mut c = 0;
-    while c < full {
-        let mut w = [_mm256_setzero_si256(); R];
-        for (r, w) in w.iter_mut().enumerate() {
-            // SAFETY: r * stride + c + 8 <= (R - 1) * stride + width <= words.len().
-            *w = unsafe { _mm256_loadu_si256(words.as_ptr().add(r * stride + c).cast()) };
-            if c % 16 == 0 {
-                prefetch_l2::<R>(words, (stride, width), r, c);
-            }
-        }
-        for _ in 0..packing.slots() {
-            let mut v = [_mm256_setzero_si256(); R];
-            for (v, w) in v.iter_mut().zip(&mut w) {
-                *v = _mm256_and_si256(*w, mask);
-                *w = _mm256_srl_epi32(*w, shift);
-            }
-            for k in 0..K {
-                // SAFETY: the interleaving holds `full / 8 * slots * K` runs of 8
-                // (caller's contract) and this is run number `next / 8` of them.
-                let x = unsafe { _mm256_loadu_si256(xi.as_ptr().add(next).cast()) };
-                next += 8;
-                for (acc, v) in acc.iter_mut().zip(&v) {
-                    acc[k] = _mm256_add_epi32(acc[k], _mm256_mullo_epi32(*v, x));
-                }
-            }
-        }
-        c += 8;
-    }
-    let mut sums = [[0u32; K]; R];
-    for (r, sums) in sums.iter_mut().enumerate() {
-        for (sum, acc) in sums.iter_mut().zip(acc[r]) {
-            let mut lanes = [0u32; 8];
-            // SAFETY: `lanes` is 32 writable bytes.
-            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), acc) };
-            *sum = lanes.iter().fold(0u32, |a, &b| a.wrapping_add(b));
         }
         tail(&words[r * stride..][..width], full, packing, xs, sums);
     }
@@ -284,11 +277,7 @@ pub(super) unsafe fn tile_avx2_bytes<const R: usize, const K: usize>(
     let mut sums = [[0u32; K]; R];
     for (r, sums) in sums.iter_mut().enumerate() {
         for (sum, [low, high]) in sums.iter_mut().zip(acc[r]) {
-            let v = _mm256_add_epi32(low, _mm256_slli_epi32::<16>(high));
-            let mut lanes = [0u32; 8];
-            // SAFETY: `lanes` is 32 writable bytes.
-            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), v) };
-            *sum = lanes.iter().fold(0u32, |a, &b| a.wrapping_add(b));
+            *sum = sum_lanes_avx2(_mm256_add_epi32(low, _mm256_slli_epi32::<16>(high)));
         }
         tail(&words[r * stride..][..width], full, packing, xs, sums);
     }

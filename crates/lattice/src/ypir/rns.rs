@@ -135,16 +135,7 @@ pub(crate) fn inverse(ring: &Ring, a: &mut Rns) {
 /// `q_1^-1 mod q_2`.
 fn q1_inverse() -> u64 {
     let (q1, q2) = (u64::from(q(0)), u64::from(q(1)));
-    let mut result = 1u64;
-    let (mut base, mut exponent) = (q1 % q2, q2 - 2);
-    while exponent > 0 {
-        if exponent & 1 == 1 {
-            result = result * base % q2;
-        }
-        base = base * base % q2;
-        exponent >>= 1;
-    }
-    result
+    pir_kernels::ntt::power(q1, q2 - 2, q2)
 }
 
 /// The coefficients in `[0, q)` (coefficient form), by CRT.

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 
 use super::rns::{self, Rns};
 use super::tree::{PackJob, Packer, Plan};
+use super::wire::Lengths;
 use super::{centered_rescaled, rescale, reversed, wire, Shape, KIND_A2, RESCALED_BITS};
 use crate::lwe::ZpMatrix;
 use crate::params::{Params, LWE_N};
@@ -39,6 +40,59 @@ pub struct YpirServer {
     packer: Packer,
     plan: Plan,
     keys: KeyStore,
+}
+
+/// A leaf mask past the static ones, in NTT form ([`PackJob::dynamic_mask`]).
+pub(super) type DynamicMask<'a> = dyn Fn(usize) -> Result<Rns, Error> + Sync + 'a;
+
+/// The packing step both YPIR servers end with: every tree packed for every query of the
+/// batch (trees in parallel, a static node's digits read once for all queries), each root
+/// brought out of NTT form and CRT-combined, then each query's answer encoded. Query `j`
+/// has the leaf bodies `bodies[j]`, the keys `keys[j]` and the dynamic masks `masks[j]`.
+/// Any error fails the whole batch.
+pub(super) fn pack_answers(
+    packer: &Packer,
+    plan: &Plan,
+    lengths: &Lengths,
+    bodies: &[Vec<u64>],
+    keys: &[&KeySet],
+    masks: &[&DynamicMask<'_>],
+) -> Result<Vec<Vec<u8>>, Error> {
+    let ring = &packer.ring;
+    let body_of: Vec<_> = bodies
+        .iter()
+        .map(|bodies| move |k: usize| bodies[k])
+        .collect();
+    let jobs: Vec<PackJob<'_>> = keys
+        .iter()
+        .zip(&body_of)
+        .zip(masks)
+        .map(|((keys, body), dynamic_mask)| PackJob {
+            body,
+            dynamic_mask: *dynamic_mask,
+            key_bodies: keys,
+        })
+        .collect();
+    let trees = (0..plan.trees())
+        .into_par_iter()
+        .map(|tree| {
+            packer
+                .pack_batch(plan, tree, &jobs)?
+                .into_iter()
+                .map(|(mut a, mut b)| {
+                    rns::inverse(ring, &mut a);
+                    rns::inverse(ring, &mut b);
+                    Ok((rns::crt(&a), rns::crt(&b)))
+                })
+                .collect::<Result<Vec<_>, Error>>()
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    Ok((0..jobs.len())
+        .map(|j| {
+            let ciphertexts: Vec<_> = trees.iter().map(|t| t[j].clone()).collect();
+            wire::encode_answer(lengths, &ciphertexts)
+        })
+        .collect())
 }
 
 /// A client's key bodies in NTT form, per level and digit.
@@ -287,44 +341,27 @@ impl YpirServer {
                 }
             })
             .collect();
-        let body_of: Vec<_> = bodies
+        let keys: Vec<&KeySet> = valid.iter().map(|(_, keys, _)| &**keys).collect();
+        let masks: Vec<&DynamicMask<'_>> = dynamic_masks
             .iter()
-            .map(|bodies| move |k: usize| bodies[k])
+            .map(|mask| mask as &DynamicMask<'_>)
             .collect();
-        let jobs: Vec<PackJob<'_>> = valid
-            .iter()
-            .zip(body_of.iter().zip(&dynamic_masks))
-            .map(|((_, keys, _), (body, dynamic_mask))| PackJob {
-                body,
-                dynamic_mask,
-                key_bodies: keys,
-            })
-            .collect();
-        let trees = (0..self.plan.trees())
-            .into_par_iter()
-            .map(|tree| {
-                self.packer
-                    .pack_batch(&self.plan, tree, &jobs)?
-                    .into_iter()
-                    .map(|(mut a, mut b)| {
-                        rns::inverse(ring, &mut a);
-                        rns::inverse(ring, &mut b);
-                        Ok((rns::crt(&a), rns::crt(&b)))
-                    })
-                    .collect::<Result<Vec<_>, Error>>()
-            })
-            .collect::<Result<Vec<_>, Error>>();
-        let mut next = 0;
+        let answers = pack_answers(
+            &self.packer,
+            &self.plan,
+            &self.shape.lengths(),
+            &bodies,
+            &keys,
+            &masks,
+        );
+        let mut answers = answers.map(Vec::into_iter);
         work.iter()
-            .map(|item| match (item, &trees) {
+            .map(|item| match (item, &mut answers) {
                 (Err(e), _) => Err(e.clone()),
                 (Ok(_), Err(e)) => Err(e.clone()),
-                (Ok(_), Ok(trees)) => {
-                    let j = next;
-                    next += 1;
-                    let ciphertexts: Vec<_> = trees.iter().map(|t| t[j].clone()).collect();
-                    Ok(wire::encode_answer(&self.shape.lengths(), &ciphertexts))
-                }
+                (Ok(_), Ok(answers)) => answers
+                    .next()
+                    .ok_or_else(|| Error::InvalidParameter("a query without an answer".into())),
             })
             .collect()
     }

@@ -8,9 +8,9 @@ use pir_kernels::Backend;
 use rayon::prelude::*;
 
 use super::rns::{self, Rns};
-use super::server::{row_mask, KeySet, KeyStore};
+use super::server::{pack_answers, row_mask, DynamicMask, KeySet, KeyStore};
 use super::sp::{query_blocks, SpShape};
-use super::tree::{PackJob, Packer, Plan};
+use super::tree::{Packer, Plan};
 use super::wire;
 use crate::lwe::ZpMatrix;
 use crate::params::Params;
@@ -165,47 +165,16 @@ impl YpirSpServer {
     /// the modulus: the trees in parallel, every query of the batch through each tree
     /// together (so each static node's digits are read once for all of them).
     fn finish(&self, keys: &[&KeySet], bodies: &[Vec<u64>]) -> Vec<Result<Vec<u8>, Error>> {
-        let ring = &self.packer.ring;
         let no_dynamic = |_| {
             Err(Error::InvalidParameter(
                 "YPIR+SP has no online masks".into(),
             ))
         };
-        let body_of: Vec<_> = bodies
-            .iter()
-            .map(|bodies| move |k: usize| bodies[k])
-            .collect();
-        let jobs: Vec<PackJob<'_>> = keys
-            .iter()
-            .zip(&body_of)
-            .map(|(keys, body)| PackJob {
-                body,
-                dynamic_mask: &no_dynamic,
-                key_bodies: keys,
-            })
-            .collect();
-        let trees = (0..self.plan.trees())
-            .into_par_iter()
-            .map(|tree| {
-                self.packer
-                    .pack_batch(&self.plan, tree, &jobs)?
-                    .into_iter()
-                    .map(|(mut a, mut b)| {
-                        rns::inverse(ring, &mut a);
-                        rns::inverse(ring, &mut b);
-                        Ok((rns::crt(&a), rns::crt(&b)))
-                    })
-                    .collect::<Result<Vec<_>, Error>>()
-            })
-            .collect::<Result<Vec<_>, Error>>();
-        match trees {
-            Ok(trees) => (0..jobs.len())
-                .map(|j| {
-                    let ciphertexts: Vec<_> = trees.iter().map(|t| t[j].clone()).collect();
-                    Ok(wire::encode_answer(&self.shape.lengths(), &ciphertexts))
-                })
-                .collect(),
-            Err(e) => jobs.iter().map(|_| Err(e.clone())).collect(),
+        let masks = vec![&no_dynamic as &DynamicMask<'_>; keys.len()];
+        let lengths = self.shape.lengths();
+        match pack_answers(&self.packer, &self.plan, &lengths, bodies, keys, &masks) {
+            Ok(answers) => answers.into_iter().map(Ok).collect(),
+            Err(e) => keys.iter().map(|_| Err(e.clone())).collect(),
         }
     }
 }

@@ -6,31 +6,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 use super::sp::{self, SpShape};
+use super::tests::{database_for, record};
 use super::*;
 use crate::params::{Params, Scheme};
 
 fn database(records: u64, bits: u32, seed: u64) -> (Params, Vec<u8>) {
-    let params = Params::new(Scheme::YpirSp, records, bits).unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut bytes = vec![0u8; params.database_bytes() as usize];
-    rng.fill(&mut bytes[..]);
-    let total = records * u64::from(bits);
-    if !total.is_multiple_of(8) {
-        let last = bytes.len() - 1;
-        bytes[last] &= (1u8 << (total % 8)) - 1;
-    }
-    (params, bytes)
-}
-
-fn record(bytes: &[u8], index: u64, bits: u32) -> Vec<u8> {
-    let mut out = vec![0u8; (bits as usize).div_ceil(8)];
-    for b in 0..u64::from(bits) {
-        let at = index * u64::from(bits) + b;
-        if bytes[(at / 8) as usize] >> (at % 8) & 1 == 1 {
-            out[(b / 8) as usize] |= 1 << (b % 8);
-        }
-    }
-    out
+    database_for(Scheme::YpirSp, records, bits, seed)
 }
 
 fn build(params: Params, bytes: &[u8], seed: u8) -> (YpirSpServer, YpirSpClient, Vec<u32>) {

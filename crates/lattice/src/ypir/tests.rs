@@ -9,7 +9,17 @@ use super::*;
 use crate::params::{Params, Scheme, LWE_N};
 
 fn database(records: u64, bits: u32, seed: u64) -> (Params, Vec<u8>) {
-    let params = Params::new(Scheme::Ypir, records, bits).unwrap();
+    database_for(Scheme::Ypir, records, bits, seed)
+}
+
+/// Random records of `bits` bits for `scheme` (YPIR+SP's tests too).
+pub(super) fn database_for(
+    scheme: Scheme,
+    records: u64,
+    bits: u32,
+    seed: u64,
+) -> (Params, Vec<u8>) {
+    let params = Params::new(scheme, records, bits).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut bytes = vec![0u8; params.database_bytes() as usize];
     rng.fill(&mut bytes[..]);
@@ -22,7 +32,8 @@ fn database(records: u64, bits: u32, seed: u64) -> (Params, Vec<u8>) {
     (params, bytes)
 }
 
-fn record(bytes: &[u8], index: u64, bits: u32) -> Vec<u8> {
+/// Record `index` of `bits` bits, as the client returns it.
+pub(super) fn record(bytes: &[u8], index: u64, bits: u32) -> Vec<u8> {
     let mut out = vec![0u8; (bits as usize).div_ceil(8)];
     for b in 0..u64::from(bits) {
         let at = index * u64::from(bits) + b;

@@ -237,21 +237,35 @@ impl Packer {
     ) -> Result<Option<Rns>, Error> {
         let kind = plan.kind(tree, lo, level);
         let half = (1 << level) >> 1;
+        // The two children's masks (even, odd), their static nodes put in `nodes`.
+        let children = |nodes: &mut HashMap<usize, StaticNode>, keep_mask: bool| {
+            let even = self.build(
+                plan,
+                nodes,
+                tree,
+                2 * id,
+                level - 1,
+                lo,
+                keep_mask,
+                leaf_mask,
+            )?;
+            let odd = self.build(
+                plan,
+                nodes,
+                tree,
+                2 * id + 1,
+                level - 1,
+                lo + half,
+                keep_mask,
+                leaf_mask,
+            )?;
+            Ok::<_, Error>((even, odd))
+        };
         match kind {
             Kind::Zero => Ok(None),
             Kind::Dynamic => {
                 if level > 0 {
-                    self.build(plan, nodes, tree, 2 * id, level - 1, lo, true, leaf_mask)?;
-                    self.build(
-                        plan,
-                        nodes,
-                        tree,
-                        2 * id + 1,
-                        level - 1,
-                        lo + half,
-                        true,
-                        leaf_mask,
-                    )?;
+                    children(nodes, true)?;
                 }
                 Ok(None)
             }
@@ -262,18 +276,7 @@ impl Packer {
                     mask = rns::mul(&mask, &scale);
                     (mask, Vec::new())
                 } else {
-                    let even =
-                        self.build(plan, nodes, tree, 2 * id, level - 1, lo, false, leaf_mask)?;
-                    let odd = self.build(
-                        plan,
-                        nodes,
-                        tree,
-                        2 * id + 1,
-                        level - 1,
-                        lo + half,
-                        false,
-                        leaf_mask,
-                    )?;
+                    let (even, odd) = children(nodes, false)?;
                     self.combine_masks(level, even.as_ref(), odd.as_ref())?
                 };
                 let node = StaticNode {
