@@ -142,11 +142,9 @@ impl World {
 
 /// A `pir mirror serve` child process, killed on drop.
 pub struct Mirror {
-    child: Child,
+    process: Proc,
     pub url: String,
     pub legacy: Option<SocketAddr>,
-    /// The lines it prints after start-up.
-    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Mirror {
@@ -166,25 +164,11 @@ impl Mirror {
 
     /// Starts `pir mirror serve ARGS` (which must make it listen on a free port).
     pub fn start_with(args: &[&str]) -> Self {
-        let extra = args;
-        let mut child = pir()
-            .args(["mirror", "serve"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn mirror");
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next().expect("mirror printed nothing").unwrap();
-        let url = first
-            .split_whitespace()
-            .find(|w| w.starts_with("https://"))
-            .unwrap_or_else(|| panic!("no URL in {first:?}"))
-            .to_string();
+        let process = Proc::start(&[&["mirror", "serve"], args].concat(), "https://");
+        let url = process.url();
         let mut legacy = None;
-        if extra.contains(&"--legacy-http") {
-            let line = lines.next().unwrap().unwrap();
+        if args.contains(&"--legacy-http") {
+            let line = process.next_line();
             let addr = line
                 .split("http://")
                 .nth(1)
@@ -194,45 +178,22 @@ impl Mirror {
                 .unwrap();
             legacy = Some(addr.parse().unwrap());
         }
-        // Keep draining stdout so the child never blocks on a full pipe.
-        let (send, receive) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                let _ = send.send(line);
-            }
-        });
         Self {
-            child,
+            process,
             url,
             legacy,
-            lines: receive,
         }
     }
 
     /// Sends SIGHUP (reload the releases) and waits for the mirror to report the reload;
     /// returns its report line.
     pub fn hangup(&self) -> String {
-        let sent = Command::new("kill")
-            .args(["-HUP", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(sent.success(), "kill -HUP failed");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.starts_with("reload") => return line,
-                Ok(_) => continue,
-                Err(e) => panic!("no reload report within a minute: {e}"),
-            }
-        }
+        self.process.hangup()
     }
-}
 
-impl Mirror {
     /// Sends SIGTERM (what systemd and Kubernetes send) and returns the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
-        terminate(&mut self.child)
+        terminate(self.process.child_mut())
     }
 }
 
@@ -254,30 +215,44 @@ pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
     panic!("the server did not stop within a minute of SIGTERM");
 }
 
-impl Drop for Mirror {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A `pir` child process killed on drop; `addr` is the host:port after `prefix` (such as
 /// `https://`) in the first line it printed.
 pub struct Proc {
     child: Child,
     pub addr: String,
+    /// The first line it printed.
+    pub first_line: String,
+    /// The lines it prints after the first, read on a thread of their own so that the child
+    /// never blocks on a full pipe.
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Its whole standard error, read on a thread of its own, where the command piped it.
+    stderr: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Proc {
     /// Starts `pir ARGS` (which must make it listen on a free port and print its address on
-    /// its first line); its standard output keeps being drained so it never blocks.
+    /// its first line), its standard error discarded.
     pub fn start(args: &[&str], prefix: &str) -> Proc {
-        let mut child = pir()
-            .args(args)
+        let mut command = pir();
+        command.args(args).stderr(Stdio::null());
+        Proc::spawn(command, prefix)
+    }
+
+    /// Spawns `command` (a `pir` command line whose standard error the caller has set up) with
+    /// its standard output piped; as [`Proc::start`]. A piped standard error is read from the
+    /// start (a full pipe would stop the child), for [`Proc::stop`].
+    pub fn spawn(mut command: Command, prefix: &str) -> Proc {
+        let mut child = command
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
             .spawn()
             .expect("spawn pir");
+        let stderr = child.stderr.take().map(|mut err| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut err, &mut text).unwrap();
+                text
+            })
+        });
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first = lines.next().expect("printed nothing").unwrap();
         let addr = first
@@ -288,12 +263,63 @@ impl Proc {
             .next()
             .unwrap()
             .to_string();
-        std::thread::spawn(move || for _ in lines {});
-        Proc { child, addr }
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = send.send(line);
+            }
+        });
+        Proc {
+            child,
+            addr,
+            first_line: first,
+            lines: receive,
+            stderr,
+        }
     }
-}
 
-impl Proc {
+    /// Stops it with SIGTERM, asserts that it exited 0 and returns its standard error (empty
+    /// unless the command piped it).
+    pub fn stop(mut self) -> String {
+        let status = terminate(&mut self.child);
+        assert!(status.success(), "{status:?}");
+        self.stderr
+            .take()
+            .map(|reader| reader.join().unwrap())
+            .unwrap_or_default()
+    }
+
+    /// `https://` and its address.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The next line it prints (at most a minute's wait).
+    pub fn next_line(&self) -> String {
+        self.lines
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("no line within a minute")
+    }
+
+    /// Sends SIGHUP (reload) and waits for the line that reports the reload (at most a
+    /// minute); returns that line.
+    pub fn hangup(&self) -> String {
+        let sent = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -HUP failed");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with("reload") => return line,
+                Ok(_) => continue,
+                Err(e) => panic!("no reload report within a minute: {e}"),
+            }
+        }
+    }
+
     /// The child process (to signal it).
     pub fn child_mut(&mut self) -> &mut Child {
         &mut self.child
@@ -363,3 +389,92 @@ pub fn has_program(program: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success())
 }
+
+/// Asserts that `out` is a failure, without a panic, whose standard error contains `needle`;
+/// returns its standard error.
+pub fn fails_with(out: &Output, needle: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "succeeded: {out:?}");
+    assert!(stderr.contains(needle), "no {needle:?} in: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+/// A temporary directory of one test, and the files most tests build in it.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    /// An empty directory with key pairs `NAME.key`/`NAME.pub` for each of `keys`.
+    pub fn with_keys(keys: &[&str]) -> Scratch {
+        let scratch = Scratch {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        for key in keys {
+            ok(&["keygen", "--out", &scratch.path(key)]);
+        }
+        scratch
+    }
+
+    /// A path inside the directory.
+    pub fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_string_lossy().into_owned()
+    }
+
+    /// Writes `list` (one password a line) to `DB.txt` and builds the breach database `DB`
+    /// from it; returns the database's path.
+    pub fn breach_db(&self, db: &str, list: &str) -> String {
+        let text = self.path(&format!("{db}.txt"));
+        std::fs::write(&text, list).unwrap();
+        ok(&[
+            "breach",
+            "build",
+            "--format",
+            "passwords",
+            &text,
+            "--out",
+            &self.path(db),
+            "--quiet",
+        ]);
+        self.path(db)
+    }
+
+    /// Writes `records` to `DB.bin` and builds the record database `DB` of `record_size`-byte
+    /// records from it; returns what `pir db build` printed.
+    pub fn records_db(&self, db: &str, records: &[u8], record_size: usize) -> String {
+        let bin = self.path(&format!("{db}.bin"));
+        std::fs::write(&bin, records).unwrap();
+        ok(&[
+            "db",
+            "build",
+            "--records",
+            &bin,
+            "--record-size",
+            &record_size.to_string(),
+            "--out",
+            &self.path(db),
+        ])
+    }
+
+    /// Writes `list` (one URL expression a line) to `DB.txt` and builds the Safe Browsing
+    /// database `DB` from it; returns the database's path.
+    pub fn safebrowsing_db(&self, db: &str, list: &str) -> String {
+        let text = self.path(&format!("{db}.txt"));
+        std::fs::write(&text, list).unwrap();
+        ok(&["safebrowsing", "build", &text, "--out", &self.path(db)]);
+        self.path(db)
+    }
+}
+
+/// The arguments of a server command `pir COMMAND... --db DB --server SERVER --key KEY
+/// --listen 127.0.0.1:0` (breach and Safe Browsing servers), then `extra`.
+pub fn serve_args<'a>(command: &[&'a str], db: &'a str, server: &'a str, key: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = command.to_vec();
+    args.extend(["--db", db, "--server", server, "--key", key, "--listen", "127.0.0.1:0"]);
+    args.extend_from_slice(extra);
+    args
+}
+
+/// A few common passwords, one a line: the breach list most tests build.
+pub const PASSWORDS: &str = "123456\npassword\nqwerty\nletmein\n";
