@@ -7,7 +7,7 @@ mod support;
 
 use std::io::{Read, Write};
 
-use support::{ok, run, Proc, Scratch};
+use support::{ok, records_serve_args, run, serve_records, Proc, Scratch};
 
 /// A `pir serve` child process on a free port, killed on drop, and its `https://` URL.
 struct Server {
@@ -17,7 +17,7 @@ struct Server {
 
 impl Server {
     fn start(db: &str, scheme: &str, key: &str) -> Server {
-        let process = serve(&[db], key, &["--scheme", scheme]);
+        let process = serve_records(&[db], key, &["--scheme", scheme]);
         let url = process.url();
         Server {
             _process: process,
@@ -26,26 +26,12 @@ impl Server {
     }
 }
 
-/// `pir serve --quiet` of `dbs` with `key` on a free port, `extra` flags appended.
-fn serve(dbs: &[&str], key: &str, extra: &[&str]) -> Proc {
-    Proc::start(&serve_args(dbs, key, extra), "https://")
-}
-
-/// The arguments of [`serve`].
-fn serve_args<'a>(dbs: &[&'a str], key: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec!["serve"];
-    args.extend(dbs.iter().flat_map(|db| ["--db", db]));
-    args.extend(["--key", key, "--listen", "127.0.0.1:0", "--quiet"]);
-    args.extend_from_slice(extra);
-    args
-}
-
 /// Starts `pir serve` of `db` with `scheme`, its standard error written to `log`; returns it
 /// and what it logged before it served.
 fn serve_logged(db: &str, scheme: &str, key: &str, log: &str) -> (Proc, String) {
     let mut command = support::pir();
     command
-        .args(serve_args(&[db], key, &["--scheme", scheme]))
+        .args(records_serve_args(&[db], key, &["--scheme", scheme]))
         .stderr(std::fs::File::create(log).unwrap());
     let process = Proc::spawn(command, "https://");
     (process, std::fs::read_to_string(log).unwrap())
@@ -355,7 +341,7 @@ fn sighup_swaps_the_database_without_a_restart() {
     let p = |n: &str| scratch.path(n);
     let build = |fill: u8| scratch.records_db("r.db", &[fill; 200 * 8], 8);
     build(1);
-    let server = serve(&[&p("r.db")], &p("server.key"), &[]);
+    let server = serve_records(&[&p("r.db")], &p("server.key"), &[]);
     let (url, hangup) = (server.url(), || server.hangup());
     let cache = p("cache");
     let get = |index: &str| {
@@ -403,7 +389,7 @@ fn one_server_serves_several_databases_chosen_by_version() {
     let p = |n: &str| scratch.path(n);
     scratch.records_db("a.db", &[0xaa; 100 * 8], 8);
     scratch.records_db("b.db", &[0xbb; 100 * 8], 8);
-    let server = serve(&[&p("a.db"), &p("b.db")], &p("server.key"), &[]);
+    let server = serve_records(&[&p("a.db"), &p("b.db")], &p("server.key"), &[]);
     // Its first two lines: the URL and version of each database.
     let served: Vec<(String, String, bool)> = [server.first_line.clone(), server.next_line()]
         .into_iter()

@@ -476,5 +476,20 @@ pub fn serve_args<'a>(command: &[&'a str], db: &'a str, server: &'a str, key: &'
     args
 }
 
+/// `pir serve --quiet` of the record databases `dbs` with `key` on a free port, `extra` flags
+/// appended.
+pub fn serve_records(dbs: &[&str], key: &str, extra: &[&str]) -> Proc {
+    Proc::start(&records_serve_args(dbs, key, extra), "https://")
+}
+
+/// The arguments of [`serve_records`].
+pub fn records_serve_args<'a>(dbs: &[&'a str], key: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["serve"];
+    args.extend(dbs.iter().flat_map(|db| ["--db", db]));
+    args.extend(["--key", key, "--listen", "127.0.0.1:0", "--quiet"]);
+    args.extend_from_slice(extra);
+    args
+}
+
 /// A few common passwords, one a line: the breach list most tests build.
 pub const PASSWORDS: &str = "123456\npassword\nqwerty\nletmein\n";
