@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use support::{
-    fails_with, ok, partial_files, pir, require, run, serve_args, Mirror, Scratch, World,
+    db_build_args, fails_with, ok, partial_files, pir, require, run, serve_args, Mirror, Scratch, World,
     PASSWORDS,
 };
 
@@ -162,19 +162,24 @@ fn a_mirror_killed_mid_fetch_is_replaced_by_a_spare_or_the_fetch_leaves_nothing(
     let mirror = |k: usize| Mirror::start(&release, &world.path(&format!("m{k}.key")), &[]);
     let (name, bytes) = big_file(&world);
     let (m1, m2, spare) = (mirror(1), mirror(2), mirror(3));
+    // A signed list: the mirror behind `relay` (key `relay_key`), mirrors 1 and 2, and the
+    // spare (key m3) if asked for.
+    let list = |name: &str, relay: &Relay, relay_key: &str, with_spare: bool| {
+        let mut entries = vec![
+            (relay.url(), relay_key.to_string()),
+            (m1.url.clone(), "m1".into()),
+            (m2.url.clone(), "m2".into()),
+        ];
+        if with_spare {
+            entries.push((spare.url.clone(), "m3".into()));
+        }
+        world.mirror_list(name, &entries)
+    };
 
     // How many bytes a whole fetch takes from mirror 0 (through the relay, uncut).
     let m0 = mirror(0);
     let relay = Relay::start(addr_of(&m0.url));
-    let with_spare = world.mirror_list(
-        "with-spare.pir",
-        &[
-            (relay.url(), "m0".into()),
-            (m1.url.clone(), "m1".into()),
-            (m2.url.clone(), "m2".into()),
-            (spare.url.clone(), "m3".into()),
-        ],
-    );
+    let with_spare = list("with-spare.pir", &relay, "m0", true);
     let out = world.path("whole");
     let result = fetch(&world, &name, &with_spare, &out);
     assert!(result.status.success(), "{result:?}");
@@ -198,14 +203,7 @@ fn a_mirror_killed_mid_fetch_is_replaced_by_a_spare_or_the_fetch_leaves_nothing(
     // Without a spare: the fetch fails, names the mirror, and leaves nothing behind.
     let m0 = mirror(4);
     let relay = Relay::start(addr_of(&m0.url));
-    let no_spare = world.mirror_list(
-        "no-spare.pir",
-        &[
-            (relay.url(), "m4".into()),
-            (m1.url.clone(), "m1".into()),
-            (m2.url.clone(), "m2".into()),
-        ],
-    );
+    let no_spare = list("no-spare.pir", &relay, "m4", false);
     relay.cut_after.store(whole / 2, Ordering::SeqCst);
     let out = world.path("no-spare-out");
     let result = fetch_cut(&world, &name, &no_spare, &out, &relay, || drop(m0));
@@ -371,20 +369,8 @@ fn a_full_disk_fails_fetch_and_db_build_cleanly() {
     let records = world.dir.path().join("records.bin");
     std::fs::write(&records, vec![7u8; 512 * 1024]).unwrap();
     let db = disk.join("records.db");
-    let (result, left) = on_a_small_disk(
-        &disk,
-        256,
-        &[
-            "db",
-            "build",
-            "--records",
-            records.to_str().unwrap(),
-            "--record-size",
-            "32",
-            "--out",
-            db.to_str().unwrap(),
-        ],
-    );
+    let build = db_build_args(records.to_str().unwrap(), "32", db.to_str().unwrap());
+    let (result, left) = on_a_small_disk(&disk, 256, &build);
     fails_with(&result, "No space left on device");
     assert!(left.is_empty(), "left on the full disk: {left:?}");
 }
@@ -413,13 +399,7 @@ fn refuses_to_start(args: &[&str]) -> String {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
+            let err = support::read_stderr(&mut child);
             assert!(!status.success(), "{args:?} exited 0: {err}");
             assert!(!err.contains("panicked"), "{err}");
             return err;

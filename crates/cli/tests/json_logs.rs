@@ -109,18 +109,9 @@ fn status_lines(lines: &[serde_json::Value]) -> Vec<String> {
 #[test]
 fn mirror_serve_logs_json_only() {
     let world = World::new(1);
-    let server = Server::start(&[
-        "mirror",
-        "serve",
-        "--release",
-        &world.path("release"),
-        "--key",
-        &world.path("m0.key"),
-        "--listen",
-        "127.0.0.1:0",
-        "--four-russians",
-        "2",
-    ]);
+    let mut args = world.mirror_args("m0");
+    args.extend(["--four-russians", "2"].map(String::from));
+    let server = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
     ask(&server.addr, Path::new(&world.path("m0.pub")));
     assert!(server.reload().starts_with("reloaded:"));
     let status = status_lines(&server.stop());

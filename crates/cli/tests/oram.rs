@@ -151,6 +151,17 @@ fn nbd_server(state: &str, extra: &[&str]) -> Proc {
     Proc::start(&args, scheme)
 }
 
+/// Copies `image` into the export at `url` with `nbdcopy` and back into `back.raw` of `dir`
+/// (both copies must succeed); returns what came back.
+fn nbdcopy_round_trip(image: &Path, url: &str, dir: &Path) -> Vec<u8> {
+    let copy_in = Command::new("nbdcopy").arg(image).arg(url).status().unwrap();
+    assert!(copy_in.success());
+    let back = dir.join("back.raw");
+    let copy_out = Command::new("nbdcopy").arg(url).arg(&back).status().unwrap();
+    assert!(copy_out.success());
+    std::fs::read(&back).unwrap()
+}
+
 fn nbd_tools() -> bool {
     require(
         support::has_program("nbdcopy")
@@ -184,21 +195,8 @@ fn real_nbd_clients_copy_an_image_in_and_out_byte_for_byte() {
     ChaCha20Rng::seed_from_u64(3).fill_bytes(&mut data[..6 << 20]);
     ChaCha20Rng::seed_from_u64(4).fill_bytes(&mut data[10 << 20..]);
     std::fs::write(&image, &data).unwrap();
-    let copy_in = Command::new("nbdcopy")
-        .arg(&image)
-        .arg(&url)
-        .status()
-        .unwrap();
-    assert!(copy_in.success());
-    let back = dir.path().join("back.raw");
-    let copy_out = Command::new("nbdcopy")
-        .arg(&url)
-        .arg(&back)
-        .status()
-        .unwrap();
-    assert!(copy_out.success());
     assert!(
-        std::fs::read(&back).unwrap() == data,
+        nbdcopy_round_trip(&image, &url, dir.path()) == data,
         "nbdcopy round trip differs"
     );
     let qemu = dir.path().join("qemu.raw");
@@ -292,21 +290,8 @@ fn the_tls_psk_export_serves_only_clients_with_the_key() {
         refused(&format!("nbd://{}", server.addr)),
         "plaintext read the disk"
     );
-    let copy_in = Command::new("nbdcopy")
-        .arg(&image)
-        .arg(url(&keys))
-        .status()
-        .unwrap();
-    assert!(copy_in.success());
-    let back = dir.path().join("back.raw");
-    let copy_out = Command::new("nbdcopy")
-        .arg(url(&keys))
-        .arg(&back)
-        .status()
-        .unwrap();
-    assert!(copy_out.success());
     assert!(
-        std::fs::read(&back).unwrap() == data,
+        nbdcopy_round_trip(&image, &url(&keys), dir.path()) == data,
         "nbdcopy over TLS differs"
     );
     // qemu: a tls-creds-psk object reads keys.psk from a directory.

@@ -7,7 +7,7 @@ mod support;
 
 use std::io::{Read, Write};
 
-use support::{ok, records_serve_args, run, serve_records, Proc, Scratch};
+use support::{db_build_args, ok, records_serve_args, run, serve_records, Proc, Scratch};
 
 /// A `pir serve` child process on a free port, killed on drop, and its `https://` URL.
 struct Server {
@@ -163,18 +163,9 @@ fn scheme_limits_are_checked_at_build_time() {
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).display().to_string();
     std::fs::write(path("records"), vec![7u8; 256 * 100]).unwrap();
-    let refused = run(&[
-        "db",
-        "build",
-        "--records",
-        &path("records"),
-        "--record-size",
-        "256",
-        "--out",
-        &path("d.pir"),
-        "--scheme",
-        "doublepir",
-    ]);
+    let (records, refused_out) = (path("records"), path("d.pir"));
+    let build = db_build_args(&records, "256", &refused_out);
+    let refused = run(&[&build[..], &["--scheme", "doublepir"]].concat());
     assert!(!refused.status.success());
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("--scheme simplepir"), "{err}");
@@ -182,16 +173,7 @@ fn scheme_limits_are_checked_at_build_time() {
         !dir.path().join("d.pir").exists(),
         "nothing is written for a refused build"
     );
-    let built = ok(&[
-        "db",
-        "build",
-        "--records",
-        &path("records"),
-        "--record-size",
-        "256",
-        "--out",
-        &path("s.pir"),
-    ]);
+    let built = ok(&db_build_args(&records, "256", &path("s.pir")));
     // YPIR serves them too, as YPIR+SP.
     assert!(
         built.contains(

@@ -107,6 +107,14 @@ impl World {
         self.dir.path().join(name).to_string_lossy().into_owned()
     }
 
+    /// `pir mirror serve` of the release with key `KEY.key` on a free port of 127.0.0.1.
+    pub fn mirror_args(&self, key: &str) -> Vec<String> {
+        let mut args = vec!["mirror".to_string(), "serve".into(), "--release".into()];
+        args.extend([self.path("release"), "--key".into(), self.path(&format!("{key}.key"))]);
+        args.extend(["--listen".into(), "127.0.0.1:0".into()]);
+        args
+    }
+
     /// A copy of the release directory under a new name.
     pub fn copy_release(&self, name: &str) -> PathBuf {
         let to = self.dir.path().join(name);
@@ -400,6 +408,14 @@ pub fn fails_with(out: &Output, needle: &str) -> String {
     stderr
 }
 
+/// The whole standard error of `child` (piped), read to its end.
+pub fn read_stderr(child: &mut Child) -> String {
+    let mut err = String::new();
+    let mut pipe = child.stderr.take().expect("standard error is piped");
+    std::io::Read::read_to_string(&mut pipe, &mut err).unwrap();
+    err
+}
+
 /// A temporary directory of one test, and the files most tests build in it.
 pub struct Scratch {
     pub dir: tempfile::TempDir,
@@ -445,16 +461,7 @@ impl Scratch {
     pub fn records_db(&self, db: &str, records: &[u8], record_size: usize) -> String {
         let bin = self.path(&format!("{db}.bin"));
         std::fs::write(&bin, records).unwrap();
-        ok(&[
-            "db",
-            "build",
-            "--records",
-            &bin,
-            "--record-size",
-            &record_size.to_string(),
-            "--out",
-            &self.path(db),
-        ])
+        ok(&db_build_args(&bin, &record_size.to_string(), &self.path(db)))
     }
 
     /// Writes `list` (one URL expression a line) to `DB.txt` and builds the Safe Browsing
@@ -465,6 +472,12 @@ impl Scratch {
         ok(&["safebrowsing", "build", &text, "--out", &self.path(db)]);
         self.path(db)
     }
+}
+
+/// `pir db build --records RECORDS --record-size SIZE --out OUT`.
+pub fn db_build_args<'a>(records: &'a str, record_size: &'a str, out: &'a str) -> [&'a str; 8] {
+    let size = "--record-size";
+    ["db", "build", "--records", records, size, record_size, "--out", out]
 }
 
 /// The arguments of a server command `pir COMMAND... --db DB --server SERVER --key KEY
