@@ -7,9 +7,7 @@ mod support;
 
 use std::io::{Read, Write};
 
-use support::{
-    dead_url, has_program, ok, partial_files, require, run, serve_args, Mirror, World,
-};
+use support::{dead_url, has_program, ok, partial_files, require, run, serve_args, Mirror, World};
 
 fn fetch_args<'a>(name: &'a str, mirrors: &'a str, world: &'a World, out: &'a str) -> Vec<String> {
     [
@@ -386,7 +384,11 @@ fn release_show_and_bad_inputs_give_clear_errors() {
     // Swapped key files, an existing output, a bad block size.
     let build = |key: &str, out: &str, extra: &[&str]| {
         let (src, key, out) = (world.path("src"), world.path(key), world.path(out));
-        run(&[&["release", "build", &src, "--key", &key, "--out", &out], extra].concat())
+        run(&[
+            &["release", "build", &src, "--key", &key, "--out", &out],
+            extra,
+        ]
+        .concat())
     };
     let result = build("vendor.pub", "r2", &[]);
     assert!(String::from_utf8_lossy(&result.stderr).contains("public key"));

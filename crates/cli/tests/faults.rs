@@ -15,8 +15,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use support::{
-    db_build_args, fails_with, ok, partial_files, pir, require, run, serve_args, Mirror, Scratch, World,
-    PASSWORDS,
+    db_build_args, fails_with, ok, partial_files, pir, require, run, serve_args, Mirror, Scratch,
+    World, PASSWORDS,
 };
 
 /// A TCP relay in front of a server. TLS passes through it unchanged (the client still pins
@@ -499,6 +499,15 @@ fn small_writers_on_a_full_disk_leave_nothing_and_can_be_run_again() {
     let o = |name: &str| out.join(name).to_str().unwrap().to_string();
     let server = |port: u16, key: &str| format!("https://127.0.0.1:{port}={}", p(key));
     let (s0, s1) = (server(1, "s0.pub"), server(2, "s1.pub"));
+    // `pir COMMAND servers` of s0 and s1 into `out`.
+    let servers_file = |command: &str, out: &str| -> Vec<String> {
+        let servers = ["--server", &s0, "--server", &s1];
+        let mut args = vec![command, "servers"];
+        args.extend(servers);
+        let out = o(out);
+        args.extend(["--out", &out]);
+        args.into_iter().map(String::from).collect()
+    };
     let commands: Vec<Vec<String>> = vec![
         vec!["keygen".into(), "--out".into(), o("new")],
         vec![
@@ -513,26 +522,8 @@ fn small_writers_on_a_full_disk_leave_nothing_and_can_be_run_again() {
             "--out".into(),
             o("mirrors.pir"),
         ],
-        vec![
-            "breach".into(),
-            "servers".into(),
-            "--server".into(),
-            s0.clone(),
-            "--server".into(),
-            s1.clone(),
-            "--out".into(),
-            o("breach.servers"),
-        ],
-        vec![
-            "safebrowsing".into(),
-            "servers".into(),
-            "--server".into(),
-            s0.clone(),
-            "--server".into(),
-            s1.clone(),
-            "--out".into(),
-            o("sb.servers"),
-        ],
+        servers_file("breach", "breach.servers"),
+        servers_file("safebrowsing", "sb.servers"),
         vec![
             "safebrowsing".into(),
             "firefox-profile".into(),

@@ -146,20 +146,50 @@ fn a_store_that_changes_data_is_caught() {
 /// `pir oram nbd --state STATE` on a free port of 127.0.0.1, `extra` flags appended (with
 /// `--tls-psk` its address is an `nbds://` one).
 fn nbd_server(state: &str, extra: &[&str]) -> Proc {
-    let args = [&["oram", "nbd", "--state", state, "--listen", "127.0.0.1:0"], extra].concat();
-    let scheme = if extra.contains(&"--tls-psk") { "nbds://" } else { "nbd://" };
+    let args = [
+        &["oram", "nbd", "--state", state, "--listen", "127.0.0.1:0"],
+        extra,
+    ]
+    .concat();
+    let scheme = if extra.contains(&"--tls-psk") {
+        "nbds://"
+    } else {
+        "nbd://"
+    };
     Proc::start(&args, scheme)
 }
 
 /// Copies `image` into the export at `url` with `nbdcopy` and back into `back.raw` of `dir`
 /// (both copies must succeed); returns what came back.
 fn nbdcopy_round_trip(image: &Path, url: &str, dir: &Path) -> Vec<u8> {
-    let copy_in = Command::new("nbdcopy").arg(image).arg(url).status().unwrap();
+    let copy_in = Command::new("nbdcopy")
+        .arg(image)
+        .arg(url)
+        .status()
+        .unwrap();
     assert!(copy_in.success());
     let back = dir.join("back.raw");
-    let copy_out = Command::new("nbdcopy").arg(url).arg(&back).status().unwrap();
+    let copy_out = Command::new("nbdcopy")
+        .arg(url)
+        .arg(&back)
+        .status()
+        .unwrap();
     assert!(copy_out.success());
     std::fs::read(&back).unwrap()
+}
+
+/// Runs `qemu-img convert ARGS` into `qemu.raw` of `dir` (which must succeed); returns what it
+/// wrote.
+fn qemu_img_convert(args: &[&str], dir: &Path) -> Vec<u8> {
+    let qemu = dir.join("qemu.raw");
+    let convert = Command::new("qemu-img")
+        .arg("convert")
+        .args(args)
+        .arg(&qemu)
+        .status()
+        .unwrap();
+    assert!(convert.success());
+    std::fs::read(&qemu).unwrap()
 }
 
 fn nbd_tools() -> bool {
@@ -199,17 +229,8 @@ fn real_nbd_clients_copy_an_image_in_and_out_byte_for_byte() {
         nbdcopy_round_trip(&image, &url, dir.path()) == data,
         "nbdcopy round trip differs"
     );
-    let qemu = dir.path().join("qemu.raw");
-    let convert = Command::new("qemu-img")
-        .args(["convert", "-f", "raw", "-O", "raw", &url])
-        .arg(&qemu)
-        .status()
-        .unwrap();
-    assert!(convert.success());
-    assert!(
-        std::fs::read(&qemu).unwrap() == data,
-        "qemu-img read differs"
-    );
+    let qemu = qemu_img_convert(&["-f", "raw", "-O", "raw", &url], dir.path());
+    assert!(qemu == data, "qemu-img read differs");
     let mut server = server;
     let status = support::terminate(server.child_mut());
     assert!(status.success(), "pir oram nbd did not stop cleanly");
@@ -299,25 +320,15 @@ fn the_tls_psk_export_serves_only_clients_with_the_key() {
     std::fs::create_dir(&creds).unwrap();
     std::fs::copy(&keys, creds.join("keys.psk")).unwrap();
     let (host, port) = server.addr.rsplit_once(':').unwrap();
-    let qemu = dir.path().join("qemu.raw");
-    let convert = Command::new("qemu-img")
-        .args(["convert", "-O", "raw", "--object"])
-        .arg(format!(
-            "tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice",
-            creds.display()
-        ))
-        .arg("--image-opts")
-        .arg(format!(
-            "driver=nbd,server.type=inet,server.host={host},server.port={port},tls-creds=tls0"
-        ))
-        .arg(&qemu)
-        .status()
-        .unwrap();
-    assert!(convert.success());
-    assert!(
-        std::fs::read(&qemu).unwrap() == data,
-        "qemu-img over TLS differs"
+    let object = format!(
+        "tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice",
+        creds.display()
     );
+    let image =
+        format!("driver=nbd,server.type=inet,server.host={host},server.port={port},tls-creds=tls0");
+    let convert = ["-O", "raw", "--object", &object, "--image-opts", &image];
+    let qemu = qemu_img_convert(&convert, dir.path());
+    assert!(qemu == data, "qemu-img over TLS differs");
     let mut server = server;
     assert!(support::terminate(server.child_mut()).success());
 }
@@ -420,10 +431,7 @@ impl Writes {
                 let block = rng.random_range(0..BLOCKS);
                 let mut value = vec![0u8; BLOCK];
                 rng.fill_bytes(&mut value);
-                self.unflushed
-                    .entry(block)
-                    .or_default()
-                    .push(value.clone());
+                self.unflushed.entry(block).or_default().push(value.clone());
                 if nbd
                     .request(1, block * BLOCK as u64, &value, BLOCK as u32)
                     .is_err()

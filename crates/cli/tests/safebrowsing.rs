@@ -319,7 +319,11 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
 
     // fullHashes:find for a listed URL's prefix and for an unlisted one (POST body this time).
     let listed = pir_safebrowsing::entry_hash("http://download.evil.example/payload.exe").unwrap();
-    let found = find(&proxy.url, "/v4/fullHashes:find?$ct=application/x-protobuf", &[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]]);
+    let found = find(
+        &proxy.url,
+        "/v4/fullHashes:find?$ct=application/x-protobuf",
+        &[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]],
+    );
     assert_eq!(found.matches.len(), 1);
     assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
     let (status, _) = http(&proxy.url, "POST", "/v4/fullHashes:find", b"\xff\xff\xff");
@@ -396,7 +400,11 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
     // A new host is found (in the DPF bucket), a removed one no longer.
     let new = pir_safebrowsing::entry_hash("new2.example").unwrap();
     let gone = pir_safebrowsing::entry_hash("host3.evil.example").unwrap();
-    let found = find(&proxy.url, "/v4/fullHashes:find", &[&new[..4], &gone[..4], &listed[..4]]);
+    let found = find(
+        &proxy.url,
+        "/v4/fullHashes:find",
+        &[&new[..4], &gone[..4], &listed[..4]],
+    );
     let hashes: Vec<&[u8]> = found
         .matches
         .iter()
@@ -423,7 +431,11 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
         "{:?}",
         proxy.lines
     );
-    let found = find(&proxy.url, "/v4/fullHashes:find", &[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]]);
+    let found = find(
+        &proxy.url,
+        "/v4/fullHashes:find",
+        &[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]],
+    );
     assert_eq!(found.matches.len(), 1);
     assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
 }

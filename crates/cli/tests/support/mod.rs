@@ -110,7 +110,11 @@ impl World {
     /// `pir mirror serve` of the release with key `KEY.key` on a free port of 127.0.0.1.
     pub fn mirror_args(&self, key: &str) -> Vec<String> {
         let mut args = vec!["mirror".to_string(), "serve".into(), "--release".into()];
-        args.extend([self.path("release"), "--key".into(), self.path(&format!("{key}.key"))]);
+        args.extend([
+            self.path("release"),
+            "--key".into(),
+            self.path(&format!("{key}.key")),
+        ]);
         args.extend(["--listen".into(), "127.0.0.1:0".into()]);
         args
     }
@@ -250,10 +254,7 @@ impl Proc {
     /// its standard output piped; as [`Proc::start`]. A piped standard error is read from the
     /// start (a full pipe would stop the child), for [`Proc::stop`].
     pub fn spawn(mut command: Command, prefix: &str) -> Proc {
-        let mut child = command
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn pir");
+        let mut child = command.stdout(Stdio::piped()).spawn().expect("spawn pir");
         let stderr = child.stderr.take().map(|mut err| {
             std::thread::spawn(move || {
                 let mut text = String::new();
@@ -461,7 +462,11 @@ impl Scratch {
     pub fn records_db(&self, db: &str, records: &[u8], record_size: usize) -> String {
         let bin = self.path(&format!("{db}.bin"));
         std::fs::write(&bin, records).unwrap();
-        ok(&db_build_args(&bin, &record_size.to_string(), &self.path(db)))
+        ok(&db_build_args(
+            &bin,
+            &record_size.to_string(),
+            &self.path(db),
+        ))
     }
 
     /// Writes `list` (one URL expression a line) to `DB.txt` and builds the Safe Browsing
@@ -477,14 +482,38 @@ impl Scratch {
 /// `pir db build --records RECORDS --record-size SIZE --out OUT`.
 pub fn db_build_args<'a>(records: &'a str, record_size: &'a str, out: &'a str) -> [&'a str; 8] {
     let size = "--record-size";
-    ["db", "build", "--records", records, size, record_size, "--out", out]
+    [
+        "db",
+        "build",
+        "--records",
+        records,
+        size,
+        record_size,
+        "--out",
+        out,
+    ]
 }
 
 /// The arguments of a server command `pir COMMAND... --db DB --server SERVER --key KEY
 /// --listen 127.0.0.1:0` (breach and Safe Browsing servers), then `extra`.
-pub fn serve_args<'a>(command: &[&'a str], db: &'a str, server: &'a str, key: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+pub fn serve_args<'a>(
+    command: &[&'a str],
+    db: &'a str,
+    server: &'a str,
+    key: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = command.to_vec();
-    args.extend(["--db", db, "--server", server, "--key", key, "--listen", "127.0.0.1:0"]);
+    args.extend([
+        "--db",
+        db,
+        "--server",
+        server,
+        "--key",
+        key,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
     args.extend_from_slice(extra);
     args
 }
