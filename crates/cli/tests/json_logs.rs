@@ -106,49 +106,60 @@ fn status_lines(lines: &[serde_json::Value]) -> Vec<String> {
         .collect()
 }
 
+/// Starts `pir ARGS` as a [`Server`], asks it (pinned to `key_path`), reloads it (the reload
+/// line starting with `reloaded`) and stops it; returns its status lines.
+fn exercise(args: &[&str], key_path: &str, reloaded: &str) -> Vec<String> {
+    let server = Server::start(args);
+    ask(&server.addr, Path::new(key_path));
+    let reload = server.reload();
+    assert!(reload.starts_with(reloaded), "{reload}");
+    status_lines(&server.stop())
+}
+
+/// Asserts that a line of `status` starts with each of `starts`.
+fn said(status: &[String], starts: &[&str]) {
+    for start in starts {
+        assert!(
+            status.iter().any(|l| l.starts_with(start)),
+            "no {start:?} in {status:?}"
+        );
+    }
+}
+
 #[test]
 fn mirror_serve_logs_json_only() {
     let world = World::new(1);
     let mut args = world.mirror_args("m0");
     args.extend(["--four-russians", "2"].map(String::from));
-    let server = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    ask(&server.addr, Path::new(&world.path("m0.pub")));
-    assert!(server.reload().starts_with("reloaded:"));
-    let status = status_lines(&server.stop());
-    assert!(
-        status.iter().any(|l| l.starts_with("opening "))
-            && status.iter().any(|l| l.contains("loaded in"))
-            && status
-                .iter()
-                .any(|l| l.starts_with("building four-Russians tables")),
-        "{status:?}"
-    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let status = exercise(&args, &world.path("m0.pub"), "reloaded:");
+    assert!(status.iter().any(|l| l.contains("loaded in")), "{status:?}");
+    said(&status, &["opening ", "building four-Russians tables"]);
 }
 
 #[test]
 fn single_server_logs_json_only() {
     let scratch = Scratch::with_keys(&["server"]);
-    let (p, dir) = (|name: &str| scratch.path(name), &scratch.dir);
+    let p = |name: &str| scratch.path(name);
     scratch.records_db("r.db", &[7u8; 64 * 16], 16);
-    let server = Server::start(&[
+    let (db, key) = (p("r.db"), p("server.key"));
+    let args = [
         "serve",
         "--db",
-        &p("r.db"),
+        &db,
         "--key",
-        &p("server.key"),
+        &key,
         "--listen",
         "127.0.0.1:0",
-    ]);
-    ask(&server.addr, &dir.path().join("server.pub"));
-    assert!(server.reload().starts_with("reloaded:"));
-    let status = status_lines(&server.stop());
-    assert!(
-        status
-            .iter()
-            .any(|l| l.starts_with("computing the simplepir hint"))
-            && status.iter().any(|l| l.starts_with("saved the hint"))
-            && status.iter().any(|l| l.starts_with("loading the saved")),
-        "{status:?}"
+    ];
+    let status = exercise(&args, &p("server.pub"), "reloaded:");
+    said(
+        &status,
+        &[
+            "computing the simplepir hint",
+            "saved the hint",
+            "loading the saved",
+        ],
     );
 }
 
@@ -158,16 +169,9 @@ fn breach_serve_logs_json_only() {
     let db = scratch.breach_db("pw.db", PASSWORDS);
     let key = scratch.path("s1.key");
     let extra = ["--four-russians", "4", "--qdp-queue", "8"];
-    let server = Server::start(&serve_args(&["breach", "serve"], &db, "1", &key, &extra));
-    ask(&server.addr, Path::new(&scratch.path("s1.pub")));
-    assert!(server.reload().starts_with("reloaded:"));
-    let status = status_lines(&server.stop());
-    assert!(
-        status
-            .iter()
-            .any(|l| l.starts_with("building the four-Russians table")),
-        "{status:?}"
-    );
+    let args = serve_args(&["breach", "serve"], &db, "1", &key, &extra);
+    let status = exercise(&args, &scratch.path("s1.pub"), "reloaded:");
+    said(&status, &["building the four-Russians table"]);
 }
 
 #[test]
@@ -176,8 +180,6 @@ fn safebrowsing_serve_logs_json_only() {
     let list: String = (0..300).map(|i| format!("bad{i}.example.org\n")).collect();
     let db = scratch.safebrowsing_db("sb.db", &list);
     let key = scratch.path("s0.key");
-    let server = Server::start(&serve_args(&["safebrowsing", "serve"], &db, "0", &key, &[]));
-    ask(&server.addr, Path::new(&scratch.path("s0.pub")));
-    assert!(server.reload().starts_with("reloaded list"));
-    server.stop();
+    let args = serve_args(&["safebrowsing", "serve"], &db, "0", &key, &[]);
+    exercise(&args, &scratch.path("s0.pub"), "reloaded list");
 }

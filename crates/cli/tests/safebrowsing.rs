@@ -254,6 +254,13 @@ fn find(url: &str, path: &str, prefixes: &[&[u8]]) -> proto::FindFullHashesRespo
     proto::FindFullHashesResponse::decode(&body[..]).unwrap()
 }
 
+/// [`find`] for the prefix of `listed` and an unlisted prefix: exactly `listed` matches.
+fn finds_only(url: &str, path: &str, listed: &[u8]) {
+    let found = find(url, path, &[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]]);
+    assert_eq!(found.matches.len(), 1);
+    assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
+}
+
 fn find_request(prefixes: &[&[u8]]) -> Vec<u8> {
     proto::FindFullHashesRequest {
         client: None,
@@ -319,13 +326,11 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
 
     // fullHashes:find for a listed URL's prefix and for an unlisted one (POST body this time).
     let listed = pir_safebrowsing::entry_hash("http://download.evil.example/payload.exe").unwrap();
-    let found = find(
+    finds_only(
         &proxy.url,
         "/v4/fullHashes:find?$ct=application/x-protobuf",
-        &[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]],
+        &listed,
     );
-    assert_eq!(found.matches.len(), 1);
-    assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
     let (status, _) = http(&proxy.url, "POST", "/v4/fullHashes:find", b"\xff\xff\xff");
     assert_eq!(status, 400);
     let (_, status_body) = http(&proxy.url, "GET", "/status", b"");
@@ -431,13 +436,7 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
         "{:?}",
         proxy.lines
     );
-    let found = find(
-        &proxy.url,
-        "/v4/fullHashes:find",
-        &[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]],
-    );
-    assert_eq!(found.matches.len(), 1);
-    assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
+    finds_only(&proxy.url, "/v4/fullHashes:find", &listed);
 }
 
 /// What a web page (DNS rebinding, `no-cors` requests) or another local process (an idle
