@@ -49,24 +49,15 @@ async fn slow_headers_and_idle_connections_are_closed_while_others_are_served() 
 async fn oversized_and_slow_bodies_are_refused() {
     let server = start(|_| {}).await;
     // 100 MB announced: 413 before a byte of the body is read.
-    let mut big = server.raw().await;
-    big.write_all(
-        b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\nConnection: close\r\n\r\n",
-    )
-    .await
-    .unwrap();
-    let (reply, _) = read_until_closed(&mut big).await;
+    let (reply, _) = server
+        .send_raw(b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\nConnection: close\r\n\r\n")
+        .await;
     assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
 
     // A body that trickles: 408 after the body timeout.
-    let mut trickle = server.raw().await;
-    trickle
-        .write_all(
-            b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n0123456789",
-        )
-        .await
-        .unwrap();
-    let (reply, after) = read_until_closed(&mut trickle).await;
+    let (reply, after) = server
+        .send_raw(b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n0123456789")
+        .await;
     assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
     assert!(after < Duration::from_secs(5), "{after:?}");
 

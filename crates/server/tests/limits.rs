@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use pir_client::{HttpsTransport, Transport};
 use pir_service::{Handler, Metrics, Reply};
-use support::{read_until_closed, replies, request, Server};
+use support::{replies, request, Server};
 use tokio::io::AsyncWriteExt;
 
 /// Counts the requests it answers; the first pass waits until `open` is set.
@@ -68,14 +68,9 @@ async fn a_100_continue_without_a_body_is_cut_off_at_the_body_timeout() {
     let gate = Arc::new(Gate::default());
     gate.open.store(true, Ordering::SeqCst);
     let server = start(gate).await;
-    let mut stream = server.raw().await;
-    stream
-        .write_all(
-            b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n",
-        )
-        .await
-        .unwrap();
-    let (reply, after) = read_until_closed(&mut stream).await;
+    let (reply, after) = server
+        .send_raw(b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+        .await;
     assert!(reply.starts_with("HTTP/1.1 100 Continue"), "{reply}");
     assert!(reply.contains("HTTP/1.1 408"), "{reply}");
     assert!(after < Duration::from_secs(5));

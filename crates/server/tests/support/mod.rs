@@ -89,6 +89,16 @@ impl Server {
         HttpsTransport::new(&[(format!("https://{}", self.running.addr), self.key)]).unwrap()
     }
 
+    /// Writes `bytes` on a new raw TLS connection and reads until the server closes it; what
+    /// it sent and when it closed (as [`read_until_closed`]).
+    pub async fn send_raw(&self, bytes: &[u8]) -> (String, Duration) {
+        let mut stream = self.raw().await;
+        tokio::io::AsyncWriteExt::write_all(&mut stream, bytes)
+            .await
+            .unwrap();
+        read_until_closed(&mut stream).await
+    }
+
     /// A TLS connection on which the test writes raw HTTP.
     pub async fn raw(&self) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
         let config = pir_keys::tls::client_config(self.key).unwrap();
