@@ -208,19 +208,7 @@ fn apt_get_installs_through_the_pir_method() {
         acquire(&bad, &"0".repeat(64), jq_bytes.len()),
         acquire(&good, &right, jq_bytes.len())
     );
-    let mut method = pir()
-        .args(["apt", "method"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    method
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = method.wait_with_output().unwrap();
+    let out = apt_method(input.as_bytes());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("FailReason: HashSumMismatch"), "{text}");
     assert!(text.contains(&format!("SHA256-Hash: {right}")), "{text}");
@@ -383,27 +371,28 @@ fn apt_get_verifies_the_archive_signature_of_a_dists_repository_through_pir() {
     );
 }
 
-#[test]
-fn garbage_from_apt_gets_a_400_and_the_method_keeps_answering() {
+/// Runs `pir apt method` with `input` on its standard input (closed after it), as apt does.
+fn apt_method(input: &[u8]) -> std::process::Output {
     let mut method = pir()
         .args(["apt", "method"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdin = method.stdin.take().unwrap();
-    stdin
-        .write_all(
+    method.stdin.take().unwrap().write_all(input).unwrap();
+    method.wait_with_output().unwrap()
+}
+
+#[test]
+fn garbage_from_apt_gets_a_400_and_the_method_keeps_answering() {
+    let out = apt_method(
             b"this is not apt\n\n\
               600 URI Acquire\nno colon\n\n\
               600 URI Acquire\nFilename: /tmp/x\n\n\
               600 URI Acquire\nURI: pir://updates/../../etc/shadow\nFilename: /tmp/x\n\n\
               600 URI Acquire\nURI: pir://updates/pool/a.deb\nFilename: /tmp/x\nExpected-Checksum-FileSize: many\n\n\
               600 URI Acquire\nURI: pir://updates/pool/a.deb\nFilename: /tmp/x\n\n",
-        )
-        .unwrap();
-    drop(stdin);
-    let out = method.wait_with_output().unwrap();
+    );
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("100 Capabilities\n"), "{text}");

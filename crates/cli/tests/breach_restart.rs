@@ -11,32 +11,58 @@ mod support;
 use std::collections::HashSet;
 use std::path::Path;
 
-use support::{breach_servers, ok, Proc};
+use support::{breach_servers, ok, serve_args, Proc, Scratch, PASSWORDS};
 
 /// Seeds collected from server 0 per run.
 const SEEDS_PER_RUN: usize = 40;
 
-/// A `pir breach serve` process on a free port, killed on drop.
+/// A `pir breach serve` process of `dbs` on a free port, killed on drop; `extra` flags
+/// appended.
+fn serve_many(dbs: &[&str], server: &str, key: &str, extra: &[&str]) -> Proc {
+    let mut args = vec!["breach", "serve"];
+    args.extend(dbs.iter().flat_map(|db| ["--db", db]));
+    args.extend(["--server", server, "--key", key]);
+    args.extend(["--listen", "127.0.0.1:0", "--qdp-queue", "4"]);
+    args.extend_from_slice(extra);
+    Proc::start(&args, "https://")
+}
+
+/// A `pir breach serve` process of `db` with its seed state at `seed_state`.
 fn serve(db: &str, server: &str, key: &str, seed_state: &str) -> Proc {
-    Proc::start(
-        &[
-            "breach",
-            "serve",
-            "--db",
-            db,
-            "--server",
-            server,
-            "--key",
-            key,
-            "--listen",
-            "127.0.0.1:0",
-            "--qdp-queue",
-            "4",
-            "--seed-state",
-            seed_state,
-        ],
-        "https://",
-    )
+    serve_many(&[db], server, key, &["--seed-state", seed_state])
+}
+
+/// Writes the servers file `servers` of `s0` and `s1` (keys `s0.pub`, `s1.pub`); returns its
+/// path.
+fn servers_file(scratch: &Scratch, s0: &Proc, s1: &Proc) -> String {
+    let servers = scratch.path("servers");
+    ok(&[
+        "breach",
+        "servers",
+        "--server",
+        &format!("{}={}", s0.url(), scratch.path("s0.pub")),
+        "--server",
+        &format!("{}={}", s1.url(), scratch.path("s1.pub")),
+        "--out",
+        &servers,
+    ]);
+    servers
+}
+
+/// `pir breach check --servers SERVERS EXTRA` of `password` (on standard input): its exit
+/// code.
+fn check(servers: &str, password: &str, extra: &[&str]) -> Option<i32> {
+    use std::io::Write;
+    let mut child = support::pir()
+        .args(["breach", "check", "--servers", servers])
+        .args(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    child.wait_with_output().unwrap().status.code()
 }
 
 /// `count` seeds from server 0 of the deployment `(s0, s1)`, via seed requests.
@@ -68,21 +94,9 @@ fn high_water(path: &Path) -> u64 {
 
 #[test]
 fn a_restarted_server_never_repeats_a_seed() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    std::fs::write(p("list.txt"), "123456\npassword\nqwerty\nletmein\ndragon\n").unwrap();
-    ok(&["keygen", "--out", &p("s0")]);
-    ok(&["keygen", "--out", &p("s1")]);
-    ok(&[
-        "breach",
-        "build",
-        "--format",
-        "passwords",
-        &p("list.txt"),
-        "--out",
-        &p("pw.db"),
-        "--quiet",
-    ]);
+    let scratch = Scratch::with_keys(&["s0", "s1"]);
+    let (p, dir) = (|n: &str| scratch.path(n), &scratch.dir);
+    scratch.breach_db("pw.db", &format!("{PASSWORDS}dragon\n"));
     let state = p("seeds-0");
     let s1 = serve(&p("pw.db"), "1", &p("s1.key"), &p("seeds-1"));
 
@@ -126,140 +140,24 @@ fn a_restarted_server_never_repeats_a_seed() {
 
 /// Starts server 0 expecting it to refuse; returns what it printed.
 fn refused_start(db: &str, key: &str, seed_state: &str) -> String {
-    let out = support::run(&[
-        "breach",
-        "serve",
-        "--db",
-        db,
-        "--server",
-        "0",
-        "--key",
-        key,
-        "--listen",
-        "127.0.0.1:0",
-        "--seed-state",
-        seed_state,
-    ]);
+    let args = ["--seed-state", seed_state];
+    let out = support::run(&serve_args(&["breach", "serve"], db, "0", key, &args));
     assert!(!out.status.success(), "started with a bad seed state");
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A `pir breach serve` process whose later output lines are kept (for reload reports).
-struct Watched {
-    child: std::process::Child,
-    url: String,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Watched {
-    fn start(db: &str, server: &str, key: &str) -> Watched {
-        Self::start_many(&[db], server, key)
-    }
-
-    fn start_many(dbs: &[&str], server: &str, key: &str) -> Watched {
-        use std::io::BufRead;
-        let mut child = support::pir()
-            .args(["breach", "serve"])
-            .args(dbs.iter().flat_map(|db| ["--db", db]))
-            .args(["--server", server, "--key", key])
-            .args(["--listen", "127.0.0.1:0", "--qdp-queue", "4"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let url = first
-            .split_whitespace()
-            .find(|w| w.starts_with("https://"))
-            .unwrap()
-            .to_string();
-        let (send, receive) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                let _ = send.send(line);
-            }
-        });
-        Watched {
-            child,
-            url,
-            lines: receive,
-        }
-    }
-
-    /// Sends SIGHUP and returns the reload report.
-    fn hangup(&self) -> String {
-        let sent = std::process::Command::new("kill")
-            .args(["-HUP", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(std::time::Duration::from_secs(60))
-                .expect("no reload report within a minute");
-            if line.starts_with("reload") {
-                return line;
-            }
-        }
-    }
-}
-
-impl Drop for Watched {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Both servers swap to a rebuilt database on SIGHUP without a restart; a damaged one leaves
 /// the old database served; the seed state shared by the old and new service only grows.
 #[test]
 fn sighup_swaps_the_breach_database_without_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    ok(&["keygen", "--out", &p("s0")]);
-    ok(&["keygen", "--out", &p("s1")]);
-    let build = |list: &str| {
-        std::fs::write(p("list.txt"), list).unwrap();
-        ok(&[
-            "breach",
-            "build",
-            "--format",
-            "passwords",
-            &p("list.txt"),
-            "--out",
-            &p("pw.db"),
-            "--quiet",
-        ]);
-    };
+    let scratch = Scratch::with_keys(&["s0", "s1"]);
+    let p = |n: &str| scratch.path(n);
+    let build = |list: &str| scratch.breach_db("pw.db", list);
     build("123456\npassword\nqwerty\n");
-    let s0 = Watched::start(&p("pw.db"), "0", &p("s0.key"));
-    let s1 = Watched::start(&p("pw.db"), "1", &p("s1.key"));
-    ok(&[
-        "breach",
-        "servers",
-        "--server",
-        &format!("{}={}", s0.url, p("s0.pub")),
-        "--server",
-        &format!("{}={}", s1.url, p("s1.pub")),
-        "--out",
-        &p("servers"),
-    ]);
-    let check = |password: &str| {
-        use std::io::Write;
-        let mut child = support::pir()
-            .args(["breach", "check", "--servers", &p("servers")])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-        let out = child.wait_with_output().unwrap();
-        out.status.code()
-    };
+    let s0 = serve_many(&[&p("pw.db")], "0", &p("s0.key"), &[]);
+    let s1 = serve_many(&[&p("pw.db")], "1", &p("s1.key"), &[]);
+    let servers = servers_file(&scratch, &s0, &s1);
+    let check = |password: &str| check(&servers, password, &[]);
     assert_eq!(check("correcthorse"), Some(0), "not in the first list");
     assert_eq!(check("qwerty"), Some(5));
 
@@ -292,8 +190,7 @@ fn sighup_swaps_the_breach_database_without_a_restart() {
     assert!(mark > 0);
     drop(s0);
     build("123456\npassword\nqwerty\ncorrecthorse\n");
-    let again = Watched::start(&p("pw.db"), "0", &p("s0.key"));
-    drop(again);
+    drop(serve_many(&[&p("pw.db")], "0", &p("s0.key"), &[]));
     assert!(high_water(Path::new(&p("pw.db.seeds-0"))) >= mark);
 }
 
@@ -301,32 +198,17 @@ fn sighup_swaps_the_breach_database_without_a_restart() {
 /// `pir breach check --db ID`; each corpus keeps its own seed state.
 #[test]
 fn breach_servers_serve_several_corpora_chosen_by_id() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    ok(&["keygen", "--out", &p("s0")]);
-    ok(&["keygen", "--out", &p("s1")]);
-    for (name, list) in [("a", "123456\npassword\n"), ("b", "qwerty\nletmein\n")] {
-        std::fs::write(p(&format!("{name}.txt")), list).unwrap();
-        ok(&[
-            "breach",
-            "build",
-            "--format",
-            "passwords",
-            &p(&format!("{name}.txt")),
-            "--out",
-            &p(&format!("{name}.db")),
-            "--quiet",
-        ]);
-    }
-    let dbs = [p("a.db"), p("b.db")];
+    let scratch = Scratch::with_keys(&["s0", "s1"]);
+    let p = |n: &str| scratch.path(n);
+    let dbs = [
+        scratch.breach_db("a.db", "123456\npassword\n"),
+        scratch.breach_db("b.db", "qwerty\nletmein\n"),
+    ];
     let dbs: Vec<&str> = dbs.iter().map(String::as_str).collect();
-    let s0 = Watched::start_many(&dbs, "0", &p("s0.key"));
-    let s1 = Watched::start_many(&dbs, "1", &p("s1.key"));
+    let s0 = serve_many(&dbs, "0", &p("s0.key"), &[]);
+    let s1 = serve_many(&dbs, "1", &p("s1.key"), &[]);
     // The second database's id, from the second line server 0 printed.
-    let second = s0
-        .lines
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .unwrap();
+    let second = s0.next_line();
     let id = second
         .split("serving database ")
         .nth(1)
@@ -336,29 +218,8 @@ fn breach_servers_serve_several_corpora_chosen_by_id() {
         .unwrap()
         .to_string();
     assert_eq!(id.len(), 64, "{second}");
-    ok(&[
-        "breach",
-        "servers",
-        "--server",
-        &format!("{}={}", s0.url, p("s0.pub")),
-        "--server",
-        &format!("{}={}", s1.url, p("s1.pub")),
-        "--out",
-        &p("servers"),
-    ]);
-    let check = |password: &str, extra: &[&str]| {
-        use std::io::Write;
-        let mut child = support::pir()
-            .args(["breach", "check", "--servers", &p("servers")])
-            .args(extra)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-        child.wait_with_output().unwrap().status.code()
-    };
+    let servers = servers_file(&scratch, &s0, &s1);
+    let check = |password: &str, extra: &[&str]| check(&servers, password, extra);
     assert_eq!(check("password", &[]), Some(5), "the default corpus");
     assert_eq!(check("qwerty", &[]), Some(0));
     assert_eq!(

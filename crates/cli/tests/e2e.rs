@@ -7,7 +7,7 @@ mod support;
 
 use std::io::{Read, Write};
 
-use support::{dead_url, has_program, ok, partial_files, require, run, Mirror, World};
+use support::{dead_url, has_program, ok, partial_files, require, run, serve_args, Mirror, World};
 
 fn fetch_args<'a>(name: &'a str, mirrors: &'a str, world: &'a World, out: &'a str) -> Vec<String> {
     [
@@ -382,37 +382,19 @@ fn release_show_and_bad_inputs_give_clear_errors() {
         "{shown}"
     );
     // Swapped key files, an existing output, a bad block size.
-    let result = run(&[
-        "release",
-        "build",
-        &world.path("src"),
-        "--key",
-        &world.path("vendor.pub"),
-        "--out",
-        &world.path("r2"),
-    ]);
+    let build = |key: &str, out: &str, extra: &[&str]| {
+        let (src, key, out) = (world.path("src"), world.path(key), world.path(out));
+        run(&[
+            &["release", "build", &src, "--key", &key, "--out", &out],
+            extra,
+        ]
+        .concat())
+    };
+    let result = build("vendor.pub", "r2", &[]);
     assert!(String::from_utf8_lossy(&result.stderr).contains("public key"));
-    let result = run(&[
-        "release",
-        "build",
-        &world.path("src"),
-        "--key",
-        &world.path("vendor.key"),
-        "--out",
-        &world.path("release"),
-    ]);
+    let result = build("vendor.key", "release", &[]);
     assert!(!result.status.success());
-    let result = run(&[
-        "release",
-        "build",
-        &world.path("src"),
-        "--key",
-        &world.path("vendor.key"),
-        "--out",
-        &world.path("r3"),
-        "--block-size",
-        "100",
-    ]);
+    let result = build("vendor.key", "r3", &["--block-size", "100"]);
     assert!(!result.status.success());
     let result = run(&["keygen", "--out", &world.path("vendor")]);
     assert!(!result.status.success(), "keygen must not overwrite a key");
@@ -523,8 +505,7 @@ fn curl_reaches_health_and_metrics_with_the_printed_tls_pin_only() {
 fn mirror_logs(world: &World, log_args: &[&str]) -> String {
     let mut child = support::pir()
         .args(log_args)
-        .args(["mirror", "serve", "--release", &world.path("release")])
-        .args(["--key", &world.path("m0.key"), "--listen", "127.0.0.1:0"])
+        .args(world.mirror_args("m0"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -605,8 +586,7 @@ fn plain_get(addr: &str, path: &str) -> (u16, String) {
 fn the_admin_listener_serves_metrics_and_health_only() {
     let world = World::new(1);
     let mut child = support::pir()
-        .args(["mirror", "serve", "--release", &world.path("release")])
-        .args(["--key", &world.path("m0.key"), "--listen", "127.0.0.1:0"])
+        .args(world.mirror_args("m0"))
         .args(["--admin-listen", "127.0.0.1:0"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -688,19 +668,9 @@ fn fetch_reports_json_and_writes_to_standard_output() {
 #[test]
 fn print_config_shows_the_effective_settings_as_a_config_that_round_trips() {
     let world = World::new(1);
-    let printed = ok(&[
-        "mirror",
-        "serve",
-        "--release",
-        &world.path("release"),
-        "--key",
-        &world.path("m0.key"),
-        "--listen",
-        "127.0.0.1:0",
-        "--max-batch",
-        "8",
-        "--print-config",
-    ]);
+    let mut serve = world.mirror_args("m0");
+    serve.extend(["--max-batch", "8", "--print-config"].map(String::from));
+    let printed = ok(&args(&serve));
     assert!(printed.contains("max_batch = 8"), "{printed}");
     assert!(
         printed.contains("grace_seconds = 10") && printed.contains("header_timeout_seconds = 30"),
@@ -726,29 +696,11 @@ fn every_server_takes_a_config_file_and_prints_its_own() {
         ),
         (
             vec!["breach", "serve"],
-            vec![
-                "--db",
-                "x.db",
-                "--server",
-                "1",
-                "--key",
-                "k.key",
-                "--listen",
-                "127.0.0.1:0",
-            ],
+            serve_args(&[], "x.db", "1", "k.key", &[]),
         ),
         (
             vec!["safebrowsing", "serve"],
-            vec![
-                "--db",
-                "x.db",
-                "--server",
-                "0",
-                "--key",
-                "k.key",
-                "--listen",
-                "127.0.0.1:0",
-            ],
+            serve_args(&[], "x.db", "0", "k.key", &[]),
         ),
         (
             vec!["oram", "store"],

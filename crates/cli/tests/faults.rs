@@ -14,7 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use support::{ok, partial_files, pir, require, run, Mirror, World};
+use support::{
+    db_build_args, fails_with, ok, partial_files, pir, require, run, serve_args, Mirror, Scratch,
+    World, PASSWORDS,
+};
 
 /// A TCP relay in front of a server. TLS passes through it unchanged (the client still pins
 /// the server's key); it counts the bytes the server sends and, once `cut_after` of them went
@@ -124,6 +127,24 @@ fn fetch(world: &World, name: &str, list: &str, out: &str) -> std::process::Outp
     ])
 }
 
+/// Runs `pir fetch` in the background until `relay` cut it, calls `at_cut` (which kills the
+/// mirror behind the relay, the answer on the wire) and returns the fetch's output.
+fn fetch_cut(
+    world: &World,
+    name: &str,
+    list: &str,
+    out: &str,
+    relay: &Relay,
+    at_cut: impl FnOnce(),
+) -> std::process::Output {
+    std::thread::scope(|scope| {
+        let fetching = scope.spawn(|| fetch(world, name, list, out));
+        relay.wait_for_cut();
+        at_cut();
+        fetching.join().unwrap()
+    })
+}
+
 /// The largest file of the world (400 kB: about a hundred 4 KiB blocks).
 fn big_file(world: &World) -> (String, Vec<u8>) {
     world
@@ -141,19 +162,24 @@ fn a_mirror_killed_mid_fetch_is_replaced_by_a_spare_or_the_fetch_leaves_nothing(
     let mirror = |k: usize| Mirror::start(&release, &world.path(&format!("m{k}.key")), &[]);
     let (name, bytes) = big_file(&world);
     let (m1, m2, spare) = (mirror(1), mirror(2), mirror(3));
+    // A signed list: the mirror behind `relay` (key `relay_key`), mirrors 1 and 2, and the
+    // spare (key m3) if asked for.
+    let list = |name: &str, relay: &Relay, relay_key: &str, with_spare: bool| {
+        let mut entries = vec![
+            (relay.url(), relay_key.to_string()),
+            (m1.url.clone(), "m1".into()),
+            (m2.url.clone(), "m2".into()),
+        ];
+        if with_spare {
+            entries.push((spare.url.clone(), "m3".into()));
+        }
+        world.mirror_list(name, &entries)
+    };
 
     // How many bytes a whole fetch takes from mirror 0 (through the relay, uncut).
     let m0 = mirror(0);
     let relay = Relay::start(addr_of(&m0.url));
-    let with_spare = world.mirror_list(
-        "with-spare.pir",
-        &[
-            (relay.url(), "m0".into()),
-            (m1.url.clone(), "m1".into()),
-            (m2.url.clone(), "m2".into()),
-            (spare.url.clone(), "m3".into()),
-        ],
-    );
+    let with_spare = list("with-spare.pir", &relay, "m0", true);
     let out = world.path("whole");
     let result = fetch(&world, &name, &with_spare, &out);
     assert!(result.status.success(), "{result:?}");
@@ -165,24 +191,7 @@ fn a_mirror_killed_mid_fetch_is_replaced_by_a_spare_or_the_fetch_leaves_nothing(
     relay.sent.store(0, Ordering::SeqCst);
     relay.cut_after.store(whole / 2, Ordering::SeqCst);
     let out = world.path("via-spare");
-    let fetching = {
-        let (vendor, name, list, out) = (
-            world.path("vendor.pub"),
-            name.clone(),
-            with_spare.clone(),
-            out.clone(),
-        );
-        std::thread::spawn(move || {
-            pir()
-                .args(["fetch", &name, "--mirrors", &list, "--vendor-pub"])
-                .args([&vendor, "--out", &out])
-                .output()
-                .unwrap()
-        })
-    };
-    relay.wait_for_cut();
-    drop(m0); // killed (SIGKILL)
-    let result = fetching.join().unwrap();
+    let result = fetch_cut(&world, &name, &with_spare, &out, &relay, || drop(m0));
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
     assert_eq!(std::fs::read(&out).unwrap(), bytes, "the spare's blocks");
@@ -194,34 +203,10 @@ fn a_mirror_killed_mid_fetch_is_replaced_by_a_spare_or_the_fetch_leaves_nothing(
     // Without a spare: the fetch fails, names the mirror, and leaves nothing behind.
     let m0 = mirror(4);
     let relay = Relay::start(addr_of(&m0.url));
-    let no_spare = world.mirror_list(
-        "no-spare.pir",
-        &[
-            (relay.url(), "m4".into()),
-            (m1.url.clone(), "m1".into()),
-            (m2.url.clone(), "m2".into()),
-        ],
-    );
+    let no_spare = list("no-spare.pir", &relay, "m4", false);
     relay.cut_after.store(whole / 2, Ordering::SeqCst);
     let out = world.path("no-spare-out");
-    let fetching = {
-        let (vendor, name, list, out) = (
-            world.path("vendor.pub"),
-            name.clone(),
-            no_spare.clone(),
-            out.clone(),
-        );
-        std::thread::spawn(move || {
-            pir()
-                .args(["fetch", &name, "--mirrors", &list, "--vendor-pub"])
-                .args([&vendor, "--out", &out])
-                .output()
-                .unwrap()
-        })
-    };
-    relay.wait_for_cut();
-    drop(m0); // killed
-    let result = fetching.join().unwrap();
+    let result = fetch_cut(&world, &name, &no_spare, &out, &relay, || drop(m0));
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(
         !result.status.success(),
@@ -271,26 +256,12 @@ fn a_mirror_restarted_mid_request_serves_the_next_fetch() {
     let (name, bytes) = big_file(&world);
     relay.cut_after.store(20_000, Ordering::SeqCst);
     let out = world.path("during");
-    let fetching = {
-        let (vendor, name, list, out) = (
-            world.path("vendor.pub"),
-            name.clone(),
-            list.clone(),
-            out.clone(),
-        );
-        std::thread::spawn(move || {
-            pir()
-                .args(["fetch", &name, "--mirrors", &list, "--vendor-pub"])
-                .args([&vendor, "--out", &out])
-                .output()
-                .unwrap()
-        })
-    };
-    relay.wait_for_cut();
     // Killed with a request in flight, then started again on the same address.
-    drop(m0); // killed (SIGKILL)
-    let _restarted = start_m0();
-    let during = fetching.join().unwrap();
+    let mut _restarted = None;
+    let during = fetch_cut(&world, &name, &list, &out, &relay, || {
+        drop(m0); // killed (SIGKILL)
+        _restarted = Some(start_m0());
+    });
     if during.status.success() {
         assert_eq!(std::fs::read(&out).unwrap(), bytes);
     } else {
@@ -375,43 +346,22 @@ fn a_full_disk_fails_fetch_and_db_build_cleanly() {
     assert!(bytes.len() > 256 * 1024);
     let disk = world.dir.path().join("disk");
     let out = disk.join("file");
-    let (result, left) = on_a_small_disk(
-        &disk,
-        256,
-        &[
-            "fetch",
-            &name,
-            "--mirrors",
-            &list,
-            "--vendor-pub",
-            &world.path("vendor.pub"),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    let stderr = String::from_utf8_lossy(&result.stderr);
-    assert!(
-        !result.status.success(),
-        "a fetch onto a full disk succeeded"
-    );
-    assert!(stderr.contains("No space left on device"), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    let vendor = world.path("vendor.pub");
+    let fetch = [
+        "fetch",
+        &name,
+        "--mirrors",
+        &list,
+        "--vendor-pub",
+        &vendor,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let (result, left) = on_a_small_disk(&disk, 256, &fetch);
+    fails_with(&result, "No space left on device");
     assert!(left.is_empty(), "left on the full disk: {left:?}");
     // The same fetch with room succeeds.
-    let (result, left) = on_a_small_disk(
-        &disk,
-        1024,
-        &[
-            "fetch",
-            &name,
-            "--mirrors",
-            &list,
-            "--vendor-pub",
-            &world.path("vendor.pub"),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
+    let (result, left) = on_a_small_disk(&disk, 1024, &fetch);
     assert!(result.status.success(), "{result:?}");
     assert_eq!(left, vec!["file".to_string()]);
 
@@ -419,27 +369,9 @@ fn a_full_disk_fails_fetch_and_db_build_cleanly() {
     let records = world.dir.path().join("records.bin");
     std::fs::write(&records, vec![7u8; 512 * 1024]).unwrap();
     let db = disk.join("records.db");
-    let (result, left) = on_a_small_disk(
-        &disk,
-        256,
-        &[
-            "db",
-            "build",
-            "--records",
-            records.to_str().unwrap(),
-            "--record-size",
-            "32",
-            "--out",
-            db.to_str().unwrap(),
-        ],
-    );
-    let stderr = String::from_utf8_lossy(&result.stderr);
-    assert!(
-        !result.status.success(),
-        "a build onto a full disk succeeded"
-    );
-    assert!(stderr.contains("No space left on device"), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    let build = db_build_args(records.to_str().unwrap(), "32", db.to_str().unwrap());
+    let (result, left) = on_a_small_disk(&disk, 256, &build);
+    fails_with(&result, "No space left on device");
     assert!(left.is_empty(), "left on the full disk: {left:?}");
 }
 
@@ -467,13 +399,7 @@ fn refuses_to_start(args: &[&str]) -> String {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
+            let err = support::read_stderr(&mut child);
             assert!(!status.success(), "{args:?} exited 0: {err}");
             assert!(!err.contains("panicked"), "{err}");
             return err;
@@ -488,9 +414,8 @@ fn refuses_to_start(args: &[&str]) -> String {
 
 #[test]
 fn damaged_database_files_are_refused_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    ok(&["keygen", "--out", &p("key")]);
+    let scratch = Scratch::with_keys(&["key"]);
+    let p = |n: &str| scratch.path(n);
     let key = p("key.key");
 
     // A mirror's release: one flipped bit in the block file.
@@ -510,17 +435,7 @@ fn damaged_database_files_are_refused_at_start() {
     assert!(err.contains("does not match its SHA-256"), "{err}");
 
     // A single-server record database.
-    std::fs::write(p("records.bin"), vec![3u8; 32 * 1000]).unwrap();
-    ok(&[
-        "db",
-        "build",
-        "--records",
-        &p("records.bin"),
-        "--record-size",
-        "32",
-        "--out",
-        &p("records.db"),
-    ]);
+    scratch.records_db("records.db", &[3u8; 32 * 1000], 32);
     flip(Path::new(&p("records.db")), -100);
     let err = refuses_to_start(&[
         "serve",
@@ -534,54 +449,15 @@ fn damaged_database_files_are_refused_at_start() {
     assert!(err.contains("damaged"), "{err}");
 
     // A breach database.
-    std::fs::write(p("pw.txt"), "123456\npassword\nqwerty\nletmein\n").unwrap();
-    ok(&[
-        "breach",
-        "build",
-        "--format",
-        "passwords",
-        &p("pw.txt"),
-        "--out",
-        &p("pw.db"),
-        "--quiet",
-    ]);
-    flip(Path::new(&p("pw.db")), -100);
-    let err = refuses_to_start(&[
-        "breach",
-        "serve",
-        "--db",
-        &p("pw.db"),
-        "--server",
-        "0",
-        "--key",
-        &key,
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let db = scratch.breach_db("pw.db", PASSWORDS);
+    flip(Path::new(&db), -100);
+    let err = refuses_to_start(&serve_args(&["breach", "serve"], &db, "0", &key, &[]));
     assert!(err.contains("corrupt"), "{err}");
 
     // A Safe Browsing database.
-    std::fs::write(p("list.txt"), "evil.example.com\nbad.example.org/x\n").unwrap();
-    ok(&[
-        "safebrowsing",
-        "build",
-        &p("list.txt"),
-        "--out",
-        &p("sb.db"),
-    ]);
-    flip(Path::new(&p("sb.db")), -10);
-    let err = refuses_to_start(&[
-        "safebrowsing",
-        "serve",
-        "--db",
-        &p("sb.db"),
-        "--server",
-        "0",
-        "--key",
-        &key,
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let db = scratch.safebrowsing_db("sb.db", "evil.example.com\nbad.example.org/x\n");
+    flip(Path::new(&db), -10);
+    let err = refuses_to_start(&serve_args(&["safebrowsing", "serve"], &db, "0", &key, &[]));
     assert!(err.contains("damaged"), "{err}");
 }
 
@@ -616,16 +492,22 @@ fn files_under(dir: &Path) -> Vec<(String, u64)> {
 
 #[test]
 fn small_writers_on_a_full_disk_leave_nothing_and_can_be_run_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-    for key in ["vendor", "s0", "s1"] {
-        ok(&["keygen", "--out", &p(key)]);
-    }
-    let out = dir.path().join("out");
+    let scratch = Scratch::with_keys(&["vendor", "s0", "s1"]);
+    let p = |name: &str| scratch.path(name);
+    let out = scratch.dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
     let o = |name: &str| out.join(name).to_str().unwrap().to_string();
     let server = |port: u16, key: &str| format!("https://127.0.0.1:{port}={}", p(key));
     let (s0, s1) = (server(1, "s0.pub"), server(2, "s1.pub"));
+    // `pir COMMAND servers` of s0 and s1 into `out`.
+    let servers_file = |command: &str, out: &str| -> Vec<String> {
+        let servers = ["--server", &s0, "--server", &s1];
+        let mut args = vec![command, "servers"];
+        args.extend(servers);
+        let out = o(out);
+        args.extend(["--out", &out]);
+        args.into_iter().map(String::from).collect()
+    };
     let commands: Vec<Vec<String>> = vec![
         vec!["keygen".into(), "--out".into(), o("new")],
         vec![
@@ -640,26 +522,8 @@ fn small_writers_on_a_full_disk_leave_nothing_and_can_be_run_again() {
             "--out".into(),
             o("mirrors.pir"),
         ],
-        vec![
-            "breach".into(),
-            "servers".into(),
-            "--server".into(),
-            s0.clone(),
-            "--server".into(),
-            s1.clone(),
-            "--out".into(),
-            o("breach.servers"),
-        ],
-        vec![
-            "safebrowsing".into(),
-            "servers".into(),
-            "--server".into(),
-            s0.clone(),
-            "--server".into(),
-            s1.clone(),
-            "--out".into(),
-            o("sb.servers"),
-        ],
+        servers_file("breach", "breach.servers"),
+        servers_file("safebrowsing", "sb.servers"),
         vec![
             "safebrowsing".into(),
             "firefox-profile".into(),
@@ -671,11 +535,7 @@ fn small_writers_on_a_full_disk_leave_nothing_and_can_be_run_again() {
     ];
     for command in &commands {
         let args: Vec<&str> = command.iter().map(String::as_str).collect();
-        let full = with_no_room(&args);
-        let stderr = String::from_utf8_lossy(&full.stderr);
-        assert!(!full.status.success(), "{args:?} succeeded with no room");
-        assert!(stderr.contains("File too large"), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        fails_with(&with_no_room(&args), "File too large");
         let left = files_under(&out);
         assert!(left.is_empty(), "{args:?} left {left:?}");
         // The same command, with room: no "File exists" from the failed run.
@@ -699,10 +559,8 @@ fn small_writers_on_a_full_disk_leave_nothing_and_can_be_run_again() {
 
 #[test]
 fn fetch_refuses_a_state_directory_that_is_not_absolute() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-    ok(&["keygen", "--out", &p("vendor")]);
-    ok(&["keygen", "--out", &p("m0")]);
+    let scratch = Scratch::with_keys(&["vendor", "m0"]);
+    let (p, dir) = (|name: &str| scratch.path(name), &scratch.dir);
     ok(&[
         "mirror-list",
         "build",
@@ -760,35 +618,17 @@ fn fetch_refuses_a_state_directory_that_is_not_absolute() {
 
 #[test]
 fn a_breach_server_that_cannot_keep_its_seed_state_does_not_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    ok(&["keygen", "--out", &p("key")]);
-    std::fs::write(p("pw.txt"), "123456\npassword\nqwerty\nletmein\n").unwrap();
-    ok(&[
-        "breach",
-        "build",
-        "--format",
-        "passwords",
-        &p("pw.txt"),
-        "--out",
-        &p("pw.db"),
-        "--quiet",
-    ]);
+    let scratch = Scratch::with_keys(&["key"]);
+    let db = scratch.breach_db("pw.db", PASSWORDS);
     // Its directory does not exist (as good as read-only, and unwritable for root too): it
     // would refuse every check while saying "serving"; it must not start.
-    let err = refuses_to_start(&[
-        "breach",
-        "serve",
-        "--db",
-        &p("pw.db"),
-        "--server",
+    let (key, state) = (scratch.path("key.key"), scratch.path("gone/seeds-0"));
+    let err = refuses_to_start(&serve_args(
+        &["breach", "serve"],
+        &db,
         "0",
-        "--key",
-        &p("key.key"),
-        "--listen",
-        "127.0.0.1:0",
-        "--seed-state",
-        &p("gone/seeds-0"),
-    ]);
+        &key,
+        &["--seed-state", &state],
+    ));
     assert!(err.contains("seed state cannot be written"), "{err}");
 }

@@ -7,84 +7,41 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::mpsc::Receiver;
-use std::time::Duration;
+use std::process::Stdio;
 
-use support::{ok, World};
+use support::{serve_args, Proc, Scratch, World, PASSWORDS};
 
 /// A server started with `--log info --log-format json`, its standard output read line by
 /// line and its standard error kept whole.
 struct Server {
-    child: Child,
+    process: Proc,
     addr: String,
-    stdout: Receiver<String>,
-    stderr: std::thread::JoinHandle<String>,
 }
 
 impl Server {
     /// Starts `pir --log info --log-format json ARGS` (its first line names its address).
     fn start(args: &[&str]) -> Server {
-        let mut child = support::pir()
+        let mut command = support::pir();
+        command
             .args(["--log", "info", "--log-format", "json"])
             .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = child.stderr.take().unwrap();
-        let stderr = std::thread::spawn(move || {
-            let mut text = String::new();
-            err.read_to_string(&mut text).unwrap();
-            text
-        });
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("the server printed nothing").unwrap();
-        let addr = first
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("https://"))
-            .unwrap_or_else(|| panic!("no address in {first:?}"))
-            .to_string();
-        let (send, stdout) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                let _ = send.send(line);
-            }
-        });
-        Server {
-            child,
-            addr,
-            stdout,
-            stderr,
-        }
+            .stderr(Stdio::piped());
+        let process = Proc::spawn(command, "https://");
+        let addr = process.addr.clone();
+        Server { process, addr }
     }
 
     /// Sends SIGHUP and waits for the line saying how the reload went.
     fn reload(&self) -> String {
-        let sent = std::process::Command::new("kill")
-            .args(["-HUP", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        loop {
-            let line = self
-                .stdout
-                .recv_timeout(Duration::from_secs(60))
-                .expect("no reload line");
-            if line.starts_with("reload") {
-                return line;
-            }
-        }
+        self.process.hangup()
     }
 
     /// Stops it with SIGTERM; returns its standard error, every line checked to be a JSON
     /// object with a level and a message.
-    fn stop(mut self) -> Vec<serde_json::Value> {
-        let status = support::terminate(&mut self.child);
-        assert!(status.success(), "{status:?}");
-        let stderr = self.stderr.join().unwrap();
+    fn stop(self) -> Vec<serde_json::Value> {
+        let stderr = self.process.stop();
         let lines: Vec<serde_json::Value> = stderr
             .lines()
             .map(|line| {
@@ -149,134 +106,80 @@ fn status_lines(lines: &[serde_json::Value]) -> Vec<String> {
         .collect()
 }
 
+/// Starts `pir ARGS` as a [`Server`], asks it (pinned to `key_path`), reloads it (the reload
+/// line starting with `reloaded`) and stops it; returns its status lines.
+fn exercise(args: &[&str], key_path: &str, reloaded: &str) -> Vec<String> {
+    let server = Server::start(args);
+    ask(&server.addr, Path::new(key_path));
+    let reload = server.reload();
+    assert!(reload.starts_with(reloaded), "{reload}");
+    status_lines(&server.stop())
+}
+
+/// Asserts that a line of `status` starts with each of `starts`.
+fn said(status: &[String], starts: &[&str]) {
+    for start in starts {
+        assert!(
+            status.iter().any(|l| l.starts_with(start)),
+            "no {start:?} in {status:?}"
+        );
+    }
+}
+
 #[test]
 fn mirror_serve_logs_json_only() {
     let world = World::new(1);
-    let server = Server::start(&[
-        "mirror",
-        "serve",
-        "--release",
-        &world.path("release"),
-        "--key",
-        &world.path("m0.key"),
-        "--listen",
-        "127.0.0.1:0",
-        "--four-russians",
-        "2",
-    ]);
-    ask(&server.addr, Path::new(&world.path("m0.pub")));
-    assert!(server.reload().starts_with("reloaded:"));
-    let status = status_lines(&server.stop());
-    assert!(
-        status.iter().any(|l| l.starts_with("opening "))
-            && status.iter().any(|l| l.contains("loaded in"))
-            && status
-                .iter()
-                .any(|l| l.starts_with("building four-Russians tables")),
-        "{status:?}"
-    );
+    let mut args = world.mirror_args("m0");
+    args.extend(["--four-russians", "2"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let status = exercise(&args, &world.path("m0.pub"), "reloaded:");
+    assert!(status.iter().any(|l| l.contains("loaded in")), "{status:?}");
+    said(&status, &["opening ", "building four-Russians tables"]);
 }
 
 #[test]
 fn single_server_logs_json_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
-    std::fs::write(p("records.bin"), vec![7u8; 64 * 16]).unwrap();
-    ok(&["keygen", "--out", &p("server")]);
-    let built = ["db", "build", "--records", &p("records.bin")];
-    ok(&[&built[..], &["--record-size", "16", "--out", &p("r.db")]].concat());
-    let server = Server::start(&[
+    let scratch = Scratch::with_keys(&["server"]);
+    let p = |name: &str| scratch.path(name);
+    scratch.records_db("r.db", &[7u8; 64 * 16], 16);
+    let (db, key) = (p("r.db"), p("server.key"));
+    let args = [
         "serve",
         "--db",
-        &p("r.db"),
+        &db,
         "--key",
-        &p("server.key"),
+        &key,
         "--listen",
         "127.0.0.1:0",
-    ]);
-    ask(&server.addr, &dir.path().join("server.pub"));
-    assert!(server.reload().starts_with("reloaded:"));
-    let status = status_lines(&server.stop());
-    assert!(
-        status
-            .iter()
-            .any(|l| l.starts_with("computing the simplepir hint"))
-            && status.iter().any(|l| l.starts_with("saved the hint"))
-            && status.iter().any(|l| l.starts_with("loading the saved")),
-        "{status:?}"
+    ];
+    let status = exercise(&args, &p("server.pub"), "reloaded:");
+    said(
+        &status,
+        &[
+            "computing the simplepir hint",
+            "saved the hint",
+            "loading the saved",
+        ],
     );
 }
 
 #[test]
 fn breach_serve_logs_json_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
-    std::fs::write(p("list.txt"), "123456\npassword\nqwerty\nletmein\n").unwrap();
-    ok(&["keygen", "--out", &p("s1")]);
-    ok(&[
-        "breach",
-        "build",
-        "--format",
-        "passwords",
-        &p("list.txt"),
-        "--out",
-        &p("pw.db"),
-        "--quiet",
-    ]);
-    let server = Server::start(&[
-        "breach",
-        "serve",
-        "--db",
-        &p("pw.db"),
-        "--server",
-        "1",
-        "--key",
-        &p("s1.key"),
-        "--listen",
-        "127.0.0.1:0",
-        "--four-russians",
-        "4",
-        "--qdp-queue",
-        "8",
-    ]);
-    ask(&server.addr, &dir.path().join("s1.pub"));
-    assert!(server.reload().starts_with("reloaded:"));
-    let status = status_lines(&server.stop());
-    assert!(
-        status
-            .iter()
-            .any(|l| l.starts_with("building the four-Russians table")),
-        "{status:?}"
-    );
+    let scratch = Scratch::with_keys(&["s1"]);
+    let db = scratch.breach_db("pw.db", PASSWORDS);
+    let key = scratch.path("s1.key");
+    let extra = ["--four-russians", "4", "--qdp-queue", "8"];
+    let args = serve_args(&["breach", "serve"], &db, "1", &key, &extra);
+    let status = exercise(&args, &scratch.path("s1.pub"), "reloaded:");
+    said(&status, &["building the four-Russians table"]);
 }
 
 #[test]
 fn safebrowsing_serve_logs_json_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let scratch = Scratch::with_keys(&["s0"]);
     let list: String = (0..300).map(|i| format!("bad{i}.example.org\n")).collect();
-    std::fs::write(p("list.txt"), list).unwrap();
-    ok(&[
-        "safebrowsing",
-        "build",
-        &p("list.txt"),
-        "--out",
-        &p("sb.db"),
-    ]);
-    ok(&["keygen", "--out", &p("s0")]);
-    let server = Server::start(&[
-        "safebrowsing",
-        "serve",
-        "--db",
-        &p("sb.db"),
-        "--server",
-        "0",
-        "--key",
-        &p("s0.key"),
-        "--listen",
-        "127.0.0.1:0",
-    ]);
-    ask(&server.addr, &dir.path().join("s0.pub"));
-    assert!(server.reload().starts_with("reloaded list"));
-    server.stop();
+    let db = scratch.safebrowsing_db("sb.db", &list);
+    let key = scratch.path("s0.key");
+    let args = serve_args(&["safebrowsing", "serve"], &db, "0", &key, &[]);
+    exercise(&args, &scratch.path("s0.pub"), "reloaded list");
 }

@@ -6,10 +6,12 @@
 
 mod support;
 
-use support::{ok, Mirror, Proc, World};
+use support::{ok, serve_records, Mirror, Scratch, World};
 
-fn report(args: &[&str]) -> serde_json::Value {
-    let text = ok(args);
+/// `pir loadtest --server SERVER --kind KIND --seconds SECONDS EXTRA --json`: its report.
+fn report(server: &str, kind: &str, seconds: &str, extra: &[&str]) -> serde_json::Value {
+    let args = [&["loadtest", "--server", server, "--kind", kind], extra].concat();
+    let text = ok(&[&args[..], &["--seconds", seconds, "--json"]].concat());
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
@@ -27,21 +29,8 @@ fn a_mirror_serves_every_client_while_abusers_are_cut_off() {
         ],
     );
     let server = format!("{}={}", mirror.url, world.path("m0.pub"));
-    let r = report(&[
-        "loadtest",
-        "--server",
-        &server,
-        "--kind",
-        "mirror",
-        "--clients",
-        "4",
-        "--seconds",
-        "3",
-        "--abuse",
-        "--abusers",
-        "2",
-        "--json",
-    ]);
+    let abusive = ["--clients", "4", "--abuse", "--abusers", "2"];
+    let r = report(&server, "mirror", "3", &abusive);
     assert_eq!(r["errors"], 0, "{r}");
     assert!(r["served"].as_u64().unwrap() > 0, "{r}");
     assert!(r["latency_ms"]["p99"].as_f64().unwrap() > 0.0, "{r}");
@@ -64,47 +53,13 @@ fn a_mirror_serves_every_client_while_abusers_are_cut_off() {
 
 #[test]
 fn a_single_server_database_serves_every_client() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    ok(&["keygen", "--out", &p("server")]);
+    let scratch = Scratch::with_keys(&["server"]);
+    let p = |n: &str| scratch.path(n);
     let data: Vec<u8> = (0..200 * 16).map(|i| (i * 7 % 251) as u8).collect();
-    std::fs::write(p("records.bin"), &data).unwrap();
-    ok(&[
-        "db",
-        "build",
-        "--records",
-        &p("records.bin"),
-        "--record-size",
-        "16",
-        "--out",
-        &p("records.db"),
-    ]);
-    let server = Proc::start(
-        &[
-            "serve",
-            "--db",
-            &p("records.db"),
-            "--key",
-            &p("server.key"),
-            "--listen",
-            "127.0.0.1:0",
-            "--quiet",
-        ],
-        "https://",
-    );
-    let target = format!("https://{}={}", server.addr, p("server.pub"));
-    let r = report(&[
-        "loadtest",
-        "--server",
-        &target,
-        "--kind",
-        "lattice",
-        "--clients",
-        "3",
-        "--seconds",
-        "2",
-        "--json",
-    ]);
+    scratch.records_db("records.db", &data, 16);
+    let server = serve_records(&[&p("records.db")], &p("server.key"), &[]);
+    let target = format!("{}={}", server.url(), p("server.pub"));
+    let r = report(&target, "lattice", "2", &["--clients", "3"]);
     assert_eq!(r["errors"], 0, "{r}");
     assert!(r["served"].as_u64().unwrap() > 0, "{r}");
     assert!(r["abuse"].is_null(), "{r}");

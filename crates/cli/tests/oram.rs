@@ -143,6 +143,55 @@ fn a_store_that_changes_data_is_caught() {
     assert!(err.contains("fails authentication"), "{err}");
 }
 
+/// `pir oram nbd --state STATE` on a free port of 127.0.0.1, `extra` flags appended (with
+/// `--tls-psk` its address is an `nbds://` one).
+fn nbd_server(state: &str, extra: &[&str]) -> Proc {
+    let args = [
+        &["oram", "nbd", "--state", state, "--listen", "127.0.0.1:0"],
+        extra,
+    ]
+    .concat();
+    let scheme = if extra.contains(&"--tls-psk") {
+        "nbds://"
+    } else {
+        "nbd://"
+    };
+    Proc::start(&args, scheme)
+}
+
+/// Copies `image` into the export at `url` with `nbdcopy` and back into `back.raw` of `dir`
+/// (both copies must succeed); returns what came back.
+fn nbdcopy_round_trip(image: &Path, url: &str, dir: &Path) -> Vec<u8> {
+    let copy_in = Command::new("nbdcopy")
+        .arg(image)
+        .arg(url)
+        .status()
+        .unwrap();
+    assert!(copy_in.success());
+    let back = dir.join("back.raw");
+    let copy_out = Command::new("nbdcopy")
+        .arg(url)
+        .arg(&back)
+        .status()
+        .unwrap();
+    assert!(copy_out.success());
+    std::fs::read(&back).unwrap()
+}
+
+/// Runs `qemu-img convert ARGS` into `qemu.raw` of `dir` (which must succeed); returns what it
+/// wrote.
+fn qemu_img_convert(args: &[&str], dir: &Path) -> Vec<u8> {
+    let qemu = dir.join("qemu.raw");
+    let convert = Command::new("qemu-img")
+        .arg("convert")
+        .args(args)
+        .arg(&qemu)
+        .status()
+        .unwrap();
+    assert!(convert.success());
+    std::fs::read(&qemu).unwrap()
+}
+
 fn nbd_tools() -> bool {
     require(
         support::has_program("nbdcopy")
@@ -160,10 +209,7 @@ fn real_nbd_clients_copy_an_image_in_and_out_byte_for_byte() {
     }
     let dir = tempfile::tempdir().unwrap();
     let state = init(dir.path(), "16MiB", 2);
-    let server = Proc::start(
-        &["oram", "nbd", "--state", &state, "--listen", "127.0.0.1:0"],
-        "nbd://",
-    );
+    let server = nbd_server(&state, &[]);
     let url = format!("nbd://{}", server.addr);
     let info = Command::new("nbdinfo").arg(&url).output().unwrap();
     let text = String::from_utf8_lossy(&info.stdout);
@@ -179,34 +225,12 @@ fn real_nbd_clients_copy_an_image_in_and_out_byte_for_byte() {
     ChaCha20Rng::seed_from_u64(3).fill_bytes(&mut data[..6 << 20]);
     ChaCha20Rng::seed_from_u64(4).fill_bytes(&mut data[10 << 20..]);
     std::fs::write(&image, &data).unwrap();
-    let copy_in = Command::new("nbdcopy")
-        .arg(&image)
-        .arg(&url)
-        .status()
-        .unwrap();
-    assert!(copy_in.success());
-    let back = dir.path().join("back.raw");
-    let copy_out = Command::new("nbdcopy")
-        .arg(&url)
-        .arg(&back)
-        .status()
-        .unwrap();
-    assert!(copy_out.success());
     assert!(
-        std::fs::read(&back).unwrap() == data,
+        nbdcopy_round_trip(&image, &url, dir.path()) == data,
         "nbdcopy round trip differs"
     );
-    let qemu = dir.path().join("qemu.raw");
-    let convert = Command::new("qemu-img")
-        .args(["convert", "-f", "raw", "-O", "raw", &url])
-        .arg(&qemu)
-        .status()
-        .unwrap();
-    assert!(convert.success());
-    assert!(
-        std::fs::read(&qemu).unwrap() == data,
-        "qemu-img read differs"
-    );
+    let qemu = qemu_img_convert(&["-f", "raw", "-O", "raw", &url], dir.path());
+    assert!(qemu == data, "qemu-img read differs");
     let mut server = server;
     let status = support::terminate(server.child_mut());
     assert!(status.success(), "pir oram nbd did not stop cleanly");
@@ -262,19 +286,7 @@ fn the_tls_psk_export_serves_only_clients_with_the_key() {
         String::from_utf8_lossy(&plain.stderr).contains("--tls-psk"),
         "{plain:?}"
     );
-    let server = Proc::start(
-        &[
-            "oram",
-            "nbd",
-            "--state",
-            &state,
-            "--listen",
-            "127.0.0.1:0",
-            "--tls-psk",
-            keys.to_str().unwrap(),
-        ],
-        "nbds://",
-    );
+    let server = nbd_server(&state, &["--tls-psk", keys.to_str().unwrap()]);
     // libnbd takes the PSK user from the URI's user part (tls-username= needs a login name).
     let url = |file: &Path| {
         format!(
@@ -299,21 +311,8 @@ fn the_tls_psk_export_serves_only_clients_with_the_key() {
         refused(&format!("nbd://{}", server.addr)),
         "plaintext read the disk"
     );
-    let copy_in = Command::new("nbdcopy")
-        .arg(&image)
-        .arg(url(&keys))
-        .status()
-        .unwrap();
-    assert!(copy_in.success());
-    let back = dir.path().join("back.raw");
-    let copy_out = Command::new("nbdcopy")
-        .arg(url(&keys))
-        .arg(&back)
-        .status()
-        .unwrap();
-    assert!(copy_out.success());
     assert!(
-        std::fs::read(&back).unwrap() == data,
+        nbdcopy_round_trip(&image, &url(&keys), dir.path()) == data,
         "nbdcopy over TLS differs"
     );
     // qemu: a tls-creds-psk object reads keys.psk from a directory.
@@ -321,25 +320,15 @@ fn the_tls_psk_export_serves_only_clients_with_the_key() {
     std::fs::create_dir(&creds).unwrap();
     std::fs::copy(&keys, creds.join("keys.psk")).unwrap();
     let (host, port) = server.addr.rsplit_once(':').unwrap();
-    let qemu = dir.path().join("qemu.raw");
-    let convert = Command::new("qemu-img")
-        .args(["convert", "-O", "raw", "--object"])
-        .arg(format!(
-            "tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice",
-            creds.display()
-        ))
-        .arg("--image-opts")
-        .arg(format!(
-            "driver=nbd,server.type=inet,server.host={host},server.port={port},tls-creds=tls0"
-        ))
-        .arg(&qemu)
-        .status()
-        .unwrap();
-    assert!(convert.success());
-    assert!(
-        std::fs::read(&qemu).unwrap() == data,
-        "qemu-img over TLS differs"
+    let object = format!(
+        "tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice",
+        creds.display()
     );
+    let image =
+        format!("driver=nbd,server.type=inet,server.host={host},server.port={port},tls-creds=tls0");
+    let convert = ["-O", "raw", "--object", &object, "--image-opts", &image];
+    let qemu = qemu_img_convert(&convert, dir.path());
+    assert!(qemu == data, "qemu-img over TLS differs");
     let mut server = server;
     assert!(support::terminate(server.child_mut()).success());
 }
@@ -396,94 +385,129 @@ impl Nbd {
     }
 }
 
-#[test]
-fn kill_9_during_writes_loses_no_flushed_write() {
-    const BLOCK: usize = 4096;
-    const BLOCKS: u64 = 256;
-    let dir = tempfile::tempdir().unwrap();
-    let state = init(dir.path(), "1MiB", 2);
-    let mut rng = ChaCha20Rng::seed_from_u64(5);
-    // Per block: the value of the last flushed write, and values written after it.
-    let mut durable: HashMap<u64, Vec<u8>> = HashMap::new();
-    let mut unflushed: HashMap<u64, Vec<Vec<u8>>> = HashMap::new();
-    let mut flushes = 0;
-    for round in 0..6 {
-        let server = Proc::start(
-            &["oram", "nbd", "--state", &state, "--listen", "127.0.0.1:0"],
-            "nbd://",
-        );
-        let mut nbd = Nbd::connect(&server.addr).unwrap();
-        // Everything durable so far reads back exactly; an unflushed write may or may not be there.
+/// The block size of the crash tests' disks, and their number of blocks (1 MiB).
+const BLOCK: usize = 4096;
+const BLOCKS: u64 = 256;
+
+/// What a crash test wrote over NBD: per block, the value of the last flushed write, and
+/// values written after it.
+#[derive(Default)]
+struct Writes {
+    durable: HashMap<u64, Vec<u8>>,
+    unflushed: HashMap<u64, Vec<Vec<u8>>>,
+    flushes: usize,
+}
+
+impl Writes {
+    /// Everything durable so far reads back exactly; an unflushed write may or may not be
+    /// there (and, when there, is durable from now on).
+    fn check(&mut self, nbd: &mut Nbd, round: usize) {
         for block in 0..BLOCKS {
             let got = nbd
                 .request(0, block * BLOCK as u64, &[], BLOCK as u32)
                 .unwrap();
-            let want = durable.get(&block).cloned().unwrap_or(vec![0u8; BLOCK]);
-            let pending = unflushed.remove(&block).unwrap_or_default();
+            let want = self
+                .durable
+                .get(&block)
+                .cloned()
+                .unwrap_or(vec![0u8; BLOCK]);
+            let pending = self.unflushed.remove(&block).unwrap_or_default();
             assert!(
                 got == want || pending.contains(&got),
                 "round {round}: block {block} lost its last flushed write"
             );
             if got != want {
-                durable.insert(block, got);
+                self.durable.insert(block, got);
             }
         }
-        // A write-heavy run, killed with SIGKILL after a random delay.
-        let victim = server.child_id();
-        let delay = rng.random_range(50..400);
-        let killer = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(delay));
-            let _ = Command::new("kill")
-                .args(["-KILL", &victim.to_string()])
-                .stdout(Stdio::null())
-                .status();
-        });
-        'run: loop {
+    }
+
+    /// Writes batches of random blocks, each followed by a flush, until a request fails (the
+    /// server or a store was killed).
+    fn until_killed(&mut self, nbd: &mut Nbd, rng: &mut ChaCha20Rng) {
+        loop {
             let mut batch: Vec<(u64, Vec<u8>)> = Vec::new();
             for _ in 0..rng.random_range(1..8) {
                 let block = rng.random_range(0..BLOCKS);
                 let mut value = vec![0u8; BLOCK];
                 rng.fill_bytes(&mut value);
-                unflushed.entry(block).or_default().push(value.clone());
+                self.unflushed.entry(block).or_default().push(value.clone());
                 if nbd
                     .request(1, block * BLOCK as u64, &value, BLOCK as u32)
                     .is_err()
                 {
-                    break 'run;
+                    return;
                 }
                 batch.push((block, value));
             }
             if nbd.request(3, 0, &[], 0).is_err() {
-                break 'run;
+                return;
             }
             // Flushed: these are now acknowledged.
-            flushes += 1;
+            self.flushes += 1;
             for (block, value) in batch {
-                durable.insert(block, value);
-                unflushed.remove(&block);
+                self.durable.insert(block, value);
+                self.unflushed.remove(&block);
             }
         }
-        killer.join().unwrap();
-        drop(server);
+    }
+}
+
+/// Sends SIGKILL to process `pid` after `delay_ms` milliseconds, on a thread of its own.
+fn kill_9_after(pid: u32, delay_ms: u64) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .stdout(Stdio::null())
+            .status();
+    })
+}
+
+/// One round of a crash test: `pir oram nbd` on `state` is started, everything written so far
+/// is checked, and a write-heavy run goes on until process `victim` (the NBD server itself when
+/// `None`) is killed with SIGKILL after a random delay drawn from `delays` milliseconds.
+fn crash_round(
+    state: &str,
+    round: usize,
+    writes: &mut Writes,
+    rng: &mut ChaCha20Rng,
+    delays: std::ops::Range<u64>,
+    victim: Option<u32>,
+) {
+    let server = nbd_server(state, &[]);
+    let mut nbd = Nbd::connect(&server.addr).unwrap();
+    writes.check(&mut nbd, round);
+    let pid = victim.unwrap_or(server.child_id());
+    let killer = kill_9_after(pid, rng.random_range(delays));
+    writes.until_killed(&mut nbd, rng);
+    killer.join().unwrap();
+}
+
+#[test]
+fn kill_9_during_writes_loses_no_flushed_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = init(dir.path(), "1MiB", 2);
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let mut writes = Writes::default();
+    for round in 0..6 {
+        crash_round(&state, round, &mut writes, &mut rng, 50..400, None);
     }
     assert!(
-        flushes >= 20,
-        "only {flushes} flushes before the kills: the test did not exercise recovery"
+        writes.flushes >= 20,
+        "only {} flushes before the kills: the test did not exercise recovery",
+        writes.flushes
     );
 }
 
 #[test]
 fn kill_9_of_a_remote_store_loses_no_flushed_write() {
-    const BLOCK: usize = 4096;
-    const BLOCKS: u64 = 256;
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).display().to_string();
-    let mut stores = Vec::new();
     let state = path("state");
     ok(&["oram", "owner", "--state", &state]);
     let owner = format!("{state}.client.pub");
-    for i in 0..2 {
-        ok(&["keygen", "--out", &path(&format!("s{i}"))]);
+    let store = |i: usize, listen: &str| {
         let args = [
             "oram",
             "store",
@@ -494,9 +518,14 @@ fn kill_9_of_a_remote_store_loses_no_flushed_write() {
             "--owner",
             &owner,
             "--listen",
-            "127.0.0.1:0",
+            listen,
         ];
-        stores.push(Proc::start(&args, "https://"));
+        Proc::start(&args, "https://")
+    };
+    let mut stores = Vec::new();
+    for i in 0..2 {
+        ok(&["keygen", "--out", &path(&format!("s{i}"))]);
+        stores.push(store(i, "127.0.0.1:0"));
     }
     let addrs: Vec<String> = stores.iter().map(|s| s.addr.clone()).collect();
     let specs: Vec<String> = (0..2)
@@ -508,80 +537,19 @@ fn kill_9_of_a_remote_store_loses_no_flushed_write() {
     ]);
     // The stores hold only sealed slots and their shape.
     let mut rng = ChaCha20Rng::seed_from_u64(7);
-    let mut durable: HashMap<u64, Vec<u8>> = HashMap::new();
-    let mut unflushed: HashMap<u64, Vec<Vec<u8>>> = HashMap::new();
-    let mut flushes = 0;
+    let mut writes = Writes::default();
     for round in 0..4 {
-        let server = Proc::start(
-            &["oram", "nbd", "--state", &state, "--listen", "127.0.0.1:0"],
-            "nbd://",
-        );
-        let mut nbd = Nbd::connect(&server.addr).unwrap();
-        for block in 0..BLOCKS {
-            let got = nbd
-                .request(0, block * BLOCK as u64, &[], BLOCK as u32)
-                .unwrap();
-            let want = durable.get(&block).cloned().unwrap_or(vec![0u8; BLOCK]);
-            let pending = unflushed.remove(&block).unwrap_or_default();
-            assert!(
-                got == want || pending.contains(&got),
-                "round {round}: block {block} lost its last flushed write"
-            );
-            if got != want {
-                durable.insert(block, got);
-            }
-        }
         let victim = rng.random_range(0..2usize);
         let pid = stores[victim].child_id();
-        let delay = rng.random_range(50..300);
-        let killer = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(delay));
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-        });
-        'run: loop {
-            let mut batch = Vec::new();
-            for _ in 0..rng.random_range(1..8) {
-                let block = rng.random_range(0..BLOCKS);
-                let mut value = vec![0u8; BLOCK];
-                rng.fill_bytes(&mut value);
-                unflushed.entry(block).or_default().push(value.clone());
-                if nbd
-                    .request(1, block * BLOCK as u64, &value, BLOCK as u32)
-                    .is_err()
-                {
-                    break 'run;
-                }
-                batch.push((block, value));
-            }
-            if nbd.request(3, 0, &[], 0).is_err() {
-                break 'run;
-            }
-            flushes += 1;
-            for (block, value) in batch {
-                durable.insert(block, value);
-                unflushed.remove(&block);
-            }
-        }
-        killer.join().unwrap();
-        // The client refuses to go on without the store; stop it, bring the store back.
-        drop(server);
-        let args = [
-            "oram",
-            "store",
-            "--dir",
-            &path(&format!("d{victim}")),
-            "--key",
-            &path(&format!("s{victim}.key")),
-            "--owner",
-            &owner,
-            "--listen",
-            &addrs[victim],
-        ];
-        stores[victim] = Proc::start(&args, "https://");
+        crash_round(&state, round, &mut writes, &mut rng, 50..300, Some(pid));
+        // The client refused to go on without the store (the round is over); bring it back.
+        stores[victim] = store(victim, &addrs[victim]);
     }
-    assert!(flushes >= 10, "only {flushes} flushes before the kills");
+    assert!(
+        writes.flushes >= 10,
+        "only {} flushes before the kills",
+        writes.flushes
+    );
 }
 
 #[test]

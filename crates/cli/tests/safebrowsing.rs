@@ -61,13 +61,7 @@ impl Process {
         let mut lines = Vec::new();
         let url = loop {
             let Some(Ok(line)) = reader.next() else {
-                let mut err = String::new();
-                child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut err)
-                    .unwrap();
+                let err = support::read_stderr(&mut child);
                 panic!("pir {args:?} stopped before {marker:?}: {lines:?} {err}");
             };
             lines.push(line.clone());
@@ -89,36 +83,33 @@ impl Drop for Process {
     }
 }
 
-/// Two servers of `db` and a servers file; returns them and the servers file path.
-fn deployment(dir: &Path, db: &Path) -> (Process, Process, PathBuf) {
-    let mut servers = Vec::new();
-    for position in 0..2 {
-        let key = dir.join(format!("s{position}.key"));
+/// `pir safebrowsing serve` of `db` as server `position` on `listen`, with the key
+/// `s{position}.key` of `dir` (made on first use).
+fn serve(dir: &Path, db: &Path, position: usize, listen: &str) -> Process {
+    let key = dir.join(format!("s{position}.key"));
+    if !key.exists() {
         ok(&["keygen", "--out", key.to_str().unwrap()]);
-        servers.push(Process::start(
-            &[
-                "safebrowsing",
-                "serve",
-                "--db",
-                db.to_str().unwrap(),
-                "--server",
-                &position.to_string(),
-                "--key",
-                key.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            " at ",
-        ));
     }
-    let file = dir.join("servers.txt");
-    let spec = |i: usize| {
-        format!(
-            "{}={}",
-            servers[i].url,
-            dir.join(format!("s{i}.pub")).display()
-        )
-    };
+    Process::start(
+        &[
+            "safebrowsing",
+            "serve",
+            "--db",
+            db.to_str().unwrap(),
+            "--server",
+            &position.to_string(),
+            "--key",
+            key.to_str().unwrap(),
+            "--listen",
+            listen,
+        ],
+        " at ",
+    )
+}
+
+/// Writes the servers file `out`: server `i` at `urls[i]` with the key `s{i}.pub` of `dir`.
+fn servers_file(dir: &Path, urls: [&str; 2], out: &Path) {
+    let spec = |i: usize| format!("{}={}", urls[i], dir.join(format!("s{i}.pub")).display());
     ok(&[
         "safebrowsing",
         "servers",
@@ -127,11 +118,36 @@ fn deployment(dir: &Path, db: &Path) -> (Process, Process, PathBuf) {
         "--server",
         &spec(1),
         "--out",
-        file.to_str().unwrap(),
+        out.to_str().unwrap(),
     ]);
-    let online = servers.pop().unwrap();
-    let offline = servers.pop().unwrap();
+}
+
+/// Two servers of `db` and a servers file; returns them and the servers file path.
+fn deployment(dir: &Path, db: &Path) -> (Process, Process, PathBuf) {
+    let offline = serve(dir, db, 0, "127.0.0.1:0");
+    let online = serve(dir, db, 1, "127.0.0.1:0");
+    let file = dir.join("servers.txt");
+    servers_file(dir, [&offline.url, &online.url], &file);
     (offline, online, file)
+}
+
+/// Writes `list.txt` of `hosts` host names `host{k}.evil.example` into `dir` and builds
+/// `sb.db` from it, `extra` flags appended; returns the database.
+fn hosts_db(dir: &Path, hosts: usize, extra: &[&str]) -> PathBuf {
+    let list = dir.join("list.txt");
+    let text: String = (0..hosts)
+        .map(|k| format!("host{k}.evil.example\n"))
+        .collect();
+    std::fs::write(&list, text).unwrap();
+    let db = dir.join("sb.db");
+    build(&list, &db, extra);
+    db
+}
+
+/// `pir safebrowsing build LIST --out DB EXTRA`: what it printed.
+fn build(list: &Path, db: &Path, extra: &[&str]) -> String {
+    let args = ["safebrowsing", "build", list.to_str().unwrap(), "--out"];
+    ok(&[&args[..], &[db.to_str().unwrap()], extra].concat())
 }
 
 fn proxy(servers: &Path) -> Process {
@@ -139,16 +155,15 @@ fn proxy(servers: &Path) -> Process {
 }
 
 fn proxy_with(servers: &Path, extra: &[&str]) -> Process {
-    let mut args = vec![
-        "safebrowsing",
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--servers",
-        servers.to_str().unwrap(),
-    ];
+    Process::start(&proxy_args(servers, extra), "proxy at ")
+}
+
+/// `pir safebrowsing proxy` on a free port of 127.0.0.1 for `servers`, then `extra`.
+fn proxy_args<'a>(servers: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["safebrowsing", "proxy", "--listen", "127.0.0.1:0"];
+    args.extend(["--servers", servers.to_str().unwrap()]);
     args.extend_from_slice(extra);
-    Process::start(&args, "proxy at ")
+    args
 }
 
 /// One HTTP/1.1 exchange with the proxy (a POST carries a protobuf body, a GET of a v4 call
@@ -226,6 +241,26 @@ fn update_request(state: Vec<u8>) -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// `fullHashes:find` at `path` for `prefixes`, POSTed to the proxy at `url`: its status and
+/// body.
+fn lookup(url: &str, path: &str, prefixes: &[&[u8]]) -> (u16, Vec<u8>) {
+    http(url, "POST", path, &find_request(prefixes))
+}
+
+/// [`lookup`], which must succeed; its answer.
+fn find(url: &str, path: &str, prefixes: &[&[u8]]) -> proto::FindFullHashesResponse {
+    let (status, body) = lookup(url, path, prefixes);
+    assert_eq!(status, 200);
+    proto::FindFullHashesResponse::decode(&body[..]).unwrap()
+}
+
+/// [`find`] for the prefix of `listed` and an unlisted prefix: exactly `listed` matches.
+fn finds_only(url: &str, path: &str, listed: &[u8]) {
+    let found = find(url, path, &[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]]);
+    assert_eq!(found.matches.len(), 1);
+    assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
+}
+
 fn find_request(prefixes: &[&[u8]]) -> Vec<u8> {
     proto::FindFullHashesRequest {
         client: None,
@@ -258,15 +293,7 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
     std::fs::write(&list, text).unwrap();
     let db = dir.path().join("sb.db");
     // Level-0 buckets of 20 records: buckets below 80 are looked up by DPF.
-    let built = ok(&[
-        "safebrowsing",
-        "build",
-        list.to_str().unwrap(),
-        "--out",
-        db.to_str().unwrap(),
-        "--bucket-base",
-        "20",
-    ]);
+    let built = build(&list, &db, &["--bucket-base", "20"]);
     assert!(built.contains("501 full hashes"), "{built}");
     assert!(built.contains("1 bucket(s) of 501 records"), "{built}");
     assert!(built.contains("skipped 1 lines"), "{built}");
@@ -299,16 +326,11 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
 
     // fullHashes:find for a listed URL's prefix and for an unlisted one (POST body this time).
     let listed = pir_safebrowsing::entry_hash("http://download.evil.example/payload.exe").unwrap();
-    let (status, body) = http(
+    finds_only(
         &proxy.url,
-        "POST",
         "/v4/fullHashes:find?$ct=application/x-protobuf",
-        &find_request(&[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]]),
+        &listed,
     );
-    assert_eq!(status, 200);
-    let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
-    assert_eq!(found.matches.len(), 1);
-    assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
     let (status, _) = http(&proxy.url, "POST", "/v4/fullHashes:find", b"\xff\xff\xff");
     assert_eq!(status, 400);
     let (_, status_body) = http(&proxy.url, "GET", "/status", b"");
@@ -327,14 +349,7 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
     }
     text.push_str("download.evil.example/payload.exe\nnew1.example\nnew2.example\nnew3.example\n");
     std::fs::write(&list, text).unwrap();
-    let updated = ok(&[
-        "safebrowsing",
-        "build",
-        list.to_str().unwrap(),
-        "--out",
-        db.to_str().unwrap(),
-        "--update",
-    ]);
+    let updated = build(&list, &db, &["--update"]);
     assert!(updated.contains("version 1"), "{updated}");
     assert!(updated.contains("3 added, 5 removed"), "{updated}");
     assert!(updated.contains("hints for 0 records"), "{updated}");
@@ -390,14 +405,11 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
     // A new host is found (in the DPF bucket), a removed one no longer.
     let new = pir_safebrowsing::entry_hash("new2.example").unwrap();
     let gone = pir_safebrowsing::entry_hash("host3.evil.example").unwrap();
-    let (status, body) = http(
+    let found = find(
         &proxy.url,
-        "POST",
         "/v4/fullHashes:find",
-        &find_request(&[&new[..4], &gone[..4], &listed[..4]]),
+        &[&new[..4], &gone[..4], &listed[..4]],
     );
-    assert_eq!(status, 200);
-    let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
     let hashes: Vec<&[u8]> = found
         .matches
         .iter()
@@ -413,14 +425,7 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
         "{:?}",
         proxy.lines
     );
-    let (status, body) = http(
-        &proxy.url,
-        "POST",
-        "/v4/fullHashes:find",
-        &find_request(&[&listed[..4]]),
-    );
-    assert_eq!(status, 200);
-    let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
+    let found = find(&proxy.url, "/v4/fullHashes:find", &[&listed[..4]]);
     assert_eq!(found.matches.len(), 1);
     drop(proxy);
 
@@ -431,16 +436,7 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
         "{:?}",
         proxy.lines
     );
-    let (status, body) = http(
-        &proxy.url,
-        "POST",
-        "/v4/fullHashes:find",
-        &find_request(&[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]]),
-    );
-    assert_eq!(status, 200);
-    let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
-    assert_eq!(found.matches.len(), 1);
-    assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
+    finds_only(&proxy.url, "/v4/fullHashes:find", &listed);
 }
 
 /// What a web page (DNS rebinding, `no-cors` requests) or another local process (an idle
@@ -450,32 +446,9 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
 #[test]
 fn the_proxy_refuses_web_pages_and_outlasts_local_floods() {
     let dir = tempfile::tempdir().unwrap();
-    let list = dir.path().join("list.txt");
-    let text: String = (0..200)
-        .map(|k| format!("host{k}.evil.example\n"))
-        .collect();
-    std::fs::write(&list, text).unwrap();
-    let db = dir.path().join("sb.db");
-    ok(&[
-        "safebrowsing",
-        "build",
-        list.to_str().unwrap(),
-        "--out",
-        db.to_str().unwrap(),
-    ]);
+    let db = hosts_db(dir.path(), 200, &[]);
     let (_offline, _online, servers) = deployment(dir.path(), &db);
-    let proxy = Process::start_limited(
-        &[
-            "safebrowsing",
-            "proxy",
-            "--listen",
-            "127.0.0.1:0",
-            "--servers",
-            servers.to_str().unwrap(),
-        ],
-        "proxy at ",
-        256,
-    );
+    let proxy = Process::start_limited(&proxy_args(&servers, &[]), "proxy at ", 256);
     let authority = proxy.url.trim_start_matches("http://").to_string();
     let port = authority.rsplit(':').next().unwrap().to_string();
     let local = format!("Host: {authority}\r\n");
@@ -558,14 +531,7 @@ fn the_proxy_refuses_web_pages_and_outlasts_local_floods() {
     let answer = proto::FetchThreatListUpdatesResponse::decode(&body[..]).unwrap();
     assert_eq!(answer.list_update_responses.len(), 1);
     let listed = pir_safebrowsing::entry_hash("host9.evil.example").unwrap();
-    let (status, body) = http(
-        &proxy.url,
-        "POST",
-        "/v4/fullHashes:find",
-        &find_request(&[&listed[..4]]),
-    );
-    assert_eq!(status, 200);
-    let found = proto::FindFullHashesResponse::decode(&body[..]).unwrap();
+    let found = find(&proxy.url, "/v4/fullHashes:find", &[&listed[..4]]);
     assert_eq!(found.matches.len(), 1);
     drop(flood);
 }
@@ -642,13 +608,7 @@ fn real_firefox_blocks_a_listed_site_and_loads_another() {
         .to_string();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("urlhaus.db");
-    ok(&[
-        "safebrowsing",
-        "build",
-        list.to_str().unwrap(),
-        "--out",
-        db.to_str().unwrap(),
-    ]);
+    build(&list, &db, &[]);
     let (_offline, _online, servers) = deployment(dir.path(), &db);
     // The proxy talks to the servers through relays that hold the servers' own keys: each
     // relay sees, decrypted, every byte its server is sent, and keeps a copy.
@@ -813,7 +773,7 @@ impl Relays {
             .map(|u| u.trim_end_matches('/').to_string())
             .collect();
         assert_eq!(urls.len(), 2, "two servers in {text}");
-        let mut specs = Vec::new();
+        let mut relayed = Vec::new();
         for (position, url) in urls.iter().enumerate() {
             let key = pir_keys::SecretKey::load(&dir.join(format!("s{position}.key"))).unwrap();
             let public = key.public();
@@ -830,24 +790,11 @@ impl Relays {
             let running = runtime
                 .block_on(pir_server::start(std::sync::Arc::new(relay), tls, options))
                 .unwrap();
-            specs.push(format!(
-                "https://{}={}",
-                running.addr,
-                dir.join(format!("s{position}.pub")).display()
-            ));
+            relayed.push(format!("https://{}", running.addr));
             std::mem::forget(running);
         }
         let servers_file = dir.join("relayed-servers.txt");
-        ok(&[
-            "safebrowsing",
-            "servers",
-            "--server",
-            &specs[0],
-            "--server",
-            &specs[1],
-            "--out",
-            servers_file.to_str().unwrap(),
-        ]);
+        self::servers_file(dir, [&relayed[0], &relayed[1]], &servers_file);
         Self {
             servers_file,
             seen,
@@ -866,77 +813,26 @@ impl Relays {
 #[test]
 fn the_proxy_survives_a_restart_of_the_online_server() {
     let dir = tempfile::tempdir().unwrap();
-    let list = dir.path().join("list.txt");
-    let text: String = (0..300)
-        .map(|k| format!("host{k}.evil.example\n"))
-        .collect();
-    std::fs::write(&list, text).unwrap();
-    let db = dir.path().join("sb.db");
-    ok(&[
-        "safebrowsing",
-        "build",
-        list.to_str().unwrap(),
-        "--out",
-        db.to_str().unwrap(),
-        "--bucket-base",
-        "20",
-    ]);
+    let db = hosts_db(dir.path(), 300, &["--bucket-base", "20"]);
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let listen = ["127.0.0.1:0".to_string(), format!("127.0.0.1:{port}")];
-    let start = |position: usize| {
-        let key = dir.path().join(format!("s{position}.key"));
-        if !key.exists() {
-            ok(&["keygen", "--out", key.to_str().unwrap()]);
-        }
-        Process::start(
-            &[
-                "safebrowsing",
-                "serve",
-                "--db",
-                db.to_str().unwrap(),
-                "--server",
-                &position.to_string(),
-                "--key",
-                key.to_str().unwrap(),
-                "--listen",
-                &listen[position],
-            ],
-            " at ",
-        )
-    };
+    let start = |position: usize| serve(dir.path(), &db, position, &listen[position]);
     let offline = start(0);
     let online = start(1);
     let servers = dir.path().join("servers.txt");
-    let spec = |position: usize, url: &str| {
-        format!(
-            "{url}={}",
-            dir.path().join(format!("s{position}.pub")).display()
-        )
-    };
-    ok(&[
-        "safebrowsing",
-        "servers",
-        "--server",
-        &spec(0, &offline.url),
-        "--server",
-        &spec(1, &online.url),
-        "--out",
-        servers.to_str().unwrap(),
-    ]);
+    servers_file(dir.path(), [&offline.url, &online.url], &servers);
     let proxy = proxy(&servers);
     let listed = pir_safebrowsing::entry_hash("host7.evil.example").unwrap();
     let find = || {
-        let (status, body) = http(
+        lookup(
             &proxy.url,
-            "POST",
             "/v4/fullHashes:find?$ct=application/x-protobuf",
-            &find_request(&[&listed[..4]]),
-        );
-        (status, body)
+            &[&listed[..4]],
+        )
     };
     let matches = |body: &[u8]| {
         proto::FindFullHashesResponse::decode(body)

@@ -7,7 +7,7 @@ mod support;
 
 use std::io::{Read, Write};
 
-use support::{ok, run, Proc};
+use support::{db_build_args, ok, records_serve_args, run, serve_records, Proc, Scratch};
 
 /// A `pir serve` child process on a free port, killed on drop, and its `https://` URL.
 struct Server {
@@ -17,22 +17,8 @@ struct Server {
 
 impl Server {
     fn start(db: &str, scheme: &str, key: &str) -> Server {
-        let process = Proc::start(
-            &[
-                "serve",
-                "--db",
-                db,
-                "--scheme",
-                scheme,
-                "--key",
-                key,
-                "--listen",
-                "127.0.0.1:0",
-                "--quiet",
-            ],
-            "https://",
-        );
-        let url = format!("https://{}", process.addr);
+        let process = serve_records(&[db], key, &["--scheme", scheme]);
+        let url = process.url();
         Server {
             _process: process,
             url,
@@ -40,24 +26,24 @@ impl Server {
     }
 }
 
+/// Starts `pir serve` of `db` with `scheme`, its standard error written to `log`; returns it
+/// and what it logged before it served.
+fn serve_logged(db: &str, scheme: &str, key: &str, log: &str) -> (Proc, String) {
+    let mut command = support::pir();
+    command
+        .args(records_serve_args(&[db], key, &["--scheme", scheme]))
+        .stderr(std::fs::File::create(log).unwrap());
+    let process = Proc::spawn(command, "https://");
+    (process, std::fs::read_to_string(log).unwrap())
+}
+
 #[test]
 fn records_and_keys_fetched_privately_from_one_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    ok(&["keygen", "--out", &p("server")]);
+    let scratch = Scratch::with_keys(&["server"]);
+    let p = |n: &str| scratch.path(n);
     // 150 records of 24 bytes, the last one 10 bytes short (zero-padded, trimmed on fetch).
     let data: Vec<u8> = (0..150 * 24 - 10).map(|i| (i * 31 % 251) as u8).collect();
-    std::fs::write(p("records.bin"), &data).unwrap();
-    let built = ok(&[
-        "db",
-        "build",
-        "--records",
-        &p("records.bin"),
-        "--record-size",
-        "24",
-        "--out",
-        &p("records.db"),
-    ]);
+    let built = scratch.records_db("records.db", &data, 24);
     assert!(built.contains("zero-padded"), "{built}");
     let mut kv = String::new();
     for i in 0..40 {
@@ -177,18 +163,9 @@ fn scheme_limits_are_checked_at_build_time() {
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).display().to_string();
     std::fs::write(path("records"), vec![7u8; 256 * 100]).unwrap();
-    let refused = run(&[
-        "db",
-        "build",
-        "--records",
-        &path("records"),
-        "--record-size",
-        "256",
-        "--out",
-        &path("d.pir"),
-        "--scheme",
-        "doublepir",
-    ]);
+    let (records, refused_out) = (path("records"), path("d.pir"));
+    let build = db_build_args(&records, "256", &refused_out);
+    let refused = run(&[&build[..], &["--scheme", "doublepir"]].concat());
     assert!(!refused.status.success());
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("--scheme simplepir"), "{err}");
@@ -196,16 +173,7 @@ fn scheme_limits_are_checked_at_build_time() {
         !dir.path().join("d.pir").exists(),
         "nothing is written for a refused build"
     );
-    let built = ok(&[
-        "db",
-        "build",
-        "--records",
-        &path("records"),
-        "--record-size",
-        "256",
-        "--out",
-        &path("s.pir"),
-    ]);
+    let built = ok(&db_build_args(&records, "256", &path("s.pir")));
     // YPIR serves them too, as YPIR+SP.
     assert!(
         built.contains(
@@ -237,55 +205,16 @@ fn scheme_limits_are_checked_at_build_time() {
 /// (and answers correctly with it), and a damaged file is recomputed, never used.
 #[test]
 fn a_restarted_server_loads_its_saved_hint() {
-    use std::io::BufRead;
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    ok(&["keygen", "--out", &p("server")]);
+    let scratch = Scratch::with_keys(&["server"]);
+    let p = |n: &str| scratch.path(n);
     let data: Vec<u8> = (0..300 * 16).map(|i| (i * 7 % 253) as u8).collect();
-    std::fs::write(p("records.bin"), &data).unwrap();
-    ok(&[
-        "db",
-        "build",
-        "--records",
-        &p("records.bin"),
-        "--record-size",
-        "16",
-        "--out",
-        &p("r.db"),
-    ]);
+    scratch.records_db("r.db", &data, 16);
     for scheme in ["simplepir", "doublepir"] {
         let start = |round: usize| {
             let log = p(&format!("{scheme}-{round}.log"));
-            let mut child = support::pir()
-                .args([
-                    "serve",
-                    "--db",
-                    &p("r.db"),
-                    "--scheme",
-                    scheme,
-                    "--key",
-                    &p("server.key"),
-                ])
-                .args(["--listen", "127.0.0.1:0", "--quiet"])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .unwrap();
-            let mut first = String::new();
-            let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
-            lines.read_line(&mut first).unwrap();
-            // Keep draining standard output so the server never writes to a closed pipe.
-            std::thread::spawn(move || for _ in lines.lines() {});
-            let addr = first
-                .split_whitespace()
-                .find_map(|w| w.strip_prefix("https://"))
-                .unwrap()
-                .to_string();
-            (
-                child,
-                format!("https://{addr}"),
-                std::fs::read_to_string(&log).unwrap(),
-            )
+            let (process, log) = serve_logged(&p("r.db"), scheme, &p("server.key"), &log);
+            let url = process.url();
+            (process, url, log)
         };
         let fetch = |url: &str| {
             let out = run(&[
@@ -297,33 +226,29 @@ fn a_restarted_server_loads_its_saved_hint() {
             assert!(out.status.success(), "{out:?}");
             out.stdout
         };
-        let (mut first, url, log) = start(0);
-        assert!(
-            log.contains("computing") && log.contains("saved the hint"),
-            "{log}"
-        );
-        assert_eq!(fetch(&url), &data[123 * 16..124 * 16]);
-        support::terminate(&mut first);
-        let (mut second, url, log) = start(1);
-        assert!(
-            log.contains("loading the saved") && !log.contains("computing"),
-            "{log}"
-        );
-        assert_eq!(fetch(&url), &data[123 * 16..124 * 16]);
-        support::terminate(&mut second);
-        // A damaged file is refused (checksum) and the hint recomputed.
-        let offline = p(&format!("r.db.{scheme}.offline"));
-        let mut bytes = std::fs::read(&offline).unwrap();
-        let middle = bytes.len() / 2;
-        bytes[middle] ^= 1;
-        std::fs::write(&offline, bytes).unwrap();
-        let (mut third, url, log) = start(2);
-        assert!(
-            log.contains("damaged") && log.contains("computing"),
-            "{log}"
-        );
-        assert_eq!(fetch(&url), &data[123 * 16..124 * 16]);
-        support::terminate(&mut third);
+        // Per start: what its log says, and what it must not say.
+        let rounds: [(&[&str], Option<&str>); 3] = [
+            (&["computing", "saved the hint"], None),
+            (&["loading the saved"], Some("computing")),
+            (&["damaged", "computing"], None),
+        ];
+        for (round, (said, unsaid)) in rounds.into_iter().enumerate() {
+            if round == 2 {
+                // A damaged file is refused (checksum) and the hint recomputed.
+                let offline = p(&format!("r.db.{scheme}.offline"));
+                let mut bytes = std::fs::read(&offline).unwrap();
+                let middle = bytes.len() / 2;
+                bytes[middle] ^= 1;
+                std::fs::write(&offline, bytes).unwrap();
+            }
+            let (mut server, url, log) = start(round);
+            assert!(
+                said.iter().all(|s| log.contains(s)) && unsaid.is_none_or(|u| !log.contains(u)),
+                "{log}"
+            );
+            assert_eq!(fetch(&url), &data[123 * 16..124 * 16]);
+            support::terminate(server.child_mut());
+        }
     }
 }
 
@@ -332,54 +257,16 @@ fn a_restarted_server_loads_its_saved_hint() {
 /// envelope while the server keeps serving, and the offline work loaded at a restart.
 #[test]
 fn ypir_fetches_records_without_a_hint() {
-    use std::io::BufRead;
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    ok(&["keygen", "--out", &p("server")]);
+    let scratch = Scratch::with_keys(&["server"]);
+    let p = |n: &str| scratch.path(n);
     let data: Vec<u8> = (0..5000 * 4).map(|i| (i * 13 % 249) as u8).collect();
-    std::fs::write(p("records.bin"), &data).unwrap();
-    let built = ok(&[
-        "db",
-        "build",
-        "--records",
-        &p("records.bin"),
-        "--record-size",
-        "4",
-        "--out",
-        &p("y.db"),
-    ]);
+    let built = scratch.records_db("y.db", &data, 4);
     assert!(built.contains("ypir"), "{built}");
     let start = |round: usize| {
         let log = p(&format!("ypir-{round}.log"));
-        let mut child = support::pir()
-            .args([
-                "serve",
-                "--db",
-                &p("y.db"),
-                "--scheme",
-                "ypir",
-                "--key",
-                &p("server.key"),
-            ])
-            .args(["--listen", "127.0.0.1:0", "--quiet"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
-        lines.read_line(&mut first).unwrap();
-        std::thread::spawn(move || for _ in lines.lines() {});
-        let addr = first
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("https://"))
-            .unwrap()
-            .to_string();
-        (
-            child,
-            format!("https://{addr}"),
-            std::fs::read_to_string(&log).unwrap(),
-        )
+        let (process, log) = serve_logged(&p("y.db"), "ypir", &p("server.key"), &log);
+        let url = process.url();
+        (process, url, log)
     };
     let get = |url: &str, index: usize, cache: &str| {
         let out = run(&[
@@ -414,73 +301,26 @@ fn ypir_fetches_records_without_a_hint() {
     let reply = post_raw(&url, &p("server.pub"), &bad);
     assert_eq!(reply[7], 3, "an error envelope");
     get(&url, 77, &p("cache"));
-    support::terminate(&mut first);
+    support::terminate(first.child_mut());
     let (mut second, url, log) = start(1);
     assert!(
         log.contains("loading the saved") && !log.contains("computing"),
         "{log}"
     );
     get(&url, 4321, &p("cache"));
-    support::terminate(&mut second);
+    support::terminate(second.child_mut());
 }
 
 /// `pir serve` swaps its database on SIGHUP without a restart: a rebuilt file is served from
 /// then on (clients fetch the new hint), and a damaged one leaves the old database served.
 #[test]
 fn sighup_swaps_the_database_without_a_restart() {
-    use std::io::BufRead;
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    ok(&["keygen", "--out", &p("server")]);
-    let build = |fill: u8| {
-        std::fs::write(p("records.bin"), vec![fill; 200 * 8]).unwrap();
-        ok(&[
-            "db",
-            "build",
-            "--records",
-            &p("records.bin"),
-            "--record-size",
-            "8",
-            "--out",
-            &p("r.db"),
-        ]);
-    };
+    let scratch = Scratch::with_keys(&["server"]);
+    let p = |n: &str| scratch.path(n);
+    let build = |fill: u8| scratch.records_db("r.db", &[fill; 200 * 8], 8);
     build(1);
-    let mut child = support::pir()
-        .args(["serve", "--db", &p("r.db"), "--key", &p("server.key")])
-        .args(["--listen", "127.0.0.1:0", "--quiet"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("https://"))
-        .unwrap()
-        .to_string();
-    let (send, receive) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            let _ = send.send(line);
-        }
-    });
-    let hangup = || {
-        let sent = std::process::Command::new("kill")
-            .args(["-HUP", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        loop {
-            let line = receive
-                .recv_timeout(std::time::Duration::from_secs(60))
-                .expect("no reload report within a minute");
-            if line.starts_with("reload") {
-                return line;
-            }
-        }
-    };
+    let server = serve_records(&[&p("r.db")], &p("server.key"), &[]);
+    let (url, hangup) = (server.url(), || server.hangup());
     let cache = p("cache");
     let get = |index: &str| {
         let out = run(&[
@@ -517,64 +357,37 @@ fn sighup_swaps_the_database_without_a_restart() {
     assert!(report.starts_with("reload failed"), "{report}");
     assert!(report.contains("damaged"), "{report}");
     assert_eq!(get("5"), vec![2u8; 8]);
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// One `pir serve` process serves several databases: the first by default, any other by its
 /// version (`pir get --db VERSION`), each with its own hint.
 #[test]
 fn one_server_serves_several_databases_chosen_by_version() {
-    use std::io::BufRead;
-    let dir = tempfile::tempdir().unwrap();
-    let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
-    ok(&["keygen", "--out", &p("server")]);
-    for (name, fill) in [("a", 0xaa_u8), ("b", 0xbb)] {
-        std::fs::write(p("records.bin"), vec![fill; 100 * 8]).unwrap();
-        ok(&[
-            "db",
-            "build",
-            "--records",
-            &p("records.bin"),
-            "--record-size",
-            "8",
-            "--out",
-            &p(&format!("{name}.db")),
-        ]);
-    }
-    let mut child = support::pir()
-        .args(["serve", "--db", &p("a.db"), "--db", &p("b.db")])
-        .args([
-            "--key",
-            &p("server.key"),
-            "--listen",
-            "127.0.0.1:0",
-            "--quiet",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut served = Vec::new();
-    for _ in 0..2 {
-        let line = lines.next().unwrap().unwrap();
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("https://"))
-            .unwrap()
-            .to_string();
-        let version = line
-            .split("database version ")
-            .nth(1)
-            .unwrap()
-            .split([',', ')'])
-            .next()
-            .unwrap()
-            .to_string();
-        served.push((url, version, line.contains("the default")));
-    }
-    std::thread::spawn(move || lines.for_each(drop));
+    let scratch = Scratch::with_keys(&["server"]);
+    let p = |n: &str| scratch.path(n);
+    scratch.records_db("a.db", &[0xaa; 100 * 8], 8);
+    scratch.records_db("b.db", &[0xbb; 100 * 8], 8);
+    let server = serve_records(&[&p("a.db"), &p("b.db")], &p("server.key"), &[]);
+    // Its first two lines: the URL and version of each database.
+    let served: Vec<(String, String, bool)> = [server.first_line.clone(), server.next_line()]
+        .into_iter()
+        .map(|line| {
+            let version = line
+                .split("database version ")
+                .nth(1)
+                .unwrap()
+                .split([',', ')'])
+                .next()
+                .unwrap()
+                .to_string();
+            let url = line
+                .split_whitespace()
+                .find(|w| w.starts_with("https://"))
+                .unwrap()
+                .to_string();
+            (url, version, line.contains("the default"))
+        })
+        .collect();
     assert!(served[0].2 && !served[1].2, "{served:?}");
     assert_ne!(served[0].1, served[1].1);
     let url = served[0].0.clone();
@@ -606,6 +419,4 @@ fn one_server_serves_several_databases_chosen_by_version() {
         String::from_utf8_lossy(&unknown.stderr).contains("does not serve"),
         "{unknown:?}"
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }

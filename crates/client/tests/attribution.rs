@@ -9,13 +9,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
+mod support;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use pir_client::{
-    evidence, retrieve, LocalTransport, MirrorInfo, RetrieveOptions, Transport, TransportError,
-    Verdict,
-};
+use pir_client::{evidence, retrieve, LocalTransport, MirrorInfo, RetrieveOptions, Verdict};
 use pir_core::{Database, DbShape, MultiServerScheme};
 use pir_keys::SecretKey;
 use pir_service::reply;
@@ -23,43 +22,35 @@ use pir_service::{Handler, Mirror};
 use pir_xor::{AnswerMode, Chor, RaidPir};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
+use support::Tap;
 
 const RELEASE: [u8; 32] = [9; 32];
 
 /// The local servers, plus an honest twin of the corrupt one: every reply of the corrupt mirror
-/// is compared with the honest answer to the same request, to know whether it lied.
-struct Watch {
+/// is compared with the honest answer to the same request, and `lied` set when it differs.
+fn watch(
     inner: LocalTransport,
     corrupt: usize,
     honest_twin: Arc<dyn Handler>,
     twin_key: pir_keys::PublicKey,
     corrupt_key: pir_keys::PublicKey,
-    lied: AtomicBool,
-}
-
-impl Transport for Watch {
-    async fn exchange(
-        &self,
-        mirror: usize,
-        request: Vec<u8>,
-        max_reply: usize,
-    ) -> Result<Vec<u8>, TransportError> {
-        let reply = self
-            .inner
-            .exchange(mirror, request.clone(), max_reply)
-            .await?;
-        if mirror == self.corrupt {
-            let honest = self.honest_twin.handle_many(&[&request]).remove(0);
-            let said = reply::open_signed(&reply, &request, &RELEASE, &self.corrupt_key, max_reply)
-                .unwrap();
-            let truth =
-                reply::open_signed(&honest.body, &request, &RELEASE, &self.twin_key, max_reply)
-                    .unwrap();
-            if said.answers != truth.answers {
-                self.lied.store(true, Ordering::SeqCst);
+    lied: Arc<AtomicBool>,
+) -> Tap<LocalTransport> {
+    Tap {
+        inner: Arc::new(inner),
+        on_reply: Box::new(move |mirror, request, max_reply, reply| {
+            if mirror == corrupt {
+                let honest = honest_twin.handle_many(&[request]).remove(0);
+                let said =
+                    reply::open_signed(reply, request, &RELEASE, &corrupt_key, max_reply).unwrap();
+                let truth =
+                    reply::open_signed(&honest.body, request, &RELEASE, &twin_key, max_reply)
+                        .unwrap();
+                if said.answers != truth.answers {
+                    lied.store(true, Ordering::SeqCst);
+                }
             }
-        }
-        Ok(reply)
+        }),
     }
 }
 
@@ -68,6 +59,30 @@ fn service(db: Database, key: &SecretKey) -> Arc<dyn Handler> {
         Mirror::plain(db, RELEASE, b"manifest".to_vec())
             .serve(SecretKey::from_pkcs8(key.pkcs8()).unwrap()),
     )
+}
+
+/// One retrieval's fixed parts: the watched transport, the mirror list, the block check.
+struct Fetch<'a> {
+    watch: Arc<Tap<LocalTransport>>,
+    mirrors: &'a [MirrorInfo],
+    verify: &'a (dyn Fn(usize, &[u8]) -> bool + Sync),
+}
+
+impl Fetch<'_> {
+    /// Retrieves the blocks of `rounds` with `scheme`.
+    async fn run<S: MultiServerScheme>(
+        &self,
+        scheme: &S,
+        rounds: &[Vec<usize>],
+        rng: &mut ChaCha20Rng,
+    ) -> Result<pir_client::Retrieval, pir_client::FetchError> {
+        let options = RetrieveOptions {
+            release_id: RELEASE,
+            max_answer: scheme.max_answer_body(),
+        };
+        let (watch, mirrors) = (self.watch.clone(), self.mirrors);
+        retrieve(scheme, watch, mirrors, &options, rounds, self.verify, rng).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,36 +113,29 @@ async fn only_the_corrupt_mirror_is_named_over_50_fetches() {
                 service(Database::from_bytes(shape, copy).unwrap(), &keys[i])
             })
             .collect();
-        let watch = Arc::new(Watch {
-            inner: LocalTransport::new(servers),
-            corrupt: culprit,
-            honest_twin: service(Database::from_bytes(shape, db.bytes()).unwrap(), &keys[4]),
-            twin_key: keys[4].public(),
-            corrupt_key: keys[culprit].public(),
-            lied: AtomicBool::new(false),
-        });
+        let lied = Arc::new(AtomicBool::new(false));
+        let watch = Arc::new(watch(
+            LocalTransport::new(servers),
+            culprit,
+            service(Database::from_bytes(shape, db.bytes()).unwrap(), &keys[4]),
+            keys[4].public(),
+            keys[culprit].public(),
+            lied.clone(),
+        ));
         let wanted: Vec<usize> = (0..6).map(|_| rng.random_range(0..64)).collect();
         let mut query_rng = ChaCha20Rng::seed_from_u64(trial);
         // RAID-PIR's per-chunk answers carry parts of chunks the round does not use; a lie
         // confined to one of those changes nothing the client decodes and cannot be seen.
         let lies_are_used = trial % 3 != 2;
+        let fetch = Fetch {
+            watch: watch.clone(),
+            mirrors: &mirrors,
+            verify: &verify,
+        };
         let got = if trial % 3 == 0 {
             let chor = Chor::new(shape, 3).unwrap();
             let rounds = pir_client::retrieve::plan_rounds(&wanted, 1, |i| i);
-            let options = RetrieveOptions {
-                release_id: RELEASE,
-                max_answer: chor.max_answer_body(),
-            };
-            retrieve(
-                &chor,
-                watch.clone(),
-                &mirrors,
-                &options,
-                &rounds,
-                &verify,
-                &mut query_rng,
-            )
-            .await
+            fetch.run(&chor, &rounds, &mut query_rng).await
         } else {
             let (mode, per_round) = if lies_are_used {
                 (AnswerMode::Single, 1)
@@ -137,20 +145,7 @@ async fn only_the_corrupt_mirror_is_named_over_50_fetches() {
             let raid = RaidPir::new(shape, 3, 2, 3, mode).unwrap();
             let rounds =
                 pir_client::retrieve::plan_rounds(&wanted, per_round, |i| raid.chunk_of(i));
-            let options = RetrieveOptions {
-                release_id: RELEASE,
-                max_answer: raid.max_answer_body(),
-            };
-            retrieve(
-                &raid,
-                watch.clone(),
-                &mirrors,
-                &options,
-                &rounds,
-                &verify,
-                &mut query_rng,
-            )
-            .await
+            fetch.run(&raid, &rounds, &mut query_rng).await
         };
         let got = got.unwrap_or_else(|e| panic!("trial {trial}: {e}"));
         for (index, block) in &got.blocks {
@@ -163,7 +158,7 @@ async fn only_the_corrupt_mirror_is_named_over_50_fetches() {
                 incident.url, incident.what
             );
         }
-        if !got.incidents.is_empty() || (lies_are_used && watch.lied.load(Ordering::SeqCst)) {
+        if !got.incidents.is_empty() || (lies_are_used && lied.load(Ordering::SeqCst)) {
             lied_fetches += 1;
             assert_eq!(got.incidents.len(), 1, "trial {trial}: {:?}", got.incidents);
             let proof = got.incidents[0].evidence.as_ref().expect("evidence kept");
@@ -172,7 +167,7 @@ async fn only_the_corrupt_mirror_is_named_over_50_fetches() {
                 Verdict::Cheated { .. }
             ));
             assert!(!got.assignment.contains(&culprit), "trial {trial}");
-        } else if !watch.lied.load(Ordering::SeqCst) {
+        } else if !lied.load(Ordering::SeqCst) {
             assert!(
                 got.incidents.is_empty(),
                 "trial {trial}: {:?}",

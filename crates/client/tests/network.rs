@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
+mod support;
+
 use std::sync::Arc;
 
 use pir_client::{
@@ -18,6 +20,7 @@ use pir_service::Mirror;
 use pir_xor::{AnswerMode, Chor, RaidPir};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
+use support::Tap;
 
 const RELEASE: [u8; 32] = [7; 32];
 
@@ -140,27 +143,18 @@ async fn reply_size_does_not_depend_on_the_index() {
     server.shutdown().await;
 }
 
-/// A transport that flips one bit in every answer from one mirror, as a broken mirror or
+/// A transport that flips one bit in every answer from mirror `bad`, as a broken mirror or
 /// anything between it and TLS would: the client must attribute it to that mirror, replace it
 /// by the spare, and still return the right blocks.
-struct FlipBits {
-    inner: Arc<HttpsTransport>,
-    bad: usize,
-}
-
-impl Transport for FlipBits {
-    async fn exchange(
-        &self,
-        mirror: usize,
-        request: Vec<u8>,
-        max_reply: usize,
-    ) -> Result<Vec<u8>, TransportError> {
-        let mut reply = self.inner.exchange(mirror, request, max_reply).await?;
-        if mirror == self.bad {
-            let at = wire::HEADER_LEN + protocol::RELEASE_ID_LEN + 2 + 4 + 1;
-            reply[at] ^= 0x10;
-        }
-        Ok(reply)
+fn flip_bits(inner: Arc<HttpsTransport>, bad: usize) -> Tap<HttpsTransport> {
+    Tap {
+        inner,
+        on_reply: Box::new(move |mirror, _, _, reply| {
+            if mirror == bad {
+                let at = wire::HEADER_LEN + protocol::RELEASE_ID_LEN + 2 + 4 + 1;
+                reply[at] ^= 0x10;
+            }
+        }),
     }
 }
 
@@ -181,10 +175,7 @@ async fn tampered_answers_are_attributed_to_their_mirror() {
     };
     let verify = |index: usize, block: &[u8]| block == db.block(index);
     let rounds = vec![vec![11usize], vec![12]];
-    let t = Arc::new(FlipBits {
-        inner: transport(&mirrors),
-        bad: 1,
-    });
+    let t = Arc::new(flip_bits(transport(&mirrors), 1));
     let got = retrieve(
         &raid,
         t,

@@ -4,105 +4,24 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pir_client::{HttpsTransport, Transport};
-use pir_core::wire::{self, MessageKind};
-use pir_core::SchemeId;
-use pir_keys::{PublicKey, SecretKey};
+use pir_client::Transport;
 use pir_server::ServerOptions;
-use pir_service::{Handler, Metrics, Reply};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::{read_until_closed, request, Fixed, Server};
+use tokio::io::AsyncWriteExt;
 
-/// Answers every request at once.
-struct Echo {
-    metrics: Metrics,
-}
-
-impl Handler for Echo {
-    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
-        requests
-            .iter()
-            .map(|_| Reply {
-                status: 200,
-                body: wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, b"ok"),
-            })
-            .collect()
-    }
-    fn max_request_bytes(&self) -> usize {
-        64 * 1024
-    }
-    fn health(&self) -> String {
-        "ok\n".into()
-    }
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-}
-
-struct Server {
-    running: pir_server::RunningServer,
-    key: PublicKey,
-}
-
+/// A server answering "ok" to requests of up to 64 KiB, with 800 ms header and body
+/// timeouts, then `tune`d.
 async fn start(tune: impl FnOnce(&mut ServerOptions)) -> Server {
-    let key = SecretKey::generate().unwrap();
-    let mut options = ServerOptions::new("127.0.0.1:0".parse().unwrap());
+    let mut options = support::options();
     options.header_timeout = Duration::from_millis(800);
     options.body_timeout = Duration::from_millis(800);
     tune(&mut options);
-    let tls = pir_keys::tls::server_config(&key).unwrap();
-    let handler = Echo {
-        metrics: Metrics::default(),
-    };
-    let running = pir_server::start(Arc::new(handler), tls, options)
-        .await
-        .unwrap();
-    Server {
-        running,
-        key: key.public(),
-    }
-}
-
-impl Server {
-    fn client(&self) -> HttpsTransport {
-        HttpsTransport::new(&[(format!("https://{}", self.running.addr), self.key)]).unwrap()
-    }
-
-    /// A TLS connection on which the test writes raw HTTP.
-    async fn raw(&self) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-        let config = pir_keys::tls::client_config(self.key).unwrap();
-        let connector = tokio_rustls::TlsConnector::from(config);
-        let tcp = tokio::net::TcpStream::connect(self.running.addr)
-            .await
-            .unwrap();
-        connector
-            .connect(pir_keys::tls::server_name(), tcp)
-            .await
-            .unwrap()
-    }
-}
-
-fn request() -> Vec<u8> {
-    wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[])
-}
-
-/// Reads until the server closes (or 10 s pass); returns what it sent and when it closed.
-async fn read_until_closed(
-    stream: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
-) -> (String, Duration) {
-    let start = Instant::now();
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => break,
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-            Err(_) => panic!("the server kept the connection open for 10 s"),
-        }
-    }
-    (String::from_utf8_lossy(&out).into_owned(), start.elapsed())
+    support::start(Arc::new(Fixed::new(64 * 1024)), options).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,24 +49,15 @@ async fn slow_headers_and_idle_connections_are_closed_while_others_are_served() 
 async fn oversized_and_slow_bodies_are_refused() {
     let server = start(|_| {}).await;
     // 100 MB announced: 413 before a byte of the body is read.
-    let mut big = server.raw().await;
-    big.write_all(
-        b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\nConnection: close\r\n\r\n",
-    )
-    .await
-    .unwrap();
-    let (reply, _) = read_until_closed(&mut big).await;
+    let (reply, _) = server
+        .send_raw(b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\nConnection: close\r\n\r\n")
+        .await;
     assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
 
     // A body that trickles: 408 after the body timeout.
-    let mut trickle = server.raw().await;
-    trickle
-        .write_all(
-            b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n0123456789",
-        )
-        .await
-        .unwrap();
-    let (reply, after) = read_until_closed(&mut trickle).await;
+    let (reply, after) = server
+        .send_raw(b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n0123456789")
+        .await;
     assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
     assert!(after < Duration::from_secs(5), "{after:?}");
 

@@ -4,63 +4,28 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use pir_client::{HttpsTransport, Transport};
-use pir_core::wire::{self, MessageKind};
-use pir_core::SchemeId;
-use pir_keys::SecretKey;
-use pir_server::ServerOptions;
-use pir_service::{Handler, Metrics, Reply};
+use pir_core::wire;
+use support::{request, Fixed};
 
-/// Answers every request after `delay`, as a slow scan would.
-struct Slow {
-    delay: Duration,
-    metrics: Metrics,
-}
-
-impl Handler for Slow {
-    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
-        std::thread::sleep(self.delay);
-        requests
-            .iter()
-            .map(|_| Reply {
-                status: 200,
-                body: wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, b"done"),
-            })
-            .collect()
-    }
-    fn max_request_bytes(&self) -> usize {
-        1024
-    }
-    fn health(&self) -> String {
-        "ok\n".into()
-    }
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-}
-
+/// A server that answers "done" to every request after `delay`, as a slow scan would, and
+/// stops within `grace`; and its client.
 async fn start(delay: Duration, grace: Duration) -> (pir_server::RunningServer, HttpsTransport) {
-    let key = SecretKey::generate().unwrap();
-    let handler = Slow {
+    let handler = Fixed {
+        body: b"done",
         delay,
-        metrics: Metrics::default(),
+        ..Fixed::new(1024)
     };
-    let mut options = ServerOptions::new("127.0.0.1:0".parse().unwrap());
+    let mut options = support::options();
     options.grace = grace;
-    let tls = pir_keys::tls::server_config(&key).unwrap();
-    let running = pir_server::start(Arc::new(handler), tls, options)
-        .await
-        .unwrap();
-    let url = format!("https://{}", running.addr);
-    let transport = HttpsTransport::new(&[(url, key.public())]).unwrap();
-    (running, transport)
-}
-
-fn request() -> Vec<u8> {
-    wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[])
+    let server = support::start(Arc::new(handler), options).await;
+    let transport = server.client();
+    (server.running, transport)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

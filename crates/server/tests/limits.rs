@@ -4,17 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
+mod support;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pir_client::{HttpsTransport, Transport};
-use pir_core::wire::{self, MessageKind};
-use pir_core::SchemeId;
-use pir_keys::{PublicKey, SecretKey};
-use pir_server::ServerOptions;
 use pir_service::{Handler, Metrics, Reply};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::{replies, request, Server};
+use tokio::io::AsyncWriteExt;
 
 /// Counts the requests it answers; the first pass waits until `open` is set.
 #[derive(Default)]
@@ -33,13 +32,7 @@ impl Handler for Gate {
             std::thread::sleep(Duration::from_millis(10));
         }
         self.answered.fetch_add(requests.len(), Ordering::SeqCst);
-        requests
-            .iter()
-            .map(|_| Reply {
-                status: 200,
-                body: wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, b"ok"),
-            })
-            .collect()
+        replies(requests.len(), b"ok")
     }
     fn max_request_bytes(&self) -> usize {
         64 * 1024
@@ -52,31 +45,12 @@ impl Handler for Gate {
     }
 }
 
-async fn start(handler: Arc<Gate>) -> (pir_server::RunningServer, PublicKey) {
-    let key = SecretKey::generate().unwrap();
-    let mut options = ServerOptions::new("127.0.0.1:0".parse().unwrap());
+async fn start(handler: Arc<Gate>) -> Server {
+    let mut options = support::options();
     options.header_timeout = Duration::from_millis(800);
     options.body_timeout = Duration::from_millis(800);
     options.batch_window = Duration::ZERO;
-    let tls = pir_keys::tls::server_config(&key).unwrap();
-    let running = pir_server::start(handler, tls, options).await.unwrap();
-    (running, key.public())
-}
-
-async fn raw(
-    addr: std::net::SocketAddr,
-    key: PublicKey,
-) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    let connector = tokio_rustls::TlsConnector::from(pir_keys::tls::client_config(key).unwrap());
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    connector
-        .connect(pir_keys::tls::server_name(), tcp)
-        .await
-        .unwrap()
-}
-
-fn request() -> Vec<u8> {
-    wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[])
+    support::start(handler, options).await
 }
 
 fn post(body: &[u8]) -> Vec<u8> {
@@ -93,37 +67,21 @@ fn post(body: &[u8]) -> Vec<u8> {
 async fn a_100_continue_without_a_body_is_cut_off_at_the_body_timeout() {
     let gate = Arc::new(Gate::default());
     gate.open.store(true, Ordering::SeqCst);
-    let (running, key) = start(gate).await;
-    let mut stream = raw(running.addr, key).await;
-    stream
-        .write_all(
-            b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n",
-        )
-        .await
-        .unwrap();
-    let started = Instant::now();
-    let mut reply = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => break,
-            Ok(Ok(n)) => reply.extend_from_slice(&buf[..n]),
-            Err(_) => panic!("the connection was held for 10 s"),
-        }
-    }
-    let reply = String::from_utf8_lossy(&reply);
+    let server = start(gate).await;
+    let (reply, after) = server
+        .send_raw(b"POST /pir/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+        .await;
     assert!(reply.starts_with("HTTP/1.1 100 Continue"), "{reply}");
     assert!(reply.contains("HTTP/1.1 408"), "{reply}");
-    assert!(started.elapsed() < Duration::from_secs(5));
-    running.shutdown().await;
+    assert!(after < Duration::from_secs(5));
+    server.running.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_whose_client_hung_up_is_not_answered() {
     let gate = Arc::new(Gate::default());
-    let (running, key) = start(gate.clone()).await;
-    let url = format!("https://{}", running.addr);
-    let client = Arc::new(HttpsTransport::new(&[(url, key)]).unwrap());
+    let server = start(gate.clone()).await;
+    let client: Arc<HttpsTransport> = Arc::new(server.client());
     // The first request holds the batcher.
     let first = {
         let client = client.clone();
@@ -140,7 +98,7 @@ async fn a_request_whose_client_hung_up_is_not_answered() {
         "the first pass started"
     );
     // The second waits in the queue, and its client hangs up.
-    let mut quitter = raw(running.addr, key).await;
+    let mut quitter = server.raw().await;
     quitter.write_all(&post(&request())).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(quitter);
@@ -154,5 +112,5 @@ async fn a_request_whose_client_hung_up_is_not_answered() {
         2,
         "the request of the client that left was answered"
     );
-    running.shutdown().await;
+    server.running.shutdown().await;
 }

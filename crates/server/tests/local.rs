@@ -5,13 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use pir_server::local::{LocalOptions, RunningLocal};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// A listener whose handler answers "LEN BYTES" and counts its calls.
@@ -43,16 +45,7 @@ async fn exchange(addr: std::net::SocketAddr, request: &str) -> String {
 }
 
 async fn read_until_closed(stream: &mut TcpStream) -> String {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => break,
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-            Err(_) => panic!("the listener kept the connection for 10 s"),
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    support::read_until_closed(stream).await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,45 +6,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use pir_client::{HttpsTransport, Transport};
-use pir_core::wire::{self, MessageKind};
-use pir_core::SchemeId;
-use pir_keys::SecretKey;
-use pir_server::ServerOptions;
-use pir_service::{Handler, Metrics, Reply};
+use pir_client::Transport;
+use support::{request, Fixed};
 use tokio::io::AsyncWriteExt;
 
 const BODY: usize = 8 << 20;
 const BUDGET: usize = 16 << 20;
 const HOLDERS: usize = 12;
-
-struct Echo {
-    metrics: Metrics,
-}
-
-impl Handler for Echo {
-    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
-        requests
-            .iter()
-            .map(|_| Reply {
-                status: 200,
-                body: wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, b"ok"),
-            })
-            .collect()
-    }
-    fn max_request_bytes(&self) -> usize {
-        BODY
-    }
-    fn health(&self) -> String {
-        "ok\n".into()
-    }
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-}
 
 fn resident_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -57,26 +30,18 @@ static PAYLOAD: [u8; 64 * 1024] = [0x5a; 64 * 1024];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_large_bodies_stay_within_the_memory_budget() {
-    let key = SecretKey::generate().unwrap();
-    let mut options = ServerOptions::new("127.0.0.1:0".parse().unwrap());
+    let mut options = support::options();
     options.memory_budget = BUDGET;
     options.body_timeout = Duration::from_secs(30);
     options.header_timeout = Duration::from_secs(30);
     options.grace = Duration::from_millis(100);
-    let tls = pir_keys::tls::server_config(&key).unwrap();
-    let handler = Echo {
-        metrics: Metrics::default(),
-    };
-    let running = pir_server::start(Arc::new(handler), tls, options)
-        .await
-        .unwrap();
-    let client =
-        HttpsTransport::new(&[(format!("https://{}", running.addr), key.public())]).unwrap();
-    let small = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
-    client.exchange(0, small.clone(), 4096).await.unwrap();
+    let server = support::start(Arc::new(Fixed::new(BODY)), options).await;
+    let running = &server.running;
+    let client = server.client();
+    client.exchange(0, request(), 4096).await.unwrap();
     let before = resident_kib();
 
-    let config = pir_keys::tls::client_config(key.public()).unwrap();
+    let config = pir_keys::tls::client_config(server.key).unwrap();
     let mut holders = Vec::new();
     for _ in 0..HOLDERS {
         let connector = tokio_rustls::TlsConnector::from(config.clone());
@@ -136,5 +101,5 @@ async fn held_large_bodies_stay_within_the_memory_budget() {
     for holder in &holders {
         holder.abort();
     }
-    running.shutdown().await;
+    server.running.shutdown().await;
 }

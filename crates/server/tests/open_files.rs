@@ -4,41 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
+mod support;
+
 use std::sync::Arc;
 
-use pir_client::{HttpsTransport, Transport};
-use pir_core::wire::{self, MessageKind};
-use pir_core::SchemeId;
-use pir_keys::SecretKey;
+use pir_client::Transport;
 use pir_server::limits::FD_RESERVE;
-use pir_server::ServerOptions;
-use pir_service::{Handler, Metrics, Reply};
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-
-struct Echo {
-    metrics: Metrics,
-}
-
-impl Handler for Echo {
-    fn handle_many(&self, requests: &[&[u8]]) -> Vec<Reply> {
-        requests
-            .iter()
-            .map(|_| Reply {
-                status: 200,
-                body: wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, b"ok"),
-            })
-            .collect()
-    }
-    fn max_request_bytes(&self) -> usize {
-        4096
-    }
-    fn health(&self) -> String {
-        "ok\n".into()
-    }
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-}
+use support::{request, Fixed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caps_above_the_open_file_limit_are_lowered() {
@@ -54,24 +27,14 @@ async fn caps_above_the_open_file_limit_are_lowered() {
     )
     .expect("lower the soft open-file limit");
 
-    let key = SecretKey::generate().unwrap();
-    let options = ServerOptions::new("127.0.0.1:0".parse().unwrap());
+    let options = support::options();
     assert_eq!(options.max_connections, pir_server::DEFAULT_MAX_CONNECTIONS);
-    let tls = pir_keys::tls::server_config(&key).unwrap();
-    let handler = Echo {
-        metrics: Metrics::default(),
-    };
-    let running = pir_server::start(Arc::new(handler), tls, options)
-        .await
-        .unwrap();
-    let cap = running.max_connections();
+    let server = support::start(Arc::new(Fixed::new(4096)), options).await;
+    let cap = server.running.max_connections();
     assert!(cap <= 300 - FD_RESERVE, "cap {cap} under a limit of {soft}");
     assert!(cap >= 100, "cap {cap}: the room left is used");
     // It still serves.
-    let client =
-        HttpsTransport::new(&[(format!("https://{}", running.addr), key.public())]).unwrap();
-    let request = wire::encode_envelope(SchemeId::Control, MessageKind::ManifestRequest, &[]);
-    client.exchange(0, request, 4096).await.unwrap();
+    server.client().exchange(0, request(), 4096).await.unwrap();
 
     let mut local = pir_server::local::LocalOptions::new("127.0.0.1:0".parse().unwrap());
     local.max_connections = 100_000;
@@ -84,6 +47,6 @@ async fn caps_above_the_open_file_limit_are_lowered() {
     assert!(proxy.max_connections() >= 1);
 
     proxy.shutdown().await;
-    running.shutdown().await;
+    server.running.shutdown().await;
     setrlimit(Resource::Nofile, original).unwrap();
 }

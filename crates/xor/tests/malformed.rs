@@ -46,6 +46,45 @@ fn fixture() -> (Database, ChaCha20Rng) {
     (Database::random(shape, &mut rng), rng)
 }
 
+/// `answer` refuses `body` truncated anywhere (including inside the header), with a trailing
+/// byte, and beyond the bound of a query body for `db`'s shape.
+fn rejects_wrong_lengths(
+    answer: &dyn Fn(&[u8]) -> Result<Vec<u8>, Error>,
+    body: &[u8],
+    db: &Database,
+) {
+    for len in 0..body.len() {
+        assert!(
+            matches!(answer(&body[..len]), Err(Error::Truncated { .. })),
+            "len {len}"
+        );
+    }
+    let mut long = body.to_vec();
+    long.push(0);
+    assert!(matches!(
+        answer(&long),
+        Err(Error::TrailingBytes { count: 1 })
+    ));
+    long.resize(serve::max_query_body(db.shape()) + 1, 0);
+    assert!(matches!(answer(&long), Err(Error::Oversized { .. })));
+}
+
+/// `answer` refuses `body` with its block count set to `blocks` or its block size to
+/// `block_size` (each not the database's).
+fn rejects_wrong_shape(
+    answer: &dyn Fn(&[u8]) -> Result<Vec<u8>, Error>,
+    body: &[u8],
+    blocks: u64,
+    block_size: u32,
+) {
+    let mut bad = body.to_vec();
+    set_u64(&mut bad, BLOCK_COUNT, blocks);
+    assert!(matches!(answer(&bad), Err(Error::DatabaseMismatch(_))));
+    let mut bad = body.to_vec();
+    set_u32(&mut bad, BLOCK_SIZE, block_size);
+    assert!(matches!(answer(&bad), Err(Error::DatabaseMismatch(_))));
+}
+
 fn raid_bodies(db: &Database, rng: &mut ChaCha20Rng, mode: AnswerMode) -> (RaidPir, Vec<Vec<u8>>) {
     let raid = RaidPir::new(db.shape(), 4, 3, 6, mode).unwrap();
     let (queries, _) = raid.query(&[5], rng).unwrap();
@@ -62,30 +101,9 @@ fn raidpir_rejects_every_damage_class() {
             let answer = |bytes: &[u8]| serve::answer_body(&db, SchemeId::RaidPir, bytes);
             assert!(answer(body).is_ok(), "the undamaged body is accepted");
 
-            // Truncated anywhere, including inside the header.
-            for len in 0..body.len() {
-                assert!(
-                    matches!(answer(&body[..len]), Err(Error::Truncated { .. })),
-                    "len {len}"
-                );
-            }
-            // Trailing bytes, and a body beyond the bound for this shape.
-            let mut long = body.clone();
-            long.push(0);
-            assert!(matches!(
-                answer(&long),
-                Err(Error::TrailingBytes { count: 1 })
-            ));
-            long.resize(serve::max_query_body(db.shape()) + 1, 0);
-            assert!(matches!(answer(&long), Err(Error::Oversized { .. })));
-
+            rejects_wrong_lengths(&answer, body, &db);
             // Wrong shape.
-            let mut bad = body.clone();
-            set_u64(&mut bad, BLOCK_COUNT, 22);
-            assert!(matches!(answer(&bad), Err(Error::DatabaseMismatch(_))));
-            let mut bad = body.clone();
-            set_u32(&mut bad, BLOCK_SIZE, 128);
-            assert!(matches!(answer(&bad), Err(Error::DatabaseMismatch(_))));
+            rejects_wrong_shape(&answer, body, 22, 128);
             let mut bad = body.clone();
             set_u64(&mut bad, BLOCK_COUNT, u64::MAX);
             assert!(matches!(answer(&bad), Err(Error::DatabaseMismatch(_))));
@@ -150,23 +168,8 @@ fn chor_rejects_every_damage_class() {
         let body = chor.encode_query(query);
         let answer = |bytes: &[u8]| serve::answer_body(&db, SchemeId::Chor, bytes);
         assert!(answer(&body).is_ok());
-        for len in 0..body.len() {
-            assert!(matches!(answer(&body[..len]), Err(Error::Truncated { .. })));
-        }
-        let mut long = body.clone();
-        long.push(0);
-        assert!(matches!(
-            answer(&long),
-            Err(Error::TrailingBytes { count: 1 })
-        ));
-        long.resize(serve::max_query_body(db.shape()) + 1, 0);
-        assert!(matches!(answer(&long), Err(Error::Oversized { .. })));
-        let mut bad = body.clone();
-        set_u64(&mut bad, BLOCK_COUNT, 20);
-        assert!(matches!(answer(&bad), Err(Error::DatabaseMismatch(_))));
-        let mut bad = body.clone();
-        set_u32(&mut bad, BLOCK_SIZE, 0);
-        assert!(matches!(answer(&bad), Err(Error::DatabaseMismatch(_))));
+        rejects_wrong_lengths(&answer, &body, &db);
+        rejects_wrong_shape(&answer, &body, 20, 0);
         // B = 21: bits 21..24 of the last byte must be zero.
         let mut bad = body.clone();
         *bad.last_mut().unwrap() |= 0x20;

@@ -107,6 +107,18 @@ impl World {
         self.dir.path().join(name).to_string_lossy().into_owned()
     }
 
+    /// `pir mirror serve` of the release with key `KEY.key` on a free port of 127.0.0.1.
+    pub fn mirror_args(&self, key: &str) -> Vec<String> {
+        let mut args = vec!["mirror".to_string(), "serve".into(), "--release".into()];
+        args.extend([
+            self.path("release"),
+            "--key".into(),
+            self.path(&format!("{key}.key")),
+        ]);
+        args.extend(["--listen".into(), "127.0.0.1:0".into()]);
+        args
+    }
+
     /// A copy of the release directory under a new name.
     pub fn copy_release(&self, name: &str) -> PathBuf {
         let to = self.dir.path().join(name);
@@ -142,11 +154,9 @@ impl World {
 
 /// A `pir mirror serve` child process, killed on drop.
 pub struct Mirror {
-    child: Child,
+    process: Proc,
     pub url: String,
     pub legacy: Option<SocketAddr>,
-    /// The lines it prints after start-up.
-    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Mirror {
@@ -166,25 +176,11 @@ impl Mirror {
 
     /// Starts `pir mirror serve ARGS` (which must make it listen on a free port).
     pub fn start_with(args: &[&str]) -> Self {
-        let extra = args;
-        let mut child = pir()
-            .args(["mirror", "serve"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn mirror");
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next().expect("mirror printed nothing").unwrap();
-        let url = first
-            .split_whitespace()
-            .find(|w| w.starts_with("https://"))
-            .unwrap_or_else(|| panic!("no URL in {first:?}"))
-            .to_string();
+        let process = Proc::start(&[&["mirror", "serve"], args].concat(), "https://");
+        let url = process.url();
         let mut legacy = None;
-        if extra.contains(&"--legacy-http") {
-            let line = lines.next().unwrap().unwrap();
+        if args.contains(&"--legacy-http") {
+            let line = process.next_line();
             let addr = line
                 .split("http://")
                 .nth(1)
@@ -194,45 +190,22 @@ impl Mirror {
                 .unwrap();
             legacy = Some(addr.parse().unwrap());
         }
-        // Keep draining stdout so the child never blocks on a full pipe.
-        let (send, receive) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                let _ = send.send(line);
-            }
-        });
         Self {
-            child,
+            process,
             url,
             legacy,
-            lines: receive,
         }
     }
 
     /// Sends SIGHUP (reload the releases) and waits for the mirror to report the reload;
     /// returns its report line.
     pub fn hangup(&self) -> String {
-        let sent = Command::new("kill")
-            .args(["-HUP", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(sent.success(), "kill -HUP failed");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.starts_with("reload") => return line,
-                Ok(_) => continue,
-                Err(e) => panic!("no reload report within a minute: {e}"),
-            }
-        }
+        self.process.hangup()
     }
-}
 
-impl Mirror {
     /// Sends SIGTERM (what systemd and Kubernetes send) and returns the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
-        terminate(&mut self.child)
+        terminate(self.process.child_mut())
     }
 }
 
@@ -254,30 +227,41 @@ pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
     panic!("the server did not stop within a minute of SIGTERM");
 }
 
-impl Drop for Mirror {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A `pir` child process killed on drop; `addr` is the host:port after `prefix` (such as
 /// `https://`) in the first line it printed.
 pub struct Proc {
     child: Child,
     pub addr: String,
+    /// The first line it printed.
+    pub first_line: String,
+    /// The lines it prints after the first, read on a thread of their own so that the child
+    /// never blocks on a full pipe.
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Its whole standard error, read on a thread of its own, where the command piped it.
+    stderr: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Proc {
     /// Starts `pir ARGS` (which must make it listen on a free port and print its address on
-    /// its first line); its standard output keeps being drained so it never blocks.
+    /// its first line), its standard error discarded.
     pub fn start(args: &[&str], prefix: &str) -> Proc {
-        let mut child = pir()
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn pir");
+        let mut command = pir();
+        command.args(args).stderr(Stdio::null());
+        Proc::spawn(command, prefix)
+    }
+
+    /// Spawns `command` (a `pir` command line whose standard error the caller has set up) with
+    /// its standard output piped; as [`Proc::start`]. A piped standard error is read from the
+    /// start (a full pipe would stop the child), for [`Proc::stop`].
+    pub fn spawn(mut command: Command, prefix: &str) -> Proc {
+        let mut child = command.stdout(Stdio::piped()).spawn().expect("spawn pir");
+        let stderr = child.stderr.take().map(|mut err| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut err, &mut text).unwrap();
+                text
+            })
+        });
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first = lines.next().expect("printed nothing").unwrap();
         let addr = first
@@ -288,12 +272,63 @@ impl Proc {
             .next()
             .unwrap()
             .to_string();
-        std::thread::spawn(move || for _ in lines {});
-        Proc { child, addr }
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = send.send(line);
+            }
+        });
+        Proc {
+            child,
+            addr,
+            first_line: first,
+            lines: receive,
+            stderr,
+        }
     }
-}
 
-impl Proc {
+    /// Stops it with SIGTERM, asserts that it exited 0 and returns its standard error (empty
+    /// unless the command piped it).
+    pub fn stop(mut self) -> String {
+        let status = terminate(&mut self.child);
+        assert!(status.success(), "{status:?}");
+        self.stderr
+            .take()
+            .map(|reader| reader.join().unwrap())
+            .unwrap_or_default()
+    }
+
+    /// `https://` and its address.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The next line it prints (at most a minute's wait).
+    pub fn next_line(&self) -> String {
+        self.lines
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("no line within a minute")
+    }
+
+    /// Sends SIGHUP (reload) and waits for the line that reports the reload (at most a
+    /// minute); returns that line.
+    pub fn hangup(&self) -> String {
+        let sent = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -HUP failed");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with("reload") => return line,
+                Ok(_) => continue,
+                Err(e) => panic!("no reload report within a minute: {e}"),
+            }
+        }
+    }
+
     /// The child process (to signal it).
     pub fn child_mut(&mut self) -> &mut Child {
         &mut self.child
@@ -363,3 +398,140 @@ pub fn has_program(program: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success())
 }
+
+/// Asserts that `out` is a failure, without a panic, whose standard error contains `needle`;
+/// returns its standard error.
+pub fn fails_with(out: &Output, needle: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "succeeded: {out:?}");
+    assert!(stderr.contains(needle), "no {needle:?} in: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+/// The whole standard error of `child` (piped), read to its end.
+pub fn read_stderr(child: &mut Child) -> String {
+    let mut err = String::new();
+    let mut pipe = child.stderr.take().expect("standard error is piped");
+    std::io::Read::read_to_string(&mut pipe, &mut err).unwrap();
+    err
+}
+
+/// A temporary directory of one test, and the files most tests build in it.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    /// An empty directory with key pairs `NAME.key`/`NAME.pub` for each of `keys`.
+    pub fn with_keys(keys: &[&str]) -> Scratch {
+        let scratch = Scratch {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        for key in keys {
+            ok(&["keygen", "--out", &scratch.path(key)]);
+        }
+        scratch
+    }
+
+    /// A path inside the directory.
+    pub fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_string_lossy().into_owned()
+    }
+
+    /// Writes `list` (one password a line) to `DB.txt` and builds the breach database `DB`
+    /// from it; returns the database's path.
+    pub fn breach_db(&self, db: &str, list: &str) -> String {
+        let text = self.path(&format!("{db}.txt"));
+        std::fs::write(&text, list).unwrap();
+        ok(&[
+            "breach",
+            "build",
+            "--format",
+            "passwords",
+            &text,
+            "--out",
+            &self.path(db),
+            "--quiet",
+        ]);
+        self.path(db)
+    }
+
+    /// Writes `records` to `DB.bin` and builds the record database `DB` of `record_size`-byte
+    /// records from it; returns what `pir db build` printed.
+    pub fn records_db(&self, db: &str, records: &[u8], record_size: usize) -> String {
+        let bin = self.path(&format!("{db}.bin"));
+        std::fs::write(&bin, records).unwrap();
+        ok(&db_build_args(
+            &bin,
+            &record_size.to_string(),
+            &self.path(db),
+        ))
+    }
+
+    /// Writes `list` (one URL expression a line) to `DB.txt` and builds the Safe Browsing
+    /// database `DB` from it; returns the database's path.
+    pub fn safebrowsing_db(&self, db: &str, list: &str) -> String {
+        let text = self.path(&format!("{db}.txt"));
+        std::fs::write(&text, list).unwrap();
+        ok(&["safebrowsing", "build", &text, "--out", &self.path(db)]);
+        self.path(db)
+    }
+}
+
+/// `pir db build --records RECORDS --record-size SIZE --out OUT`.
+pub fn db_build_args<'a>(records: &'a str, record_size: &'a str, out: &'a str) -> [&'a str; 8] {
+    let size = "--record-size";
+    [
+        "db",
+        "build",
+        "--records",
+        records,
+        size,
+        record_size,
+        "--out",
+        out,
+    ]
+}
+
+/// The arguments of a server command `pir COMMAND... --db DB --server SERVER --key KEY
+/// --listen 127.0.0.1:0` (breach and Safe Browsing servers), then `extra`.
+pub fn serve_args<'a>(
+    command: &[&'a str],
+    db: &'a str,
+    server: &'a str,
+    key: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = command.to_vec();
+    args.extend([
+        "--db",
+        db,
+        "--server",
+        server,
+        "--key",
+        key,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    args.extend_from_slice(extra);
+    args
+}
+
+/// `pir serve --quiet` of the record databases `dbs` with `key` on a free port, `extra` flags
+/// appended.
+pub fn serve_records(dbs: &[&str], key: &str, extra: &[&str]) -> Proc {
+    Proc::start(&records_serve_args(dbs, key, extra), "https://")
+}
+
+/// The arguments of [`serve_records`].
+pub fn records_serve_args<'a>(dbs: &[&'a str], key: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["serve"];
+    args.extend(dbs.iter().flat_map(|db| ["--db", db]));
+    args.extend(["--key", key, "--listen", "127.0.0.1:0", "--quiet"]);
+    args.extend_from_slice(extra);
+    args
+}
+
+/// A few common passwords, one a line: the breach list most tests build.
+pub const PASSWORDS: &str = "123456\npassword\nqwerty\nletmein\n";
