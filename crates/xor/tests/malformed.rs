@@ -39,6 +39,9 @@ fn is_malformed(result: Result<Vec<u8>, Error>) -> bool {
     )
 }
 
+/// A server answering one query body.
+type Answerer<'a> = dyn Fn(&[u8]) -> Result<Vec<u8>, Error> + 'a;
+
 /// A database with 21 blocks (not a multiple of 8, so bit vectors have tail bits).
 fn fixture() -> (Database, ChaCha20Rng) {
     let mut rng = ChaCha20Rng::seed_from_u64(17);
@@ -48,11 +51,7 @@ fn fixture() -> (Database, ChaCha20Rng) {
 
 /// `answer` refuses `body` truncated anywhere (including inside the header), with a trailing
 /// byte, and beyond the bound of a query body for `db`'s shape.
-fn rejects_wrong_lengths(
-    answer: &dyn Fn(&[u8]) -> Result<Vec<u8>, Error>,
-    body: &[u8],
-    db: &Database,
-) {
+fn rejects_wrong_lengths(answer: &Answerer<'_>, body: &[u8], db: &Database) {
     for len in 0..body.len() {
         assert!(
             matches!(answer(&body[..len]), Err(Error::Truncated { .. })),
@@ -71,12 +70,7 @@ fn rejects_wrong_lengths(
 
 /// `answer` refuses `body` with its block count set to `blocks` or its block size to
 /// `block_size` (each not the database's).
-fn rejects_wrong_shape(
-    answer: &dyn Fn(&[u8]) -> Result<Vec<u8>, Error>,
-    body: &[u8],
-    blocks: u64,
-    block_size: u32,
-) {
+fn rejects_wrong_shape(answer: &Answerer<'_>, body: &[u8], blocks: u64, block_size: u32) {
     let mut bad = body.to_vec();
     set_u64(&mut bad, BLOCK_COUNT, blocks);
     assert!(matches!(answer(&bad), Err(Error::DatabaseMismatch(_))));
