@@ -10,6 +10,7 @@
 
 use std::process::ExitCode;
 
+use pir_records::command::KeyNotFound;
 use pir_updates::UpdateError;
 
 /// Exit code of `pir breach check` when the credential was found in the corpus.
@@ -20,11 +21,6 @@ pub const EVIDENCE_CHEATED: u8 = 6;
 
 /// Exit code of `pir evidence check` when the reply is not signed by the mirror's key.
 pub const EVIDENCE_NOT_SIGNED: u8 = 7;
-
-/// `pir get --lookup` found neither candidate slot holding the key.
-#[derive(Debug, thiserror::Error)]
-#[error("not found: key {0:?} is not in the database")]
-pub struct KeyNotFound(pub String);
 
 /// The top message of `error`, then each cause that no message before it already says.
 /// Many errors quote their cause (`"{path}: {source}"`) and also return it as their source,
@@ -50,7 +46,7 @@ pub fn report(error: &anyhow::Error) -> ExitCode {
         eprintln!("  caused by: {cause}");
     }
     if error.downcast_ref::<KeyNotFound>().is_some() {
-        return ExitCode::from(4);
+        return ExitCode::from(KeyNotFound::EXIT_CODE);
     }
     match error.downcast_ref::<UpdateError>() {
         Some(UpdateError::FetchFailed { evidence, .. }) => {

@@ -9,8 +9,6 @@ mod error;
 mod loadtest;
 mod mirror;
 mod oram;
-mod records;
-mod safebrowsing;
 mod schemes;
 
 use std::path::Path;
@@ -25,7 +23,7 @@ use pir_updates::fetch::SchemeChoice;
 use pir_updates::{release, Manifest, MirrorList};
 
 use crate::cli::{
-    Cli, Command, DbCommand, EvidenceCommand, MirrorCommand, MirrorListCommand, ReleaseCommand,
+    Cli, Command, EvidenceCommand, MirrorCommand, MirrorListCommand, ReleaseCommand,
     SchemeArg,
 };
 
@@ -62,7 +60,14 @@ async fn run(command: Command) -> Result<ExitCode> {
         return oram::run(command).await.map(|()| ExitCode::SUCCESS);
     }
     if let Command::Safebrowsing(command) = command {
-        return safebrowsing::run(command).await.map(|()| ExitCode::SUCCESS);
+        return pir_safebrowsing::command::run(command)
+            .await
+            .map(|()| ExitCode::SUCCESS);
+    }
+    if let Command::Records(command) = command {
+        return pir_records::command::run(command)
+            .await
+            .map(|()| ExitCode::SUCCESS);
     }
     if let Command::Apt(apt_command) = &command {
         return match apt_command {
@@ -79,8 +84,8 @@ async fn run(command: Command) -> Result<ExitCode> {
 
 async fn run_other(command: Command) -> Result<()> {
     match command {
-        Command::Breach(_) | Command::Oram(_) | Command::Safebrowsing(_) => {
-            bail!("internal: breach, oram and safebrowsing commands are dispatched by run")
+        Command::Breach(_) | Command::Oram(_) | Command::Safebrowsing(_) | Command::Records(_) => {
+            bail!("internal: breach, oram, safebrowsing and records commands are dispatched by run")
         }
         Command::Demo(args) => demo::run(args).await,
         Command::Completions { shell } => {
@@ -248,9 +253,6 @@ async fn run_other(command: Command) -> Result<()> {
             }
             Ok(())
         }
-        Command::Db(DbCommand::Build(args)) => records::build(&args),
-        Command::Serve(args) => records::serve(&args).await,
-        Command::Get(args) => records::get(&args).await,
         Command::Bench(args) if args.oram => oram::bench(args).await,
         Command::Bench(args) => bench::bench(&args),
         Command::Loadtest(args) => loadtest::run(&args).await,
@@ -317,16 +319,6 @@ fn show_release(dir: &Path, vendor_pub: Option<&Path>) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// A progress bar over a download of `what` (bytes; hidden when stderr is not a terminal
-/// and with `--log-format json`).
-fn byte_bar(what: &str) -> indicatif::ProgressBar {
-    pir_host::log::progress(
-        &format!("{what} {{bar:40}} {{bytes}}/{{total_bytes}} {{eta}} left"),
-        0,
-        false,
-    )
 }
 
 /// `pir evidence check`: verifies the local release copy (every block against the signed

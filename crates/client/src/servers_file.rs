@@ -7,8 +7,34 @@
 //! https://HOST:PORT HEX-ED25519-KEY      (server 1)
 //! ```
 //! Blank lines and lines starting with `#` are ignored.
+//!
+//! On the command line a server is `--server https://HOST:PORT=SERVER.pub` ([`server_arg`]).
 
-use pir_keys::PublicKey;
+use std::path::Path;
+
+use pir_keys::{KeyError, PublicKey};
+
+/// A `--server` argument that is not `URL=SERVER.pub`, or whose key file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerArgError {
+    /// No `=SERVER.pub` after the URL.
+    #[error("--server {0}: expected https://HOST:PORT=SERVER.pub (the server's public key file)")]
+    NoKeyFile(String),
+    /// The public key file.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// Parses a `--server https://HOST:PORT=SERVER.pub` argument (the form every client command
+/// and servers file takes) and loads the public key file: the URL and the key its TLS and
+/// answers must be signed with.
+pub fn server_arg(arg: &str) -> Result<(String, PublicKey), ServerArgError> {
+    let (url, key_path) = arg
+        .split_once('=')
+        .ok_or_else(|| ServerArgError::NoKeyFile(arg.to_string()))?;
+    let key = PublicKey::load(Path::new(key_path))?;
+    Ok((url.to_string(), key))
+}
 
 /// The text of a servers file with first line `header` for `servers` (URL and key, server 0
 /// first); exactly `count` servers.
