@@ -67,7 +67,10 @@ fn the_profile_holds_the_prefs_and_replaces_an_older_user_js() {
     );
     write_firefox_profile(&profile, "http://[::1]:9000").unwrap();
     let text = std::fs::read_to_string(&user_js).unwrap();
-    assert!(text.contains("\"http://[::1]:9000/v4/fullHashes:find"), "{text}");
+    assert!(
+        text.contains("\"http://[::1]:9000/v4/fullHashes:find"),
+        "{text}"
+    );
     assert!(!text.contains("localhost"), "the old user.js is replaced");
 }
 

@@ -23,8 +23,7 @@ use pir_updates::fetch::SchemeChoice;
 use pir_updates::{release, Manifest, MirrorList};
 
 use crate::cli::{
-    Cli, Command, EvidenceCommand, MirrorCommand, MirrorListCommand, ReleaseCommand,
-    SchemeArg,
+    Cli, Command, EvidenceCommand, MirrorCommand, MirrorListCommand, ReleaseCommand, SchemeArg,
 };
 
 fn main() -> ExitCode {

@@ -91,7 +91,11 @@ pub fn served_by(header: &DbHeader, wanted: Option<LatticeSchemeArg>) -> Result<
     }
     let unfit: Vec<String> = fits
         .iter()
-        .filter_map(|(arg, fit)| fit.as_ref().err().map(|why| format!("{}: {why}", arg.name())))
+        .filter_map(|(arg, fit)| {
+            fit.as_ref()
+                .err()
+                .map(|why| format!("{}: {why}", arg.name()))
+        })
         .collect();
     if serving.is_empty() {
         let why = fits.iter().find_map(|(_, fit)| fit.as_ref().err());
@@ -111,7 +115,11 @@ pub fn served_by(header: &DbHeader, wanted: Option<LatticeSchemeArg>) -> Result<
     Ok(if unfit.is_empty() {
         format!("served by: {}", listed.join(", "))
     } else {
-        format!("served by: {} (not {})", listed.join(", "), unfit.join("; "))
+        format!(
+            "served by: {} (not {})",
+            listed.join(", "),
+            unfit.join("; ")
+        )
     })
 }
 
@@ -166,7 +174,9 @@ mod tests {
             "{error}"
         );
         assert!(
-            error.ends_with("build it with --scheme simplepir and serve it with `pir serve --scheme simplepir`"),
+            error.ends_with(
+                "build it with --scheme simplepir and serve it with `pir serve --scheme simplepir`"
+            ),
             "{error}"
         );
     }

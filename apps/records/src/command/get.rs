@@ -39,7 +39,10 @@ pub(super) async fn get(args: &GetArgs) -> Result<()> {
         Err(other) => return Err(other.into()),
     };
     // `--out -` is standard output, as no `--out` at all.
-    let out = args.out.as_ref().filter(|path| path.as_path() != Path::new("-"));
+    let out = args
+        .out
+        .as_ref()
+        .filter(|path| path.as_path() != Path::new("-"));
     if args.json {
         return report_json(&session, &what, &found, out);
     }
@@ -139,7 +142,10 @@ mod tests {
         assert_eq!(database_version(&"ab".repeat(32)).unwrap(), [0xab; 32]);
         for bad in ["ab", "zz", &"ab".repeat(33)] {
             let error = database_version(bad).unwrap_err().to_string();
-            assert!(error.contains("a database version is 64 hex digits"), "{error}");
+            assert!(
+                error.contains("a database version is 64 hex digits"),
+                "{error}"
+            );
         }
     }
 }

@@ -10,8 +10,8 @@ mod build;
 mod get;
 mod serve;
 
-pub use args::{DbBuildArgs, DbCommand, GetArgs, LatticeSchemeArg, RecordsCommand, ServeArgs};
 pub use args::ServeSettings;
+pub use args::{DbBuildArgs, DbCommand, GetArgs, LatticeSchemeArg, RecordsCommand, ServeArgs};
 pub use build::served_by;
 
 /// `pir get --lookup`: neither candidate slot holds the key. The binary exits with

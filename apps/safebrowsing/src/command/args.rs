@@ -215,7 +215,11 @@ mod tests {
     fn the_file_gives_the_settings_and_flags_override_it() {
         let file = "db = \"sb.db\"\nserver = 0\nkey = \"s.key\"\nlisten = \"127.0.0.1:1\"\n";
         let settings = resolve(file, &[]).unwrap();
-        assert_eq!(settings.db, Path::new("/etc/pir/sb.db"), "relative to the file");
+        assert_eq!(
+            settings.db,
+            Path::new("/etc/pir/sb.db"),
+            "relative to the file"
+        );
         assert_eq!(settings.server, 0);
         let settings = resolve(file, &["--server", "1", "--db", "other.db"]).unwrap();
         assert_eq!((settings.server, settings.db), (1, "other.db".into()));
@@ -225,7 +229,13 @@ mod tests {
     fn a_third_server_is_refused() {
         let file = "db = \"sb.db\"\nserver = 2\nkey = \"s.key\"\nlisten = \"127.0.0.1:1\"\n";
         let error = resolve(file, &[]).unwrap_err().to_string();
-        assert!(error.contains("server must be 0 (offline) or 1 (online), not 2"), "{error}");
-        assert!(resolve(file, &["--server", "2"]).is_err(), "the flag is bounded by clap");
+        assert!(
+            error.contains("server must be 0 (offline) or 1 (online), not 2"),
+            "{error}"
+        );
+        assert!(
+            resolve(file, &["--server", "2"]).is_err(),
+            "the flag is bounded by clap"
+        );
     }
 }

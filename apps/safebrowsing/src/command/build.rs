@@ -124,7 +124,10 @@ mod tests {
         // 20 new entries, 10 gone: one new small bucket, looked up by DPF.
         let (db, _, step) = old.update(&hosts(10..1020)).unwrap();
         let line = update_summary(&db, &step);
-        assert!(line.starts_with("version 2 of list \"test\": 20 added, 10 removed;"), "{line}");
+        assert!(
+            line.starts_with("version 1 of list \"test\": 20 added, 10 removed;"),
+            "{line}"
+        );
         assert!(line.contains("hints for 0 records"), "{line}");
         assert!(line.contains("looks up 20 by DPF"), "{line}");
     }
@@ -147,6 +150,6 @@ mod tests {
     fn a_database_summary_names_its_buckets() {
         let (db, report) = ListDatabase::build_with("test", &hosts(0..300), Some(256)).unwrap();
         let line = database_summary(Path::new("sb.db"), &db, &report);
-        assert!(line.starts_with("database sb.db (list \"test\", version 1): 300 full hashes from 300 entries (0 duplicates)"), "{line}");
+        assert!(line.starts_with("database sb.db (list \"test\", version 0): 300 full hashes from 300 entries (0 duplicates)"), "{line}");
     }
 }

@@ -88,7 +88,10 @@ mod tests {
         ];
         let text = servers_file(&servers).unwrap();
         assert!(text.starts_with("pir-safebrowsing-servers-v1\n"));
-        assert!(text.contains(&format!("https://127.0.0.1:8472 {}\n", hex::encode([2; 32]))));
+        assert!(text.contains(&format!(
+            "https://127.0.0.1:8472 {}\n",
+            hex::encode([2; 32])
+        )));
         let read = pir_client::servers_file::parse(SERVERS_HEADER, 2, "test", &text).unwrap();
         assert_eq!(read[0].0, "https://127.0.0.1:8471");
         assert_eq!(read[1].1, PublicKey([2; 32]));
@@ -98,6 +101,9 @@ mod tests {
     fn a_servers_file_needs_exactly_two_servers() {
         let one = vec![("https://127.0.0.1:8471".to_string(), PublicKey([1; 32]))];
         let error = format!("{:#}", servers_file(&one).unwrap_err());
-        assert!(error.contains("server 0 (offline), then server 1"), "{error}");
+        assert!(
+            error.contains("server 0 (offline), then server 1"),
+            "{error}"
+        );
     }
 }

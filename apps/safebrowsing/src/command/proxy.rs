@@ -120,6 +120,9 @@ mod tests {
         let old = dir.path().join("old.state");
         std::fs::write(&old, b"hints").unwrap();
         let error = state_dir(Path::new("sb.servers"), Some(&old)).unwrap_err();
-        assert!(error.to_string().contains("--state is a directory now"), "{error}");
+        assert!(
+            error.to_string().contains("--state is a directory now"),
+            "{error}"
+        );
     }
 }
