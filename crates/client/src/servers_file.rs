@@ -8,31 +8,29 @@
 //! ```
 //! Blank lines and lines starting with `#` are ignored.
 //!
-//! On the command line a server is `--server https://HOST:PORT=SERVER.pub` ([`server_arg`]).
-
-use std::path::Path;
+//! Also the one server named on a command line, `https://HOST:PORT=SERVER.pub` ([`parse_arg`]).
 
 use pir_keys::{KeyError, PublicKey};
 
-/// A `--server` argument that is not `URL=SERVER.pub`, or whose key file cannot be read.
+/// Why a `--server URL=SERVER.pub` argument was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerArgError {
-    /// No `=SERVER.pub` after the URL.
+    /// No `=` between the URL and the key file.
     #[error("--server {0}: expected https://HOST:PORT=SERVER.pub (the server's public key file)")]
-    NoKeyFile(String),
-    /// The public key file.
+    Form(String),
+    /// The key file cannot be read or is not a public key.
     #[error(transparent)]
     Key(#[from] KeyError),
 }
 
 /// Parses a `--server https://HOST:PORT=SERVER.pub` argument (the form every client command
-/// and servers file takes) and loads the public key file: the URL and the key its TLS and
-/// answers must be signed with.
-pub fn server_arg(arg: &str) -> Result<(String, PublicKey), ServerArgError> {
+/// takes) and loads the public key file: the URL, and the key its TLS and answers must be
+/// signed with.
+pub fn parse_arg(arg: &str) -> Result<(String, PublicKey), ServerArgError> {
     let (url, key_path) = arg
         .split_once('=')
-        .ok_or_else(|| ServerArgError::NoKeyFile(arg.to_string()))?;
-    let key = PublicKey::load(Path::new(key_path))?;
+        .ok_or_else(|| ServerArgError::Form(arg.to_string()))?;
+    let key = PublicKey::load(std::path::Path::new(key_path))?;
     Ok((url.to_string(), key))
 }
 
@@ -96,4 +94,18 @@ pub fn parse(
         ));
     }
     Ok(servers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_argument_needs_its_key_file() {
+        let refused = parse_arg("https://127.0.0.1:1").unwrap_err();
+        assert!(matches!(refused, ServerArgError::Form(_)));
+        assert!(refused.to_string().contains("HOST:PORT=SERVER.pub"));
+        let missing = parse_arg("https://127.0.0.1:1=/nonexistent/server.pub").unwrap_err();
+        assert!(matches!(missing, ServerArgError::Key(_)));
+    }
 }

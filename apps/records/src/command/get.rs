@@ -16,7 +16,7 @@ use crate::lookup::{self, Found, LookupError, Query};
 pub(super) async fn get(args: &GetArgs) -> Result<()> {
     let (url, key) = match &args.server_pub {
         Some(path) => (args.server.clone(), PublicKey::load(path)?),
-        None => pir_client::servers_file::server_arg(&args.server)?,
+        None => pir_client::servers_file::parse_arg(&args.server)?,
     };
     let cache = args
         .cache_dir

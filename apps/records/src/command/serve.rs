@@ -13,20 +13,11 @@ use crate::lookup;
 
 /// `pir serve`: resolves the settings, then prints them (`--print-config`) or serves.
 pub(super) async fn serve(args: &ServeArgs) -> Result<()> {
-    let Some(settings) = pir_host::settings::load::<ServeSettings, _>(
-        args.config.as_deref(),
-        args,
-        args.print_config,
-    )?
-    else {
-        return Ok(());
-    };
-    let host = pir_host::Host::new(&settings.common)?;
-    let kind = Databases {
-        settings,
-        quiet: args.quiet,
-    };
-    pir_host::serve(host, kind).await
+    let (config, quiet) = (args.config.as_deref(), args.quiet);
+    pir_host::serve_command(config, args, args.print_config, |settings| {
+        Ok(Databases { settings, quiet })
+    })
+    .await
 }
 
 /// `pir serve` as a server kind: its databases are the versions, routed by their version,

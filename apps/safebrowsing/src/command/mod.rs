@@ -66,7 +66,7 @@ fn write_servers(args: &SbServersArgs) -> Result<()> {
     let servers = args
         .servers
         .iter()
-        .map(|arg| Ok(pir_client::servers_file::server_arg(arg)?))
+        .map(|arg| Ok(pir_client::servers_file::parse_arg(arg)?))
         .collect::<Result<Vec<_>>>()?;
     let text = servers_file(&servers)?;
     pir_fs::write_atomic_bytes(&args.out, text.as_bytes())

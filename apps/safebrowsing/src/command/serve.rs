@@ -15,17 +15,17 @@ use crate::list::ListDatabase;
 /// `pir safebrowsing serve`: resolves the settings, then prints them (`--print-config`) or
 /// serves.
 pub(super) async fn serve(flags: SbServeArgs) -> Result<()> {
-    let Some(settings) = pir_host::settings::load::<SbServeSettings, _>(
-        flags.config.as_deref(),
+    let config = flags.config.as_deref();
+    pir_host::serve_command(
+        config,
         &flags,
         flags.print_config,
-    )?
-    else {
-        return Ok(());
-    };
-    let host = pir_host::Host::new(&settings.common)?;
-    let role = Role::of(usize::from(settings.server))?;
-    pir_host::serve(host, Buckets { settings, role }).await
+        |settings: SbServeSettings| {
+            let role = Role::of(usize::from(settings.server))?;
+            Ok(Buckets { settings, role })
+        },
+    )
+    .await
 }
 
 /// One Checklist service per bucket of `list` (those served already, `at.served`, are reused).

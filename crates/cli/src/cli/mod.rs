@@ -299,5 +299,5 @@ pub struct KeygenArgs {
 /// and servers file takes) and loads the public key file: the URL and the key its TLS and
 /// answers must be signed with.
 pub fn parse_server(arg: &str) -> anyhow::Result<(String, pir_keys::PublicKey)> {
-    Ok(pir_client::servers_file::server_arg(arg)?)
+    Ok(pir_client::servers_file::parse_arg(arg)?)
 }
