@@ -15,11 +15,15 @@
 //!   runnable example over an in-process server).
 //! - [`serve::prepare`]: a database opened for `pir serve`, its offline work loaded or
 //!   computed and saved (progress and notes go to the caller, which logs them).
+//! - [`command`]: `pir db build`, `pir serve` and `pir get`: their flags, the single server as
+//!   a server kind on `pir-host`, and the lookup's output (file, standard output, JSON).
 //!
-//! What it does not do: no sockets of its own and no PIR scheme (`pir-service` and
+//! What it does not do: no network code of its own (the HTTPS runtime is `pir-host`'s, the
+//! session `pir-client`'s) and no PIR scheme (`pir-service` and
 //! `pir-client` run the lattice schemes over [`RecordDb::payload`]); no updates in place
 //! (rebuild and serve the new file: its version changes, and clients download the new hint).
 
+pub mod command;
 pub mod cuckoo;
 pub mod format;
 pub mod lookup;

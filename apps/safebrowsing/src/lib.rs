@@ -14,11 +14,15 @@
 //! - [`local`]: the whole local proxy ([`LocalProxy`]): list index and private-lookup sessions
 //!   (through `pir-client`), refreshes, and the browser's requests answered as plain `http`
 //!   requests, with what a web page could send refused.
+//! - [`command`]: `pir safebrowsing build|serve|servers|proxy|firefox-profile`: their flags,
+//!   the two servers as a server kind on `pir-host`, the local proxy on `pir-server`'s bounded
+//!   loopback listener, the servers file and the Firefox profile.
 //!
-//! What it does not do: no PIR scheme of its own and no listening socket (the servers, the
-//! client session and the loopback HTTP listener live in `pir-service`, `pir-client` and
-//! `pir-server`, which the `pir` binary joins).
+//! What it does not do: no PIR scheme of its own and no network code of its own (the
+//! services, the client sessions, the HTTPS runtime and the loopback HTTP listener are
+//! `pir-service`'s, `pir-client`'s and `pir-server`'s).
 
+pub mod command;
 pub mod list;
 pub mod local;
 pub mod proto;

@@ -11,12 +11,8 @@
 
 use std::process::ExitCode;
 
+use pir_records::command::KeyNotFound;
 use pir_updates::UpdateError;
-
-/// `pir get --lookup` found neither candidate slot holding the key.
-#[derive(Debug, thiserror::Error)]
-#[error("not found: key {0:?} is not in the database")]
-pub struct KeyNotFound(pub String);
 
 /// The top message of `error`, then each cause that no message before it already says.
 /// Many errors quote their cause (`"{path}: {source}"`) and also return it as their source,
@@ -48,7 +44,7 @@ pub fn report(error: &anyhow::Error) -> ExitCode {
 /// The exit code for `error`; adds the lines that say where evidence was kept.
 fn exit_code(error: &anyhow::Error, details: &mut Vec<String>) -> ExitCode {
     if error.downcast_ref::<KeyNotFound>().is_some() {
-        return ExitCode::from(4);
+        return ExitCode::from(KeyNotFound::EXIT_CODE);
     }
     match error.downcast_ref::<UpdateError>() {
         Some(UpdateError::FetchFailed { evidence, .. }) => {

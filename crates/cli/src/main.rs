@@ -1,9 +1,8 @@
-//! The `pir` binary: parse flags, build a validated configuration, call the libraries, map
-//! errors to messages and exit codes. See `cli.rs` for the commands.
+//! The `pir` binary: parse flags, set up logging and the async runtime, hand each command to
+//! the library that carries it out, and map errors to messages and exit codes. The commands'
+//! flags and logic live in the applications' `command` modules (see `cli` for the list).
 
 mod error;
-mod records;
-mod safebrowsing;
 mod schemes;
 
 use std::path::Path;
@@ -13,10 +12,9 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use pir_breach::command::BreachCommand;
 use pir_cli::cli;
-use pir_host::log::human;
 use pir_keys::{PublicKey, SecretKey};
 
-use crate::cli::{Cli, Command, DbCommand};
+use crate::cli::{Cli, Command, KeygenArgs};
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
@@ -43,72 +41,55 @@ fn main() -> ExitCode {
     }
 }
 
+/// Carries out `command`: the applications' commands in their libraries, the rest here.
 async fn run(command: Command) -> Result<ExitCode> {
-    if let Command::Breach(command) = command {
-        return match command {
-            BreachCommand::Bench(args) => pir_bench::breach::command::run(&args)
-                .await
-                .map(|()| ExitCode::SUCCESS),
-            command => pir_breach::command::run(command).await,
-        };
-    }
-    if let Command::Oram(command) = command {
-        return pir_blockstore::command::run(command)
-            .await
-            .map(|()| ExitCode::SUCCESS);
-    }
-    if let Command::Safebrowsing(command) = command {
-        return safebrowsing::run(command).await.map(|()| ExitCode::SUCCESS);
-    }
-    if let Command::Updates(command) = command {
-        return pir_updates::command::run(command).await;
-    }
-    run_other(command).await.map(|()| ExitCode::SUCCESS)
-}
-
-async fn run_other(command: Command) -> Result<()> {
-    match command {
-        Command::Breach(_) | Command::Oram(_) | Command::Safebrowsing(_) => {
-            bail!("internal: breach, oram and safebrowsing commands are dispatched by run")
-        }
+    let done = match command {
+        Command::Updates(command) => return pir_updates::command::run(command).await,
+        Command::Breach(BreachCommand::Bench(args)) => pir_bench::breach::command::run(&args).await,
+        Command::Breach(command) => return pir_breach::command::run(command).await,
         Command::Demo(args) => pir_updates::command::demo::run(args).await,
+        Command::Records(command) => pir_records::command::run(command).await,
+        Command::Oram(command) => pir_blockstore::command::run(command).await,
+        Command::Safebrowsing(command) => pir_safebrowsing::command::run(command).await,
+        Command::Bench(args) => pir_bench::command::bench(args).await,
+        Command::Loadtest(args) => pir_bench::command::loadtest(args).await,
+        Command::Schemes { markdown } => schemes::run(markdown),
+        Command::Keygen(args) => keygen(&args),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut command, "pir", &mut script);
             write_stdout(&script)
         }
-        Command::Schemes { markdown } => schemes::run(markdown),
         Command::Man => {
             let page = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
             let mut roff = Vec::new();
             page.render(&mut roff).context("rendering the man page")?;
             write_stdout(&roff)
         }
-        Command::Keygen(args) => match (&args.out, &args.show_pin) {
-            (Some(out), _) => keygen(out),
-            (None, Some(public)) => {
-                let key = PublicKey::load(public)?;
-                println!("{}", key.tls_pin());
-                eprintln!(
-                    "curl --insecure --pinnedpubkey {} https://HOST:PORT/metrics  (--insecure \
-                     skips certificate authorities; the pin checks the server)",
-                    key.tls_pin()
-                );
-                Ok(())
-            }
-            (None, None) => anyhow::bail!("give --out NAME or --show-pin KEY.pub"),
-        },
-        Command::Db(DbCommand::Build(args)) => records::build(&args),
-        Command::Serve(args) => records::serve(&args).await,
-        Command::Get(args) => records::get(&args).await,
-        Command::Bench(args) => pir_bench::command::bench(args).await,
-        Command::Loadtest(args) => pir_bench::command::loadtest(args).await,
-        Command::Updates(_) => bail!("internal: the updates commands are dispatched by run"),
+    };
+    done.map(|()| ExitCode::SUCCESS)
+}
+
+/// `pir keygen`: a new key pair, or the TLS pin of a public key.
+fn keygen(args: &KeygenArgs) -> Result<()> {
+    match (&args.out, &args.show_pin) {
+        (Some(out), _) => new_key_pair(out),
+        (None, Some(public)) => {
+            let key = PublicKey::load(public)?;
+            println!("{}", key.tls_pin());
+            eprintln!(
+                "curl --insecure --pinnedpubkey {} https://HOST:PORT/metrics  (--insecure \
+                 skips certificate authorities; the pin checks the server)",
+                key.tls_pin()
+            );
+            Ok(())
+        }
+        (None, None) => bail!("give --out NAME or --show-pin KEY.pub"),
     }
 }
 
-fn keygen(out: &Path) -> Result<()> {
+fn new_key_pair(out: &Path) -> Result<()> {
     let key = SecretKey::generate()?;
     let secret = out.with_extension("key");
     let public = out.with_extension("pub");
@@ -129,16 +110,6 @@ fn keygen(out: &Path) -> Result<()> {
         key.public().fingerprint()
     );
     Ok(())
-}
-
-/// A progress bar over a download of `what` (bytes; hidden when stderr is not a terminal
-/// and with `--log-format json`).
-fn byte_bar(what: &str) -> indicatif::ProgressBar {
-    pir_host::log::progress(
-        &format!("{what} {{bar:40}} {{bytes}}/{{total_bytes}} {{eta}} left"),
-        0,
-        false,
-    )
 }
 
 /// Writes `bytes` to standard output; a reader that went away early is not an error.

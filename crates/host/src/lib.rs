@@ -54,7 +54,9 @@ pub mod log;
 pub mod serve;
 pub mod settings;
 
-pub use serve::{serve, serve_static, Change, Host, Kind, Opening, Started, Versions};
+pub use serve::{
+    serve, serve_command, serve_static, Change, Host, Kind, Opening, Started, Versions,
+};
 pub use settings::{Common, CommonArgs, LimitArgs, OneOrMany, Settings};
 
 /// `tracing`, for [`status!`] in crates that do not depend on it.

@@ -209,6 +209,27 @@ pub async fn serve<K: Kind>(host: Host, kind: K) -> Result<()> {
     Ok(())
 }
 
+/// The whole of a server command: its settings resolved from the `--config` file at `config`
+/// and its `flags` (with `print_config`, printed as a config file instead, and nothing
+/// served), then the server kind `kind` makes of them [`serve`]d.
+pub async fn serve_command<S, F, K>(
+    config: Option<&std::path::Path>,
+    flags: &F,
+    print_config: bool,
+    kind: impl FnOnce(S) -> Result<K>,
+) -> Result<()>
+where
+    S: crate::Settings,
+    F: serde::Serialize,
+    K: Kind,
+{
+    let Some(settings) = crate::settings::load::<S, F>(config, flags, print_config)? else {
+        return Ok(());
+    };
+    let host = Host::new(settings.common())?;
+    serve(host, kind(settings)?).await
+}
+
 /// Serves one fixed `handler` (no versions, no reload) until SIGTERM or Ctrl-C, printing
 /// what `lines` says once it listens. `what` names the server in errors.
 pub async fn serve_static<H: Handler + ?Sized>(

@@ -1,4 +1,5 @@
-//! The flags of `pir safebrowsing build|serve|servers|proxy|firefox-profile`.
+//! The flags of `pir safebrowsing build|serve|servers|proxy|firefox-profile`, and the
+//! settings of `serve` (flags and its `--config` file merged by `pir-host`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -92,18 +93,23 @@ pub struct SbServeArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=1))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<u16>,
+    // The flags every server shares; their help is on each flag.
+    #[allow(missing_docs)]
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: super::CommonArgs,
+    pub common: pir_host::CommonArgs,
 }
 
 /// The settings of `pir safebrowsing serve` after defaults, file and flags are merged.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SbServeSettings {
+    /// The database (from `pir safebrowsing build`).
     pub db: PathBuf,
+    /// This server's position: 0 (offline server) or 1 (online server).
     pub server: u16,
+    /// What every server shares (key, listen, workers, limits...).
     #[serde(flatten)]
-    pub common: super::Common,
+    pub common: pir_host::Common,
 }
 
 impl pir_host::Settings for SbServeSettings {
@@ -111,7 +117,7 @@ impl pir_host::Settings for SbServeSettings {
     const PATHS: &'static [&'static str] = &["db"];
 
     fn defaults() -> toml::Table {
-        super::Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS)
+        pir_host::Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS)
     }
 
     fn validate(&self) -> anyhow::Result<()> {
@@ -124,7 +130,7 @@ impl pir_host::Settings for SbServeSettings {
         Ok(())
     }
 
-    fn common(&self) -> &super::Common {
+    fn common(&self) -> &pir_host::Common {
         &self.common
     }
 }
@@ -183,4 +189,53 @@ pub struct SbFirefoxArgs {
     /// The profile directory to write (created if missing; an existing user.js is replaced).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        serve: SbServeArgs,
+    }
+
+    fn resolve(file: &str, flags: &[&str]) -> anyhow::Result<SbServeSettings> {
+        let flags = Flags::try_parse_from([&["serve"], flags].concat())?;
+        let path = Path::new("/etc/pir/sb.toml");
+        pir_host::settings::resolve_text(Some((file, path)), &flags.serve)
+    }
+
+    #[test]
+    fn the_file_gives_the_settings_and_flags_override_it() {
+        let file = "db = \"sb.db\"\nserver = 0\nkey = \"s.key\"\nlisten = \"127.0.0.1:1\"\n";
+        let settings = resolve(file, &[]).unwrap();
+        assert_eq!(
+            settings.db,
+            Path::new("/etc/pir/sb.db"),
+            "relative to the file"
+        );
+        assert_eq!(settings.server, 0);
+        let settings = resolve(file, &["--server", "1", "--db", "other.db"]).unwrap();
+        assert_eq!((settings.server, settings.db), (1, "other.db".into()));
+    }
+
+    #[test]
+    fn a_third_server_is_refused() {
+        let file = "db = \"sb.db\"\nserver = 2\nkey = \"s.key\"\nlisten = \"127.0.0.1:1\"\n";
+        let error = resolve(file, &[]).unwrap_err().to_string();
+        assert!(
+            error.contains("server must be 0 (offline) or 1 (online), not 2"),
+            "{error}"
+        );
+        assert!(
+            resolve(file, &["--server", "2"]).is_err(),
+            "the flag is bounded by clap"
+        );
+    }
 }
