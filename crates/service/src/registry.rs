@@ -97,13 +97,17 @@ impl fmt::Display for Security {
                 quantum,
                 estimator,
                 ..
-            } => write!(
-                f,
-                "{classical} bits classical, {quantum} quantum (core-SVP cost of the best \
-                 primal or dual attack, docs/security.md): below the 128 bits the papers \
-                 claim, which are the lattice estimator's cost model (about {estimator} bits \
-                 in it by the same script)"
-            ),
+            } => {
+                if *classical < 128 {
+                    f.write_str("below 128 bits: ")?;
+                }
+                write!(
+                    f,
+                    "{classical} bits classical, {quantum} quantum (core-SVP, the cheaper of \
+                     the primal and dual attacks; {estimator} in the lattice estimator's cost \
+                     model, the one behind the papers' 128 bits; docs/security.md)"
+                )
+            }
         }
     }
 }
@@ -465,6 +469,8 @@ pub fn text() -> String {
     wrap_into(&mut out, OBLIVIOUS_STORAGE_PURPOSE, 4);
     out.push_str("  privacy:\n");
     wrap_into(&mut out, OBLIVIOUS_STORAGE, 4);
+    out.push_str("  security:\n");
+    wrap_into(&mut out, OBLIVIOUS_STORAGE_SECURITY, 4);
     out.push('\n');
     wrap_into(&mut out, MIRRORS_LEARN, 0);
     out

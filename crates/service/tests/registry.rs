@@ -182,7 +182,10 @@ fn registry_security_levels_are_the_estimates() {
             entry.name
         );
         assert!(
-            entry.security.to_string().contains(&format!("{classical} bits")),
+            entry
+                .security
+                .to_string()
+                .contains(&format!("{classical} bits")),
             "{}",
             entry.name
         );
