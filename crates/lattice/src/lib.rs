@@ -1,6 +1,7 @@
 //! `pir-lattice`: single-server PIR from LWE: SimplePIR and DoublePIR (Henzinger et al., USENIX
-//! Security 2023), with `n = 1024`, `q = 2^32`, `σ = 6.4` (128-bit security) and decoding
-//! failures below `2^-40` per entry. Notation: [`notation`].
+//! Security 2023), with `n = 1024`, `q = 2^32`, `σ = 6.4` (the paper's 128 bits; 94 bits
+//! core-SVP, `docs/security.md`) and decoding failures below `2^-40` per entry. Notation:
+//! [`notation`].
 //!
 //! Main types:
 //! - [`Params`]: the database shape (records, record size, `ℓ × m` matrix, `p`), laid out

@@ -10,7 +10,7 @@ use pir_core::{Error, SchemeId};
 use pir_keys::{PublicKey, SecretKey};
 use pir_server::ServerOptions;
 use pir_service::conformance::{self, Client, Deployment, Exchange, Fixture};
-use pir_service::registry::{Family, SchemeEntry, Servers};
+use pir_service::registry::{Family, SchemeEntry, Security, Servers};
 use pir_service::reply::{self, Expect};
 use pir_service::{framing, Backend, Handler, Refusal, SignedService};
 use rand::CryptoRng;
@@ -145,6 +145,7 @@ fn entry(deploy: pir_service::conformance::Deploy) -> SchemeEntry {
         servers: Servers::Exactly(1),
         purpose: "showing how a scheme is added",
         assumption: "none: the client downloads every record",
+        security: Security::InformationTheoretic,
         // No server command serves it.
         served_by: &[],
         deploy,

@@ -59,6 +59,59 @@ impl fmt::Display for Servers {
     }
 }
 
+/// How strong a scheme's privacy is against servers within its assumption, as `pir schemes`
+/// states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Security {
+    /// No computational assumption: privacy holds against servers of unbounded power.
+    InformationTheoretic,
+    /// AES-128 used as a pseudorandom generator: 128 bits.
+    Aes128,
+    /// A lattice assumption: the core-SVP cost, in bits, of the cheaper of the primal and dual
+    /// attacks on the weakest parameter set the scheme publishes. `sets` name the rows of
+    /// `docs/security.md` (computed by `benches/security_estimate.py`); a test checks these
+    /// numbers against that table.
+    CoreSvp {
+        /// Classical core-SVP bits (`0.292 β`).
+        classical: u32,
+        /// Quantum core-SVP bits (`0.265 β`).
+        quantum: u32,
+        /// The same primal attack in the lattice estimator's cost model
+        /// (`0.292 β + 16.4 + log2 8D`), the one behind the papers' "128-bit" claims.
+        estimator: u32,
+        /// The parameter sets (rows of `docs/security.md`) the scheme publishes.
+        sets: &'static [&'static str],
+    },
+}
+
+impl fmt::Display for Security {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Security::InformationTheoretic => {
+                f.write_str("information-theoretic (no computational assumption)")
+            }
+            Security::Aes128 => f.write_str("128 bits (AES-128 as a pseudorandom generator)"),
+            Security::CoreSvp {
+                classical,
+                quantum,
+                estimator,
+                ..
+            } => {
+                if *classical < 128 {
+                    f.write_str("below 128 bits: ")?;
+                }
+                write!(
+                    f,
+                    "{classical} bits classical, {quantum} quantum (core-SVP, the cheaper of \
+                     the primal and dual attacks; {estimator} in the lattice estimator's cost \
+                     model, the one behind the papers' 128 bits; docs/security.md)"
+                )
+            }
+        }
+    }
+}
+
 /// The server commands of the `pir` binary that answer PIR queries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerKind {
@@ -119,6 +172,8 @@ pub struct SchemeEntry {
     /// What must hold for the servers to learn nothing, in words a user understands (a
     /// lower-case clause with no final full stop, so that it reads after "privacy: NAME: ").
     pub assumption: &'static str,
+    /// How strong that assumption is (`docs/security.md` for the lattice schemes).
+    pub security: Security,
     /// The server commands that may serve it.
     pub served_by: &'static [ServerKind],
     /// A small deployment of it for the conformance harness.
@@ -126,9 +181,15 @@ pub struct SchemeEntry {
 }
 
 /// The LWE parameters of SimplePIR and DoublePIR (and of YPIR's first layer).
-const LWE: &str = "learning with errors (LWE) is hard at n = 1024, q = 2^32, σ = 6.4 (128-bit \
-                   security); then the server learns nothing about which record or key you \
+const LWE: &str = "learning with errors (LWE) is hard at n = 1024, q = 2^32, σ = 6.4; then the server learns nothing about which record or key you \
                    asked for, and nothing is assumed about it or any other server";
+
+/// The LWE set of SimplePIR, DoublePIR and YPIR's first layer (a row of `docs/security.md`).
+const LWE_SET: &str = "LWE n=1024, q=2^32";
+/// YPIR's first layer: the same numbers over a ring.
+const RLWE_1024: &str = "RLWE d=1024, q=2^32";
+/// YPIR's second layer and packing keys, YPIR+SP's query.
+const RLWE_2048: &str = "RLWE d=2048, q=q2";
 
 /// The schemes this build serves, in the order users read them.
 pub const STANDARD: &[SchemeEntry] = &[
@@ -141,6 +202,7 @@ pub const STANDARD: &[SchemeEntry] = &[
                   simplest scheme, one bit per block of the release to each mirror",
         assumption: "as long as at least one of the mirrors asked does not collude with the \
                      others, none of them learns which file you fetched",
+        security: Security::InformationTheoretic,
         served_by: &[ServerKind::Mirror],
         deploy: conformance::deploy_chor,
     },
@@ -154,6 +216,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         assumption: "as long as no r of the mirrors asked collude, none of them learns which \
                      file you fetched (r is the redundancy; by default 3 mirrors and r = 2: no \
                      two of them collude)",
+        security: Security::Aes128,
         served_by: &[ServerKind::Mirror],
         deploy: conformance::deploy_raid_pir,
     },
@@ -168,6 +231,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         assumption: "as long as the two servers asked do not collude, neither learns which \
                      record you asked for (each receives one DPF key, pseudorandom under AES: \
                      128-bit security)",
+        security: Security::Aes128,
         served_by: &[ServerKind::Mirror, ServerKind::SafeBrowsing],
         deploy: conformance::deploy_dpf,
     },
@@ -183,6 +247,7 @@ pub const STANDARD: &[SchemeEntry] = &[
                      you asked for: for `pir breach check`, nothing about the credential or \
                      the bucket it falls in (the server holding the blinding key sees only a \
                      uniformly random point)",
+        security: Security::Aes128,
         served_by: &[ServerKind::Breach],
         deploy: conformance::deploy_qdp,
     },
@@ -200,6 +265,7 @@ pub const STANDARD: &[SchemeEntry] = &[
                      random (pseudorandom under AES); they do learn that a lookup happened, \
                      and the proxy on your machine sees your prefixes in the clear, so it \
                      listens on loopback only",
+        security: Security::Aes128,
         served_by: &[ServerKind::SafeBrowsing],
         deploy: conformance::deploy_checklist,
     },
@@ -212,6 +278,12 @@ pub const STANDARD: &[SchemeEntry] = &[
                   fastest answers; a hint to download once per database version that grows \
                   with the square root of the database",
         assumption: LWE,
+        security: Security::CoreSvp {
+            classical: 94,
+            quantum: 86,
+            estimator: 125,
+            sets: &[LWE_SET],
+        },
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_simple_pir,
     },
@@ -224,6 +296,12 @@ pub const STANDARD: &[SchemeEntry] = &[
                   doublepir`): a 16 MiB hint whatever the database size, records of at most \
                   64 to 72 bytes, slower answers",
         assumption: LWE,
+        security: Security::CoreSvp {
+            classical: 94,
+            quantum: 86,
+            estimator: 125,
+            sets: &[LWE_SET],
+        },
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_double_pir,
     },
@@ -236,12 +314,17 @@ pub const STANDARD: &[SchemeEntry] = &[
                   --scheme ypir`): queries under 1 MB, answers of 12.5 KB per packed \
                   ciphertext",
         assumption: "LWE is hard at n = 1024, q = 2^32, σ = 6.4 (first layer) and ring-LWE at \
-                     d = 2048, q = 268369921 × 249561089, σ = 6.4, ternary secret (second \
-                     layer); then the server learns nothing about which record or key you \
-                     asked for. Caution: the paper presents these ring parameters as 128-bit, \
-                     they were not re-estimated here, and their modulus, log2 q = 55.9, is \
-                     above the 54 bits that the HE security standard's table (at σ = 3.2) \
-                     allows for 128-bit security at d = 2048",
+                     d = 2048, q = 268369921 × 249561089 (log2 q = 55.9), σ = 6.4, ternary \
+                     secret (second layer and packing keys); then the server learns nothing \
+                     about which record or key you asked for. The ring set's estimate, 96 bits \
+                     core-SVP, is 2 bits below the HE security standard's own 128-bit set at \
+                     d = 2048 (log2 q = 54, σ = 3.2) by the same script",
+        security: Security::CoreSvp {
+            classical: 94,
+            quantum: 86,
+            estimator: 125,
+            sets: &[RLWE_1024, RLWE_2048],
+        },
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir,
     },
@@ -254,11 +337,14 @@ pub const STANDARD: &[SchemeEntry] = &[
                   download (chosen by `pir serve --scheme ypir` from the record size): \
                   answers of about 12 KB per 4 KiB of record",
         assumption: "ring-LWE is hard at YPIR's second-layer parameters (d = 2048, q = \
-                     268369921 × 249561089, σ = 6.4, ternary secret); then the server learns \
-                     nothing about which record or key you asked for. Caution: as for YPIR, \
-                     these parameters were not re-estimated here, and log2 q = 55.9 is above \
-                     the 54 bits that the HE security standard's table (at σ = 3.2) allows for \
-                     128-bit security at d = 2048",
+                     268369921 × 249561089, log2 q = 55.9, σ = 6.4, ternary secret); then the \
+                     server learns nothing about which record or key you asked for",
+        security: Security::CoreSvp {
+            classical: 96,
+            quantum: 87,
+            estimator: 127,
+            sets: &[RLWE_2048],
+        },
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir_sp,
     },
@@ -270,6 +356,10 @@ pub const OBLIVIOUS_STORAGE: &str = "the client (your machine, its STATE and STA
      trusted; the stores are not. Each store sees sealed slots, which slot numbers are read and \
      written, and when: that pattern has the same distribution whatever you read or write. A \
      store that changes, swaps or rolls back data is detected";
+
+/// How strong oblivious storage's sealing is.
+const OBLIVIOUS_STORAGE_SECURITY: &str = "at least 128 bits (AES-256-GCM sealing); the access \
+     pattern hides what you do by randomness alone, with no computational assumption";
 
 /// What oblivious storage is for.
 const OBLIVIOUS_STORAGE_PURPOSE: &str = "a disk on stores you do not trust (`pir oram`), hiding \
@@ -350,6 +440,7 @@ pub fn help() -> String {
         );
         wrap_into(&mut out, &title, 2);
         wrap_into(&mut out, entry.assumption, 6);
+        wrap_into(&mut out, &format!("Security: {}.", entry.security), 6);
     }
     out.push_str("  Oblivious storage (pir oram, not PIR):\n");
     wrap_into(&mut out, OBLIVIOUS_STORAGE, 6);
@@ -358,7 +449,8 @@ pub fn help() -> String {
     out
 }
 
-/// What `pir schemes` prints: every scheme's name, family, servers, purpose and assumption.
+/// What `pir schemes` prints: every scheme's name, family, servers, purpose, assumption and
+/// security level.
 pub fn text() -> String {
     let mut out = String::new();
     for entry in STANDARD {
@@ -370,12 +462,16 @@ pub fn text() -> String {
         wrap_into(&mut out, entry.purpose, 4);
         out.push_str("  privacy:\n");
         wrap_into(&mut out, entry.assumption, 4);
+        out.push_str("  security:\n");
+        wrap_into(&mut out, &entry.security.to_string(), 4);
         out.push('\n');
     }
     out.push_str("Oblivious storage (pir oram; not PIR)\n  for:\n");
     wrap_into(&mut out, OBLIVIOUS_STORAGE_PURPOSE, 4);
     out.push_str("  privacy:\n");
     wrap_into(&mut out, OBLIVIOUS_STORAGE, 4);
+    out.push_str("  security:\n");
+    wrap_into(&mut out, OBLIVIOUS_STORAGE_SECURITY, 4);
     out.push('\n');
     wrap_into(&mut out, MIRRORS_LEARN, 0);
     out
@@ -384,24 +480,27 @@ pub fn text() -> String {
 /// The README's privacy table (`pir schemes --markdown`), without the markers around it.
 pub fn markdown() -> String {
     let mut out = String::from(
-        "| scheme | family | servers | what it is for | what must hold for privacy |\n\
-         |---|---|---|---|---|\n",
+        "| scheme | family | servers | what it is for | what must hold for privacy | security \
+         level |\n\
+         |---|---|---|---|---|---|\n",
     );
     for entry in STANDARD {
         out.push_str(&format!(
-            "| **{}** (`{}`) | {} | {} | {} | {} |\n",
+            "| **{}** (`{}`) | {} | {} | {} | {} | {} |\n",
             entry.name,
             entry.id.name(),
             entry.family.name(),
             entry.servers,
             sentence(entry.purpose),
-            sentence(entry.assumption)
+            sentence(entry.assumption),
+            sentence(&entry.security.to_string())
         ));
     }
     out.push_str(&format!(
-        "| **Oblivious storage** (`pir oram`) | not PIR | 1 or more stores | {} | {} |\n",
+        "| **Oblivious storage** (`pir oram`) | not PIR | 1 or more stores | {} | {} | {} |\n",
         sentence(OBLIVIOUS_STORAGE_PURPOSE),
-        sentence(OBLIVIOUS_STORAGE)
+        sentence(OBLIVIOUS_STORAGE),
+        sentence(OBLIVIOUS_STORAGE_SECURITY)
     ));
     out
 }

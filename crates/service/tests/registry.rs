@@ -122,3 +122,73 @@ fn the_readme_privacy_table_is_the_registry() {
          schemes markers with the output of `pir schemes --markdown`"
     );
 }
+
+/// The cells of the row of `docs/security.md`'s table whose first cell is `set`.
+fn security_row(doc: &str, set: &str) -> Vec<String> {
+    let row = doc
+        .lines()
+        .find(|line| line.starts_with(&format!("| {set} |")))
+        .unwrap_or_else(|| panic!("docs/security.md has no row for {set}"));
+    row.trim_matches('|')
+        .split('|')
+        .map(|cell| cell.trim().trim_matches('*').to_string())
+        .collect()
+}
+
+#[test]
+fn registry_security_levels_are_the_estimates() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/security.md");
+    let doc = std::fs::read_to_string(path).unwrap();
+    let mut lattice = 0;
+    for entry in registry::standard() {
+        let registry::Security::CoreSvp {
+            classical,
+            quantum,
+            estimator,
+            sets,
+        } = entry.security
+        else {
+            assert_ne!(
+                entry.family,
+                registry::Family::SingleServer,
+                "{} is a lattice scheme without a lattice estimate",
+                entry.name
+            );
+            continue;
+        };
+        lattice += 1;
+        assert!(!sets.is_empty(), "{} names no parameter set", entry.name);
+        // The scheme is as strong as its weakest set: columns "core-SVP bits C / Q" (12th)
+        // and "estimator model" (13th).
+        let mut weakest: Option<(u32, u32, u32)> = None;
+        for set in sets {
+            let cells = security_row(&doc, set);
+            assert_eq!(cells.len(), 13, "{set}: {cells:?}");
+            let (c, q) = cells[11].split_once(" / ").unwrap();
+            let bits = (
+                c.parse::<u32>().unwrap(),
+                q.parse::<u32>().unwrap(),
+                cells[12].parse::<u32>().unwrap(),
+            );
+            weakest = Some(match weakest {
+                Some(w) if w.0 <= bits.0 => w,
+                _ => bits,
+            });
+        }
+        assert_eq!(
+            weakest,
+            Some((classical, quantum, estimator)),
+            "{}: the registry's bits differ from docs/security.md",
+            entry.name
+        );
+        assert!(
+            entry
+                .security
+                .to_string()
+                .contains(&format!("{classical} bits")),
+            "{}",
+            entry.name
+        );
+    }
+    assert_eq!(lattice, 4, "SimplePIR, DoublePIR, YPIR and YPIR+SP");
+}

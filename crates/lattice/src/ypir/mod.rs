@@ -36,9 +36,9 @@
 //!   uniform one). The structured `A1` makes it ring-LWE over a power-of-two modulus, as in
 //!   YPIR.
 //! - Second layer: `d = 2048`, `log2 q2 = 55.9`, `σ = 6.4`, ternary secret: YPIR's parameters,
-//!   which Menon and Wu present as 128-bit; not re-estimated here (no lattice estimator in
-//!   this workplace). The HE standard's table, with `σ = 3.2`, lists `log2 q = 54` for 128
-//!   bits at `d = 2048`; the doubled `σ` is what the last two bits rest on.
+//!   which Menon and Wu present as 128-bit. By core-SVP (`docs/security.md`,
+//!   `benches/security_estimate.py`) they have 96 bits classical, 87 quantum, 2 bits below the
+//!   HE standard's 128-bit set at `d = 2048` by the same script; the first layer has 94.
 //! - Correctness, `2^-40` per query: the rescaling error of step 2 is `r_T + <r_H, s1>` with
 //!   `r` uniform in `[-1/2, 1/2]`: standard deviation `0.29 · 6.4 · 32 = 59`; the first layer's
 //!   noise after rescaling at most `2^17 / 2^14 = 8` for `m <= 2^18` ([`MAX_COLUMNS`]);
