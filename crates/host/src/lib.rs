@@ -35,6 +35,7 @@
 //! | `max_connections` | 4096 | connections open at once |
 //! | `header_timeout_seconds` | 30 | time for a request's headers (and idle keep-alive) |
 //! | `body_timeout_seconds` | 30 | time for a request's body |
+//! | `memory_budget_mib` | 256 | MiB of request bodies held at once, over all connections |
 //!
 //! Signals: SIGHUP opens the databases again (what is already served is reused; what the new
 //! version dropped is retired, then dropped after `retire_seconds`; a failed reload changes

@@ -232,6 +232,10 @@ pub fn with_limits(mut defaults: toml::Table) -> toml::Table {
             "body_timeout_seconds",
             pir_server::DEFAULT_BODY_TIMEOUT.as_secs() as i64,
         ),
+        (
+            "memory_budget_mib",
+            (pir_server::DEFAULT_MEMORY_BUDGET >> 20) as i64,
+        ),
     ];
     for (name, value) in bounds {
         defaults.insert(name.to_string(), toml::Value::Integer(value));
@@ -239,21 +243,31 @@ pub fn with_limits(mut defaults: toml::Table) -> toml::Table {
     defaults
 }
 
-/// Puts resolved connection bounds into `options` (each at least 1).
+/// The most `memory_budget_mib` accepts: 1 TiB of request bodies held at once.
+pub const MAX_MEMORY_BUDGET_MIB: u64 = 1 << 20;
+
+/// Puts resolved connection and memory bounds into `options` (each at least 1; the memory
+/// budget at most [`MAX_MEMORY_BUDGET_MIB`]).
 pub fn apply_limits(
     options: &mut pir_server::ServerOptions,
     max_connections: usize,
     header_timeout_seconds: u64,
     body_timeout_seconds: u64,
+    memory_budget_mib: u64,
 ) -> Result<()> {
     if max_connections == 0 || header_timeout_seconds == 0 || body_timeout_seconds == 0 {
         bail!(
             "max_connections, header_timeout_seconds and body_timeout_seconds must be at least 1"
         );
     }
+    if !(1..=MAX_MEMORY_BUDGET_MIB).contains(&memory_budget_mib) {
+        bail!("memory_budget_mib must be between 1 and {MAX_MEMORY_BUDGET_MIB}");
+    }
     options.max_connections = max_connections;
     options.header_timeout = Duration::from_secs(header_timeout_seconds);
     options.body_timeout = Duration::from_secs(body_timeout_seconds);
+    options.memory_budget = usize::try_from(memory_budget_mib << 20)
+        .context("memory_budget_mib does not fit this machine's address space")?;
     Ok(())
 }
 
@@ -295,6 +309,11 @@ pub struct LimitArgs {
     #[arg(long, value_name = "SECONDS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body_timeout_seconds: Option<u64>,
+    /// MiB of request bodies held in memory at once, over all connections (default 256,
+    /// never below the largest valid body); a body that does not fit waits, then gets 503.
+    #[arg(long, value_name = "MIB")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_budget_mib: Option<u64>,
 }
 
 /// The flags every server takes ([`Common`] once resolved), flattened into each kind's flags.
@@ -371,6 +390,8 @@ pub struct Common {
     pub header_timeout_seconds: u64,
     /// Time for a request's body, seconds.
     pub body_timeout_seconds: u64,
+    /// Request bodies held at once, MiB.
+    pub memory_budget_mib: u64,
 }
 
 /// Default [`Common::retire_seconds`] of servers whose requests are short (single lookups).
@@ -390,6 +411,7 @@ impl Common {
         "max_connections",
         "header_timeout_seconds",
         "body_timeout_seconds",
+        "memory_budget_mib",
     ];
 
     /// The common fields that hold paths.
@@ -428,6 +450,9 @@ impl Common {
         if self.batch_window_ms > 1000 {
             bail!("batch_window_ms must be at most 1000");
         }
+        if !(1..=MAX_MEMORY_BUDGET_MIB).contains(&self.memory_budget_mib) {
+            bail!("memory_budget_mib must be between 1 and {MAX_MEMORY_BUDGET_MIB}");
+        }
         if self.max_connections == 0
             || self.header_timeout_seconds == 0
             || self.body_timeout_seconds == 0
@@ -456,6 +481,7 @@ impl Common {
             self.max_connections,
             self.header_timeout_seconds,
             self.body_timeout_seconds,
+            self.memory_budget_mib,
         )?;
         Ok(options)
     }
@@ -547,6 +573,25 @@ mod tests {
         let options = s.common.options().unwrap();
         assert_eq!(options.workers, 3);
         assert_eq!(options.max_connections, 9);
+    }
+
+    #[test]
+    fn the_memory_budget_is_a_setting() {
+        let (_dir, path) = file("db = \"a\"\nkey = \"k\"\nlisten = \"127.0.0.1:1\"\n");
+        let s = resolve(&path, &Flags::default()).unwrap();
+        assert_eq!(
+            s.common.options().unwrap().memory_budget,
+            pir_server::DEFAULT_MEMORY_BUDGET,
+            "the runtime's default"
+        );
+        let (_dir, path) =
+            file("db = \"a\"\nkey = \"k\"\nlisten = \"127.0.0.1:1\"\nmemory_budget_mib = 64\n");
+        let s = resolve(&path, &Flags::default()).unwrap();
+        assert_eq!(s.common.options().unwrap().memory_budget, 64 << 20);
+        let mut flags = Flags::default();
+        flags.common.limits.memory_budget_mib = Some(0);
+        let e = resolve(&path, &flags).unwrap_err().to_string();
+        assert!(e.contains("memory_budget_mib"), "{e}");
     }
 
     #[test]

@@ -149,7 +149,7 @@ pub struct OramNbdArgs {
 pub struct OramStoreArgs {
     /// TOML file with any of: dir, owner and the settings every server takes (key, listen,
     /// grace_seconds, admin_listen, max_connections, header_timeout_seconds,
-    /// body_timeout_seconds, ...: the flag names with `_`; flags win).
+    /// body_timeout_seconds, memory_budget_mib, ...: the flag names with `_`; flags win).
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,

@@ -154,7 +154,7 @@ pub struct BreachServeArgs {
     /// TOML file with any of: db, server, key, listen, blinding_key, qdp_policy, qdp_queue,
     /// seed_state, workers, four_russians, batch_window_ms, max_batch, grace_seconds,
     /// retire_seconds, admin_listen, max_connections, header_timeout_seconds,
-    /// body_timeout_seconds.
+    /// body_timeout_seconds, memory_budget_mib.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,

@@ -197,8 +197,9 @@ pub struct ServerPlan<'a> {
     pub admin_listen: Option<SocketAddr>,
     /// Group size of a four-Russians table of this server's flip chunk, if any.
     pub four_russians: Option<usize>,
-    /// Connection bounds: most connections, header and body timeouts in seconds.
-    pub limits: (usize, u64, u64),
+    /// Connection and memory bounds: most connections, header and body timeouts in seconds,
+    /// MiB of request bodies held at once.
+    pub limits: (usize, u64, u64, u64),
 }
 
 impl<'a> ServerPlan<'a> {
@@ -227,6 +228,7 @@ impl<'a> ServerPlan<'a> {
                 common.max_connections,
                 common.header_timeout_seconds,
                 common.body_timeout_seconds,
+                common.memory_budget_mib,
             ),
         }
     }
@@ -251,6 +253,7 @@ impl<'a> ServerPlan<'a> {
                 pir_server::DEFAULT_MAX_CONNECTIONS,
                 pir_server::DEFAULT_HEADER_TIMEOUT.as_secs(),
                 pir_server::DEFAULT_BODY_TIMEOUT.as_secs(),
+                (pir_server::DEFAULT_MEMORY_BUDGET >> 20) as u64,
             ),
         }
     }
@@ -263,12 +266,13 @@ impl<'a> ServerPlan<'a> {
         }
         options.grace = self.grace;
         options.admin_listen = self.admin_listen;
-        let (max_connections, header_timeout, body_timeout) = self.limits;
+        let (max_connections, header_timeout, body_timeout, memory_budget_mib) = self.limits;
         pir_host::settings::apply_limits(
             &mut options,
             max_connections,
             header_timeout,
             body_timeout,
+            memory_budget_mib,
         )?;
         Ok(options)
     }

@@ -85,7 +85,7 @@ pub enum LatticeSchemeArg {
 pub struct ServeArgs {
     /// TOML file with any of: db, scheme, key, listen, workers, batch_window_ms, max_batch,
     /// grace_seconds, retire_seconds, admin_listen, max_connections, header_timeout_seconds,
-    /// body_timeout_seconds.
+    /// body_timeout_seconds, memory_budget_mib.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,

@@ -76,7 +76,7 @@ pub struct SbBuildArgs {
 pub struct SbServeArgs {
     /// TOML file with any of: db, server, key, listen, workers, batch_window_ms, max_batch,
     /// grace_seconds, admin_listen, retire_seconds (default 60), max_connections,
-    /// header_timeout_seconds, body_timeout_seconds.
+    /// header_timeout_seconds, body_timeout_seconds, memory_budget_mib.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,

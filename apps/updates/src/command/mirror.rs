@@ -56,7 +56,7 @@ pub struct MirrorServeArgs {
     /// TOML file with any of: release (a path or a list), retire_seconds, key, listen,
     /// legacy_http, admin_listen, workers, skip_verify, batch_window_ms, max_batch,
     /// grace_seconds, four_russians, four_russians_memory_gib, lock_in_ram, max_connections,
-    /// header_timeout_seconds, body_timeout_seconds.
+    /// header_timeout_seconds, body_timeout_seconds, memory_budget_mib.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,

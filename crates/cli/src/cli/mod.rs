@@ -1,4 +1,5 @@
-//! Command-line flags. Parsing only: every command is carried out in `main.rs` by the library.
+//! Command-line flags: the top level and the list of commands. Parsing only; `main.rs` hands
+//! each command to its application.
 
 use std::path::PathBuf;
 
@@ -75,7 +76,9 @@ pub enum Command {
     /// Private software updates: `release`, `mirror`, `mirror-list`, `fetch`, `evidence`, `apt`.
     #[command(flatten)]
     Updates(pir_updates::command::UpdatesCommand),
-    // `pir db build`, `pir serve` and `pir get` (their help is on each).
+    // `pir db build`, `pir serve` and `pir get` (their help is on each; a doc comment here
+    // would replace it).
+    #[allow(missing_docs)]
     #[command(flatten)]
     Records(RecordsCommand),
     /// Measure server speed against this machine's memory bandwidth.
