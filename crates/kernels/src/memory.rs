@@ -249,6 +249,22 @@ fn parse_cache_size(text: &str) -> Option<usize> {
         .filter(|&b| b > 0)
 }
 
+/// Returns free heap memory to the system (glibc's `malloc_trim`): a server calls it after
+/// many connections closed, so their buffers do not stay counted against it. Here because
+/// this crate holds the workspace's `unsafe` code.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn release_free_memory() {
+    // SAFETY: malloc_trim takes no pointers; it only walks glibc's own arenas, under their
+    // locks, and is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Other allocators return memory on their own.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn release_free_memory() {}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -118,25 +118,10 @@ pub(crate) async fn janitor(counts: Arc<Connections>, mut stopped: watch::Receiv
         let closed = counts.closed.load(Ordering::Relaxed);
         if closed.wrapping_sub(trimmed_at) >= TRIM_AFTER_CLOSED {
             trimmed_at = closed;
-            let _ = tokio::task::spawn_blocking(release_free_memory).await;
+            let _ = tokio::task::spawn_blocking(pir_kernels::memory::release_free_memory).await;
         }
     }
 }
-
-/// Returns free heap memory to the system (glibc's `malloc_trim`).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
-fn release_free_memory() {
-    // SAFETY: malloc_trim takes no pointers; it only walks glibc's own arenas, under their
-    // locks, and is safe to call from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Other allocators return memory on their own.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn release_free_memory() {}
 
 /// One open connection, as the accept loop sees it: whether a request is being answered on
 /// it, and how to tell it to close.
