@@ -14,7 +14,10 @@
 //! body decoder checks every length against the parameters before allocating anything.
 //! Malformed input is an [`Error`], never a panic.
 
+// The checked reader and writer live with the codec trait; every format uses them through
+// this path too.
 use crate::codec::Codec;
+pub use crate::codec::{Reader, Writer};
 use crate::{Error, SchemeId};
 
 /// First bytes of every message.
@@ -249,122 +252,6 @@ pub fn encode_error(code: ErrorCode, message: &str) -> Vec<u8> {
 pub fn decode_error(body: &[u8]) -> Result<(u16, String), Error> {
     let ErrorBody { code, message } = ErrorBody::from_bytes(body, &())?;
     Ok((code, message))
-}
-
-/// Appends little-endian integers and bytes to a buffer.
-#[derive(Debug, Default)]
-pub struct Writer {
-    buf: Vec<u8>,
-}
-
-impl Writer {
-    /// An empty writer with room for `capacity` bytes.
-    pub fn with_capacity(capacity: usize) -> Self {
-        Self {
-            buf: Vec::with_capacity(capacity),
-        }
-    }
-    /// Appends one byte.
-    pub fn u8(&mut self, v: u8) {
-        self.buf.push(v);
-    }
-    /// Appends a u16, little-endian.
-    pub fn u16(&mut self, v: u16) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-    }
-    /// Appends a u32, little-endian.
-    pub fn u32(&mut self, v: u32) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-    }
-    /// Appends a u64, little-endian.
-    pub fn u64(&mut self, v: u64) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-    }
-    /// Appends raw bytes.
-    pub fn bytes(&mut self, v: &[u8]) {
-        self.buf.extend_from_slice(v);
-    }
-    /// Appends a u16 length and then the bytes (callers keep `v` under 64 KiB).
-    pub fn short_bytes(&mut self, v: &[u8]) {
-        self.u16(u16::try_from(v.len()).unwrap_or(u16::MAX));
-        self.bytes(&v[..v.len().min(usize::from(u16::MAX))]);
-    }
-    /// The bytes written so far.
-    pub fn into_bytes(self) -> Vec<u8> {
-        self.buf
-    }
-}
-
-/// Reads little-endian integers and bytes from untrusted input; every read is bounds-checked.
-#[derive(Debug)]
-pub struct Reader<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    /// Starts reading `bytes`.
-    pub fn new(bytes: &'a [u8]) -> Self {
-        Self { rest: bytes }
-    }
-    /// Bytes not yet read.
-    pub fn remaining(&self) -> usize {
-        self.rest.len()
-    }
-    /// Takes the next `n` bytes.
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
-        if self.rest.len() < n {
-            return Err(Error::Truncated {
-                needed: n - self.rest.len(),
-            });
-        }
-        let (head, tail) = self.rest.split_at(n);
-        self.rest = tail;
-        Ok(head)
-    }
-    /// Takes a fixed-size array.
-    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], Error> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-    /// Reads one byte.
-    pub fn u8(&mut self) -> Result<u8, Error> {
-        Ok(self.take(1)?[0])
-    }
-    /// Reads a little-endian u16.
-    pub fn u16(&mut self) -> Result<u16, Error> {
-        Ok(u16::from_le_bytes(self.array()?))
-    }
-    /// Reads a little-endian u32.
-    pub fn u32(&mut self) -> Result<u32, Error> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-    /// Reads a little-endian u64.
-    pub fn u64(&mut self) -> Result<u64, Error> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
-    /// Reads a u16 length and that many bytes, refusing lengths above `max`.
-    pub fn short_bytes(&mut self, max: usize) -> Result<&'a [u8], Error> {
-        let len = usize::from(self.u16()?);
-        if len > max {
-            return Err(Error::Oversized { len, limit: max });
-        }
-        self.take(len)
-    }
-    /// Skips `n` bytes (reserved fields).
-    pub fn skip(&mut self, n: usize) -> Result<(), Error> {
-        self.take(n).map(|_| ())
-    }
-    /// Succeeds only if everything was read.
-    pub fn finish(&self) -> Result<(), Error> {
-        if self.rest.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::TrailingBytes {
-                count: self.rest.len(),
-            })
-        }
-    }
 }
 
 #[cfg(test)]

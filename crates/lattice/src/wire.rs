@@ -33,7 +33,7 @@
 //! whether to download the hint again.
 
 use pir_core::wire::{decode_envelope, encode_envelope, MessageKind, Reader, Writer};
-use pir_core::Error;
+use pir_core::{Codec, Error};
 
 use crate::params::{Params, Scheme, LWE_N, MAX_ROWS};
 use crate::prg::{Seed, SEED_LEN};
@@ -134,53 +134,82 @@ pub fn decode_full_hint(bytes: &[u8], scheme: Scheme) -> Result<(HintHeader, Vec
 /// hint, the matrix (allocated only after its length was checked against the header).
 pub fn decode_hint(bytes: &[u8], scheme: Scheme) -> Result<(HintHeader, Option<Vec<u32>>), Error> {
     let body = open(bytes, scheme, MessageKind::Manifest, MAX_HINT_BODY)?;
-    let mut r = Reader::new(body);
-    let contents = r.u8()?;
-    if contents != HEADER_ONLY && contents != WITH_MATRIX {
-        return Err(Error::UnknownValue {
-            field: "hint contents",
-            found: u64::from(contents),
-        });
+    let hint = HintBody::from_bytes(body, &scheme)?;
+    Ok((hint.header, hint.matrix))
+}
+
+/// The body of a hint message (inside the envelope): the header and, for a full hint, the
+/// matrix. The context is the scheme, which the envelope names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HintBody {
+    /// What the hint says about the database.
+    pub header: HintHeader,
+    /// The hint matrix ([`HintHeader::matrix_words`] words); `None` in a header-only message.
+    pub matrix: Option<Vec<u32>>,
+}
+
+impl Codec<'_> for HintBody {
+    type Context = Scheme;
+
+    fn encode(&self, w: &mut Writer) {
+        match &self.matrix {
+            None => self.header.write(w, HEADER_ONLY),
+            Some(matrix) => {
+                self.header.write(w, WITH_MATRIX);
+                put_words(w, matrix);
+            }
+        }
     }
-    let n = r.u16()?;
-    if usize::from(n) != LWE_N {
-        return Err(Error::Malformed(format!(
-            "LWE dimension {n}; this build only accepts {LWE_N} (128-bit security)"
-        )));
+
+    fn decode(r: &mut Reader<'_>, scheme: &Scheme) -> Result<Self, Error> {
+        let scheme = *scheme;
+        let contents = r.u8()?;
+        if contents != HEADER_ONLY && contents != WITH_MATRIX {
+            return Err(Error::UnknownValue {
+                field: "hint contents",
+                found: u64::from(contents),
+            });
+        }
+        let n = r.u16()?;
+        if usize::from(n) != LWE_N {
+            return Err(Error::Malformed(format!(
+                "LWE dimension {n}; this build only accepts {LWE_N} (128-bit security)"
+            )));
+        }
+        let p = r.u32()?;
+        let rows = r.u32()?;
+        let columns = r.u32()?;
+        let record_bits = r.u32()?;
+        let records = r.u64()?;
+        let params = Params {
+            scheme,
+            records,
+            record_bits,
+            rows,
+            columns,
+            p,
+        };
+        params.validate()?;
+        let seed = r.array::<SEED_LEN>()?;
+        let seed2 = match scheme {
+            // YPIR+SP draws its query blocks and key masks from one seed.
+            Scheme::SimplePir | Scheme::YpirSp => None,
+            Scheme::DoublePir | Scheme::Ypir => Some(r.array::<SEED_LEN>()?),
+        };
+        let version = r.array::<VERSION_LEN>()?;
+        let header = HintHeader {
+            params,
+            seed,
+            seed2,
+            version,
+        };
+        // A header-only message ends here: `from_bytes` refuses bytes after it.
+        let matrix = match contents {
+            WITH_MATRIX => Some(words(r, header.matrix_words())?),
+            _ => None,
+        };
+        Ok(Self { header, matrix })
     }
-    let p = r.u32()?;
-    let rows = r.u32()?;
-    let columns = r.u32()?;
-    let record_bits = r.u32()?;
-    let records = r.u64()?;
-    let params = Params {
-        scheme,
-        records,
-        record_bits,
-        rows,
-        columns,
-        p,
-    };
-    params.validate()?;
-    let seed = r.array::<SEED_LEN>()?;
-    let seed2 = match scheme {
-        // YPIR+SP draws its query blocks and key masks from one seed.
-        Scheme::SimplePir | Scheme::YpirSp => None,
-        Scheme::DoublePir | Scheme::Ypir => Some(r.array::<SEED_LEN>()?),
-    };
-    let version = r.array::<VERSION_LEN>()?;
-    let header = HintHeader {
-        params,
-        seed,
-        seed2,
-        version,
-    };
-    if contents == HEADER_ONLY {
-        r.finish()?;
-        return Ok((header, None));
-    }
-    let matrix = words(&mut r, header.matrix_words())?;
-    Ok((header, Some(matrix)))
 }
 
 /// A query message: the version, then the vectors in order.
@@ -192,6 +221,47 @@ pub fn encode_query(scheme: Scheme, version: &DbVersion, vectors: &[&[u32]]) -> 
         put_words(&mut w, v);
     }
     encode_envelope(scheme.id(), MessageKind::Query, &w.into_bytes())
+}
+
+/// What a SimplePIR or DoublePIR query body is checked against: the database's parameters
+/// (its length) and version (a query for another version is refused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryContext {
+    /// The database's parameters.
+    pub params: Params,
+    /// The server's database version.
+    pub version: DbVersion,
+}
+
+/// The body of a SimplePIR or DoublePIR query (inside the envelope): the version, then
+/// [`query_words`] words (the vectors, concatenated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryBody {
+    /// The database version the query was made for.
+    pub version: DbVersion,
+    /// The query's vectors, in order.
+    pub words: Vec<u32>,
+}
+
+impl Codec<'_> for QueryBody {
+    type Context = QueryContext;
+
+    fn encode(&self, w: &mut Writer) {
+        w.bytes(&self.version);
+        put_words(w, &self.words);
+    }
+
+    fn decode(r: &mut Reader<'_>, context: &QueryContext) -> Result<Self, Error> {
+        let version = r.array::<VERSION_LEN>()?;
+        if version != context.version {
+            return Err(Error::DatabaseMismatch(
+                "the query was made for another version of the database; fetch the hint again"
+                    .into(),
+            ));
+        }
+        let words = words(r, query_words(&context.params))?;
+        Ok(Self { version, words })
+    }
 }
 
 /// Words a query for `params` carries: `m`, plus `R ℓ` for DoublePIR (`R` entries per record).
@@ -213,13 +283,11 @@ pub fn decode_query(bytes: &[u8], params: &Params, version: &DbVersion) -> Resul
         MessageKind::Query,
         VERSION_LEN + 4 * count,
     )?;
-    let mut r = Reader::new(body);
-    if r.array::<VERSION_LEN>()? != *version {
-        return Err(Error::DatabaseMismatch(
-            "the query was made for another version of the database; fetch the hint again".into(),
-        ));
-    }
-    words(&mut r, count)
+    let context = QueryContext {
+        params: *params,
+        version: *version,
+    };
+    Ok(QueryBody::from_bytes(body, &context)?.words)
 }
 
 /// Words an answer for `params` carries: `ℓ` (SimplePIR) or `κn + R(κn + κ)` (DoublePIR).
@@ -266,7 +334,24 @@ pub fn encode_answer(scheme: Scheme, words: &[u32]) -> Vec<u8> {
 pub fn decode_answer(bytes: &[u8], params: &Params) -> Result<Vec<u32>, Error> {
     let count = answer_words(params);
     let body = open(bytes, params.scheme, MessageKind::Answer, 4 * count)?;
-    words(&mut Reader::new(body), count)
+    Ok(AnswerBody::from_bytes(body, params)?.0)
+}
+
+/// The body of a SimplePIR or DoublePIR answer (inside the envelope): exactly
+/// [`answer_words`] words for the context's parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerBody(pub Vec<u32>);
+
+impl Codec<'_> for AnswerBody {
+    type Context = Params;
+
+    fn encode(&self, w: &mut Writer) {
+        put_words(w, &self.0);
+    }
+
+    fn decode(r: &mut Reader<'_>, params: &Params) -> Result<Self, Error> {
+        words(r, answer_words(params)).map(Self)
+    }
 }
 
 /// Checks the envelope (scheme, kind, length at most `max_body`) and returns the body.

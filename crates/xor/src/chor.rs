@@ -19,7 +19,7 @@
 
 use pir_core::bits::{self, BitVec};
 use pir_core::wire::{Reader, Writer};
-use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use pir_core::{Codec, Database, DbShape, Error, MultiServerScheme, SchemeId};
 use rand::CryptoRng;
 
 pub use crate::{MAX_SERVERS, MIN_SERVERS};
@@ -122,6 +122,45 @@ pub(crate) fn write_shape_header(writer: &mut Writer, shape: DbShape) {
     writer.u64(shape.block_count() as u64);
     // `DbShape` bounds the block size by 16 MiB, so it fits in a u32.
     writer.u32(u32::try_from(shape.block_size()).unwrap_or(u32::MAX));
+}
+
+/// A Chor query body as sent: the shape it was made for, then the bits. The context is the
+/// database's shape, which the body must name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChorQueryBody {
+    /// The database shape the query was made for.
+    pub shape: DbShape,
+    /// The selection.
+    pub query: ChorQuery,
+}
+
+fn write_query(writer: &mut Writer, shape: DbShape, query: &ChorQuery) {
+    write_shape_header(writer, shape);
+    writer.bytes(query.bits.as_bytes());
+}
+
+impl Codec<'_> for ChorQueryBody {
+    type Context = DbShape;
+
+    fn encode(&self, w: &mut Writer) {
+        write_query(w, self.shape, &self.query);
+    }
+
+    fn decode(reader: &mut Reader<'_>, shape: &DbShape) -> Result<Self, Error> {
+        check_shape_header(reader, *shape)?;
+        // The length is exact, so it is checked before `from_wire` copies the bits.
+        let need = bits::byte_len(shape.block_count());
+        if reader.remaining() < need {
+            return Err(Error::Truncated {
+                needed: need - reader.remaining(),
+            });
+        }
+        let bits = BitVec::from_wire(shape.block_count(), reader.take(need)?)?;
+        Ok(Self {
+            shape: *shape,
+            query: ChorQuery { bits },
+        })
+    }
 }
 
 /// A server's answer for a Chor-style selection (Chor, DPF PIR): the XOR of the blocks whose
@@ -256,24 +295,12 @@ impl MultiServerScheme for Chor {
 
     fn encode_query(&self, query: &ChorQuery) -> Vec<u8> {
         let mut writer = Writer::with_capacity(QUERY_HEADER_LEN + query.bits.as_bytes().len());
-        write_shape_header(&mut writer, self.shape);
-        writer.bytes(query.bits.as_bytes());
+        write_query(&mut writer, self.shape, query);
         writer.into_bytes()
     }
 
     fn decode_query(&self, bytes: &[u8]) -> Result<ChorQuery, Error> {
-        let mut reader = Reader::new(bytes);
-        check_shape_header(&mut reader, self.shape)?;
-        // The length is exact, so it is checked before `from_wire` copies the bits.
-        let need = bits::byte_len(self.shape.block_count());
-        if reader.remaining() < need {
-            return Err(Error::Truncated {
-                needed: need - reader.remaining(),
-            });
-        }
-        let bits = BitVec::from_wire(self.shape.block_count(), reader.take(need)?)?;
-        reader.finish()?;
-        Ok(ChorQuery { bits })
+        ChorQueryBody::from_bytes(bytes, &self.shape).map(|body| body.query)
     }
 
     fn encode_answer(&self, answer: &ChorAnswer) -> Vec<u8> {

@@ -20,7 +20,7 @@
 //! ```
 
 use pir_core::wire::{encode_envelope, MessageKind, Reader, Writer};
-use pir_core::Error;
+use pir_core::{Codec, Error};
 
 pub use crate::params::ypir::{Lengths, KEY_ID_LEN};
 
@@ -79,6 +79,11 @@ pub fn encode_query(scheme: Scheme, version: &DbVersion, query: &Query) -> Vec<u
     let mut w = Writer::with_capacity(
         VERSION_LEN + 4 * query.c1.len() + ELEMENT_BYTES * (query.c2.len() + key_parts() * RING_D),
     );
+    write_query(&mut w, version, query);
+    encode_envelope(scheme.id(), MessageKind::Query, &w.into_bytes())
+}
+
+fn write_query(w: &mut Writer, version: &DbVersion, query: &Query) {
     w.bytes(version);
     w.u8(match query.keys {
         Keys::Inline(_) => KEYS_INLINE,
@@ -89,82 +94,121 @@ pub fn encode_query(scheme: Scheme, version: &DbVersion, query: &Query) -> Vec<u
         w.u32(x);
     }
     for &x in &query.c2 {
-        put_element(&mut w, x);
+        put_element(w, x);
     }
     if let Keys::Inline(keys) = &query.keys {
         for level in keys {
             for part in level {
                 for &x in part {
-                    put_element(&mut w, x);
+                    put_element(w, x);
                 }
             }
         }
     }
-    encode_envelope(scheme.id(), MessageKind::Query, &w.into_bytes())
 }
 
 /// Parses a query of these lengths, refusing other lengths (before allocating), other
 /// versions and out-of-range elements.
 pub fn decode_query(bytes: &[u8], shape: &Lengths, version: &DbVersion) -> Result<Query, Error> {
-    let most = shape.query_bytes();
-    let body = crate::wire::open(bytes, shape.scheme, MessageKind::Query, most)?;
-    let mut r = Reader::new(body);
-    if r.array::<VERSION_LEN>()? != *version {
-        return Err(Error::DatabaseMismatch(
-            "the query was made for another version of the database; fetch the header again".into(),
-        ));
-    }
-    let mode = r.u8()?;
-    let need = match mode {
-        KEYS_INLINE => most,
-        KEYS_BY_ID => shape.query_bytes_by_id(),
-        other => {
-            return Err(Error::UnknownValue {
-                field: "YPIR key mode",
-                found: u64::from(other),
-            })
-        }
+    let body = crate::wire::open(bytes, shape.scheme, MessageKind::Query, shape.query_bytes())?;
+    let context = QueryContext {
+        shape: *shape,
+        version: *version,
     };
-    if body.len() != need {
-        return Err(Error::WrongLength(format!(
-            "a YPIR query for this database is {need} bytes, found {}",
-            body.len()
-        )));
+    Ok(QueryBody::from_bytes(body, &context)?.query)
+}
+
+/// What a YPIR or YPIR+SP query body is checked against: the lengths the database's shape
+/// fixes and the server's database version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryContext {
+    /// The query's and answer's lengths.
+    pub shape: Lengths,
+    /// The server's database version.
+    pub version: DbVersion,
+}
+
+/// The body of a YPIR or YPIR+SP query (inside the envelope): the version, then the query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryBody {
+    /// The database version the query was made for.
+    pub version: DbVersion,
+    /// The query.
+    pub query: Query,
+}
+
+impl Codec<'_> for QueryBody {
+    type Context = QueryContext;
+
+    fn encode(&self, w: &mut Writer) {
+        write_query(w, &self.version, &self.query);
     }
-    let key_id = r.array::<KEY_ID_LEN>()?;
-    if mode == KEYS_BY_ID && key_id == [0; KEY_ID_LEN] {
-        return Err(Error::Malformed("keys by id without a key id".into()));
-    }
-    let c1 = (0..shape.c1)
-        .map(|_| r.u32())
-        .collect::<Result<Vec<u32>, Error>>()?;
-    let c2 = (0..shape.c2)
-        .map(|_| element(&mut r))
-        .collect::<Result<Vec<u64>, Error>>()?;
-    let keys = if mode == KEYS_INLINE {
-        let mut keys = Vec::with_capacity(LEVELS);
-        for &(_, digits) in &GADGET {
-            let mut level = Vec::with_capacity(digits);
-            for _ in 0..digits {
-                level.push(
-                    (0..RING_D)
-                        .map(|_| element(&mut r))
-                        .collect::<Result<Vec<u64>, Error>>()?,
-                );
+
+    fn decode(r: &mut Reader<'_>, context: &QueryContext) -> Result<Self, Error> {
+        let shape = &context.shape;
+        let most = shape.query_bytes();
+        // The whole body's length: the mode byte says which length is right.
+        let len = r.remaining();
+        let version = r.array::<VERSION_LEN>()?;
+        if version != context.version {
+            return Err(Error::DatabaseMismatch(
+                "the query was made for another version of the database; fetch the header again"
+                    .into(),
+            ));
+        }
+        let mode = r.u8()?;
+        let need = match mode {
+            KEYS_INLINE => most,
+            KEYS_BY_ID => shape.query_bytes_by_id(),
+            other => {
+                return Err(Error::UnknownValue {
+                    field: "YPIR key mode",
+                    found: u64::from(other),
+                })
             }
-            keys.push(level);
+        };
+        if len != need {
+            return Err(Error::WrongLength(format!(
+                "a YPIR query for this database is {need} bytes, found {len}"
+            )));
         }
-        Keys::Inline(keys)
-    } else {
-        Keys::ById
-    };
-    r.finish()?;
-    Ok(Query {
-        key_id,
-        c1,
-        c2,
-        keys,
-    })
+        let key_id = r.array::<KEY_ID_LEN>()?;
+        if mode == KEYS_BY_ID && key_id == [0; KEY_ID_LEN] {
+            return Err(Error::Malformed("keys by id without a key id".into()));
+        }
+        let c1 = (0..shape.c1)
+            .map(|_| r.u32())
+            .collect::<Result<Vec<u32>, Error>>()?;
+        let c2 = (0..shape.c2)
+            .map(|_| element(r))
+            .collect::<Result<Vec<u64>, Error>>()?;
+        let keys = if mode == KEYS_INLINE {
+            let mut keys = Vec::with_capacity(LEVELS);
+            for &(_, digits) in &GADGET {
+                let mut level = Vec::with_capacity(digits);
+                for _ in 0..digits {
+                    level.push(
+                        (0..RING_D)
+                            .map(|_| element(r))
+                            .collect::<Result<Vec<u64>, Error>>()?,
+                    );
+                }
+                keys.push(level);
+            }
+            Keys::Inline(keys)
+        } else {
+            Keys::ById
+        };
+        Ok(Self {
+            version,
+            query: Query {
+                key_id,
+                c1,
+                c2,
+                keys,
+            },
+        })
+    }
 }
 
 fn put_bits(out: &mut Vec<u8>, values: impl Iterator<Item = u32>, bits: u32) {
@@ -223,25 +267,63 @@ pub type Switched = (Vec<u32>, Vec<u32>);
 
 /// Parses an answer of these lengths: per packed ciphertext, its switched mask and body.
 pub fn decode_answer(bytes: &[u8], shape: &Lengths) -> Result<Vec<Switched>, Error> {
-    let need = shape.answer_bytes();
-    let body = crate::wire::open(bytes, shape.scheme, MessageKind::Answer, need)?;
-    if body.len() != need {
-        return Err(Error::WrongLength(format!(
-            "a YPIR answer for this database is {need} bytes, found {}",
-            body.len()
-        )));
+    let body = crate::wire::open(
+        bytes,
+        shape.scheme,
+        MessageKind::Answer,
+        shape.answer_bytes(),
+    )?;
+    Ok(AnswerBody::from_bytes(body, shape)?.ciphertexts)
+}
+
+/// The body of a YPIR or YPIR+SP answer (inside the envelope): per packed ciphertext, its
+/// switched mask (28 bits a coefficient) and body (`body_bits` a coefficient). The context
+/// fixes the count and widths; [`encode_answer`] switches the ciphertexts first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerBody {
+    /// Bits of each body coefficient (the context's `body_bits` when decoded).
+    pub body_bits: u32,
+    /// Per packed ciphertext, its switched mask and body (`RING_D` coefficients each).
+    pub ciphertexts: Vec<Switched>,
+}
+
+impl Codec<'_> for AnswerBody {
+    type Context = Lengths;
+
+    fn encode(&self, w: &mut Writer) {
+        let mut out = Vec::new();
+        for (mask, body) in &self.ciphertexts {
+            put_bits(&mut out, mask.iter().copied(), ANSWER_MASK_BITS);
+            put_bits(&mut out, body.iter().copied(), self.body_bits);
+        }
+        w.bytes(&out);
     }
-    let mask_bytes = RING_D * ANSWER_MASK_BITS as usize / 8;
-    let body_bytes = RING_D * shape.body_bits as usize / 8;
-    Ok(body
-        .chunks_exact(mask_bytes + body_bytes)
-        .map(|c| {
-            (
-                get_bits(&c[..mask_bytes], RING_D, ANSWER_MASK_BITS),
-                get_bits(&c[mask_bytes..], RING_D, shape.body_bits),
-            )
+
+    fn decode(r: &mut Reader<'_>, shape: &Lengths) -> Result<Self, Error> {
+        let need = shape.answer_bytes();
+        if r.remaining() != need {
+            return Err(Error::WrongLength(format!(
+                "a YPIR answer for this database is {need} bytes, found {}",
+                r.remaining()
+            )));
+        }
+        let body = r.take(need)?;
+        let mask_bytes = RING_D * ANSWER_MASK_BITS as usize / 8;
+        let body_bytes = RING_D * shape.body_bits as usize / 8;
+        let ciphertexts = body
+            .chunks_exact(mask_bytes + body_bytes)
+            .map(|c| {
+                (
+                    get_bits(&c[..mask_bytes], RING_D, ANSWER_MASK_BITS),
+                    get_bits(&c[mask_bytes..], RING_D, shape.body_bits),
+                )
+            })
+            .collect();
+        Ok(Self {
+            body_bits: shape.body_bits,
+            ciphertexts,
         })
-        .collect())
+    }
 }
 
 #[cfg(test)]
