@@ -183,3 +183,38 @@ fn safebrowsing_serve_logs_json_only() {
     let args = serve_args(&["safebrowsing", "serve"], &db, "0", &key, &[]);
     exercise(&args, &scratch.path("s0.pub"), "reloaded list");
 }
+
+/// A server that cannot start says why in one JSON object too (`pir::error`), with the causes
+/// in its `details`; nothing else reaches standard error, and the exit code is still 1.
+#[test]
+fn a_failed_start_is_one_json_error() {
+    let scratch = Scratch::with_keys(&["s0"]);
+    let missing = scratch.path("missing.db");
+    let key = scratch.path("s0.key");
+    let output = support::pir()
+        .args(["--log-format", "json", "serve", "--db"])
+        .arg(&missing)
+        .arg("--key")
+        .arg(&key)
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+        })
+        .collect();
+    let error = lines
+        .iter()
+        .find(|l| l["target"] == "pir::error")
+        .unwrap_or_else(|| panic!("no pir::error event: {stderr}"));
+    assert_eq!(error["level"], "ERROR", "{stderr}");
+    let said = format!(
+        "{} {}",
+        error["fields"]["message"], error["fields"]["details"]
+    );
+    assert!(said.contains("missing.db"), "names the file: {stderr}");
+}
