@@ -58,7 +58,7 @@ pub mod settings;
 pub use serve::{
     serve, serve_command, serve_static, Change, Host, Kind, Opening, Started, Versions,
 };
-pub use settings::{Common, CommonArgs, LimitArgs, OneOrMany, Settings};
+pub use settings::{Common, CommonArgs, ConfigArgs, LimitArgs, OneOrMany, Settings};
 
 /// `tracing`, for [`status!`] in crates that do not depend on it.
 #[doc(hidden)]

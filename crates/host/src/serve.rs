@@ -209,13 +209,12 @@ pub async fn serve<K: Kind>(host: Host, kind: K) -> Result<()> {
     Ok(())
 }
 
-/// The whole of a server command: its settings resolved from the `--config` file at `config`
-/// and its `flags` (with `print_config`, printed as a config file instead, and nothing
-/// served), then the server kind `kind` makes of them [`serve`]d.
+/// The whole of a server command: its settings resolved from the `--config` file and its
+/// `flags` (with `--print-config`, printed as a config file instead, and nothing served), then
+/// the server kind `kind` makes of them [`serve`]d.
 pub async fn serve_command<S, F, K>(
-    config: Option<&std::path::Path>,
+    config: &crate::ConfigArgs,
     flags: &F,
-    print_config: bool,
     kind: impl FnOnce(S) -> Result<K>,
 ) -> Result<()>
 where
@@ -223,7 +222,7 @@ where
     F: serde::Serialize,
     K: Kind,
 {
-    let Some(settings) = crate::settings::load::<S, F>(config, flags, print_config)? else {
+    let Some(settings) = config.load::<S, F>(flags)? else {
         return Ok(());
     };
     let host = Host::new(settings.common())?;

@@ -289,6 +289,43 @@ impl OneOrMany {
             OneOrMany::Many(v) => v.clone(),
         }
     }
+
+    /// How many databases these are, refused when there is none (`none` says how to give one)
+    /// or more than one server serves at once ([`pir_service::releases::MAX_RELEASES`]).
+    pub fn database_count(&self, none: &str) -> Result<usize> {
+        let count = self.paths().len();
+        if count == 0 {
+            bail!("{none}");
+        }
+        let most = pir_service::releases::MAX_RELEASES;
+        if count > most {
+            bail!("{count} databases; one server serves at most {most}");
+        }
+        Ok(count)
+    }
+}
+
+/// `--config FILE` and `--print-config`, the first two flags of every server command, which
+/// flattens this struct and skips it when serializing its flags (`#[serde(skip)]`). The help
+/// of `--config` lists the kind's own keys, so each command sets it on its flags struct:
+/// `#[command(mut_arg("config", |arg| arg.help("TOML file with any of: ...")))]`.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct ConfigArgs {
+    /// TOML file with any of the settings (the flag names with `_`); flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings (file and flags merged, defaults filled in) as a config
+    /// file, and exit without serving.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+impl ConfigArgs {
+    /// [`load`]: the settings of kind `S` from the file named by `--config` and `flags`, or
+    /// `None` once printed (`--print-config`).
+    pub fn load<S: Settings, F: Serialize>(&self, flags: &F) -> Result<Option<S>> {
+        load(self.config.as_deref(), flags, self.print_config)
+    }
 }
 
 /// Connection bounds every server takes (flags; the same names work in --config files).
@@ -655,5 +692,18 @@ mod tests {
         let again = resolve(&elsewhere, &Flags::default()).unwrap();
         assert_eq!(again, s);
         assert_eq!(print_settings(&again).unwrap(), printed);
+    }
+
+    #[test]
+    fn a_server_serves_one_to_max_releases_databases() {
+        let paths =
+            |n: usize| OneOrMany::Many((0..n).map(|k| PathBuf::from(format!("{k}.db"))).collect());
+        let none = paths(0).database_count("pass --db").unwrap_err();
+        assert_eq!(none.to_string(), "pass --db");
+        assert_eq!(OneOrMany::One("a.db".into()).database_count("").unwrap(), 1);
+        let most = pir_service::releases::MAX_RELEASES;
+        assert_eq!(paths(most).database_count("").unwrap(), most);
+        let over = paths(most + 1).database_count("").unwrap_err().to_string();
+        assert!(over.contains("one server serves at most"), "{over}");
     }
 }

@@ -146,18 +146,18 @@ pub struct OramNbdArgs {
 
 /// `pir oram store`. Every setting can also come from a TOML file (`--config`).
 #[derive(Debug, Args, Serialize)]
+#[command(mut_arg("config", |arg| arg.help(
+    "TOML file with any of: dir, owner and the settings every server takes (key, \
+     listen, grace_seconds, admin_listen, max_connections, header_timeout_seconds, \
+     body_timeout_seconds, memory_budget_mib, ...: the flag names with `_`; flags \
+     win)"
+)))]
 pub struct OramStoreArgs {
-    /// TOML file with any of: dir, owner and the settings every server takes (key, listen,
-    /// grace_seconds, admin_listen, max_connections, header_timeout_seconds,
-    /// body_timeout_seconds, memory_budget_mib, ...: the flag names with `_`; flags win).
-    #[arg(long, value_name = "FILE")]
+    // `--config` (its help is set above: the keys of this command) and `--print-config`.
+    #[allow(missing_docs)]
+    #[command(flatten)]
     #[serde(skip)]
-    pub config: Option<PathBuf>,
-    /// Print the effective settings (file and flags merged, defaults filled in) as a config
-    /// file, and exit without serving.
-    #[arg(long)]
-    #[serde(skip)]
-    pub print_config: bool,
+    pub config: pir_host::ConfigArgs,
     /// The directory holding the slots (created if missing).
     #[arg(long, value_name = "DIR")]
     #[serde(skip_serializing_if = "Option::is_none")]

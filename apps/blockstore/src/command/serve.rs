@@ -12,12 +12,7 @@ use crate::nbd::psk::{self, PskKeys};
 use crate::remote::StoreService;
 
 pub(super) async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
-    let Some(settings) = pir_host::settings::load::<OramStoreSettings, _>(
-        flags.config.as_deref(),
-        flags,
-        flags.print_config,
-    )?
-    else {
+    let Some(settings) = flags.config.load::<OramStoreSettings, _>(flags)? else {
         return Ok(());
     };
     let Some(owner_file) = &settings.owner else {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use pir_host::settings::{Common, CommonArgs, OneOrMany};
+use pir_host::settings::{Common, CommonArgs, ConfigArgs, OneOrMany};
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::CorpusFormat;
@@ -150,19 +150,18 @@ impl From<QdpPolicyArg> for PausePolicy {
 /// `pir breach serve`. Every setting can also come from a TOML file (`--config`; keys are
 /// the flag names with `_`, e.g. `qdp_queue = 1000`); flags override it.
 #[derive(Debug, Args, Serialize)]
+#[command(mut_arg("config", |arg| arg.help(
+    "TOML file with any of: db, server, key, listen, blinding_key, qdp_policy, \
+     qdp_queue, seed_state, workers, four_russians, batch_window_ms, max_batch, \
+     grace_seconds, retire_seconds, admin_listen, max_connections, \
+     header_timeout_seconds, body_timeout_seconds, memory_budget_mib"
+)))]
 pub struct BreachServeArgs {
-    /// TOML file with any of: db, server, key, listen, blinding_key, qdp_policy, qdp_queue,
-    /// seed_state, workers, four_russians, batch_window_ms, max_batch, grace_seconds,
-    /// retire_seconds, admin_listen, max_connections, header_timeout_seconds,
-    /// body_timeout_seconds, memory_budget_mib.
-    #[arg(long, value_name = "FILE")]
+    // `--config` (its help is set above: the keys of this command) and `--print-config`.
+    #[allow(missing_docs)]
+    #[command(flatten)]
     #[serde(skip)]
-    pub config: Option<PathBuf>,
-    /// Print the effective settings (file and flags merged, defaults filled in) as a config
-    /// file, and exit without serving.
-    #[arg(long)]
-    #[serde(skip)]
-    pub print_config: bool,
+    pub config: ConfigArgs,
     /// The database (from `pir breach build`). Repeat to serve several (each with its seed
     /// state DB.seeds-SERVER): clients choose one by its id (`pir breach check --db ID`); the
     /// first is the default.
@@ -257,16 +256,7 @@ impl pir_host::Settings for BreachServeSettings {
         if self.four_russians.is_some_and(|t| !(1..=8).contains(&t)) {
             anyhow::bail!("four_russians must be a group size 1 to 8");
         }
-        let count = self.db.paths().len();
-        if count == 0 {
-            anyhow::bail!("no database: pass --db DB");
-        }
-        if count > pir_service::releases::MAX_RELEASES {
-            anyhow::bail!(
-                "{count} databases; one server serves at most {}",
-                pir_service::releases::MAX_RELEASES
-            );
-        }
+        let count = self.db.database_count("no database: pass --db DB")?;
         if count > 1 && (self.seed_state.is_some() || self.blinding_key.is_some()) {
             anyhow::bail!(
                 "with several --db, each database keeps its seed state in DB.seeds-SERVER and \

@@ -24,12 +24,7 @@ use crate::{BreachBackend, BreachService};
 
 /// `pir breach serve`: resolves the settings, then prints them (`--print-config`) or serves.
 pub(super) async fn serve(flags: BreachServeArgs) -> Result<()> {
-    let Some(settings) = pir_host::settings::load::<BreachServeSettings, _>(
-        flags.config.as_deref(),
-        &flags,
-        flags.print_config,
-    )?
-    else {
+    let Some(settings) = flags.config.load::<BreachServeSettings, _>(&flags)? else {
         return Ok(());
     };
     let host = pir_host::Host::new(&settings.common)?;

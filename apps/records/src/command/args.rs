@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use pir_host::settings::{Common, CommonArgs, OneOrMany};
+use pir_host::settings::{Common, CommonArgs, ConfigArgs, OneOrMany};
 use serde::{Deserialize, Serialize};
 
 /// `pir db build`, `pir serve` and `pir get`: three commands of the binary's top level
@@ -82,18 +82,17 @@ pub enum LatticeSchemeArg {
 /// `pir serve`. Every setting can also come from a TOML file (`--config`; keys are the flag
 /// names with `_`, e.g. `grace_seconds = 30`); flags override it.
 #[derive(Debug, Args, Serialize)]
+#[command(mut_arg("config", |arg| arg.help(
+    "TOML file with any of: db, scheme, key, listen, workers, batch_window_ms, \
+     max_batch, grace_seconds, retire_seconds, admin_listen, max_connections, \
+     header_timeout_seconds, body_timeout_seconds, memory_budget_mib"
+)))]
 pub struct ServeArgs {
-    /// TOML file with any of: db, scheme, key, listen, workers, batch_window_ms, max_batch,
-    /// grace_seconds, retire_seconds, admin_listen, max_connections, header_timeout_seconds,
-    /// body_timeout_seconds, memory_budget_mib.
-    #[arg(long, value_name = "FILE")]
+    // `--config` (its help is set above: the keys of this command) and `--print-config`.
+    #[allow(missing_docs)]
+    #[command(flatten)]
     #[serde(skip)]
-    pub config: Option<PathBuf>,
-    /// Print the effective settings (file and flags merged, defaults filled in) as a config
-    /// file, and exit without serving.
-    #[arg(long)]
-    #[serde(skip)]
-    pub print_config: bool,
+    pub config: ConfigArgs,
     /// The database (from `pir db build`). Repeat to serve several: clients choose one by its
     /// version (`pir get --db VERSION`); the first is the default.
     #[arg(long, value_name = "DB")]
@@ -137,17 +136,9 @@ impl pir_host::Settings for ServeSettings {
     }
 
     fn validate(&self) -> anyhow::Result<()> {
-        let count = self.db.paths().len();
-        if count == 0 {
-            anyhow::bail!("no database: pass --db DB (repeat it to serve several)");
-        }
-        if count > pir_service::releases::MAX_RELEASES {
-            anyhow::bail!(
-                "{count} databases; one server serves at most {}",
-                pir_service::releases::MAX_RELEASES
-            );
-        }
-        Ok(())
+        (self.db)
+            .database_count("no database: pass --db DB (repeat it to serve several)")
+            .map(|_| ())
     }
 
     fn common(&self) -> &Common {

@@ -13,8 +13,8 @@ use crate::lookup;
 
 /// `pir serve`: resolves the settings, then prints them (`--print-config`) or serves.
 pub(super) async fn serve(args: &ServeArgs) -> Result<()> {
-    let (config, quiet) = (args.config.as_deref(), args.quiet);
-    pir_host::serve_command(config, args, args.print_config, |settings| {
+    let quiet = args.quiet;
+    pir_host::serve_command(&args.config, args, |settings| {
         Ok(Databases { settings, quiet })
     })
     .await

@@ -73,18 +73,17 @@ pub struct SbBuildArgs {
 /// `pir safebrowsing serve`. Every setting can also come from a TOML file (`--config`; keys
 /// are the flag names with `_`); flags override it.
 #[derive(Debug, Args, Serialize)]
+#[command(mut_arg("config", |arg| arg.help(
+    "TOML file with any of: db, server, key, listen, workers, batch_window_ms, \
+     max_batch, grace_seconds, admin_listen, retire_seconds (default 60), \
+     max_connections, header_timeout_seconds, body_timeout_seconds, memory_budget_mib"
+)))]
 pub struct SbServeArgs {
-    /// TOML file with any of: db, server, key, listen, workers, batch_window_ms, max_batch,
-    /// grace_seconds, admin_listen, retire_seconds (default 60), max_connections,
-    /// header_timeout_seconds, body_timeout_seconds, memory_budget_mib.
-    #[arg(long, value_name = "FILE")]
+    // `--config` (its help is set above: the keys of this command) and `--print-config`.
+    #[allow(missing_docs)]
+    #[command(flatten)]
     #[serde(skip)]
-    pub config: Option<PathBuf>,
-    /// Print the effective settings (file and flags merged, defaults filled in) as a config
-    /// file, and exit without serving.
-    #[arg(long)]
-    #[serde(skip)]
-    pub print_config: bool,
+    pub config: pir_host::ConfigArgs,
     /// The database (from `pir safebrowsing build`).
     #[arg(long, value_name = "DB")]
     #[serde(skip_serializing_if = "Option::is_none")]

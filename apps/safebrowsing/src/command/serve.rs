@@ -15,16 +15,10 @@ use crate::list::ListDatabase;
 /// `pir safebrowsing serve`: resolves the settings, then prints them (`--print-config`) or
 /// serves.
 pub(super) async fn serve(flags: SbServeArgs) -> Result<()> {
-    let config = flags.config.as_deref();
-    pir_host::serve_command(
-        config,
-        &flags,
-        flags.print_config,
-        |settings: SbServeSettings| {
-            let role = Role::of(usize::from(settings.server))?;
-            Ok(Buckets { settings, role })
-        },
-    )
+    pir_host::serve_command(&flags.config, &flags, |settings: SbServeSettings| {
+        let role = Role::of(usize::from(settings.server))?;
+        Ok(Buckets { settings, role })
+    })
     .await
 }
 
