@@ -20,11 +20,11 @@
 //! connections are gone.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use pir_client::{HttpsTransport, Transport, TransportError};
+use pir_client::{HttpsTransport, Tap, Transport};
 use pir_core::wire::{self, MessageKind};
 use pir_core::{DbShape, MultiServerScheme, SchemeId};
 use pir_keys::PublicKey;
@@ -113,35 +113,6 @@ pub async fn source(server: &(String, PublicKey), kind: Kind) -> Result<Source> 
     }
 }
 
-/// Records the query envelopes a client session sends.
-struct Recording {
-    inner: HttpsTransport,
-    queries: Mutex<Vec<Vec<u8>>>,
-}
-
-impl Transport for Recording {
-    async fn exchange(
-        &self,
-        mirror: usize,
-        request: Vec<u8>,
-        max_reply: usize,
-    ) -> Result<Vec<u8>, TransportError> {
-        let is_query = wire::decode_envelope(&request, request.len())
-            .is_ok_and(|e| e.kind == MessageKind::Query);
-        if is_query {
-            self.queries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(request.clone());
-        }
-        self.inner.exchange(mirror, request, max_reply).await
-    }
-
-    async fn hint(&self, mirror: usize, max_reply: usize) -> Result<Vec<u8>, TransportError> {
-        self.inner.hint(mirror, max_reply).await
-    }
-}
-
 /// Chor queries (the first server's share) over the release the mirror serves.
 async fn mirror_source(server: &(String, PublicKey)) -> Result<Source> {
     let transport = HttpsTransport::new(std::slice::from_ref(server))?;
@@ -193,10 +164,8 @@ pub fn chor_source(
 
 /// The lattice client's own queries (SimplePIR, DoublePIR or YPIR, whatever the server runs).
 async fn lattice_source(server: &(String, PublicKey)) -> Result<Source> {
-    let recording = Recording {
-        inner: HttpsTransport::new(std::slice::from_ref(server))?,
-        queries: Mutex::new(Vec::new()),
-    };
+    let https = HttpsTransport::new(std::slice::from_ref(server))?;
+    let (recording, recorded) = Tap::recording(Arc::new(https));
     let session = pir_client::lattice::LatticeSession::open_with(recording, server.1, None)
         .await
         .context("opening a session with the server")?;
@@ -211,12 +180,14 @@ async fn lattice_source(server: &(String, PublicKey)) -> Result<Source> {
             .context("a lookup to record the queries")?;
         max_reply = max_reply.max(fetched.reply_bytes);
     }
-    let requests = session
-        .transport()
-        .queries
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    // The query envelopes the session sent (not its info and hint requests).
+    let requests: Vec<Vec<u8>> = (recorded.lock().unwrap_or_else(|p| p.into_inner()).iter())
+        .filter(|(_, request)| {
+            wire::decode_envelope(request, request.len())
+                .is_ok_and(|e| e.kind == MessageKind::Query)
+        })
+        .map(|(_, request)| request.clone())
+        .collect();
     if requests.is_empty() {
         bail!("the session sent no query to record");
     }

@@ -6,7 +6,8 @@
 //! - [`Transport`]: how one request envelope reaches mirror `i` and its reply comes back;
 //!   [`HttpsTransport`] is the real one (TLS 1.3 pinned to each mirror's key from the signed
 //!   mirror list). [`LocalTransport`] calls in-process servers directly (tests, examples).
-//!   Tests and the demo wrap them to inject faults or record what mirrors saw.
+//!   A [`Tap`] wraps either and shows each reply to a callback: the demo and the load
+//!   generator record what servers were sent, tests play broken servers.
 //! - [`retrieve()`]: runs a [`pir_core::MultiServerScheme`] over the mirrors, checks every
 //!   answer's signature and every block against a caller-supplied check (the manifest hash),
 //!   goes around mirrors that are down, and when a block is wrong, finds which mirror lied by
@@ -43,6 +44,6 @@ pub use retrieve::{
     retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions,
 };
 pub use transport::{
-    fetch_manifest, fetch_manifest_of, fetch_releases, HttpsTransport, LocalTransport, Timeouts,
-    Transport, TransportError,
+    fetch_manifest, fetch_manifest_of, fetch_releases, HttpsTransport, LocalTransport, OnReply,
+    Recorded, Tap, Timeouts, Transport, TransportError,
 };

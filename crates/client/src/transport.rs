@@ -471,6 +471,17 @@ impl LocalTransport {
         Self { servers }
     }
 
+    /// Mirror-list entries for in-process servers whose keys are `keys`, in position order: a
+    /// local transport routes by position, so the URLs are placeholders (`https://mirror-N.test`).
+    pub fn mirrors(keys: impl IntoIterator<Item = PublicKey>) -> Vec<MirrorInfo> {
+        (keys.into_iter().enumerate())
+            .map(|(i, key)| MirrorInfo {
+                url: format!("https://mirror-{i}.test"),
+                key,
+            })
+            .collect()
+    }
+
     fn server(&self, mirror: usize) -> Result<&dyn pir_service::Handler, TransportError> {
         self.servers
             .get(mirror)
@@ -486,6 +497,77 @@ impl LocalTransport {
             )));
         }
         Ok(bytes)
+    }
+}
+
+/// What a [`Tap`] calls with each reply: the server's number, the request envelope, the
+/// largest reply allowed, and the reply (which it may change).
+pub type OnReply = dyn Fn(usize, &[u8], usize, &mut Vec<u8>) + Send + Sync;
+
+/// The requests a [`Tap::recording`] saw answered: the server's number and the request
+/// envelope, in the order the replies came.
+pub type Recorded = Arc<Mutex<Vec<(usize, Vec<u8>)>>>;
+
+/// A transport that passes every exchange and download to `inner` and shows each reply, with
+/// its request, to `on_reply` before the session sees it: for a demo that shows what each
+/// server was sent, a load generator that records the real client's queries, or a test that
+/// plays a broken server. Exchanges that fail are passed on unseen.
+pub struct Tap<T> {
+    inner: Arc<T>,
+    on_reply: Box<OnReply>,
+}
+
+impl<T> Tap<T> {
+    /// `inner`, with `on_reply` called on each reply.
+    pub fn new(
+        inner: Arc<T>,
+        on_reply: impl Fn(usize, &[u8], usize, &mut Vec<u8>) + Send + Sync + 'static,
+    ) -> Self {
+        Tap {
+            inner,
+            on_reply: Box::new(on_reply),
+        }
+    }
+
+    /// `inner`, keeping a copy of every request that got a reply, as its server saw it.
+    pub fn recording(inner: Arc<T>) -> (Self, Recorded) {
+        let recorded = Recorded::default();
+        let log = recorded.clone();
+        let tap = Tap::new(inner, move |mirror, request, _, _| {
+            log.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push((mirror, request.to_vec()));
+        });
+        (tap, recorded)
+    }
+}
+
+impl<T: Transport> Transport for Tap<T> {
+    async fn exchange(
+        &self,
+        mirror: usize,
+        request: Vec<u8>,
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        let mut reply = self
+            .inner
+            .exchange(mirror, request.clone(), max_reply)
+            .await?;
+        (self.on_reply)(mirror, &request, max_reply, &mut reply);
+        Ok(reply)
+    }
+
+    async fn hint(&self, mirror: usize, max_reply: usize) -> Result<Vec<u8>, TransportError> {
+        self.inner.hint(mirror, max_reply).await
+    }
+
+    async fn hint_of(
+        &self,
+        mirror: usize,
+        id: &[u8; 32],
+        max_reply: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        self.inner.hint_of(mirror, id, max_reply).await
     }
 }
 

@@ -9,12 +9,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use pir_client::{evidence, retrieve, LocalTransport, MirrorInfo, RetrieveOptions, Verdict};
+use pir_client::{evidence, retrieve, LocalTransport, RetrieveOptions, Tap, Verdict};
 use pir_core::{Database, DbShape, MultiServerScheme};
 use pir_keys::SecretKey;
 use pir_service::reply;
@@ -22,7 +20,6 @@ use pir_service::{Handler, Mirror};
 use pir_xor::{AnswerMode, Chor, RaidPir};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use support::Tap;
 
 const RELEASE: [u8; 32] = [9; 32];
 
@@ -36,22 +33,18 @@ fn watch(
     corrupt_key: pir_keys::PublicKey,
     lied: Arc<AtomicBool>,
 ) -> Tap<LocalTransport> {
-    Tap {
-        inner: Arc::new(inner),
-        on_reply: Box::new(move |mirror, request, max_reply, reply| {
-            if mirror == corrupt {
-                let honest = honest_twin.handle_many(&[request]).remove(0);
-                let said =
-                    reply::open_signed(reply, request, &RELEASE, &corrupt_key, max_reply).unwrap();
-                let truth =
-                    reply::open_signed(&honest.body, request, &RELEASE, &twin_key, max_reply)
-                        .unwrap();
-                if said.answers != truth.answers {
-                    lied.store(true, Ordering::SeqCst);
-                }
+    Tap::new(Arc::new(inner), move |mirror, request, max_reply, reply| {
+        if mirror == corrupt {
+            let honest = honest_twin.handle_many(&[request]).remove(0);
+            let said =
+                reply::open_signed(reply, request, &RELEASE, &corrupt_key, max_reply).unwrap();
+            let truth =
+                reply::open_signed(&honest.body, request, &RELEASE, &twin_key, max_reply).unwrap();
+            if said.answers != truth.answers {
+                lied.store(true, Ordering::SeqCst);
             }
-        }),
-    }
+        }
+    })
 }
 
 fn service(db: Database, key: &SecretKey) -> Arc<dyn Handler> {
@@ -90,14 +83,7 @@ async fn only_the_corrupt_mirror_is_named_over_50_fetches() {
     let shape = DbShape::new(64, 256).unwrap();
     let db = Database::random(shape, &mut ChaCha20Rng::seed_from_u64(50));
     let keys: Vec<SecretKey> = (0..5).map(|_| SecretKey::generate().unwrap()).collect();
-    let mirrors: Vec<MirrorInfo> = keys[..4]
-        .iter()
-        .enumerate()
-        .map(|(i, k)| MirrorInfo {
-            url: format!("https://mirror-{i}.test"),
-            key: k.public(),
-        })
-        .collect();
+    let mirrors = LocalTransport::mirrors(keys[..4].iter().map(SecretKey::public));
     let verify = |index: usize, block: &[u8]| block == db.block(index);
     let mut rng = ChaCha20Rng::seed_from_u64(2026);
     let mut lied_fetches = 0;

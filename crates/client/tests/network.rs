@@ -4,12 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
-mod support;
-
 use std::sync::Arc;
 
 use pir_client::{
-    retrieve, HttpsTransport, MirrorInfo, RetrieveOptions, Transport, TransportError,
+    retrieve, HttpsTransport, MirrorInfo, RetrieveOptions, Tap, Transport, TransportError,
 };
 use pir_core::protocol;
 use pir_core::wire::{self, MessageKind};
@@ -20,7 +18,6 @@ use pir_service::Mirror;
 use pir_xor::{AnswerMode, Chor, RaidPir};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use support::Tap;
 
 const RELEASE: [u8; 32] = [7; 32];
 
@@ -147,15 +144,12 @@ async fn reply_size_does_not_depend_on_the_index() {
 /// anything between it and TLS would: the client must attribute it to that mirror, replace it
 /// by the spare, and still return the right blocks.
 fn flip_bits(inner: Arc<HttpsTransport>, bad: usize) -> Tap<HttpsTransport> {
-    Tap {
-        inner,
-        on_reply: Box::new(move |mirror, _, _, reply| {
-            if mirror == bad {
-                let at = wire::HEADER_LEN + protocol::RELEASE_ID_LEN + 2 + 4 + 1;
-                reply[at] ^= 0x10;
-            }
-        }),
-    }
+    Tap::new(inner, move |mirror, _, _, reply| {
+        if mirror == bad {
+            let at = wire::HEADER_LEN + protocol::RELEASE_ID_LEN + 2 + 4 + 1;
+            reply[at] ^= 0x10;
+        }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

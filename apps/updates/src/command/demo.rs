@@ -11,12 +11,12 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use pir_client::{HttpsTransport, Transport, TransportError};
+use pir_client::{HttpsTransport, Tap};
 use pir_core::protocol;
 use pir_core::wire::{self, MessageKind};
 use pir_host::log::human;
@@ -55,27 +55,6 @@ pub struct Outcome {
     pub fetched: Vec<u8>,
     /// Where the original file lies (in the directory the demo ran in).
     pub original: PathBuf,
-}
-
-/// Wraps a transport and keeps a copy of every request, as a mirror would see it.
-struct Recording<T> {
-    inner: T,
-    seen: Mutex<Vec<(usize, Vec<u8>)>>,
-}
-
-impl<T: Transport> Transport for Recording<T> {
-    async fn exchange(
-        &self,
-        mirror: usize,
-        request: Vec<u8>,
-        max_reply: usize,
-    ) -> Result<Vec<u8>, TransportError> {
-        self.seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((mirror, request.clone()));
-        self.inner.exchange(mirror, request, max_reply).await
-    }
 }
 
 /// Runs the demo in a temporary directory, printing to standard output.
@@ -229,12 +208,10 @@ async fn client(
     )?;
     let mirrors = fetch::load_mirror_list(&list_path, &vendor.public())?;
     let pins: Vec<_> = mirrors.iter().map(|m| (m.url.clone(), m.key)).collect();
-    let transport = Arc::new(Recording {
-        inner: HttpsTransport::new(&pins)?,
-        seen: Mutex::new(Vec::new()),
-    });
+    // Every request a mirror answered, as it saw it.
+    let (transport, recorded) = Tap::recording(Arc::new(HttpsTransport::new(&pins)?));
     let session = fetch::UpdateSession::open_with(
-        transport.clone(),
+        Arc::new(transport),
         mirrors,
         &vendor.public(),
         None,
@@ -252,11 +229,7 @@ async fn client(
     writeln!(out, "      got {} bytes in {} blocks with {} {} per mirror, {:.1} ms; SHA-256 matches the manifest and the bytes match the original",
         bytes.len(), fetched.blocks, fetched.queries, if fetched.queries == 1 { "query" } else { "queries" },
         fetched.elapsed.as_secs_f64() * 1e3)?;
-    let seen = transport
-        .seen
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let seen = recorded.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let same_count = session
         .release
         .manifest
