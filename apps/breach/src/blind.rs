@@ -39,6 +39,7 @@ use crate::bits::{Value, VALUE_BYTES};
 use crate::bucket::Bucket;
 use crate::credential::CREDENTIAL_HASH_BYTES;
 use crate::BreachError;
+use pir_fs::PathError;
 
 /// Bytes of an encoded ristretto255 point: a blinded request or response.
 pub const POINT_BYTES: usize = 32;
@@ -203,7 +204,7 @@ impl BlindingKey {
 
     /// Reads a key file.
     pub fn load(path: &Path) -> Result<Self, BreachError> {
-        let text = std::fs::read_to_string(path).map_err(BreachError::io_at(path))?;
+        let text = std::fs::read_to_string(path).map_err(PathError::at(path))?;
         Self::from_text(&text).map_err(|e| match e {
             BreachError::Malformed { what, message } => BreachError::Malformed {
                 what,
@@ -216,7 +217,7 @@ impl BlindingKey {
     /// Writes a new key file readable only by its owner; refuses to overwrite a file.
     pub fn save(&self, path: &Path) -> Result<(), BreachError> {
         use std::io::Write;
-        let io = BreachError::io_at(path);
+        let io = PathError::at(path);
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
         #[cfg(unix)]
@@ -226,7 +227,7 @@ impl BlindingKey {
         }
         let mut file = options.open(path).map_err(&io)?;
         file.write_all(self.to_text().as_bytes()).map_err(&io)?;
-        file.sync_all().map_err(&io)
+        Ok(file.sync_all().map_err(&io)?)
     }
 }
 

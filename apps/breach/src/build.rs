@@ -26,6 +26,7 @@ use crate::credential::{credential_hash, Argon2Params, HashKind};
 use crate::database::{build_pairs, build_sha1, BreachDatabase, CredentialEntry, Sha1Layout};
 use crate::header::DbHeader;
 use crate::BreachError;
+use pir_fs::PathError;
 
 /// Credentials hashed per batch (spread over the worker threads).
 const HASH_BATCH: usize = 512;
@@ -204,8 +205,8 @@ fn read_pairs_file(
     key: &BlindingKey,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Vec<CredentialEntry>, CorpusStats), BreachError> {
-    let file = std::fs::File::open(input).map_err(BreachError::io_at(input))?;
-    let size = file.metadata().map_err(BreachError::io_at(input))?.len();
+    let file = std::fs::File::open(input).map_err(PathError::at(input))?;
+    let size = file.metadata().map_err(PathError::at(input))?.len();
     let mut progress = Progress::new(progress, size);
     let mut book = LineBook::new(options.bad_lines);
     let threads = match options.threads {

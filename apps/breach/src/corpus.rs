@@ -29,6 +29,7 @@ use std::path::Path;
 use sha1::{Digest, Sha1};
 
 use crate::BreachError;
+use pir_fs::PathError;
 
 /// Longest line accepted, in bytes (without its line ending).
 pub const MAX_LINE_BYTES: usize = 4096;
@@ -484,54 +485,69 @@ pub fn read_sha1_corpus(
             "username:password corpora are read with for_each_pair".into(),
         ));
     }
-    let meta = std::fs::metadata(path).map_err(BreachError::io_at(path))?;
+    let meta = std::fs::metadata(path).map_err(PathError::at(path))?;
+    if !meta.is_dir() {
+        let reader = BufReader::new(File::open(path).map_err(PathError::at(path))?);
+        let source = path.display().to_string();
+        return read_sha1_reader(reader, &source, format, policy, meta.len(), progress);
+    }
+    if format != CorpusFormat::Hibp {
+        return Err(BreachError::Input(format!(
+            "{} is a directory; only the hibp format reads a directory of per-prefix files",
+            path.display()
+        )));
+    }
     let mut book = LineBook::new(policy);
     let mut collector = Sha1Collector::default();
-    if meta.is_dir() {
-        if format != CorpusFormat::Hibp {
-            return Err(BreachError::Input(format!(
-                "{} is a directory; only the hibp format reads a directory of per-prefix files",
-                path.display()
-            )));
-        }
-        let files = hibp_prefix_files(path)?;
-        let total = files.iter().map(|f| f.size).sum();
-        let mut progress = Progress::new(progress, total);
-        for PrefixFile {
-            prefix,
-            path: file,
-            size,
-        } in files
-        {
-            let source = file.display().to_string();
-            let reader = BufReader::new(File::open(&file).map_err(BreachError::io_at(&file))?);
-            read_sha1_lines(
-                reader,
-                &source,
-                format,
-                Some(prefix),
-                &mut book,
-                &mut collector,
-                &mut progress,
-            )?;
-            progress.next_file(size);
-        }
-        progress.finish();
-    } else {
-        let mut progress = Progress::new(progress, meta.len());
-        let source = path.display().to_string();
-        let reader = BufReader::new(File::open(path).map_err(BreachError::io_at(path))?);
+    let files = hibp_prefix_files(path)?;
+    let total = files.iter().map(|f| f.size).sum();
+    let mut progress = Progress::new(progress, total);
+    for PrefixFile {
+        prefix,
+        path: file,
+        size,
+    } in files
+    {
+        let source = file.display().to_string();
+        let reader = BufReader::new(File::open(&file).map_err(PathError::at(&file))?);
         read_sha1_lines(
             reader,
             &source,
             format,
-            None,
+            Some(prefix),
             &mut book,
             &mut collector,
             &mut progress,
         )?;
-        progress.finish();
+        progress.next_file(size);
     }
+    progress.finish();
+    Ok((collector.into_sorted(), book.stats))
+}
+
+/// A SHA-1 corpus of one file (not a directory of per-prefix files) from `reader`, `total`
+/// bytes long and named `source` in errors: the entries sorted by hash with duplicates merged.
+pub(crate) fn read_sha1_reader(
+    reader: impl BufRead,
+    source: &str,
+    format: CorpusFormat,
+    policy: BadLines,
+    total: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Vec<Sha1Entry>, CorpusStats), BreachError> {
+    let mut book = LineBook::new(policy);
+    let mut collector = Sha1Collector::default();
+    let mut progress = Progress::new(progress, total);
+    read_sha1_lines(
+        reader,
+        source,
+        format,
+        None,
+        &mut book,
+        &mut collector,
+        &mut progress,
+    )?;
+    progress.finish();
     Ok((collector.into_sorted(), book.stats))
 }
 
@@ -551,8 +567,8 @@ pub struct PrefixFile {
 /// directory is not taken for a corpus.
 pub fn hibp_prefix_files(dir: &Path) -> Result<Vec<PrefixFile>, BreachError> {
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(BreachError::io_at(dir))? {
-        let entry = entry.map_err(BreachError::io_at(dir))?;
+    for entry in std::fs::read_dir(dir).map_err(PathError::at(dir))? {
+        let entry = entry.map_err(PathError::at(dir))?;
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
@@ -574,7 +590,7 @@ pub fn hibp_prefix_files(dir: &Path) -> Result<Vec<PrefixFile>, BreachError> {
                 path.display()
             )));
         };
-        let meta = std::fs::metadata(&path).map_err(BreachError::io_at(&path))?;
+        let meta = std::fs::metadata(&path).map_err(PathError::at(&path))?;
         if !meta.is_file() {
             return Err(BreachError::Input(format!(
                 "{} is not a regular file",
@@ -631,10 +647,10 @@ pub(crate) fn read_pair_lines(
 }
 
 fn io_in(source: &str, e: std::io::Error) -> BreachError {
-    BreachError::Io {
+    BreachError::Io(PathError {
         path: source.to_owned(),
         source: e,
-    }
+    })
 }
 
 #[cfg(test)]

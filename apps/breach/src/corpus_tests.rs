@@ -132,20 +132,13 @@ fn read(
     format: CorpusFormat,
     policy: BadLines,
 ) -> Result<(Vec<Sha1Entry>, CorpusStats), BreachError> {
-    let mut book = LineBook::new(policy);
-    let mut collector = Sha1Collector::default();
-    let mut noop = |_: u64, _: u64| {};
-    let mut progress = Progress::new(&mut noop, input.len() as u64);
-    read_sha1_lines(
-        input,
-        "corpus.txt",
-        format,
-        None,
-        &mut book,
-        &mut collector,
-        &mut progress,
-    )?;
-    Ok((collector.into_sorted(), book.stats))
+    let total = input.len() as u64;
+    read_sha1_reader(input, "corpus.txt", format, policy, total, &mut |_, _| {})
+}
+
+/// Why the HIBP directory `dir` cannot be read.
+fn hibp_dir_error(dir: &Path) -> BreachError {
+    read_sha1_corpus(dir, CorpusFormat::Hibp, BadLines::Reject, &mut |_, _| {}).unwrap_err()
 }
 
 #[test]
@@ -232,23 +225,11 @@ fn hibp_directory() {
     assert_eq!(calls.last(), Some(&(77, 77)));
 
     std::fs::write(dir.path().join("README"), b"hello").unwrap();
-    let err = read_sha1_corpus(
-        dir.path(),
-        CorpusFormat::Hibp,
-        BadLines::Reject,
-        &mut |_, _| {},
-    )
-    .unwrap_err();
+    let err = hibp_dir_error(dir.path());
     assert!(err.to_string().contains("not an HIBP range file"), "{err}");
     std::fs::remove_file(dir.path().join("README")).unwrap();
     std::fs::write(dir.path().join("5baa6"), b"").unwrap();
-    let err = read_sha1_corpus(
-        dir.path(),
-        CorpusFormat::Hibp,
-        BadLines::Reject,
-        &mut |_, _| {},
-    )
-    .unwrap_err();
+    let err = hibp_dir_error(dir.path());
     assert!(
         err.to_string().contains("both files of prefix 5BAA6"),
         "{err}"

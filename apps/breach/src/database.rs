@@ -29,6 +29,7 @@ use crate::header::{
     MAX_SHA1_PREFIX_BITS, MIN_SHA1_ENTRY_BITS,
 };
 use crate::BreachError;
+use pir_fs::PathError;
 
 /// How to lay out a SHA-1 (hibp or passwords) database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -423,7 +424,7 @@ impl BreachDatabase {
     /// Opens a database file, memory-mapping the blocks. With `verify`, hashes every block
     /// and compares with the header (a server should, once, at start-up).
     pub fn open(path: &Path, verify: bool) -> Result<Self, BreachError> {
-        let io = BreachError::io_at(path);
+        let io = PathError::at(path);
         let in_file = |e: BreachError| match e {
             BreachError::Malformed { what, message } => BreachError::Malformed {
                 what,
@@ -491,7 +492,11 @@ impl BreachDatabase {
                 std::io::Error::other(message)
             })
         })
-        .map_err(|e| failed.take().unwrap_or_else(|| BreachError::io(path, e)))
+        .map_err(|e| {
+            failed
+                .take()
+                .unwrap_or_else(|| PathError::new(path, e).into())
+        })
     }
 }
 

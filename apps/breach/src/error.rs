@@ -12,13 +12,8 @@
 #[non_exhaustive]
 pub enum BreachError {
     /// A file or directory could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file or directory.
-        path: String,
-        /// What the operating system said.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] pir_fs::PathError),
     /// A corpus line is malformed. `line` counts from 1.
     #[error("{source_name}:{line}: {message}")]
     Corpus {
@@ -52,19 +47,6 @@ impl BreachError {
     /// of the API by the caller).
     pub fn is_peer_error(&self) -> bool {
         matches!(self, Self::Malformed { .. } | Self::Corpus { .. })
-    }
-
-    /// A [`BreachError::Io`] for `path`.
-    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
-        Self::Io {
-            path: path.display().to_string(),
-            source,
-        }
-    }
-
-    /// A closure that turns an I/O error into a [`BreachError::Io`] for `path`, for `map_err`.
-    pub(crate) fn io_at(path: &std::path::Path) -> impl Fn(std::io::Error) -> Self + '_ {
-        move |source| Self::io(path, source)
     }
 
     /// A [`BreachError::Malformed`].

@@ -50,13 +50,18 @@ pub enum UpdateError {
     },
 }
 
+/// The shared I/O error (`pir_fs`), as this type's [`UpdateError::Io`].
+impl From<pir_fs::PathError> for UpdateError {
+    fn from(error: pir_fs::PathError) -> Self {
+        let pir_fs::PathError { path, source } = error;
+        Self::Io { path, source }
+    }
+}
+
 impl UpdateError {
     /// An [`UpdateError::Io`] for `path`.
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
-        Self::Io {
-            path: path.display().to_string(),
-            source,
-        }
+        pir_fs::PathError::new(path, source).into()
     }
 
     /// A closure that turns an I/O error into an [`UpdateError::Io`] for `path`, for `map_err`.

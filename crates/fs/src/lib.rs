@@ -11,13 +11,51 @@
 //! keys) the same way, linking the synced temporary file to its name instead of renaming it.
 //!
 //! Used for every file `pir` writes: databases, the QDP seed state, fetched files, the hint
-//! cache, keys, mirror lists, servers files, evidence. What it does not do: locking between
-//! processes.
+//! cache, keys, mirror lists, servers files, evidence. [`PathError`] is the I/O error that
+//! names its file, the `Io` case of the error types of the crates that read and write them.
+//! What it does not do: locking between processes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// An I/O error and the file or directory it concerns, shown as `PATH: ERROR`; its
+/// [`source`](std::error::Error::source) is the operating system's error.
+#[derive(Debug)]
+pub struct PathError {
+    /// The file or directory (or, for an in-memory reader, what it stands for).
+    pub path: String,
+    /// What the operating system said.
+    pub source: io::Error,
+}
+
+impl PathError {
+    /// `source`, which happened to `path`.
+    pub fn new(path: &Path, source: io::Error) -> Self {
+        PathError {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+
+    /// A closure that turns an I/O error into a [`PathError`] for `path`, for `map_err`.
+    pub fn at(path: &Path) -> impl Fn(io::Error) -> Self + '_ {
+        move |source| Self::new(path, source)
+    }
+}
+
+impl std::fmt::Display for PathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.source)
+    }
+}
+
+impl std::error::Error for PathError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
 
 /// Distinguishes temporary files of concurrent writers in one process.
 static NEXT: AtomicU64 = AtomicU64::new(0);

@@ -13,6 +13,7 @@ pub mod tls;
 
 use std::path::Path;
 
+use pir_fs::PathError;
 use ring::rand::SystemRandom;
 use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
 
@@ -31,13 +32,8 @@ const PUBLIC_HEADER: &str = "pir-ed25519-public-key-v1";
 #[non_exhaustive]
 pub enum KeyError {
     /// A key file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// What the OS said.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] pir_fs::PathError),
     /// A key file or key bytes are not in the expected format.
     #[error("{0}")]
     Format(String),
@@ -230,10 +226,8 @@ impl PublicKey {
 
     /// Writes a `.pub` file.
     pub fn save(&self, path: &Path) -> Result<(), KeyError> {
-        pir_fs::write_atomic_bytes(path, self.to_text().as_bytes()).map_err(|source| KeyError::Io {
-            path: path.display().to_string(),
-            source,
-        })
+        Ok(pir_fs::write_atomic_bytes(path, self.to_text().as_bytes())
+            .map_err(PathError::at(path))?)
     }
 }
 
@@ -267,17 +261,11 @@ fn strip_header<'a>(text: &'a str, header: &str, what: &str) -> Result<&'a str, 
 }
 
 fn read(path: &Path) -> Result<String, KeyError> {
-    std::fs::read_to_string(path).map_err(|source| KeyError::Io {
-        path: path.display().to_string(),
-        source,
-    })
+    Ok(std::fs::read_to_string(path).map_err(PathError::at(path))?)
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
-    pir_fs::write_new_private(path, bytes).map_err(|source| KeyError::Io {
-        path: path.display().to_string(),
-        source,
-    })
+    Ok(pir_fs::write_new_private(path, bytes).map_err(PathError::at(path))?)
 }
 
 #[cfg(test)]
