@@ -7,6 +7,8 @@
 //! so most files fall between 1 KiB and 200 KiB), plus 4% tiny files (metapackages, up to
 //! 512 bytes) and 2% large ones (512 KiB to 2 MiB); 300 files come to roughly 15 to 20 MiB.
 //!
+//! [`small_release`] is the other kind of release tests need: a few files of known bytes.
+//!
 //! Randomness is ChaCha20 seeded with `seed` ([`ChaCha20Rng::seed_from_u64`]); stream 0 draws
 //! names and sizes, stream 1 the file contents in name order, so the same seed always gives
 //! byte-identical files on every platform. The contents are pseudo-random bytes, not packages.
@@ -14,12 +16,14 @@
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-use crate::UpdateError;
+use pir_keys::SecretKey;
+
+use crate::{release, UpdateError};
 
 /// Number of files in the demo release.
 pub const DEMO_FILE_COUNT: usize = 300;
@@ -216,6 +220,33 @@ pub fn write_sample_release(
         out.flush().map_err(&io)?;
     }
     Ok(layout)
+}
+
+/// A release of `files` (relative name, bytes) in blocks of `block_size` bytes, signed by a new
+/// vendor key, for tests that need a small release of known bytes: the files are written under
+/// `dir/src` and the release is built into `dir/release`. Returns the vendor key and the
+/// release directory.
+pub fn small_release(
+    dir: &Path,
+    files: &[(&str, &[u8])],
+    block_size: usize,
+) -> Result<(SecretKey, PathBuf), UpdateError> {
+    let source = dir.join("src");
+    for (name, bytes) in files {
+        let path = source.join(name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(UpdateError::io_at(parent))?;
+        }
+        fs::write(&path, bytes).map_err(UpdateError::io_at(&path))?;
+    }
+    let vendor = SecretKey::generate()?;
+    let out = dir.join("release");
+    let options = release::BuildOptions {
+        block_size: Some(block_size),
+        ..release::BuildOptions::default()
+    };
+    release::build(&source, &vendor, &out, &options)?;
+    Ok((vendor, out))
 }
 
 /// Names and sizes of the sample release, sorted by name.

@@ -6,28 +6,22 @@
 
 use std::sync::Arc;
 
-use pir_client::{LocalTransport, MirrorInfo};
+use pir_client::LocalTransport;
 use pir_keys::SecretKey;
 use pir_service::Handler;
 use pir_updates::fetch::{SchemeChoice, UpdateSession};
 use pir_updates::freshness::Freshness;
-use pir_updates::release;
+use pir_updates::{release, sample};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_and_new_mirrors_serve_one_fetch() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(src.join("pool")).unwrap();
     let payload: Vec<u8> = (0..20_000u32).map(|i| (i * 31 % 251) as u8).collect();
-    std::fs::write(src.join("pool/a.deb"), &payload).unwrap();
-    std::fs::write(src.join("Packages"), b"Package: a\n").unwrap();
-    let vendor = SecretKey::generate().unwrap();
-    let out = dir.path().join("release");
-    let options = release::BuildOptions {
-        block_size: Some(1024),
-        ..release::BuildOptions::default()
-    };
-    release::build(&src, &vendor, &out, &options).unwrap();
+    let files = [
+        ("pool/a.deb", &payload[..]),
+        ("Packages", &b"Package: a\n"[..]),
+    ];
+    let (vendor, out) = sample::small_release(dir.path(), &files, 1024).unwrap();
 
     let keys: Vec<SecretKey> = (0..3).map(|_| SecretKey::generate().unwrap()).collect();
     let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
@@ -46,14 +40,7 @@ async fn old_and_new_mirrors_serve_one_fetch() {
             servers.push(Arc::new(pir_updates::serve::single(opened, key).unwrap()));
         }
     }
-    let mirrors: Vec<MirrorInfo> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, k)| MirrorInfo {
-            url: format!("https://mirror-{i}.test"),
-            key: k.public(),
-        })
-        .collect();
+    let mirrors = LocalTransport::mirrors(keys.iter().map(SecretKey::public));
     let state = dir.path().join("state");
     let freshness = Freshness::new(&state, &vendor.public());
     let session = UpdateSession::open_with(
@@ -86,17 +73,8 @@ async fn old_and_new_mirrors_serve_one_fetch() {
 #[test]
 fn a_release_locked_in_ram_serves_the_files_bytes() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
     let payload: Vec<u8> = (0..50_000u32).map(|i| (i * 7 % 253) as u8).collect();
-    std::fs::write(src.join("a.bin"), &payload).unwrap();
-    let vendor = SecretKey::generate().unwrap();
-    let out = dir.path().join("release");
-    let options = release::BuildOptions {
-        block_size: Some(4096),
-        ..release::BuildOptions::default()
-    };
-    release::build(&src, &vendor, &out, &options).unwrap();
+    let (_, out) = sample::small_release(dir.path(), &[("a.bin", &payload[..])], 4096).unwrap();
     let mapped = release::open_with(&out, None, true, false).unwrap();
     match release::open_with(&out, None, true, true) {
         Ok(locked) => {

@@ -153,17 +153,9 @@ fn the_intro_names_the_target_and_the_abusers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_run_against_a_mirror_serves_every_query() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(src.join("pool")).unwrap();
     let payload: Vec<u8> = (0..20_000u32).map(|i| (i * 31 % 251) as u8).collect();
-    std::fs::write(src.join("pool/a.deb"), &payload).unwrap();
-    let vendor = SecretKey::generate().unwrap();
-    let out = dir.path().join("release");
-    let options = release::BuildOptions {
-        block_size: Some(1024),
-        ..release::BuildOptions::default()
-    };
-    release::build(&src, &vendor, &out, &options).unwrap();
+    let files = [("pool/a.deb", &payload[..])];
+    let (_, out) = pir_updates::sample::small_release(dir.path(), &files, 1024).unwrap();
     let key = SecretKey::generate().unwrap();
     let service = pir_updates::serve::single(release::open(&out, None, true).unwrap(), &key);
     let running = pir_server::start(
