@@ -17,8 +17,6 @@
 //! use pir_breach::service::{BreachBackend, BreachConfig};
 //! use pir_breach::BreachSession;
 //! use pir_client::LocalTransport;
-//! use pir_service::qdp::BoxedSeedStore;
-//! use pir_xor::qdp::{MemorySeedStore, PausePolicy, QdpConfig, SeedKey};
 //!
 //! // A breach corpus of two passwords, as a database of buckets.
 //! let entries: Vec<Sha1Entry> = [&b"123456"[..], b"hunter2"]
@@ -34,18 +32,9 @@
 //! for server in 0..2 {
 //!     let key = pir_keys::SecretKey::generate()?;
 //!     keys.push(key.public());
-//!     servers.push(Arc::new(BreachBackend::start(BreachConfig {
-//!         database: pir_core::Database::from_bytes(database.shape(), database.bytes())?,
-//!         header: header.encode().to_vec(),
-//!         server,
-//!         key,
-//!         blinding: None,
-//!         qdp: QdpConfig::default(),
-//!         policy: PausePolicy::Never,
-//!         seed_key: SeedKey::from_bytes([server as u8; 16]),
-//!         seed_store: BoxedSeedStore(Box::new(MemorySeedStore::new())),
-//!         flip_table: None,
-//!     })?));
+//!     let copy = pir_core::Database::from_bytes(database.shape(), database.bytes())?;
+//!     let config = BreachConfig::in_memory(copy, header.encode().to_vec(), server, key);
+//!     servers.push(Arc::new(BreachBackend::start(config)?));
 //! }
 //!
 //! tokio::runtime::Runtime::new()?.block_on(async {

@@ -22,14 +22,15 @@ fn sha1_db(hashes: &[[u8; 20]], layout: Sha1Layout) -> BreachDatabase {
         .collect();
     entries.sort();
     entries.dedup_by(|a, b| a.hash == b.hash);
-    build_sha1(
-        CorpusFormat::Hibp,
-        &entries,
-        &layout,
-        &CorpusStats::default(),
-    )
-    .unwrap()
-    .0
+    hibp(&entries, &layout).unwrap().0
+}
+
+/// `entries` (sorted) as an HIBP database laid out by `layout`, and why that layout.
+fn hibp(
+    entries: &[Sha1Entry],
+    layout: &Sha1Layout,
+) -> Result<(BreachDatabase, String), BreachError> {
+    build_sha1(CorpusFormat::Hibp, entries, layout, &CorpusStats::default())
 }
 
 fn random_hashes(n: usize, seed: u64) -> Vec<[u8; 20]> {
@@ -152,7 +153,7 @@ fn truncated_entries() {
         hash: [1; 20],
         count: 1,
     }];
-    assert!(build_sha1(CorpusFormat::Hibp, &entries, &bad, &CorpusStats::default()).is_err());
+    assert!(hibp(&entries, &bad).is_err());
 }
 
 #[test]
@@ -167,19 +168,13 @@ fn unsorted_input_is_refused() {
             count: 1,
         },
     ];
-    let err = build_sha1(
-        CorpusFormat::Hibp,
-        &entries,
-        &Sha1Layout::default(),
-        &CorpusStats::default(),
-    )
-    .unwrap_err();
+    let err = hibp(&entries, &Sha1Layout::default()).unwrap_err();
     assert!(err.to_string().contains("sorted"), "{err}");
     let layout = Sha1Layout {
         prefix_bits: Some(21),
         entry_bits: 160,
     };
-    assert!(build_sha1(CorpusFormat::Hibp, &[], &layout, &CorpusStats::default()).is_err());
+    assert!(hibp(&[], &layout).is_err());
 }
 
 #[test]
@@ -235,13 +230,7 @@ fn compression_on_random_hashes() {
         .map(|hash| Sha1Entry { hash, count: 1 })
         .collect();
     entries.sort();
-    let (db, _) = build_sha1(
-        CorpusFormat::Hibp,
-        &entries,
-        &Sha1Layout::default(),
-        &CorpusStats::default(),
-    )
-    .unwrap();
+    let (db, _) = hibp(&entries, &Sha1Layout::default()).unwrap();
     let h = db.header();
     let ratio = h.compression_ratio();
     assert!(ratio > 1.2 && ratio < 1.5, "ratio {ratio}");
@@ -266,13 +255,7 @@ fn compression_1m() {
             })
             .collect();
         entries.sort();
-        let (db, reason) = build_sha1(
-            CorpusFormat::Hibp,
-            &entries,
-            &Sha1Layout::default(),
-            &CorpusStats::default(),
-        )
-        .unwrap();
+        let (db, reason) = hibp(&entries, &Sha1Layout::default()).unwrap();
         let h = db.header();
         println!(
             "counts {}: {reason}\n  block {} B, uncompressed {} B, ratio {:.3}, buckets min/mean/max {}/{:.1}/{}",

@@ -28,7 +28,7 @@ use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
 use pir_service::qdp::{BoxedSeedStore, FlipTable, Qdp, QdpPrepared, QdpSetup};
 use pir_service::{Backend, Refusal, SignedService};
-use pir_xor::qdp::{PausePolicy, QdpConfig, SeedKey};
+use pir_xor::qdp::{MemorySeedStore, PausePolicy, QdpConfig, SeedKey};
 use pir_xor::{AnswerMode, RaidPir};
 
 use crate::blind::BlindingKey;
@@ -88,6 +88,27 @@ pub struct BreachConfig {
     pub seed_store: BoxedSeedStore,
     /// A four-Russians table of this server's flip chunk ([`flip_table`]).
     pub flip_table: Option<FlipTable>,
+}
+
+impl BreachConfig {
+    /// Server `server` (0 or 1) of `database`, whose application header is `header`, for
+    /// servers in this process (examples, tests, benchmarks): no blinding key, the default
+    /// queue, a worker that never pauses, and the seed counter kept in memory under a fresh
+    /// random seed key, so seeds never repeat although nothing is saved.
+    pub fn in_memory(database: Database, header: Vec<u8>, server: usize, key: SecretKey) -> Self {
+        BreachConfig {
+            database,
+            header,
+            server,
+            key,
+            blinding: None,
+            qdp: QdpConfig::default(),
+            policy: PausePolicy::Never,
+            seed_key: SeedKey::random(&mut rand::rng()),
+            seed_store: BoxedSeedStore(Box::new(MemorySeedStore::new())),
+            flip_table: None,
+        }
+    }
 }
 
 /// Builds server `server`'s four-Russians table of its flip chunk (group size `t`).
@@ -401,17 +422,10 @@ mod tests {
         let shape = pir_core::DbShape::new(16, 64).unwrap();
         let database = Database::from_bytes(shape, &[0; 16 * 64]).unwrap();
         let other = flip_table(&database, 1, 4, &|_, _| {}).unwrap();
+        let key = SecretKey::generate().unwrap();
         let config = BreachConfig {
-            database,
-            header: b"header".to_vec(),
-            server: 0,
-            key: SecretKey::generate().unwrap(),
-            blinding: None,
-            qdp: QdpConfig::default(),
-            policy: PausePolicy::Never,
-            seed_key: SeedKey::from_bytes([1; 16]),
-            seed_store: BoxedSeedStore(Box::new(MemorySeedStore::new())),
             flip_table: Some(other),
+            ..BreachConfig::in_memory(database, b"header".to_vec(), 0, key)
         };
         let error = BreachBackend::start(config).unwrap_err().to_string();
         assert!(error.contains("another server"), "{error}");

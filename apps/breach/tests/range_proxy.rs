@@ -15,8 +15,6 @@ use pir_breach::proxy::RangeProxy;
 use pir_breach::service::{BreachBackend, BreachConfig};
 use pir_breach::BreachSession;
 use pir_client::LocalTransport;
-use pir_service::qdp::BoxedSeedStore;
-use pir_xor::qdp::{MemorySeedStore, PausePolicy, QdpConfig, SeedKey};
 
 async fn proxy() -> RangeProxy<LocalTransport> {
     let entries: Vec<Sha1Entry> = [&b"123456"[..], b"hunter2"]
@@ -39,22 +37,9 @@ async fn proxy() -> RangeProxy<LocalTransport> {
     for server in 0..2 {
         let key = pir_keys::SecretKey::generate().unwrap();
         keys.push(key.public());
-        servers.push(Arc::new(
-            BreachBackend::start(BreachConfig {
-                database: pir_core::Database::from_bytes(database.shape(), database.bytes())
-                    .unwrap(),
-                header: header.encode().to_vec(),
-                server,
-                key,
-                blinding: None,
-                qdp: QdpConfig::default(),
-                policy: PausePolicy::Never,
-                seed_key: SeedKey::from_bytes([server as u8; 16]),
-                seed_store: BoxedSeedStore(Box::new(MemorySeedStore::new())),
-                flip_table: None,
-            })
-            .unwrap(),
-        ));
+        let copy = pir_core::Database::from_bytes(database.shape(), database.bytes()).unwrap();
+        let config = BreachConfig::in_memory(copy, header.encode().to_vec(), server, key);
+        servers.push(Arc::new(BreachBackend::start(config).unwrap()));
     }
     let session = BreachSession::open_with(LocalTransport::new(servers), &keys)
         .await

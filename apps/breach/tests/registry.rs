@@ -9,10 +9,8 @@ use pir_breach::corpus::{password_sha1, CorpusFormat, CorpusStats, Sha1Entry};
 use pir_breach::database::{build_sha1, Sha1Layout};
 use pir_breach::{BreachBackend, BreachConfig};
 use pir_core::SchemeId;
-use pir_service::qdp::BoxedSeedStore;
 use pir_service::registry::{self, ServerKind};
 use pir_service::Backend;
-use pir_xor::qdp::{MemorySeedStore, PausePolicy, QdpConfig, SeedKey};
 
 #[test]
 fn the_registry_lists_exactly_the_breach_backends_schemes() {
@@ -57,19 +55,9 @@ fn a_breach_backend_accepts_exactly_the_schemes_it_lists() {
     )
     .unwrap();
     let (header, database) = db.into_parts();
-    let service = BreachBackend::start(BreachConfig {
-        database,
-        header: header.encode().to_vec(),
-        server: 0,
-        key: pir_keys::SecretKey::generate().unwrap(),
-        blinding: None,
-        qdp: QdpConfig::default(),
-        policy: PausePolicy::Never,
-        seed_key: SeedKey::from_bytes([0; 16]),
-        seed_store: BoxedSeedStore(Box::new(MemorySeedStore::new())),
-        flip_table: None,
-    })
-    .unwrap();
+    let key = pir_keys::SecretKey::generate().unwrap();
+    let config = BreachConfig::in_memory(database, header.encode().to_vec(), 0, key);
+    let service = BreachBackend::start(config).unwrap();
     let backend = service.backend();
     for id in (0..=u8::MAX).filter_map(|byte| SchemeId::from_byte(byte).ok()) {
         assert_eq!(

@@ -12,8 +12,6 @@ use pir_breach::service::{BreachBackend, BreachConfig};
 use pir_breach::{BreachService, BreachSession};
 use pir_client::LocalTransport;
 use pir_keys::{PublicKey, SecretKey};
-use pir_service::qdp::BoxedSeedStore;
-use pir_xor::qdp::{MemorySeedStore, PausePolicy, QdpConfig, SeedKey};
 
 #[test]
 fn the_corpus_is_deterministic_sorted_and_distinct() {
@@ -81,19 +79,8 @@ fn server(built: &breach::Built, server: usize) -> Server {
         .into_parts();
     let key = SecretKey::generate().unwrap();
     let public = key.public();
-    let service = BreachBackend::start(BreachConfig {
-        database,
-        header: header.encode().to_vec(),
-        server,
-        key,
-        blinding: None,
-        qdp: QdpConfig::default(),
-        policy: PausePolicy::Never,
-        seed_key: SeedKey::from_bytes([server as u8; 16]),
-        seed_store: BoxedSeedStore(Box::new(MemorySeedStore::new())),
-        flip_table: None,
-    })
-    .unwrap();
+    let config = BreachConfig::in_memory(database, header.encode().to_vec(), server, key);
+    let service = BreachBackend::start(config).unwrap();
     Server {
         service: Arc::new(service),
         key: public,
