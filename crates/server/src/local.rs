@@ -22,6 +22,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -168,6 +169,23 @@ fn refused_target<B>(request: &Request<B>) -> Option<Response<Full<Bytes>>> {
             "this proxy answers only requests for localhost, 127.0.0.1 or [::1]",
         )
     })
+}
+
+/// [`start`] with the default options at `listen` (a loopback address), each request answered
+/// by `answer` on a clone of `shared`: a proxy whose one state (its sessions, its cache)
+/// answers every request.
+pub async fn start_shared<S, F, Fut>(
+    listen: SocketAddr,
+    shared: Arc<S>,
+    answer: F,
+) -> std::io::Result<RunningLocal>
+where
+    S: Send + Sync + 'static + ?Sized,
+    F: Fn(Arc<S>, Request<Bytes>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Bytes>> + Send + 'static,
+{
+    let handler = move |request| answer(shared.clone(), request);
+    start(LocalOptions::new(listen), handler).await
 }
 
 /// Binds `options.listen` (a loopback address) and serves `handler` there.

@@ -194,12 +194,8 @@ pub(super) async fn proxy(args: &BreachProxyArgs) -> Result<()> {
     let proxy = Arc::new(
         RangeProxy::new(session, header).context("this database cannot serve the range API")?,
     );
-    let handler = move |request| {
-        let proxy = proxy.clone();
-        async move { proxy.handle(request).await }
-    };
-    let options = pir_server::local::LocalOptions::new(args.listen);
-    let running = pir_server::local::start(options, handler)
+    let answer = |proxy: Arc<RangeProxy<_>>, request| async move { proxy.handle(request).await };
+    let running = pir_server::local::start_shared(args.listen, proxy, answer)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     println!(

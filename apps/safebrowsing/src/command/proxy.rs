@@ -37,12 +37,8 @@ pub(super) async fn proxy(args: &SbProxyArgs) -> Result<()> {
     println!("{}", proxy.describe().await);
     let every = Duration::from_secs(args.refresh_seconds.max(1));
     let refresher = tokio::spawn(refresh_loop(proxy.clone(), every));
-    let handler = move |request| {
-        let proxy = proxy.clone();
-        async move { proxy.handle(request).await }
-    };
-    let options = pir_server::local::LocalOptions::new(args.listen);
-    let running = pir_server::local::start(options, handler)
+    let answer = |proxy: Arc<LocalProxy<_>>, request| async move { proxy.handle(request).await };
+    let running = pir_server::local::start_shared(args.listen, proxy, answer)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = running.addr;
