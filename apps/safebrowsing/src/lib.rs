@@ -27,6 +27,8 @@ pub mod list;
 pub mod local;
 pub mod proto;
 pub mod proxy;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod url;
 
 pub use list::{ListDatabase, ListIndex};

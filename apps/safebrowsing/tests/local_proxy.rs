@@ -11,13 +11,14 @@ use base64ct::Encoding;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use pir_client::LocalTransport;
-use pir_core::{Database, DbShape};
 use pir_keys::SecretKey;
+use pir_safebrowsing::command::bucket_release;
 use pir_safebrowsing::list::ListDatabase;
 use pir_safebrowsing::local::{Connect, LocalProxy, FIND_PATH, UPDATE_PATH};
 use pir_safebrowsing::proto;
-use pir_service::checklist::{download_envelope, Checklist, Role};
-use pir_service::{Handler, Metrics, ReleaseInfo, ReleaseSet, ServedRelease};
+use pir_safebrowsing::testing::{find_request, update_request};
+use pir_service::checklist::{download_envelope, Role};
+use pir_service::{Handler, Metrics, ReleaseSet};
 use prost::Message;
 
 /// The two servers of `list` (offline first), as the binary's `serve` builds them.
@@ -29,32 +30,10 @@ fn servers(list: &ListDatabase) -> (Vec<Arc<dyn Handler>>, [pir_keys::PublicKey;
         let key = SecretKey::generate().unwrap();
         keys.push(key.public());
         let metrics = Arc::new(Metrics::default());
-        let releases = list
-            .buckets()
-            .iter()
+        let releases = (list.buckets().iter())
             .map(|bucket| {
-                let records = bucket.len() as u64;
-                let params = pir_xor::checklist::Params::new(records, 32).unwrap();
-                let database =
-                    Database::from_bytes(DbShape::new(records, 32).unwrap(), bucket.records)
-                        .unwrap();
-                let backend = Checklist::new(
-                    params,
-                    database,
-                    bucket.database_id,
-                    role,
-                    list.name().as_bytes().to_vec(),
-                )
-                .unwrap();
-                let service = backend
-                    .serve(SecretKey::from_pkcs8(key.pkcs8()).unwrap())
-                    .with_metrics(metrics.clone());
-                let info = ReleaseInfo {
-                    id: bucket.database_id,
-                    version: list.version(),
-                    expires_unix: u64::MAX,
-                };
-                ServedRelease::new(info, Arc::new(service))
+                let key = SecretKey::from_pkcs8(key.pkcs8()).unwrap();
+                bucket_release(list, bucket, role, key, metrics.clone()).unwrap()
             })
             .collect();
         let set = ReleaseSet::new(releases, metrics).unwrap();
@@ -81,37 +60,14 @@ async fn open(list: &ListDatabase, state: &std::path::Path) -> LocalProxy<LocalT
     .unwrap()
 }
 
+/// A full update of `lists` ((threat type, platform type) pairs).
 fn update_message(lists: &[(i32, i32)]) -> Vec<u8> {
-    proto::FetchThreatListUpdatesRequest {
-        client: None,
-        list_update_requests: lists
-            .iter()
-            .map(|&(threat_type, platform_type)| proto::ListUpdateRequest {
-                threat_type,
-                platform_type,
-                threat_entry_type: proto::URL,
-                state: Vec::new(),
-            })
-            .collect(),
-    }
-    .encode_to_vec()
+    update_request(lists, &[])
 }
 
+/// A lookup of one prefix.
 fn find_message(prefix: &[u8]) -> Vec<u8> {
-    proto::FindFullHashesRequest {
-        client: None,
-        client_states: Vec::new(),
-        threat_info: Some(proto::ThreatInfo {
-            threat_types: vec![proto::MALWARE_THREAT],
-            platform_types: vec![2],
-            threat_entry_types: vec![proto::URL],
-            threat_entries: vec![proto::ThreatEntry {
-                hash: prefix.to_vec(),
-                url: String::new(),
-            }],
-        }),
-    }
-    .encode_to_vec()
+    find_request(&[prefix])
 }
 
 /// A call as Firefox ESR 153 makes it: GET, `$req` in the URL, the method override header.

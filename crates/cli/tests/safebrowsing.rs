@@ -17,6 +17,7 @@ use std::process::{Child, Stdio};
 
 use base64ct::Encoding;
 use pir_safebrowsing::proto;
+use pir_safebrowsing::testing::{self, find_request};
 use prost::Message;
 use support::{ok, pir, require};
 
@@ -228,17 +229,9 @@ fn unchunk(mut bytes: &[u8]) -> Vec<u8> {
     }
 }
 
+/// An update of the malware list (on Linux) from `state`.
 fn update_request(state: Vec<u8>) -> Vec<u8> {
-    proto::FetchThreatListUpdatesRequest {
-        client: None,
-        list_update_requests: vec![proto::ListUpdateRequest {
-            threat_type: proto::MALWARE_THREAT,
-            platform_type: 2,
-            threat_entry_type: proto::URL,
-            state,
-        }],
-    }
-    .encode_to_vec()
+    testing::update_request(&[(proto::MALWARE_THREAT, 2)], &state)
 }
 
 /// `fullHashes:find` at `path` for `prefixes`, POSTed to the proxy at `url`: its status and
@@ -259,26 +252,6 @@ fn finds_only(url: &str, path: &str, listed: &[u8]) {
     let found = find(url, path, &[&listed[..4], &[0xde, 0xad, 0xbe, 0xef]]);
     assert_eq!(found.matches.len(), 1);
     assert_eq!(found.matches[0].threat.as_ref().unwrap().hash, listed);
-}
-
-fn find_request(prefixes: &[&[u8]]) -> Vec<u8> {
-    proto::FindFullHashesRequest {
-        client: None,
-        client_states: Vec::new(),
-        threat_info: Some(proto::ThreatInfo {
-            threat_types: vec![proto::MALWARE_THREAT],
-            platform_types: vec![2],
-            threat_entry_types: vec![proto::URL],
-            threat_entries: prefixes
-                .iter()
-                .map(|p| proto::ThreatEntry {
-                    hash: p.to_vec(),
-                    url: String::new(),
-                })
-                .collect(),
-        }),
-    }
-    .encode_to_vec()
 }
 
 #[test]

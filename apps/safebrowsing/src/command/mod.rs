@@ -27,6 +27,7 @@ pub use args::{
 pub use build::update_summary;
 pub use firefox::{firefox_prefs, write_firefox_profile};
 pub use proxy::state_dir;
+pub use serve::bucket_release;
 
 /// What users must trust, printed by every command that talks to the servers: the
 /// registry's entries of the two schemes a Safe Browsing server answers.

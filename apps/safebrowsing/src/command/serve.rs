@@ -6,11 +6,12 @@ use std::sync::Arc;
 use anyhow::Result;
 use pir_core::{Database, DbShape};
 use pir_host::{Change, Opening, Started};
+use pir_keys::SecretKey;
 use pir_service::checklist::{download_envelope, Checklist, Role};
-use pir_service::{ReleaseInfo, ReleaseSet, ServedRelease};
+use pir_service::{Metrics, ReleaseInfo, ReleaseSet, ServedRelease};
 
 use super::{open_database, SbServeArgs, SbServeSettings, PRIVACY};
-use crate::list::ListDatabase;
+use crate::list::{ListBucket, ListDatabase};
 
 /// `pir safebrowsing serve`: resolves the settings, then prints them (`--print-config`) or
 /// serves.
@@ -30,31 +31,45 @@ fn bucket_services(
 ) -> Result<Vec<ServedRelease<Checklist>>> {
     list.buckets()
         .iter()
-        .map(|bucket| {
-            let info = ReleaseInfo {
-                id: bucket.database_id,
-                version: list.version(),
-                expires_unix: u64::MAX,
-            };
-            if let Some(served) = at.reuse(&bucket.database_id) {
-                return Ok(ServedRelease::new(info, served.service.clone()));
-            }
-            let records = bucket.len() as u64;
-            let params = pir_xor::checklist::Params::new(records, 32)?;
-            let database = Database::from_bytes(DbShape::new(records, 32)?, bucket.records)?;
-            let backend = Checklist::new(
-                params,
-                database,
-                bucket.database_id,
-                role,
-                list.name().as_bytes().to_vec(),
-            )?;
-            let service = backend
-                .serve(at.key_copy()?)
-                .with_metrics(at.metrics.clone());
-            Ok(ServedRelease::new(info, Arc::new(service)))
+        .map(|bucket| match at.reuse(&bucket.database_id) {
+            Some(served) => Ok(ServedRelease::new(
+                release_info(list, bucket),
+                served.service.clone(),
+            )),
+            None => bucket_release(list, bucket, role, at.key_copy()?, at.metrics.clone()),
         })
         .collect()
+}
+
+/// The Checklist service of `bucket` of `list` as the server in `role` serves it, signing
+/// with `key` and counting into `metrics`: one version of `pir safebrowsing serve` (public for
+/// tests that run both servers in one process).
+pub fn bucket_release(
+    list: &ListDatabase,
+    bucket: &ListBucket<'_>,
+    role: Role,
+    key: SecretKey,
+    metrics: Arc<Metrics>,
+) -> Result<ServedRelease<Checklist>> {
+    let records = bucket.len() as u64;
+    let params = pir_xor::checklist::Params::new(records, 32)?;
+    let database = Database::from_bytes(DbShape::new(records, 32)?, bucket.records)?;
+    let name = list.name().as_bytes().to_vec();
+    let backend = Checklist::new(params, database, bucket.database_id, role, name)?;
+    let service = backend.serve(key).with_metrics(metrics);
+    Ok(ServedRelease::new(
+        release_info(list, bucket),
+        Arc::new(service),
+    ))
+}
+
+/// A bucket's release: its database id, in the list's version, never expiring.
+fn release_info(list: &ListDatabase, bucket: &ListBucket<'_>) -> ReleaseInfo {
+    ReleaseInfo {
+        id: bucket.database_id,
+        version: list.version(),
+        expires_unix: u64::MAX,
+    }
 }
 
 /// `pir safebrowsing serve` as a server kind: the buckets of the list are the versions (a
