@@ -202,23 +202,24 @@ impl Codec<'_> for DbHeader {
             }
         };
         r.skip(1)?;
-        let record_size = r.u32()? as usize;
-        let records = r.u64()?;
-        let last_len = r.u32()? as usize;
-        let entries = r.u64()?;
-        let cuckoo_seed = r.array()?;
-        let matrix_seeds = [r.array()?, r.array()?];
-        let payload_hash = r.array()?;
+        // Fields in wire order (a struct expression evaluates its fields in the order written).
         let header = DbHeader {
             kind,
+            record_size: r.u32()? as usize,
+            records: r.u64()?,
+            last_len: r.u32()? as usize,
+            entries: r.u64()?,
+            cuckoo_seed: r.array()?,
+            matrix_seeds: [r.array()?, r.array()?],
+            payload_hash: r.array()?,
+        };
+        let DbHeader {
             record_size,
             records,
             last_len,
             entries,
-            cuckoo_seed,
-            matrix_seeds,
-            payload_hash,
-        };
+            ..
+        } = header;
         if record_size == 0 || record_size > MAX_RECORD_SIZE || records == 0 {
             return Err(bad("record size or count out of range"));
         }
