@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use pir_client::{evidence, retrieve, LocalTransport, RetrieveOptions, Tap, Verdict};
+use pir_client::{evidence, retrieve, LocalTransport, MirrorInfo, RetrieveOptions, Tap, Verdict};
 use pir_core::{Database, DbShape, MultiServerScheme};
 use pir_keys::SecretKey;
 use pir_service::reply;
