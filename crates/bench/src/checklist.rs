@@ -22,7 +22,7 @@
 use std::time::{Duration, Instant};
 
 use pir_core::{Database, DbShape};
-use pir_xor::checklist::pset::{Ggm, Scratch};
+use pir_xor::checklist::pset::{Ggm, PuncturedKey, Scratch};
 use pir_xor::checklist::waterfall::{Change, Location, Policy, Waterfall};
 use pir_xor::checklist::{server, Client, Outcome, Params};
 use rand::{Rng, RngCore, SeedableRng};
@@ -137,6 +137,90 @@ fn gather(db: &Database, count: usize, rng: &mut impl Rng) -> Duration {
     elapsed
 }
 
+/// The online server's reusable state: the GGM tree and the buffers of a punctured set's
+/// expansion.
+#[derive(Default)]
+pub struct Answering {
+    /// The GGM tree of the punctured sets.
+    pub ggm: Ggm,
+    /// Expansion scratch space.
+    pub scratch: Scratch,
+    /// A set's elements.
+    pub elements: Vec<u64>,
+}
+
+impl Answering {
+    /// The server's answer to one punctured set.
+    pub fn answer(
+        &mut self,
+        params: &Params,
+        db: &Database,
+        key: &PuncturedKey,
+    ) -> Result<Vec<u8>, pir_core::Error> {
+        server::answer_with(
+            params,
+            db,
+            key,
+            &self.ggm,
+            &mut self.scratch,
+            &mut self.elements,
+        )
+    }
+}
+
+/// One try of a lookup.
+#[derive(Debug, Clone, Copy)]
+pub struct Try {
+    /// The server's answer to the online set.
+    pub online: Duration,
+    /// The client's work: the query and finishing it.
+    pub client: Duration,
+    /// Bytes sent (both servers, scheme bodies).
+    pub up_bytes: usize,
+    /// Bytes received.
+    pub down_bytes: usize,
+}
+
+/// Looks record `index` up through both servers (the online and the refresh answer from `db`),
+/// trying again until the client has it (Checklist's client may need another try); checks the
+/// record and returns each try's times.
+pub fn lookup(
+    params: &Params,
+    db: &Database,
+    client: &mut Client,
+    answering: &mut Answering,
+    index: u64,
+    rng: &mut ChaCha20Rng,
+) -> Result<Vec<Try>, pir_core::Error> {
+    let mut tries = Vec::new();
+    loop {
+        let start = Instant::now();
+        let (query, pending) = client.query(index, rng)?;
+        let mut work = start.elapsed();
+        let start = Instant::now();
+        let a = answering.answer(params, db, &query.online)?;
+        let online = start.elapsed();
+        let r = answering.answer(params, db, &query.refresh)?;
+        let start = Instant::now();
+        let outcome = client.finish(pending, &a, &r)?;
+        work += start.elapsed();
+        tries.push(Try {
+            online,
+            client: work,
+            up_bytes: 2 * (pir_xor::checklist::wire::SHAPE_LEN + params.sets().punctured_len()),
+            down_bytes: a.len() + r.len(),
+        });
+        if let Outcome::Record(record) = outcome {
+            if record != db.block(index as usize)[..params.record_bytes()] {
+                return Err(pir_core::Error::InvalidParameter(
+                    "a lookup returned a wrong record".into(),
+                ));
+            }
+            return Ok(tries);
+        }
+    }
+}
+
 /// Runs `checklist` at `records` x `record_bytes` with `runs` repetitions of the offline
 /// phase and `lookups` lookups.
 pub fn run_checklist(
@@ -164,50 +248,16 @@ pub fn run_checklist(
     let Some(mut client) = client else {
         return Err(pir_core::Error::InvalidParameter("no run".into()));
     };
-    let ggm = Ggm::new();
-    let mut scratch = Scratch::default();
-    let mut elements = Vec::new();
+    let mut answering = Answering::default();
     let (mut online, mut online_gather, mut client_work) = (Vec::new(), Vec::new(), Vec::new());
     let (mut up, mut down) = (0, 0);
     for _ in 0..lookups.max(1) {
         let index = rng.random_range(0..records);
-        loop {
-            let start = Instant::now();
-            let (query, pending) = client.query(index, &mut rng)?;
-            let mut work = start.elapsed();
+        for one in lookup(&params, &db, &mut client, &mut answering, index, &mut rng)? {
+            online.push(one.online);
             online_gather.push(gather(&db, params.sets().size() - 1, &mut rng));
-            let start = Instant::now();
-            let a = server::answer_with(
-                &params,
-                &db,
-                &query.online,
-                &ggm,
-                &mut scratch,
-                &mut elements,
-            )?;
-            online.push(start.elapsed());
-            let r = server::answer_with(
-                &params,
-                &db,
-                &query.refresh,
-                &ggm,
-                &mut scratch,
-                &mut elements,
-            )?;
-            up = 2 * (pir_xor::checklist::wire::SHAPE_LEN + params.sets().punctured_len());
-            down = a.len() + r.len();
-            let start = Instant::now();
-            let outcome = client.finish(pending, &a, &r)?;
-            work += start.elapsed();
-            client_work.push(work);
-            if let Outcome::Record(record) = outcome {
-                if record != db.block(index as usize)[..record_bytes] {
-                    return Err(pir_core::Error::InvalidParameter(
-                        "a lookup returned a wrong record".into(),
-                    ));
-                }
-                break;
-            }
+            client_work.push(one.client);
+            (up, down) = (one.up_bytes, one.down_bytes);
         }
     }
     Ok(ChecklistRow {

@@ -6,13 +6,15 @@
 //! server does for a lone client). GB/s is `K` times the database bytes over the median
 //! answer time: the effective throughput of cross-client batching.
 //!
-//! This module uses only external crates so it stands alone.
+//! This module uses only external crates and the table layout of [`crate::table`].
 
 use std::time::{Duration, Instant};
 
 use pir_lattice::{build_server, open_client, Params, Scheme, SingleClient, SingleServer};
 use rand::RngCore;
 use serde::Serialize;
+
+use crate::table;
 
 /// A lattice database shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,38 +230,31 @@ fn pool(threads: usize) -> Result<rayon::ThreadPool, BenchError> {
         .map_err(|e| pir_core::Error::InvalidParameter(format!("cannot start threads: {e}")))
 }
 
+/// The columns of the text table.
+fn columns() -> Vec<table::Column> {
+    table::timing_columns(
+        [12, 9, 10, 3, 10, 8, 10, 6],
+        &[
+            table::number("hint bytes", 12),
+            table::number("query B", 10),
+            table::number("answer B", 10),
+        ],
+    )
+}
+
 /// The header of the text table.
 pub fn lattice_table_header() -> String {
-    format!(
-        "{:<12} {:<9} {:<10} {:>3} {:>10} {:>8} {:>10} {:>6} {:>12} {:>10} {:>10}",
-        "shape",
-        "scheme",
-        "mode",
-        "thr",
-        "median ms",
-        "GB/s",
-        "read GB/s",
-        "ratio",
-        "hint bytes",
-        "query B",
-        "answer B"
-    )
+    table::header(&columns())
 }
 
 /// One row of the text table.
 pub fn lattice_table_line(row: &LatticeRow) -> String {
-    format!(
-        "{:<12} {:<9} {:<10} {:>3} {:>10.2} {:>8.2} {:>10.2} {:>6.3} {:>12} {:>10} {:>10}",
-        row.shape,
-        row.scheme,
-        row.mode,
+    let mut cells = table::timing_cells(
+        [&row.shape, &row.scheme, &row.mode],
         row.threads,
-        row.median_ms,
-        row.gb_per_s,
-        row.memory_read_gb_per_s,
-        row.ratio,
-        row.hint_bytes,
-        row.query_bytes,
-        row.answer_bytes
-    )
+        [row.median_ms, row.gb_per_s, row.memory_read_gb_per_s],
+        (row.ratio, 3),
+    );
+    cells.extend([row.hint_bytes, row.query_bytes, row.answer_bytes].map(|b| b.to_string()));
+    table::line(&columns(), &cells)
 }

@@ -29,6 +29,7 @@ pub mod command;
 pub mod lattice;
 pub mod loadtest;
 pub mod qdp;
+pub mod table;
 
 use std::time::{Duration, Instant};
 
@@ -451,21 +452,19 @@ pub fn run(options: &BenchOptions, report: &mut dyn FnMut(&Row)) -> Vec<Row> {
 /// to what the memory system gives for its access pattern (scattered 4 KiB rows read slower
 /// than a sequential stream).
 pub fn table_header() -> String {
-    format!(
-        "{:<17} {:<9} {:<18} {:>3} {:>10} {:>9} {:>12} {:>6} {:>10} {:>7} {:>9} {:>7}  {}",
-        "shape",
-        "scheme",
-        "mode",
-        "thr",
-        "median ms",
-        "GB/s",
-        "read GB/s",
-        "ratio",
-        "touched",
-        "t-ratio",
-        "limit ms",
-        "x limit",
-        "extra memory"
+    format!("{}  extra memory", table::header(&table_columns()))
+}
+
+/// The columns of the text table, but the last (`extra memory`, after two spaces).
+fn table_columns() -> Vec<table::Column> {
+    table::timing_columns(
+        [17, 9, 18, 3, 10, 9, 12, 6],
+        &[
+            table::number("touched", 10),
+            table::number("t-ratio", 7),
+            table::number("limit ms", 9),
+            table::number("x limit", 7),
+        ],
     )
 }
 
@@ -484,25 +483,16 @@ pub fn table_line(row: &Row) -> String {
     let touched = row
         .touched_bytes
         .map_or_else(|| "-".to_string(), |b| format!("{:.0} MB", b as f64 / 1e6));
-    let or_dash = |v: Option<f64>, digits: usize| {
-        v.map_or_else(|| "-".to_string(), |r| format!("{r:.digits$}"))
-    };
-    format!(
-        "{:<17} {:<9} {:<18} {:>3} {:>10.2} {:>9.2} {:>12.2} {:>6.2} {:>10} {:>7} {:>9} {:>7}  {}",
-        row.shape,
-        row.scheme,
-        row.mode,
+    let or_dash = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
+    let mut cells = table::timing_cells(
+        [&row.shape, &row.scheme, &row.mode],
         row.threads,
-        row.median_ms,
-        row.gb_per_s,
-        row.memory_read_gb_per_s,
-        row.ratio,
-        touched,
-        or_dash(row.touched_ratio, 2),
-        or_dash(row.touched_read_ms, 2),
-        or_dash(row.limit_ratio, 2),
-        extra
-    )
+        [row.median_ms, row.gb_per_s, row.memory_read_gb_per_s],
+        (row.ratio, 2),
+    );
+    cells.push(touched);
+    cells.extend([row.touched_ratio, row.touched_read_ms, row.limit_ratio].map(or_dash));
+    format!("{}  {extra}", table::line(&table_columns(), &cells))
 }
 
 /// Looks a shape up by name, or parses a custom `BLOCKSxBYTES[-raid]` shape (for example
@@ -548,15 +538,23 @@ mod tests {
     }
 
     #[test]
+    fn the_tables_keep_their_layout() {
+        assert_eq!(
+            table_header(),
+            "shape             scheme    mode               thr  median ms      GB/s    read GB/s  \
+             ratio    touched t-ratio  limit ms x limit  extra memory"
+        );
+        assert_eq!(
+            lattice::lattice_table_header(),
+            "shape        scheme    mode       thr  median ms     GB/s  read GB/s  ratio   \
+             hint bytes    query B   answer B"
+        );
+    }
+
+    #[test]
     fn a_small_run_reports_every_row_with_consistent_numbers() {
-        let shape = Shape {
-            name: "test",
-            blocks: 4096,
-            block_size: 64,
-            scheme: SchemeId::RaidPir,
-        };
         let options = BenchOptions {
-            shapes: vec![shape],
+            shapes: vec![shape_named("4096x64-raid").unwrap()],
             modes: vec![Mode::Plain, Mode::FourRussians(4), Mode::Batched(4)],
             threads: vec![1, 2],
             runs: 3,
@@ -603,12 +601,6 @@ mod tests {
         assert!(limit > 0.0 && rows[2].touched_read_ms.is_some_and(|ms| ms > 0.0));
         assert!(shape_named("2^24x32b").is_some());
         assert!(shape_named("nope").is_none());
-        let custom = shape_named("1024x96-raid").unwrap();
-        assert_eq!(
-            (custom.blocks, custom.block_size, custom.scheme),
-            (1024, 96, SchemeId::RaidPir)
-        );
-        assert!(shape_named("10x33").is_none());
         let custom = shape_named("1024x96-raid").unwrap();
         assert_eq!(
             (custom.blocks, custom.block_size, custom.scheme),

@@ -476,14 +476,8 @@ mod tests {
 
     #[test]
     fn a_small_run_reports_five_rows_per_n_and_a_summary() {
-        let shape = Shape {
-            name: "test",
-            blocks: 1024,
-            block_size: 64,
-            scheme: SchemeId::RaidPir,
-        };
         let options = QdpBenchOptions {
-            shapes: vec![shape],
+            shapes: vec![crate::shape_named("1024x64-raid").unwrap()],
             group: 4,
             threads: vec![1],
             runs: 2,

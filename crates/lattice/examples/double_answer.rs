@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use pir_lattice::{DoublePirClient, DoublePirServer, Params, Scheme};
+use pir_lattice::{BuildInput, DoublePirClient, DoublePirServer, Params, Scheme};
 use rand::{RngCore, SeedableRng};
 
 fn main() -> Result<(), pir_core::Error> {
@@ -28,10 +28,16 @@ fn main() -> Result<(), pir_core::Error> {
     let mut data = vec![0u8; params.database_bytes() as usize];
     rng.fill_bytes(&mut data);
     let t = Instant::now();
-    let (server, hint) =
-        DoublePirServer::new(params, &data, [[1; 16], [3; 16]], [2; 32], &mut |_, _| {})?;
+    let (server, saved) = DoublePirServer::build(BuildInput {
+        params,
+        records: &data,
+        seeds: [[1; 16], [3; 16]],
+        version: [2; 32],
+        saved: None,
+        progress: &mut |_, _| {},
+    })?;
     println!("setup {:.1} s", t.elapsed().as_secs_f64());
-    let client = DoublePirClient::new(&hint)?;
+    let client = DoublePirClient::new(&saved.hint)?;
     let index = rng.next_u64() % records;
     let (state, query) = client.query(index, &mut rng)?;
     let mut times = Vec::new();

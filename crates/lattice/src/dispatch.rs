@@ -3,14 +3,13 @@
 //! traits of [`crate::single`] and adding one arm to each function here.
 
 use pir_core::Error;
-use rand::CryptoRng;
 
-use crate::double::{DoublePirClient, DoublePirServer, DoubleQueryState};
+use crate::double::{DoublePirClient, DoublePirServer};
 use crate::params::{Params, Scheme};
 use crate::prg::Seed;
-use crate::simple::{SimplePirClient, SimplePirServer, SimpleQueryState};
-use crate::single::{QueryState, Saved, SingleClient, SingleServer};
-use crate::wire::{DbVersion, HintHeader};
+use crate::simple::{SimplePirClient, SimplePirServer};
+use crate::single::{BuildInput, Saved, SingleClient, SingleServer};
+use crate::wire::DbVersion;
 use crate::ypir::{YpirClient, YpirServer, YpirSpClient, YpirSpServer};
 
 /// [`build_server`], reusing `saved` offline work when it belongs to this database (else an
@@ -23,34 +22,28 @@ pub fn build_server_saved(
     saved: Option<Saved>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Box<dyn SingleServer>, Saved), Error> {
-    Ok(match params.scheme {
-        Scheme::SimplePir => {
-            let (server, hint) =
-                SimplePirServer::build(params, records, seeds[0], version, saved, progress)?;
-            (
-                Box::new(server),
-                Saved {
-                    hint,
-                    extra: Vec::new(),
-                },
-            )
-        }
-        Scheme::DoublePir => {
-            let (server, hint, h1) =
-                DoublePirServer::build(params, records, seeds, version, saved, progress)?;
-            (Box::new(server), Saved { hint, extra: h1 })
-        }
-        Scheme::Ypir => {
-            let (server, hint, h1) =
-                YpirServer::build(params, records, seeds, version, saved, progress)?;
-            (Box::new(server), Saved { hint, extra: h1 })
-        }
-        Scheme::YpirSp => {
-            let (server, hint, masks) =
-                YpirSpServer::build(params, records, seeds[0], version, saved, progress)?;
-            (Box::new(server), Saved { hint, extra: masks })
-        }
-    })
+    let input = BuildInput {
+        params,
+        records,
+        seeds,
+        version,
+        saved,
+        progress,
+    };
+    match params.scheme {
+        Scheme::SimplePir => boxed(SimplePirServer::build(input)),
+        Scheme::DoublePir => boxed(DoublePirServer::build(input)),
+        Scheme::Ypir => boxed(YpirServer::build(input)),
+        Scheme::YpirSp => boxed(YpirSpServer::build(input)),
+    }
+}
+
+/// A built server behind the common interface.
+fn boxed<S: SingleServer + 'static>(
+    built: Result<(S, Saved), Error>,
+) -> Result<(Box<dyn SingleServer>, Saved), Error> {
+    let (server, saved) = built?;
+    Ok((Box::new(server), saved))
 }
 
 /// Packs `records` for `params.scheme` and computes its hint (`progress(done, total)` follows
@@ -62,27 +55,8 @@ pub fn build_server(
     version: DbVersion,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Box<dyn SingleServer>, Vec<u8>), Error> {
-    Ok(match params.scheme {
-        Scheme::SimplePir => {
-            let (server, hint) =
-                SimplePirServer::new(params, records, seeds[0], version, progress)?;
-            (Box::new(server), hint)
-        }
-        Scheme::DoublePir => {
-            let (server, hint) = DoublePirServer::new(params, records, seeds, version, progress)?;
-            (Box::new(server), hint)
-        }
-        Scheme::Ypir => {
-            let (server, hint, _) =
-                YpirServer::build(params, records, seeds, version, None, progress)?;
-            (Box::new(server), hint)
-        }
-        Scheme::YpirSp => {
-            let (server, hint, _) =
-                YpirSpServer::build(params, records, seeds[0], version, None, progress)?;
-            (Box::new(server), hint)
-        }
-    })
+    let (server, saved) = build_server_saved(params, records, seeds, version, None, progress)?;
+    Ok((server, saved.hint))
 }
 
 /// A client of `scheme` from its hint message.
@@ -93,54 +67,4 @@ pub fn open_client(scheme: Scheme, hint: &[u8]) -> Result<Box<dyn SingleClient>,
         Scheme::Ypir => Box::new(YpirClient::new(hint)?),
         Scheme::YpirSp => Box::new(YpirSpClient::new(hint)?),
     })
-}
-
-impl SingleServer for SimplePirServer {
-    fn header(&self) -> &HintHeader {
-        SimplePirServer::header(self)
-    }
-    fn memory_bytes(&self) -> usize {
-        SimplePirServer::memory_bytes(self)
-    }
-    fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
-        SimplePirServer::answer_batch(self, queries)
-    }
-}
-
-impl SingleServer for DoublePirServer {
-    fn header(&self) -> &HintHeader {
-        DoublePirServer::header(self)
-    }
-    fn memory_bytes(&self) -> usize {
-        DoublePirServer::memory_bytes(self)
-    }
-    fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
-        DoublePirServer::answer_batch(self, queries)
-    }
-}
-
-impl SingleClient for SimplePirClient {
-    fn header(&self) -> &HintHeader {
-        SimplePirClient::header(self)
-    }
-    fn query(&self, index: u64, rng: &mut dyn CryptoRng) -> Result<(QueryState, Vec<u8>), Error> {
-        let (state, query) = SimplePirClient::query(self, index, &mut &mut *rng)?;
-        Ok((QueryState::of(state), query))
-    }
-    fn decode(&self, state: &QueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {
-        SimplePirClient::decode(self, state.downcast::<SimpleQueryState>()?, answer)
-    }
-}
-
-impl SingleClient for DoublePirClient {
-    fn header(&self) -> &HintHeader {
-        DoublePirClient::header(self)
-    }
-    fn query(&self, index: u64, rng: &mut dyn CryptoRng) -> Result<(QueryState, Vec<u8>), Error> {
-        let (state, query) = DoublePirClient::query(self, index, &mut &mut *rng)?;
-        Ok((QueryState::of(state), query))
-    }
-    fn decode(&self, state: &QueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {
-        DoublePirClient::decode(self, state.downcast::<DoubleQueryState>()?, answer)
-    }
 }

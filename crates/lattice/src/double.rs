@@ -30,9 +30,9 @@ use crate::lwe::{self, ZpMatrix};
 use crate::params::{self, Location, Params, Scheme, LWE_N};
 use crate::prg::{self, Seed};
 use crate::records;
-use crate::simple::pack_database;
-use crate::single::Saved;
-use crate::wire::{self, DbVersion, HintHeader};
+use crate::simple::{column_query, pack_database};
+use crate::single::{BuildInput, Saved};
+use crate::wire::{self, HintHeader};
 
 /// A DoublePIR server: the packed database, `Decomp(H1ᵀ)` and `A2`.
 #[derive(Debug)]
@@ -45,62 +45,35 @@ pub struct DoublePirServer {
 }
 
 impl DoublePirServer {
-    /// Packs `records`, computes `H1` and the client hint `H2` for the public matrices of
-    /// `seeds` (`A1`, `A2`). Returns the server and the hint message. `progress(done, total)`
-    /// counts rows of `A1` and then of `A2` consumed (`total = m + ℓ`).
-    pub fn new(
-        params: Params,
-        records: &[u8],
-        seeds: [Seed; 2],
-        version: DbVersion,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<(DoublePirServer, Vec<u8>), Error> {
-        let (server, hint, _) = Self::build(params, records, seeds, version, None, progress)?;
-        Ok((server, hint))
-    }
-
-    /// Like [`DoublePirServer::new`], and also returns `H1` (with the hint, the offline work
-    /// worth keeping); given both saved for the same records, seeds and version, skips
-    /// computing them (the saved hint's header must match).
-    pub fn build(
-        params: Params,
-        records: &[u8],
-        seeds: [Seed; 2],
-        version: DbVersion,
-        saved: Option<Saved>,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<(DoublePirServer, Vec<u8>, Vec<u32>), Error> {
-        if params.scheme != Scheme::DoublePir {
-            return Err(Error::InvalidParameter(
-                "parameters are not for DoublePIR".into(),
-            ));
-        }
-        let db = pack_database(&params, records)?;
+    /// Packs the records and computes `H1` and the client hint `H2` for the public matrices
+    /// of the seeds (`A1`, `A2`), or takes both saved for the same records, seeds and version
+    /// (the saved hint's header must match). Returns the server and the offline work to save:
+    /// the hint message and `H1`. `progress` counts rows of `A1` and then of `A2` consumed
+    /// (`total = m + ℓ`).
+    pub fn build(input: BuildInput<'_>) -> Result<(DoublePirServer, Saved), Error> {
+        let header = input.header(Scheme::DoublePir)?;
+        let params = header.params;
+        let db = pack_database(&params, input.records)?;
         let (rows, columns) = (params.rows(), params.columns());
         let total = (columns + rows) as u64;
-        let header = HintHeader {
-            params,
-            seed: seeds[0],
-            seed2: Some(seeds[1]),
-            version,
-        };
-        let saved = match saved {
-            Some(saved) => Some(saved.check(&header, rows * LWE_N)?),
-            None => None,
-        };
-        let (h1, saved_hint) = match saved {
-            Some((h1, hint)) => (h1, Some(hint)),
+        let progress = input.progress;
+        let (h1, saved_hint) = match input.saved {
+            Some(saved) => {
+                let (h1, hint) = saved.check(&header, rows * LWE_N)?;
+                (h1, Some(hint))
+            }
             None => (
-                db.times_public(&seeds[0], &mut |done, _| progress(done, total)),
+                db.times_public(&header.seed, &mut |done, _| progress(done, total)),
                 None,
             ),
         };
+        let seed2 = input.seeds[1];
         let hint_digits = digits_of_columns(&params, &h1, rows, LWE_N)?;
         let mut a2 = vec![0u32; rows * LWE_N];
-        prg::expand_rows(&seeds[1], 0, &mut a2);
+        prg::expand_rows(&seed2, 0, &mut a2);
         let mut a2_sums = vec![0u32; LWE_N];
         lwe::add_rows(&mut a2_sums, &a2);
-        let bytes = match saved_hint {
+        let hint = match saved_hint {
             Some(hint) => hint,
             None => {
                 let h2 = hint_digits.times_dense(
@@ -118,7 +91,7 @@ impl DoublePirServer {
             a2,
             a2_sums,
         };
-        Ok((server, bytes, h1))
+        Ok((server, Saved { hint, extra: h1 }))
     }
 
     /// The database shape.
@@ -231,7 +204,6 @@ pub struct DoublePirClient {
     header: HintHeader,
     seed2: Seed,
     hint: Vec<u32>,
-    sampler: ErrorSampler,
 }
 
 /// What the client keeps between a query and its answer. Holds LWE secrets: never send it.
@@ -241,11 +213,7 @@ pub struct DoubleQueryState {
     secrets2: Vec<Vec<u32>>,
 }
 
-impl std::fmt::Debug for DoubleQueryState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DoubleQueryState { .. }")
-    }
-}
+crate::single::redacted_debug!(DoubleQueryState);
 
 impl DoublePirClient {
     /// Parses a full DoublePIR hint message.
@@ -258,13 +226,7 @@ impl DoublePirClient {
             header,
             seed2,
             hint,
-            sampler: ErrorSampler::new(),
         })
-    }
-
-    /// The hint header.
-    pub fn header(&self) -> &HintHeader {
-        &self.header
     }
 
     /// A query for record `index`: the message and the state for [`Self::decode`].
@@ -274,21 +236,14 @@ impl DoublePirClient {
         rng: &mut impl CryptoRng,
     ) -> Result<(DoubleQueryState, Vec<u8>), Error> {
         let params = &self.header.params;
-        let location = params.locate(index)?;
         let delta = params.delta();
-        let (secret1, c1) = lwe::encrypt_unit(
-            &self.header.seed,
-            params.columns(),
-            location.column,
-            delta,
-            &self.sampler,
-            rng,
-        );
+        // The first layer is SimplePIR's query; one second-layer vector per entry of the record.
+        let (location, secret1, c1) = column_query(&self.header, index, rng)?;
         let mut secrets2 = Vec::with_capacity(location.entries);
         let mut vectors = vec![c1];
+        let sampler = ErrorSampler::shared();
         for row in location.row..location.row + location.entries {
-            let (s2, c2) =
-                lwe::encrypt_unit(&self.seed2, params.rows(), row, delta, &self.sampler, rng);
+            let (s2, c2) = lwe::encrypt_unit(&self.seed2, params.rows(), row, delta, sampler, rng);
             secrets2.push(s2);
             vectors.push(c2);
         }
@@ -337,3 +292,6 @@ impl DoublePirClient {
         records::assemble(params, &state.location, &entries)
     }
 }
+
+crate::single::single_server!(DoublePirServer);
+crate::single::single_client!(DoublePirClient, DoubleQueryState);

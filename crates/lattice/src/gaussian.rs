@@ -54,6 +54,14 @@ impl ErrorSampler {
         ErrorSampler { thresholds }
     }
 
+    /// The sampler the clients share: the table is the same for every client, so it is built
+    /// once, on first use.
+    pub fn shared() -> &'static ErrorSampler {
+        static SHARED: std::sync::LazyLock<ErrorSampler> =
+            std::sync::LazyLock::new(ErrorSampler::new);
+        &SHARED
+    }
+
     /// One error value in `[-TAIL, TAIL]`.
     pub fn sample(&self, rng: &mut impl CryptoRng) -> i32 {
         let u = rng.next_u64();

@@ -18,7 +18,7 @@
 //!   [`pack`]: CDKS LWE-to-RLWE packing; YPIR itself is being built on them.
 //! - [`Saved`]: the offline work (hint, DoublePIR's `H1`) a server keeps next to its database.
 //!
-//! Data flow of one retrieval: `Server::new(params, records, seed, version, progress)` →
+//! Data flow of one retrieval: `Server::build(BuildInput { params, records, seeds, .. })` →
 //! hint bytes (sent once, cached by the client) → `Client::new(hint)` →
 //! `client.query(index, rng)` → `server.answer(query)` (or `answer_batch`, one pass over
 //! the database for many queries) → `client.decode(state, answer)` → the record.
@@ -55,5 +55,5 @@ pub use double::{DoublePirClient, DoublePirServer, DoubleQueryState};
 pub use params::{Params, Scheme};
 pub use prg::Seed;
 pub use simple::{SimplePirClient, SimplePirServer, SimpleQueryState};
-pub use single::{QueryState, Saved, SingleClient, SingleServer};
+pub use single::{BuildInput, QueryState, Saved, SingleClient, SingleServer};
 pub use wire::{DbVersion, HintHeader};

@@ -109,6 +109,12 @@ impl Scheme {
         }
     }
 
+    /// Whether the scheme has a second public seed (DoublePIR's `A2`, YPIR's second layer);
+    /// YPIR+SP draws its query blocks and key masks from its one seed.
+    pub fn two_seeds(self) -> bool {
+        matches!(self, Scheme::DoublePir | Scheme::Ypir)
+    }
+
     /// The scheme's id in the wire envelope.
     pub fn id(self) -> SchemeId {
         match self {

@@ -25,6 +25,23 @@ pub fn read_bits(bytes: &[u8], start: u64, len: u32) -> u32 {
     ((value >> shift) & ((1u64 << len) - 1)) as u32
 }
 
+/// Record `index` of `bytes`, a bit string of `bits`-bit records, as a client's decode returns
+/// it (`ceil(bits / 8)` bytes, bits past the end of `bytes` are 0). Bit by bit, independently of
+/// [`read_bits`] and [`assemble`], so that tests can check decoding against it.
+pub fn record(bytes: &[u8], index: u64, bits: u32) -> Vec<u8> {
+    let mut out = vec![0u8; (bits as usize).div_ceil(8)];
+    for b in 0..u64::from(bits) {
+        let at = index * u64::from(bits) + b;
+        if bytes
+            .get((at / 8) as usize)
+            .is_some_and(|byte| byte >> (at % 8) & 1 == 1)
+        {
+            out[(b / 8) as usize] |= 1 << (b % 8);
+        }
+    }
+    out
+}
+
 /// ORs the low `len` bits of `value` into bits `[start, start + len)` of `out` (`len <= 32`).
 fn write_bits(out: &mut [u8], start: u64, value: u32, len: u32) {
     for bit in 0..u64::from(len) {
@@ -74,5 +91,11 @@ mod tests {
         let mut out = [0u8; 3];
         write_bits(&mut out, 6, 0b1110, 4);
         assert_eq!(out, [0b1000_0000, 0b11, 0]);
+        // Records of 5 bits: the second is bits 5..10, the fourth 15..20; the sixth lies
+        // past the bytes.
+        assert_eq!(record(&bytes, 1, 5), [0b11101]);
+        assert_eq!(record(&bytes, 3, 5), [0b11]);
+        assert_eq!(record(&bytes, 5, 5), [0]);
+        assert_eq!(record(&bytes, 0, 12), [0b1010_1100, 0b1111]);
     }
 }

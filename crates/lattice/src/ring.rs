@@ -250,17 +250,13 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha20Rng;
 
+    /// `d` coefficients drawn uniformly from `[-bound, bound]`.
     fn random(seed: u64, d: usize, bound: i64) -> Vec<i64> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..d)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s % (2 * bound as u64 + 1)) as i64 - bound
-            })
-            .collect()
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        (0..d).map(|_| rng.random_range(-bound..=bound)).collect()
     }
 
     /// Schoolbook negacyclic product over `Z_q` with `q = q1 q2`, in u128.
@@ -281,16 +277,14 @@ mod tests {
         out.into_iter().map(|x| x as u64).collect()
     }
 
-    fn product(ring: &Ring, a: &[i64], b: &[i64]) -> Vec<u64> {
-        let (mut x, mut y) = (
-            ring.from_coefficients(a).unwrap(),
-            ring.from_coefficients(b).unwrap(),
-        );
+    /// `x y` in coefficient form, through the evaluation form.
+    fn times(ring: &Ring, x: &Poly, y: &Poly) -> Poly {
+        let (mut x, mut y) = (x.clone(), y.clone());
         ring.to_evaluations(&mut x);
         ring.to_evaluations(&mut y);
         let mut z = ring.mul(&x, &y).unwrap();
         ring.to_coefficients(&mut z);
-        ring.coefficients(&z).unwrap()
+        z
     }
 
     #[test]
@@ -299,7 +293,12 @@ mod tests {
         // Coefficients as large as q/2 either way: the CRT path is exercised in full.
         let half = (ring.modulus() / 2) as i64;
         let (a, b) = (random(1, RING_D, half), random(2, RING_D, half));
-        assert_eq!(product(&ring, &a, &b), schoolbook(&a, &b, ring.modulus()));
+        let (x, y) = (
+            ring.from_coefficients(&a).unwrap(),
+            ring.from_coefficients(&b).unwrap(),
+        );
+        let product = ring.coefficients(&times(&ring, &x, &y)).unwrap();
+        assert_eq!(product, schoolbook(&a, &b, ring.modulus()));
     }
 
     proptest! {
@@ -312,14 +311,7 @@ mod tests {
             let (a, b) = (random(seed, d, 1 << 40), random(seed ^ 5, d, 1 << 40));
             let (pa, pb) = (ring.from_coefficients(&a).unwrap(), ring.from_coefficients(&b).unwrap());
             // tau(a b) = tau(a) tau(b), tau(a + b) = tau(a) + tau(b).
-            let times = |x: &Poly, y: &Poly| {
-                let (mut x, mut y) = (x.clone(), y.clone());
-                ring.to_evaluations(&mut x);
-                ring.to_evaluations(&mut y);
-                let mut z = ring.mul(&x, &y).unwrap();
-                ring.to_coefficients(&mut z);
-                z
-            };
+            let times = |x: &Poly, y: &Poly| times(&ring, x, y);
             let left = ring.automorphism(&times(&pa, &pb), k).unwrap();
             let right = times(&ring.automorphism(&pa, k).unwrap(), &ring.automorphism(&pb, k).unwrap());
             prop_assert_eq!(left, right);

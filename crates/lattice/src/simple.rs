@@ -19,10 +19,10 @@ use rand::CryptoRng;
 use crate::gaussian::ErrorSampler;
 use crate::lwe::{self, ZpMatrix};
 use crate::params::{Location, Params, Scheme, LWE_N};
-use crate::prg::{self, Seed};
+use crate::prg;
 use crate::records;
-use crate::single::Saved;
-use crate::wire::{self, DbVersion, HintHeader};
+use crate::single::{BuildInput, Saved};
+use crate::wire::{self, HintHeader};
 
 /// A SimplePIR server: the packed database and what it needs to answer.
 #[derive(Debug)]
@@ -32,48 +32,22 @@ pub struct SimplePirServer {
 }
 
 impl SimplePirServer {
-    /// Packs `records` (the bit string of `params.records` records, `params.database_bytes()`
-    /// bytes) and computes the hint for the public matrix of `seed`. Returns the server and
-    /// the hint message every client downloads. `progress(done, total)` follows the hint
-    /// computation (rows of `A` consumed). Generate `seed` once with a CSPRNG and keep it with
-    /// the database: the same seed and records give the same hint after a restart.
-    pub fn new(
-        params: Params,
-        records: &[u8],
-        seed: Seed,
-        version: DbVersion,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<(SimplePirServer, Vec<u8>), Error> {
-        Self::build(params, records, seed, version, None, progress)
-    }
-
-    /// Like [`SimplePirServer::new`]; given the hint saved for the same records, seed and
-    /// version (its header must match), skips computing it.
-    pub fn build(
-        params: Params,
-        records: &[u8],
-        seed: Seed,
-        version: DbVersion,
-        saved: Option<Saved>,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<(SimplePirServer, Vec<u8>), Error> {
-        if params.scheme != Scheme::SimplePir {
-            return Err(Error::InvalidParameter(
-                "parameters are not for SimplePIR".into(),
-            ));
-        }
-        let db = pack_database(&params, records)?;
-        let header = HintHeader {
-            params,
-            seed,
-            seed2: None,
-            version,
-        };
-        let bytes = match saved {
+    /// Packs the records and computes the hint for the public matrix of the first seed, or
+    /// takes the saved hint (its header must match). Returns the server and the offline work
+    /// to save: the hint message every client downloads (no extra state). `progress` follows
+    /// the hint computation (rows of `A` consumed).
+    pub fn build(input: BuildInput<'_>) -> Result<(SimplePirServer, Saved), Error> {
+        let header = input.header(Scheme::SimplePir)?;
+        let db = pack_database(&header.params, input.records)?;
+        let hint = match input.saved {
             Some(saved) => saved.check(&header, 0)?.1,
-            None => wire::encode_hint(&header, &db.times_public(&seed, progress)),
+            None => wire::encode_hint(&header, &db.times_public(&header.seed, input.progress)),
         };
-        Ok((SimplePirServer { header, db }, bytes))
+        let saved = Saved {
+            hint,
+            extra: Vec::new(),
+        };
+        Ok((SimplePirServer { header, db }, saved))
     }
 
     /// The database shape.
@@ -186,12 +160,32 @@ pub(crate) fn pack_database(params: &Params, records: &[u8]) -> Result<ZpMatrix,
     Ok(matrix)
 }
 
+/// SimplePIR's query for the column of record `index` (DoublePIR's first layer): where the
+/// record lies, a fresh secret `s`, and `c = A s + e + Δ u_column` for the `A` of the header's
+/// first seed.
+pub(crate) fn column_query(
+    header: &HintHeader,
+    index: u64,
+    rng: &mut impl CryptoRng,
+) -> Result<(Location, Vec<u32>, Vec<u32>), Error> {
+    let params = &header.params;
+    let location = params.locate(index)?;
+    let (secret, c) = lwe::encrypt_unit(
+        &header.seed,
+        params.columns(),
+        location.column,
+        params.delta(),
+        ErrorSampler::shared(),
+        rng,
+    );
+    Ok((location, secret, c))
+}
+
 /// A SimplePIR client: the hint and the seed of `A`.
 #[derive(Debug)]
 pub struct SimplePirClient {
     header: HintHeader,
     hint: Vec<u32>,
-    sampler: ErrorSampler,
 }
 
 /// What the client keeps between a query and its answer. Holds the LWE secret: never send it.
@@ -200,26 +194,13 @@ pub struct SimpleQueryState {
     secret: Vec<u32>,
 }
 
-impl std::fmt::Debug for SimpleQueryState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SimpleQueryState { .. }")
-    }
-}
+crate::single::redacted_debug!(SimpleQueryState);
 
 impl SimplePirClient {
     /// Parses a full hint message (header and matrix).
     pub fn new(hint: &[u8]) -> Result<SimplePirClient, Error> {
         let (header, hint) = wire::decode_full_hint(hint, Scheme::SimplePir)?;
-        Ok(SimplePirClient {
-            header,
-            hint,
-            sampler: ErrorSampler::new(),
-        })
-    }
-
-    /// The hint header (its `version` names the database this client can query).
-    pub fn header(&self) -> &HintHeader {
-        &self.header
+        Ok(SimplePirClient { header, hint })
     }
 
     /// A query for record `index`: the message for the server and the state for [`Self::decode`].
@@ -228,16 +209,7 @@ impl SimplePirClient {
         index: u64,
         rng: &mut impl CryptoRng,
     ) -> Result<(SimpleQueryState, Vec<u8>), Error> {
-        let params = &self.header.params;
-        let location = params.locate(index)?;
-        let (secret, c) = lwe::encrypt_unit(
-            &self.header.seed,
-            params.columns(),
-            location.column,
-            params.delta(),
-            &self.sampler,
-            rng,
-        );
+        let (location, secret, c) = column_query(&self.header, index, rng)?;
         let bytes = wire::encode_query(Scheme::SimplePir, &self.header.version, &[&c]);
         Ok((SimpleQueryState { location, secret }, bytes))
     }
@@ -257,3 +229,6 @@ impl SimplePirClient {
         records::assemble(params, loc, &entries)
     }
 }
+
+crate::single::single_server!(SimplePirServer);
+crate::single::single_client!(SimplePirClient, SimpleQueryState);

@@ -10,7 +10,9 @@ use std::any::Any;
 use pir_core::Error;
 use rand::CryptoRng;
 
-use crate::wire::HintHeader;
+use crate::params::{Params, Scheme};
+use crate::prg::Seed;
+use crate::wire::{DbVersion, HintHeader};
 
 /// The server side of a single-server scheme: the packed database and its answers.
 pub trait SingleServer: Send + Sync + std::fmt::Debug {
@@ -36,14 +38,77 @@ pub trait SingleClient: Send + Sync {
     fn begin_request(&self) {}
 }
 
+/// Implements `Debug` for a client's query state as its name alone: it holds LWE secrets and
+/// the record asked for, which must never reach a log.
+macro_rules! redacted_debug {
+    ($state:ty) => {
+        impl std::fmt::Debug for $state {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(concat!(stringify!($state), " { .. }"))
+            }
+        }
+    };
+}
+pub(crate) use redacted_debug;
+
+/// Implements [`SingleServer`] for a scheme's server: its `header` field, and its own
+/// `memory_bytes` and `answer_batch`.
+macro_rules! single_server {
+    ($server:ty) => {
+        impl $crate::single::SingleServer for $server {
+            fn header(&self) -> &$crate::wire::HintHeader {
+                &self.header
+            }
+            fn memory_bytes(&self) -> usize {
+                <$server>::memory_bytes(self)
+            }
+            fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, pir_core::Error>> {
+                <$server>::answer_batch(self, queries)
+            }
+        }
+    };
+}
+pub(crate) use single_server;
+
+/// Implements [`SingleClient`] for a scheme's client: its `header` field, its own `query` and
+/// `decode` with the query state (`$state`) boxed, and, where given, `begin_request` as
+/// `$begin(self)`.
+macro_rules! single_client {
+    ($client:ty, $state:ty $(, $begin:expr)?) => {
+        impl $crate::single::SingleClient for $client {
+            fn header(&self) -> &$crate::wire::HintHeader {
+                &self.header
+            }
+            fn query(
+                &self,
+                index: u64,
+                rng: &mut dyn rand::CryptoRng,
+            ) -> Result<($crate::single::QueryState, Vec<u8>), pir_core::Error> {
+                let (state, message) = <$client>::query(self, index, &mut &mut *rng)?;
+                Ok(($crate::single::QueryState::of(state), message))
+            }
+            fn decode(
+                &self,
+                state: &$crate::single::QueryState,
+                answer: &[u8],
+            ) -> Result<Vec<u8>, pir_core::Error> {
+                <$client>::decode(self, state.downcast::<$state>()?, answer)
+            }
+            $(
+                fn begin_request(&self) {
+                    let begin: fn(&$client) = $begin;
+                    begin(self)
+                }
+            )?
+        }
+    };
+}
+pub(crate) use single_client;
+
 /// What a client keeps between a query and its answer (opaque; each scheme knows its own).
 pub struct QueryState(Box<dyn Any + Send + Sync>);
 
-impl std::fmt::Debug for QueryState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("QueryState { .. }")
-    }
-}
+redacted_debug!(QueryState);
 
 impl QueryState {
     pub(crate) fn of<T: Any + Send + Sync>(state: T) -> Self {
@@ -54,6 +119,44 @@ impl QueryState {
         self.0
             .downcast_ref()
             .ok_or_else(|| Error::InvalidParameter("query state of another scheme".into()))
+    }
+}
+
+/// What a server of any scheme is built from (each scheme's `build`; [`crate::dispatch`] picks
+/// the scheme from `params`).
+pub struct BuildInput<'a> {
+    /// The database shape.
+    pub params: Params,
+    /// The bit string of `params.records` records (`params.database_bytes()` bytes).
+    pub records: &'a [u8],
+    /// The public seeds: `A` (or `A1`) from the first, the second only where
+    /// [`Scheme::two_seeds`]. Generate them once with a CSPRNG and keep them with the
+    /// database: the same seeds and records give the same hint after a restart.
+    pub seeds: [Seed; 2],
+    /// The database version (the digest the caller computes).
+    pub version: DbVersion,
+    /// The offline work saved from an earlier build, if any: used when it belongs to this
+    /// database, else an error (the caller builds without it).
+    pub saved: Option<Saved>,
+    /// `progress(done, total)`, following the offline work.
+    pub progress: &'a mut dyn FnMut(u64, u64),
+}
+
+impl BuildInput<'_> {
+    /// The database's hint header, after checking that the parameters are for `scheme`.
+    pub(crate) fn header(&self, scheme: Scheme) -> Result<HintHeader, Error> {
+        if self.params.scheme != scheme {
+            return Err(Error::InvalidParameter(format!(
+                "parameters are not for {}",
+                scheme.id().name()
+            )));
+        }
+        Ok(HintHeader {
+            params: self.params,
+            seed: self.seeds[0],
+            seed2: scheme.two_seeds().then_some(self.seeds[1]),
+            version: self.version,
+        })
     }
 }
 

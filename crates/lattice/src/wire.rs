@@ -191,10 +191,9 @@ impl Codec<'_> for HintBody {
         };
         params.validate()?;
         let seed = r.array::<SEED_LEN>()?;
-        let seed2 = match scheme {
-            // YPIR+SP draws its query blocks and key masks from one seed.
-            Scheme::SimplePir | Scheme::YpirSp => None,
-            Scheme::DoublePir | Scheme::Ypir => Some(r.array::<SEED_LEN>()?),
+        let seed2 = match scheme.two_seeds() {
+            true => Some(r.array::<SEED_LEN>()?),
+            false => None,
         };
         let version = r.array::<VERSION_LEN>()?;
         let header = HintHeader {

@@ -20,6 +20,51 @@ fn params() -> Params {
 
 const VERSION: [u8; 32] = [0xab; 32];
 
+/// Encodes `body`, checks that it decodes back to itself and (where given) that it is the
+/// body of `message` (a whole message, after the 12-byte envelope), and returns the encoding.
+fn round_trip<T, C>(body: &T, context: &C, message: Option<&[u8]>) -> Vec<u8>
+where
+    T: for<'a> Codec<'a, Context = C> + PartialEq + std::fmt::Debug,
+{
+    let good = body.to_bytes();
+    assert_eq!(&T::from_bytes(&good, context).unwrap(), body);
+    if let Some(message) = message {
+        assert_eq!(message[12..], good[..]);
+    }
+    good
+}
+
+/// The length refusals every body has: no bytes at all, `good` one byte short (where
+/// `truncated` is given) and one byte after `good`; each `[expected variant, what is wrong]`.
+fn length_vectors(
+    good: &[u8],
+    empty: [&str; 2],
+    truncated: Option<[&str; 2]>,
+    long: [&str; 2],
+) -> Vec<FailVector> {
+    let mut vectors = vec![FailVector::new("empty", empty[0], empty[1], Vec::new())];
+    if let Some([expect, note]) = truncated {
+        vectors.push(FailVector::new("truncated", expect, note, cut(good)));
+    }
+    vectors.push(FailVector::new(
+        "trailing",
+        long[0],
+        long[1],
+        trailing(good),
+    ));
+    vectors
+}
+
+/// A query body whose version (its first bytes) is not the database's.
+fn other_version(good: &[u8]) -> FailVector {
+    FailVector::new(
+        "other_version",
+        "DatabaseMismatch",
+        "made for another database version",
+        patch(good, 0, 1, 0),
+    )
+}
+
 #[test]
 fn lattice_hint() {
     let header = HintHeader {
@@ -32,43 +77,24 @@ fn lattice_hint() {
         header,
         matrix: None,
     };
-    let good = hint.to_bytes();
+    // The body is the one the header-only message carries.
+    let good = round_trip(&hint, &Scheme::SimplePir, Some(&header.encode()));
     // contents 0 | n 1 | p 3 | rows 7 | columns 11 | record bits 15 | records 19 | seed 27 |
     // version 43..75.
     assert_eq!(good.len(), 75);
-    assert_eq!(
-        HintBody::from_bytes(&good, &Scheme::SimplePir).unwrap(),
-        hint
-    );
-    // The body is the one the header-only message carries.
-    assert_eq!(header.encode()[12..], good[..]);
     let full = HintBody {
         header,
         matrix: Some((0..header.matrix_words() as u32).collect()),
     };
-    let full_bytes = full.to_bytes();
-    assert_eq!(
-        HintBody::from_bytes(&full_bytes, &Scheme::SimplePir).unwrap(),
-        full
+    let message = wire::encode_hint(&header, full.matrix.as_deref().unwrap());
+    round_trip(&full, &Scheme::SimplePir, Some(&message));
+    let mut vectors = length_vectors(
+        &good,
+        ["Truncated", "no contents byte"],
+        Some(["Truncated", "version one byte short"]),
+        ["TrailingBytes", "a byte after a header-only hint"],
     );
-    assert_eq!(
-        wire::encode_hint(&header, full.matrix.as_deref().unwrap())[12..],
-        full_bytes[..]
-    );
-    let vectors = [
-        FailVector::new("empty", "Truncated", "no contents byte", Vec::new()),
-        FailVector::new(
-            "truncated",
-            "Truncated",
-            "version one byte short",
-            cut(&good),
-        ),
-        FailVector::new(
-            "trailing",
-            "TrailingBytes",
-            "a byte after a header-only hint",
-            trailing(&good),
-        ),
+    vectors.extend([
         FailVector::new(
             "unknown_contents",
             "UnknownValue",
@@ -88,7 +114,7 @@ fn lattice_hint() {
             "contents 2 without the matrix",
             patch(&good, 0, 1, 2),
         ),
-    ];
+    ]);
     check_fail_vectors::<HintBody>(&dir("lattice_hint"), &vectors, &Scheme::SimplePir);
 }
 
@@ -102,64 +128,33 @@ fn lattice_query() {
         version: VERSION,
         words: vec![1, 0x0102_0304, u32::MAX, 0, 7],
     };
-    let good = query.to_bytes();
+    let message = wire::encode_query(Scheme::SimplePir, &VERSION, &[&query.words]);
+    let good = round_trip(&query, &context, Some(&message));
     // version 0..32 | 5 words.
     assert_eq!(good.len(), 52);
-    assert_eq!(QueryBody::from_bytes(&good, &context).unwrap(), query);
-    assert_eq!(
-        wire::encode_query(Scheme::SimplePir, &VERSION, &[&query.words])[12..],
-        good[..]
+    let mut vectors = length_vectors(
+        &good,
+        ["Truncated", "no version"],
+        Some(["WrongLength", "a word one byte short"]),
+        ["WrongLength", "a byte after the words"],
     );
-    let vectors = [
-        FailVector::new("empty", "Truncated", "no version", Vec::new()),
-        FailVector::new(
-            "truncated",
-            "WrongLength",
-            "a word one byte short",
-            cut(&good),
-        ),
-        FailVector::new(
-            "trailing",
-            "WrongLength",
-            "a byte after the words",
-            trailing(&good),
-        ),
-        FailVector::new(
-            "other_version",
-            "DatabaseMismatch",
-            "made for another database version",
-            patch(&good, 0, 1, 0),
-        ),
-    ];
+    vectors.push(other_version(&good));
     check_fail_vectors::<QueryBody>(&dir("lattice_query"), &vectors, &context);
 }
 
 #[test]
 fn lattice_answer() {
     let answer = AnswerBody(vec![9, 8, 7, 6]);
-    let good = answer.to_bytes();
+    let message = wire::encode_answer(Scheme::SimplePir, &answer.0);
+    let good = round_trip(&answer, &params(), Some(&message));
     // ℓ = 4 words.
     assert_eq!(good.len(), 16);
-    assert_eq!(AnswerBody::from_bytes(&good, &params()).unwrap(), answer);
-    assert_eq!(
-        wire::encode_answer(Scheme::SimplePir, &answer.0)[12..],
-        good[..]
+    let vectors = length_vectors(
+        &good,
+        ["WrongLength", "no words"],
+        Some(["WrongLength", "a word one byte short"]),
+        ["WrongLength", "a byte after the words"],
     );
-    let vectors = [
-        FailVector::new("empty", "WrongLength", "no words", Vec::new()),
-        FailVector::new(
-            "truncated",
-            "WrongLength",
-            "a word one byte short",
-            cut(&good),
-        ),
-        FailVector::new(
-            "trailing",
-            "WrongLength",
-            "a byte after the words",
-            trailing(&good),
-        ),
-    ];
     check_fail_vectors::<AnswerBody>(&dir("lattice_answer"), &vectors, &params());
 }
 
@@ -189,33 +184,19 @@ fn ypir_query() {
             keys: ywire::Keys::ById,
         },
     };
-    let good = query.to_bytes();
+    let message = ywire::encode_query(Scheme::Ypir, &VERSION, &query.query);
+    let good = round_trip(&query, &context, Some(&message));
     // version 0 | mode 32 | key id 33 | c1 49 | c2 57..78.
     assert_eq!(good.len(), 78);
     assert_eq!(good.len(), shape().query_bytes_by_id());
-    assert_eq!(
-        ywire::QueryBody::from_bytes(&good, &context).unwrap(),
-        query
+    let mut vectors = length_vectors(
+        &good,
+        ["Truncated", "no version"],
+        Some(["WrongLength", "c2 one byte short"]),
+        ["WrongLength", "a byte after c2"],
     );
-    assert_eq!(
-        ywire::encode_query(Scheme::Ypir, &VERSION, &query.query)[12..],
-        good[..]
-    );
-    let vectors = [
-        FailVector::new("empty", "Truncated", "no version", Vec::new()),
-        FailVector::new("truncated", "WrongLength", "c2 one byte short", cut(&good)),
-        FailVector::new(
-            "trailing",
-            "WrongLength",
-            "a byte after c2",
-            trailing(&good),
-        ),
-        FailVector::new(
-            "other_version",
-            "DatabaseMismatch",
-            "made for another database version",
-            patch(&good, 0, 1, 0),
-        ),
+    vectors.extend([
+        other_version(&good),
         FailVector::new(
             "unknown_mode",
             "UnknownValue",
@@ -240,7 +221,7 @@ fn ypir_query() {
             "first c2 element 2^56 - 1",
             patch(&good, 57, 7, (1 << 56) - 1),
         ),
-    ];
+    ]);
     check_fail_vectors::<ywire::QueryBody>(&dir("ypir_query"), &vectors, &context);
 }
 
@@ -253,28 +234,22 @@ fn ypir_answer() {
             (0..2048).map(|i| i * 7 % (1 << 21)).collect(),
         )],
     };
-    let good = answer.to_bytes();
+    // The message switches moduli first ([`ywire::encode_answer`]): only the body is checked.
+    let good = round_trip(&answer, &shape(), None);
     // One packed ciphertext: 2048 × 28 bits, then 2048 × 21 bits.
     assert_eq!(good.len(), shape().answer_bytes());
     assert_eq!(good.len(), 12544);
-    assert_eq!(
-        ywire::AnswerBody::from_bytes(&good, &shape()).unwrap(),
-        answer
+    let mut vectors = length_vectors(
+        &good,
+        ["WrongLength", "no ciphertext"],
+        None,
+        ["WrongLength", "a byte after the ciphertext"],
     );
-    let vectors = [
-        FailVector::new("empty", "WrongLength", "no ciphertext", Vec::new()),
-        FailVector::new(
-            "one_byte",
-            "WrongLength",
-            "one byte of 12544",
-            good[..1].to_vec(),
-        ),
-        FailVector::new(
-            "trailing",
-            "WrongLength",
-            "a byte after the ciphertext",
-            trailing(&good),
-        ),
-    ];
+    vectors.push(FailVector::new(
+        "one_byte",
+        "WrongLength",
+        "one byte of 12544",
+        good[..1].to_vec(),
+    ));
     check_fail_vectors::<ywire::AnswerBody>(&dir("ypir_answer"), &vectors, &shape());
 }

@@ -11,8 +11,9 @@ use pir_kernels::Backend;
 use pir_lattice::gaussian::ErrorSampler;
 use pir_lattice::lwe::{self, ZpMatrix};
 use pir_lattice::params::{self, max_plaintext_modulus, LWE_N};
+use pir_lattice::records::record;
 use pir_lattice::{
-    DoublePirClient, DoublePirServer, Params, Scheme, SimplePirClient, SimplePirServer,
+    BuildInput, DoublePirClient, DoublePirServer, Params, Scheme, SimplePirClient, SimplePirServer,
 };
 use proptest::prelude::*;
 use rand::{Rng, RngCore, SeedableRng};
@@ -41,23 +42,27 @@ fn setup(scheme: Scheme, records: u64, bits: u32, data: &[u8]) -> (Server, Clien
 fn setup_with(params: Params, data: &[u8]) -> (Server, Client) {
     let scheme = params.scheme;
     let mut last = (0, 0);
-    let mut progress = |done, total| last = (done, total);
+    let input = BuildInput {
+        params,
+        records: data,
+        seeds: [[1; 16], [2; 16]],
+        version: VERSION,
+        saved: None,
+        progress: &mut |done, total| last = (done, total),
+    };
     let (server, client) = match scheme {
         Scheme::SimplePir => {
-            let (s, hint) =
-                SimplePirServer::new(params, data, [1; 16], VERSION, &mut progress).unwrap();
+            let (s, saved) = SimplePirServer::build(input).unwrap();
             (
                 Server::Simple(s),
-                Client::Simple(SimplePirClient::new(&hint).unwrap()),
+                Client::Simple(SimplePirClient::new(&saved.hint).unwrap()),
             )
         }
         Scheme::DoublePir => {
-            let (s, hint) =
-                DoublePirServer::new(params, data, [[1; 16], [2; 16]], VERSION, &mut progress)
-                    .unwrap();
+            let (s, saved) = DoublePirServer::build(input).unwrap();
             (
                 Server::Double(s),
-                Client::Double(DoublePirClient::new(&hint).unwrap()),
+                Client::Double(DoublePirClient::new(&saved.hint).unwrap()),
             )
         }
         Scheme::Ypir | Scheme::YpirSp => {
@@ -108,18 +113,6 @@ impl Client {
     }
 }
 
-/// Record `i` of a bit-string database, as the client returns it.
-fn expected(data: &[u8], i: u64, bits: u32) -> Vec<u8> {
-    let mut out = vec![0u8; (bits as usize).div_ceil(8)];
-    for b in 0..u64::from(bits) {
-        let at = i * u64::from(bits) + b;
-        if data[(at / 8) as usize] >> (at % 8) & 1 == 1 {
-            out[(b / 8) as usize] |= 1 << (b % 8);
-        }
-    }
-    out
-}
-
 fn random_db(records: u64, bits: u32, rng: &mut ChaCha20Rng) -> Vec<u8> {
     let mut data = vec![0u8; (records * u64::from(bits)).div_ceil(8) as usize];
     rng.fill_bytes(&mut data);
@@ -137,7 +130,7 @@ fn retrieve_and_check(scheme: Scheme, records: u64, bits: u32, seed: u64, querie
         let answer = server.answer(&query).unwrap();
         assert_eq!(
             client.decode(&state, &answer).unwrap(),
-            expected(&data, i, bits),
+            record(&data, i, bits),
             "{scheme:?} N={records} bits={bits} i={i}"
         );
     }
@@ -197,7 +190,7 @@ fn batches_match_single_answers_and_isolate_bad_queries() {
             let answer = answer.as_ref().unwrap();
             assert_eq!(answer, &server.answer(&queries[i]).unwrap(), "{scheme:?}");
             let got = client.decode(state, answer).unwrap();
-            assert_eq!(got, expected(&data, i as u64 * 41, bits));
+            assert_eq!(got, record(&data, i as u64 * 41, bits));
         }
     }
 }
@@ -280,14 +273,24 @@ fn malformed_input_is_rejected_without_panic() {
 fn hints_of_one_scheme_are_refused_by_the_other() {
     let data = [0u8; 10];
     let params = Params::new(Scheme::SimplePir, 10, 8).unwrap();
-    let (_, hint) = SimplePirServer::new(params, &data, [0; 16], VERSION, &mut |_, _| {}).unwrap();
+    let build = |records| {
+        SimplePirServer::build(BuildInput {
+            params,
+            records,
+            seeds: [[0; 16]; 2],
+            version: VERSION,
+            saved: None,
+            progress: &mut |_, _| {},
+        })
+    };
+    let hint = build(&data).unwrap().1.hint;
     assert!(DoublePirClient::new(&hint).is_err());
     assert!(SimplePirClient::new(&hint[..hint.len() - 1]).is_err());
     let header = pir_lattice::wire::decode_hint(&hint, Scheme::SimplePir)
         .unwrap()
         .0;
     assert!(SimplePirClient::new(&header.encode()).is_err());
-    assert!(SimplePirServer::new(params, &data[..9], [0; 16], VERSION, &mut |_, _| {}).is_err());
+    assert!(build(&data[..9]).is_err());
 }
 
 /// Runs `trials` queries against a `rows × columns` matrix of worst-case entries (every entry

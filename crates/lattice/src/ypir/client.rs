@@ -33,13 +33,111 @@ use crate::wire::{decode_hint, HintHeader};
 /// A YPIR client for one database (built from its header-only hint message).
 pub struct YpirClient {
     header: HintHeader,
+    base: RlweClient,
     shape: Shape,
     ring1: Ring,
-    packer: Packer,
     a1: Vec<Rns>,
     a2: Vec<Rns>,
-    sampler: ErrorSampler,
+}
+
+/// What the YPIR and YPIR+SP clients share: the packing ring and its keys, and the error
+/// sampler.
+pub(crate) struct RlweClient {
+    pub(crate) packer: Packer,
+    pub(crate) sampler: ErrorSampler,
     keys: KeyCache,
+}
+
+impl RlweClient {
+    /// The header of a header-only hint message of `scheme` (a full hint is refused: YPIR and
+    /// YPIR+SP have none).
+    pub(crate) fn header(hint: &[u8], scheme: Scheme) -> Result<HintHeader, Error> {
+        let (header, matrix) = decode_hint(hint, scheme)?;
+        if matrix.is_some() {
+            return Err(Error::Malformed(format!(
+                "a {} hint carries no matrix",
+                scheme.id().name()
+            )));
+        }
+        Ok(header)
+    }
+
+    /// A client packing in `ring` with the key masks of `seed`.
+    pub(crate) fn new(ring: Ring, seed: &crate::prg::Seed) -> Result<RlweClient, Error> {
+        Ok(RlweClient {
+            packer: Packer::new(ring, seed)?,
+            sampler: ErrorSampler::new(),
+            keys: KeyCache::default(),
+        })
+    }
+
+    /// Starts a request: its first query carries the keys again.
+    pub(crate) fn begin_request(&self) {
+        self.keys.begin_request();
+    }
+
+    /// Where record `index` lies, and the keys (drawn on first use).
+    pub(crate) fn start(
+        &self,
+        header: &HintHeader,
+        index: u64,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(Location, Keys), Error> {
+        let location = header.params.locate(index)?;
+        let keys = self.keys.keys(&self.packer, &self.sampler, rng)?;
+        Ok((location, keys))
+    }
+
+    /// `c2 = -a s + e + Δ u_at (mod q2)` over these blocks ([`select`]) with the keys' secret.
+    pub(crate) fn select(
+        &self,
+        blocks: &[Rns],
+        keys: &Keys,
+        delta: u64,
+        at: usize,
+        rng: &mut impl CryptoRng,
+    ) -> Vec<u64> {
+        let (ring, secret) = (&self.packer.ring, &keys.secret);
+        select(ring, blocks, secret, delta, at, &self.sampler, rng)
+    }
+
+    /// The query message with these bodies (the keys inline or by id), and the secret that
+    /// decodes its answer.
+    pub(crate) fn message(
+        &self,
+        header: &HintHeader,
+        keys: Keys,
+        c1: Vec<u32>,
+        c2: Vec<u64>,
+    ) -> (Secret, Vec<u8>) {
+        let secret = keys.secret.clone();
+        let query = self.keys.query(keys, c1, c2);
+        let scheme = header.params.scheme;
+        (secret, wire::encode_query(scheme, &header.version, &query))
+    }
+
+    /// [`packed_phases`] of an answer of these lengths.
+    pub(crate) fn phases(
+        &self,
+        secret: &Secret,
+        lengths: &wire::Lengths,
+        answer: &[u8],
+    ) -> Result<Vec<Vec<i64>>, Error> {
+        packed_phases(&self.packer.ring, secret, lengths, answer)
+    }
+}
+
+/// `x`'s distance from the nearest multiple of `2^bits`, signed: the noise a rounding to
+/// `bits` removes (for the tests that measure it).
+#[cfg(test)]
+pub(crate) fn rounding_noise(x: i64, bits: u32) -> i64 {
+    let step = 1i64 << bits;
+    let r = x.rem_euclid(step);
+    if r >= step / 2 {
+        r - step
+    } else {
+        r
+    }
 }
 
 /// A client's RLWE secret, key bodies and key id, drawn once (YPIR and YPIR+SP).
@@ -195,20 +293,13 @@ pub struct YpirQueryState {
     location: Location,
 }
 
-impl std::fmt::Debug for YpirQueryState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("YpirQueryState { .. }")
-    }
-}
+crate::single::redacted_debug!(YpirQueryState);
 
 impl YpirClient {
     /// A client from the server's header-only hint message (a full hint is refused: YPIR
     /// has none).
     pub fn new(hint: &[u8]) -> Result<YpirClient, Error> {
-        let (header, matrix) = decode_hint(hint, Scheme::Ypir)?;
-        if matrix.is_some() {
-            return Err(Error::Malformed("a YPIR hint carries no matrix".into()));
-        }
+        let header = RlweClient::header(hint, Scheme::Ypir)?;
         let shape = Shape::of(&header.params)?;
         let seed2 = header
             .seed2
@@ -228,27 +319,14 @@ impl YpirClient {
         for block in &mut a2 {
             rns::forward(&ring2, block);
         }
-        let packer = Packer::new(ring2, &seed2)?;
         Ok(YpirClient {
             header,
+            base: RlweClient::new(ring2, &seed2)?,
             shape,
             ring1,
-            packer,
             a1,
             a2,
-            sampler: ErrorSampler::new(),
-            keys: KeyCache::default(),
         })
-    }
-
-    /// The header the client was built from.
-    pub fn header(&self) -> &HintHeader {
-        &self.header
-    }
-
-    /// Starts a request: its first query carries the keys again.
-    pub fn begin_request(&self) {
-        self.keys.begin_request();
     }
 
     /// A query for record `index` and the state decoding needs.
@@ -257,13 +335,11 @@ impl YpirClient {
         index: u64,
         rng: &mut impl CryptoRng,
     ) -> Result<(YpirQueryState, Vec<u8>), Error> {
-        let location = self.header.params.locate(index)?;
+        let (location, keys) = self.base.start(&self.header, index, rng)?;
         let group = location.row / self.shape.entries;
-        let keys = self.keys.keys(&self.packer, &self.sampler, rng)?;
+        let sampler = &self.base.sampler;
         // First layer: Gaussian s1, c1 = -a1 s1 + e + 2^24 u_column (mod 2^32).
-        let s1: Vec<i64> = (0..LWE_N)
-            .map(|_| i64::from(self.sampler.sample(rng)))
-            .collect();
+        let s1: Vec<i64> = (0..LWE_N).map(|_| i64::from(sampler.sample(rng))).collect();
         let mut s1_eval = rns::from_signed(&s1);
         rns::forward(&self.ring1, &mut s1_eval);
         let delta1 = 1u32 << (32 - 8);
@@ -272,7 +348,7 @@ impl YpirClient {
             let mut product = rns::mul(a, &s1_eval);
             rns::inverse(&self.ring1, &mut product);
             for (j, x) in rns::crt(&product).into_iter().enumerate() {
-                let e = self.sampler.sample(rng) as u32;
+                let e = sampler.sample(rng) as u32;
                 let mut b = e.wrapping_sub(rns::centered(x) as u32);
                 if u * LWE_N + j == location.column {
                     b = b.wrapping_add(delta1);
@@ -282,31 +358,15 @@ impl YpirClient {
         }
         // Second layer: c2 = -a2 s2 + e + Δ2 u_group (mod q2).
         let delta2 = rns::modulus() >> PACKED_P_BITS;
-        let c2 = select(
-            &self.packer.ring,
-            &self.a2,
-            &keys.secret,
-            delta2,
-            group,
-            &self.sampler,
-            rng,
-        );
-        let secret = keys.secret.clone();
-        let query = self.keys.query(keys, c1, c2);
-        Ok((
-            YpirQueryState {
-                s1,
-                s2: secret,
-                location,
-            },
-            wire::encode_query(Scheme::Ypir, &self.header.version, &query),
-        ))
+        let c2 = self.base.select(&self.a2, &keys, delta2, group, rng);
+        let (s2, message) = self.base.message(&self.header, keys, c1, c2);
+        Ok((YpirQueryState { s1, s2, location }, message))
     }
 
     /// The phases of every packed ciphertext: `phases[t][c]` in `Z_{2^28}`, a packed value
     /// times `2^10` plus noise.
     fn packed_phases(&self, state: &YpirQueryState, answer: &[u8]) -> Result<Vec<Vec<i64>>, Error> {
-        packed_phases(&self.packer.ring, &state.s2, &self.shape.lengths(), answer)
+        self.base.phases(&state.s2, &self.shape.lengths(), answer)
     }
 
     /// The first layer's phases `T̃_k + <H̃_k, s1>` in `Z_{2^18}` for each entry `k` of the
@@ -345,15 +405,7 @@ impl YpirClient {
         answer: &[u8],
     ) -> Result<(Vec<i64>, Vec<i64>), Error> {
         let phases = self.packed_phases(state, answer)?;
-        let distance = |x: i64, bits: u32| {
-            let step = 1i64 << bits;
-            let r = x.rem_euclid(step);
-            if r >= step / 2 {
-                r - step
-            } else {
-                r
-            }
-        };
+        let distance = rounding_noise;
         let leaves = self.shape.leaves();
         let packed = (0..leaves)
             .map(|leaf| {
@@ -392,25 +444,5 @@ fn round_bits(x: i64, bits: u32) -> i64 {
     ((x + (1 << (bits - 1))) >> bits) & ((1 << PACKED_P_BITS) - 1)
 }
 
-impl crate::single::SingleClient for YpirClient {
-    fn header(&self) -> &HintHeader {
-        &self.header
-    }
-
-    fn query(
-        &self,
-        index: u64,
-        rng: &mut dyn CryptoRng,
-    ) -> Result<(crate::single::QueryState, Vec<u8>), Error> {
-        let (state, message) = YpirClient::query(self, index, &mut &mut *rng)?;
-        Ok((crate::single::QueryState::of(state), message))
-    }
-
-    fn begin_request(&self) {
-        YpirClient::begin_request(self);
-    }
-
-    fn decode(&self, state: &crate::single::QueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {
-        YpirClient::decode(self, state.downcast::<YpirQueryState>()?, answer)
-    }
-}
+// A request's first query carries the keys again.
+crate::single::single_client!(YpirClient, YpirQueryState, |c| c.base.begin_request());

@@ -13,12 +13,12 @@ use super::tree::{PackJob, Packer, Plan};
 use super::wire::Lengths;
 use super::{centered_rescaled, rescale, reversed, wire, Shape, KIND_A2, RESCALED_BITS};
 use crate::lwe::ZpMatrix;
-use crate::params::{Params, LWE_N};
+use crate::params::{Params, Scheme, LWE_N};
 use crate::prg::{self, Seed};
 use crate::ring::{Ring, RING_D};
 use crate::simple::pack_database;
-use crate::single::Saved;
-use crate::wire::{DbVersion, HintHeader};
+use crate::single::{BuildInput, Saved};
+use crate::wire::HintHeader;
 
 /// Blocks of `A1` summed in the NTT domain before reducing mod `2^32`: each block adds at
 /// most `1024 · 128 · 2^31 = 2^48` to a coefficient, and `q2 / 2 > 2^54.9`.
@@ -131,30 +131,20 @@ pub(crate) fn a2_blocks(seed: &Seed, blocks: usize) -> Result<Vec<Rns>, Error> {
 }
 
 impl YpirServer {
-    /// Packs `records` and does the offline work for the public seeds (`A1` from `seeds[0]`,
-    /// `A2` and the key masks from `seeds[1]`), reusing `saved` (`H1` rescaled) when it
-    /// belongs to this database. Returns the server, the header-only hint message, and
-    /// `H1` to save. `progress(done, total)` counts rows of `H1`.
-    pub fn build(
-        params: Params,
-        records: &[u8],
-        seeds: [Seed; 2],
-        version: DbVersion,
-        saved: Option<Saved>,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<(YpirServer, Vec<u8>, Vec<u32>), Error> {
-        let shape = Shape::of(&params)?;
-        let db = pack_database(&params, records)?;
-        let header = HintHeader {
-            params,
-            seed: seeds[0],
-            seed2: Some(seeds[1]),
-            version,
-        };
+    /// Packs the records and does the offline work for the public seeds (`A1` from the first,
+    /// `A2` and the key masks from the second), reusing the saved `H1` (rescaled) when it
+    /// belongs to this database. Returns the server and the offline work to save: the
+    /// header-only hint message and `H1`. `progress` counts rows of `H1`.
+    pub fn build(input: BuildInput<'_>) -> Result<(YpirServer, Saved), Error> {
+        let shape = Shape::of(&input.params)?;
+        let header = input.header(Scheme::Ypir)?;
+        let params = header.params;
+        let db = pack_database(&params, input.records)?;
+        let seeds = input.seeds;
         let rows = params.rows();
-        let h1 = match saved {
+        let h1 = match input.saved {
             Some(saved) => saved.check(&header, rows * LWE_N)?.0,
-            None => first_layer_masks(&db, &shape, &seeds[0], rows, progress)?,
+            None => first_layer_masks(&db, &shape, &seeds[0], rows, input.progress)?,
         };
         if h1.iter().any(|&x| x >> RESCALED_BITS != 0) {
             return Err(Error::DatabaseMismatch(
@@ -188,21 +178,21 @@ impl YpirServer {
                 .cloned()
                 .ok_or_else(|| Error::InvalidParameter("no such static leaf".into()))
         })?;
-        let hint = header.encode();
-        Ok((
-            YpirServer {
-                header,
-                shape,
-                db,
-                second,
-                a2,
-                packer,
-                plan,
-                keys: KeyStore::default(),
-            },
-            hint,
-            h1,
-        ))
+        let server = YpirServer {
+            header,
+            shape,
+            db,
+            second,
+            a2,
+            packer,
+            plan,
+            keys: KeyStore::default(),
+        };
+        let saved = Saved {
+            hint: header.encode(),
+            extra: h1,
+        };
+        Ok((server, saved))
     }
 
     /// The hint header (all a client needs: there is no hint matrix).
@@ -563,16 +553,4 @@ fn first_layer_masks(
     Ok(h1)
 }
 
-impl crate::single::SingleServer for YpirServer {
-    fn header(&self) -> &HintHeader {
-        &self.header
-    }
-
-    fn memory_bytes(&self) -> usize {
-        YpirServer::memory_bytes(self)
-    }
-
-    fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
-        YpirServer::answer_batch(self, queries)
-    }
-}
+crate::single::single_server!(YpirServer);

@@ -48,27 +48,24 @@ pub use crate::params::ypir::sp::{
     layout, SpShape, BODY_BITS, LAYOUT_TREES, MAX_COLUMNS, MAX_TREES, P, P_BITS,
 };
 
-use super::client::{packed_phases, select, KeyCache};
+use super::client::RlweClient;
 use super::rns::{self, Rns};
 use super::server::a2_blocks;
-use super::tree::{coefficient_of, Packer};
-use super::{wire, ANSWER_MASK_BITS};
-use crate::gaussian::ErrorSampler;
+use super::tree::coefficient_of;
+use super::ANSWER_MASK_BITS;
 use crate::params::{Location, Scheme};
 use crate::records;
 use crate::ring::{Ring, RING_D};
 use crate::rlwe::Secret;
-use crate::wire::{decode_hint, HintHeader};
+use crate::wire::HintHeader;
 
 /// A YPIR+SP client for one database (built from its header-only hint message).
 pub struct YpirSpClient {
     header: HintHeader,
+    base: RlweClient,
     shape: SpShape,
-    packer: Packer,
     /// The query's public masks `a_u` (NTT form).
     blocks: Vec<Rns>,
-    sampler: ErrorSampler,
-    keys: KeyCache,
 }
 
 /// What decoding a YPIR+SP answer needs.
@@ -77,11 +74,7 @@ pub struct YpirSpQueryState {
     location: Location,
 }
 
-impl std::fmt::Debug for YpirSpQueryState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("YpirSpQueryState { .. }")
-    }
-}
+crate::single::redacted_debug!(YpirSpQueryState);
 
 /// The query's public masks (NTT form): blocks of the seed's `A2` stream, as YPIR's second
 /// layer draws them.
@@ -100,32 +93,16 @@ pub(crate) fn query_blocks(
 impl YpirSpClient {
     /// A client from the server's header-only hint message.
     pub fn new(hint: &[u8]) -> Result<YpirSpClient, Error> {
-        let (header, matrix) = decode_hint(hint, Scheme::YpirSp)?;
-        if matrix.is_some() {
-            return Err(Error::Malformed("a YPIR+SP hint carries no matrix".into()));
-        }
+        let header = RlweClient::header(hint, Scheme::YpirSp)?;
         let shape = SpShape::of(&header.params)?;
         let ring = Ring::new(RING_D, Backend::current())?;
         let blocks = query_blocks(&ring, &header.seed, &shape)?;
-        let packer = Packer::new(ring, &header.seed)?;
         Ok(YpirSpClient {
+            base: RlweClient::new(ring, &header.seed)?,
             header,
             shape,
-            packer,
             blocks,
-            sampler: ErrorSampler::new(),
-            keys: KeyCache::default(),
         })
-    }
-
-    /// The header the client was built from.
-    pub fn header(&self) -> &HintHeader {
-        &self.header
-    }
-
-    /// Starts a request: its first query carries the keys again.
-    pub fn begin_request(&self) {
-        self.keys.begin_request();
     }
 
     /// A query for record `index` and the state decoding needs.
@@ -134,34 +111,20 @@ impl YpirSpClient {
         index: u64,
         rng: &mut impl CryptoRng,
     ) -> Result<(YpirSpQueryState, Vec<u8>), Error> {
-        let location = self.header.params.locate(index)?;
-        let keys = self.keys.keys(&self.packer, &self.sampler, rng)?;
+        let (location, keys) = self.base.start(&self.header, index, rng)?;
         let delta = rns::modulus() >> P_BITS;
-        let c = select(
-            &self.packer.ring,
-            &self.blocks,
-            &keys.secret,
-            delta,
-            location.column,
-            &self.sampler,
-            rng,
-        );
-        let secret = keys.secret.clone();
-        let query = self.keys.query(keys, Vec::new(), c);
-        Ok((
-            YpirSpQueryState { secret, location },
-            wire::encode_query(Scheme::YpirSp, &self.header.version, &query),
-        ))
+        let c = self
+            .base
+            .select(&self.blocks, &keys, delta, location.column, rng);
+        let (secret, message) = self.base.message(&self.header, keys, Vec::new(), c);
+        Ok((YpirSpQueryState { secret, location }, message))
     }
 
     /// The packed phases of the record's rows (`Z_{2^28}`, an entry times `2^12` plus noise).
     fn row_phases(&self, state: &YpirSpQueryState, answer: &[u8]) -> Result<Vec<i64>, Error> {
-        let phases = packed_phases(
-            &self.packer.ring,
-            &state.secret,
-            &self.shape.lengths(),
-            answer,
-        )?;
+        let phases = self
+            .base
+            .phases(&state.secret, &self.shape.lengths(), answer)?;
         let at = state.location.row;
         (at..at + state.location.entries)
             .map(|row| {
@@ -177,18 +140,10 @@ impl YpirSpClient {
     /// (decoding tolerates `2^11`), for the test that measures the noise.
     #[cfg(test)]
     pub(crate) fn noise(&self, state: &YpirSpQueryState, answer: &[u8]) -> Result<Vec<i64>, Error> {
-        let step = 1i64 << ROUND;
         Ok(self
             .row_phases(state, answer)?
             .into_iter()
-            .map(|x| {
-                let r = x.rem_euclid(step);
-                if r >= step / 2 {
-                    r - step
-                } else {
-                    r
-                }
-            })
+            .map(|x| super::client::rounding_noise(x, ROUND))
             .collect())
     }
 
@@ -206,25 +161,5 @@ impl YpirSpClient {
 /// Bits the packed phase (mod `2^28`) carries below an entry.
 const ROUND: u32 = ANSWER_MASK_BITS - P_BITS;
 
-impl crate::single::SingleClient for YpirSpClient {
-    fn header(&self) -> &HintHeader {
-        &self.header
-    }
-
-    fn query(
-        &self,
-        index: u64,
-        rng: &mut dyn CryptoRng,
-    ) -> Result<(crate::single::QueryState, Vec<u8>), Error> {
-        let (state, message) = YpirSpClient::query(self, index, &mut &mut *rng)?;
-        Ok((crate::single::QueryState::of(state), message))
-    }
-
-    fn begin_request(&self) {
-        YpirSpClient::begin_request(self);
-    }
-
-    fn decode(&self, state: &crate::single::QueryState, answer: &[u8]) -> Result<Vec<u8>, Error> {
-        YpirSpClient::decode(self, state.downcast::<YpirSpQueryState>()?, answer)
-    }
-}
+// A request's first query carries the keys again.
+crate::single::single_client!(YpirSpClient, YpirSpQueryState, |c| c.base.begin_request());

@@ -13,12 +13,12 @@ use super::sp::{query_blocks, SpShape};
 use super::tree::{Packer, Plan};
 use super::wire;
 use crate::lwe::ZpMatrix;
-use crate::params::Params;
+use crate::params::Scheme;
 use crate::prg::Seed;
 use crate::ring::{Ring, RING_D};
 use crate::simple::pack_database;
-use crate::single::Saved;
-use crate::wire::{DbVersion, HintHeader};
+use crate::single::{BuildInput, Saved};
+use crate::wire::HintHeader;
 
 /// A YPIR+SP server: the packed database, the packing plan and the clients' keys.
 #[derive(Debug)]
@@ -32,29 +32,19 @@ pub struct YpirSpServer {
 }
 
 impl YpirSpServer {
-    /// Packs `records` and does the offline work for the public seed, reusing `saved` (the
-    /// masks `H`, NTT form) when it belongs to this database. Returns the server, the
-    /// header-only hint message, and the masks to save. `progress(done, total)` counts rows.
-    pub fn build(
-        params: Params,
-        records: &[u8],
-        seed: Seed,
-        version: DbVersion,
-        saved: Option<Saved>,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<(YpirSpServer, Vec<u8>, Vec<u32>), Error> {
-        let shape = SpShape::of(&params)?;
-        let db = pack_database(&params, records)?;
-        let header = HintHeader {
-            params,
-            seed,
-            seed2: None,
-            version,
-        };
+    /// Packs the records and does the offline work for the public seed (the first), reusing
+    /// the saved masks `H` (NTT form) when they belong to this database. Returns the server and
+    /// the offline work to save: the header-only hint message and the masks. `progress`
+    /// counts rows.
+    pub fn build(input: BuildInput<'_>) -> Result<(YpirSpServer, Saved), Error> {
+        let shape = SpShape::of(&input.params)?;
+        let header = input.header(Scheme::YpirSp)?;
+        let db = pack_database(&header.params, input.records)?;
+        let seed = header.seed;
         let ring = Ring::new(RING_D, Backend::current())?;
         let rows = shape.rows;
         let words = 2 * RING_D;
-        let masks = match saved {
+        let masks = match input.saved {
             Some(saved) => {
                 let masks = saved.check(&header, rows * words)?.0;
                 let bad = masks.chunks_exact(RING_D).enumerate().any(|(i, half)| {
@@ -68,7 +58,7 @@ impl YpirSpServer {
                 }
                 masks
             }
-            None => masks(&ring, &db, &shape, &seed, progress)?,
+            None => masks(&ring, &db, &shape, &seed, input.progress)?,
         };
         let packer = Packer::new(ring, &seed)?;
         let plan = packer.plan(rows, rows, &|k| {
@@ -77,19 +67,19 @@ impl YpirSpServer {
                 .ok_or_else(|| Error::InvalidParameter("no such leaf".into()))?;
             Ok([at[..RING_D].to_vec(), at[RING_D..].to_vec()])
         })?;
-        let hint = header.encode();
-        Ok((
-            YpirSpServer {
-                header,
-                shape,
-                db,
-                packer,
-                plan,
-                keys: KeyStore::default(),
-            },
-            hint,
-            masks,
-        ))
+        let server = YpirSpServer {
+            header,
+            shape,
+            db,
+            packer,
+            plan,
+            keys: KeyStore::default(),
+        };
+        let saved = Saved {
+            hint: header.encode(),
+            extra: masks,
+        };
+        Ok((server, saved))
     }
 
     /// The hint header (all a client needs: there is no hint matrix).
@@ -212,16 +202,4 @@ fn masks(
     Ok(out)
 }
 
-impl crate::single::SingleServer for YpirSpServer {
-    fn header(&self) -> &HintHeader {
-        &self.header
-    }
-
-    fn memory_bytes(&self) -> usize {
-        YpirSpServer::memory_bytes(self)
-    }
-
-    fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
-        YpirSpServer::answer_batch(self, queries)
-    }
-}
+crate::single::single_server!(YpirSpServer);

@@ -6,19 +6,23 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 use super::sp::{self, SpShape};
-use super::tests::{database_for, record};
+use super::tests::{ask_in_one_batch, database_for, serve};
 use super::*;
 use crate::params::{Params, Scheme};
+use crate::records::record;
 
 fn database(records: u64, bits: u32, seed: u64) -> (Params, Vec<u8>) {
     database_for(Scheme::YpirSp, records, bits, seed)
 }
 
 fn build(params: Params, bytes: &[u8], seed: u8) -> (YpirSpServer, YpirSpClient, Vec<u32>) {
-    let (server, hint, masks) =
-        YpirSpServer::build(params, bytes, [seed; 16], [9; 32], None, &mut |_, _| {}).unwrap();
-    let client = YpirSpClient::new(&hint).unwrap();
-    (server, client, masks)
+    serve(
+        params,
+        bytes,
+        [[seed; 16]; 2],
+        YpirSpServer::build,
+        YpirSpClient::new,
+    )
 }
 
 /// Records from 3 bits to 5000 bytes (two packed ciphertexts), in one batch per database,
@@ -37,35 +41,12 @@ fn sp_records_of_several_sizes_come_back_through_the_wire() {
         let shape = SpShape::of(&params).unwrap();
         assert_eq!(masks.len(), shape.rows * 2 * RING_D);
         let mut rng = ChaCha20Rng::seed_from_u64(seed + 100);
-        client.begin_request();
-        let indices = [0, records - 1, rng.random_range(0..records)];
-        let made: Vec<_> = indices
-            .iter()
-            .map(|&i| client.query(i, &mut rng).unwrap())
-            .collect();
-        let lengths = shape.lengths();
-        assert_eq!(
-            made[0].1.len(),
-            pir_core::wire::HEADER_LEN + lengths.query_bytes()
-        );
-        assert_eq!(
-            made[1].1.len(),
-            pir_core::wire::HEADER_LEN + lengths.query_bytes_by_id()
-        );
-        let queries: Vec<&[u8]> = made.iter().map(|(_, q)| q.as_slice()).collect();
-        for ((&i, (state, _)), answer) in
-            indices.iter().zip(&made).zip(server.answer_batch(&queries))
-        {
-            let answer = answer.unwrap();
-            assert_eq!(
-                answer.len(),
-                pir_core::wire::HEADER_LEN + lengths.answer_bytes()
-            );
-            assert_eq!(
-                client.decode(state, &answer).unwrap(),
-                record(&bytes, i, bits),
-                "record {i} of {records} x {bits} bits"
-            );
+        let asked = ask_in_one_batch(&server, &client, &bytes, &mut rng);
+        let (header, lengths) = (pir_core::wire::HEADER_LEN, shape.lengths());
+        assert_eq!(asked[0].0.len(), header + lengths.query_bytes());
+        assert_eq!(asked[1].0.len(), header + lengths.query_bytes_by_id());
+        for (_, answer) in &asked {
+            assert_eq!(answer.len(), header + lengths.answer_bytes());
         }
     }
 }

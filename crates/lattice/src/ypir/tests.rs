@@ -7,9 +7,19 @@ use rand_chacha::ChaCha20Rng;
 
 use super::*;
 use crate::params::{Params, Scheme, LWE_N};
+use crate::records::record;
+use crate::single::{BuildInput, Saved, SingleClient, SingleServer};
 
 fn database(records: u64, bits: u32, seed: u64) -> (Params, Vec<u8>) {
     database_for(Scheme::Ypir, records, bits, seed)
+}
+
+fn ypir(
+    params: Params,
+    bytes: &[u8],
+    seeds: [crate::prg::Seed; 2],
+) -> (YpirServer, YpirClient, Vec<u32>) {
+    serve(params, bytes, seeds, YpirServer::build, YpirClient::new)
 }
 
 /// Random records of `bits` bits for `scheme` (YPIR+SP's tests too).
@@ -32,16 +42,61 @@ pub(super) fn database_for(
     (params, bytes)
 }
 
-/// Record `index` of `bits` bits, as the client returns it.
-pub(super) fn record(bytes: &[u8], index: u64, bits: u32) -> Vec<u8> {
-    let mut out = vec![0u8; (bits as usize).div_ceil(8)];
-    for b in 0..u64::from(bits) {
-        let at = index * u64::from(bits) + b;
-        if bytes[(at / 8) as usize] >> (at % 8) & 1 == 1 {
-            out[(b / 8) as usize] |= 1 << (b % 8);
-        }
-    }
-    out
+/// A server of `params` for `bytes` with these public seeds, a client from its hint, and the
+/// offline work to save (YPIR+SP's tests too: `build` and `open` pick the scheme).
+pub(super) fn serve<S, C>(
+    params: Params,
+    bytes: &[u8],
+    seeds: [crate::prg::Seed; 2],
+    build: fn(BuildInput<'_>) -> Result<(S, Saved), pir_core::Error>,
+    open: fn(&[u8]) -> Result<C, pir_core::Error>,
+) -> (S, C, Vec<u32>) {
+    let (server, saved) = build(BuildInput {
+        params,
+        records: bytes,
+        seeds,
+        version: [9; 32],
+        saved: None,
+        progress: &mut |_, _| {},
+    })
+    .unwrap();
+    let client = open(&saved.hint).unwrap();
+    (server, client, saved.extra)
+}
+
+/// Asks for the first, the last and a random record of `bytes` in one request (the first
+/// query brings the keys, the others refer to them by id), answered in one batch; checks that
+/// each answer decodes to its record and returns the (query, answer) messages.
+pub(super) fn ask_in_one_batch(
+    server: &dyn SingleServer,
+    client: &dyn SingleClient,
+    bytes: &[u8],
+    rng: &mut ChaCha20Rng,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let params = client.header().params;
+    let (records, bits) = (params.records, params.record_bits);
+    client.begin_request();
+    let indices = [0, records - 1, rng.random_range(0..records)];
+    let made: Vec<_> = indices
+        .iter()
+        .map(|&i| client.query(i, rng).unwrap())
+        .collect();
+    let queries: Vec<&[u8]> = made.iter().map(|(_, q)| q.as_slice()).collect();
+    let answers = server.answer_batch(&queries);
+    indices
+        .iter()
+        .zip(made)
+        .zip(answers)
+        .map(|((&i, (state, query)), answer)| {
+            let answer = answer.unwrap();
+            assert_eq!(
+                client.decode(&state, &answer).unwrap(),
+                record(bytes, i, bits),
+                "record {i} of {records} x {bits} bits"
+            );
+            (query, answer)
+        })
+        .collect()
 }
 
 #[test]
@@ -53,17 +108,8 @@ fn records_of_several_sizes_come_back_through_the_wire() {
         (300, 64, 4),
     ] {
         let (params, bytes) = database(records, bits, seed);
-        let (server, hint, h1) = YpirServer::build(
-            params,
-            &bytes,
-            [[1; 16], [2; 16]],
-            [9; 32],
-            None,
-            &mut |_, _| {},
-        )
-        .unwrap();
+        let (server, client, h1) = ypir(params, &bytes, [[1; 16], [2; 16]]);
         assert_eq!(h1.len(), params.rows() * LWE_N);
-        let client = YpirClient::new(&hint).unwrap();
         let mut rng = ChaCha20Rng::seed_from_u64(seed + 100);
         for _ in 0..3 {
             let index = rng.random_range(0..records);
@@ -100,16 +146,7 @@ fn records_of_several_sizes_come_back_through_the_wire() {
 #[test]
 fn ypir_decoding_noise_is_within_the_bounds() {
     let (params, bytes) = database(4096, 8, 7);
-    let (server, hint, _) = YpirServer::build(
-        params,
-        &bytes,
-        [[4; 16], [5; 16]],
-        [1; 32],
-        None,
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let client = YpirClient::new(&hint).unwrap();
+    let (server, client, _) = ypir(params, &bytes, [[4; 16], [5; 16]]);
     let mut rng = ChaCha20Rng::seed_from_u64(11);
     let (mut packed, mut first) = (Vec::new(), Vec::new());
     for _ in 0..12 {
@@ -151,16 +188,7 @@ fn ypir_decoding_noise_is_within_the_bounds() {
 #[test]
 fn malformed_queries_and_keys_are_refused() {
     let (params, bytes) = database(2000, 8, 21);
-    let (server, hint, _) = YpirServer::build(
-        params,
-        &bytes,
-        [[6; 16], [7; 16]],
-        [2; 32],
-        None,
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let client = YpirClient::new(&hint).unwrap();
+    let (server, client, _) = ypir(params, &bytes, [[6; 16], [7; 16]]);
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     let (state, good) = client.query(1234, &mut rng).unwrap();
     let header = pir_core::wire::HEADER_LEN;
@@ -223,19 +251,8 @@ fn malformed_queries_and_keys_are_refused() {
 #[test]
 fn later_queries_of_a_request_refer_to_the_keys_by_id() {
     let (params, bytes) = database(3000, 8, 31);
-    let build = || {
-        YpirServer::build(
-            params,
-            &bytes,
-            [[8; 16], [9; 16]],
-            [3; 32],
-            None,
-            &mut |_, _| {},
-        )
-        .unwrap()
-    };
-    let (server, hint, _) = build();
-    let client = YpirClient::new(&hint).unwrap();
+    let seeds = [[8; 16], [9; 16]];
+    let (server, client, _) = ypir(params, &bytes, seeds);
     let shape = Shape::of(&params).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(8);
     client.begin_request();
@@ -260,7 +277,7 @@ fn later_queries_of_a_request_refer_to_the_keys_by_id() {
         record(&bytes, 2999, 8)
     );
     // A server that never saw the keys refuses the reference, and keeps serving.
-    let (fresh, _, _) = build();
+    let (fresh, _, _) = ypir(params, &bytes, seeds);
     assert!(fresh.answer(&second).is_err());
     client.begin_request();
     let (state, again) = client.query(1500, &mut rng).unwrap();
@@ -300,23 +317,8 @@ proptest::proptest! {
     #[test]
     fn random_databases_decode(records in 1u64..4000, bits in 1u32..=64, seed in proptest::prelude::any::<u64>()) {
         let (params, bytes) = database(records, bits, seed);
-        let (server, hint, _) =
-            YpirServer::build(params, &bytes, [[3; 16], [4; 16]], [5; 32], None, &mut |_, _| {})
-                .unwrap();
-        let client = YpirClient::new(&hint).unwrap();
+        let (server, client, _) = ypir(params, &bytes, [[3; 16], [4; 16]]);
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
-        client.begin_request();
-        let indices = [0, records - 1, rng.random_range(0..records)];
-        let made: Vec<_> = indices
-            .iter()
-            .map(|&i| client.query(i, &mut rng).unwrap())
-            .collect();
-        let queries: Vec<&[u8]> = made.iter().map(|(_, q)| q.as_slice()).collect();
-        for ((i, (state, _)), answer) in indices.iter().zip(&made).zip(server.answer_batch(&queries)) {
-            proptest::prop_assert_eq!(
-                client.decode(state, &answer.unwrap()).unwrap(),
-                record(&bytes, *i, bits)
-            );
-        }
+        ask_in_one_batch(&server, &client, &bytes, &mut rng);
     }
 }

@@ -1,13 +1,14 @@
-//! Times Checklist's phases at one shape: `cargo run --release -p pir-xor --example
+//! Times Checklist's phases at one shape: `cargo run --release -p pir-bench --example
 //! checklist_time -- RECORDS [LOOKUPS]` (32-byte records). The benchmark with same-run ratios
-//! is `pir bench --modes checklist`; this is for profiling.
+//! is `pir bench --modes checklist` (whose lookups this shares); this is for profiling: the
+//! online server's two parts alone, and 99th percentiles.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Instant;
 
+use pir_bench::checklist::{lookup, Answering};
 use pir_core::{Database, DbShape};
-use pir_xor::checklist::pset::{Ggm, Scratch};
-use pir_xor::checklist::{server, Client, Outcome, Params};
+use pir_xor::checklist::{server, Client, Params};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
@@ -31,59 +32,36 @@ fn main() {
     let t = Instant::now();
     let mut client = Client::new(params, &request, &hints).unwrap();
     println!("client offline {:.3} s", t.elapsed().as_secs_f64());
-    let ggm = Ggm::new();
-    let mut scratch = Scratch::default();
-    let mut elements = Vec::new();
+    let mut answering = Answering::default();
     let (mut server_us, mut client_us) = (Vec::new(), Vec::new());
     for _ in 0..lookups {
         let index = rng.random_range(0..records);
-        loop {
-            let t = Instant::now();
-            let (query, pending) = client.query(index, &mut rng).unwrap();
-            let mut c = t.elapsed();
-            let t = Instant::now();
-            let a = server::answer_with(
-                &params,
-                &db,
-                &query.online,
-                &ggm,
-                &mut scratch,
-                &mut elements,
-            )
-            .unwrap();
-            server_us.push(t.elapsed().as_secs_f64() * 1e6);
-            let r = server::answer(&params, &db, &query.refresh).unwrap();
-            let t = Instant::now();
-            let outcome = client.finish(pending, &a, &r).unwrap();
-            c += t.elapsed();
-            client_us.push(c.as_secs_f64() * 1e6);
-            if let Outcome::Record(record) = outcome {
-                assert_eq!(record, db.block(index as usize));
-                break;
-            }
+        let tries = lookup(&params, &db, &mut client, &mut answering, index, &mut rng).unwrap();
+        for one in tries {
+            server_us.push(one.online.as_secs_f64() * 1e6);
+            client_us.push(one.client.as_secs_f64() * 1e6);
         }
     }
+    let a = &mut answering;
     // The online server's two parts alone, on fresh punctured keys.
     let keys: Vec<_> = (0..2000)
         .map(|_| {
             let key = params.sets().random(&mut rng);
             params
                 .sets()
-                .puncture(&ggm, &key, rng.random_range(0..params.sets().size()))
+                .puncture(&a.ggm, &key, rng.random_range(0..params.sets().size()))
         })
         .collect();
     let t = Instant::now();
     for key in &keys {
         params
             .sets()
-            .punctured_elements(&ggm, key, &mut scratch, &mut elements);
+            .punctured_elements(&a.ggm, key, &mut a.scratch, &mut a.elements);
     }
     let expand_us = t.elapsed().as_secs_f64() * 1e6 / keys.len() as f64;
     let t = Instant::now();
     for key in &keys {
-        std::hint::black_box(
-            server::answer_with(&params, &db, key, &ggm, &mut scratch, &mut elements).unwrap(),
-        );
+        std::hint::black_box(a.answer(&params, &db, key).unwrap());
     }
     let answer_us = t.elapsed().as_secs_f64() * 1e6 / keys.len() as f64;
     println!("online server: expansion {expand_us:.1} us of {answer_us:.1} us per answer");
