@@ -365,7 +365,7 @@ pub fn scan_parallel(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xor::tests::pseudo_random;
+    use crate::bench_support::pseudo_random;
     use proptest::prelude::*;
 
     #[test]

@@ -398,7 +398,7 @@ pub fn scan_parallel(layout: RussiansLayout, selection: Selection<'_>, table: &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xor::tests::pseudo_random;
+    use crate::bench_support::pseudo_random;
     use proptest::prelude::*;
 
     #[test]

@@ -525,8 +525,9 @@ pub(crate) fn fold(mut partials: Vec<Vec<u8>>, len: usize, backend: Backend) -> 
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::bench_support::pseudo_random;
     use proptest::prelude::*;
 
     /// The obviously correct scan: row by row, bit by bit.
@@ -542,19 +543,6 @@ pub(crate) mod tests {
             }
         }
         accs
-    }
-
-    /// Deterministic test bytes (xorshift), shared by the kernel tests.
-    pub(crate) fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
     }
 
     proptest! {
