@@ -18,7 +18,7 @@
 
 use std::ops::{Range, RangeInclusive};
 
-use crate::xor::{bit_at, rayon_map, xor3, xor_in, Selection};
+use crate::xor::{bit_at, xor3, xor_in, Selection};
 use crate::Backend;
 
 /// Group sizes the tables support: a group's bits span at most two bytes of a bit vector.
@@ -387,12 +387,9 @@ pub fn scan_parallel(layout: RussiansLayout, selection: Selection<'_>, table: &[
         cc * layout.b
     };
     let parts = crate::xor::split_rows(0..layout.super_groups(), rayon::current_num_threads(), 8);
-    let partials = rayon_map(&parts, |part| {
-        let mut accs = vec![0u8; slots];
-        scan_with(backend, layout, selection, table, part.clone(), &mut accs);
-        accs
-    });
-    crate::xor::fold(partials, slots, backend)
+    crate::xor::scan_parts(&parts, slots, backend, |part, accs| {
+        scan_with(backend, layout, selection, table, part, accs);
+    })
 }
 
 #[cfg(test)]

@@ -473,12 +473,25 @@ pub fn scan_parallel(
     // Shares are whole 64-row words of every chunk so each thread reads its bits word-wise.
     let granule = 64 * selection.chunk_count();
     let parts = split_rows(rows, threads, granule);
-    let partials: Vec<Vec<u8>> = rayon_map(&parts, |part| {
-        let mut accs = vec![0u8; slots];
-        scan_with(backend, selection, region, b, part.clone(), &mut accs);
+    scan_parts(&parts, slots, backend, |part, accs| {
+        scan_with(backend, selection, region, b, part, accs);
+    })
+}
+
+/// Runs `scan` on every part in parallel on the current rayon pool, each into its own zeroed
+/// `len` accumulator bytes, and XORs those together: the last step of every parallel scan.
+pub(crate) fn scan_parts(
+    parts: &[Range<usize>],
+    len: usize,
+    backend: Backend,
+    scan: impl Fn(Range<usize>, &mut [u8]) + Sync + Send,
+) -> Vec<u8> {
+    let partials = rayon_map(parts, |part| {
+        let mut accs = vec![0u8; len];
+        scan(part.clone(), &mut accs);
         accs
     });
-    fold(partials, slots, backend)
+    fold(partials, len, backend)
 }
 
 /// Splits `rows` into at most `parts` ranges whose inner boundaries are multiples of `granule`.
