@@ -32,6 +32,12 @@ pub struct RussiansLayout {
     b: usize,
     c: usize,
     t: usize,
+    held: HeldChunks,
+}
+
+/// The chunks a table holds: `first, first + step, ...` below `c`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HeldChunks {
     first: usize,
     step: usize,
 }
@@ -57,13 +63,13 @@ impl RussiansLayout {
         if !GROUP_SIZES.contains(&t) || rows == 0 || b == 0 || first >= c || step == 0 {
             return None;
         }
+        let held = HeldChunks { first, step };
         let layout = Self {
             rows,
             b,
             c,
             t,
-            first,
-            step,
+            held,
         };
         layout.checked_table_bytes().map(|_| layout)
     }
@@ -80,12 +86,12 @@ impl RussiansLayout {
 
     /// The chunks the table holds, increasing.
     pub fn held_chunks(&self) -> impl Iterator<Item = usize> {
-        (self.first..self.c).step_by(self.step)
+        (self.held.first..self.c).step_by(self.held.step)
     }
 
     /// How many chunks the table holds.
     pub fn held(&self) -> usize {
-        (self.c - self.first).div_ceil(self.step)
+        (self.c - self.held.first).div_ceil(self.held.step)
     }
 
     /// Number of super-groups, `ceil(B / (c t))`.
