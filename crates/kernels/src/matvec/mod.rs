@@ -497,19 +497,32 @@ fn signed_digits(mut x: u32) -> [i8; 4] {
 /// [`tail`].
 fn interleave_digits(xs: &[&[u32]], width: usize) -> Vec<u32> {
     const LANES: usize = 16;
-    let groups = width / LANES;
     let k_all = xs.len();
-    let mut xi = vec![0u32; groups * 4 * k_all * LANES];
+    interleave_split::<LANES, _>(xs, width, signed_digits, |xi, (c, k, lane), by_slot| {
+        for d in 0..4 {
+            xi[((c * 4 + d) * k_all + k) * LANES + lane] =
+                u32::from_le_bytes(std::array::from_fn(|slot| by_slot[slot][d] as u8));
+        }
+    })
+}
+
+/// The walk [`interleave_digits`] and [`interleave_halves`] share: for each group `c` of
+/// `LANES` words of a row, for each vector `k`, for each lane, the four entries (slots) that
+/// meet word `c * LANES + lane`, each `split` into digits, handed to `place` with the
+/// (zeroed) interleaving of `width / LANES * 4 * K * LANES` words to write them into.
+fn interleave_split<const LANES: usize, D>(
+    xs: &[&[u32]],
+    width: usize,
+    split: fn(u32) -> D,
+    mut place: impl FnMut(&mut [u32], (usize, usize, usize), [D; 4]),
+) -> Vec<u32> {
+    let groups = width / LANES;
+    let mut xi = vec![0u32; groups * 4 * xs.len() * LANES];
     for c in 0..groups {
         for (k, x) in xs.iter().enumerate() {
             for lane in 0..LANES {
-                // digits of the four entries (slots) that meet word `c * LANES + lane`
-                let by_slot: [[i8; 4]; 4] =
-                    std::array::from_fn(|slot| signed_digits(x[slot * width + c * LANES + lane]));
-                for d in 0..4 {
-                    xi[((c * 4 + d) * k_all + k) * LANES + lane] =
-                        u32::from_le_bytes(std::array::from_fn(|slot| by_slot[slot][d] as u8));
-                }
+                let by_slot = std::array::from_fn(|slot| split(x[slot * width + c * LANES + lane]));
+                place(&mut xi, (c, k, lane), by_slot);
             }
         }
     }
@@ -530,24 +543,15 @@ fn signed_halves(x: u32) -> [u16; 2] {
 /// Words past the last whole group are left to [`tail`].
 fn interleave_halves(xs: &[&[u32]], width: usize) -> Vec<u32> {
     const LANES: usize = 8;
-    let groups = width / LANES;
     let k_all = xs.len();
-    let mut xi = vec![0u32; groups * 4 * k_all * LANES];
-    for c in 0..groups {
-        for (k, x) in xs.iter().enumerate() {
-            for lane in 0..LANES {
-                let by_slot: [[u16; 2]; 4] =
-                    std::array::from_fn(|slot| signed_halves(x[slot * width + c * LANES + lane]));
-                let [s0, s1, s2, s3] = by_slot;
-                for d in 0..2 {
-                    let run = ((c * 2 + d) * k_all + k) * 2;
-                    xi[run * LANES + lane] = u32::from(s0[d]) | u32::from(s2[d]) << 16;
-                    xi[(run + 1) * LANES + lane] = u32::from(s1[d]) | u32::from(s3[d]) << 16;
-                }
-            }
+    interleave_split::<LANES, _>(xs, width, signed_halves, |xi, (c, k, lane), by_slot| {
+        let [s0, s1, s2, s3] = by_slot;
+        for d in 0..2 {
+            let run = ((c * 2 + d) * k_all + k) * 2;
+            xi[run * LANES + lane] = u32::from(s0[d]) | u32::from(s2[d]) << 16;
+            xi[(run + 1) * LANES + lane] = u32::from(s1[d]) | u32::from(s3[d]) << 16;
         }
-    }
-    xi
+    })
 }
 
 /// Rearranges the vectors so a tile reads them as one sequential stream: for each group of
