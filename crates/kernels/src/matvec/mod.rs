@@ -571,11 +571,42 @@ fn interleave(xs: &[&[u32]], width: usize, packing: Packing, lanes: usize) -> Ve
     xi
 }
 
-/// A tile kernel: `R` rows (`stride` words apart, `width` words each) times `K` vectors,
-/// sums as `[row][vector]`. `unsafe` because the SIMD tiles need their CPU feature; the
-/// portable one is safe.
-type Tile<const R: usize, const K: usize> =
-    unsafe fn(&[u32], (usize, usize), Packing, &[&[u32]; K], &[u32]) -> [[u32; K]; R];
+/// What a tile multiplies: `R` rows of `width` words, `stride` words apart, from the start of
+/// `words` (`R` is the tile's); the `K` vectors `xs` (`slots * width` entries each); and `xi`,
+/// their interleaving for the tile's kind and lane count.
+#[derive(Clone, Copy)]
+struct TileInput<'a, const K: usize> {
+    words: &'a [u32],
+    stride: usize,
+    width: usize,
+    packing: Packing,
+    xs: &'a [&'a [u32]; K],
+    xi: &'a [u32],
+}
+
+/// A tile kernel: `R` rows times `K` vectors, sums as `[row][vector]`. `unsafe` because the
+/// SIMD tiles need their CPU feature; the portable one is safe.
+type Tile<const R: usize, const K: usize> = unsafe fn(TileInput<'_, K>) -> [[u32; K]; R];
+
+/// The end of every tile: each row's `K` accumulators reduced to a sum by `sum`, plus the
+/// products of the row's words from `full` on, which the tile's steps did not reach ([`tail`]).
+#[inline(always)]
+fn finish<A: Copy, const R: usize, const K: usize>(
+    input: TileInput<'_, K>,
+    full: usize,
+    acc: &[[A; K]; R],
+    sum: impl Fn(A) -> u32,
+) -> [[u32; K]; R] {
+    let mut sums = [[0u32; K]; R];
+    for (r, sums) in sums.iter_mut().enumerate() {
+        for (total, a) in sums.iter_mut().zip(&acc[r]) {
+            *total = sum(*a);
+        }
+        let row = &input.words[r * input.stride..][..input.width];
+        tail(row, full, input.packing, input.xs, sums);
+    }
+    sums
+}
 
 /// Splits a band into tiles of `R` rows (the last rows one at a time) and stores (or adds)
 /// the sums.
@@ -587,6 +618,14 @@ fn run_band<const R: usize, const K: usize>(
     (tile, single): (Tile<R, K>, Tile<1, K>),
 ) {
     let (stride, width) = (band.stride, band.width);
+    let input = |words| TileInput {
+        words,
+        stride,
+        width,
+        packing: band.packing,
+        xs,
+        xi,
+    };
     let store = |out: &mut [u32], sums: &[u32]| {
         if band.add {
             for (o, s) in out.iter_mut().zip(sums) {
@@ -602,13 +641,13 @@ fn run_band<const R: usize, const K: usize>(
         // SAFETY: `rows_dispatch` passes SIMD tiles only after checking their CPU feature, and
         // every vector has `slots * width` entries (asserted by `matvec_batch_with`, cut by
         // `column_blocks`) and `xi` is their interleaving for the tile's lane count.
-        let sums = unsafe { tile(words, (stride, width), band.packing, xs, xi) };
+        let sums = unsafe { tile(input(words)) };
         store(&mut out[t * R * K..][..R * K], sums.as_flattened());
     }
     for r in tiles * R..band.rows {
         let words = &band.words[r * stride..][..width];
         // SAFETY: as above.
-        let sums = unsafe { single(words, (stride, width), band.packing, xs, xi) };
+        let sums = unsafe { single(input(words)) };
         store(&mut out[r * K..][..K], sums.as_flattened());
     }
 }
@@ -620,14 +659,10 @@ const PORTABLE_LANES: usize = 16;
 ///
 /// # Safety
 /// None: every slice access is bounds-checked.
-unsafe fn tile_portable<const R: usize, const K: usize>(
-    words: &[u32],
-    (stride, width): (usize, usize),
-    packing: Packing,
-    xs: &[&[u32]; K],
-    xi: &[u32],
-) -> [[u32; K]; R] {
+unsafe fn tile_portable<const R: usize, const K: usize>(input: TileInput<'_, K>) -> [[u32; K]; R] {
     const L: usize = PORTABLE_LANES;
+    let (words, stride, width, xi) = (input.words, input.stride, input.width, input.xi);
+    let packing = input.packing;
     let mask = packing.mask();
     let mut acc = [[[0u32; L]; K]; R];
     let full = width - width % L;
@@ -649,14 +684,9 @@ unsafe fn tile_portable<const R: usize, const K: usize>(
             }
         }
     }
-    let mut sums = [[0u32; K]; R];
-    for (r, sums) in sums.iter_mut().enumerate() {
-        for (sum, acc) in sums.iter_mut().zip(&acc[r]) {
-            *sum = acc.iter().fold(0u32, |a, &b| a.wrapping_add(b));
-        }
-        tail(&words[r * stride..][..width], full, packing, xs, sums);
-    }
-    sums
+    finish(input, full, &acc, |lanes: [u32; L]| {
+        lanes.iter().fold(0u32, |a, &b| a.wrapping_add(b))
+    })
 }
 
 /// Adds the products of words `from..` of `row` (the part SIMD loops leave over) to `sums`.
