@@ -5,22 +5,11 @@
 //! whole-system numbers against 1 GiB databases come from `pir bench`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use pir_kernels::bench_support::pseudo_random;
 use pir_kernels::russians::RussiansLayout;
 use pir_kernels::{batch, memory, russians, xor, Backend, Selection};
 
 const REGION: usize = 64 << 20;
-
-fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn kernels(c: &mut Criterion) {
     let region = pseudo_random(REGION, 1);

@@ -4,32 +4,23 @@
 //! (defaults 1024, 8, 9, a matrix square in entries, and K = 1 vector per pass).
 use std::time::Instant;
 
+use pir_kernels::bench_support::{median, Args, XorShift};
 use pir_kernels::{matvec, memory, Backend};
 
 fn main() -> Result<(), String> {
-    let args = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().map_err(|e| format!("{a}: {e}")))
-        .collect::<Result<Vec<usize>, _>>()?;
-    let mib = args.first().copied().unwrap_or(1024);
-    let bits = args.get(1).copied().unwrap_or(8) as u32;
-    let runs = args.get(2).copied().unwrap_or(9);
+    let args = Args::from_env()?;
+    let mib = args.get(0, 1024);
+    let bits = args.get(1, 8) as u32;
+    let runs = args.get(2, 9);
     let packing = matvec::Packing::new(bits).ok_or("bits must be 1 to 16")?;
     let total_words = mib << 18;
-    let width =
-        args.get(3).copied().filter(|&w| w > 0).unwrap_or_else(|| {
-            total_words / ((total_words * packing.slots()) as f64).sqrt() as usize
-        });
+    let width = args
+        .given(3)
+        .filter(|&w| w > 0)
+        .unwrap_or_else(|| total_words / ((total_words * packing.slots()) as f64).sqrt() as usize);
     let rows = total_words / width;
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let words: Vec<u32> = (0..rows * width)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u32
-        })
-        .collect();
+    let mut rng = XorShift::new(1);
+    let words: Vec<u32> = (0..rows * width).map(|_| rng.next() as u32).collect();
     let matrix = matvec::PackedMatrix::new(&words, rows, width, packing).ok_or("shape mismatch")?;
     let x: Vec<u32> = (0..matrix.columns())
         .map(|i| (i as u32).wrapping_mul(0x9e37_79b9))
@@ -37,7 +28,7 @@ fn main() -> Result<(), String> {
     // SAFETY: the bytes of a live `Vec<u32>`, read-only, for as long as `words` is borrowed.
     let bytes: &[u8] =
         unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), words.len() * 4) };
-    let k = args.get(4).copied().unwrap_or(1).max(1);
+    let k = args.get(4, 1).max(1);
     let xs: Vec<Vec<u32>> = (0..k as u32)
         .map(|v| x.iter().map(|e| e ^ v.wrapping_mul(0x0101_0101)).collect())
         .collect();
@@ -58,11 +49,7 @@ fn main() -> Result<(), String> {
         std::hint::black_box(&out);
         mv.push(t.elapsed().as_secs_f64());
     }
-    let med = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (r, m) = (med(&mut read), med(&mut mv));
+    let (r, m) = (median(&mut read), median(&mut mv));
     let gb = bytes.len() as f64 / 1e9;
     println!(
         "read {:.2} ms {:.1} GB/s | matvec x{k} {:.2} ms {:.1} GB/s effective | ratio {:.3}",

@@ -6,20 +6,18 @@
 //! chunk `j` only; `HUGE=0` builds it in ordinary pages.
 use std::time::Instant;
 
+use pir_kernels::bench_support::{median, Args, XorShift};
 use pir_kernels::russians::{self, RussiansLayout};
 use pir_kernels::{memory, Backend, Selection};
 
 fn main() -> Result<(), String> {
-    let args = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().map_err(|e| format!("{a}: {e}")))
-        .collect::<Result<Vec<usize>, _>>()?;
-    let mib = args.first().copied().unwrap_or(1024);
-    let b = args.get(1).copied().unwrap_or(4096);
-    let c = args.get(2).copied().unwrap_or(1);
-    let t = args.get(3).copied().unwrap_or(4);
-    let selected = args.get(4).copied().unwrap_or(c.max(2));
-    let runs = args.get(5).copied().unwrap_or(9);
+    let args = Args::from_env()?;
+    let mib = args.get(0, 1024);
+    let b = args.get(1, 4096);
+    let c = args.get(2, 1);
+    let t = args.get(3, 4);
+    let selected = args.get(4, c.max(2));
+    let runs = args.get(5, 9);
     let rows = (mib << 20) / b;
     // FLIP=j holds only chunk j (as a QDP server's table of its flip chunk, step c).
     let layout = match std::env::var("FLIP").ok().and_then(|j| j.parse().ok()) {
@@ -27,14 +25,8 @@ fn main() -> Result<(), String> {
         None => RussiansLayout::new(rows, b, c, t),
     }
     .ok_or("bad layout")?;
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let db: Vec<u8> = (0..rows * b).map(|_| next() as u8).collect();
+    let mut rng = XorShift::new(1);
+    let db = rng.bytes(rows * b);
     // HUGE=0 builds into an ordinary allocation, for an A/B of the huge-page advice.
     let plain = std::env::var("HUGE").is_ok_and(|v| v == "0");
     let mut table = if plain {
@@ -64,7 +56,7 @@ fn main() -> Result<(), String> {
         let bits: Vec<Vec<u8>> = (0..chunk_count)
             .map(|j| {
                 (0..per_chunk)
-                    .map(|_| if j < selected { next() as u8 } else { 0 })
+                    .map(|_| if j < selected { rng.byte() } else { 0 })
                     .collect()
             })
             .collect();
@@ -86,10 +78,6 @@ fn main() -> Result<(), String> {
             println!("{line}");
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let (r, s) = (median(&mut read), median(&mut scan));
     println!(
         "read {:.2} ms ({:.1} GB/s), scan {:.2} ms, scan/read {:.3}",

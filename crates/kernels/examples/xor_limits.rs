@@ -6,32 +6,32 @@
 //! (defaults 1024, 4096, 7). `PIR_KERNEL=avx2` for the AVX2 kernels.
 use std::time::Instant;
 
+use pir_kernels::bench_support::{median, Args, XorShift};
 use pir_kernels::{memory, Backend, Selection};
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// The sparse scan of all `rows` rows of `region` for a query of `chunks` (one per chunk).
+fn scan(backend: Backend, chunks: &[&[u8]], region: &[u8], b: usize, rows: usize) {
+    let mut acc = vec![0u8; chunks.len() * b];
+    pir_kernels::scan_with(
+        backend,
+        Selection::new(chunks),
+        region,
+        b,
+        0..rows,
+        &mut acc,
+    );
+    std::hint::black_box(&acc);
 }
 
 fn main() -> Result<(), String> {
-    let args = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().map_err(|e| format!("{a}: {e}")))
-        .collect::<Result<Vec<usize>, _>>()?;
-    let mib = args.first().copied().unwrap_or(1024);
-    let b = args.get(1).copied().unwrap_or(4096);
-    let runs = args.get(2).copied().unwrap_or(7);
+    let args = Args::from_env()?;
+    let mib = args.get(0, 1024);
+    let b = args.get(1, 4096);
+    let runs = args.get(2, 7);
     let rows = (mib << 20) / b;
     let backend = Backend::current();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let mut heap = vec![0u8; rows * b];
-    heap.iter_mut().for_each(|x| *x = next() as u8);
+    let mut rng = XorShift::new(1);
+    let heap = rng.bytes(rows * b);
     let mut huge = memory::HugeBuffer::zeroed(rows * b);
     huge.copy_from_slice(&heap);
     // A region 4x larger for random row reads (a t = 4 table is 3.75x).
@@ -66,17 +66,14 @@ fn main() -> Result<(), String> {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut touched = vec![0usize; names.len()];
     for _ in 0..runs {
-        let bits: Vec<u8> = (0..rows.div_ceil(8)).map(|_| next() as u8).collect();
+        let bits = rng.bytes(rows.div_ceil(8));
         let half = rows.div_ceil(2).div_ceil(8);
-        let c2: Vec<Vec<u8>> = vec![
-            (0..half).map(|_| next() as u8).collect(),
-            (0..half).map(|_| next() as u8).collect(),
-        ];
+        let c2 = [rng.bytes(half), rng.bytes(half)];
         let selected: Vec<usize> = (0..rows)
             .filter(|&r| (bits[r / 8] >> (r % 8)) & 1 == 1)
             .collect();
         let random: Vec<usize> = (0..selected.len() / 2)
-            .map(|_| (next() as usize) % big_rows)
+            .map(|_| (rng.next() as usize) % big_rows)
             .collect();
         for (k, time) in times.iter_mut().enumerate() {
             let region: &[u8] = if k % 2 == 0 { &heap } else { &huge };
@@ -91,31 +88,11 @@ fn main() -> Result<(), String> {
                     selected.len() * b
                 }
                 2 => {
-                    let mut acc = vec![0u8; b];
-                    let refs = [bits.as_slice()];
-                    pir_kernels::scan_with(
-                        backend,
-                        Selection::new(&refs),
-                        region,
-                        b,
-                        0..rows,
-                        &mut acc,
-                    );
-                    std::hint::black_box(&acc);
+                    scan(backend, &[&bits], region, b, rows);
                     selected.len() * b
                 }
                 3 => {
-                    let mut acc = vec![0u8; 2 * b];
-                    let refs = [c2[0].as_slice(), c2[1].as_slice()];
-                    pir_kernels::scan_with(
-                        backend,
-                        Selection::new(&refs),
-                        region,
-                        b,
-                        0..rows,
-                        &mut acc,
-                    );
-                    std::hint::black_box(&acc);
+                    scan(backend, &[&c2[0], &c2[1]], region, b, rows);
                     rows / 2 * b
                 }
                 _ => {
@@ -128,10 +105,10 @@ fn main() -> Result<(), String> {
             touched[k] = bytes;
         }
     }
-    let read_all = median(times[0].clone());
+    let read_all = median(&mut times[0]);
     let read_bw = (rows * b) as f64 / read_all;
     for (k, name) in names.iter().enumerate() {
-        let t = median(times[k].clone());
+        let t = median(&mut times[k]);
         let bw = touched[k] as f64 / t;
         println!(
             "{name:<30} {:>8.2} ms {:>7.1} GB/s touched {:>5} MB  x read {:.2}",

@@ -354,18 +354,15 @@ pub fn scan_parallel(
     }
     let granule = 64 * first.chunk_count();
     let parts = crate::xor::split_rows(rows, threads, granule);
-    let partials = rayon_map(&parts, |part| {
-        let mut accs = vec![0u8; len];
-        scan_with(backend, selections, region, b, part.clone(), &mut accs);
-        accs
-    });
-    crate::xor::fold(partials, len, backend)
+    crate::xor::scan_parts(&parts, len, backend, |part, accs| {
+        scan_with(backend, selections, region, b, part, accs);
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xor::tests::pseudo_random;
+    use crate::bench_support::pseudo_random;
     use proptest::prelude::*;
 
     #[test]

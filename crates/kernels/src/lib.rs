@@ -91,6 +91,8 @@ macro_rules! multiversioned {
 pub mod aligned;
 pub mod backend;
 pub mod batch;
+#[cfg(any(test, feature = "bench-support"))]
+pub mod bench_support;
 pub mod map;
 pub mod matvec;
 pub mod memory;

@@ -307,7 +307,7 @@ mod tests {
         // 16,640-byte rows are 65 rows of 256 bytes; 16,672-byte rows leave a 32-byte tail.
         for b in [16_640usize, 16_672] {
             assert!(b > crate::xor::LONG_ROW_BYTES);
-            let region = crate::xor::tests::pseudo_random(7 * b, b as u64);
+            let region = crate::bench_support::pseudo_random(7 * b, b as u64);
             let long: Vec<usize> = vec![6, 0, 3, 4, 1];
             let folded = read_rows_with(Backend::Portable, &region, b, &long);
             let mut expect = 0u64;

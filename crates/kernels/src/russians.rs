@@ -18,7 +18,7 @@
 
 use std::ops::{Range, RangeInclusive};
 
-use crate::xor::{bit_at, rayon_map, xor3, xor_in, Selection};
+use crate::xor::{bit_at, xor3, xor_in, Selection};
 use crate::Backend;
 
 /// Group sizes the tables support: a group's bits span at most two bytes of a bit vector.
@@ -32,6 +32,12 @@ pub struct RussiansLayout {
     b: usize,
     c: usize,
     t: usize,
+    held: HeldChunks,
+}
+
+/// The chunks a table holds: `first, first + step, ...` below `c`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HeldChunks {
     first: usize,
     step: usize,
 }
@@ -57,13 +63,13 @@ impl RussiansLayout {
         if !GROUP_SIZES.contains(&t) || rows == 0 || b == 0 || first >= c || step == 0 {
             return None;
         }
+        let held = HeldChunks { first, step };
         let layout = Self {
             rows,
             b,
             c,
             t,
-            first,
-            step,
+            held,
         };
         layout.checked_table_bytes().map(|_| layout)
     }
@@ -80,12 +86,12 @@ impl RussiansLayout {
 
     /// The chunks the table holds, increasing.
     pub fn held_chunks(&self) -> impl Iterator<Item = usize> {
-        (self.first..self.c).step_by(self.step)
+        (self.held.first..self.c).step_by(self.held.step)
     }
 
     /// How many chunks the table holds.
     pub fn held(&self) -> usize {
-        (self.c - self.first).div_ceil(self.step)
+        (self.c - self.held.first).div_ceil(self.held.step)
     }
 
     /// Number of super-groups, `ceil(B / (c t))`.
@@ -387,18 +393,15 @@ pub fn scan_parallel(layout: RussiansLayout, selection: Selection<'_>, table: &[
         cc * layout.b
     };
     let parts = crate::xor::split_rows(0..layout.super_groups(), rayon::current_num_threads(), 8);
-    let partials = rayon_map(&parts, |part| {
-        let mut accs = vec![0u8; slots];
-        scan_with(backend, layout, selection, table, part.clone(), &mut accs);
-        accs
-    });
-    crate::xor::fold(partials, slots, backend)
+    crate::xor::scan_parts(&parts, slots, backend, |part, accs| {
+        scan_with(backend, layout, selection, table, part, accs);
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xor::tests::pseudo_random;
+    use crate::bench_support::pseudo_random;
     use proptest::prelude::*;
 
     #[test]

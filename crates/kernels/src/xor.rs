@@ -473,12 +473,25 @@ pub fn scan_parallel(
     // Shares are whole 64-row words of every chunk so each thread reads its bits word-wise.
     let granule = 64 * selection.chunk_count();
     let parts = split_rows(rows, threads, granule);
-    let partials: Vec<Vec<u8>> = rayon_map(&parts, |part| {
-        let mut accs = vec![0u8; slots];
-        scan_with(backend, selection, region, b, part.clone(), &mut accs);
+    scan_parts(&parts, slots, backend, |part, accs| {
+        scan_with(backend, selection, region, b, part, accs);
+    })
+}
+
+/// Runs `scan` on every part in parallel on the current rayon pool, each into its own zeroed
+/// `len` accumulator bytes, and XORs those together: the last step of every parallel scan.
+pub(crate) fn scan_parts(
+    parts: &[Range<usize>],
+    len: usize,
+    backend: Backend,
+    scan: impl Fn(Range<usize>, &mut [u8]) + Sync + Send,
+) -> Vec<u8> {
+    let partials = rayon_map(parts, |part| {
+        let mut accs = vec![0u8; len];
+        scan(part.clone(), &mut accs);
         accs
     });
-    fold(partials, slots, backend)
+    fold(partials, len, backend)
 }
 
 /// Splits `rows` into at most `parts` ranges whose inner boundaries are multiples of `granule`.
@@ -525,8 +538,9 @@ pub(crate) fn fold(mut partials: Vec<Vec<u8>>, len: usize, backend: Backend) -> 
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::bench_support::pseudo_random;
     use proptest::prelude::*;
 
     /// The obviously correct scan: row by row, bit by bit.
@@ -542,19 +556,6 @@ pub(crate) mod tests {
             }
         }
         accs
-    }
-
-    /// Deterministic test bytes (xorshift), shared by the kernel tests.
-    pub(crate) fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
     }
 
     proptest! {

@@ -2,7 +2,7 @@
 //! damaged state for its stated reason, through the shared runner of `pir_core::codec`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use pir_core::codec::testing::{check_fail_vectors, cut, patch, trailing, vectors_dir, FailVector};
+use pir_core::codec::testing::{check_fail_vectors, cut, patch, vectors_dir, FailVector};
 use pir_core::Codec;
 use pir_oram::{state, Geometry, Oram};
 use rand::SeedableRng;
@@ -23,25 +23,10 @@ fn damaged_states_are_refused() {
     // its level 0 region 122, the two client-side block counts at the end.
     let end = good.len();
     let vectors = [
-        FailVector::new("truncated", "Truncated", "the last count cut", cut(&good)),
-        FailVector::new(
-            "trailing",
-            "TrailingBytes",
-            "a byte after the state",
-            trailing(&good),
-        ),
-        FailVector::new(
-            "wrong_magic",
-            "WrongMagic",
-            "PIRORAMX",
-            patch(&good, 7, 1, u64::from(b'X')),
-        ),
-        FailVector::new(
-            "next_version",
-            "WrongVersion",
-            "version 2",
-            patch(&good, 8, 4, 2),
-        ),
+        FailVector::truncated(&good, "the last count cut"),
+        FailVector::trailing(&good, "a byte after the state"),
+        FailVector::wrong_magic(&good, 7, b'X', "PIRORAMX"),
+        FailVector::next_version(&good, 8, 4),
         FailVector::new(
             "bad_geometry",
             "Malformed",

@@ -9,11 +9,10 @@ use pir_client::{HttpsTransport, Transport};
 use pir_core::{Error, SchemeId};
 use pir_keys::{PublicKey, SecretKey};
 use pir_server::ServerOptions;
-use pir_service::conformance::{self, Client, Deployment, Exchange, Fixture};
+use pir_service::conformance::{self, Client, Deployment, Fixture, Link};
 use pir_service::registry::{Family, SchemeEntry, Security, Servers};
 use pir_service::reply::{self, Expect};
 use pir_service::{framing, Backend, Handler, Refusal, SignedService};
-use rand::CryptoRng;
 
 const ID: [u8; 32] = [4; 32];
 /// Step 1: an id (the reserved experimental one, until the scheme earns its own).
@@ -90,14 +89,9 @@ struct DownloadClient {
 }
 
 impl Client for DownloadClient {
-    fn fetch(
-        &self,
-        index: usize,
-        _rng: &mut dyn CryptoRng,
-        exchange: Exchange<'_>,
-    ) -> Result<Vec<u8>, String> {
+    fn fetch(&self, index: usize, link: Link<'_>) -> Result<Vec<u8>, String> {
         let request = reply::request(SCHEME, &ID, &[QUERY.to_vec()]);
-        let reply_bytes = exchange(0, request.clone());
+        let reply_bytes = (link.exchange)(0, request.clone());
         let answers =
             reply::open(&reply_bytes, &request, self.expect()).map_err(|e| e.to_string())?;
         let start = index * self.record_bytes;

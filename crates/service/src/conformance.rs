@@ -71,15 +71,18 @@ impl Fixture {
     }
 }
 
-/// A scheme's client, sans I/O: it reaches server `i` only through the exchange function.
+/// All a sans-I/O client reaches the world through: its randomness and the exchange function.
+pub struct Link<'a> {
+    /// The client's randomness.
+    pub rng: &'a mut dyn CryptoRng,
+    /// Sends a request to server `i` and returns its reply envelope.
+    pub exchange: Exchange<'a>,
+}
+
+/// A scheme's client, sans I/O: it reaches server `i` only through `link`'s exchange.
 pub trait Client {
     /// Retrieves record `index` privately.
-    fn fetch(
-        &self,
-        index: usize,
-        rng: &mut dyn CryptoRng,
-        exchange: Exchange<'_>,
-    ) -> Result<Vec<u8>, String>;
+    fn fetch(&self, index: usize, link: Link<'_>) -> Result<Vec<u8>, String>;
 }
 
 /// A running deployment: its servers, in position order, and a client of them.
@@ -108,7 +111,11 @@ pub fn check(id: SchemeId, deploy: Deploy) -> Result<(), String> {
             seen.insert((server, request.len(), reply.body.len()));
             reply.body
         };
-        let record = deployment.client.fetch(index, &mut rng, &mut exchange)?;
+        let link = Link {
+            rng: &mut rng,
+            exchange: &mut exchange,
+        };
+        let record = deployment.client.fetch(index, link)?;
         if record != fixture.record(index) {
             return Err(format!("{name}: record {index} decoded wrongly"));
         }
@@ -138,7 +145,11 @@ pub fn check(id: SchemeId, deploy: Deploy) -> Result<(), String> {
     let mut exchange =
         |server: usize, request: Vec<u8>| servers[server].handle_many(&[&request]).remove(0).body;
     let index = fixture.record_count / 2;
-    let record = deployment.client.fetch(index, &mut rng, &mut exchange)?;
+    let link = Link {
+        rng: &mut rng,
+        exchange: &mut exchange,
+    };
+    let record = deployment.client.fetch(index, link)?;
     if record != fixture.record(index) {
         return Err(format!("{name}: wrong record after malformed requests"));
     }
@@ -182,70 +193,72 @@ fn key() -> Result<SecretKey, Error> {
     SecretKey::generate().map_err(|e| Error::InvalidParameter(e.to_string()))
 }
 
-/// Exchanges one request of `queries` with `server` and returns its checked answers.
-fn ask(
-    exchange: Exchange<'_>,
-    server: usize,
-    scheme: SchemeId,
-    id: &[u8; 32],
-    key: &PublicKey,
-    queries: Vec<Vec<u8>>,
-    max_answer: usize,
-) -> Result<Vec<Vec<u8>>, String> {
-    let request = reply::request(scheme, id, &queries);
-    let reply_bytes = exchange(server, request.clone());
-    if reply_bytes.len() > framing::reply_bytes(queries.len(), max_answer) {
-        return Err(format!(
-            "{}: reply longer than the framing allows",
-            scheme.name()
-        ));
+/// What a test client knows of its servers: the database id they answer for and each one's
+/// signing key, in position order.
+struct Peers {
+    id: [u8; 32],
+    keys: Vec<PublicKey>,
+}
+
+impl Peers {
+    /// `count` servers of database `id` under fresh keys: the client's view and the secrets.
+    fn generate(id: [u8; 32], count: usize) -> Result<(Self, Vec<SecretKey>), Error> {
+        let secrets = (0..count).map(|_| key()).collect::<Result<Vec<_>, _>>()?;
+        let keys = secrets.iter().map(SecretKey::public).collect();
+        Ok((Self { id, keys }, secrets))
     }
-    let expect = Expect {
-        scheme,
-        database_id: id,
-        key,
-        count: queries.len(),
-        max_answer,
-    };
-    reply::open(&reply_bytes, &request, expect)
-        .map(|answers| answers.into_iter().map(<[u8]>::to_vec).collect())
-        .map_err(|e| format!("{}: server {server}: {e}", scheme.name()))
+
+    /// Exchanges a request of one `query` with `server` and returns its checked answer.
+    fn ask(
+        &self,
+        exchange: Exchange<'_>,
+        (scheme, server): (SchemeId, usize),
+        query: Vec<u8>,
+        max_answer: usize,
+    ) -> Result<Vec<u8>, String> {
+        let request = reply::request(scheme, &self.id, &[query]);
+        let reply_bytes = exchange(server, request.clone());
+        if reply_bytes.len() > framing::reply_bytes(1, max_answer) {
+            return Err(format!(
+                "{}: reply longer than the framing allows",
+                scheme.name()
+            ));
+        }
+        let expect = Expect {
+            scheme,
+            database_id: &self.id,
+            key: &self.keys[server],
+            count: 1,
+            max_answer,
+        };
+        // One query, so `open` returned exactly one answer.
+        reply::open(&reply_bytes, &request, expect)
+            .map(|answers| answers.concat())
+            .map_err(|e| format!("{}: server {server}: {e}", scheme.name()))
+    }
 }
 
 /// A client of any multi-server scheme served by [`Mirror`]s.
 struct MirrorClient<S> {
     scheme: S,
-    id: [u8; 32],
-    keys: Vec<PublicKey>,
+    peers: Peers,
 }
 
 impl<S: MultiServerScheme> Client for MirrorClient<S> {
-    fn fetch(
-        &self,
-        index: usize,
-        rng: &mut dyn CryptoRng,
-        exchange: Exchange<'_>,
-    ) -> Result<Vec<u8>, String> {
+    fn fetch(&self, index: usize, link: Link<'_>) -> Result<Vec<u8>, String> {
         let (queries, state) = self
             .scheme
-            .query(&[index], &mut &mut *rng)
+            .query(&[index], &mut &mut *link.rng)
             .map_err(|e| e.to_string())?;
         let max_answer = self.scheme.max_answer_body();
         let mut answers = Vec::new();
         for (server, query) in queries.iter().enumerate() {
             let body = self.scheme.encode_query(query);
-            let got = ask(
-                exchange,
-                server,
-                self.scheme.id(),
-                &self.id,
-                &self.keys[server],
-                vec![body],
-                max_answer,
-            )?;
+            let to = (self.scheme.id(), server);
+            let got = self.peers.ask(link.exchange, to, body, max_answer)?;
             answers.push(
                 self.scheme
-                    .decode_answer(query, &got[0])
+                    .decode_answer(query, &got)
                     .map_err(|e| e.to_string())?,
             );
         }
@@ -261,36 +274,26 @@ fn deploy_mirrors<S: MultiServerScheme + 'static>(
     fixture: &Fixture,
     scheme: S,
 ) -> Result<Deployment, Error> {
-    let id = [7u8; 32];
+    let (peers, secrets) = Peers::generate([7u8; 32], scheme.servers())?;
     let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
-    let mut keys = Vec::new();
-    for _ in 0..scheme.servers() {
-        let key = key()?;
-        keys.push(key.public());
-        servers.push(Arc::new(
-            Mirror::plain(fixture.database()?, id, b"manifest".to_vec()).serve(key),
-        ));
+    for key in secrets {
+        let mirror = Mirror::plain(fixture.database()?, peers.id, b"manifest".to_vec());
+        servers.push(Arc::new(mirror.serve(key)));
     }
     Ok(Deployment {
         servers,
-        client: Box::new(MirrorClient { scheme, id, keys }),
+        client: Box::new(MirrorClient { scheme, peers }),
     })
 }
 
 /// A Checklist client: hints fetched at deployment, lookups through the exchange.
 struct ChecklistTestClient {
     client: std::sync::Mutex<pir_xor::checklist::Client>,
-    id: [u8; 32],
-    keys: Vec<PublicKey>,
+    peers: Peers,
 }
 
 impl Client for ChecklistTestClient {
-    fn fetch(
-        &self,
-        index: usize,
-        rng: &mut dyn CryptoRng,
-        exchange: Exchange<'_>,
-    ) -> Result<Vec<u8>, String> {
+    fn fetch(&self, index: usize, link: Link<'_>) -> Result<Vec<u8>, String> {
         use pir_xor::checklist::Outcome;
         let mut client = self
             .client
@@ -299,20 +302,14 @@ impl Client for ChecklistTestClient {
         let params = *client.params();
         let max_answer = crate::checklist::max_answer(&params);
         loop {
-            let (query, pending) = client.query(index as u64, rng).map_err(|e| e.to_string())?;
+            let (query, pending) = client
+                .query(index as u64, &mut *link.rng)
+                .map_err(|e| e.to_string())?;
             let mut answers = Vec::new();
             for (server, key) in [(1, &query.online), (0, &query.refresh)] {
                 let body = crate::checklist::lookup_query(&params, key);
-                let got = ask(
-                    exchange,
-                    server,
-                    SchemeId::Checklist,
-                    &self.id,
-                    &self.keys[server],
-                    vec![body],
-                    max_answer,
-                )?;
-                answers.push(got.into_iter().next().unwrap_or_default());
+                let to = (SchemeId::Checklist, server);
+                answers.push(self.peers.ask(link.exchange, to, body, max_answer)?);
             }
             match client
                 .finish(pending, &answers[0], &answers[1])
@@ -329,41 +326,32 @@ impl Client for ChecklistTestClient {
 pub fn deploy_checklist(fixture: &Fixture) -> Result<Deployment, Error> {
     use crate::checklist::{hints_query, max_answer, Checklist, Role};
     use pir_xor::checklist::{Client as Hints, Params};
-    let id = [9u8; 32];
     let params = Params::new(fixture.record_count as u64, fixture.record_bytes)?;
+    let (peers, secrets) = Peers::generate([9u8; 32], 2)?;
     let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
-    let mut keys = Vec::new();
-    for role in [Role::Offline, Role::Online] {
-        let key = key()?;
-        keys.push(key.public());
-        let server = Checklist::new(params, fixture.database()?, id, role, Vec::new())?;
+    for (role, key) in [Role::Offline, Role::Online].into_iter().zip(secrets) {
+        let server = Checklist::new(params, fixture.database()?, peers.id, role, Vec::new())?;
         servers.push(Arc::new(server.serve(key)));
     }
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
     let request = Hints::offline_request(&mut rng);
-    let count = params.hints() as u32;
-    let query = reply::request(
-        SchemeId::Checklist,
-        &id,
-        &[hints_query(&params, &request, 0, count)],
-    );
-    let reply_bytes = servers[0].handle_many(&[&query]).remove(0).body;
-    let expect = Expect {
-        scheme: SchemeId::Checklist,
-        database_id: &id,
-        key: &keys[0],
-        count: 1,
-        max_answer: max_answer(&params),
-    };
-    let hints = reply::open(&reply_bytes, &query, expect)
+    let query = hints_query(&params, &request, 0, params.hints() as u32);
+    let mut exchange =
+        |server: usize, request: Vec<u8>| servers[server].handle_many(&[&request]).remove(0).body;
+    let hints = peers
+        .ask(
+            &mut exchange,
+            (SchemeId::Checklist, 0),
+            query,
+            max_answer(&params),
+        )
         .map_err(|e| Error::InvalidParameter(format!("hint download: {e}")))?;
-    let client = Hints::new(params, &request, hints[0])?;
+    let client = Hints::new(params, &request, &hints)?;
     Ok(Deployment {
         servers,
         client: Box::new(ChecklistTestClient {
             client: std::sync::Mutex::new(client),
-            id,
-            keys,
+            peers,
         }),
     })
 }
@@ -386,53 +374,28 @@ pub fn deploy_raid_pir(fixture: &Fixture) -> Result<Deployment, Error> {
 
 struct QdpTestClient {
     client: QdpClient,
-    id: [u8; 32],
-    keys: Vec<PublicKey>,
+    peers: Peers,
 }
 
 impl Client for QdpTestClient {
-    fn fetch(
-        &self,
-        index: usize,
-        _rng: &mut dyn CryptoRng,
-        exchange: Exchange<'_>,
-    ) -> Result<Vec<u8>, String> {
-        let scheme = SchemeId::Qdp;
+    fn fetch(&self, index: usize, link: Link<'_>) -> Result<Vec<u8>, String> {
         let err = |e: Error| e.to_string();
         let seed_bytes = pir_xor::qdp::SEED_RESPONSE_LEN;
         let mut grants = Vec::new();
-        for server in 0..self.keys.len() {
+        for server in 0..self.peers.keys.len() {
             let request = self.client.seed_request(server).map_err(err)?;
-            let got = ask(
-                exchange,
-                server,
-                scheme,
-                &self.id,
-                &self.keys[server],
-                vec![request],
-                seed_bytes,
-            )?;
-            grants.push(
-                self.client
-                    .read_seed_response(server, &got[0])
-                    .map_err(err)?,
-            );
+            let to = (SchemeId::Qdp, server);
+            let got = self.peers.ask(link.exchange, to, request, seed_bytes)?;
+            grants.push(self.client.read_seed_response(server, &got).map_err(err)?);
         }
         let (queries, state) = self.client.query(&[index], &grants).map_err(err)?;
         let mut answers = Vec::new();
         for (server, query) in queries.iter().enumerate() {
             let max_answer = self.client.scheme().answer_body_len(server);
             let body = self.client.encode_query(query);
-            let got = ask(
-                exchange,
-                server,
-                scheme,
-                &self.id,
-                &self.keys[server],
-                vec![body],
-                max_answer,
-            )?;
-            answers.push(self.client.decode_answer(server, &got[0]).map_err(err)?);
+            let to = (SchemeId::Qdp, server);
+            let got = self.peers.ask(link.exchange, to, body, max_answer)?;
+            answers.push(self.client.decode_answer(server, &got).map_err(err)?);
         }
         let mut blocks = self.client.decode(&state, &answers).map_err(err)?;
         blocks.pop().ok_or_else(|| "no block decoded".into())
@@ -443,17 +406,14 @@ impl Client for QdpTestClient {
 pub fn deploy_qdp(fixture: &Fixture) -> Result<Deployment, Error> {
     let shape = fixture.database()?.shape();
     let raid = RaidPir::new(shape, 2, 2, 2, AnswerMode::Single)?;
-    let id = [9u8; 32];
+    let (peers, secrets) = Peers::generate([9u8; 32], 2)?;
     let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
-    let mut keys = Vec::new();
-    for server in 0..2 {
-        let key = key()?;
-        keys.push(key.public());
+    for (server, key) in secrets.into_iter().enumerate() {
         let qdp = Qdp::start(QdpSetup {
             database: fixture.database()?,
             raid,
             server,
-            database_id: id,
+            database_id: peers.id,
             description: wire::encode_envelope(SchemeId::Qdp, MessageKind::Manifest, b"qdp"),
             qdp: QdpConfig {
                 queue_capacity: 4,
@@ -474,8 +434,7 @@ pub fn deploy_qdp(fixture: &Fixture) -> Result<Deployment, Error> {
         servers,
         client: Box::new(QdpTestClient {
             client: QdpClient::new(raid),
-            id,
-            keys,
+            peers,
         }),
     })
 }
@@ -487,31 +446,22 @@ struct LatticeTestClient {
 }
 
 impl Client for LatticeTestClient {
-    fn fetch(
-        &self,
-        index: usize,
-        rng: &mut dyn CryptoRng,
-        exchange: Exchange<'_>,
-    ) -> Result<Vec<u8>, String> {
+    fn fetch(&self, index: usize, link: Link<'_>) -> Result<Vec<u8>, String> {
         let header = *self.client.header();
         self.client.begin_request();
         let (state, query) = self
             .client
-            .query(index as u64, rng)
+            .query(index as u64, link.rng)
             .map_err(|e| e.to_string())?;
         let max_answer = wire::HEADER_LEN + pir_lattice::wire::answer_body_bytes(&header.params);
-        let got = ask(
-            exchange,
-            0,
-            header.params.scheme.id(),
-            &header.version,
-            &self.key,
-            vec![query],
-            max_answer,
-        )?;
-        self.client
-            .decode(&state, &got[0])
-            .map_err(|e| e.to_string())
+        // The database id is the version in the client's own header, as a real client's is.
+        let peers = Peers {
+            id: header.version,
+            keys: vec![self.key],
+        };
+        let to = (header.params.scheme.id(), 0);
+        let got = peers.ask(link.exchange, to, query, max_answer)?;
+        self.client.decode(&state, &got).map_err(|e| e.to_string())
     }
 }
 

@@ -186,6 +186,13 @@ const LWE: &str = "learning with errors (LWE) is hard at n = 1024, q = 2^32, σ 
 
 /// The LWE set of SimplePIR, DoublePIR and YPIR's first layer (a row of `docs/security.md`).
 const LWE_SET: &str = "LWE n=1024, q=2^32";
+/// The security of SimplePIR and DoublePIR, which share the one LWE set.
+const LWE_SECURITY: Security = Security::CoreSvp {
+    classical: 94,
+    quantum: 86,
+    estimator: 125,
+    sets: &[LWE_SET],
+};
 /// YPIR's first layer: the same numbers over a ring.
 const RLWE_1024: &str = "RLWE d=1024, q=2^32";
 /// YPIR's second layer and packing keys, YPIR+SP's query.
@@ -278,12 +285,7 @@ pub const STANDARD: &[SchemeEntry] = &[
                   fastest answers; a hint to download once per database version that grows \
                   with the square root of the database",
         assumption: LWE,
-        security: Security::CoreSvp {
-            classical: 94,
-            quantum: 86,
-            estimator: 125,
-            sets: &[LWE_SET],
-        },
+        security: LWE_SECURITY,
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_simple_pir,
     },
@@ -296,12 +298,7 @@ pub const STANDARD: &[SchemeEntry] = &[
                   doublepir`): a 16 MiB hint whatever the database size, records of at most \
                   64 to 72 bytes, slower answers",
         assumption: LWE,
-        security: Security::CoreSvp {
-            classical: 94,
-            quantum: 86,
-            estimator: 125,
-            sets: &[LWE_SET],
-        },
+        security: LWE_SECURITY,
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_double_pir,
     },

@@ -3,7 +3,7 @@
 //! `pir_core::codec`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use pir_core::codec::testing::{check_fail_vectors, cut, patch, trailing, vectors_dir, FailVector};
+use pir_core::codec::testing::{check_fail_vectors, patch, vectors_dir, FailVector};
 use pir_core::Codec;
 use pir_service::checklist::{hints_query, ChecklistQuery, Info, Role, INFO_MAGIC};
 use pir_service::releases::ReleaseList;
@@ -24,18 +24,8 @@ fn releases_list() {
     .to_bytes();
     assert_eq!(good.len(), 50);
     let vectors = [
-        FailVector::new(
-            "truncated",
-            "Truncated",
-            "expiry one byte short",
-            cut(&good),
-        ),
-        FailVector::new(
-            "trailing",
-            "TrailingBytes",
-            "a byte after the list",
-            trailing(&good),
-        ),
+        FailVector::truncated(&good, "expiry one byte short"),
+        FailVector::trailing(&good, "a byte after the list"),
         FailVector::new(
             "count_above_limit",
             "OutOfRange",
@@ -66,19 +56,9 @@ fn checklist_info() {
     // hints 38, database id 42, about length 74.
     assert_eq!(INFO_MAGIC.len(), 21);
     let vectors = [
-        FailVector::new("truncated", "Truncated", "about one byte short", cut(&good)),
-        FailVector::new(
-            "trailing",
-            "TrailingBytes",
-            "a byte after about",
-            trailing(&good),
-        ),
-        FailVector::new(
-            "wrong_magic",
-            "WrongMagic",
-            "pir-checklist-info-v2",
-            patch(&good, 20, 1, u64::from(b'2')),
-        ),
+        FailVector::truncated(&good, "about one byte short"),
+        FailVector::trailing(&good, "a byte after about"),
+        FailVector::wrong_magic(&good, 20, b'2', "pir-checklist-info-v2"),
         FailVector::new(
             "unknown_role",
             "UnknownValue",
@@ -123,13 +103,8 @@ fn checklist_query() {
     assert!(ChecklistQuery::from_bytes(&good, &params).is_ok());
     let vectors = [
         FailVector::new("empty", "Truncated", "no kind byte", Vec::new()),
-        FailVector::new("truncated", "Truncated", "count one byte short", cut(&good)),
-        FailVector::new(
-            "trailing",
-            "TrailingBytes",
-            "a byte after the hint request",
-            trailing(&good),
-        ),
+        FailVector::truncated(&good, "count one byte short"),
+        FailVector::trailing(&good, "a byte after the hint request"),
         FailVector::new(
             "unknown_kind",
             "UnknownValue",

@@ -1,6 +1,6 @@
 //! The refusal vectors of the formats defined in this crate (`tests/vectors/<format>/`).
 
-use super::testing::{check_fail_vectors, cut, patch, trailing, vectors_dir, FailVector};
+use super::testing::{check_fail_vectors, patch, trailing, vectors_dir, FailVector};
 use super::Codec;
 use crate::protocol::{AnswerBatch, QueryBatch, MAX_BATCH};
 use crate::wire::{encode_envelope, Envelope, ErrorBody, ErrorCode, MessageKind};
@@ -10,11 +10,18 @@ fn dir(format: &str) -> std::path::PathBuf {
     vectors_dir(env!("CARGO_MANIFEST_DIR"), format)
 }
 
+/// A query or answer batch (its count a `u16` after the 32-byte release id) claiming one
+/// entry more than [`MAX_BATCH`].
+fn count_above_limit(good: &[u8]) -> FailVector {
+    let count = patch(good, 32, 2, MAX_BATCH as u64 + 1);
+    FailVector::new("count_above_limit", "OutOfRange", "count 65 > 64", count)
+}
+
 #[test]
 fn envelope() {
     let good = encode_envelope(SchemeId::RaidPir, MessageKind::Query, &[7; 8]);
     let vectors = [
-        FailVector::new("truncated", "Truncated", "body one byte short", cut(&good)),
+        FailVector::truncated(&good, "body one byte short"),
         FailVector::new(
             "truncated_header",
             "Truncated",
@@ -51,18 +58,8 @@ fn envelope() {
             "kind 42",
             patch(&good, 7, 1, 42),
         ),
-        FailVector::new(
-            "wrong_magic",
-            "WrongMagic",
-            "PIRx",
-            patch(&good, 3, 1, u64::from(b'x')),
-        ),
-        FailVector::new(
-            "next_version",
-            "WrongVersion",
-            "version 2",
-            patch(&good, 4, 2, 2),
-        ),
+        FailVector::wrong_magic(&good, 3, b'x', "PIRx"),
+        FailVector::next_version(&good, 4, 2),
     ];
     assert!(check_fail_vectors::<Envelope<'static>>(&dir("envelope"), &vectors, &64) >= 9);
 }
@@ -71,18 +68,8 @@ fn envelope() {
 fn error_body() {
     let good = ErrorBody::new(ErrorCode::WrongDatabase, "stale").to_bytes();
     let vectors = [
-        FailVector::new(
-            "truncated",
-            "Truncated",
-            "message one byte short",
-            cut(&good),
-        ),
-        FailVector::new(
-            "trailing",
-            "TrailingBytes",
-            "a byte after the message",
-            trailing(&good),
-        ),
+        FailVector::truncated(&good, "message one byte short"),
+        FailVector::trailing(&good, "a byte after the message"),
         FailVector::new(
             "oversized",
             "Oversized",
@@ -113,30 +100,15 @@ fn query_batch() {
     }
     .to_bytes();
     let vectors = [
-        FailVector::new(
-            "truncated",
-            "Truncated",
-            "last query one byte short",
-            cut(&good),
-        ),
-        FailVector::new(
-            "trailing",
-            "TrailingBytes",
-            "a byte after the last query",
-            trailing(&good),
-        ),
+        FailVector::truncated(&good, "last query one byte short"),
+        FailVector::trailing(&good, "a byte after the last query"),
         FailVector::new(
             "empty",
             "OutOfRange",
             "count 0",
             patch(&good, 32, 2, 0)[..34].to_vec(),
         ),
-        FailVector::new(
-            "count_above_limit",
-            "OutOfRange",
-            "count 65 > 64",
-            patch(&good, 32, 2, MAX_BATCH as u64 + 1),
-        ),
+        count_above_limit(&good),
         FailVector::new(
             "count_above_bytes",
             "Truncated",
@@ -189,12 +161,7 @@ fn answer_batch() {
             "count 0",
             [&good[..32], &[0, 0][..], &good[payload_end..]].concat(),
         ),
-        FailVector::new(
-            "count_above_limit",
-            "OutOfRange",
-            "count 65 > 64",
-            patch(&good, 32, 2, MAX_BATCH as u64 + 1),
-        ),
+        count_above_limit(&good),
         FailVector::new(
             "oversized_answer",
             "Oversized",

@@ -47,6 +47,38 @@ impl FailVector {
         }
     }
 
+    /// `fail_truncated`: `good` with its last byte cut, refused as `Truncated`.
+    pub fn truncated(good: &[u8], note: &str) -> Self {
+        Self::new("truncated", "Truncated", note, cut(good))
+    }
+
+    /// `fail_trailing`: `good` with a zero byte appended, refused as `TrailingBytes`.
+    pub fn trailing(good: &[u8], note: &str) -> Self {
+        Self::new("trailing", "TrailingBytes", note, trailing(good))
+    }
+
+    /// `fail_wrong_magic`: `good` with the magic's byte at `at` set to `byte`, refused as
+    /// `WrongMagic`; `note` spells the magic so damaged.
+    pub fn wrong_magic(good: &[u8], at: usize, byte: u8, note: &str) -> Self {
+        Self::new(
+            "wrong_magic",
+            "WrongMagic",
+            note,
+            patch(good, at, 1, byte.into()),
+        )
+    }
+
+    /// `fail_next_version`: `good` with its little-endian version field (`width` bytes at
+    /// `at`) set to 2, the next version, refused as `WrongVersion`.
+    pub fn next_version(good: &[u8], at: usize, width: usize) -> Self {
+        Self::new(
+            "next_version",
+            "WrongVersion",
+            "version 2",
+            patch(good, at, width, 2),
+        )
+    }
+
     fn file_name(&self) -> String {
         format!("fail_{}.hex", self.reason)
     }

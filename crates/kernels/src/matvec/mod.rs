@@ -497,19 +497,32 @@ fn signed_digits(mut x: u32) -> [i8; 4] {
 /// [`tail`].
 fn interleave_digits(xs: &[&[u32]], width: usize) -> Vec<u32> {
     const LANES: usize = 16;
-    let groups = width / LANES;
     let k_all = xs.len();
-    let mut xi = vec![0u32; groups * 4 * k_all * LANES];
+    interleave_split::<LANES, _>(xs, width, signed_digits, |xi, (c, k, lane), by_slot| {
+        for d in 0..4 {
+            xi[((c * 4 + d) * k_all + k) * LANES + lane] =
+                u32::from_le_bytes(std::array::from_fn(|slot| by_slot[slot][d] as u8));
+        }
+    })
+}
+
+/// The walk [`interleave_digits`] and [`interleave_halves`] share: for each group `c` of
+/// `LANES` words of a row, for each vector `k`, for each lane, the four entries (slots) that
+/// meet word `c * LANES + lane`, each `split` into digits, handed to `place` with the
+/// (zeroed) interleaving of `width / LANES * 4 * K * LANES` words to write them into.
+fn interleave_split<const LANES: usize, D>(
+    xs: &[&[u32]],
+    width: usize,
+    split: fn(u32) -> D,
+    mut place: impl FnMut(&mut [u32], (usize, usize, usize), [D; 4]),
+) -> Vec<u32> {
+    let groups = width / LANES;
+    let mut xi = vec![0u32; groups * 4 * xs.len() * LANES];
     for c in 0..groups {
         for (k, x) in xs.iter().enumerate() {
             for lane in 0..LANES {
-                // digits of the four entries (slots) that meet word `c * LANES + lane`
-                let by_slot: [[i8; 4]; 4] =
-                    std::array::from_fn(|slot| signed_digits(x[slot * width + c * LANES + lane]));
-                for d in 0..4 {
-                    xi[((c * 4 + d) * k_all + k) * LANES + lane] =
-                        u32::from_le_bytes(std::array::from_fn(|slot| by_slot[slot][d] as u8));
-                }
+                let by_slot = std::array::from_fn(|slot| split(x[slot * width + c * LANES + lane]));
+                place(&mut xi, (c, k, lane), by_slot);
             }
         }
     }
@@ -530,24 +543,15 @@ fn signed_halves(x: u32) -> [u16; 2] {
 /// Words past the last whole group are left to [`tail`].
 fn interleave_halves(xs: &[&[u32]], width: usize) -> Vec<u32> {
     const LANES: usize = 8;
-    let groups = width / LANES;
     let k_all = xs.len();
-    let mut xi = vec![0u32; groups * 4 * k_all * LANES];
-    for c in 0..groups {
-        for (k, x) in xs.iter().enumerate() {
-            for lane in 0..LANES {
-                let by_slot: [[u16; 2]; 4] =
-                    std::array::from_fn(|slot| signed_halves(x[slot * width + c * LANES + lane]));
-                let [s0, s1, s2, s3] = by_slot;
-                for d in 0..2 {
-                    let run = ((c * 2 + d) * k_all + k) * 2;
-                    xi[run * LANES + lane] = u32::from(s0[d]) | u32::from(s2[d]) << 16;
-                    xi[(run + 1) * LANES + lane] = u32::from(s1[d]) | u32::from(s3[d]) << 16;
-                }
-            }
+    interleave_split::<LANES, _>(xs, width, signed_halves, |xi, (c, k, lane), by_slot| {
+        let [s0, s1, s2, s3] = by_slot;
+        for d in 0..2 {
+            let run = ((c * 2 + d) * k_all + k) * 2;
+            xi[run * LANES + lane] = u32::from(s0[d]) | u32::from(s2[d]) << 16;
+            xi[(run + 1) * LANES + lane] = u32::from(s1[d]) | u32::from(s3[d]) << 16;
         }
-    }
-    xi
+    })
 }
 
 /// Rearranges the vectors so a tile reads them as one sequential stream: for each group of
@@ -567,11 +571,42 @@ fn interleave(xs: &[&[u32]], width: usize, packing: Packing, lanes: usize) -> Ve
     xi
 }
 
-/// A tile kernel: `R` rows (`stride` words apart, `width` words each) times `K` vectors,
-/// sums as `[row][vector]`. `unsafe` because the SIMD tiles need their CPU feature; the
-/// portable one is safe.
-type Tile<const R: usize, const K: usize> =
-    unsafe fn(&[u32], (usize, usize), Packing, &[&[u32]; K], &[u32]) -> [[u32; K]; R];
+/// What a tile multiplies: `R` rows of `width` words, `stride` words apart, from the start of
+/// `words` (`R` is the tile's); the `K` vectors `xs` (`slots * width` entries each); and `xi`,
+/// their interleaving for the tile's kind and lane count.
+#[derive(Clone, Copy)]
+struct TileInput<'a, const K: usize> {
+    words: &'a [u32],
+    stride: usize,
+    width: usize,
+    packing: Packing,
+    xs: &'a [&'a [u32]; K],
+    xi: &'a [u32],
+}
+
+/// A tile kernel: `R` rows times `K` vectors, sums as `[row][vector]`. `unsafe` because the
+/// SIMD tiles need their CPU feature; the portable one is safe.
+type Tile<const R: usize, const K: usize> = unsafe fn(TileInput<'_, K>) -> [[u32; K]; R];
+
+/// The end of every tile: each row's `K` accumulators reduced to a sum by `sum`, plus the
+/// products of the row's words from `full` on, which the tile's steps did not reach ([`tail`]).
+#[inline(always)]
+fn finish<A: Copy, const R: usize, const K: usize>(
+    input: TileInput<'_, K>,
+    full: usize,
+    acc: &[[A; K]; R],
+    sum: impl Fn(A) -> u32,
+) -> [[u32; K]; R] {
+    let mut sums = [[0u32; K]; R];
+    for (r, sums) in sums.iter_mut().enumerate() {
+        for (total, a) in sums.iter_mut().zip(&acc[r]) {
+            *total = sum(*a);
+        }
+        let row = &input.words[r * input.stride..][..input.width];
+        tail(row, full, input.packing, input.xs, sums);
+    }
+    sums
+}
 
 /// Splits a band into tiles of `R` rows (the last rows one at a time) and stores (or adds)
 /// the sums.
@@ -583,6 +618,14 @@ fn run_band<const R: usize, const K: usize>(
     (tile, single): (Tile<R, K>, Tile<1, K>),
 ) {
     let (stride, width) = (band.stride, band.width);
+    let input = |words| TileInput {
+        words,
+        stride,
+        width,
+        packing: band.packing,
+        xs,
+        xi,
+    };
     let store = |out: &mut [u32], sums: &[u32]| {
         if band.add {
             for (o, s) in out.iter_mut().zip(sums) {
@@ -598,13 +641,13 @@ fn run_band<const R: usize, const K: usize>(
         // SAFETY: `rows_dispatch` passes SIMD tiles only after checking their CPU feature, and
         // every vector has `slots * width` entries (asserted by `matvec_batch_with`, cut by
         // `column_blocks`) and `xi` is their interleaving for the tile's lane count.
-        let sums = unsafe { tile(words, (stride, width), band.packing, xs, xi) };
+        let sums = unsafe { tile(input(words)) };
         store(&mut out[t * R * K..][..R * K], sums.as_flattened());
     }
     for r in tiles * R..band.rows {
         let words = &band.words[r * stride..][..width];
         // SAFETY: as above.
-        let sums = unsafe { single(words, (stride, width), band.packing, xs, xi) };
+        let sums = unsafe { single(input(words)) };
         store(&mut out[r * K..][..K], sums.as_flattened());
     }
 }
@@ -616,14 +659,10 @@ const PORTABLE_LANES: usize = 16;
 ///
 /// # Safety
 /// None: every slice access is bounds-checked.
-unsafe fn tile_portable<const R: usize, const K: usize>(
-    words: &[u32],
-    (stride, width): (usize, usize),
-    packing: Packing,
-    xs: &[&[u32]; K],
-    xi: &[u32],
-) -> [[u32; K]; R] {
+unsafe fn tile_portable<const R: usize, const K: usize>(input: TileInput<'_, K>) -> [[u32; K]; R] {
     const L: usize = PORTABLE_LANES;
+    let (words, stride, width, xi) = (input.words, input.stride, input.width, input.xi);
+    let packing = input.packing;
     let mask = packing.mask();
     let mut acc = [[[0u32; L]; K]; R];
     let full = width - width % L;
@@ -645,14 +684,9 @@ unsafe fn tile_portable<const R: usize, const K: usize>(
             }
         }
     }
-    let mut sums = [[0u32; K]; R];
-    for (r, sums) in sums.iter_mut().enumerate() {
-        for (sum, acc) in sums.iter_mut().zip(&acc[r]) {
-            *sum = acc.iter().fold(0u32, |a, &b| a.wrapping_add(b));
-        }
-        tail(&words[r * stride..][..width], full, packing, xs, sums);
-    }
-    sums
+    finish(input, full, &acc, |lanes: [u32; L]| {
+        lanes.iter().fold(0u32, |a, &b| a.wrapping_add(b))
+    })
 }
 
 /// Adds the products of words `from..` of `row` (the part SIMD loops leave over) to `sums`.

@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{tail, Packing};
+use super::{finish, TileInput};
 
 /// How far ahead of its loads a tile asks for each row's next lines, in words (2 KiB).
 ///
@@ -66,12 +66,10 @@ macro_rules! tile {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         pub(super) unsafe fn $name<const R: usize, const K: usize>(
-            words: &[u32],
-            (stride, width): (usize, usize),
-            packing: Packing,
-            xs: &[&[u32]; K],
-            xi: &[u32],
+            input: TileInput<'_, K>,
         ) -> [[u32; K]; R] {
+            let (words, stride, width, xi) = (input.words, input.stride, input.width, input.xi);
+            let packing = input.packing;
             debug_assert!(words.len() >= (R - 1) * stride + width);
             let mask = $set1(packing.mask() as i32);
             let shift = _mm_cvtsi32_si128(packing.bits() as i32);
@@ -108,14 +106,7 @@ macro_rules! tile {
                 }
                 c += $lanes;
             }
-            let mut sums = [[0u32; K]; R];
-            for (r, sums) in sums.iter_mut().enumerate() {
-                for (sum, $v) in sums.iter_mut().zip(acc[r]) {
-                    *sum = $sum;
-                }
-                tail(&words[r * stride..][..width], full, packing, xs, sums);
-            }
-            sums
+            finish(input, full, &acc, |$v| $sum)
         }
     };
 }
@@ -168,12 +159,10 @@ fn sum_lanes_avx2(v: __m256i) -> u32 {
 /// their [`super::interleave_digits`].
 #[target_feature(enable = "avx512f,avx512vnni")]
 pub(super) unsafe fn tile_vnni<const R: usize, const K: usize>(
-    words: &[u32],
-    (stride, width): (usize, usize),
-    packing: Packing,
-    xs: &[&[u32]; K],
-    xi: &[u32],
+    input: TileInput<'_, K>,
 ) -> [[u32; K]; R] {
+    let (words, stride, width, xi) = (input.words, input.stride, input.width, input.xi);
+    let packing = input.packing;
     debug_assert!(words.len() >= (R - 1) * stride + width && packing.bits() == 8);
     let mut acc = [[[_mm512_setzero_si512(); 4]; K]; R];
     let full = width - width % 16;
@@ -196,18 +185,13 @@ pub(super) unsafe fn tile_vnni<const R: usize, const K: usize>(
         }
         c += 16;
     }
-    let mut sums = [[0u32; K]; R];
-    for (r, sums) in sums.iter_mut().enumerate() {
-        for (sum, [d0, d1, d2, d3]) in sums.iter_mut().zip(acc[r]) {
-            let v = _mm512_add_epi32(
-                _mm512_add_epi32(d0, _mm512_slli_epi32::<8>(d1)),
-                _mm512_add_epi32(_mm512_slli_epi32::<16>(d2), _mm512_slli_epi32::<24>(d3)),
-            );
-            *sum = _mm512_reduce_add_epi32(v) as u32;
-        }
-        tail(&words[r * stride..][..width], full, packing, xs, sums);
-    }
-    sums
+    finish(input, full, &acc, |[d0, d1, d2, d3]: [__m512i; 4]| {
+        let v = _mm512_add_epi32(
+            _mm512_add_epi32(d0, _mm512_slli_epi32::<8>(d1)),
+            _mm512_add_epi32(_mm512_slli_epi32::<16>(d2), _mm512_slli_epi32::<24>(d3)),
+        );
+        _mm512_reduce_add_epi32(v) as u32
+    })
 }
 
 /// AVX2 tile for byte entries (`bits = 8`) on CPUs without 256-bit VNNI: per 8 words of
@@ -226,12 +210,10 @@ pub(super) unsafe fn tile_vnni<const R: usize, const K: usize>(
 #[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn tile_avx2_bytes<const R: usize, const K: usize>(
-    words: &[u32],
-    (stride, width): (usize, usize),
-    packing: Packing,
-    xs: &[&[u32]; K],
-    xi: &[u32],
+    input: TileInput<'_, K>,
 ) -> [[u32; K]; R] {
+    let (words, stride, width, xi) = (input.words, input.stride, input.width, input.xi);
+    let packing = input.packing;
     debug_assert!(words.len() >= (R - 1) * stride + width && packing.bits() == 8);
     let low_bytes = _mm256_set1_epi32(0x00ff_00ff);
     // acc[r][k][d]: digit d's products of row r with vector k
@@ -274,12 +256,7 @@ pub(super) unsafe fn tile_avx2_bytes<const R: usize, const K: usize>(
         }
         c += 8;
     }
-    let mut sums = [[0u32; K]; R];
-    for (r, sums) in sums.iter_mut().enumerate() {
-        for (sum, [low, high]) in sums.iter_mut().zip(acc[r]) {
-            *sum = sum_lanes_avx2(_mm256_add_epi32(low, _mm256_slli_epi32::<16>(high)));
-        }
-        tail(&words[r * stride..][..width], full, packing, xs, sums);
-    }
-    sums
+    finish(input, full, &acc, |[low, high]: [__m256i; 2]| {
+        sum_lanes_avx2(_mm256_add_epi32(low, _mm256_slli_epi32::<16>(high)))
+    })
 }

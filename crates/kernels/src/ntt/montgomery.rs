@@ -18,12 +18,30 @@ use std::arch::x86_64::*;
 /// for the first query of a batch): 1 KiB, about one memory latency of steps.
 const AHEAD: usize = 256;
 
-/// Defines a batch kernel over `$lanes` words per step from one body: the two backends
-/// differ only in their intrinsics (named in the invocation), so each compiles to the same
-/// instructions as a hand-written copy.
+/// Defines the AVX2 and the AVX-512 batch kernels from one body: the two backends differ only
+/// in their lanes per step and their intrinsics, named in the invocation side by side (AVX2 |
+/// AVX-512, one operation a line), so each compiles to the same instructions as a
+/// hand-written copy.
 macro_rules! batch_kernel {
     (
-        $(#[$doc:meta])*
+        avx2: { $(#[$doc2:meta])* $name2:ident },
+        avx512: { $(#[$doc5:meta])* $name5:ident },
+        odd_words: |$x2:ident| $odd2:expr; |$x5:ident| $odd5:expr,
+        blend: |$low2:ident, $high2:ident| $blend2:expr;
+            |$low5:ident, $high5:ident| $blend5:expr,
+        $($op:ident: $avx2:ident | $avx512:ident,)+
+    ) => {
+        batch_kernel!(
+            @one $(#[$doc2])* $name2, "avx2", 8,
+            $($op: $avx2,)+ odd_words: |$x2| $odd2, blend: |$low2, $high2| $blend2,
+        );
+        batch_kernel!(
+            @one $(#[$doc5])* $name5, "avx512f", 16,
+            $($op: $avx512,)+ odd_words: |$x5| $odd5, blend: |$low5, $high5| $blend5,
+        );
+    };
+    (
+        @one $(#[$doc:meta])*
         $name:ident, $features:literal, $lanes:literal,
         zero: $zero:ident, load: $load:ident, store: $store:ident,
         set1_64: $set1_64:ident, set1_32: $set1_32:ident,
@@ -113,38 +131,40 @@ macro_rules! batch_kernel {
 }
 
 batch_kernel!(
-    /// `accs[j][i] += Σ_t xs[t][i] ws[j][t][i] mod q` (Montgomery multipliers `ws`) with
-    /// AVX2, eight words per step, each digit loaded once per step for every accumulator (a
-    /// batch's queries at one packing node);
-    /// with a `start`, `accs[j] = plus_j + scale_j fixed + Σ_t ...` instead (one more product
-    /// in the lazy sum: five stay below `2q` after the reduction for `q < 2^29`).
-    /// Returns the words done (the same for every accumulator; the rest is the caller's).
-    ///
-    /// # Safety
-    /// The CPU must support AVX2; `T == xs.len() <= 4`, `ws.len() == accs.len()`, every
-    /// `ws[j].len() == T`, and every slice at least as long as `accs[0]`, which all the
-    /// accumulators are; a start has a term per accumulator and a fixed vector that long.
-    batch_avx2, "avx2", 8,
-    zero: _mm256_setzero_si256, load: _mm256_loadu_si256, store: _mm256_storeu_si256,
-    set1_64: _mm256_set1_epi64x, set1_32: _mm256_set1_epi32,
-    mul: _mm256_mul_epu32, add64: _mm256_add_epi64, add32: _mm256_add_epi32,
-    sub32: _mm256_sub_epi32, min32: _mm256_min_epu32,
-    shift64: _mm256_srli_epi64, shuffle32: _mm256_shuffle_epi32,
-    odd_words: |x| _mm256_srli_epi64::<32>(x),
-    blend: |low, high| _mm256_blend_epi32::<0b1010_1010>(low, high),
-);
-
-batch_kernel!(
-    /// [`batch_avx2`] with AVX-512, sixteen words per step.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F; the slices as for [`batch_avx2`].
-    batch_avx512, "avx512f", 16,
-    zero: _mm512_setzero_si512, load: _mm512_loadu_si512, store: _mm512_storeu_si512,
-    set1_64: _mm512_set1_epi64, set1_32: _mm512_set1_epi32,
-    mul: _mm512_mul_epu32, add64: _mm512_add_epi64, add32: _mm512_add_epi32,
-    sub32: _mm512_sub_epi32, min32: _mm512_min_epu32,
-    shift64: _mm512_srli_epi64, shuffle32: _mm512_shuffle_epi32,
-    odd_words: |x| _mm512_shuffle_epi32::<0b11_11_01_01>(x),
-    blend: |low, high| _mm512_mask_blend_epi32(0xaaaa, low, high),
+    avx2: {
+        /// `accs[j][i] += Σ_t xs[t][i] ws[j][t][i] mod q` (Montgomery multipliers `ws`) with
+        /// AVX2, eight words per step, each digit loaded once per step for every accumulator
+        /// (a batch's queries at one packing node);
+        /// with a `start`, `accs[j] = plus_j + scale_j fixed + Σ_t ...` instead (one more
+        /// product in the lazy sum: five stay below `2q` after the reduction for `q < 2^29`).
+        /// Returns the words done (the same for every accumulator; the rest is the caller's).
+        ///
+        /// # Safety
+        /// The CPU must support AVX2; `T == xs.len() <= 4`, `ws.len() == accs.len()`, every
+        /// `ws[j].len() == T`, and every slice at least as long as `accs[0]`, which all the
+        /// accumulators are; a start has a term per accumulator and a fixed vector that long.
+        batch_avx2
+    },
+    avx512: {
+        /// [`batch_avx2`] with AVX-512, sixteen words per step.
+        ///
+        /// # Safety
+        /// The CPU must support AVX-512 F; the slices as for [`batch_avx2`].
+        batch_avx512
+    },
+    odd_words: |x| _mm256_srli_epi64::<32>(x); |x| _mm512_shuffle_epi32::<0b11_11_01_01>(x),
+    blend: |low, high| _mm256_blend_epi32::<0b1010_1010>(low, high);
+        |low, high| _mm512_mask_blend_epi32(0xaaaa, low, high),
+    zero: _mm256_setzero_si256 | _mm512_setzero_si512,
+    load: _mm256_loadu_si256 | _mm512_loadu_si512,
+    store: _mm256_storeu_si256 | _mm512_storeu_si512,
+    set1_64: _mm256_set1_epi64x | _mm512_set1_epi64,
+    set1_32: _mm256_set1_epi32 | _mm512_set1_epi32,
+    mul: _mm256_mul_epu32 | _mm512_mul_epu32,
+    add64: _mm256_add_epi64 | _mm512_add_epi64,
+    add32: _mm256_add_epi32 | _mm512_add_epi32,
+    sub32: _mm256_sub_epi32 | _mm512_sub_epi32,
+    min32: _mm256_min_epu32 | _mm512_min_epu32,
+    shift64: _mm256_srli_epi64 | _mm512_srli_epi64,
+    shuffle32: _mm256_shuffle_epi32 | _mm512_shuffle_epi32,
 );
