@@ -31,9 +31,22 @@ fn the_google4_provider_points_at_the_proxy_and_nothing_reaches_google() {
         )
     );
     assert_eq!(pref(&text, &format!("{provider}.pver")), Some("\"4\""));
+    // Firefox ESR's default google4 tables, each from the proxy.
+    assert_eq!(
+        pref(&text, &format!("{provider}.lists")),
+        Some("\"goog-malware-proto,goog-phish-proto,goog-unwanted-proto,goog-badbinurl-proto,goog-downloadwhite-proto\"")
+    );
     assert_eq!(
         pref(&text, "urlclassifier.malwareTable"),
-        Some("\"goog-malware-proto\"")
+        Some("\"goog-malware-proto,goog-unwanted-proto\"")
+    );
+    assert_eq!(
+        pref(&text, "urlclassifier.phishTable"),
+        Some("\"goog-phish-proto\"")
+    );
+    assert_eq!(
+        pref(&text, "browser.safebrowsing.downloads.remote.url"),
+        Some("\"\"")
     );
     assert_eq!(
         pref(&text, "browser.safebrowsing.provider.google5.enabled"),
