@@ -7,7 +7,7 @@ use pir_core::codec::testing::{check_fail_vectors, cut, patch, trailing, vectors
 use pir_core::Codec;
 use pir_safebrowsing::list::{ListDatabase, ListIndex, Threat};
 
-/// A database of two one-entry lists in one bucket of two records (148 bytes).
+/// A database of two one-entry lists in one bucket of two records (148 bytes; its index 111).
 fn database() -> ListDatabase {
     let sources = [
         (Threat::Malware, "a.example\n"),
@@ -16,160 +16,191 @@ fn database() -> ListDatabase {
     ListDatabase::build_lists("t", &sources, Some(2)).unwrap().0
 }
 
-#[test]
-fn damaged_databases_are_refused() {
-    let good = database().to_bytes();
-    assert_eq!(good.len(), 148);
-    // Offsets: name length 10, ratio 33, sources 35, bucket count 36, record count 46,
-    // the records' lists 114, the digest 116.
-    let vectors = [
-        FailVector::new("truncated", "Truncated", "the digest cut", cut(&good)),
+/// One damage: (file, reason, error expected, what is wrong, offset, width, value written).
+type Damage = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    usize,
+    usize,
+    u64,
+);
+
+/// Database offsets: name length 10, ratio 33, sources 35, bucket count 36, record count 46,
+/// the records' lists 114, the digest 116 (its first byte is 0x0c). Index offsets: sources 54,
+/// bucket count 55, record count 97, prefixes 101, lists 109.
+const DAMAGES: [Damage; 18] = [
+    (
+        "db",
+        "wrong_magic",
+        "WrongMagic",
+        "PIRsbrDX",
+        7,
+        1,
+        b'X' as u64,
+    ),
+    (
+        "db",
+        "next_version",
+        "WrongVersion",
+        "format version 4",
+        8,
+        2,
+        4,
+    ),
+    (
+        "db",
+        "name_oversized",
+        "Oversized",
+        "a name of 201 bytes",
+        10,
+        2,
+        201,
+    ),
+    ("db", "merge_ratio", "Malformed", "merge ratio 1", 33, 1, 1),
+    (
+        "db",
+        "unknown_source",
+        "UnknownValue",
+        "sources bit 5",
+        35,
+        1,
+        0x23,
+    ),
+    ("db", "no_buckets", "OutOfRange", "0 buckets", 36, 2, 0),
+    (
+        "db",
+        "too_many_buckets",
+        "OutOfRange",
+        "65 buckets",
+        36,
+        2,
+        65,
+    ),
+    (
+        "db",
+        "records_above_bytes",
+        "Truncated",
+        "1000 records",
+        46,
+        4,
+        1000,
+    ),
+    (
+        "db",
+        "list_without_source",
+        "UnknownValue",
+        "on unwanted, no source",
+        114,
+        1,
+        4,
+    ),
+    (
+        "db",
+        "digest",
+        "Malformed",
+        "one digest bit flipped",
+        116,
+        1,
+        0x0d,
+    ),
+    (
+        "index",
+        "wrong_magic",
+        "WrongMagic",
+        "PIRsbrIY",
+        7,
+        1,
+        b'Y' as u64,
+    ),
+    (
+        "index",
+        "next_version",
+        "WrongVersion",
+        "format version 3",
+        8,
+        2,
+        3,
+    ),
+    ("index", "no_source", "UnknownValue", "sources 0", 54, 1, 0),
+    ("index", "no_buckets", "OutOfRange", "0 buckets", 55, 2, 0),
+    (
+        "index",
+        "records_above_bytes",
+        "Truncated",
+        "1000 records",
+        97,
+        4,
+        1000,
+    ),
+    (
+        "index",
+        "prefixes_out_of_order",
+        "Malformed",
+        "prefix ffffffff first",
+        101,
+        4,
+        0xffff_ffff,
+    ),
+    (
+        "index",
+        "unknown_list",
+        "UnknownValue",
+        "lists bit 7",
+        109,
+        1,
+        0x81,
+    ),
+    (
+        "index",
+        "all_dead",
+        "Malformed",
+        "no live record",
+        109,
+        2,
+        0,
+    ),
+];
+
+/// The refusal vectors of `file`, made from its valid bytes `good`.
+fn vectors(file: &str, good: &[u8]) -> Vec<FailVector> {
+    let mut out = vec![
+        FailVector::new("truncated", "Truncated", "the last byte cut", cut(good)),
         FailVector::new(
             "trailing",
             "TrailingBytes",
-            "a byte after the digest",
-            trailing(&good),
-        ),
-        FailVector::new(
-            "wrong_magic",
-            "WrongMagic",
-            "PIRsbrDX",
-            patch(&good, 7, 1, u64::from(b'X')),
-        ),
-        FailVector::new(
-            "next_version",
-            "WrongVersion",
-            "format version 4",
-            patch(&good, 8, 2, 4),
-        ),
-        FailVector::new(
-            "name_oversized",
-            "Oversized",
-            "a name of 201 bytes",
-            patch(&good, 10, 2, 201),
-        ),
-        FailVector::new(
-            "merge_ratio",
-            "Malformed",
-            "merge ratio 1",
-            patch(&good, 33, 1, 1),
-        ),
-        FailVector::new(
-            "unknown_source",
-            "UnknownValue",
-            "sources bit 5",
-            patch(&good, 35, 1, 0x23),
-        ),
-        FailVector::new(
-            "no_buckets",
-            "OutOfRange",
-            "0 buckets",
-            patch(&good, 36, 2, 0),
-        ),
-        FailVector::new(
-            "too_many_buckets",
-            "OutOfRange",
-            "65 buckets",
-            patch(&good, 36, 2, 65),
-        ),
-        FailVector::new(
-            "records_above_bytes",
-            "Truncated",
-            "1000 records announced",
-            patch(&good, 46, 4, 1000),
-        ),
-        FailVector::new(
-            "list_without_source",
-            "UnknownValue",
-            "a record on the unwanted list, which has no source",
-            patch(&good, 114, 1, 0x04),
-        ),
-        FailVector::new(
-            "digest",
-            "Malformed",
-            "one digest bit flipped",
-            patch(&good, 116, 1, u64::from(good[116] ^ 1)),
+            "a byte after the end",
+            trailing(good),
         ),
     ];
-    check_fail_vectors::<ListDatabase>(
-        &vectors_dir(env!("CARGO_MANIFEST_DIR"), "safebrowsing_db"),
-        &vectors,
-        &(),
-    );
-    assert_eq!(ListDatabase::decode(&good).unwrap(), database());
+    for &(of, reason, expect, note, at, width, value) in &DAMAGES {
+        if of == file {
+            out.push(FailVector::new(
+                reason,
+                expect,
+                note,
+                patch(good, at, width, value),
+            ));
+        }
+    }
+    out
 }
 
 #[test]
-fn damaged_indexes_are_refused() {
-    let good = database().index().to_bytes();
-    assert_eq!(good.len(), 111);
-    // Offsets: sources 54, bucket count 55, record count 97, prefixes 101, lists 109.
-    let vectors = [
-        FailVector::new(
-            "truncated",
-            "Truncated",
-            "the last lists byte cut",
-            cut(&good),
-        ),
-        FailVector::new(
-            "trailing",
-            "TrailingBytes",
-            "a byte after the index",
-            trailing(&good),
-        ),
-        FailVector::new(
-            "wrong_magic",
-            "WrongMagic",
-            "PIRsbrIY",
-            patch(&good, 7, 1, u64::from(b'Y')),
-        ),
-        FailVector::new(
-            "next_version",
-            "WrongVersion",
-            "format version 3",
-            patch(&good, 8, 2, 3),
-        ),
-        FailVector::new(
-            "no_source",
-            "UnknownValue",
-            "sources 0",
-            patch(&good, 54, 1, 0),
-        ),
-        FailVector::new(
-            "no_buckets",
-            "OutOfRange",
-            "0 buckets",
-            patch(&good, 55, 2, 0),
-        ),
-        FailVector::new(
-            "records_above_bytes",
-            "Truncated",
-            "1000 records announced",
-            patch(&good, 97, 4, 1000),
-        ),
-        FailVector::new(
-            "prefixes_out_of_order",
-            "Malformed",
-            "first prefix ffffffff",
-            patch(&good, 101, 4, 0xffff_ffff),
-        ),
-        FailVector::new(
-            "unknown_list",
-            "UnknownValue",
-            "lists bit 7",
-            patch(&good, 109, 1, 0x81),
-        ),
-        FailVector::new(
-            "all_dead",
-            "Malformed",
-            "no live record",
-            patch(&good, 109, 2, 0),
-        ),
-    ];
-    check_fail_vectors::<ListIndex>(
-        &vectors_dir(env!("CARGO_MANIFEST_DIR"), "safebrowsing_index"),
-        &vectors,
-        &(),
-    );
-    assert_eq!(ListIndex::decode(&good).unwrap(), database().index());
+fn damaged_files_are_refused() {
+    let db = database();
+    let (file, index) = (db.to_bytes(), db.index().to_bytes());
+    assert_eq!((file.len(), index.len(), file[116]), (148, 111, 0x0c));
+    let dir = |format| vectors_dir(env!("CARGO_MANIFEST_DIR"), format);
+    let checked =
+        check_fail_vectors::<ListDatabase>(&dir("safebrowsing_db"), &vectors("db", &file), &())
+            + check_fail_vectors::<ListIndex>(
+                &dir("safebrowsing_index"),
+                &vectors("index", &index),
+                &(),
+            );
+    assert_eq!(checked, DAMAGES.len() + 4);
+    assert_eq!(ListDatabase::decode(&file).unwrap(), db);
+    assert_eq!(ListIndex::decode(&index).unwrap(), db.index());
 }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use pir_core::Codec;
 
 use super::{open_database, SbBuildArgs};
 use crate::list::{BuildReport, ListDatabase, Threat, UpdateReport};
@@ -29,7 +30,7 @@ pub(super) fn build(args: &SbBuildArgs) -> Result<()> {
         ListDatabase::build_lists(&database_name(args, &files), &sources, args.bucket_base)
             .context("building the database")?
     };
-    pir_fs::write_atomic_bytes(&args.out, &db.encode())
+    pir_fs::write_atomic_bytes(&args.out, &db.to_bytes())
         .with_context(|| format!("writing {}", args.out.display()))?;
     println!("{}", database_summary(&args.out, &db, &reports));
     for ((threat, path), (_, report)) in files.iter().zip(&reports) {

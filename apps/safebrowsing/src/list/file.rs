@@ -7,15 +7,71 @@ use super::*;
 use pir_core::codec::check_count;
 use pir_core::Error;
 
-/// Reads one byte of lists: known bits only, and only lists the database has a source for.
-pub(super) fn read_lists(r: &mut Reader<'_>, sources: Lists) -> Result<Lists, Error> {
-    let bits = r.u8()?;
-    Lists::from_bits(bits)
-        .filter(|l| l.is_subset(sources))
-        .ok_or(Error::UnknownValue {
-            field: "lists of a record",
-            found: u64::from(bits),
+/// Reads the lists of `n` records, one byte each: known bits only, and only lists the
+/// database has a source for.
+pub(super) fn read_lists(
+    r: &mut Reader<'_>,
+    n: usize,
+    sources: Lists,
+) -> Result<Vec<Lists>, Error> {
+    r.take(n)?
+        .iter()
+        .map(|&bits| {
+            Lists::from_bits(bits)
+                .filter(|l| l.is_subset(sources))
+                .ok_or(Error::UnknownValue {
+                    field: "lists of a record",
+                    found: u64::from(bits),
+                })
         })
+        .collect()
+}
+
+/// Reads the record count of bucket `id`: at least 1, `total` with it at most
+/// [`MAX_ENTRIES`], each record `record_bytes` long; adds it to `total`.
+pub(super) fn read_record_count(
+    r: &mut Reader<'_>,
+    id: u64,
+    total: &mut usize,
+    record_bytes: usize,
+) -> Result<usize, Error> {
+    let n = r.u32()? as usize;
+    if n == 0 {
+        return Err(Error::Malformed(format!("bucket {id} is empty")));
+    }
+    check_count(r, "records", n, MAX_ENTRIES - *total, record_bytes)?;
+    *total += n;
+    Ok(n)
+}
+
+/// Reads a bucket count: 1 to [`MAX_BUCKETS`], each bucket at least `min_bytes` long.
+pub(super) fn read_bucket_count(r: &mut Reader<'_>, min_bytes: usize) -> Result<usize, Error> {
+    let count = usize::from(r.u16()?);
+    let limit = MAX_BUCKETS as u64;
+    if count == 0 {
+        let found = 0;
+        return Err(Error::OutOfRange {
+            field: "buckets",
+            found,
+            limit,
+        });
+    }
+    check_count(r, "buckets", count, MAX_BUCKETS, min_bytes)?;
+    Ok(count)
+}
+
+/// Decodes a whole file of `what`, refusing one of an older `pir` (starting with `old`) with
+/// `advice`.
+pub(super) fn decode_file<T: for<'a> Codec<'a, Context = ()>>(
+    bytes: &[u8],
+    what: &'static str,
+    old: &[u8],
+    advice: &str,
+) -> Result<T, ListError> {
+    if bytes.starts_with(old) {
+        return Err(malformed(what, advice));
+    }
+    T::from_bytes(bytes, &()).map_err(|e| malformed(what, e))
 }
 
 /// Reads the sources byte.
@@ -70,12 +126,12 @@ impl Codec<'_> for ListDatabase {
 
     fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
         DB_PROLOGUE.read(r)?;
-        let name = std::str::from_utf8(r.short_bytes(MAX_NAME)?)
-            .map_err(|_| Error::Malformed("the list name is not UTF-8".into()))?
-            .to_string();
+        let name = r.short_bytes(MAX_NAME)?;
         if name.is_empty() {
             return Err(Error::Malformed("an empty list name".into()));
         }
+        let name = String::from_utf8(name.to_vec())
+            .map_err(|_| Error::Malformed("the list name is not UTF-8".into()))?;
         let version = r.u64()?;
         let next_id = r.u64()?;
         let base = r.u32()? as usize;
@@ -87,15 +143,8 @@ impl Codec<'_> for ListDatabase {
             )));
         }
         let sources = read_sources(r)?;
-        let count = usize::from(r.u16()?);
-        if count == 0 {
-            return Err(Error::OutOfRange {
-                field: "buckets",
-                found: 0,
-                limit: MAX_BUCKETS as u64,
-            });
-        }
-        check_count(r, "buckets", count, MAX_BUCKETS, 12)?;
+        // A bucket: id u64, count u32, then records.
+        let count = read_bucket_count(r, 12)?;
         let mut buckets = Vec::with_capacity(count);
         let mut all_lists = Vec::with_capacity(count);
         let mut total = 0usize;
@@ -105,16 +154,9 @@ impl Codec<'_> for ListDatabase {
             if buckets.last().is_some_and(|(last, _, _)| *last >= id) {
                 return Err(Error::Malformed("buckets repeated or out of order".into()));
             }
-            let n = r.u32()? as usize;
-            if n == 0 {
-                return Err(Error::Malformed(format!("bucket {id} is empty")));
-            }
-            check_count(r, "records", n, MAX_ENTRIES - total, RECORD_BYTES + 1)?;
-            total += n;
+            let n = read_record_count(r, id, &mut total, RECORD_BYTES + 1)?;
             let records = r.take(n * RECORD_BYTES)?.to_vec();
-            let lists = (0..n)
-                .map(|_| read_lists(r, sources))
-                .collect::<Result<Vec<Lists>, Error>>()?;
+            let lists = read_lists(r, n, sources)?;
             for (hash, l) in records.chunks_exact(RECORD_BYTES).zip(&lists) {
                 if !l.is_empty() && !live.insert(hash.to_vec()) {
                     return Err(Error::Malformed(

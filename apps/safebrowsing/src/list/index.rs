@@ -2,10 +2,9 @@
 //! each record (the format is in the parent module's documentation), a [`Codec`] over bytes
 //! from server 0 (untrusted).
 
-use super::file::{read_lists, read_sources};
+use super::file::{decode_file, read_bucket_count, read_lists, read_record_count, read_sources};
 use super::*;
 
-use pir_core::codec::check_count;
 use pir_core::Error;
 
 /// One bucket in the index: the prefix of each record and the lists it is on (none: dead).
@@ -103,26 +102,14 @@ impl Codec<'_> for ListIndex {
         let version = r.u64()?;
         let dpf_below = r.u32()? as usize;
         let sources = read_sources(r)?;
-        let count = usize::from(r.u16()?);
-        if count == 0 {
-            return Err(Error::OutOfRange {
-                field: "buckets",
-                found: 0,
-                limit: MAX_BUCKETS as u64,
-            });
-        }
-        check_count(r, "buckets", count, MAX_BUCKETS, 44)?;
+        // A bucket: id u64, bucket id [32], count u32, then records.
+        let count = read_bucket_count(r, 44)?;
         let mut buckets: Vec<IndexBucket> = Vec::with_capacity(count);
         let mut total = 0usize;
         for _ in 0..count {
             let id = r.u64()?;
             let bucket_db: [u8; 32] = r.array()?;
-            let n = r.u32()? as usize;
-            if n == 0 {
-                return Err(Error::Malformed(format!("bucket {id} is empty")));
-            }
-            check_count(r, "records", n, MAX_ENTRIES - total, PREFIX_BYTES + 1)?;
-            total += n;
+            let n = read_record_count(r, id, &mut total, PREFIX_BYTES + 1)?;
             let mut prefixes = Vec::with_capacity(n);
             for _ in 0..n {
                 prefixes.push(r.array()?);
@@ -130,9 +117,7 @@ impl Codec<'_> for ListIndex {
             if prefixes.windows(2).any(|w| w[0] > w[1]) {
                 return Err(Error::Malformed("prefixes out of order".into()));
             }
-            let lists = (0..n)
-                .map(|_| read_lists(r, sources))
-                .collect::<Result<Vec<Lists>, Error>>()?;
+            let lists = read_lists(r, n, sources)?;
             if lists.iter().all(|l| l.is_empty()) {
                 return Err(Error::Malformed(format!("bucket {id} has no live record")));
             }
@@ -167,14 +152,8 @@ impl ListIndex {
 
     /// Reads an index (untrusted bytes from the offline server).
     pub fn decode(bytes: &[u8]) -> Result<Self, ListError> {
-        const WHAT: &str = "the list index";
-        if bytes.starts_with(b"pir-safebrowsing-index-v") {
-            return Err(malformed(
-                WHAT,
-                "server 0 runs an older pir (one list per database); it must be upgraded",
-            ));
-        }
-        Self::from_bytes(bytes, &()).map_err(|e| malformed(WHAT, e))
+        let old = "server 0 runs an older pir (one list per database); it must be upgraded";
+        decode_file(bytes, "the list index", b"pir-safebrowsing-index-v", old)
     }
 
     /// The database (version) the index describes.

@@ -423,22 +423,17 @@ impl ListDatabase {
         db
     }
 
-    /// The database file's bytes.
-    pub fn encode(&self) -> Vec<u8> {
-        self.to_bytes()
-    }
-
-    /// Reads a database file (checks its digest, order and bounds).
+    /// Reads a database file (checks its digest, order and bounds); its bytes are
+    /// [`Codec::to_bytes`].
     pub fn decode(bytes: &[u8]) -> Result<Self, ListError> {
-        const WHAT: &str = "the Safe Browsing database";
-        if bytes.starts_with(b"pir-safebrowsing-db-v") {
-            return Err(malformed(
-                WHAT,
-                "it was made by an older pir and holds one list; build it again with `pir \
-                 safebrowsing build --threat malware=LIST [--threat phishing=LIST ...] --out DB`",
-            ));
-        }
-        Self::from_bytes(bytes, &()).map_err(|e| malformed(WHAT, e))
+        let old = "it was made by an older pir and holds one list; build it again with `pir \
+                   safebrowsing build --threat malware=LIST [--threat phishing=LIST ...] --out DB`";
+        file::decode_file(
+            bytes,
+            "the Safe Browsing database",
+            b"pir-safebrowsing-db-v",
+            old,
+        )
     }
 
     /// The database's name.
@@ -592,7 +587,7 @@ mod tests {
         assert!(db
             .hashes()
             .contains(&crate::entry_hash("bad.example/dl/x.exe").unwrap()));
-        let bytes = db.encode();
+        let bytes = db.to_bytes();
         assert_eq!(ListDatabase::decode(&bytes).unwrap(), db);
         for at in [0, DB_PROLOGUE.len() + 3, bytes.len() - 40, bytes.len() - 1] {
             let mut bad = bytes.clone();
@@ -648,7 +643,7 @@ mod tests {
             (db.count(Threat::Malware), db.count(Threat::Phishing)),
             (2, 2)
         );
-        assert_eq!(ListDatabase::decode(&db.encode()).unwrap(), db);
+        assert_eq!(ListDatabase::decode(&db.to_bytes()).unwrap(), db);
         let index = ListIndex::decode(&db.index().encode()).unwrap();
         assert_eq!(index.distinct_of(Threat::Phishing).len(), 2);
         assert!(index.distinct_of(Threat::Unwanted).is_empty());
@@ -718,7 +713,7 @@ mod tests {
                     .sum::<usize>()
             );
             // The file and the index round-trip.
-            assert_eq!(ListDatabase::decode(&next.encode()).unwrap(), next);
+            assert_eq!(ListDatabase::decode(&next.to_bytes()).unwrap(), next);
             let index = ListIndex::decode(&next.index().encode()).unwrap();
             assert_eq!(index.records(), listed.len());
             for hash in &expected {

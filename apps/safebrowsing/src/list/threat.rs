@@ -164,6 +164,7 @@ mod tests {
 
     #[test]
     fn names_tables_and_threat_types_round_trip() {
+        assert_eq!(Threat::ALL.len(), 5);
         for threat in Threat::ALL {
             assert_eq!(Threat::from_name(threat.name()), Some(threat));
             assert_eq!(Threat::of_threat_type(threat.threat_type()), Some(threat));
