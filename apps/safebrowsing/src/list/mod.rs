@@ -117,6 +117,9 @@ pub struct BuildReport {
     pub skipped_count: usize,
 }
 
+/// What reading each list file found, by list.
+pub type Reports = Vec<(Threat, BuildReport)>;
+
 /// What [`ListDatabase::update_lists`] changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UpdateReport {
@@ -190,7 +193,7 @@ fn parse(text: &str) -> Result<(Vec<[u8; 32]>, BuildReport), ListError> {
 /// The lists of every full hash of `sources` (one text per list), and each list's report.
 fn parse_lists(
     sources: &[(Threat, &str)],
-) -> Result<(HashMap<[u8; 32], Lists>, Vec<(Threat, BuildReport)>), ListError> {
+) -> Result<(HashMap<[u8; 32], Lists>, Reports), ListError> {
     let mut lists: HashMap<[u8; 32], Lists> = HashMap::new();
     let mut reports = Vec::with_capacity(sources.len());
     for (k, (threat, text)) in sources.iter().enumerate() {
@@ -309,7 +312,7 @@ impl ListDatabase {
         name: &str,
         sources: &[(Threat, &str)],
         base: Option<usize>,
-    ) -> Result<(Self, Vec<(Threat, BuildReport)>), ListError> {
+    ) -> Result<(Self, Reports), ListError> {
         if name.is_empty() || name.len() > MAX_NAME {
             return Err(ListError::Input(format!(
                 "a list name of 1 to {MAX_NAME} bytes is needed"
@@ -351,7 +354,7 @@ impl ListDatabase {
     pub fn update_lists(
         &self,
         sources: &[(Threat, &str)],
-    ) -> Result<(Self, Vec<(Threat, BuildReport)>, UpdateReport), ListError> {
+    ) -> Result<(Self, Reports, UpdateReport), ListError> {
         let (new, reports) = parse_lists(sources)?;
         let before = self.entries();
         let mut wanted = before.clone();
