@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Drives real Firefox (headless, through Marionette) against `pir safebrowsing proxy`.
 
-Usage: check_safebrowsing.py --profile DIR --proxy URL --blocked URL --allowed URL
+Usage: check_safebrowsing.py --profile DIR --proxy URL --blocked [PAGE=]URL ... --allowed URL
                              [--port N] [--firefox firefox-esr] [--timeout SECONDS]
 
 The profile (from `pir safebrowsing firefox-profile`) is copied and given a Marionette port.
 The script waits until Firefox has fetched the list from the proxy (the proxy's /status
 counts updates; if Firefox has not asked within a few seconds, the list manager is told to
-update through Firefox's own chrome API), then navigates to --blocked, which must end on
-Firefox's blocked page (about:blocked?e=malwareBlocked...), and to --allowed, which must load.
-Prints one JSON line with the outcome; exits 0 only if both held.
+update through Firefox's own chrome API), then navigates to each --blocked URL, which must end
+on Firefox's blocked page of its kind (PAGE: malwareBlocked, the default, deceptiveBlocked for
+phishing, unwantedBlocked: about:blocked?e=PAGE...), and to --allowed, which must load.
+Prints one JSON line with the outcome; exits 0 only if all held.
 """
 
 import argparse
@@ -59,7 +60,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", required=True)
     parser.add_argument("--proxy", required=True)
-    parser.add_argument("--blocked", required=True)
+    parser.add_argument("--blocked", required=True, action="append")
     parser.add_argument("--allowed", required=True)
     parser.add_argument("--port", type=int, default=2829)
     parser.add_argument("--firefox", default="firefox-esr")
@@ -120,13 +121,18 @@ def main():
         result["updated"] = updated
         # The update is applied shortly after the response arrives.
         time.sleep(2)
-        result["blocked"] = navigate(client, args.blocked)
+        blocked_ok = True
+        result["blocked"] = []
+        for spec in args.blocked:
+            page, url = spec.split("=", 1) if not spec.startswith("http") else ("malwareBlocked", spec)
+            reached = navigate(client, url)
+            result["blocked"].append(reached)
+            blocked_ok = blocked_ok and reached.startswith("about:blocked?e=%s" % page)
         result["allowed"] = navigate(client, args.allowed)
         result["lookups"] = proxy_status(args.proxy)["lookups"]
         ok = (
             updated
-            and result["blocked"].startswith("about:blocked")
-            and "e=malwareBlocked" in result["blocked"]
+            and blocked_ok
             and result["allowed"].rstrip("/") == args.allowed.rstrip("/")
         )
         client.delete_session()

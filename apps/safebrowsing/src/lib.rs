@@ -6,8 +6,10 @@
 //!   path-prefix expressions, SHA-256 full hashes), so that lists built here match what
 //!   Firefox asks for. [`canonicalize`] and [`expressions`] follow the "URLs and Hashing"
 //!   section of the Safe Browsing v4 API documentation.
-//! - [`list`]: a blocklist as the servers hold it ([`ListDatabase`]: sorted full hashes, one
-//!   PIR record each, in waterfall buckets) and the [`ListIndex`] a proxy downloads in the clear.
+//! - [`list`]: the blocklists as the servers hold them ([`ListDatabase`]: sorted full hashes,
+//!   one PIR record each whatever lists it is on, in waterfall buckets; one [`list::Threat`]
+//!   per Firefox table: malware, phishing, unwanted software, download block and allow lists)
+//!   and the [`ListIndex`] a proxy downloads in the clear.
 //! - [`proto`]: the v4 API's Protocol Buffers messages that Firefox sends and reads.
 //! - [`proxy`]: `threatListUpdates:fetch` and `fullHashes:find` answered locally, the full
 //!   hashes fetched by private lookups ([`Proxy`]).

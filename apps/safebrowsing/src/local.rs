@@ -35,8 +35,7 @@ use pir_client::{ChecklistSession, HttpsTransport, SessionError, Transport};
 use pir_keys::PublicKey;
 use tokio::sync::Mutex;
 
-use crate::list::{ListIndex, MAX_ENTRIES};
-use crate::proto;
+use crate::list::{ListIndex, Threat, MAX_ENTRIES};
 use crate::proxy::{request_bytes, Proxy};
 
 /// Largest list index accepted from server 0.
@@ -191,7 +190,7 @@ impl<T: Transport> LocalProxy<T> {
             dpf_all,
             progress,
             lookups: Mutex::new(Lookups {
-                proxy: Proxy::new(index.clone(), proto::MALWARE_THREAT),
+                proxy: Proxy::new(index.clone()),
                 sessions: HashMap::new(),
             }),
             counts: Counts::default(),
@@ -200,6 +199,32 @@ impl<T: Transport> LocalProxy<T> {
         proxy.lookups.lock().await.sessions = sessions;
         remove_stale_state(&proxy.state_dir, &index);
         Ok(proxy)
+    }
+
+    /// What `/health` and the start say about the lists: one line per list, served (with its
+    /// prefixes) or missing (no source in the database: Firefox gets it empty).
+    pub async fn lists(&self) -> String {
+        let lookups = self.lookups.lock().await;
+        let index = lookups.proxy.index();
+        Threat::ALL
+            .iter()
+            .map(|&t| {
+                if index.sources().contains(t) {
+                    format!(
+                        "list {} {}: {} prefixes\n",
+                        t,
+                        t.table(),
+                        index.distinct_of(t).len()
+                    )
+                } else {
+                    format!(
+                        "missing {} {}: no source in the database, Firefox gets it empty\n",
+                        t,
+                        t.table()
+                    )
+                }
+            })
+            .collect()
     }
 
     /// One line on what was opened: the list, its buckets, how each is looked up.
@@ -328,16 +353,25 @@ impl<T: Transport> LocalProxy<T> {
             return refused;
         }
         let path = request.uri().path();
-        if path == "/status" {
+        if path == "/status" || path == "/health" {
             if request.method() != Method::GET && request.method() != Method::HEAD {
-                return text(StatusCode::METHOD_NOT_ALLOWED, "/status answers GET");
+                return text(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "/status and /health answer GET",
+                );
             }
-            return text(StatusCode::OK, self.status().await.to_string().trim_end());
+            let body = if path == "/status" {
+                self.status().await.to_string()
+            } else {
+                format!("ok\n{}", self.lists().await)
+            };
+            return text(StatusCode::OK, body.trim_end());
         }
         if path != UPDATE_PATH && path != FIND_PATH {
             return text(
                 StatusCode::NOT_FOUND,
-                "this proxy answers /v4/threatListUpdates:fetch, /v4/fullHashes:find and /status",
+                "this proxy answers /v4/threatListUpdates:fetch, /v4/fullHashes:find, /status \
+                 and /health",
             );
         }
         let message = match v4_message(&request) {

@@ -11,8 +11,15 @@ pub const MALWARE_THREAT: i32 = 1;
 pub const SOCIAL_ENGINEERING_PUBLIC: i32 = 2;
 /// `ThreatType.UNWANTED_SOFTWARE` (`goog-unwanted-proto`).
 pub const UNWANTED_SOFTWARE: i32 = 3;
+/// `ThreatType.POTENTIALLY_HARMFUL_APPLICATION` (`goog-harmful-proto`: named by Firefox's
+/// `google4` provider but used by no table, so never fetched).
+pub const POTENTIALLY_HARMFUL_APPLICATION: i32 = 4;
 /// `ThreatType.SOCIAL_ENGINEERING` (`goog-phish-proto`).
 pub const SOCIAL_ENGINEERING: i32 = 5;
+/// `ThreatType.MALICIOUS_BINARY` (`goog-badbinurl-proto`: download protection).
+pub const MALICIOUS_BINARY: i32 = 7;
+/// `ThreatType.CSD_DOWNLOAD_WHITELIST` (`goog-downloadwhite-proto`: trusted downloads).
+pub const CSD_DOWNLOAD_WHITELIST: i32 = 9;
 /// `ThreatEntryType.URL`.
 pub const URL: i32 = 1;
 /// `PlatformType.ANY_PLATFORM`.

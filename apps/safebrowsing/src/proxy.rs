@@ -1,16 +1,19 @@
 //! The logic of `pir safebrowsing proxy`: the two Safe Browsing v4 calls a browser makes,
 //! answered locally, with no hash prefix ever leaving the machine.
 //!
-//! - `threatListUpdates:fetch` ([`Proxy::update`]): the list's 4-byte prefixes (from the index
-//!   downloaded in the clear from the offline server: the list is public). A browser whose
+//! - `threatListUpdates:fetch` ([`Proxy::update`]): each list's 4-byte prefixes (from the index
+//!   downloaded in the clear from the offline server: the lists are public). A browser whose
 //!   state names a version the proxy knew gets a partial update (the indices to remove from
 //!   its sorted prefixes, then the prefixes to add), a browser with an unknown state a full
 //!   update, a current one an empty partial update; the checksum is the SHA-256 of the sorted
-//!   prefixes, which the browser verifies.
+//!   prefixes, which the browser verifies. A list the database has no source for is answered
+//!   empty (and the proxy says so at start and in `/health`).
 //! - `fullHashes:find` ([`Proxy::plan`], then [`Proxy::full_hashes`]): for each prefix the
-//!   browser asks about, the proxy fetches *privately*, from every bucket of the list, the
-//!   records (full hashes) holding that prefix, always [`IndexBucket::max_per_prefix`] of them
-//!   per bucket (random ones to fill up), and returns those that match.
+//!   browser asks about, the proxy fetches *privately*, from every bucket, the records (full
+//!   hashes) holding that prefix, always [`IndexBucket::max_per_prefix`] of them per bucket
+//!   (random ones to fill up), and returns those that match, once per list they are on
+//!   (the list's `ThreatType`, so that Firefox shows the page of that list). All lists share
+//!   the buckets: what is fetched does not depend on the list the browser asks about.
 //!
 //! What the servers learn: that a lookup happened and how many prefixes it carried (almost
 //! always one: the browser asks only after a local prefix match), never which. The private
@@ -23,7 +26,7 @@ use rand::Rng;
 
 use std::collections::VecDeque;
 
-use crate::list::{IndexBucket, ListIndex, PREFIX_BYTES};
+use crate::list::{IndexBucket, ListIndex, Lists, Threat, PREFIX_BYTES};
 use crate::proto;
 
 /// Most prefixes one `fullHashes:find` may ask about (a URL has at most 30 expressions).
@@ -35,7 +38,7 @@ pub const CACHE_SECONDS: i64 = 300;
 /// Earlier versions kept, so that a browser a few updates behind gets a partial update.
 pub const HISTORY: usize = 16;
 /// Most list requests one `threatListUpdates:fetch` may carry: the v4 API has fewer threat
-/// types than this, and Firefox asks once per list (seven for Google's default provider).
+/// types than this, and Firefox asks once per list (five for Google's default provider).
 pub const MAX_LIST_REQUESTS: usize = 16;
 
 /// Why a request cannot be answered.
@@ -113,29 +116,54 @@ pub struct Plan {
     per_bucket: Vec<usize>,
     /// Records to fetch privately: per prefix, per bucket, its slots, real ones first.
     pub fetches: Vec<Fetch>,
+    /// The lists of each fetch's record (none for a filler).
+    lists: Vec<Lists>,
+    /// The lists the browser asked about.
+    wanted: Lists,
     platform_type: i32,
 }
 
-/// The proxy's view of one list.
+/// Each served list's distinct prefixes, sorted.
+type Prefixes = Vec<(Threat, Vec<[u8; PREFIX_BYTES]>)>;
+
+fn prefixes(index: &ListIndex) -> Prefixes {
+    index
+        .sources()
+        .iter()
+        .map(|t| (t, index.distinct_of(t)))
+        .collect()
+}
+
+fn prefixes_of(all: &Prefixes, threat: Threat) -> &[[u8; PREFIX_BYTES]] {
+    all.iter()
+        .find(|(t, _)| *t == threat)
+        .map_or(&[], |(_, p)| p.as_slice())
+}
+
+/// The proxy's view of the lists.
 #[derive(Debug, Clone)]
 pub struct Proxy {
     index: ListIndex,
-    distinct: Vec<[u8; PREFIX_BYTES]>,
-    threat_type: i32,
-    /// Earlier versions: (state, sorted distinct prefixes), newest last.
-    history: VecDeque<(Vec<u8>, Vec<[u8; PREFIX_BYTES]>)>,
+    distinct: Prefixes,
+    /// Earlier versions: (state, each list's sorted distinct prefixes), newest last.
+    history: VecDeque<(Vec<u8>, Prefixes)>,
 }
 
 impl Proxy {
-    /// A proxy for the list `index` describes, reported to the browser as `threat_type` (for
-    /// example [`proto::MALWARE_THREAT`], Firefox's `goog-malware-proto`).
-    pub fn new(index: ListIndex, threat_type: i32) -> Self {
+    /// A proxy for the lists `index` describes.
+    pub fn new(index: ListIndex) -> Self {
         Self {
-            distinct: index.distinct(),
+            distinct: prefixes(&index),
             index,
-            threat_type,
             history: VecDeque::new(),
         }
+    }
+
+    /// The lists Firefox uses that the database has no source for (served empty).
+    pub fn missing(&self) -> Lists {
+        let mut missing = Lists::ALL;
+        self.index.sources().iter().for_each(|t| missing.remove(t));
+        missing
     }
 
     /// The list now.
@@ -146,7 +174,7 @@ impl Proxy {
     /// Switches to a newer version of the list; browsers on the old one get partial updates.
     pub fn replace(&mut self, index: ListIndex) {
         let old_state = self.index.state();
-        let old = std::mem::replace(&mut self.distinct, index.distinct());
+        let old = std::mem::replace(&mut self.distinct, prefixes(&index));
         self.history.push_back((old_state, old));
         while self.history.len() > HISTORY {
             self.history.pop_front();
@@ -155,7 +183,7 @@ impl Proxy {
     }
 
     /// Answers a `FetchThreatListUpdatesRequest`: every list the browser asks about gets a
-    /// response; the one of this proxy's threat type holds its prefixes, others are empty.
+    /// response, holding that list's prefixes if the database has a source for it, else empty.
     ///
     /// A request may ask about each threat type once, and about at most
     /// [`MAX_LIST_REQUESTS`] lists: otherwise one small request could ask for the full prefix
@@ -179,65 +207,12 @@ impl Proxy {
             }
         }
         let state = self.index.state();
-        let responses = request
-            .list_update_requests
+        let responses = lists
             .iter()
             .map(|list| {
-                let ours = list.threat_type == self.threat_type;
-                let (response_type, additions, removals) = if !ours {
-                    (proto::FULL_UPDATE, Vec::new(), Vec::new())
-                } else if list.state == state {
-                    (proto::PARTIAL_UPDATE, Vec::new(), Vec::new())
-                } else if let Some((_, old)) = self.history.iter().find(|(s, _)| *s == list.state) {
-                    let (removals, additions) = diff(old, &self.distinct);
-                    (proto::PARTIAL_UPDATE, additions, removals)
-                } else {
-                    (proto::FULL_UPDATE, self.distinct.clone(), Vec::new())
-                };
-                let checksum = if ours {
-                    self.index.checksum()
-                } else {
-                    pir_keys::sha256(&[])
-                };
-                proto::ListUpdateResponse {
-                    threat_type: list.threat_type,
-                    threat_entry_type: if list.threat_entry_type == 0 {
-                        proto::URL
-                    } else {
-                        list.threat_entry_type
-                    },
-                    platform_type: list.platform_type,
-                    response_type,
-                    additions: if additions.is_empty() {
-                        Vec::new()
-                    } else {
-                        vec![proto::ThreatEntrySet {
-                            compression_type: proto::RAW,
-                            raw_hashes: Some(proto::RawHashes {
-                                prefix_size: PREFIX_BYTES as i32,
-                                raw_hashes: additions.concat(),
-                            }),
-                            raw_indices: None,
-                        }]
-                    },
-                    removals: if removals.is_empty() {
-                        Vec::new()
-                    } else {
-                        vec![proto::ThreatEntrySet {
-                            compression_type: proto::RAW,
-                            raw_hashes: None,
-                            raw_indices: Some(proto::RawIndices { indices: removals }),
-                        }]
-                    },
-                    new_client_state: if ours {
-                        state.clone()
-                    } else {
-                        b"empty".to_vec()
-                    },
-                    checksum: Some(proto::Checksum {
-                        sha256: checksum.to_vec(),
-                    }),
-                }
+                let served = Threat::of_threat_type(list.threat_type)
+                    .filter(|t| self.index.sources().contains(*t));
+                self.list_update(list, served, &state)
             })
             .collect();
         Ok(proto::FetchThreatListUpdatesResponse {
@@ -248,6 +223,66 @@ impl Proxy {
             }),
         }
         .encode_to_vec())
+    }
+
+    /// The response to one list request: list `served`'s prefixes (none if not served).
+    fn list_update(
+        &self,
+        list: &proto::ListUpdateRequest,
+        served: Option<Threat>,
+        state: &[u8],
+    ) -> proto::ListUpdateResponse {
+        let now = served.map_or(&[][..], |t| prefixes_of(&self.distinct, t));
+        let (response_type, additions, removals) = if served.is_none() {
+            (proto::FULL_UPDATE, Vec::new(), Vec::new())
+        } else if list.state == state {
+            (proto::PARTIAL_UPDATE, Vec::new(), Vec::new())
+        } else if let Some((_, old)) = self.history.iter().find(|(s, _)| *s == list.state) {
+            let old = served.map_or(&[][..], |t| prefixes_of(old, t));
+            let (removals, additions) = diff(old, now);
+            (proto::PARTIAL_UPDATE, additions, removals)
+        } else {
+            (proto::FULL_UPDATE, now.to_vec(), Vec::new())
+        };
+        proto::ListUpdateResponse {
+            threat_type: list.threat_type,
+            threat_entry_type: if list.threat_entry_type == 0 {
+                proto::URL
+            } else {
+                list.threat_entry_type
+            },
+            platform_type: list.platform_type,
+            response_type,
+            additions: if additions.is_empty() {
+                Vec::new()
+            } else {
+                vec![proto::ThreatEntrySet {
+                    compression_type: proto::RAW,
+                    raw_hashes: Some(proto::RawHashes {
+                        prefix_size: PREFIX_BYTES as i32,
+                        raw_hashes: additions.concat(),
+                    }),
+                    raw_indices: None,
+                }]
+            },
+            removals: if removals.is_empty() {
+                Vec::new()
+            } else {
+                vec![proto::ThreatEntrySet {
+                    compression_type: proto::RAW,
+                    raw_hashes: None,
+                    raw_indices: Some(proto::RawIndices { indices: removals }),
+                }]
+            },
+            new_client_state: if served.is_some() {
+                state.to_vec()
+            } else {
+                b"empty".to_vec()
+            },
+            checksum: Some(proto::Checksum {
+                sha256: pir_keys::sha256(&now.concat()).to_vec(),
+            }),
+        }
     }
 
     /// Reads a `FindFullHashesRequest` and picks the records to fetch.
@@ -263,8 +298,17 @@ impl Proxy {
         }
         let buckets = self.index.buckets();
         let per_bucket: Vec<usize> = buckets.iter().map(IndexBucket::max_per_prefix).collect();
+        let mut wanted = Lists::NONE;
+        info.threat_types
+            .iter()
+            .filter_map(|t| Threat::of_threat_type(*t))
+            .for_each(|t| wanted.insert(t));
+        if wanted.is_empty() {
+            wanted = Lists::ALL;
+        }
         let mut prefixes = Vec::new();
         let mut fetches = Vec::new();
+        let mut lists = Vec::new();
         for entry in &info.threat_entries {
             let hash = &entry.hash;
             if hash.len() < PREFIX_BYTES || hash.len() > 32 {
@@ -282,8 +326,10 @@ impl Proxy {
                     position,
                 };
                 fetches.extend(real.iter().take(count).map(|&k| fetch(k as u64)));
+                lists.extend(real.iter().take(count).map(|&k| bucket.lists(k)));
                 fetches
                     .extend((count..per).map(|_| fetch(rng.random_range(0..bucket.len() as u64))));
+                lists.extend((count..per).map(|_| Lists::NONE));
                 counts.push(count);
             }
             prefixes.push((hash.clone(), counts));
@@ -292,6 +338,8 @@ impl Proxy {
             prefixes,
             per_bucket,
             fetches,
+            lists,
+            wanted,
             platform_type: info
                 .platform_types
                 .first()
@@ -311,19 +359,19 @@ impl Proxy {
         let mut slot = 0;
         for (prefix, counts) in &plan.prefixes {
             for (&count, &per) in counts.iter().zip(&plan.per_bucket) {
-                for hash in fetched.iter().skip(slot).take(count) {
-                    if hash.starts_with(prefix) {
-                        matches.push(proto::ThreatMatch {
-                            threat_type: self.threat_type,
-                            platform_type: plan.platform_type,
-                            threat_entry_type: proto::URL,
-                            threat: Some(proto::ThreatEntry {
-                                hash: hash.to_vec(),
-                                url: String::new(),
-                            }),
-                            cache_duration: Some(duration()),
-                        });
-                    }
+                let real = fetched.iter().zip(&plan.lists).skip(slot).take(count);
+                for (hash, lists) in real.filter(|(hash, _)| hash.starts_with(prefix)) {
+                    let on = lists.iter().filter(|t| plan.wanted.contains(*t));
+                    matches.extend(on.map(|threat| proto::ThreatMatch {
+                        threat_type: threat.threat_type(),
+                        platform_type: plan.platform_type,
+                        threat_entry_type: proto::URL,
+                        threat: Some(proto::ThreatEntry {
+                            hash: hash.to_vec(),
+                            url: String::new(),
+                        }),
+                        cache_duration: Some(duration()),
+                    }));
                 }
                 slot += per;
             }
@@ -380,7 +428,7 @@ mod tests {
     fn proxy() -> (Proxy, ListDatabase) {
         let (db, _) =
             ListDatabase::build("t", "evil.example\nbad.example/x.exe\nworse.example\n").unwrap();
-        (Proxy::new(db.index(), proto::MALWARE_THREAT), db)
+        (Proxy::new(db.index()), db)
     }
 
     fn update_request(state: Vec<u8>) -> Vec<u8> {
@@ -542,7 +590,7 @@ mod tests {
             range.map(|k| format!("h{k}.example\n")).collect()
         };
         let (v0, _) = ListDatabase::build_with("t", &text(0..30), Some(2)).unwrap();
-        let mut proxy = Proxy::new(v0.index(), proto::MALWARE_THREAT);
+        let mut proxy = Proxy::new(v0.index());
         let fetch = |proxy: &Proxy, state: Vec<u8>| {
             proto::FetchThreatListUpdatesResponse::decode(
                 &proxy.update(&update_request(state)).unwrap()[..],
@@ -602,7 +650,7 @@ mod tests {
         let (v0, _) = ListDatabase::build_with("t", &text(0..30), Some(2)).unwrap();
         let (v1, _, _) = v0.update(&text(3..34)).unwrap();
         assert!(v1.buckets().len() >= 2);
-        let proxy = Proxy::new(v1.index(), proto::MALWARE_THREAT);
+        let proxy = Proxy::new(v1.index());
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
         let request = |host: &str| {
             let hash = crate::entry_hash(host).unwrap();
@@ -657,6 +705,101 @@ mod tests {
             })
             .collect();
         assert!(shapes.windows(2).all(|w| w[0] == w[1]), "{shapes:?}");
+    }
+
+    #[test]
+    fn each_list_is_answered_with_its_own_threat_type() {
+        use crate::list::Threat;
+        let sources = [
+            (Threat::Malware, "evil.example\nboth.example\n"),
+            (Threat::Phishing, "phish.example\nboth.example\n"),
+        ];
+        let (db, _) = ListDatabase::build_lists("two", &sources, None).unwrap();
+        let proxy = Proxy::new(db.index());
+        assert_eq!(
+            proxy.missing().to_string(),
+            "unwanted, download, download-allow"
+        );
+        // Updates: each list its own prefixes and checksum; a list without a source empty.
+        let request = proto::FetchThreatListUpdatesRequest {
+            client: None,
+            list_update_requests: [
+                proto::MALWARE_THREAT,
+                proto::SOCIAL_ENGINEERING,
+                proto::UNWANTED_SOFTWARE,
+            ]
+            .iter()
+            .map(|&threat_type| proto::ListUpdateRequest {
+                threat_type,
+                platform_type: 2,
+                threat_entry_type: proto::URL,
+                state: Vec::new(),
+            })
+            .collect(),
+        }
+        .encode_to_vec();
+        let reply =
+            proto::FetchThreatListUpdatesResponse::decode(&proxy.update(&request).unwrap()[..])
+                .unwrap();
+        let sizes: Vec<usize> = reply
+            .list_update_responses
+            .iter()
+            .map(|r| {
+                let mut prefixes = Vec::new();
+                apply(&mut prefixes, r);
+                prefixes.len()
+            })
+            .collect();
+        assert_eq!(sizes, [2, 2, 0]);
+        // Lookups: the same fetches whatever list is asked about; a match carries the
+        // threat type of each list its hash is on, among those asked.
+        let find = |host: &str, threat_types: Vec<i32>| {
+            let hash = crate::entry_hash(host).unwrap();
+            let request = proto::FindFullHashesRequest {
+                client: None,
+                client_states: vec![],
+                threat_info: Some(proto::ThreatInfo {
+                    threat_types,
+                    platform_types: vec![2],
+                    threat_entry_types: vec![proto::URL],
+                    threat_entries: vec![proto::ThreatEntry {
+                        hash: hash[..4].to_vec(),
+                        url: String::new(),
+                    }],
+                }),
+            }
+            .encode_to_vec();
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+            let plan = proxy.plan(&request, &mut rng).unwrap();
+            let records = db.buckets()[0].records;
+            let fetched: Vec<[u8; 32]> = plan
+                .fetches
+                .iter()
+                .map(|f| {
+                    let k = f.position as usize;
+                    records[32 * k..32 * k + 32].try_into().unwrap()
+                })
+                .collect();
+            let reply =
+                proto::FindFullHashesResponse::decode(&proxy.full_hashes(&plan, &fetched)[..])
+                    .unwrap();
+            let types: Vec<i32> = reply.matches.iter().map(|m| m.threat_type).collect();
+            (plan.fetches.len(), types)
+        };
+        let phishing = find("phish.example", vec![proto::SOCIAL_ENGINEERING]);
+        let malware = find("evil.example", vec![proto::MALWARE_THREAT]);
+        let both = find(
+            "both.example",
+            vec![proto::MALWARE_THREAT, proto::SOCIAL_ENGINEERING],
+        );
+        let only_malware = find("both.example", vec![proto::MALWARE_THREAT]);
+        assert_eq!(phishing, (1, vec![proto::SOCIAL_ENGINEERING]));
+        assert_eq!(malware, (1, vec![proto::MALWARE_THREAT]));
+        assert_eq!(
+            both,
+            (1, vec![proto::MALWARE_THREAT, proto::SOCIAL_ENGINEERING])
+        );
+        assert_eq!(only_malware, (1, vec![proto::MALWARE_THREAT]));
     }
 
     #[test]

@@ -30,19 +30,34 @@ fn the_google4_provider_points_at_the_proxy_and_nothing_reaches_google() {
             "\"http://127.0.0.1:8470/v4/fullHashes:find?$ct=application/x-protobuf&key=pir&$httpMethod=POST\""
         )
     );
-    assert_eq!(pref(&text, &format!("{provider}.pver")), Some("\"4\""));
-    assert_eq!(
-        pref(&text, "urlclassifier.malwareTable"),
-        Some("\"goog-malware-proto\"")
-    );
-    assert_eq!(
-        pref(&text, "browser.safebrowsing.provider.google5.enabled"),
-        Some("false")
-    );
-    assert_eq!(
-        pref(&text, "browser.safebrowsing.downloads.remote.enabled"),
-        Some("false")
-    );
+    // Firefox ESR's default google4 tables, each from the proxy; Google's own providers off.
+    let tables = "goog-malware-proto,goog-phish-proto,goog-unwanted-proto,goog-badbinurl-proto,goog-downloadwhite-proto";
+    for (name, value) in [
+        (format!("{provider}.pver"), "\"4\"".to_string()),
+        (format!("{provider}.lists"), format!("\"{tables}\"")),
+        (
+            "urlclassifier.malwareTable".into(),
+            "\"goog-malware-proto,goog-unwanted-proto\"".into(),
+        ),
+        (
+            "urlclassifier.phishTable".into(),
+            "\"goog-phish-proto\"".into(),
+        ),
+        (
+            "browser.safebrowsing.provider.google5.enabled".into(),
+            "false".into(),
+        ),
+        (
+            "browser.safebrowsing.downloads.remote.enabled".into(),
+            "false".into(),
+        ),
+        (
+            "browser.safebrowsing.downloads.remote.url".into(),
+            "\"\"".into(),
+        ),
+    ] {
+        assert_eq!(pref(&text, &name), Some(value.as_str()), "{name}");
+    }
     // Every URL Firefox would call is the proxy's or empty.
     for line in text.lines().filter(|l| l.contains("URL\"")) {
         assert!(

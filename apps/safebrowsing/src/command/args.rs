@@ -7,20 +7,27 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+use crate::list::Threat;
+
 /// `pir safebrowsing ...`.
 // Parsed once per run: the size of the serve variant (its common server flags) costs nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum SafeBrowsingCommand {
-    /// Build the servers' database from a blocklist: one URL or host per line (a host blocks
-    /// all its pages); uBlock Origin filter lines (`||host/path^$all`) are read too, `#` and
-    /// `!` lines are comments. Entries are canonicalized and hashed as Safe Browsing v4 does
-    /// (SHA-256 of the host/path expression).
+    /// Build the servers' database from blocklists, one file per list (`--threat
+    /// malware=FILE --threat phishing=FILE ...`; a positional LIST is the malware list): one
+    /// URL or host per line (a host blocks all its pages); uBlock Origin filter lines
+    /// (`||host/path^$all`) are read too, `#` and `!` lines are comments. Entries are
+    /// canonicalized and hashed as Safe Browsing v4 does (SHA-256 of the host/path expression).
+    /// Lists: malware (Firefox's goog-malware-proto), phishing (goog-phish-proto), unwanted
+    /// (goog-unwanted-proto), download (goog-badbinurl-proto), download-allow
+    /// (goog-downloadwhite-proto); a list not given is served empty, and the proxy says so.
     ///
-    /// With --update, DB must exist and LIST is the whole new list: entries no longer in it are
-    /// removed and new ones added as one waterfall step (a new small bucket; small buckets
-    /// merge 4 at a time), so clients fetch hints only for the buckets the step created. Send
-    /// the servers SIGHUP (or restart them) to serve the new version.
+    /// With --update, DB must exist and each file is the whole new list of its kind (lists not
+    /// given keep their entries): entries no longer listed are removed and new ones added as
+    /// one waterfall step (a new small bucket; small buckets merge 4 at a time), so clients
+    /// fetch hints only for the buckets the step created. Send the servers SIGHUP (or restart
+    /// them) to serve the new version.
     Build(SbBuildArgs),
     /// Serve a Safe Browsing database as server 0 (offline: hints, refreshes and the public
     /// list index) or server 1 (online: lookups) over HTTPS (Checklist, DPF). SIGHUP reloads
@@ -43,31 +50,56 @@ pub enum SafeBrowsingCommand {
     /// prefix.
     Proxy(SbProxyArgs),
     /// Write a Firefox profile directory (a user.js) whose Safe Browsing provider is the
-    /// proxy: the malware table `goog-malware-proto` is fetched from it at start, and the
-    /// Google provider is switched off. Start Firefox with `--profile DIR`.
+    /// proxy: Firefox's Google v4 tables (malware, phishing, unwanted software, download
+    /// protection) are fetched from it at start, and Google's own providers are switched off.
+    /// Start Firefox with `--profile DIR`.
     FirefoxProfile(SbFirefoxArgs),
 }
 
 /// `pir safebrowsing build`.
 #[derive(Debug, Args)]
 pub struct SbBuildArgs {
-    /// The blocklist (text, one URL or host per line).
-    #[arg(value_name = "LIST")]
-    pub list: PathBuf,
+    /// The malware blocklist (text, one URL or host per line); the same as --threat
+    /// malware=LIST.
+    #[arg(value_name = "LIST", required_unless_present = "threats")]
+    pub list: Option<PathBuf>,
+    /// One list per kind: malware, phishing, unwanted, download or download-allow, then `=`
+    /// and its file (repeat the flag for each list).
+    #[arg(long = "threat", value_name = "KIND=FILE", value_parser = parse_threat)]
+    pub threats: Vec<(Threat, PathBuf)>,
     /// The database file to write.
     #[arg(long, value_name = "DB")]
     pub out: PathBuf,
-    /// The list's name, shown by the servers (default: the file name; with --update, the
-    /// database's).
+    /// The database's name, shown by the servers (default: the first list's file name; with
+    /// --update, the database's).
     #[arg(long)]
     pub name: Option<String>,
-    /// Make the next version of the database at --out from LIST (the whole new list).
+    /// Make the next version of the database at --out from the lists given (each the whole
+    /// new list of its kind; lists not given stay as they are).
     #[arg(long)]
     pub update: bool,
     /// Records in a level-0 bucket (default: 1 % of the list, at least 256). Buckets smaller
     /// than 4 x this are looked up with DPF (no hints). Fixed when the database is first built.
     #[arg(long, value_name = "N", conflicts_with = "update")]
     pub bucket_base: Option<usize>,
+}
+
+/// `KIND=FILE` of `--threat`.
+fn parse_threat(arg: &str) -> Result<(Threat, PathBuf), String> {
+    let kinds = || {
+        Threat::ALL
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (kind, file) = arg
+        .split_once('=')
+        .filter(|(_, file)| !file.is_empty())
+        .ok_or_else(|| format!("give KIND=FILE, KIND one of {}", kinds()))?;
+    let threat = Threat::from_name(kind)
+        .ok_or_else(|| format!("unknown list {kind:?}: one of {}", kinds()))?;
+    Ok((threat, PathBuf::from(file)))
 }
 
 /// `pir safebrowsing serve`. Every setting can also come from a TOML file (`--config`; keys
@@ -222,6 +254,19 @@ mod tests {
         assert_eq!(settings.server, 0);
         let settings = resolve(file, &["--server", "1", "--db", "other.db"]).unwrap();
         assert_eq!((settings.server, settings.db), (1, "other.db".into()));
+    }
+
+    #[test]
+    fn threats_are_kind_equals_file() {
+        assert_eq!(
+            parse_threat("phishing=/l/p.txt").unwrap(),
+            (Threat::Phishing, PathBuf::from("/l/p.txt"))
+        );
+        assert!(parse_threat("harmful=x")
+            .unwrap_err()
+            .contains("unknown list"));
+        assert!(parse_threat("malware").unwrap_err().contains("KIND=FILE"));
+        assert!(parse_threat("malware=").is_err());
     }
 
     #[test]

@@ -1,61 +1,100 @@
-//! `pir safebrowsing build`: a list database from a blocklist, or (`--update`) its next
-//! version as one waterfall step.
+//! `pir safebrowsing build`: a database of one or more lists (one file per threat), or
+//! (`--update`) its next version as one waterfall step.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use pir_core::Codec;
 
 use super::{open_database, SbBuildArgs};
-use crate::list::{BuildReport, ListDatabase, UpdateReport};
+use crate::list::{BuildReport, ListDatabase, Threat, UpdateReport};
 
 /// `pir safebrowsing build`.
 pub(super) fn build(args: &SbBuildArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&args.list)
-        .with_context(|| format!("reading the list {}", args.list.display()))?;
-    let (db, report) = if args.update {
-        update(args, &text)?
+    let files = list_files(args)?;
+    let texts = files
+        .iter()
+        .map(|(threat, path)| {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading the {threat} list {}", path.display()))
+        })
+        .collect::<Result<Vec<String>>>()?;
+    let sources: Vec<(Threat, &str)> = files
+        .iter()
+        .zip(&texts)
+        .map(|((threat, _), text)| (*threat, text.as_str()))
+        .collect();
+    let (db, reports) = if args.update {
+        update(args, &sources)?
     } else {
-        ListDatabase::build_with(&list_name(args), &text, args.bucket_base)
-            .with_context(|| format!("building from {}", args.list.display()))?
+        ListDatabase::build_lists(&database_name(args, &files), &sources, args.bucket_base)
+            .context("building the database")?
     };
-    pir_fs::write_atomic_bytes(&args.out, &db.encode())
+    pir_fs::write_atomic_bytes(&args.out, &db.to_bytes())
         .with_context(|| format!("writing {}", args.out.display()))?;
-    println!("{}", database_summary(&args.out, &db, &report));
-    if report.skipped_count > 0 {
-        println!(
-            "skipped {} lines that are not URLs or hosts:",
-            report.skipped_count
-        );
-        for (line, why) in &report.skipped {
-            println!("  line {line}: {why}");
+    println!("{}", database_summary(&args.out, &db, &reports));
+    for ((threat, path), (_, report)) in files.iter().zip(&reports) {
+        if report.skipped_count > 0 {
+            println!(
+                "skipped {} lines of the {threat} list {} that are not URLs or hosts:",
+                report.skipped_count,
+                path.display()
+            );
+            for (line, why) in &report.skipped {
+                println!("  line {line}: {why}");
+            }
         }
     }
+    println!("{}", super::lists_line(&db));
     if args.update {
         println!("serve it: send the servers SIGHUP (kill -HUP PID) or restart them");
     }
     Ok(())
 }
 
-/// The next version of the database at `--out` from `text` (the whole new list).
-fn update(args: &SbBuildArgs, text: &str) -> Result<(ListDatabase, BuildReport)> {
+/// The lists to read: the positional LIST as malware, then each `--threat`.
+fn list_files(args: &SbBuildArgs) -> Result<Vec<(Threat, PathBuf)>> {
+    let mut files: Vec<(Threat, PathBuf)> = args
+        .list
+        .iter()
+        .map(|path| (Threat::Malware, path.clone()))
+        .collect();
+    files.extend(args.threats.iter().cloned());
+    for (k, (threat, _)) in files.iter().enumerate() {
+        if files[..k].iter().any(|(t, _)| t == threat) {
+            bail!(
+                "the {threat} list is given twice (a positional LIST is the malware list): give \
+                 one file per list"
+            );
+        }
+    }
+    if files.is_empty() {
+        bail!("give the lists: --threat malware=FILE --threat phishing=FILE ...");
+    }
+    Ok(files)
+}
+
+/// The next version of the database at `--out` from `sources` (each the whole new list).
+fn update(
+    args: &SbBuildArgs,
+    sources: &[(Threat, &str)],
+) -> Result<(ListDatabase, Vec<(Threat, BuildReport)>)> {
     let old = open_database(&args.out).context(
         "--update makes the next version of an existing database: build it first without \
          --update",
     )?;
-    let (db, report, step) = old
-        .update(text)
-        .with_context(|| format!("updating from {}", args.list.display()))?;
+    let (db, reports, step) = old.update_lists(sources).context("updating the database")?;
     println!("{}", update_summary(&db, &step));
-    Ok((db, report))
+    Ok((db, reports))
 }
 
-/// The list's name: `--name`, else the list's file name.
-fn list_name(args: &SbBuildArgs) -> String {
+/// The database's name: `--name`, else the first list's file name.
+fn database_name(args: &SbBuildArgs, files: &[(Threat, PathBuf)]) -> String {
     match &args.name {
         Some(name) => name.clone(),
-        None => args
-            .list
-            .file_name()
+        None => files
+            .first()
+            .and_then(|(_, path)| path.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "list".into()),
     }
@@ -73,13 +112,14 @@ pub fn update_summary(db: &ListDatabase, step: &UpdateReport) -> String {
     let hinted: usize = created.iter().filter(|&&n| n >= db.dpf_below()).sum();
     let by_dpf: usize = created.iter().filter(|&&n| n < db.dpf_below()).sum();
     format!(
-        "version {} of list {:?}: {} added, {} removed; {} bucket(s) made, {} dropped; a \
-         client fetches hints for {hinted} records ({:.1} % of re-hinting all {}) and looks \
-         up {by_dpf} by DPF",
+        "version {} of list {:?}: {} added, {} removed, {} moved between lists; {} bucket(s) \
+         made, {} dropped; a client fetches hints for {hinted} records ({:.1} % of re-hinting \
+         all {}) and looks up {by_dpf} by DPF",
         db.version(),
         db.name(),
         step.added,
         step.removed,
+        step.relisted,
         step.created.len(),
         step.dropped.len(),
         100.0 * hinted as f64 / db.len().max(1) as f64,
@@ -88,17 +128,27 @@ pub fn update_summary(db: &ListDatabase, step: &UpdateReport) -> String {
 }
 
 /// The line `build` prints about the database it wrote to `out`.
-fn database_summary(out: &Path, db: &ListDatabase, report: &BuildReport) -> String {
+fn database_summary(out: &Path, db: &ListDatabase, reports: &[(Threat, BuildReport)]) -> String {
     let buckets = db.buckets();
+    let lists: Vec<String> = reports
+        .iter()
+        .map(|(threat, report)| {
+            format!(
+                "{threat} {} from {} entries ({} duplicates)",
+                db.count(*threat),
+                report.entries,
+                report.duplicates
+            )
+        })
+        .collect();
     format!(
-        "database {} (list {:?}, version {}): {} full hashes from {} entries ({} duplicates) in \
-         {} bucket(s) of {} records (DPF below {}); id {}",
+        "database {} (list {:?}, version {}): {} full hashes ({}) in {} bucket(s) of {} \
+         records (DPF below {}); id {}",
         out.display(),
         db.name(),
         db.version(),
         db.len(),
-        report.entries,
-        report.duplicates,
+        lists.join("; "),
         buckets.len(),
         buckets
             .iter()
@@ -125,7 +175,7 @@ mod tests {
         let (db, _, step) = old.update(&hosts(10..1020)).unwrap();
         let line = update_summary(&db, &step);
         assert!(
-            line.starts_with("version 1 of list \"test\": 20 added, 10 removed;"),
+            line.starts_with("version 1 of list \"test\": 20 added, 10 removed, 0 moved"),
             "{line}"
         );
         assert!(line.contains("hints for 0 records"), "{line}");
@@ -133,23 +183,30 @@ mod tests {
     }
 
     #[test]
-    fn the_list_is_named_after_its_file_unless_named() {
+    fn the_database_is_named_after_its_first_file_unless_named() {
         let mut args = SbBuildArgs {
-            list: "/lists/malware.txt".into(),
+            list: Some("/lists/malware.txt".into()),
+            threats: vec![(Threat::Phishing, "/lists/phish.txt".into())],
             out: "db".into(),
             name: None,
             update: false,
             bucket_base: None,
         };
-        assert_eq!(list_name(&args), "malware.txt");
+        let files = list_files(&args).unwrap();
+        assert_eq!(files[1].0, Threat::Phishing);
+        assert_eq!(database_name(&args, &files), "malware.txt");
         args.name = Some("mine".into());
-        assert_eq!(list_name(&args), "mine");
+        assert_eq!(database_name(&args, &files), "mine");
+        args.threats
+            .push((Threat::Malware, "/lists/other.txt".into()));
+        let twice = list_files(&args).unwrap_err().to_string();
+        assert!(twice.contains("given twice"), "{twice}");
     }
 
     #[test]
     fn a_database_summary_names_its_buckets() {
         let (db, report) = ListDatabase::build_with("test", &hosts(0..300), Some(256)).unwrap();
-        let line = database_summary(Path::new("sb.db"), &db, &report);
-        assert!(line.starts_with("database sb.db (list \"test\", version 0): 300 full hashes from 300 entries (0 duplicates)"), "{line}");
+        let line = database_summary(Path::new("sb.db"), &db, &[(Threat::Malware, report)]);
+        assert!(line.starts_with("database sb.db (list \"test\", version 0): 300 full hashes (malware 300 from 300 entries (0 duplicates))"), "{line}");
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::SbFirefoxArgs;
+use crate::list::Threat;
 
 /// `pir safebrowsing firefox-profile`.
 pub(super) fn firefox_profile(args: &SbFirefoxArgs) -> Result<()> {
@@ -56,15 +57,27 @@ fn loopback_url(proxy: &str) -> Result<&str> {
 /// Firefox (checked with ESR 153) builds v4 protobuf update requests only for the provider
 /// named `google4` (any other name is "Unknown provider for protobuf" in its list manager), so
 /// the profile points `google4` at the proxy instead of adding a provider of another name, and
-/// empties Google's v2 and v5 providers (v5 otherwise claims `goog-malware-proto`). Every URL
-/// that would reach Google (reports, advisories, data sharing, download checks) is blanked.
+/// empties Google's v2 and v5 providers (v5 otherwise claims the same tables). The tables are
+/// Firefox's defaults for the `google4` provider ([`Threat`]: malware, unwanted software,
+/// phishing, and the download block and allow lists, checked locally only: the remote download
+/// check is off). Every URL that would reach Google (reports, advisories, data sharing,
+/// download checks) is blanked.
 pub fn firefox_prefs(proxy: &str) -> String {
     let base = proxy.trim_end_matches('/');
     let provider = "browser.safebrowsing.provider.google4";
     let quoted = |v: &str| format!("\"{v}\"");
+    let tables = |threats: &[Threat]| {
+        quoted(
+            &threats
+                .iter()
+                .map(|t| t.table())
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+    };
     let prefs: Vec<(String, String)> = vec![
         (format!("{provider}.pver"), quoted("4")),
-        (format!("{provider}.lists"), quoted("goog-malware-proto")),
+        (format!("{provider}.lists"), tables(&Threat::ALL)),
         (
             format!("{provider}.updateURL"),
             quoted(&format!(
@@ -89,10 +102,16 @@ pub fn firefox_prefs(proxy: &str) -> String {
         ("browser.safebrowsing.provider.google.lists".into(), quoted("")),
         ("browser.safebrowsing.provider.google5.lists".into(), quoted("")),
         ("browser.safebrowsing.provider.google5.enabled".into(), "false".into()),
-        ("urlclassifier.malwareTable".into(), quoted("goog-malware-proto")),
+        ("urlclassifier.malwareTable".into(), tables(&[Threat::Malware, Threat::Unwanted])),
+        ("urlclassifier.phishTable".into(), tables(&[Threat::Phishing])),
+        ("urlclassifier.downloadBlockTable".into(), tables(&[Threat::Download])),
+        ("urlclassifier.downloadAllowTable".into(), tables(&[Threat::DownloadAllow])),
         ("browser.safebrowsing.malware.enabled".into(), "true".into()),
-        ("browser.safebrowsing.downloads.enabled".into(), "false".into()),
+        ("browser.safebrowsing.phishing.enabled".into(), "true".into()),
+        // The download lists are fetched and checked locally; nothing goes to Google.
+        ("browser.safebrowsing.downloads.enabled".into(), "true".into()),
         ("browser.safebrowsing.downloads.remote.enabled".into(), "false".into()),
+        ("browser.safebrowsing.downloads.remote.url".into(), quoted("")),
     ];
     let mut text = String::from(
         "// Written by `pir safebrowsing firefox-profile`: Safe Browsing through the pir proxy.\n",

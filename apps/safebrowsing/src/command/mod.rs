@@ -12,7 +12,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use pir_keys::PublicKey;
 
-use crate::list::ListDatabase;
+use crate::list::{ListDatabase, Threat};
 
 mod args;
 mod build;
@@ -52,6 +52,28 @@ pub async fn run(command: SafeBrowsingCommand) -> Result<()> {
 fn open_database(path: &Path) -> Result<ListDatabase> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     ListDatabase::decode(&bytes).with_context(|| format!("{}", path.display()))
+}
+
+/// What a database holds per list, and the lists it has no source for (served empty).
+pub fn lists_line(db: &ListDatabase) -> String {
+    let served: Vec<String> = db
+        .sources()
+        .iter()
+        .map(|t| format!("{t} {} ({})", db.count(t), t.table()))
+        .collect();
+    let missing: Vec<String> = Threat::ALL
+        .iter()
+        .filter(|t| !db.sources().contains(**t))
+        .map(|t| format!("{t} ({})", t.table()))
+        .collect();
+    let mut line = format!("lists: {}", served.join(", "));
+    if !missing.is_empty() {
+        line.push_str(&format!(
+            "; no source for {} (served empty)",
+            missing.join(", ")
+        ));
+    }
+    line
 }
 
 /// The text of the servers file `pir safebrowsing proxy` reads: server 0 (offline) first,

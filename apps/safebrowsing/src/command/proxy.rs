@@ -35,6 +35,8 @@ pub(super) async fn proxy(args: &SbProxyArgs) -> Result<()> {
     bar.finish_and_clear();
     let proxy = Arc::new(opened.context("connecting to the Safe Browsing servers")?);
     println!("{}", proxy.describe().await);
+    // Each list served or missing (no source: Firefox gets it empty), also at /health.
+    print!("{}", proxy.lists().await);
     let every = Duration::from_secs(args.refresh_seconds.max(1));
     let refresher = tokio::spawn(refresh_loop(proxy.clone(), every));
     let answer = |proxy: Arc<LocalProxy<_>>, request| async move { proxy.handle(request).await };

@@ -117,6 +117,7 @@ impl pir_host::Kind for Buckets {
                 hex::encode(&list.id()[..8]),
                 started.key.public().fingerprint()
             ),
+            super::lists_line(list),
             format!(
                 "Checklist hints {} per client; buckets below {} records by DPF; health: \
                  https://{addr}/health (SIGHUP reloads the database)",

@@ -1,9 +1,13 @@
-//! The index a proxy downloads in the clear: each bucket's record prefixes and dead bitmap
-//! (the format is in the parent module's documentation).
+//! The index a proxy downloads in the clear: each bucket's record prefixes and the lists of
+//! each record (the format is in the parent module's documentation), a [`Codec`] over bytes
+//! from server 0 (untrusted).
 
+use super::file::{decode_file, read_bucket_count, read_lists, read_record_count, read_sources};
 use super::*;
 
-/// One bucket in the index: the prefix of each record and which records are dead.
+use pir_core::Error;
+
+/// One bucket in the index: the prefix of each record and the lists it is on (none: dead).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexBucket {
     /// Its waterfall id.
@@ -11,7 +15,7 @@ pub struct IndexBucket {
     /// What queries to it name.
     pub database_id: [u8; 32],
     pub(super) prefixes: Vec<[u8; PREFIX_BYTES]>,
-    pub(super) dead: Vec<bool>,
+    pub(super) lists: Vec<Lists>,
 }
 
 impl IndexBucket {
@@ -29,7 +33,14 @@ impl IndexBucket {
     pub fn records_of(&self, prefix: &[u8]) -> Vec<usize> {
         let start = self.prefixes.partition_point(|p| p.as_slice() < prefix);
         let end = self.prefixes.partition_point(|p| p.as_slice() <= prefix);
-        (start..end.max(start)).filter(|&k| !self.dead[k]).collect()
+        (start..end.max(start))
+            .filter(|&k| !self.lists[k].is_empty())
+            .collect()
+    }
+
+    /// The lists record `k` is on (none if it is dead or out of range).
+    pub fn lists(&self, k: usize) -> Lists {
+        self.lists.get(k).copied().unwrap_or_default()
     }
 
     /// Most live records sharing one prefix: a proxy fetches this many records of this
@@ -40,7 +51,7 @@ impl IndexBucket {
         let mut run = 0;
         let mut last: Option<[u8; PREFIX_BYTES]> = None;
         for (k, prefix) in self.prefixes.iter().enumerate() {
-            if self.dead[k] {
+            if self.lists[k].is_empty() {
                 continue;
             }
             run = if last == Some(*prefix) { run + 1 } else { 1 };
@@ -51,26 +62,26 @@ impl IndexBucket {
     }
 }
 
-/// What a proxy downloads in the clear: every bucket's prefixes and dead records.
+/// What a proxy downloads in the clear: every bucket's prefixes and the lists of its records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListIndex {
     pub(super) database_id: [u8; 32],
     pub(super) version: u64,
     pub(super) dpf_below: usize,
+    pub(super) sources: Lists,
     pub(super) buckets: Vec<IndexBucket>,
 }
 
-impl ListIndex {
-    /// The bytes served at the offline server's download.
-    pub fn encode(&self) -> Vec<u8> {
-        let records: usize = self.buckets.iter().map(IndexBucket::len).sum();
-        let mut w =
-            Writer::with_capacity(INDEX_MAGIC.len() + 64 + 60 * self.buckets.len() + 5 * records);
-        w.bytes(INDEX_MAGIC);
+impl Codec<'_> for ListIndex {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        INDEX_PROLOGUE.write(w);
         w.bytes(&self.database_id);
         w.u64(self.version);
         // Bounded when built or read (module documentation).
         w.u32(self.dpf_below as u32);
+        w.u8(self.sources.bits());
         w.u16(self.buckets.len() as u16);
         for bucket in &self.buckets {
             w.u64(bucket.id);
@@ -79,70 +90,70 @@ impl ListIndex {
             for prefix in &bucket.prefixes {
                 w.bytes(prefix);
             }
-            w.bytes(&bitmap(bucket.dead.iter().copied(), bucket.len()));
+            for lists in &bucket.lists {
+                w.u8(lists.bits());
+            }
         }
-        w.into_bytes()
     }
 
-    /// Reads an index (untrusted bytes from the offline server).
-    pub fn decode(bytes: &[u8]) -> Result<Self, ListError> {
-        const WHAT: &str = "the list index";
-        let err = |e: pir_core::Error| malformed(WHAT, e);
-        let mut r = Reader::new(bytes);
-        if r.take(INDEX_MAGIC.len()).map_err(err)? != INDEX_MAGIC {
-            return Err(malformed(WHAT, "wrong magic"));
-        }
-        let database_id = r.array().map_err(err)?;
-        let version = r.u64().map_err(err)?;
-        let dpf_below = r.u32().map_err(err)? as usize;
-        let count = usize::from(r.u16().map_err(err)?);
-        if count == 0 || count > MAX_BUCKETS {
-            return Err(malformed(WHAT, format!("{count} buckets")));
-        }
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
+        INDEX_PROLOGUE.read(r)?;
+        let database_id = r.array()?;
+        let version = r.u64()?;
+        let dpf_below = r.u32()? as usize;
+        let sources = read_sources(r)?;
+        // A bucket: id u64, bucket id [32], count u32, then records.
+        let count = read_bucket_count(r, 44)?;
         let mut buckets: Vec<IndexBucket> = Vec::with_capacity(count);
         let mut total = 0usize;
         for _ in 0..count {
-            let id = r.u64().map_err(err)?;
-            let bucket_db: [u8; 32] = r.array().map_err(err)?;
-            let n = r.u32().map_err(err)? as usize;
-            total += n;
-            if n == 0 || total > MAX_ENTRIES || r.remaining() < n * PREFIX_BYTES {
-                return Err(malformed(
-                    WHAT,
-                    format!("bucket {id}: {n} prefixes announced"),
-                ));
-            }
+            let id = r.u64()?;
+            let bucket_db: [u8; 32] = r.array()?;
+            let n = read_record_count(r, id, &mut total, PREFIX_BYTES + 1)?;
             let mut prefixes = Vec::with_capacity(n);
             for _ in 0..n {
-                prefixes.push(r.array().map_err(err)?);
+                prefixes.push(r.array()?);
             }
             if prefixes.windows(2).any(|w| w[0] > w[1]) {
-                return Err(malformed(WHAT, "prefixes out of order"));
+                return Err(Error::Malformed("prefixes out of order".into()));
             }
-            let dead = read_bitmap(&mut r, n).map_err(err)?;
-            if dead.iter().all(|d| *d) {
-                return Err(malformed(WHAT, format!("bucket {id} has no live record")));
+            let lists = read_lists(r, n, sources)?;
+            if lists.iter().all(|l| l.is_empty()) {
+                return Err(Error::Malformed(format!("bucket {id} has no live record")));
             }
             if buckets
                 .iter()
                 .any(|b| b.id >= id || b.database_id == bucket_db)
             {
-                return Err(malformed(WHAT, "buckets repeated or out of order"));
+                return Err(Error::Malformed("buckets repeated or out of order".into()));
             }
             buckets.push(IndexBucket {
                 id,
                 database_id: bucket_db,
                 prefixes,
-                dead,
+                lists,
             });
         }
-        r.finish().map_err(err)?;
         Ok(Self {
             database_id,
             version,
             dpf_below,
+            sources,
             buckets,
         })
+    }
+}
+
+impl ListIndex {
+    /// The bytes served at the offline server's download.
+    pub fn encode(&self) -> Vec<u8> {
+        self.to_bytes()
+    }
+
+    /// Reads an index (untrusted bytes from the offline server).
+    pub fn decode(bytes: &[u8]) -> Result<Self, ListError> {
+        let old = "server 0 runs an older pir (one list per database); it must be upgraded";
+        decode_file(bytes, "the list index", b"pir-safebrowsing-index-v", old)
     }
 
     /// The database (version) the index describes.
@@ -165,24 +176,29 @@ impl ListIndex {
         &self.buckets
     }
 
-    /// Live records in the list.
+    /// The lists built from a file (the others are served empty).
+    pub fn sources(&self) -> Lists {
+        self.sources
+    }
+
+    /// Live records (full hashes on any list).
     pub fn records(&self) -> usize {
         self.buckets
             .iter()
-            .map(|b| b.dead.iter().filter(|d| !**d).count())
+            .map(|b| b.lists.iter().filter(|l| !l.is_empty()).count())
             .sum()
     }
 
-    /// The distinct live prefixes, sorted (what a browser stores).
-    pub fn distinct(&self) -> Vec<[u8; PREFIX_BYTES]> {
+    /// The distinct prefixes of the live records on a list of `of`, sorted.
+    fn distinct_in(&self, of: Lists) -> Vec<[u8; PREFIX_BYTES]> {
         let mut out: Vec<[u8; PREFIX_BYTES]> = self
             .buckets
             .iter()
             .flat_map(|b| {
                 b.prefixes
                     .iter()
-                    .zip(&b.dead)
-                    .filter(|(_, dead)| !**dead)
+                    .zip(&b.lists)
+                    .filter(move |(_, l)| l.bits() & of.bits() != 0)
                     .map(|(p, _)| *p)
             })
             .collect();
@@ -191,10 +207,20 @@ impl ListIndex {
         out
     }
 
-    /// SHA-256 of the distinct prefixes, concatenated in order: the checksum a v4 client
-    /// verifies after an update.
-    pub fn checksum(&self) -> [u8; 32] {
-        pir_keys::sha256(&self.distinct().concat())
+    /// The distinct live prefixes of all lists, sorted.
+    pub fn distinct(&self) -> Vec<[u8; PREFIX_BYTES]> {
+        self.distinct_in(Lists::ALL)
+    }
+
+    /// The distinct prefixes of list `threat`, sorted (what a browser stores for its table).
+    pub fn distinct_of(&self, threat: Threat) -> Vec<[u8; PREFIX_BYTES]> {
+        self.distinct_in(Lists::of(threat))
+    }
+
+    /// SHA-256 of the distinct prefixes of list `threat`, concatenated in order: the checksum
+    /// a v4 client verifies after an update.
+    pub fn checksum_of(&self, threat: Threat) -> [u8; 32] {
+        pir_keys::sha256(&self.distinct_of(threat).concat())
     }
 
     /// The client state a browser keeps for this version: version u64 | database id[..8].

@@ -1,28 +1,39 @@
-//! A blocklist as the servers hold it: the full hashes of its entries in waterfall buckets
-//! (`pir_xor::checklist::waterfall`), and the index a proxy downloads in the clear.
+//! The blocklists the servers hold: the full hashes of every list's entries in one set of
+//! waterfall buckets (`pir_xor::checklist::waterfall`), each record tagged with the lists it is
+//! on ([`Lists`]), and the index a proxy downloads in the clear.
 //!
-//! Input: one entry per line, a URL or a bare host (`evil.example` blocks every page of that
-//! host). Also read: filter-list lines as uBlock Origin ships URLhaus (`||host/path^$all`: the
-//! `||` and everything from `^` on are dropped). Blank lines and lines starting with `#` or `!`
-//! are comments. A line that does not canonicalize is skipped and counted, with its number.
+//! One keyspace for all lists: a full hash on two lists is one record, and a lookup fetches the
+//! same records from every bucket whatever list the browser asks about, so the servers cannot
+//! tell a phishing check from a malware check. Which lists a record is on is public (it is in
+//! the index, as the prefixes are), so it changes in place without touching the PIR records.
+//!
+//! Input: one file per list ([`Threat`]), one entry per line, a URL or a bare host
+//! (`evil.example` blocks every page of that host). Also read: filter-list lines as uBlock
+//! Origin ships URLhaus (`||host/path^$all`: the `||` and everything from `^` or `$` on are
+//! dropped). Blank lines and lines starting with `#`, `!` or `[` are comments. A line that does
+//! not canonicalize is skipped and counted, with its number.
 //!
 //! A list changes (URLhaus adds hosts every hour): `pir safebrowsing build --update` turns the
-//! new list into one waterfall step. Hashes no longer listed are marked dead where they are,
-//! new ones form a new bucket, small buckets merge (ratio 4). A bucket never changes once made,
-//! so a client fetches Checklist hints only for the buckets a step creates; the smallest buckets
-//! (below `dpf_below` records, the waterfall's level 0) are looked up with DPF and need no
-//! hints at all.
+//! new files into one waterfall step (lists not given keep their entries). Hashes no longer on
+//! any list are marked dead where they are, new ones form a new bucket, small buckets merge
+//! (ratio 4). A bucket never changes once made, so a client fetches Checklist hints only for
+//! the buckets a step creates; the smallest buckets (below `dpf_below` records, the waterfall's
+//! level 0) are looked up with DPF and need no hints at all.
 //!
 //! ```text
-//! database file = "pir-safebrowsing-db-v2\n" | name_len u16 | name | version u64
-//!               | next_bucket u64 | base u32 | ratio u8 | dead_percent u8 | buckets u16
+//! database file = prologue "PIRsbrDB" | format version u16 = 3
+//!               | name_len u16 | name | version u64 | next_bucket u64 | base u32 | ratio u8
+//!               | dead_percent u8 | sources u8 | buckets u16
 //!               | buckets x (id u64 | count u32 | count x 32-byte full hashes (sorted)
-//!                            | dead bitmap, ceil(count / 8) bytes, bit k of byte k/8 LSB first)
+//!                            | count x lists u8 (0: dead))
 //!               | SHA-256 of everything before
-//! index         = "pir-safebrowsing-index-v1\n" | database id [32] | version u64
-//!               | dpf_below u32 | buckets u16
+//! index         = prologue "PIRsbrIX" | format version u16 = 2
+//!               | database id [32] | version u64 | dpf_below u32 | sources u8 | buckets u16
 //!               | buckets x (id u64 | bucket id [32] | count u32 | count x 4-byte prefixes
-//!                            (record k's prefix) | dead bitmap as above)
+//!                            (record k's prefix) | count x lists u8 (0: dead))
+//! lists         = bit 0 malware, 1 phishing, 2 unwanted, 3 download, 4 download-allow
+//! sources       = the lists built from a file (a list without one is served empty, and the
+//!                 proxy says so)
 //! database id   = SHA-256 of the database file's content (its trailing digest)
 //! bucket id     = pir_keys::sha256_parts of ("pir-safebrowsing-bucket-v1\n" | name_len u16
 //!                 | name | id u64) and the records: what queries to that bucket name
@@ -31,21 +42,33 @@
 //! a prefix by their positions in the index (records are sorted within a bucket, so a
 //! prefix's records are adjacent).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use pir_core::wire::{Reader, Writer};
+use pir_core::wire::{Prologue, Reader, Writer};
+use pir_core::Codec;
 use pir_xor::checklist::waterfall::{Change, Policy, Waterfall};
 
+mod file;
 mod index;
+mod threat;
 pub use index::{IndexBucket, ListIndex};
+pub use threat::{Lists, Threat};
 
-/// First bytes of a database file.
-pub const DB_MAGIC: &[u8] = b"pir-safebrowsing-db-v2\n";
-/// First bytes of an index.
-pub const INDEX_MAGIC: &[u8] = b"pir-safebrowsing-index-v1\n";
+/// First bytes and format version of a database file.
+pub const DB_PROLOGUE: Prologue = Prologue {
+    magic: b"PIRsbrDB",
+    version: 3,
+};
+/// First bytes and format version of an index.
+pub const INDEX_PROLOGUE: Prologue = Prologue {
+    magic: b"PIRsbrIX",
+    version: 2,
+};
 /// Domain of a bucket id.
 const BUCKET_MAGIC: &[u8] = b"pir-safebrowsing-bucket-v1\n";
-/// Most entries a list may hold (the PIR record count; Google's lists hold a few million).
+/// Bytes of a record: one SHA-256 full hash.
+pub const RECORD_BYTES: usize = 32;
+/// Most entries a database may hold (the PIR record count; Google's lists hold a few million).
 pub const MAX_ENTRIES: usize = 1 << 26;
 /// Longest list name.
 pub const MAX_NAME: usize = 200;
@@ -81,7 +104,7 @@ fn malformed(what: &'static str, why: impl std::fmt::Display) -> ListError {
     }
 }
 
-/// What reading a list file found.
+/// What reading one list file found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BuildReport {
     /// Lines holding an entry.
@@ -94,13 +117,18 @@ pub struct BuildReport {
     pub skipped_count: usize,
 }
 
-/// What [`ListDatabase::update`] changed.
+/// What reading each list file found, by list.
+pub type Reports = Vec<(Threat, BuildReport)>;
+
+/// What [`ListDatabase::update_lists`] changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UpdateReport {
-    /// Full hashes new in the list.
+    /// Full hashes new in the database.
     pub added: usize,
-    /// Full hashes no longer in it.
+    /// Full hashes no longer on any list.
     pub removed: usize,
+    /// Full hashes still listed whose lists changed (in place: no new bucket, no hints).
+    pub relisted: usize,
     /// Buckets made (a client fetches hints or uses DPF for these), by waterfall id.
     pub created: Vec<u64>,
     /// Buckets gone.
@@ -115,8 +143,11 @@ pub fn entry_of(line: &str) -> Option<&str> {
     if line.is_empty() || line.starts_with('#') || line.starts_with('!') || line.starts_with('[') {
         return None;
     }
-    let line = line.strip_prefix("||").unwrap_or(line);
-    let line = line.split('^').next().unwrap_or(line);
+    let line = match line.strip_prefix("||") {
+        // A filter line: its options start at `^` or `$`.
+        Some(rest) => rest.split(['^', '$']).next().unwrap_or(rest),
+        None => line.split('^').next().unwrap_or(line),
+    };
     (!line.is_empty()).then_some(line)
 }
 
@@ -159,11 +190,44 @@ fn parse(text: &str) -> Result<(Vec<[u8; 32]>, BuildReport), ListError> {
     Ok((hashes, report))
 }
 
-/// The blocklist the servers hold: a waterfall of buckets of full hashes.
+/// The lists of every full hash of `sources` (one text per list), and each list's report.
+fn parse_lists(
+    sources: &[(Threat, &str)],
+) -> Result<(HashMap<[u8; 32], Lists>, Reports), ListError> {
+    let mut lists: HashMap<[u8; 32], Lists> = HashMap::new();
+    let mut reports = Vec::with_capacity(sources.len());
+    for (k, (threat, text)) in sources.iter().enumerate() {
+        if sources[..k].iter().any(|(t, _)| t == threat) {
+            return Err(ListError::Input(format!(
+                "the {threat} list is given twice; give one file per list"
+            )));
+        }
+        let (hashes, report) =
+            parse(text).map_err(|e| ListError::Input(format!("the {threat} list: {e}")))?;
+        for hash in hashes {
+            lists.entry(hash).or_default().insert(*threat);
+        }
+        reports.push((*threat, report));
+    }
+    if lists.len() > MAX_ENTRIES {
+        return Err(ListError::Input(format!(
+            "{} entries in all; at most {MAX_ENTRIES}",
+            lists.len()
+        )));
+    }
+    Ok((lists, reports))
+}
+
+/// The blocklists the servers hold: a waterfall of buckets of full hashes, each record with
+/// the lists it is on.
 #[derive(Debug, Clone)]
 pub struct ListDatabase {
     name: String,
     waterfall: Waterfall,
+    /// Per bucket (in the waterfall's order), the lists of each record; empty for a dead one.
+    lists: Vec<Vec<Lists>>,
+    /// The lists built from a file.
+    sources: Lists,
     id: [u8; 32],
 }
 
@@ -189,7 +253,7 @@ pub struct ListBucket<'a> {
 impl ListBucket<'_> {
     /// Records in it.
     pub fn len(&self) -> usize {
-        self.records.len() / 32
+        self.records.len() / RECORD_BYTES
     }
 
     /// Never true (a bucket holds at least one live record).
@@ -207,33 +271,26 @@ fn bucket_id(name: &str, id: u64, records: &[u8]) -> [u8; 32] {
     pir_keys::sha256_parts(&[&w.into_bytes(), records])
 }
 
-fn bitmap(dead: impl Iterator<Item = bool>, count: usize) -> Vec<u8> {
-    let mut bits = vec![0u8; count.div_ceil(8)];
-    for (k, d) in dead.enumerate() {
-        if d {
-            bits[k / 8] |= 1 << (k % 8);
-        }
-    }
-    bits
-}
-
-/// Reads a dead bitmap of `count` flags (padding bits must be zero).
-fn read_bitmap(r: &mut Reader<'_>, count: usize) -> Result<Vec<bool>, pir_core::Error> {
-    let bits = r.take(count.div_ceil(8))?;
-    let dead: Vec<bool> = (0..count)
-        .map(|k| bits[k / 8] >> (k % 8) & 1 == 1)
-        .collect();
-    if bitmap(dead.iter().copied(), count) != bits {
-        return Err(pir_core::Error::Malformed(
-            "set padding bits in a dead bitmap".into(),
-        ));
-    }
-    Ok(dead)
+/// The lists of each record of each bucket of `waterfall`, from the lists of each live hash.
+fn lists_of(waterfall: &Waterfall, wanted: &HashMap<[u8; 32], Lists>) -> Vec<Vec<Lists>> {
+    waterfall
+        .buckets()
+        .map(|b| {
+            (0..b.len())
+                .map(|k| {
+                    b.record(k)
+                        .and_then(|r| <[u8; 32]>::try_from(r).ok())
+                        .and_then(|h| wanted.get(&h).copied())
+                        .unwrap_or(Lists::NONE)
+                })
+                .collect()
+        })
+        .collect()
 }
 
 impl ListDatabase {
-    /// Builds version 0 of list `name` from its text, level-0 buckets of
-    /// `max(MIN_BUCKET_BASE, 1 %)` records.
+    /// Builds version 0 of a malware-only database `name` from one list's text, level-0
+    /// buckets of `max(MIN_BUCKET_BASE, 1 %)` records.
     pub fn build(name: &str, text: &str) -> Result<(Self, BuildReport), ListError> {
         Self::build_with(name, text, None)
     }
@@ -244,13 +301,28 @@ impl ListDatabase {
         text: &str,
         base: Option<usize>,
     ) -> Result<(Self, BuildReport), ListError> {
+        let (db, mut reports) = Self::build_lists(name, &[(Threat::Malware, text)], base)?;
+        let report = reports.pop().map(|(_, r)| r).unwrap_or_default();
+        Ok((db, report))
+    }
+
+    /// Builds version 0 of database `name` from one text per list (`sources`), level-0
+    /// buckets of `base` records (default `max(MIN_BUCKET_BASE, 1 %)` of all entries).
+    pub fn build_lists(
+        name: &str,
+        sources: &[(Threat, &str)],
+        base: Option<usize>,
+    ) -> Result<(Self, Reports), ListError> {
         if name.is_empty() || name.len() > MAX_NAME {
             return Err(ListError::Input(format!(
                 "a list name of 1 to {MAX_NAME} bytes is needed"
             )));
         }
-        let (hashes, report) = parse(text)?;
-        let base = base.unwrap_or((hashes.len() / 100).max(MIN_BUCKET_BASE));
+        if sources.is_empty() {
+            return Err(ListError::Input("give at least one list".into()));
+        }
+        let (wanted, reports) = parse_lists(sources)?;
+        let base = base.unwrap_or((wanted.len() / 100).max(MIN_BUCKET_BASE));
         if base == 0 || base > u32::MAX as usize {
             return Err(ListError::Input(format!(
                 "a bucket base of {base} (1 to 2^32 - 1)"
@@ -258,27 +330,62 @@ impl ListDatabase {
         }
         let waterfall = Waterfall::new(
             Policy::with_base(base),
-            32,
-            hashes.iter().map(|h| h.to_vec()).collect(),
+            RECORD_BYTES,
+            wanted.keys().map(|h| h.to_vec()).collect(),
         )
         .map_err(|e| ListError::Input(e.to_string()))?;
-        Ok((Self::seal(name, waterfall), report))
+        let mut given = Lists::NONE;
+        sources.iter().for_each(|(t, _)| given.insert(*t));
+        let lists = lists_of(&waterfall, &wanted);
+        Ok((Self::seal(name, waterfall, lists, given), reports))
     }
 
-    /// The next version: `text` is the whole new list; hashes no longer in it are removed,
-    /// new ones added, as one waterfall step.
+    /// The next version of a malware-only database: `text` is the whole new malware list
+    /// ([`ListDatabase::update_lists`]).
     pub fn update(&self, text: &str) -> Result<(Self, BuildReport, UpdateReport), ListError> {
-        let (hashes, report) = parse(text)?;
+        let (db, mut reports, step) = self.update_lists(&[(Threat::Malware, text)])?;
+        let report = reports.pop().map(|(_, r)| r).unwrap_or_default();
+        Ok((db, report, step))
+    }
+
+    /// The next version: each text of `sources` is the whole new list of its threat; lists
+    /// not given keep their entries. Hashes on no list any more are removed, new ones added,
+    /// as one waterfall step; hashes whose lists changed stay where they are.
+    pub fn update_lists(
+        &self,
+        sources: &[(Threat, &str)],
+    ) -> Result<(Self, Reports, UpdateReport), ListError> {
+        let (new, reports) = parse_lists(sources)?;
+        let before = self.entries();
+        let mut wanted = before.clone();
+        for lists in wanted.values_mut() {
+            sources.iter().for_each(|(t, _)| lists.remove(*t));
+        }
+        for (hash, lists) in new {
+            let entry = wanted.entry(hash).or_default();
+            lists.iter().for_each(|t| entry.insert(t));
+        }
+        wanted.retain(|_, lists| !lists.is_empty());
+        if wanted.len() > MAX_ENTRIES {
+            return Err(ListError::Input(format!(
+                "{} entries in all; at most {MAX_ENTRIES}",
+                wanted.len()
+            )));
+        }
         let mut waterfall = self.waterfall.clone();
         let (added, removed) = {
             let mut live = waterfall.locations();
-            let added: Vec<Vec<u8>> = hashes
-                .iter()
+            let added: Vec<Vec<u8>> = wanted
+                .keys()
                 .filter(|h| live.remove(h.as_slice()).is_none())
                 .map(|h| h.to_vec())
                 .collect();
             (added, live.into_values().collect::<Vec<_>>())
         };
+        let relisted = before
+            .iter()
+            .filter(|(h, lists)| wanted.get(*h).is_some_and(|l| l != *lists))
+            .count();
         let (added_count, removed_count) = (added.len(), removed.len());
         let step = waterfall
             .apply(Change { added, removed })
@@ -289,13 +396,17 @@ impl ListDatabase {
                  without --update"
             )));
         }
-        let db = Self::seal(&self.name, waterfall);
+        let mut given = self.sources;
+        sources.iter().for_each(|(t, _)| given.insert(*t));
+        let lists = lists_of(&waterfall, &wanted);
+        let db = Self::seal(&self.name, waterfall, lists, given);
         Ok((
             db,
-            report,
+            reports,
             UpdateReport {
                 added: added_count,
                 removed: removed_count,
+                relisted,
                 created: step.created,
                 dropped: step.dropped,
                 hinted_records: step.hinted_records,
@@ -303,134 +414,32 @@ impl ListDatabase {
         ))
     }
 
-    fn seal(name: &str, waterfall: Waterfall) -> Self {
+    fn seal(name: &str, waterfall: Waterfall, lists: Vec<Vec<Lists>>, sources: Lists) -> Self {
         let mut db = Self {
             name: name.to_string(),
             waterfall,
+            lists,
+            sources,
             id: [0; 32],
         };
         db.id = pir_keys::sha256(&db.content());
         db
     }
 
-    fn content(&self) -> Vec<u8> {
-        let w8 = &self.waterfall;
-        let records: usize = w8.buckets().map(|b| b.len()).sum();
-        let mut w = Writer::with_capacity(DB_MAGIC.len() + 64 + self.name.len() + 33 * records);
-        w.bytes(DB_MAGIC);
-        // name <= MAX_NAME, base <= u32::MAX, ratio and dead percent small, buckets <=
-        // MAX_BUCKETS, counts <= MAX_ENTRIES: all checked when built or read.
-        w.u16(self.name.len() as u16);
-        w.bytes(self.name.as_bytes());
-        w.u64(w8.version());
-        w.u64(w8.next_id());
-        let policy = w8.policy();
-        w.u32(policy.base as u32);
-        w.u8(policy.ratio as u8);
-        w.u8(policy.dead_percent as u8);
-        w.u16(w8.buckets().count() as u16);
-        for bucket in w8.buckets() {
-            w.u64(bucket.id());
-            w.u32(bucket.len() as u32);
-            w.bytes(bucket.records());
-            w.bytes(&bitmap(
-                (0..bucket.len()).map(|k| bucket.is_dead(k)),
-                bucket.len(),
-            ));
-        }
-        w.into_bytes()
-    }
-
-    /// The database file's bytes.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = self.content();
-        bytes.extend_from_slice(&self.id);
-        bytes
-    }
-
-    /// Reads a database file (checks its digest, order and bounds).
+    /// Reads a database file (checks its digest, order and bounds); its bytes are
+    /// [`Codec::to_bytes`].
     pub fn decode(bytes: &[u8]) -> Result<Self, ListError> {
-        const WHAT: &str = "the Safe Browsing database";
-        let (content, digest) = bytes
-            .split_at_checked(bytes.len().saturating_sub(32))
-            .ok_or_else(|| malformed(WHAT, "too short"))?;
-        if bytes.starts_with(b"pir-safebrowsing-db-v1\n") {
-            return Err(malformed(
-                WHAT,
-                "it was made by an older pir; build it again with `pir safebrowsing build`",
-            ));
-        }
-        if !bytes.starts_with(DB_MAGIC) {
-            return Err(malformed(
-                WHAT,
-                "wrong magic (make one with `pir safebrowsing build`)",
-            ));
-        }
-        if pir_keys::sha256(content) != digest {
-            return Err(malformed(WHAT, "its digest does not match its content"));
-        }
-        let mut r = Reader::new(&content[DB_MAGIC.len()..]);
-        let err = |e: pir_core::Error| malformed(WHAT, e);
-        let name_len = r.u16().map_err(err)? as usize;
-        if name_len == 0 || name_len > MAX_NAME {
-            return Err(malformed(WHAT, "bad list name length"));
-        }
-        let name = std::str::from_utf8(r.take(name_len).map_err(err)?)
-            .map_err(|_| malformed(WHAT, "the list name is not UTF-8"))?
-            .to_string();
-        let version = r.u64().map_err(err)?;
-        let next_id = r.u64().map_err(err)?;
-        let base = r.u32().map_err(err)? as usize;
-        let ratio = usize::from(r.u8().map_err(err)?);
-        let dead_percent = usize::from(r.u8().map_err(err)?);
-        if base == 0 || ratio < 2 || dead_percent > 100 {
-            return Err(malformed(
-                WHAT,
-                format!("merge policy base {base}, ratio {ratio}, dead {dead_percent} %"),
-            ));
-        }
-        let count = usize::from(r.u16().map_err(err)?);
-        if count == 0 || count > MAX_BUCKETS {
-            return Err(malformed(WHAT, format!("{count} buckets")));
-        }
-        let mut buckets = Vec::with_capacity(count);
-        let mut total = 0usize;
-        let mut live = HashSet::new();
-        for _ in 0..count {
-            let id = r.u64().map_err(err)?;
-            let n = r.u32().map_err(err)? as usize;
-            total += n;
-            if n == 0 || total > MAX_ENTRIES || r.remaining() < n * 32 {
-                return Err(malformed(
-                    WHAT,
-                    format!("bucket {id}: {n} hashes announced"),
-                ));
-            }
-            let records = r.take(n * 32).map_err(err)?.to_vec();
-            let dead = read_bitmap(&mut r, n).map_err(err)?;
-            for (k, hash) in records.chunks_exact(32).enumerate() {
-                if !dead[k] && !live.insert(hash.to_vec()) {
-                    return Err(malformed(WHAT, "a full hash is live in two buckets"));
-                }
-            }
-            buckets.push((id, records, dead));
-        }
-        r.finish().map_err(err)?;
-        let policy = Policy {
-            base,
-            ratio,
-            dead_percent,
-        };
-        let waterfall =
-            Waterfall::from_parts(policy, 32, version, next_id, buckets).map_err(err)?;
-        let db = Self::seal(&name, waterfall);
-        if db.id != digest {
-            return Err(malformed(WHAT, "it does not encode canonically"));
-        }
-        Ok(db)
+        let old = "it was made by an older pir and holds one list; build it again with `pir \
+                   safebrowsing build --threat malware=LIST [--threat phishing=LIST ...] --out DB`";
+        file::decode_file(
+            bytes,
+            "the Safe Browsing database",
+            b"pir-safebrowsing-db-v",
+            old,
+        )
     }
 
-    /// The list's name.
+    /// The database's name.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -440,7 +449,7 @@ impl ListDatabase {
         self.waterfall.version()
     }
 
-    /// Live entries (full hashes listed now).
+    /// Live entries (full hashes on at least one list).
     pub fn len(&self) -> usize {
         self.waterfall.live()
     }
@@ -450,24 +459,54 @@ impl ListDatabase {
         self.len() == 0
     }
 
-    /// Whether `hash` is listed now.
+    /// The lists built from a file; the others are served empty.
+    pub fn sources(&self) -> Lists {
+        self.sources
+    }
+
+    /// Entries on list `threat`.
+    pub fn count(&self, threat: Threat) -> usize {
+        self.lists
+            .iter()
+            .flatten()
+            .filter(|l| l.contains(threat))
+            .count()
+    }
+
+    /// The lists `hash` is on now (none if it is not listed).
+    pub fn lists(&self, hash: &[u8; 32]) -> Lists {
+        for (bucket, lists) in self.waterfall.buckets().zip(&self.lists) {
+            let records: Vec<&[u8]> = bucket.records().chunks_exact(RECORD_BYTES).collect();
+            if let Ok(k) = records.binary_search(&hash.as_slice()) {
+                if !lists[k].is_empty() {
+                    return lists[k];
+                }
+            }
+        }
+        Lists::NONE
+    }
+
+    /// Whether `hash` is on any list now.
     pub fn contains(&self, hash: &[u8; 32]) -> bool {
-        self.waterfall.buckets().any(|b| {
-            let records: Vec<&[u8]> = b.records().chunks_exact(32).collect();
-            records
-                .binary_search(&hash.as_slice())
-                .is_ok_and(|k| !b.is_dead(k))
-        })
+        !self.lists(hash).is_empty()
+    }
+
+    /// Every live full hash and its lists.
+    fn entries(&self) -> HashMap<[u8; 32], Lists> {
+        let mut out = HashMap::with_capacity(self.len());
+        for (bucket, lists) in self.waterfall.buckets().zip(&self.lists) {
+            for (record, lists) in bucket.records().chunks_exact(RECORD_BYTES).zip(lists) {
+                if let (false, Ok(hash)) = (lists.is_empty(), <[u8; 32]>::try_from(record)) {
+                    out.insert(hash, *lists);
+                }
+            }
+        }
+        out
     }
 
     /// The live full hashes, sorted.
     pub fn hashes(&self) -> Vec<[u8; 32]> {
-        let mut out: Vec<[u8; 32]> = self
-            .waterfall
-            .buckets()
-            .flat_map(|b| (0..b.len()).filter_map(move |k| b.record(k)))
-            .filter_map(|r| r.try_into().ok())
-            .collect();
+        let mut out: Vec<[u8; 32]> = self.entries().into_keys().collect();
         out.sort_unstable();
         out
     }
@@ -504,15 +543,21 @@ impl ListDatabase {
             database_id: self.id,
             version: self.version(),
             dpf_below: self.dpf_below(),
+            sources: self.sources,
             buckets: self
                 .waterfall
                 .buckets()
                 .zip(self.buckets())
-                .map(|(b, served)| IndexBucket {
+                .zip(&self.lists)
+                .map(|((b, served), lists)| IndexBucket {
                     id: b.id(),
                     database_id: served.database_id,
-                    prefixes: b.records().chunks_exact(32).map(prefix_of).collect(),
-                    dead: (0..b.len()).map(|k| b.is_dead(k)).collect(),
+                    prefixes: b
+                        .records()
+                        .chunks_exact(RECORD_BYTES)
+                        .map(prefix_of)
+                        .collect(),
+                    lists: lists.clone(),
                 })
                 .collect(),
         }
@@ -545,9 +590,9 @@ mod tests {
         assert!(db
             .hashes()
             .contains(&crate::entry_hash("bad.example/dl/x.exe").unwrap()));
-        let bytes = db.encode();
+        let bytes = db.to_bytes();
         assert_eq!(ListDatabase::decode(&bytes).unwrap(), db);
-        for at in [0, DB_MAGIC.len() + 3, bytes.len() - 40, bytes.len() - 1] {
+        for at in [0, DB_PROLOGUE.len() + 3, bytes.len() - 40, bytes.len() - 1] {
             let mut bad = bytes.clone();
             bad[at] ^= 1;
             assert!(ListDatabase::decode(&bad).is_err(), "flip at {at}");
@@ -562,7 +607,7 @@ mod tests {
         let index = db.index();
         let bytes = index.encode();
         assert_eq!(ListIndex::decode(&bytes).unwrap(), index);
-        for at in [0, INDEX_MAGIC.len() + 44, bytes.len() - 1] {
+        for at in [0, INDEX_PROLOGUE.len() + 44, bytes.len() - 1] {
             let mut bad = bytes.clone();
             bad[at] ^= 0x80;
             assert!(ListIndex::decode(&bad).is_err(), "flip at {at}");
@@ -575,9 +620,56 @@ mod tests {
         assert_eq!(bucket.max_per_prefix(), 1);
         assert_eq!(index.records(), 3);
         assert_eq!(
-            index.checksum(),
+            index.checksum_of(Threat::Malware),
             pir_keys::sha256(&index.distinct().concat())
         );
+        assert_eq!(index.distinct_of(Threat::Phishing), Vec::<[u8; 4]>::new());
+        assert_eq!(index.sources(), Lists::of(Threat::Malware));
+    }
+
+    #[test]
+    fn several_lists_share_one_keyspace() {
+        let both = crate::entry_hash("both.example").unwrap();
+        let phish = crate::entry_hash("phish.example").unwrap();
+        let evil = crate::entry_hash("evil.example").unwrap();
+        let sources = [
+            (Threat::Malware, "evil.example\nboth.example\n"),
+            (Threat::Phishing, "phish.example\nboth.example\n"),
+        ];
+        let (db, reports) = ListDatabase::build_lists("two", &sources, None).unwrap();
+        assert_eq!(reports.len(), 2);
+        // One record per full hash, whatever lists it is on.
+        assert_eq!((db.len(), db.buckets()[0].len()), (3, 3));
+        assert_eq!(db.lists(&evil), Lists::of(Threat::Malware));
+        assert_eq!(db.lists(&both).to_string(), "malware, phishing");
+        assert_eq!(
+            (db.count(Threat::Malware), db.count(Threat::Phishing)),
+            (2, 2)
+        );
+        assert_eq!(ListDatabase::decode(&db.to_bytes()).unwrap(), db);
+        let index = ListIndex::decode(&db.index().encode()).unwrap();
+        assert_eq!(index.distinct_of(Threat::Phishing).len(), 2);
+        assert!(index.distinct_of(Threat::Unwanted).is_empty());
+        // The phishing list changes alone: the malware list stays, and a hash that only
+        // changes lists stays where it is (no new bucket for it).
+        let (next, _, step) = db
+            .update_lists(&[(Threat::Phishing, "phish.example\n")])
+            .unwrap();
+        assert_eq!((step.added, step.removed, step.relisted), (0, 0, 1));
+        assert!(step.created.is_empty());
+        assert_eq!(next.lists(&both), Lists::of(Threat::Malware));
+        assert_eq!(next.lists(&phish), Lists::of(Threat::Phishing));
+        assert_eq!(next.version(), 1);
+        assert_ne!(next.id(), db.id());
+        assert_eq!(next.buckets()[0].database_id, db.buckets()[0].database_id);
+        // A list given twice, a database of an older pir.
+        let twice = [
+            (Threat::Malware, "a.example\n"),
+            (Threat::Malware, "b.example\n"),
+        ];
+        assert!(ListDatabase::build_lists("x", &twice, None).is_err());
+        let old = ListDatabase::decode(b"pir-safebrowsing-db-v2\n...").unwrap_err();
+        assert!(old.to_string().contains("--threat malware=LIST"), "{old}");
     }
 
     /// `n` distinct hosts `h{k}.example` for k in `range`.
@@ -624,7 +716,7 @@ mod tests {
                     .sum::<usize>()
             );
             // The file and the index round-trip.
-            assert_eq!(ListDatabase::decode(&next.encode()).unwrap(), next);
+            assert_eq!(ListDatabase::decode(&next.to_bytes()).unwrap(), next);
             let index = ListIndex::decode(&next.index().encode()).unwrap();
             assert_eq!(index.records(), listed.len());
             for hash in &expected {
