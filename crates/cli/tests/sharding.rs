@@ -12,7 +12,15 @@ use support::{fails_with, ok, run, Proc, Scratch};
 fn shard(dir: &str, k: usize, key: &str) -> Proc {
     Proc::start(
         &[
-            "shard", "serve", "--db", dir, "--shard", &k.to_string(), "--key", key, "--listen",
+            "shard",
+            "serve",
+            "--db",
+            dir,
+            "--shard",
+            &k.to_string(),
+            "--key",
+            key,
+            "--listen",
             "127.0.0.1:0",
         ],
         "https://",
@@ -28,11 +36,26 @@ fn two_shards_of_two_replicas_behind_a_front_end() {
     std::fs::write(p("records.bin"), &data).unwrap();
     let dir = p("sharded");
     let built = ok(&[
-        "db", "build", "--records", &p("records.bin"), "--record-size", "5", "--shards", "2",
-        "--key", &p("map.key"), "--out", &dir,
+        "db",
+        "build",
+        "--records",
+        &p("records.bin"),
+        "--record-size",
+        "5",
+        "--shards",
+        "2",
+        "--key",
+        &p("map.key"),
+        "--out",
+        &dir,
     ]);
     assert!(built.contains("in 2 shards"), "{built}");
-    assert!(std::fs::metadata(format!("{dir}/shard-0.part")).unwrap().len() < data.len() as u64);
+    assert!(
+        std::fs::metadata(format!("{dir}/shard-0.part"))
+            .unwrap()
+            .len()
+            < data.len() as u64
+    );
 
     let mut replicas = vec![
         (0, "s0a", shard(&dir, 0, &p("s0a.key"))),
@@ -46,14 +69,27 @@ fn two_shards_of_two_replicas_behind_a_front_end() {
         .collect();
     for (k, name, process) in &replicas {
         args.push("--shard".into());
-        args.push(format!("{k}={}={}", process.url(), p(&format!("{name}.pub"))));
+        args.push(format!(
+            "{k}={}={}",
+            process.url(),
+            p(&format!("{name}.pub"))
+        ));
     }
     args.extend(["--key", &p("front.key"), "--listen", "127.0.0.1:0"].map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let front = Proc::start(&args, "https://");
     let server = format!("{}={}", front.url(), p("front.pub"));
     let cache = p("cache");
-    let get = |index: usize| run(&["get", &index.to_string(), "--server", &server, "--cache-dir", &cache]);
+    let get = |index: usize| {
+        run(&[
+            "get",
+            &index.to_string(),
+            "--server",
+            &server,
+            "--cache-dir",
+            &cache,
+        ])
+    };
     let expect = |index: usize| data[index * 5..((index + 1) * 5).min(data.len())].to_vec();
 
     for index in [0, 999, 1000, 1337, 1999] {
@@ -84,13 +120,30 @@ fn a_front_end_refuses_a_map_signed_by_another_key() {
     std::fs::write(p("records.bin"), vec![7u8; 400]).unwrap();
     let dir = p("sharded");
     ok(&[
-        "db", "build", "--records", &p("records.bin"), "--record-size", "4", "--shards", "1",
-        "--out", &dir,
+        "db",
+        "build",
+        "--records",
+        &p("records.bin"),
+        "--record-size",
+        "4",
+        "--shards",
+        "1",
+        "--out",
+        &dir,
     ]);
     let out = run(&[
-        "front", "serve", "--db", &dir, "--map-key", &p("other.pub"), "--shard",
-        &format!("0=https://127.0.0.1:9={}", p("s0.pub")), "--key", &p("front.key"),
-        "--listen", "127.0.0.1:0",
+        "front",
+        "serve",
+        "--db",
+        &dir,
+        "--map-key",
+        &p("other.pub"),
+        "--shard",
+        &format!("0=https://127.0.0.1:9={}", p("s0.pub")),
+        "--key",
+        &p("front.key"),
+        "--listen",
+        "127.0.0.1:0",
     ]);
     fails_with(&out, "signed by");
 }

@@ -106,7 +106,7 @@ pub struct FrontServeArgs {
     /// One replica of shard K: its address and public key. Repeat for every replica of
     /// every shard; each shard needs at least one.
     #[arg(long = "shard", value_name = "K=URL=SHARD.pub")]
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(rename = "shard", skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<String>,
     /// Only serve a shard map signed by this key (from `pir db build --shards --key`).
     #[arg(long, value_name = "MAP.pub")]
