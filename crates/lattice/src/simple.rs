@@ -188,7 +188,7 @@ pub fn column_bytes(
     columns: std::ops::Range<usize>,
 ) -> Result<std::ops::Range<u64>, Error> {
     let stride = column_bits(params);
-    if stride % 8 != 0 || columns.start > columns.end || columns.end > params.columns() {
+    if !stride.is_multiple_of(8) || columns.start > columns.end || columns.end > params.columns() {
         return Err(Error::InvalidParameter(format!(
             "columns {columns:?} of {} cannot be a shard (column of {stride} bits)",
             params.columns()

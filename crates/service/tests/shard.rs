@@ -3,6 +3,8 @@
 //! boundaries at random places; a part from a wrong shard, another database or an unlisted
 //! key is refused.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
 use std::sync::Arc;
 
 use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
@@ -288,7 +290,7 @@ fn shard_map_fail_vectors() {
     };
     use pir_core::Codec;
     use pir_service::shard::SignedShardMap;
-    let key = SecretKey::from_pkcs8(&SecretKey::generate().unwrap().pkcs8().to_vec()).unwrap();
+    let key = SecretKey::generate().unwrap();
     let map = ShardMap {
         scheme: SchemeId::SimplePir,
         database_id: [5; 32],

@@ -37,7 +37,9 @@ pub fn simple_pir_unit(params: &Params) -> u64 {
 /// do not start on a column (the last shard may end anywhere at the last record).
 pub fn simple_pir_columns(params: &Params, rows: &Range<u64>) -> Result<Range<usize>, ShardError> {
     let unit = simple_pir_unit(params).max(1);
-    if rows.start % unit != 0 || (rows.end % unit != 0 && rows.end != params.records) {
+    if !rows.start.is_multiple_of(unit)
+        || (!rows.end.is_multiple_of(unit) && rows.end != params.records)
+    {
         return Err(ShardError::Combine(format!(
             "rows {rows:?} do not fall on whole matrix columns of {unit} records"
         )));
