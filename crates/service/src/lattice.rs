@@ -41,6 +41,9 @@ use crate::signed::{Backend, Refusal, SignedService};
 /// Most lattice queries in one request: a key-value lookup needs two, a few records more.
 /// Bounds the work and the request size one client can ask for at once.
 pub const MAX_QUERIES_PER_REQUEST: usize = 16;
+/// What a client whose batch names another database version is told (a single server's and
+/// a front end's words).
+pub const STALE: &str = "the database changed: download the hint again";
 /// Largest application description carried next to the hint.
 pub const MAX_ABOUT_BYTES: usize = 64 * 1024;
 
@@ -235,7 +238,7 @@ impl Backend for Lattice {
         &self.database_id
     }
     fn stale_message(&self) -> String {
-        "the database changed: download the hint again".into()
+        STALE.into()
     }
     fn max_queries(&self) -> usize {
         MAX_QUERIES_PER_REQUEST

@@ -209,17 +209,17 @@ impl<F: Fanout> Backend for Front<F> {
     fn database_id(&self) -> &[u8; 32] {
         &self.map.database_id
     }
-    fn stale_message(&self) -> String {
-        "the database changed: download the hint again".into()
+    fn description(&self) -> &[u8] {
+        &self.header_message
     }
-    fn max_queries(&self) -> usize {
-        MAX_QUERIES_PER_REQUEST
+    fn stale_message(&self) -> String {
+        crate::lattice::STALE.into()
     }
     fn max_query_body(&self) -> usize {
         self.query_bytes
     }
-    fn description(&self) -> &[u8] {
-        &self.header_message
+    fn max_queries(&self) -> usize {
+        MAX_QUERIES_PER_REQUEST
     }
     fn prepare(&self, _scheme: SchemeId, query: &[u8]) -> Result<Vec<u8>, Refusal> {
         // Checked here as a shard would, so that one bad query fails alone instead of the
