@@ -15,10 +15,13 @@
 //!   runnable example over an in-process server).
 //! - [`serve::prepare`]: a database opened for `pir serve`, its offline work loaded or
 //!   computed and saved (progress and notes go to the caller, which logs them).
-//! - [`command`]: `pir db build`, `pir serve` and `pir get`: their flags, the single server as
-//!   a server kind on `pir-host`, and the lookup's output (file, standard output, JSON).
+//! - [`shards`]: a database split into shards (`pir db build --shards`), one shard's server
+//!   state, and the front end's fan-out to the shards' replicas over HTTPS.
+//! - [`command`]: `pir db build`, `pir serve`, `pir get`, `pir shard serve` and `pir front
+//!   serve`: their flags, the single server, shard and front end as server kinds on
+//!   `pir-host`, and the lookup's output (file, standard output, JSON).
 //!
-//! What it does not do: no network code of its own (the HTTPS runtime is `pir-host`'s, the
+//! What it does not do: no network code of its own besides the front end's fan-out (the HTTPS runtime is `pir-host`'s, the
 //! session `pir-client`'s) and no PIR scheme (`pir-service` and
 //! `pir-client` run the lattice schemes over [`RecordDb::payload`]); no updates in place
 //! (rebuild and serve the new file: its version changes, and clients download the new hint).
@@ -29,6 +32,7 @@ pub mod format;
 pub mod lookup;
 pub mod offline;
 pub mod serve;
+pub mod shards;
 
 pub use cuckoo::{build_key_values, parse_key_values};
 pub use format::{build_records, scheme_fits, DbHeader, DbKind, RecordDb, RecordsError};

@@ -196,6 +196,9 @@ pub enum ErrorCode {
     UnsupportedScheme = 3,
     /// The server failed; retry elsewhere.
     Internal = 4,
+    /// A part of the service is down (a shard behind a front end has no live replica); the
+    /// message names it. Retry later.
+    Unavailable = 5,
 }
 
 /// Longest error message a server sends or a client accepts.

@@ -190,10 +190,22 @@ impl ZpMatrix {
     /// `D' A` (`rows × n`) for the `columns × n` public matrix of `seed`, expanded block by
     /// block; `progress(done, total)` is called after each block with rows of `A` consumed.
     pub fn times_public(&self, seed: &Seed, progress: &mut dyn FnMut(u64, u64)) -> Vec<u32> {
+        self.times_public_from(seed, 0, progress)
+    }
+
+    /// [`ZpMatrix::times_public`] for a matrix that holds columns `first_column..` of a wider
+    /// one: its columns meet rows `first_column..` of the public matrix (a shard's part of
+    /// the hint; the parts of all shards add up to the whole hint).
+    pub fn times_public_from(
+        &self,
+        seed: &Seed,
+        first_column: usize,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Vec<u32> {
         let mut out = vec![0u32; self.rows * LWE_N];
         let mut column_sums = vec![0u32; LWE_N];
         let total = self.columns as u64;
-        prg::for_each_block(seed, self.columns, |first, block| {
+        prg::for_each_block_from(seed, first_column, self.columns, |first, block| {
             matvec::matmul_add(self.view(), first, block, LWE_N, &mut out);
             add_rows(&mut column_sums, block);
             progress((first + block.len() / LWE_N) as u64, total);

@@ -41,13 +41,24 @@ pub fn expand_rows(seed: &Seed, first_row: usize, out: &mut [u32]) {
 
 /// Calls `f(first_row, block)` for consecutive blocks of at most [`BLOCK_ROWS`] rows covering
 /// rows `0..rows` of the matrix of `seed` (streaming: one block in memory at a time).
-pub fn for_each_block(seed: &Seed, rows: usize, mut f: impl FnMut(usize, &[u32])) {
+pub fn for_each_block(seed: &Seed, rows: usize, f: impl FnMut(usize, &[u32])) {
+    for_each_block_from(seed, 0, rows, f)
+}
+
+/// [`for_each_block`] over rows `skip..skip + rows` of the matrix of `seed`; `f` gets the
+/// first row counted from `skip` (a shard's columns meet these rows of `A`).
+pub fn for_each_block_from(
+    seed: &Seed,
+    skip: usize,
+    rows: usize,
+    mut f: impl FnMut(usize, &[u32]),
+) {
     let mut block = vec![0u32; BLOCK_ROWS.min(rows) * LWE_N];
     let mut first = 0;
     while first < rows {
         let count = BLOCK_ROWS.min(rows - first);
         let block = &mut block[..count * LWE_N];
-        expand_rows(seed, first, block);
+        expand_rows(seed, skip + first, block);
         f(first, block);
         first += count;
     }

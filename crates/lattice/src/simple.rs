@@ -29,6 +29,8 @@ use crate::wire::{self, HintHeader};
 pub struct SimplePirServer {
     header: HintHeader,
     db: ZpMatrix,
+    /// The first column of the whole matrix this server holds (0 unless it is a shard).
+    first_column: usize,
 }
 
 impl SimplePirServer {
@@ -37,17 +39,43 @@ impl SimplePirServer {
     /// to save: the hint message every client downloads (no extra state). `progress` follows
     /// the hint computation (rows of `A` consumed).
     pub fn build(input: BuildInput<'_>) -> Result<(SimplePirServer, Saved), Error> {
+        let columns = 0..input.params.columns();
+        Self::build_columns(input, columns)
+    }
+
+    /// A shard of the server: only `columns` of the database matrix, packed from
+    /// `input.records`, which holds just the bytes of the record bit string those columns hold
+    /// ([`column_bytes`]). Its answer is `D_k' c_k` and its hint `D_k' A_k` (`A_k` the rows of
+    /// `A` its columns meet): the sums of these over shards that cover every column are the
+    /// whole server's answer and hint, because `D' c = Σ_k D_k' c_k` splits the sum over
+    /// columns. The header is the whole database's, so the summed hint is byte for byte the
+    /// unsharded one.
+    pub fn build_columns(
+        input: BuildInput<'_>,
+        columns: std::ops::Range<usize>,
+    ) -> Result<(SimplePirServer, Saved), Error> {
         let header = input.header(Scheme::SimplePir)?;
-        let db = pack_database(&header.params, input.records)?;
+        let db = pack_columns(&header.params, input.records, columns.clone())?;
         let hint = match input.saved {
             Some(saved) => saved.check(&header, 0)?.1,
-            None => wire::encode_hint(&header, &db.times_public(&header.seed, input.progress)),
+            None => wire::encode_hint(
+                &header,
+                &db.times_public_from(&header.seed, columns.start, input.progress),
+            ),
         };
         let saved = Saved {
             hint,
             extra: Vec::new(),
         };
-        Ok((SimplePirServer { header, db }, saved))
+        let first_column = columns.start;
+        Ok((
+            SimplePirServer {
+                header,
+                db,
+                first_column,
+            },
+            saved,
+        ))
     }
 
     /// The database shape.
@@ -68,7 +96,7 @@ impl SimplePirServer {
     /// Answers one query message.
     pub fn answer(&self, query: &[u8]) -> Result<Vec<u8>, Error> {
         let c = wire::decode_query(query, &self.header.params, &self.header.version)?;
-        let answer = self.db.times_vectors(&[&c]);
+        let answer = self.db.times_vectors(&[&c[self.first_column..]]);
         Ok(wire::encode_answer(Scheme::SimplePir, &answer))
     }
 
@@ -79,7 +107,8 @@ impl SimplePirServer {
             .iter()
             .map(|q| wire::decode_query(q, &self.header.params, &self.header.version))
             .collect();
-        let vectors: Vec<&[u32]> = decoded.iter().flatten().map(Vec::as_slice).collect();
+        let first = self.first_column;
+        let vectors: Vec<&[u32]> = decoded.iter().flatten().map(|c| &c[first..]).collect();
         let products = self.db.times_vectors(&vectors);
         let k = vectors.len();
         let rows = self.db.rows();
@@ -99,13 +128,58 @@ impl SimplePirServer {
 
 /// Lays the records out as the packed database matrix.
 pub(crate) fn pack_database(params: &Params, records: &[u8]) -> Result<ZpMatrix, Error> {
-    if records.len() as u64 != params.database_bytes() {
+    pack_columns(params, records, 0..params.columns())
+}
+
+/// Bits of the record bit string one column of the matrix holds: a column is a run of
+/// consecutive records (or record groups), so a range of columns is a range of records.
+pub fn column_bits(params: &Params) -> u64 {
+    let entries = params.entries_per_record();
+    let per_column = (params.rows() / entries) as u64;
+    let record_bits = u64::from(params.record_bits);
+    if entries == 1 {
+        per_column * params.records_per_entry() * record_bits
+    } else {
+        per_column * record_bits
+    }
+}
+
+/// The bytes of the record bit string that `columns` hold (cut at the end of the records):
+/// what a shard of those columns keeps. An error if a column does not start on a byte.
+pub fn column_bytes(
+    params: &Params,
+    columns: std::ops::Range<usize>,
+) -> Result<std::ops::Range<u64>, Error> {
+    let stride = column_bits(params);
+    if !stride.is_multiple_of(8) || columns.start > columns.end || columns.end > params.columns() {
         return Err(Error::InvalidParameter(format!(
-            "the database holds {} bytes, the parameters say {}",
-            records.len(),
-            params.database_bytes()
+            "columns {columns:?} of {} cannot be a shard (column of {stride} bits)",
+            params.columns()
         )));
     }
+    let total = params.database_bytes();
+    let start = (columns.start as u64 * stride / 8).min(total);
+    let end = (columns.end as u64 * stride / 8).min(total);
+    Ok(start..end)
+}
+
+/// Lays out `columns` of the packed database matrix from `part`, the bytes of the record bit
+/// string they hold ([`column_bytes`]).
+fn pack_columns(
+    params: &Params,
+    part: &[u8],
+    columns: std::ops::Range<usize>,
+) -> Result<ZpMatrix, Error> {
+    let range = column_bytes(params, columns.clone())?;
+    if part.len() as u64 != range.end - range.start {
+        return Err(Error::InvalidParameter(format!(
+            "the database part holds {} bytes, the parameters say {}",
+            part.len(),
+            range.end - range.start
+        )));
+    }
+    let offset = range.start * 8;
+    let records = part;
     let packing = Packing::new(params.entry_bits())
         .ok_or_else(|| Error::InvalidParameter("plaintext modulus out of range".into()))?;
     // `Params::entry_span` for every entry, with the per-row part computed once per tile
@@ -113,16 +187,11 @@ pub(crate) fn pack_database(params: &Params, records: &[u8]) -> Result<ZpMatrix,
     // by column: consecutive rows of a column are consecutive records, so the records are
     // read nearly in order (packing is on every server start; 1 GiB row by row took 26 s).
     let entries = params.entries_per_record();
-    let per_column = (params.rows() / entries) as u64;
     let record_bits = u64::from(params.record_bits);
     let total = params.records * record_bits;
     let b = u64::from(params.entry_bits());
-    let columns = params.columns();
-    let stride = if entries == 1 {
-        per_column * params.records_per_entry() * record_bits
-    } else {
-        per_column * record_bits
-    };
+    let (first_column, columns) = (columns.start, columns.len());
+    let stride = column_bits(params);
     let matrix = ZpMatrix::from_tiles(
         params.rows(),
         columns,
@@ -145,13 +214,14 @@ pub(crate) fn pack_database(params: &Params, records: &[u8]) -> Result<ZpMatrix,
                 })
                 .collect();
             for column in 0..columns {
-                let step = column as u64 * stride;
+                let step = (first_column + column) as u64 * stride;
                 for (r, &(base, len)) in spans.iter().enumerate() {
                     let start = base + step;
                     values[r * columns + column] = if start >= total {
                         0
                     } else {
-                        records::read_bits(records, start, len.min(total - start) as u32)
+                        let len = len.min(total - start) as u32;
+                        records::read_bits(records, start - offset, len)
                     };
                 }
             }

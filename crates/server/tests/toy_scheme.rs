@@ -142,6 +142,8 @@ fn entry(deploy: pir_service::conformance::Deploy) -> SchemeEntry {
         security: Security::InformationTheoretic,
         // No server command serves it.
         served_by: &[],
+        // Every server answers with the whole database, so shards cannot add up parts.
+        combine: pir_service::shard::Combine::NotYet("a toy download is not sharded"),
         deploy,
     }
 }

@@ -41,6 +41,9 @@ use crate::signed::{Backend, Refusal, SignedService};
 /// Most lattice queries in one request: a key-value lookup needs two, a few records more.
 /// Bounds the work and the request size one client can ask for at once.
 pub const MAX_QUERIES_PER_REQUEST: usize = 16;
+/// What a client whose batch names another database version is told (a single server's and
+/// a front end's words).
+pub const STALE: &str = "the database changed: download the hint again";
 /// Largest application description carried next to the hint.
 pub const MAX_ABOUT_BYTES: usize = 64 * 1024;
 
@@ -73,6 +76,8 @@ pub struct Lattice {
     header_message: Vec<u8>,
     download: Bytes,
     query_bytes: usize,
+    /// What query batches name: the database version, or a shard's part id.
+    database_id: [u8; 32],
 }
 
 impl std::fmt::Debug for Lattice {
@@ -129,23 +134,65 @@ impl Lattice {
             saved,
             progress,
         )?;
+        Ok((Self::assemble(server, &offline, &database.about), offline))
+    }
+
+    /// A shard of a SimplePIR database: `database.records` holds only the bytes of matrix
+    /// `columns` ([`pir_lattice::simple::column_bytes`]); `record_count`, `version` and
+    /// `about` are the whole database's. Its hint and answers are its part of the whole
+    /// ones (`crate::shard` says why they add up), and its query batches must name `part_id`
+    /// (`crate::shard::ShardMap::part_id`), so it answers only as this shard of this database.
+    pub fn shard(
+        database: LatticeDatabase<'_>,
+        columns: std::ops::Range<usize>,
+        part_id: [u8; 32],
+        saved: Option<pir_lattice::Saved>,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(Self, pir_lattice::Saved), Error> {
+        if database.scheme != Scheme::SimplePir || database.about.len() > MAX_ABOUT_BYTES {
+            return Err(Error::InvalidParameter(
+                "only SimplePIR databases are sharded so far".into(),
+            ));
+        }
+        let record_bits = u32::try_from(database.record_bytes * 8)
+            .map_err(|_| Error::InvalidParameter("records are too large".into()))?;
+        let params = Params::new(database.scheme, database.record_count, record_bits)?;
+        let (server, offline) = pir_lattice::SimplePirServer::build_columns(
+            pir_lattice::BuildInput {
+                params,
+                records: database.records,
+                seeds: database.seeds,
+                version: database.version,
+                saved,
+                progress,
+            },
+            columns,
+        )?;
+        let mut lattice = Self::assemble(Box::new(server), &offline, &database.about);
+        lattice.database_id = part_id;
+        Ok((lattice, offline))
+    }
+
+    /// The backend of `server`, its hint download made of `about` and `offline`'s hint.
+    fn assemble(server: Box<dyn SingleServer>, offline: &pir_lattice::Saved, about: &[u8]) -> Self {
+        let params = server.header().params;
         let hint = &offline.hint;
-        let mut body = Writer::with_capacity(4 + database.about.len() + hint.len());
-        body.u32(database.about.len() as u32);
-        body.bytes(&database.about);
+        let mut body = Writer::with_capacity(4 + about.len() + hint.len());
+        body.u32(about.len() as u32);
+        body.bytes(about);
         body.bytes(hint);
         let download = wire::encode_envelope(
             params.scheme.id(),
             MessageKind::Manifest,
             &body.into_bytes(),
         );
-        let lattice = Self {
+        Self {
             header_message: server.header().encode(),
+            database_id: server.header().version,
             server,
             download: Bytes::from(download),
             query_bytes: wire::HEADER_LEN + pir_lattice::wire::query_body_bytes(&params),
-        };
-        Ok((lattice, offline))
+        }
     }
 
     /// Puts the backend behind the signed-batch service, signing with `key`.
@@ -186,10 +233,10 @@ impl Backend for Lattice {
         scheme == self.scheme_id() && Self::SCHEMES.contains(&scheme)
     }
     fn database_id(&self) -> &[u8; 32] {
-        &self.header().version
+        &self.database_id
     }
     fn stale_message(&self) -> String {
-        "the database changed: download the hint again".into()
+        STALE.into()
     }
     fn max_queries(&self) -> usize {
         MAX_QUERIES_PER_REQUEST

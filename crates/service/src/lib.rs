@@ -16,6 +16,8 @@
 //!   it is for, the privacy assumption users must accept and which server commands serve it;
 //!   `pir --help`, `pir schemes`, the README's privacy table and every `privacy:` line read
 //!   it, and [`conformance`] runs each entry.
+//! - [`shard`]: sharded serving (the signed shard map, row splits, how each scheme's parts
+//!   combine, the front end's backend).
 //! - [`Metrics`]: counters only (GUIDE section 7: nothing derived from a query).
 //!
 //! What it does not do: no tokio, no sockets, no TLS (the `pir-server` runtime moves the
@@ -32,6 +34,7 @@ pub mod qdp;
 pub mod registry;
 pub mod releases;
 pub mod reply;
+pub mod shard;
 pub mod signed;
 
 pub use handler::{Handler, Reply};

@@ -20,6 +20,13 @@ use std::fmt;
 use pir_core::SchemeId;
 
 use crate::conformance::{self, Deploy};
+use crate::shard::Combine;
+
+/// Why DoublePIR parts do not add up over record ranges (`crate::shard` has the algebra).
+const DOUBLE_PIR_SHARDS: &str = "DoublePIR is additive over matrix rows, which are not record \
+     ranges: not sharded yet";
+/// Why YPIR parts cannot be combined yet.
+const YPIR_SHARDS: &str = "YPIR combines before its packing step, at the front end: not done yet";
 
 /// Families of schemes, by what privacy rests on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +185,8 @@ pub struct SchemeEntry {
     pub served_by: &'static [ServerKind],
     /// A small deployment of it for the conformance harness.
     pub deploy: Deploy,
+    /// How the answers of shards holding disjoint rows combine ([`crate::shard`]).
+    pub combine: Combine,
 }
 
 /// The LWE parameters of SimplePIR and DoublePIR (and of YPIR's first layer).
@@ -212,6 +221,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         security: Security::InformationTheoretic,
         served_by: &[ServerKind::Mirror],
         deploy: conformance::deploy_chor,
+        combine: Combine::Xor,
     },
     SchemeEntry {
         id: SchemeId::RaidPir,
@@ -226,6 +236,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         security: Security::Aes128,
         served_by: &[ServerKind::Mirror],
         deploy: conformance::deploy_raid_pir,
+        combine: Combine::Xor,
     },
     SchemeEntry {
         id: SchemeId::Dpf,
@@ -241,6 +252,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         security: Security::Aes128,
         served_by: &[ServerKind::Mirror, ServerKind::SafeBrowsing],
         deploy: conformance::deploy_dpf,
+        combine: Combine::Xor,
     },
     SchemeEntry {
         id: SchemeId::Qdp,
@@ -257,6 +269,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         security: Security::Aes128,
         served_by: &[ServerKind::Breach],
         deploy: conformance::deploy_qdp,
+        combine: Combine::Xor,
     },
     SchemeEntry {
         id: SchemeId::Checklist,
@@ -275,6 +288,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         security: Security::Aes128,
         served_by: &[ServerKind::SafeBrowsing],
         deploy: conformance::deploy_checklist,
+        combine: Combine::Xor,
     },
     SchemeEntry {
         id: SchemeId::SimplePir,
@@ -288,6 +302,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         security: LWE_SECURITY,
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_simple_pir,
+        combine: Combine::AddModQ,
     },
     SchemeEntry {
         id: SchemeId::DoublePir,
@@ -301,6 +316,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         security: LWE_SECURITY,
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_double_pir,
+        combine: Combine::NotYet(DOUBLE_PIR_SHARDS),
     },
     SchemeEntry {
         id: SchemeId::Ypir,
@@ -324,6 +340,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         },
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir,
+        combine: Combine::NotYet(YPIR_SHARDS),
     },
     SchemeEntry {
         id: SchemeId::YpirSp,
@@ -344,6 +361,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         },
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir_sp,
+        combine: Combine::NotYet(YPIR_SHARDS),
     },
 ];
 

@@ -76,6 +76,15 @@ impl Refusal {
         }
     }
 
+    /// A part of the service is down (a shard with no live replica): the message, which
+    /// names the part and never anything derived from a query, goes to the client.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self {
+            code: ErrorCode::Unavailable,
+            message: message.into(),
+        }
+    }
+
     /// The server failed; the client should retry elsewhere. `message` goes to the server's
     /// log only (it may name the server's files); the client is told [`INTERNAL_MESSAGE`].
     pub fn internal(message: impl Into<String>) -> Self {
@@ -92,6 +101,9 @@ impl Refusal {
         let (status, message) = if self.code == ErrorCode::Internal {
             tracing::error!(cause = %self.message, "a request failed on the server");
             (500, INTERNAL_MESSAGE)
+        } else if self.code == ErrorCode::Unavailable {
+            tracing::warn!(cause = %self.message, "a request failed: a part is down");
+            (503, self.message.as_str())
         } else {
             (400, self.message.as_str())
         };

@@ -28,6 +28,12 @@ pub enum RecordsCommand {
     ///
     /// Exit codes: 0 found, 1 error, 4 the key is not in the database.
     Get(GetArgs),
+    /// Sharded serving: one replica of one shard of a `pir db build --shards` database.
+    #[command(subcommand)]
+    Shard(super::shard::ShardCommand),
+    /// Sharded serving: the front end clients use as a single server.
+    #[command(subcommand)]
+    Front(super::shard::FrontCommand),
 }
 
 /// `pir db ...`.
@@ -55,9 +61,16 @@ pub struct DbBuildArgs {
     /// A file of `key,value` lines (the key ends at the first comma).
     #[arg(long, value_name = "FILE", conflicts_with = "record_size")]
     pub kv: Option<PathBuf>,
-    /// The database file to write.
+    /// The database file to write (with --shards: the directory of the shards and their map).
     #[arg(long, value_name = "DB")]
     pub out: PathBuf,
+    /// Split the database into this many shards (SimplePIR), for `pir shard serve` and
+    /// `pir front serve`.
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub shards: Option<u16>,
+    /// With --shards: the key that signs the shard map (default: a new one, used once).
+    #[arg(long, value_name = "KEY", requires = "shards")]
+    pub key: Option<PathBuf>,
     /// The scheme this database is for: refuse to build it (naming the scheme that fits) if
     /// that scheme cannot serve it. Without it, the schemes that can are listed.
     #[arg(long, value_enum)]

@@ -11,6 +11,16 @@ pub(super) fn build(args: &DbBuildArgs) -> Result<()> {
     let (header, payload) = read_input(args)?;
     // Every scheme's limits are checked now, not first when `pir serve` starts.
     let served = served_by(&header, args.scheme)?;
+    if let Some(shards) = args.shards {
+        if args
+            .scheme
+            .is_some_and(|s| s != LatticeSchemeArg::Simplepir)
+        {
+            bail!("sharded databases are served with SimplePIR only so far");
+        }
+        let key = args.key.as_deref();
+        return super::shard::build(&args.out, &header, &payload, shards.into(), key);
+    }
     crate::format::write(&args.out, &header, &payload)?;
     match header.kind {
         DbKind::Records => println!(

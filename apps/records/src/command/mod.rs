@@ -1,4 +1,4 @@
-//! `pir db build`, `pir serve` and `pir get` as a library: the commands' flags
+//! `pir db build`, `pir serve`, `pir get`, `pir shard serve` and `pir front serve` as a library: the commands' flags
 //! ([`RecordsCommand`]), the single server as a server kind on `pir-host`, and the client's
 //! lookup written to a file, standard output or JSON. The `pir` binary parses the flags and
 //! calls [`run`].
@@ -9,10 +9,14 @@ mod args;
 mod build;
 mod get;
 mod serve;
+mod shard;
 
 pub use args::ServeSettings;
 pub use args::{DbBuildArgs, DbCommand, GetArgs, LatticeSchemeArg, RecordsCommand, ServeArgs};
 pub use build::served_by;
+pub use shard::{
+    FrontCommand, FrontServeArgs, FrontSettings, ShardCommand, ShardServeArgs, ShardSettings,
+};
 
 /// `pir get --lookup`: neither candidate slot holds the key. The binary exits with
 /// [`KeyNotFound::EXIT_CODE`] on it.
@@ -32,6 +36,8 @@ pub async fn run(command: RecordsCommand) -> Result<()> {
         RecordsCommand::Db(DbCommand::Build(args)) => build::build(&args),
         RecordsCommand::Serve(args) => serve::serve(&args).await,
         RecordsCommand::Get(args) => get::get(&args).await,
+        RecordsCommand::Shard(ShardCommand::Serve(args)) => shard::serve_shard(&args).await,
+        RecordsCommand::Front(FrontCommand::Serve(args)) => shard::serve_front(&args).await,
     }
 }
 

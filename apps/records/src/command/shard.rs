@@ -1,0 +1,329 @@
+//! `pir shard serve` (one replica of one shard) and `pir front serve` (the front end every
+//! client talks to), two server kinds on `pir-host`, and `pir db build --shards`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use pir_host::settings::{Common, CommonArgs};
+use pir_host::{status, Host};
+use pir_keys::{PublicKey, SecretKey};
+use pir_service::shard::Front;
+use pir_service::SignedService;
+use serde::{Deserialize, Serialize};
+
+use crate::shards::{self, HttpsFanout};
+use crate::DbHeader;
+
+/// `pir shard ...`.
+#[derive(Debug, Subcommand)]
+pub enum ShardCommand {
+    /// Serve one replica of shard K of a sharded database (`pir db build --shards`) to a
+    /// front end (`pir front serve`).
+    ///
+    /// Every query reaches every shard whole, exactly as a single server would receive it;
+    /// the shard answers for its own records only.
+    Serve(ShardServeArgs),
+}
+
+/// `pir front ...`.
+#[derive(Debug, Subcommand)]
+pub enum FrontCommand {
+    /// Serve a sharded database to clients as a single server would (`pir get --server
+    /// URL=FRONT.pub`): each query goes to one live replica of every shard, the signed parts
+    /// are checked and added up, and the answer is signed with this server's key.
+    Serve(FrontServeArgs),
+}
+
+/// `pir shard serve`.
+#[derive(Debug, Args, Serialize)]
+pub struct ShardServeArgs {
+    /// TOML file with any of: db, shard, and the common server settings.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings as a config file and exit.
+    #[arg(long)]
+    #[serde(skip)]
+    pub print_config: bool,
+    /// The sharded database directory (from `pir db build --shards`).
+    #[arg(long, value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db: Option<PathBuf>,
+    /// Which shard to serve (0-based).
+    #[arg(long, value_name = "K")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u16>,
+    // The flags every server shares; their help is on each flag.
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonArgs,
+}
+
+/// The settings of `pir shard serve`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardSettings {
+    /// The sharded database directory.
+    pub db: PathBuf,
+    /// The shard served.
+    pub shard: u16,
+    /// What every server shares.
+    #[serde(flatten)]
+    pub common: Common,
+}
+
+impl pir_host::Settings for ShardSettings {
+    const KEYS: &'static [&'static str] = &["db", "shard"];
+    const PATHS: &'static [&'static str] = &["db"];
+
+    fn defaults() -> toml::Table {
+        Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS)
+    }
+
+    fn common(&self) -> &Common {
+        &self.common
+    }
+}
+
+/// `pir front serve`.
+#[derive(Debug, Args, Serialize)]
+pub struct FrontServeArgs {
+    /// TOML file with any of: db, shard (a list), and the common server settings.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings as a config file and exit.
+    #[arg(long)]
+    #[serde(skip)]
+    pub print_config: bool,
+    /// The sharded database directory (only its shard map is read).
+    #[arg(long, value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db: Option<PathBuf>,
+    /// One replica of shard K: its address and public key. Repeat for every replica of
+    /// every shard; each shard needs at least one.
+    #[arg(long = "shard", value_name = "K=URL=SHARD.pub")]
+    #[serde(rename = "shard", skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<String>,
+    /// Only serve a shard map signed by this key (from `pir db build --shards --key`).
+    #[arg(long, value_name = "MAP.pub")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map_key: Option<PathBuf>,
+    /// Seconds a shard replica has to start its reply before the next replica is asked
+    /// (default 5).
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_timeout_seconds: Option<u64>,
+    // The flags every server shares; their help is on each flag.
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonArgs,
+}
+
+/// The settings of `pir front serve`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FrontSettings {
+    /// The sharded database directory.
+    pub db: PathBuf,
+    /// `K=URL=SHARD.pub` per replica.
+    #[serde(rename = "shard")]
+    pub shards: Vec<String>,
+    /// The key the shard map must be signed by, if pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_key: Option<PathBuf>,
+    /// Deadline for a replica's reply to start, seconds.
+    pub shard_timeout_seconds: u64,
+    /// What every server shares.
+    #[serde(flatten)]
+    pub common: Common,
+}
+
+impl pir_host::Settings for FrontSettings {
+    const KEYS: &'static [&'static str] = &["db", "shard", "map_key", "shard_timeout_seconds"];
+    const PATHS: &'static [&'static str] = &["db", "map_key"];
+
+    fn defaults() -> toml::Table {
+        let mut defaults = Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS);
+        defaults.insert("shard_timeout_seconds".into(), toml::Value::Integer(5));
+        defaults
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.shards.is_empty() {
+            bail!("no shard replicas: pass --shard K=URL=SHARD.pub for every replica");
+        }
+        if !(1..=3600).contains(&self.shard_timeout_seconds) {
+            bail!("shard_timeout_seconds must be 1 to 3600");
+        }
+        Ok(())
+    }
+
+    fn common(&self) -> &Common {
+        &self.common
+    }
+}
+
+/// `pir db build --shards S`: the shard files and the signed map in `out`.
+pub(super) fn build(
+    out: &std::path::Path,
+    header: &DbHeader,
+    payload: &[u8],
+    shards: usize,
+    key: Option<&std::path::Path>,
+) -> Result<()> {
+    let key = match key {
+        Some(path) => {
+            SecretKey::load(path).with_context(|| format!("reading {}", path.display()))?
+        }
+        None => SecretKey::generate()?,
+    };
+    let map = shards::write(out, header, payload, shards, &key)?;
+    println!(
+        "sharded database {}: {} records of {} bytes in {} shards (database version {})",
+        out.display(),
+        header.records,
+        header.record_size,
+        map.shards.len(),
+        hex::encode(map.database_id)
+    );
+    for shard in &map.shards {
+        println!(
+            "  shard {}: records {} to {} ({})",
+            shard.id,
+            shard.first_row,
+            shard.first_row + shard.rows - 1,
+            shards::part_path(out, usize::from(shard.id)).display()
+        );
+    }
+    println!(
+        "shard map signed by {} (pin it with `pir front serve --map-key`)",
+        key.public().fingerprint()
+    );
+    println!("served by: simplepir (sharded databases are served with SimplePIR only)");
+    Ok(())
+}
+
+/// `pir shard serve`.
+pub(super) async fn serve_shard(args: &ShardServeArgs) -> Result<()> {
+    let Some(settings) = pir_host::settings::load::<ShardSettings, _>(
+        args.config.as_deref(),
+        args,
+        args.print_config,
+    )?
+    else {
+        return Ok(());
+    };
+    let host = Host::new(&settings.common)?;
+    let k = usize::from(settings.shard);
+    let map = shards::read_map(&settings.db, None)?;
+    status!("computing shard {k}'s part of the hint");
+    let lattice = shards::open_shard(&settings.db, &map, k, &mut |_, _| {})?;
+    let service = Arc::new(
+        lattice
+            .serve(host.key_copy()?)
+            .with_metrics(host.metrics.clone()),
+    );
+    let entry = map.shards[k];
+    pir_host::serve_static(host, service, "the shard", |running, key| {
+        vec![format!(
+            "serving shard {k} (records {} to {}) of database version {} at https://{} (key {})",
+            entry.first_row,
+            entry.first_row + entry.rows - 1,
+            hex::encode(map.database_id),
+            running.addr,
+            key.public().fingerprint()
+        )]
+    })
+    .await
+}
+
+/// `pir front serve`.
+pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
+    let Some(settings) = pir_host::settings::load::<FrontSettings, _>(
+        args.config.as_deref(),
+        args,
+        args.print_config,
+    )?
+    else {
+        return Ok(());
+    };
+    let host = Host::new(&settings.common)?;
+    let pinned = match &settings.map_key {
+        Some(path) => {
+            Some(PublicKey::load(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        None => None,
+    };
+    let map = shards::read_map(&settings.db, pinned.as_ref())?;
+    let replicas = replicas_of(&settings.shards, map.shards.len())?;
+    let timeouts = pir_client::transport::Timeouts {
+        connect: Duration::from_secs(settings.shard_timeout_seconds),
+        reply_start: Duration::from_secs(settings.shard_timeout_seconds),
+        total: Duration::from_secs(120),
+    };
+    let fanout = HttpsFanout::new(&replicas, timeouts, tokio::runtime::Handle::current())?;
+    let mut downloads = Vec::with_capacity(replicas.len());
+    for k in 0..replicas.len() {
+        let download = fanout
+            .hint(k)
+            .await
+            .map_err(|why| anyhow::anyhow!("shard {k} has no live replica ({why})"))?;
+        downloads.push(download);
+    }
+    let keys = replicas
+        .iter()
+        .map(|shard| shard.iter().map(|(_, key)| *key).collect())
+        .collect();
+    let front = Front::new(map.clone(), keys, &downloads, fanout)?;
+    let service =
+        Arc::new(SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()));
+    let shards = replicas.len();
+    let count: usize = replicas.iter().map(Vec::len).sum();
+    pir_host::serve_static(host, service, "the front end", |running, key| {
+        vec![
+            format!(
+                "serving simplepir at https://{} (database version {}, {shards} shards, {count} \
+                 replicas, key {})",
+                running.addr,
+                hex::encode(map.database_id),
+                key.public().fingerprint()
+            ),
+            format!(
+                "privacy: {}",
+                crate::lookup::privacy(pir_lattice::Scheme::SimplePir)
+            ),
+        ]
+    })
+    .await
+}
+
+/// The replicas of each of `shards` shards from `K=URL=SHARD.pub` arguments; every shard
+/// needs one.
+fn replicas_of(args: &[String], shards: usize) -> Result<Vec<Vec<(String, PublicKey)>>> {
+    let mut replicas = vec![Vec::new(); shards];
+    for arg in args {
+        let (k, server) = arg
+            .split_once('=')
+            .with_context(|| format!("--shard {arg}: expected K=URL=SHARD.pub"))?;
+        let k: usize = k
+            .parse()
+            .with_context(|| format!("--shard {arg}: {k} is not a shard number"))?;
+        if k >= shards {
+            bail!("--shard {arg}: the database has shards 0 to {}", shards - 1);
+        }
+        let (url, key) = server
+            .rsplit_once('=')
+            .with_context(|| format!("--shard {arg}: expected K=URL=SHARD.pub"))?;
+        let key = PublicKey::load(std::path::Path::new(key))
+            .with_context(|| format!("--shard {arg}: reading {key}"))?;
+        replicas[k].push((url.to_string(), key));
+    }
+    if let Some(k) = replicas.iter().position(Vec::is_empty) {
+        bail!("no replica of shard {k}: pass --shard {k}=URL=SHARD.pub");
+    }
+    Ok(replicas)
+}

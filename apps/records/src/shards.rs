@@ -1,0 +1,278 @@
+//! A record database split into shards (`pir db build --shards S`), one shard's server state
+//! (`pir shard serve`), and the front end's fan-out over HTTPS (`pir front serve`).
+//!
+//! ```text
+//! DIR/shard-map.bin   the signed shard map (pir_service::shard::map): SimplePIR, the
+//!                     database version, its records (rows), the whole database's header
+//!                     as `about`, and per shard its first record, record count and the
+//!                     SHA-256 of its part
+//! DIR/shard-K.part    shard K's records, back to back (whole SimplePIR matrix columns)
+//! ```
+//!
+//! Shards split on whole columns of the SimplePIR matrix (runs of consecutive records), so
+//! that their answers add up (`pir_service::shard` has the algebra). Each shard server holds
+//! only its part; the front end holds no records at all.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use pir_client::transport::{HttpsTransport, Transport};
+use pir_core::{Codec, SchemeId};
+use pir_keys::{PublicKey, SecretKey};
+use pir_lattice::{Params, Scheme};
+use pir_service::shard::{split, Fanout, ShardEntry, ShardMap, SignedShardMap};
+use pir_service::Lattice;
+
+use crate::format::{DbHeader, RecordsError};
+use crate::lookup;
+
+/// The map's file name in a sharded database directory.
+pub const MAP_FILE: &str = "shard-map.bin";
+/// Largest shard map file read.
+const MAX_MAP_BYTES: u64 = 1 << 20;
+
+/// The file of shard `k`'s records in `dir`.
+pub fn part_path(dir: &Path, k: usize) -> PathBuf {
+    dir.join(format!("shard-{k}.part"))
+}
+
+/// The SimplePIR shape of the database `header` describes.
+fn params_of(header: &DbHeader) -> Result<Params, RecordsError> {
+    let bits = u32::try_from(header.record_size * 8)
+        .map_err(|_| RecordsError::Input("records are too large".into()))?;
+    Params::new(Scheme::SimplePir, header.records, bits)
+        .map_err(|e| RecordsError::Input(format!("SimplePIR cannot serve it: {e}")))
+}
+
+/// Writes the database `header`/`payload` into `dir` as `shards` shard files and the map,
+/// signed by `key`. Returns the map.
+pub fn write(
+    dir: &Path,
+    header: &DbHeader,
+    payload: &[u8],
+    shards: usize,
+    key: &SecretKey,
+) -> Result<ShardMap, RecordsError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| RecordsError::Io { path, source }
+    };
+    let params = params_of(header)?;
+    let ranges = split::split_rows(header.records, shards, split::simple_pir_unit(&params))
+        .map_err(|e| RecordsError::Input(format!("{e} (fewer shards or more records)")))?;
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut entries = Vec::with_capacity(shards);
+    for (k, rows) in ranges.iter().enumerate() {
+        let part = part_of(&params, payload, rows)?;
+        let path = part_path(dir, k);
+        pir_fs::write_atomic(&path, |file| std::io::Write::write_all(file, part))
+            .map_err(io(&path))?;
+        entries.push(ShardEntry {
+            id: k as u16,
+            first_row: rows.start,
+            rows: rows.end - rows.start,
+            part_hash: pir_keys::sha256(part),
+        });
+    }
+    let map = ShardMap {
+        scheme: SchemeId::SimplePir,
+        database_id: header.version(SchemeId::SimplePir.name()),
+        rows: header.records,
+        row_bytes: header.record_size as u32,
+        about: header.encode().to_vec(),
+        shards: entries,
+    };
+    let path = dir.join(MAP_FILE);
+    let bytes = map.clone().sign(key).to_bytes();
+    pir_fs::write_atomic(&path, |file| std::io::Write::write_all(file, &bytes))
+        .map_err(io(&path))?;
+    Ok(map)
+}
+
+/// The bytes of `payload` that records `rows` are (whole matrix columns).
+fn part_of<'a>(
+    params: &Params,
+    payload: &'a [u8],
+    rows: &std::ops::Range<u64>,
+) -> Result<&'a [u8], RecordsError> {
+    let bad = |e: String| RecordsError::Malformed(e);
+    let columns = split::simple_pir_columns(params, rows).map_err(|e| bad(e.to_string()))?;
+    let bytes =
+        pir_lattice::simple::column_bytes(params, columns).map_err(|e| bad(e.to_string()))?;
+    payload
+        .get(bytes.start as usize..bytes.end as usize)
+        .ok_or_else(|| bad("the part lies beyond the records".into()))
+}
+
+/// Reads and checks the map in `dir`: its signature, and its signer if `expected` is given.
+pub fn read_map(dir: &Path, expected: Option<&PublicKey>) -> Result<ShardMap, RecordsError> {
+    let path = dir.join(MAP_FILE);
+    let io = |source| RecordsError::Io {
+        path: path.clone(),
+        source,
+    };
+    let size = std::fs::metadata(&path).map_err(io)?.len();
+    if size > MAX_MAP_BYTES {
+        return Err(RecordsError::Malformed(format!(
+            "{}: {size} bytes is too large for a shard map",
+            path.display()
+        )));
+    }
+    let bytes = std::fs::read(&path).map_err(io)?;
+    let signed = SignedShardMap::from_bytes(&bytes, &())
+        .map_err(|e| RecordsError::Malformed(format!("{}: {e}", path.display())))?;
+    let map = signed
+        .verify(expected)
+        .map_err(|e| RecordsError::Malformed(format!("{}: {e}", path.display())))?;
+    if map.scheme != SchemeId::SimplePir {
+        return Err(RecordsError::Malformed(format!(
+            "{}: shards of {} are not served yet",
+            path.display(),
+            map.scheme.name()
+        )));
+    }
+    Ok(map.clone())
+}
+
+/// Shard `k` of the database in `dir`: its part checked against the map, packed, and its
+/// part of the hint computed (`progress` follows that).
+pub fn open_shard(
+    dir: &Path,
+    map: &ShardMap,
+    k: usize,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Lattice, RecordsError> {
+    let entry = map.shards.get(k).ok_or_else(|| {
+        RecordsError::Input(format!(
+            "no shard {k}: the map has shards 0 to {}",
+            map.shards.len() - 1
+        ))
+    })?;
+    let path = part_path(dir, k);
+    let part = std::fs::read(&path).map_err(|source| RecordsError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    if pir_keys::sha256(&part) != entry.part_hash {
+        return Err(RecordsError::Malformed(format!(
+            "{} is not shard {k}'s part of this database (its hash differs from the map's)",
+            path.display()
+        )));
+    }
+    let header = DbHeader::decode(&map.about)?;
+    let params = params_of(&header)?;
+    let bad = |e: String| RecordsError::Malformed(format!("shard {k}: {e}"));
+    let columns =
+        split::simple_pir_columns(&params, &entry.range()).map_err(|e| bad(e.to_string()))?;
+    let database = lookup::lattice_database(&header, &part, Scheme::SimplePir);
+    let part_id = map.part_id(k).ok_or_else(|| bad("no part id".into()))?;
+    let (lattice, _) = Lattice::shard(database, columns, part_id, None, progress)
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(lattice)
+}
+
+/// The replicas of every shard over one HTTPS transport: each request goes to one replica,
+/// the next one tried when it fails or misses the transport's deadlines.
+pub struct HttpsFanout {
+    transport: Arc<HttpsTransport>,
+    /// Per shard: the transport's index and key of each replica.
+    replicas: Vec<Vec<(usize, PublicKey)>>,
+    /// Turns the first replica asked, so that replicas share the load.
+    turn: AtomicUsize,
+    runtime: tokio::runtime::Handle,
+}
+
+/// Largest shard reply read.
+const MAX_REPLY: usize = 64 << 20;
+
+impl HttpsFanout {
+    /// A fan-out over `replicas[k]` = the (URL, key) of shard `k`'s replicas, on `runtime`.
+    pub fn new(
+        replicas: &[Vec<(String, PublicKey)>],
+        timeouts: pir_client::transport::Timeouts,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Self, pir_client::transport::TransportError> {
+        let all: Vec<(String, PublicKey)> = replicas.iter().flatten().cloned().collect();
+        let transport = Arc::new(HttpsTransport::with_timeouts(&all, timeouts)?);
+        let mut next = 0;
+        let replicas = replicas
+            .iter()
+            .map(|shard| {
+                shard
+                    .iter()
+                    .map(|(_, key)| {
+                        next += 1;
+                        (next - 1, *key)
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Self {
+            transport,
+            replicas,
+            turn: AtomicUsize::new(0),
+            runtime,
+        })
+    }
+
+    /// Shard `k`'s hint download from the first replica that gives it.
+    pub async fn hint(&self, k: usize) -> Result<Vec<u8>, String> {
+        let mut why = String::from("no replica given");
+        for &(index, _) in &self.replicas[k] {
+            match self
+                .transport
+                .hint(index, pir_service::lattice::MAX_DOWNLOAD)
+                .await
+            {
+                Ok(download) => return Ok(download),
+                Err(e) => why = e.to_string(),
+            }
+        }
+        Err(why)
+    }
+}
+
+/// Sends `request` to shard replicas `order` in turn until one replies.
+async fn ask_one(
+    transport: Arc<HttpsTransport>,
+    order: Vec<(usize, PublicKey)>,
+    request: Vec<u8>,
+) -> Result<(Vec<u8>, PublicKey), String> {
+    let mut why = String::from("no replica given");
+    for (index, key) in order {
+        match transport.exchange(index, request.clone(), MAX_REPLY).await {
+            Ok(reply) => return Ok((reply, key)),
+            Err(e) => {
+                tracing::warn!(replica = index, error = %e, "a shard replica failed; trying the next");
+                why = e.to_string();
+            }
+        }
+    }
+    Err(why)
+}
+
+impl Fanout for HttpsFanout {
+    fn ask(&self, requests: Vec<Vec<u8>>) -> Vec<Result<(Vec<u8>, PublicKey), String>> {
+        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
+        // Called on the runtime's batcher thread, outside the async context: block_on is
+        // allowed there, and the shards are asked concurrently.
+        self.runtime.block_on(async {
+            let tasks: Vec<_> = requests
+                .into_iter()
+                .zip(&self.replicas)
+                .map(|(request, replicas)| {
+                    let mut order = replicas.clone();
+                    let len = order.len().max(1);
+                    order.rotate_left(turn % len);
+                    tokio::spawn(ask_one(self.transport.clone(), order, request))
+                })
+                .collect();
+            let mut replies = Vec::with_capacity(tasks.len());
+            for task in tasks {
+                replies.push(task.await.unwrap_or_else(|e| Err(e.to_string())));
+            }
+            replies
+        })
+    }
+}

@@ -1,0 +1,149 @@
+//! Sharded serving end to end: `pir db build --shards 2`, two replicas of each shard
+//! (`pir shard serve`), a front end (`pir front serve`) and the unchanged `pir get` against
+//! it, as real processes over HTTPS on 127.0.0.1; replicas killed one, then two.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
+mod support;
+
+use support::{fails_with, ok, run, Proc, Scratch};
+
+/// `pir shard serve` of shard `k` of `dir` with `key` on a free port.
+fn shard(dir: &str, k: usize, key: &str) -> Proc {
+    Proc::start(
+        &[
+            "shard",
+            "serve",
+            "--db",
+            dir,
+            "--shard",
+            &k.to_string(),
+            "--key",
+            key,
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        "https://",
+    )
+}
+
+#[test]
+fn two_shards_of_two_replicas_behind_a_front_end() {
+    let scratch = Scratch::with_keys(&["front", "s0a", "s0b", "s1a", "s1b", "map"]);
+    let p = |n: &str| scratch.path(n);
+    // 2,000 records of 5 bytes, the last one 2 bytes short.
+    let data: Vec<u8> = (0..2000 * 5 - 2).map(|i| (i * 37 % 253) as u8).collect();
+    std::fs::write(p("records.bin"), &data).unwrap();
+    let dir = p("sharded");
+    let built = ok(&[
+        "db",
+        "build",
+        "--records",
+        &p("records.bin"),
+        "--record-size",
+        "5",
+        "--shards",
+        "2",
+        "--key",
+        &p("map.key"),
+        "--out",
+        &dir,
+    ]);
+    assert!(built.contains("in 2 shards"), "{built}");
+    assert!(
+        std::fs::metadata(format!("{dir}/shard-0.part"))
+            .unwrap()
+            .len()
+            < data.len() as u64
+    );
+
+    let mut replicas = vec![
+        (0, "s0a", shard(&dir, 0, &p("s0a.key"))),
+        (0, "s0b", shard(&dir, 0, &p("s0b.key"))),
+        (1, "s1a", shard(&dir, 1, &p("s1a.key"))),
+        (1, "s1b", shard(&dir, 1, &p("s1b.key"))),
+    ];
+    let mut args: Vec<String> = ["front", "serve", "--db", &dir, "--map-key", &p("map.pub")]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (k, name, process) in &replicas {
+        args.push("--shard".into());
+        args.push(format!(
+            "{k}={}={}",
+            process.url(),
+            p(&format!("{name}.pub"))
+        ));
+    }
+    args.extend(["--key", &p("front.key"), "--listen", "127.0.0.1:0"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let front = Proc::start(&args, "https://");
+    let server = format!("{}={}", front.url(), p("front.pub"));
+    let cache = p("cache");
+    let get = |index: usize| {
+        run(&[
+            "get",
+            &index.to_string(),
+            "--server",
+            &server,
+            "--cache-dir",
+            &cache,
+        ])
+    };
+    let expect = |index: usize| data[index * 5..((index + 1) * 5).min(data.len())].to_vec();
+
+    for index in [0, 999, 1000, 1337, 1999] {
+        let out = get(index);
+        assert!(out.status.success(), "{index}: {out:?}");
+        assert_eq!(out.stdout, expect(index), "record {index}");
+    }
+
+    // One replica of shard 0 gone: queries still work (the other replica answers).
+    drop(replicas.remove(0));
+    for index in [3, 1500] {
+        let out = get(index);
+        assert!(out.status.success(), "{index}: {out:?}");
+        assert_eq!(out.stdout, expect(index), "record {index}");
+    }
+
+    // Both replicas of shard 1 gone: the query fails, naming the shard.
+    replicas.retain(|(k, _, _)| *k != 1);
+    let out = get(42);
+    fails_with(&out, "shard 1 has no live replica");
+    drop(front);
+}
+
+#[test]
+fn a_front_end_refuses_a_map_signed_by_another_key() {
+    let scratch = Scratch::with_keys(&["front", "s0", "other"]);
+    let p = |n: &str| scratch.path(n);
+    std::fs::write(p("records.bin"), vec![7u8; 400]).unwrap();
+    let dir = p("sharded");
+    ok(&[
+        "db",
+        "build",
+        "--records",
+        &p("records.bin"),
+        "--record-size",
+        "4",
+        "--shards",
+        "1",
+        "--out",
+        &dir,
+    ]);
+    let out = run(&[
+        "front",
+        "serve",
+        "--db",
+        &dir,
+        "--map-key",
+        &p("other.pub"),
+        "--shard",
+        &format!("0=https://127.0.0.1:9={}", p("s0.pub")),
+        "--key",
+        &p("front.key"),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    fails_with(&out, "signed by");
+}
