@@ -205,6 +205,35 @@ pub fn patch(bytes: &[u8], at: usize, width: usize, value: u64) -> Vec<u8> {
     out
 }
 
+/// The vectors most formats share: `truncated` (last byte cut) and `trailing` (a byte added)
+/// of the valid encoding `good`, and `empty`, all with the variants a complete decoder gives.
+pub fn cut_and_trailing(good: &[u8]) -> Vec<FailVector> {
+    vec![
+        FailVector::new("empty", "Truncated", "no bytes", Vec::new()),
+        FailVector::new("truncated", "Truncated", "last byte missing", cut(good)),
+        FailVector::new(
+            "trailing",
+            "TrailingBytes",
+            "a byte after the value",
+            trailing(good),
+        ),
+    ]
+}
+
+/// One damaged field of a valid encoding: `(reason, expected variant, note, offset, width,
+/// value)`, the little-endian field of `width` bytes at `offset` replaced by `value`.
+pub type Patch<'p> = (&'p str, &'p str, &'p str, usize, usize, u64);
+
+/// One vector per [`Patch`] of `good`.
+pub fn patches(good: &[u8], fields: &[Patch<'_>]) -> Vec<FailVector> {
+    fields
+        .iter()
+        .map(|&(reason, expect, note, at, width, value)| {
+            FailVector::new(reason, expect, note, patch(good, at, width, value))
+        })
+        .collect()
+}
+
 fn encode_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
