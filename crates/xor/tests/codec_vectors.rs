@@ -6,8 +6,7 @@
 
 use pir_core::bits::BitVec;
 use pir_core::codec::testing::{
-    check_fail_vectors, cut, cut_and_trailing, patch, patches, trailing, vectors_dir, FailVector,
-    Patch,
+    check_fail_vectors, check_format, cut, patch, trailing, vectors_dir, FailVector, Patch,
 };
 use pir_core::{Codec, DbShape, MultiServerScheme};
 use pir_xor::chor::ChorQueryBody;
@@ -70,26 +69,21 @@ fn chor_query() {
     );
 }
 
-/// Checks `good` round-trips as `T`, then the vectors in `tests/vectors/<format>`: the shared
-/// ones of [`cut_and_trailing`], then `fields`, then `extra`.
-fn check<T>(
+/// [`check_format`] in this crate.
+fn check<T: Codec<'static>>(
     format: &str,
     good: &[u8],
     context: &T::Context,
     fields: &[Patch<'_>],
     extra: Vec<FailVector>,
-) where
-    T: Codec<'static> + std::fmt::Debug + PartialEq,
-{
-    let decoded = T::from_bytes(Vec::leak(good.to_vec()), context).unwrap();
-    assert_eq!(decoded.to_bytes(), good, "{format}: round trip");
-    let mut vectors = cut_and_trailing(good);
-    vectors.extend(patches(good, fields));
-    vectors.extend(extra);
-    check_fail_vectors::<T>(
-        &vectors_dir(env!("CARGO_MANIFEST_DIR"), format),
-        &vectors,
+) {
+    check_format::<T>(
+        env!("CARGO_MANIFEST_DIR"),
+        format,
+        good,
         context,
+        fields,
+        extra,
     );
 }
 
@@ -293,7 +287,7 @@ const QDP_PARAMS: &[Patch<'static>] = &[
 
 fn qdp_check<T>(format: &str, good: &[u8], wrong_tag: u8, extra: Vec<FailVector>)
 where
-    T: Codec<'static, Context = RaidPir> + std::fmt::Debug + PartialEq,
+    T: Codec<'static, Context = RaidPir>,
 {
     let mut fields = QDP_PARAMS.to_vec();
     fields.push((
