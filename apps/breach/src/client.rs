@@ -14,11 +14,12 @@
 
 use pir_client::{Call, HttpsTransport, SessionError, Transport};
 use pir_core::wire::{self, MessageKind};
-use pir_core::{DbShape, SchemeId};
+use pir_core::{Codec, DbShape, SchemeId};
 use pir_keys::PublicKey;
 use pir_xor::qdp::QdpClient;
 
-use crate::info::{Info, SERVERS, TAG_BLIND};
+use crate::blind::{BlindRequest, WirePoint};
+use crate::info::{Info, SERVERS};
 use crate::service::{info_statement, POINT_BYTES};
 
 /// Longest info reply accepted.
@@ -242,9 +243,9 @@ impl<T: Transport> BreachSession<T> {
                 "neither server holds the blinding key: start one with --blinding-key".into(),
             )
         })?;
-        let mut message = Vec::with_capacity(1 + POINT_BYTES);
-        message.push(TAG_BLIND);
-        message.extend_from_slice(point);
+        let point = WirePoint::from_bytes(point, &())
+            .map_err(|e| SessionError::Setup(format!("the blinded point to send: {e}")))?;
+        let message = BlindRequest(point).to_bytes();
         let answer = self.exchange(server, &message).await?;
         if answer.len() != POINT_BYTES {
             return Err(bad(server, "a blinded answer is one 32-byte point"));

@@ -24,14 +24,14 @@
 //! server. Nothing derived from a request is logged.
 
 use pir_core::wire::{self, MessageKind};
-use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use pir_core::{Codec, Database, DbShape, Error, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
 use pir_service::qdp::{BoxedSeedStore, FlipTable, Qdp, QdpPrepared, QdpSetup};
 use pir_service::{Backend, Refusal, SignedService};
 use pir_xor::qdp::{PausePolicy, QdpConfig, SeedKey};
 use pir_xor::{AnswerMode, RaidPir};
 
-use crate::blind::BlindingKey;
+use crate::blind::{blind_point, BlindRequest, BlindingKey};
 use crate::info::{Info, INFO_DST, MAX_HEADER_BYTES, SERVERS, TAG_BLIND};
 
 /// RAID-PIR redundancy: `r = n = 2`, so each server processes every chunk and QDP moves half
@@ -194,21 +194,15 @@ impl BreachBackend {
         self.qdp.description()
     }
 
-    fn blind(&self, point: &[u8]) -> Result<Vec<u8>, Refusal> {
+    fn blind(&self, message: &[u8]) -> Result<Vec<u8>, Refusal> {
         let Some(key) = &self.blinding else {
             return Err(Refusal::unsupported(
                 "this server holds no blinding key: send blinded requests to the server that does",
             ));
         };
-        let point: &[u8; POINT_BYTES] = point.try_into().map_err(|_| {
-            Refusal::bad_request(format!(
-                "a blinded request carries a {POINT_BYTES}-byte point, not {}",
-                point.len()
-            ))
-        })?;
-        crate::blind::blind_query(key, point)
-            .map(|p| p.to_vec())
-            .map_err(|e| Refusal::bad_request(e.to_string()))
+        let request = BlindRequest::from_bytes(message, &())
+            .map_err(|e| Refusal::bad_request(format!("blinded request: {e}")))?;
+        Ok(blind_point(key, &request.0).to_vec())
     }
 }
 
@@ -235,7 +229,7 @@ impl Backend for BreachBackend {
     }
     fn prepare(&self, scheme: SchemeId, message: &[u8]) -> Result<Prepared, Refusal> {
         match message.split_first() {
-            Some((&TAG_BLIND, point)) => self.blind(point).map(Prepared::Blinded),
+            Some((&TAG_BLIND, _)) => self.blind(message).map(Prepared::Blinded),
             _ => self.qdp.prepare(scheme, message).map(Prepared::Qdp),
         }
     }
