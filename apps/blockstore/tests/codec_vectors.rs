@@ -79,14 +79,7 @@ fn store_list() {
             4,
             3,
         ),
-        (
-            "path_oversized",
-            "Oversized",
-            "path length 4097 > 4096",
-            4,
-            4,
-            4097,
-        ),
+        ("path_oversized", "Oversized", "4097 > 4096", 4, 4, 4097),
         ("path_above_bytes", "Truncated", "path length 99", 14, 4, 99),
         ("not_utf8", "Malformed", "0xff in a path", 8, 1, 0xff),
     ];

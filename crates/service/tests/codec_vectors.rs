@@ -4,7 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pir_core::codec::testing::{
-    check_envelope_format, check_fail_vectors, cut, patch, trailing, vectors_dir, FailVector, Patch,
+    check_fail_vectors, check_format, cut, envelope_trailing, patch, trailing, vectors_dir,
+    FailVector, Patch,
 };
 use pir_core::{Codec, SchemeId};
 use pir_lattice::Scheme;
@@ -183,13 +184,28 @@ fn checklist_query() {
 const ENVELOPE_FIELDS: &[Patch<'static>] = &[
     ("wrong_magic", "WrongMagic", "PIRx", 3, 1, b'x' as u64),
     ("wrong_kind", "WrongKind", "kind Query", 7, 1, 1),
+    (
+        "wrong_scheme",
+        "WrongScheme",
+        "scheme Chor",
+        6,
+        1,
+        SchemeId::Chor as u64,
+    ),
 ];
 
-fn fields_with(scheme: u64, more: &[Patch<'static>]) -> Vec<Patch<'static>> {
+/// [`check_format`] for a message that is one whole envelope: the envelope's damage, then
+/// `more` and `extra`.
+fn check_envelope<T: Codec<'static, Context = ()>>(
+    format: &str,
+    good: &[u8],
+    more: &[Patch<'static>],
+    mut extra: Vec<FailVector>,
+) {
     let mut fields = ENVELOPE_FIELDS.to_vec();
-    fields.push(("wrong_scheme", "WrongScheme", "scheme Chor", 6, 1, scheme));
     fields.extend_from_slice(more);
-    fields
+    extra.push(envelope_trailing(good));
+    check_format::<T>(MANIFEST_DIR, format, good, &(), &fields, extra);
 }
 
 #[test]
@@ -206,43 +222,20 @@ fn lattice_download() {
         (
             "about_oversized",
             "Oversized",
-            "about length 65537 > 65536",
+            "65537 > 65536",
             12,
             4,
             65537,
         ),
-        (
-            "about_above_body",
-            "Truncated",
-            "about length 99, 7 bytes follow",
-            12,
-            4,
-            99,
-        ),
+        ("about_above_body", "Truncated", "99, 7 follow", 12, 4, 99),
     ];
-    let fields = fields_with(SchemeId::Chor as u64, more);
-    check_envelope_format::<HintDownload>(
-        MANIFEST_DIR,
-        "lattice_download",
-        &good,
-        &(),
-        &fields,
-        Vec::new(),
-    );
+    check_envelope::<HintDownload>("lattice_download", &good, more, Vec::new());
 }
 
 #[test]
 fn checklist_download() {
     let good = Download(b"prefixes").to_bytes();
-    let fields = fields_with(SchemeId::Chor as u64, &[]);
-    check_envelope_format::<Download>(
-        MANIFEST_DIR,
-        "checklist_download",
-        &good,
-        &(),
-        &fields,
-        Vec::new(),
-    );
+    check_envelope::<Download>("checklist_download", &good, &[], Vec::new());
 }
 
 #[test]
@@ -255,32 +248,14 @@ fn checklist_description() {
     };
     let good = Description(info).to_bytes();
     // The info from 12: its magic's last byte at 32, role at 33.
+    let magic = u64::from(b'2');
     let more: &[Patch<'static>] = &[
-        (
-            "info_wrong_magic",
-            "WrongMagic",
-            "pir-checklist-info-v2",
-            32,
-            1,
-            u64::from(b'2'),
-        ),
+        ("info_wrong_magic", "WrongMagic", "info v2", 32, 1, magic),
         ("info_unknown_role", "UnknownValue", "role 2", 33, 1, 2),
     ];
     // The envelope is whole but the info in it is one byte short.
     let short = patch(&cut(&good), 8, 4, (good.len() - 13) as u64);
-    let extra = vec![FailVector::new(
-        "info_truncated",
-        "Truncated",
-        "about one byte short",
-        short,
-    )];
-    let fields = fields_with(SchemeId::Chor as u64, more);
-    check_envelope_format::<Description>(
-        MANIFEST_DIR,
-        "checklist_description",
-        &good,
-        &(),
-        &fields,
-        extra,
-    );
+    let note = "about one byte short";
+    let extra = vec![FailVector::new("info_truncated", "Truncated", note, short)];
+    check_envelope::<Description>("checklist_description", &good, more, extra);
 }

@@ -104,14 +104,7 @@ fn raid_query() {
     assert_eq!(good.len(), 40);
     // Offsets: shape 0..12, n 12, r 14, c 16, server 20, mode 22, seed 23, flips 39.
     let fields: &[Patch<'_>] = &[
-        (
-            "wrong_block_count",
-            "DatabaseMismatch",
-            "block_count 19, not 20",
-            0,
-            8,
-            19,
-        ),
+        ("wrong_block_count", "DatabaseMismatch", "B = 19", 0, 8, 19),
         ("n_below_2", "Malformed", "n = 1", 12, 2, 1),
         ("r_above_n", "Malformed", "r = 4 > n = 3", 14, 2, 4),
         ("c_zero", "Malformed", "c = 0", 16, 4, 0),
@@ -209,7 +202,7 @@ fn dpf_query() {
         (
             "wrong_block_count",
             "DatabaseMismatch",
-            "block_count 4095",
+            "B = 4095",
             0,
             8,
             4095,
@@ -249,23 +242,9 @@ fn qdp_raid() -> RaidPir {
 /// Damage to `tag | params` shared by the three QDP bodies (offsets: tag 0, shape 1..13,
 /// n 13, r 15, c 17, server 21, mode 23).
 const QDP_PARAMS: &[Patch<'static>] = &[
-    (
-        "wrong_block_count",
-        "DatabaseMismatch",
-        "block_count 22",
-        1,
-        8,
-        22,
-    ),
+    ("wrong_block_count", "DatabaseMismatch", "B = 22", 1, 8, 22),
     ("n_below_2", "Malformed", "n = 1", 13, 2, 1),
-    (
-        "other_redundancy",
-        "Malformed",
-        "r = 3, valid but not this server's",
-        15,
-        2,
-        3,
-    ),
+    ("other_redundancy", "Malformed", "r = 3, not ours", 15, 2, 3),
     (
         "server_out_of_range",
         "OutOfRange",
@@ -275,14 +254,7 @@ const QDP_PARAMS: &[Patch<'static>] = &[
         3,
     ),
     ("bad_mode", "UnknownValue", "mode 2", 23, 1, 2),
-    (
-        "other_mode",
-        "Malformed",
-        "PerChunk, valid but not this server's",
-        23,
-        1,
-        1,
-    ),
+    ("other_mode", "Malformed", "PerChunk, not ours", 23, 1, 1),
 ];
 
 fn qdp_check<T>(format: &str, good: &[u8], wrong_tag: u8, extra: Vec<FailVector>)

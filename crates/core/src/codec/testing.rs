@@ -236,8 +236,9 @@ pub fn patches(good: &[u8], fields: &[Patch<'_>]) -> Vec<FailVector> {
 
 /// The whole test of one format from one valid encoding `good` (the crate's
 /// `CARGO_MANIFEST_DIR` locates `tests/vectors/<format>`): `good` decodes and encodes back to
-/// the same bytes, and the vectors [`cut_and_trailing`], [`patches`] of `fields`, and `extra`
-/// are checked by [`check_fail_vectors`]. Returns how many vectors were checked.
+/// the same bytes, and the vectors [`cut_and_trailing`] (less those `extra` replaces, by
+/// reason), `extra` and [`patches`] of `fields` are checked by [`check_fail_vectors`].
+/// Returns how many vectors were checked.
 pub fn check_format<T: Codec<'static>>(
     manifest_dir: &str,
     format: &str,
@@ -246,46 +247,29 @@ pub fn check_format<T: Codec<'static>>(
     fields: &[Patch<'_>],
     extra: Vec<FailVector>,
 ) -> usize {
-    let mut vectors = cut_and_trailing(good);
-    vectors.extend(extra);
-    check_vectors_of::<T>(manifest_dir, format, good, context, fields, vectors)
-}
-
-/// [`check_format`] for a format that is one whole envelope (`pir_core::wire::Envelope`):
-/// a byte after the body contradicts the envelope's length, so `trailing` is `WrongLength`.
-pub fn check_envelope_format<T: Codec<'static>>(
-    manifest_dir: &str,
-    format: &str,
-    good: &[u8],
-    context: &T::Context,
-    fields: &[Patch<'_>],
-    extra: Vec<FailVector>,
-) -> usize {
-    let mut vectors = cut_and_trailing(good);
-    for v in &mut vectors {
-        if v.reason == "trailing" {
-            v.expect = "WrongLength".to_owned();
-            v.note = "a byte after the body the envelope declares".to_owned();
-        }
-    }
-    vectors.extend(extra);
-    check_vectors_of::<T>(manifest_dir, format, good, context, fields, vectors)
-}
-
-fn check_vectors_of<T: Codec<'static>>(
-    manifest_dir: &str,
-    format: &str,
-    good: &[u8],
-    context: &T::Context,
-    fields: &[Patch<'_>],
-    mut vectors: Vec<FailVector>,
-) -> usize {
     let good: &'static [u8] = Vec::leak(good.to_vec());
     let decoded = T::from_bytes(good, context)
         .unwrap_or_else(|e| panic!("{format}: the valid encoding is refused: {e}"));
     assert_eq!(decoded.to_bytes(), good, "{format}: round trip");
+    let mut vectors: Vec<FailVector> = cut_and_trailing(good)
+        .into_iter()
+        .filter(|v| extra.iter().all(|e| e.reason != v.reason))
+        .collect();
+    vectors.extend(extra);
     vectors.extend(patches(good, fields));
     check_fail_vectors::<T>(&vectors_dir(manifest_dir, format), &vectors, context)
+}
+
+/// The `trailing` vector of a format that is one whole envelope (`pir_core::wire::Envelope`):
+/// a byte after the body contradicts the envelope's length, `WrongLength`. Pass it in
+/// [`check_format`]'s `extra`.
+pub fn envelope_trailing(good: &[u8]) -> FailVector {
+    FailVector::new(
+        "trailing",
+        "WrongLength",
+        "a byte after the body the envelope declares",
+        trailing(good),
+    )
 }
 
 fn encode_hex(bytes: &[u8]) -> String {
