@@ -23,7 +23,7 @@
 //! nothing about the bucket. A blinded request is a uniformly random point to the blinding
 //! server. Nothing derived from a request is logged.
 
-use pir_core::wire::{self, MessageKind};
+use pir_core::wire;
 use pir_core::{Codec, Database, DbShape, Error, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
 use pir_service::qdp::{BoxedSeedStore, FlipTable, Qdp, QdpPrepared, QdpSetup};
@@ -32,7 +32,7 @@ use pir_xor::qdp::{PausePolicy, QdpConfig, SeedKey};
 use pir_xor::{AnswerMode, RaidPir};
 
 use crate::blind::{blind_point, BlindRequest, BlindingKey};
-use crate::info::{Info, INFO_DST, MAX_HEADER_BYTES, SERVERS, TAG_BLIND};
+use crate::info::{Info, InfoReply, INFO_DST, MAX_HEADER_BYTES, SERVERS, TAG_BLIND};
 
 /// RAID-PIR redundancy: `r = n = 2`, so each server processes every chunk and QDP moves half
 /// of its work offline (Günther 2019, section 3.3).
@@ -161,14 +161,16 @@ impl BreachBackend {
             header: config.header.clone(),
         }
         .encode()?;
-        let mut body = info.clone();
-        body.extend_from_slice(&config.key.sign(&info_statement(&info)));
+        let reply = InfoReply {
+            info: &info,
+            signature: config.key.sign(&info_statement(&info)),
+        };
         let qdp = Qdp::start(QdpSetup {
             database: config.database,
             raid,
             server: config.server,
             database_id: database_id(&config.header),
-            description: wire::encode_envelope(SchemeId::Qdp, MessageKind::Manifest, &body),
+            description: reply.to_bytes(),
             qdp: config.qdp,
             policy: config.policy,
             seed_key: config.seed_key,
