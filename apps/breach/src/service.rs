@@ -23,7 +23,6 @@
 //! nothing about the bucket. A blinded request is a uniformly random point to the blinding
 //! server. Nothing derived from a request is logged.
 
-use pir_core::wire;
 use pir_core::{Codec, Database, DbShape, Error, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
 use pir_service::qdp::{BoxedSeedStore, FlipTable, Qdp, QdpPrepared, QdpSetup};
@@ -281,6 +280,7 @@ impl Backend for BreachBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pir_core::wire;
     use pir_service::{Handler, Reply};
     use pir_xor::qdp::{MemorySeedStore, QdpClient};
     use rand::SeedableRng;
