@@ -15,8 +15,9 @@
 
 use std::path::{Path, PathBuf};
 
+use pir_core::codec::{check_count, Codec, Reader, Writer};
 use pir_keys::PublicKey;
-use pir_oram::seal::{open_blob, seal_blob, KEY_LEN};
+use pir_oram::seal::{open_blob, seal_blob, KEY_LEN, TAG_LEN};
 use pir_oram::{state, Answer, Client, Geometry, Op, Oram, OramError, Request, SlotStore};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -33,11 +34,95 @@ pub const STATE_FILE: pir_core::wire::Prologue = pir_core::wire::Prologue {
     version: 1,
 };
 
-/// Checks the prologue of a `STATE` file and returns the sealed state after it.
+/// Nonce bytes before the sealed state (`pir_oram::seal::seal_blob`).
+const NONCE_LEN: usize = 12;
+
+/// The `STATE` file: the prologue, then the sealed state (nonce, ciphertext, tag), borrowed.
+/// Decoding checks the prologue and that a nonce and a tag are there; opening is
+/// `pir_oram::seal::open_blob` under the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateFile<'a> {
+    /// `nonce [12] | AES-256-GCM ciphertext | tag [16]`.
+    pub sealed: &'a [u8],
+}
+
+impl<'a> Codec<'a> for StateFile<'a> {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        STATE_FILE.write(w);
+        w.bytes(self.sealed);
+    }
+
+    fn decode(r: &mut Reader<'a>, _: &()) -> Result<Self, pir_core::Error> {
+        STATE_FILE.read(r)?;
+        let min = NONCE_LEN + TAG_LEN;
+        if r.remaining() < min {
+            return Err(pir_core::Error::Truncated {
+                needed: min - r.remaining(),
+            });
+        }
+        Ok(Self {
+            sealed: r.take(r.remaining())?,
+        })
+    }
+}
+
+/// Checks a `STATE` file ([`StateFile`]) and returns the sealed state after the prologue.
 pub fn sealed_state(bytes: &[u8]) -> Result<&[u8], pir_core::Error> {
-    let mut r = pir_core::wire::Reader::new(bytes);
-    STATE_FILE.read(&mut r)?;
-    r.take(r.remaining())
+    StateFile::from_bytes(bytes, &()).map(|file| file.sealed)
+}
+
+/// The store list at the head of the state's plaintext (the ORAM state follows it):
+/// `count u32 (1..=64) | count x (len u32 (<= 4096) | UTF-8: a directory path, or
+/// https://HOST:PORT HEXKEY)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreList(pub Vec<StoreSpec>);
+
+/// Most stores one disk spreads over.
+const MAX_STORES: usize = 64;
+
+fn write_store_list(w: &mut Writer, stores: &[StoreSpec]) {
+    // At most 64 specs (`Geometry::new`) of at most MAX_STORE_PATH bytes (`Disk::init`).
+    w.u32(stores.len() as u32);
+    for spec in stores {
+        let text = spec.encode();
+        w.u32(text.len() as u32);
+        w.bytes(text.as_bytes());
+    }
+}
+
+impl Codec<'_> for StoreList {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        write_store_list(w, &self.0);
+    }
+
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, pir_core::Error> {
+        let count = r.u32()? as usize;
+        if count == 0 {
+            return Err(pir_core::Error::Malformed("a state with no store".into()));
+        }
+        check_count(r, "stores", count, MAX_STORES, 4)?;
+        let stores = (0..count)
+            .map(|_| {
+                let len = r.u32()? as usize;
+                if len > MAX_STORE_PATH {
+                    return Err(pir_core::Error::Oversized {
+                        len,
+                        limit: MAX_STORE_PATH,
+                    });
+                }
+                let text = std::str::from_utf8(r.take(len)?)
+                    .map_err(|_| pir_core::Error::Malformed("a store that is not UTF-8".into()))?;
+                StoreSpec::decode(text).ok_or_else(|| {
+                    pir_core::Error::Malformed("a remote store with a bad key".into())
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self(stores))
+    }
 }
 const MAX_STORE_PATH: usize = 4096;
 
@@ -261,6 +346,11 @@ impl Disk {
         }
         if stores.is_empty() {
             return Err(DiskError::Usage("give at least one --store".into()));
+        }
+        if let Some(long) = stores.iter().find(|s| s.encode().len() > MAX_STORE_PATH) {
+            return Err(DiskError::Usage(format!(
+                "{long:?}: a store is named in at most {MAX_STORE_PATH} bytes"
+            )));
         }
         let key_file = key_path(state);
         for existing in [state, key_file.as_path()] {
@@ -512,21 +602,13 @@ fn write_state(
     rng: &mut ChaCha20Rng,
 ) -> Result<(), DiskError> {
     let core = state::encode(oram, clean);
-    let mut plain = Vec::with_capacity(core.len() + 256);
-    plain.extend_from_slice(&(stores.len() as u32).to_le_bytes());
-    for s in stores {
-        let text = s.encode();
-        plain.extend_from_slice(&(text.len() as u32).to_le_bytes());
-        plain.extend_from_slice(text.as_bytes());
-    }
-    plain.extend_from_slice(&core);
-    let mut nonce = [0u8; 12];
+    let mut plain = Writer::with_capacity(core.len() + 256);
+    write_store_list(&mut plain, stores);
+    plain.bytes(&core);
+    let mut nonce = [0u8; NONCE_LEN];
     rng.fill_bytes(&mut nonce);
-    let sealed = seal_blob(key, nonce, STATE_LABEL, &plain)?;
-    let mut w = pir_core::wire::Writer::with_capacity(STATE_FILE.len() + sealed.len());
-    STATE_FILE.write(&mut w);
-    w.bytes(&sealed);
-    let bytes = w.into_bytes();
+    let sealed = seal_blob(key, nonce, STATE_LABEL, &plain.into_bytes())?;
+    let bytes = StateFile { sealed: &sealed }.to_bytes();
     match pir_fs::write_atomic_bytes(path, &bytes) {
         Err(e) if room::is_full(&e) && room::reserve_path(path).exists() => {
             // The disk is full: give back the reserve made for this moment, and try again.
@@ -568,27 +650,10 @@ fn check_room(
 }
 
 fn decode_wrapper(plain: &[u8]) -> Result<(Vec<StoreSpec>, &[u8]), DiskError> {
-    let bad = || DiskError::Oram(OramError::State("the store list is damaged".into()));
-    let take_u32 = |at: &mut usize| -> Result<u32, DiskError> {
-        let bytes = plain.get(*at..*at + 4).ok_or_else(bad)?;
-        *at += 4;
-        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
-    };
-    let mut at = 0usize;
-    let count = take_u32(&mut at)?;
-    if count == 0 || count > 64 {
-        return Err(bad());
-    }
-    let mut stores = Vec::new();
-    for _ in 0..count {
-        let len = take_u32(&mut at)? as usize;
-        if len > MAX_STORE_PATH {
-            return Err(bad());
-        }
-        let text = plain.get(at..at + len).ok_or_else(bad)?;
-        at += len;
-        let text = String::from_utf8(text.to_vec()).map_err(|_| bad())?;
-        stores.push(StoreSpec::decode(&text).ok_or_else(bad)?);
-    }
-    Ok((stores, &plain[at..]))
+    let mut r = Reader::new(plain);
+    let stores = StoreList::decode(&mut r, &()).map_err(|e| {
+        DiskError::Oram(OramError::State(format!("the store list is damaged: {e}")))
+    })?;
+    let core = r.take(r.remaining()).map_err(OramError::StateFormat)?;
+    Ok((stores.0, core))
 }

@@ -1,5 +1,5 @@
-//! Remote stores: the slot-store protocol, the server side (`pir oram store`) and the client
-//! side ([`RemoteStores`]).
+//! Remote stores: the server side of the slot-store protocol (`pir oram store`) and the
+//! client side ([`RemoteStores`]); the message bodies are `pir_oram::protocol`.
 //!
 //! A store is dumb and untrusted: it keeps one file of fixed-size slots and reads or writes
 //! ranges of them; it never sees a key. Messages are `pir-core` envelopes with scheme
@@ -20,6 +20,7 @@
 //!
 //! Every range is checked against the formatted shape before any I/O or allocation.
 
+use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -27,16 +28,12 @@ use std::sync::{Arc, Mutex};
 
 use pir_client::{HttpsTransport, Transport};
 use pir_core::scheme::SchemeId;
-use pir_core::wire::{self, ErrorCode, MessageKind, Reader, Writer};
+use pir_core::wire::{self, ErrorCode, MessageKind, Writer};
+use pir_core::Codec;
 use pir_keys::PublicKey;
+use pir_oram::protocol::{SlotRun, StoreInfo, StoreRequest};
 use pir_oram::{Extent, OramError, SlotStore};
 use pir_service::{Handler, Metrics, Reply};
-
-const FORMAT: u8 = 1;
-const READ: u8 = 2;
-const WRITE: u8 = 3;
-const SYNC: u8 = 4;
-const INFO: u8 = 5;
 
 /// Largest message body either way: a whole top level of a 64 GiB store at 64 KiB blocks
 /// fits with room to spare.
@@ -119,87 +116,24 @@ impl StoreService {
         if envelope.scheme != SchemeId::OramStore || envelope.kind != MessageKind::Query {
             return Err("not a slot-store request".into());
         }
-        let mut r = Reader::new(envelope.body);
-        let op = r.u8().map_err(|e| e.to_string())?;
+        let request =
+            StoreRequest::from_bytes(envelope.body, &MAX_EXTENTS).map_err(|e| e.to_string())?;
         let mut shape = self.lock();
-        if op == FORMAT {
-            let slot_bytes = u64::from(r.u32().map_err(|e| e.to_string())?);
-            let slots = r.u64().map_err(|e| e.to_string())?;
-            if slot_bytes == 0
-                || slot_bytes > 1 << 20
-                || slots.checked_mul(slot_bytes).is_none_or(|b| b > 1 << 50)
-            {
-                return Err("an unreasonable store shape".into());
-            }
-            return match &*shape {
-                Some(s) if s.slot_bytes == slot_bytes && s.slots == slots => Ok(Vec::new()),
-                Some(_) => Err("this store is already formatted with another shape".into()),
-                None => {
-                    let io = |e: std::io::Error| e.to_string();
-                    let file = OpenOptions::new()
-                        .read(true)
-                        .write(true)
-                        .create(true)
-                        .truncate(false)
-                        .open(self.dir.join(crate::files::SLOT_FILE))
-                        .map_err(io)?;
-                    file.set_len(slots * slot_bytes).map_err(io)?;
-                    file.sync_all().map_err(io)?;
-                    let meta =
-                        format!("pir-oram-store v1\nslot_bytes {slot_bytes}\nslots {slots}\n");
-                    pir_fs::write_atomic_bytes(&self.dir.join(META), meta.as_bytes())
-                        .map_err(io)?;
-                    *shape = Some(Shape {
-                        file,
-                        slot_bytes,
-                        slots,
-                    });
-                    Ok(Vec::new())
-                }
-            };
-        }
-        if op == INFO {
-            let mut w = Writer::with_capacity(12);
-            let (b, n) = shape.as_ref().map_or((0, 0), |s| (s.slot_bytes, s.slots));
-            w.u32(b as u32);
-            w.u64(n);
-            return Ok(w.into_bytes());
-        }
-        let s = shape
-            .as_ref()
-            .ok_or("the store is not formatted yet (pir oram init formats it)")?;
-        let range = |first: u64, count: u32| -> Result<(u64, usize), String> {
-            match first.checked_add(u64::from(count)) {
-                Some(end) if end <= s.slots => {
-                    Ok((first * s.slot_bytes, count as usize * s.slot_bytes as usize))
-                }
-                _ => Err(format!(
-                    "slots {first}+{count} are outside the store ({} slots)",
-                    s.slots
-                )),
-            }
-        };
-        // `count u32 | count × (first u64 | slots u32)`: the byte ranges and their total.
-        let extents = |r: &mut Reader<'_>| -> Result<(Vec<(u64, usize)>, usize), String> {
-            let count = r.u32().map_err(|e| e.to_string())? as usize;
-            if count > MAX_EXTENTS {
-                return Err("too many extents".into());
-            }
-            let mut ranges = Vec::with_capacity(count);
-            let mut total = 0usize;
-            for _ in 0..count {
-                let first = r.u64().map_err(|e| e.to_string())?;
-                let n = r.u32().map_err(|e| e.to_string())?;
-                let (at, len) = range(first, n)?;
-                total = total.saturating_add(len);
-                ranges.push((at, len));
-            }
-            Ok((ranges, total))
-        };
         let io = |e: std::io::Error| format!("store I/O: {e}");
-        match op {
-            READ => {
-                let (ranges, total) = extents(&mut r)?;
+        match request {
+            StoreRequest::Format { slot_bytes, slots } => {
+                self.format(&mut shape, u64::from(slot_bytes), slots)
+            }
+            StoreRequest::Info => {
+                let (slot_bytes, slots) =
+                    shape.as_ref().map_or((0, 0), |s| (s.slot_bytes, s.slots));
+                // Formatted shapes come from FORMAT, whose slot bytes are a u32.
+                let slot_bytes = u32::try_from(slot_bytes).unwrap_or(u32::MAX);
+                Ok(StoreInfo { slot_bytes, slots }.to_bytes())
+            }
+            StoreRequest::Read(runs) => {
+                let s = formatted(&shape)?;
+                let (ranges, total) = s.ranges(&runs)?;
                 if total > MAX_BODY {
                     return Err("a read larger than the reply limit".into());
                 }
@@ -213,24 +147,93 @@ impl StoreService {
                 }
                 Ok(out)
             }
-            WRITE => {
-                let (ranges, total) = extents(&mut r)?;
-                if r.remaining() != total {
+            StoreRequest::Write { runs, data } => {
+                let s = formatted(&shape)?;
+                let (ranges, total) = s.ranges(&runs)?;
+                // A decoded request has its data in one piece.
+                let data: Cow<'_, [u8]> = match data.as_slice() {
+                    [one] => Cow::Borrowed(one),
+                    pieces => Cow::Owned(pieces.concat()),
+                };
+                if data.len() != total {
                     return Err("a write whose data does not match its slot counts".into());
                 }
+                let mut done = 0;
                 for (at, len) in ranges {
                     s.file
-                        .write_all_at(r.take(len).map_err(|e| e.to_string())?, at)
+                        .write_all_at(&data[done..done + len], at)
                         .map_err(io)?;
+                    done += len;
                 }
                 Ok(Vec::new())
             }
-            SYNC => {
-                s.file.sync_data().map_err(io)?;
+            StoreRequest::Sync => {
+                formatted(&shape)?.file.sync_data().map_err(io)?;
                 Ok(Vec::new())
             }
-            other => Err(format!("unknown slot-store operation {other}")),
         }
+    }
+
+    /// FORMAT: creates the slot file, or checks the shape is the one already formatted.
+    fn format(
+        &self,
+        shape: &mut Option<Shape>,
+        slot_bytes: u64,
+        slots: u64,
+    ) -> Result<Vec<u8>, String> {
+        match shape {
+            Some(s) if s.slot_bytes == slot_bytes && s.slots == slots => Ok(Vec::new()),
+            Some(_) => Err("this store is already formatted with another shape".into()),
+            None => {
+                let io = |e: std::io::Error| e.to_string();
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(self.dir.join(crate::files::SLOT_FILE))
+                    .map_err(io)?;
+                file.set_len(slots * slot_bytes).map_err(io)?;
+                file.sync_all().map_err(io)?;
+                let meta = format!("pir-oram-store v1\nslot_bytes {slot_bytes}\nslots {slots}\n");
+                pir_fs::write_atomic_bytes(&self.dir.join(META), meta.as_bytes()).map_err(io)?;
+                *shape = Some(Shape {
+                    file,
+                    slot_bytes,
+                    slots,
+                });
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+/// The shape, or the refusal of a request that needs one.
+fn formatted(shape: &Option<Shape>) -> Result<&Shape, String> {
+    shape
+        .as_ref()
+        .ok_or_else(|| "the store is not formatted yet (pir oram init formats it)".into())
+}
+
+impl Shape {
+    /// The byte ranges of `runs` and their total, each checked against the shape.
+    fn ranges(&self, runs: &[SlotRun]) -> Result<(Vec<(u64, usize)>, usize), String> {
+        let mut total = 0usize;
+        let ranges = runs
+            .iter()
+            .map(|run| match run.first.checked_add(u64::from(run.slots)) {
+                Some(end) if end <= self.slots => {
+                    let len = run.slots as usize * self.slot_bytes as usize;
+                    total = total.saturating_add(len);
+                    Ok((run.first * self.slot_bytes, len))
+                }
+                _ => Err(format!(
+                    "slots {}+{} are outside the store ({} slots)",
+                    run.first, run.slots, self.slots
+                )),
+            })
+            .collect::<Result<_, String>>()?;
+        Ok((ranges, total))
     }
 }
 
@@ -366,12 +369,13 @@ impl RemoteStores {
         let bodies = slots
             .iter()
             .enumerate()
-            .map(|(i, &n)| {
-                let mut w = Writer::with_capacity(13);
-                w.u8(FORMAT);
-                w.u32(self.slot_bytes as u32);
-                w.u64(n);
-                (i, w.into_bytes())
+            .map(|(i, &slots)| {
+                let request = StoreRequest::Format {
+                    // The geometry bounds a sealed slot far below 4 GiB.
+                    slot_bytes: u32::try_from(self.slot_bytes).unwrap_or(u32::MAX),
+                    slots,
+                };
+                (i, request.to_bytes())
             })
             .collect();
         self.all(bodies).map(|_| ())
@@ -379,13 +383,14 @@ impl RemoteStores {
 
     /// Checks every store holds `slots[i]` slots of the right size.
     pub fn check(&self, slots: &[u64]) -> Result<(), OramError> {
-        let replies = self.all((0..self.stores).map(|i| (i, vec![INFO])).collect())?;
+        let info = StoreRequest::Info.to_bytes();
+        let replies = self.all((0..self.stores).map(|i| (i, info.clone())).collect())?;
         for (i, reply) in replies.iter().enumerate() {
-            let mut r = Reader::new(reply);
-            let (b, n) = (
-                r.u32().map_err(|e| OramError::Store(e.to_string()))?,
-                r.u64().map_err(|e| OramError::Store(e.to_string()))?,
-            );
+            let StoreInfo {
+                slot_bytes: b,
+                slots: n,
+            } = StoreInfo::from_bytes(reply, &())
+                .map_err(|e| OramError::Store(format!("store {i}: {e}")))?;
             if u64::from(b) != self.slot_bytes || n != slots[i] {
                 return Err(OramError::Store(format!(
                     "store {i} holds {n} slots of {b} bytes; this ORAM needs {} of {}: a different or re-formatted store",
@@ -394,6 +399,14 @@ impl RemoteStores {
             }
         }
         Ok(())
+    }
+}
+
+/// The wire run of an extent (its store is the request's destination).
+fn run_of(extent: &Extent) -> SlotRun {
+    SlotRun {
+        first: extent.first_slot,
+        slots: extent.slots,
     }
 }
 
@@ -412,14 +425,8 @@ impl SlotStore for RemoteStores {
             if list.is_empty() {
                 continue;
             }
-            let mut w = Writer::with_capacity(5 + 12 * list.len());
-            w.u8(READ);
-            w.u32(list.len() as u32);
-            for (_, e) in list {
-                w.u64(e.first_slot);
-                w.u32(e.slots);
-            }
-            bodies.push((store, w.into_bytes()));
+            let runs = list.iter().map(|(_, e)| run_of(e)).collect();
+            bodies.push((store, StoreRequest::Read(runs).to_bytes()));
             order.push(store);
         }
         let replies = self.all(bodies)?;
@@ -464,20 +471,19 @@ impl SlotStore for RemoteStores {
             if mine.is_empty() {
                 continue;
             }
+            if mine
+                .iter()
+                .any(|(e, b)| b.len() as u64 != u64::from(e.slots) * self.slot_bytes)
+            {
+                return Err(OramError::Store("a write of the wrong size".into()));
+            }
             let data: usize = mine.iter().map(|(_, b)| b.len()).sum();
+            let request = StoreRequest::Write {
+                runs: mine.iter().map(|(e, _)| run_of(e)).collect(),
+                data: mine.iter().map(|(_, b)| *b).collect(),
+            };
             let mut w = Writer::with_capacity(5 + 12 * mine.len() + data);
-            w.u8(WRITE);
-            w.u32(mine.len() as u32);
-            for (e, b) in &mine {
-                if b.len() as u64 != u64::from(e.slots) * self.slot_bytes {
-                    return Err(OramError::Store("a write of the wrong size".into()));
-                }
-                w.u64(e.first_slot);
-                w.u32(e.slots);
-            }
-            for (_, b) in &mine {
-                w.bytes(b);
-            }
+            request.encode(&mut w);
             bodies.push((store, w.into_bytes()));
         }
         if writes.iter().any(|(e, _)| e.store as usize >= self.stores) {
@@ -489,7 +495,8 @@ impl SlotStore for RemoteStores {
     }
 
     fn sync(&mut self) -> Result<(), OramError> {
-        self.all((0..self.stores).map(|i| (i, vec![SYNC])).collect())
+        let sync = StoreRequest::Sync.to_bytes();
+        self.all((0..self.stores).map(|i| (i, sync.clone())).collect())
             .map(|_| ())
     }
 }

@@ -38,7 +38,10 @@ use sha2::{Digest, Sha256, Sha512};
 use crate::bits::{Value, VALUE_BYTES};
 use crate::bucket::Bucket;
 use crate::credential::CREDENTIAL_HASH_BYTES;
+use crate::info::TAG_BLIND;
 use crate::BreachError;
+use pir_core::codec::{Reader, Writer};
+use pir_core::{Codec, Error};
 use pir_fs::PathError;
 
 /// Bytes of an encoded ristretto255 point: a blinded request or response.
@@ -97,26 +100,69 @@ fn random_scalar<R: RngCore + CryptoRng + ?Sized>(rng: &mut R) -> Scalar {
     }
 }
 
-/// Decodes a point from untrusted bytes: exactly 32 bytes, a canonical ristretto255 encoding,
-/// not the identity (blinding the identity gives the identity and would reveal nothing
-/// useful, but accepting it lets a peer probe for a zero key).
+/// A ristretto255 point on the wire: 32 bytes, a canonical encoding, not the identity
+/// (blinding the identity gives the identity and would reveal nothing useful, but accepting it
+/// lets a peer probe for a zero key). The blinded response is one; a request is one behind
+/// its tag ([`BlindRequest`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WirePoint(pub RistrettoPoint);
+
+impl Codec<'_> for WirePoint {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        w.bytes(&self.0.compress().to_bytes());
+    }
+
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
+        let point = CompressedRistretto(r.array()?)
+            .decompress()
+            .ok_or_else(|| {
+                Error::Malformed("not a canonical ristretto255 point encoding".into())
+            })?;
+        if point.is_identity() {
+            return Err(Error::Malformed("the identity point is not allowed".into()));
+        }
+        Ok(Self(point))
+    }
+}
+
+/// A blinded request: `0x10 | point 32` ([`TAG_BLIND`], then a [`WirePoint`]), one query of
+/// the signed batch, sent to the server that holds the blinding key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlindRequest(pub WirePoint);
+
+impl Codec<'_> for BlindRequest {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        w.u8(TAG_BLIND);
+        self.0.encode(w);
+    }
+
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
+        let tag = r.u8()?;
+        if tag != TAG_BLIND {
+            return Err(Error::UnknownValue {
+                field: "blinded request tag",
+                found: u64::from(tag),
+            });
+        }
+        WirePoint::decode(r, &()).map(Self)
+    }
+}
+
+/// Decodes a point from untrusted bytes: exactly [`POINT_BYTES`], then a [`WirePoint`].
 fn decode_point(bytes: &[u8], what: &'static str) -> Result<RistrettoPoint, BreachError> {
-    let array: [u8; POINT_BYTES] = bytes.try_into().map_err(|_| {
-        BreachError::malformed(
-            what,
-            format!("{} bytes, expected {POINT_BYTES}", bytes.len()),
-        )
-    })?;
-    let point = CompressedRistretto(array).decompress().ok_or_else(|| {
-        BreachError::malformed(what, "not a canonical ristretto255 point encoding")
-    })?;
-    if point.is_identity() {
+    if bytes.len() != POINT_BYTES {
         return Err(BreachError::malformed(
             what,
-            "the identity point is not allowed",
+            format!("{} bytes, expected {POINT_BYTES}", bytes.len()),
         ));
     }
-    Ok(point)
+    WirePoint::from_bytes(bytes, &())
+        .map(|point| point.0)
+        .map_err(|error| BreachError::malformed(what, error.to_string()))
 }
 
 /// The server's secret blinding key `k`, a nonzero scalar.
@@ -235,7 +281,12 @@ impl BlindingKey {
 /// one canonical, non-identity ristretto255 encoding; returns `encode(k·Q)`.
 pub fn blind_query(key: &BlindingKey, request: &[u8]) -> Result<[u8; POINT_BYTES], BreachError> {
     let point = decode_point(request, "blinded request")?;
-    Ok((key.scalar * point).compress().to_bytes())
+    Ok(blind_point(key, &WirePoint(point)))
+}
+
+/// Server side on a decoded request: `encode(k·Q)`.
+pub fn blind_point(key: &BlindingKey, point: &WirePoint) -> [u8; POINT_BYTES] {
+    (key.scalar * point.0).compress().to_bytes()
 }
 
 /// Client side of one blinded check; holds the one-time blinding scalar `a`.
@@ -321,6 +372,34 @@ mod tests {
             "the same credential must give a different request each time"
         );
         assert_ne!(a, hash_to_point(&[1u8; 32]).compress().to_bytes());
+    }
+
+    #[test]
+    fn fail_vectors_are_refused() {
+        use pir_core::codec::testing::{check_format, FailVector, Patch};
+        let dir = env!("CARGO_MANIFEST_DIR");
+        // The same two bad points after `prefix` (the tag, or nothing).
+        let bad_points = |prefix: &[u8]| {
+            let point = |byte: u8| [prefix, &[byte; POINT_BYTES]].concat();
+            vec![
+                FailVector::new("identity", "Malformed", "the identity", point(0)),
+                FailVector::new("non_canonical", "Malformed", "all 0xff", point(0xff)),
+            ]
+        };
+        let point = WirePoint(hash_to_point(&[1u8; 32]));
+        let good = BlindRequest(point).to_bytes();
+        let wrong_tag: &[Patch<'_>] = &[("wrong_tag", "UnknownValue", "QDP tag 3", 0, 1, 3)];
+        let extra = bad_points(&[TAG_BLIND]);
+        check_format::<BlindRequest>(dir, "breach_blind_request", &good, &(), wrong_tag, extra);
+        let extra = bad_points(&[]);
+        check_format::<WirePoint>(
+            dir,
+            "breach_blind_response",
+            &point.to_bytes(),
+            &(),
+            &[],
+            extra,
+        );
     }
 
     #[test]

@@ -13,18 +13,16 @@
 //! the application decodes it.
 
 use pir_client::{Call, HttpsTransport, SessionError, Transport};
-use pir_core::wire::{self, MessageKind};
-use pir_core::{DbShape, SchemeId};
+use pir_core::{Codec, DbShape, SchemeId};
 use pir_keys::PublicKey;
 use pir_xor::qdp::QdpClient;
 
-use crate::info::{Info, SERVERS, TAG_BLIND};
+use crate::blind::{BlindRequest, WirePoint};
+use crate::info::{Info, InfoReply, SERVERS};
 use crate::service::{info_statement, POINT_BYTES};
 
 /// Longest info reply accepted.
 const MAX_INFO_REPLY: usize = 8192;
-/// Bytes of an Ed25519 signature.
-const SIGNATURE_BYTES: usize = 64;
 
 fn bad(server: usize, e: impl std::fmt::Display) -> SessionError {
     SessionError::bad_reply(server, e)
@@ -103,20 +101,11 @@ impl<T: Transport> BreachSession<T> {
                 None => transport.hint(server, MAX_INFO_REPLY).await,
             }
             .map_err(|source| SessionError::Transport { server, source })?;
-            let envelope =
-                wire::decode_envelope(&reply, MAX_INFO_REPLY).map_err(|e| bad(server, e))?;
-            if envelope.kind != MessageKind::Manifest || envelope.scheme != SchemeId::Qdp {
-                return Err(bad(server, "not a breach-check server"));
-            }
-            let split = envelope
-                .body
-                .len()
-                .checked_sub(SIGNATURE_BYTES)
-                .ok_or_else(|| bad(server, "info shorter than its signature"))?;
-            let (info, signature) = envelope.body.split_at(split);
-            key.verify(&info_statement(info), signature)
+            let reply = InfoReply::from_bytes(&reply, &())
+                .map_err(|e| bad(server, format!("not a breach-check server's info: {e}")))?;
+            key.verify(&info_statement(reply.info), &reply.signature)
                 .map_err(|_| bad(server, "the info is not signed by the server's key"))?;
-            let info = Info::decode(info).map_err(|e| bad(server, e))?;
+            let info = Info::decode(reply.info).map_err(|e| bad(server, e))?;
             if info.server != server {
                 return Err(SessionError::Setup(format!(
                     "the server listed as number {server} says it is server {}; list server 0 \
@@ -242,9 +231,9 @@ impl<T: Transport> BreachSession<T> {
                 "neither server holds the blinding key: start one with --blinding-key".into(),
             )
         })?;
-        let mut message = Vec::with_capacity(1 + POINT_BYTES);
-        message.push(TAG_BLIND);
-        message.extend_from_slice(point);
+        let point = WirePoint::from_bytes(point, &())
+            .map_err(|e| SessionError::Setup(format!("the blinded point to send: {e}")))?;
+        let message = BlindRequest(point).to_bytes();
         let answer = self.exchange(server, &message).await?;
         if answer.len() != POINT_BYTES {
             return Err(bad(server, "a blinded answer is one 32-byte point"));

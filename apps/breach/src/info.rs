@@ -2,8 +2,8 @@
 //! its position, RAID-PIR parameters, whether it blinds, the application's database header).
 //! One codec for the server that writes it and the client that reads it (untrusted bytes).
 
-use pir_core::wire::{Prologue, Reader, Writer};
-use pir_core::{Codec, Error};
+use pir_core::wire::{Envelope, MessageKind, Prologue, Reader, Writer};
+use pir_core::{Codec, Error, SchemeId};
 
 /// Servers of a breach deployment: `n = 2` (Günther 2019, section 4.3 uses two).
 pub const SERVERS: usize = 2;
@@ -120,6 +120,62 @@ impl Codec<'_> for Info {
     }
 }
 
+/// Bytes of the Ed25519 signature after the info.
+pub const SIGNATURE_BYTES: usize = 64;
+
+/// The info reply (`GET /pir/v1/hint`, or a manifest request): `envelope(qdp, Manifest, info |
+/// signature [64])`, the info borrowed and not yet decoded (its signature is checked first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InfoReply<'a> {
+    /// The info body ([`Info`]), as signed.
+    pub info: &'a [u8],
+    /// Ed25519 over `info_statement(info)`.
+    pub signature: [u8; SIGNATURE_BYTES],
+}
+
+impl<'a> Codec<'a> for InfoReply<'a> {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        let body = [self.info, &self.signature].concat();
+        Envelope {
+            scheme: SchemeId::Qdp,
+            kind: MessageKind::Manifest,
+            body: &body,
+        }
+        .encode(w);
+    }
+
+    fn decode(r: &mut Reader<'a>, _: &()) -> Result<Self, Error> {
+        // The envelope is the whole reply (the transport bounds its size).
+        let max = r.remaining();
+        let envelope = Envelope::decode(r, &max)?;
+        if envelope.scheme != SchemeId::Qdp {
+            return Err(Error::WrongScheme {
+                found: envelope.scheme as u8,
+                expected: SchemeId::Qdp as u8,
+            });
+        }
+        if envelope.kind != MessageKind::Manifest {
+            return Err(Error::WrongKind {
+                found: envelope.kind as u8,
+                expected: MessageKind::Manifest as u8,
+            });
+        }
+        let mut body = Reader::new(envelope.body);
+        let remaining = body.remaining();
+        let info_len = remaining
+            .checked_sub(SIGNATURE_BYTES)
+            .ok_or(Error::Truncated {
+                needed: SIGNATURE_BYTES.saturating_sub(remaining),
+            })?;
+        Ok(Self {
+            info: body.take(info_len)?,
+            signature: body.array()?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +222,42 @@ mod tests {
         ];
         let dir = vectors_dir(env!("CARGO_MANIFEST_DIR"), "breach_info");
         check_fail_vectors::<Info>(&dir, &vectors, &());
+    }
+
+    #[test]
+    fn info_reply_vectors_are_refused() {
+        use pir_core::codec::testing::{check_format, envelope_trailing, FailVector, Patch};
+        let info = info().encode().unwrap();
+        let good = InfoReply {
+            info: &info,
+            signature: [9; SIGNATURE_BYTES],
+        }
+        .to_bytes();
+        // Envelope: scheme 6, kind 7, length 8, body from 12.
+        let body = (good.len() - 12) as u64;
+        let fields: &[Patch<'_>] = &[
+            ("wrong_scheme", "WrongScheme", "scheme Chor", 6, 1, 1),
+            ("wrong_kind", "WrongKind", "kind Query", 7, 1, 1),
+            (
+                "length_above_bytes",
+                "Truncated",
+                "one more than follows",
+                8,
+                4,
+                body + 1,
+            ),
+        ];
+        let dir = env!("CARGO_MANIFEST_DIR");
+        let short = Envelope {
+            scheme: SchemeId::Qdp,
+            kind: MessageKind::Manifest,
+            body: &[0; SIGNATURE_BYTES - 1],
+        }
+        .to_bytes();
+        let note = "a 63-byte body, shorter than a signature";
+        let short = FailVector::new("no_signature", "Truncated", note, short);
+        let extra = vec![envelope_trailing(&good), short];
+        check_format::<InfoReply>(dir, "breach_info_reply", &good, &(), fields, extra);
     }
 
     fn info() -> Info {

@@ -23,16 +23,15 @@
 //! nothing about the bucket. A blinded request is a uniformly random point to the blinding
 //! server. Nothing derived from a request is logged.
 
-use pir_core::wire::{self, MessageKind};
-use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use pir_core::{Codec, Database, DbShape, Error, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
 use pir_service::qdp::{BoxedSeedStore, FlipTable, Qdp, QdpPrepared, QdpSetup};
 use pir_service::{Backend, Refusal, SignedService};
 use pir_xor::qdp::{MemorySeedStore, PausePolicy, QdpConfig, SeedKey};
 use pir_xor::{AnswerMode, RaidPir};
 
-use crate::blind::BlindingKey;
-use crate::info::{Info, INFO_DST, MAX_HEADER_BYTES, SERVERS, TAG_BLIND};
+use crate::blind::{blind_point, BlindRequest, BlindingKey};
+use crate::info::{Info, InfoReply, INFO_DST, MAX_HEADER_BYTES, SERVERS, TAG_BLIND};
 
 /// RAID-PIR redundancy: `r = n = 2`, so each server processes every chunk and QDP moves half
 /// of its work offline (Günther 2019, section 3.3).
@@ -182,14 +181,16 @@ impl BreachBackend {
             header: config.header.clone(),
         }
         .encode()?;
-        let mut body = info.clone();
-        body.extend_from_slice(&config.key.sign(&info_statement(&info)));
+        let reply = InfoReply {
+            info: &info,
+            signature: config.key.sign(&info_statement(&info)),
+        };
         let qdp = Qdp::start(QdpSetup {
             database: config.database,
             raid,
             server: config.server,
             database_id: database_id(&config.header),
-            description: wire::encode_envelope(SchemeId::Qdp, MessageKind::Manifest, &body),
+            description: reply.to_bytes(),
             qdp: config.qdp,
             policy: config.policy,
             seed_key: config.seed_key,
@@ -215,21 +216,15 @@ impl BreachBackend {
         self.qdp.description()
     }
 
-    fn blind(&self, point: &[u8]) -> Result<Vec<u8>, Refusal> {
+    fn blind(&self, message: &[u8]) -> Result<Vec<u8>, Refusal> {
         let Some(key) = &self.blinding else {
             return Err(Refusal::unsupported(
                 "this server holds no blinding key: send blinded requests to the server that does",
             ));
         };
-        let point: &[u8; POINT_BYTES] = point.try_into().map_err(|_| {
-            Refusal::bad_request(format!(
-                "a blinded request carries a {POINT_BYTES}-byte point, not {}",
-                point.len()
-            ))
-        })?;
-        crate::blind::blind_query(key, point)
-            .map(|p| p.to_vec())
-            .map_err(|e| Refusal::bad_request(e.to_string()))
+        let request = BlindRequest::from_bytes(message, &())
+            .map_err(|e| Refusal::bad_request(format!("blinded request: {e}")))?;
+        Ok(blind_point(key, &request.0).to_vec())
     }
 }
 
@@ -256,7 +251,7 @@ impl Backend for BreachBackend {
     }
     fn prepare(&self, scheme: SchemeId, message: &[u8]) -> Result<Prepared, Refusal> {
         match message.split_first() {
-            Some((&TAG_BLIND, point)) => self.blind(point).map(Prepared::Blinded),
+            Some((&TAG_BLIND, _)) => self.blind(message).map(Prepared::Blinded),
             _ => self.qdp.prepare(scheme, message).map(Prepared::Qdp),
         }
     }
@@ -306,6 +301,7 @@ impl Backend for BreachBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pir_core::wire;
     use pir_service::{Handler, Reply};
     use pir_xor::qdp::{MemorySeedStore, QdpClient};
     use rand::SeedableRng;

@@ -12,6 +12,7 @@
 //! - [`Oram`] ([`oram`]): position map, partitions, eviction cache; batches and evictions
 //!   as plans (extents to read) and completions (bytes back);
 //! - [`state`]: the client state, encoded, checked and sealed;
+//! - [`protocol`]: the slot-store protocol's message bodies;
 //! - [`SlotStore`] ([`store`]) and [`Client`] ([`client`]): the store contract and a
 //!   synchronous driver.
 //!
@@ -25,6 +26,7 @@ pub mod error;
 pub mod oram;
 pub mod params;
 pub mod partition;
+pub mod protocol;
 pub mod seal;
 pub mod state;
 pub mod store;

@@ -220,8 +220,7 @@ impl Checklist {
             database_id,
             about,
         };
-        let description =
-            wire::encode_envelope(SchemeId::Checklist, MessageKind::Manifest, &info.encode());
+        let description = Description(info.clone()).to_bytes();
         Ok(Self {
             info,
             database,
@@ -396,36 +395,83 @@ pub fn hints_query(params: &Params, request: &OfflineRequest, first: u32, count:
     body
 }
 
-/// The download envelope around an application's public bytes (what [`parse_download`]
-/// reads), for a server that serves several Checklist databases behind one download.
-pub fn download_envelope(bytes: &[u8]) -> bytes::Bytes {
-    bytes::Bytes::from(wire::encode_envelope(
-        SchemeId::Checklist,
-        MessageKind::Manifest,
-        bytes,
-    ))
-}
-
-/// The application bytes of a download from [`Checklist::with_download`] (untrusted).
-pub fn parse_download(bytes: &[u8]) -> Result<&[u8], Error> {
-    let envelope = wire::decode_envelope(bytes, bytes.len())?;
-    if envelope.scheme != SchemeId::Checklist || envelope.kind != MessageKind::Manifest {
-        return Err(Error::Malformed("not a Checklist download".into()));
+/// Reads `envelope(checklist, Manifest, body)` and returns the body.
+fn read_manifest<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], Error> {
+    // The envelope is the whole message: what follows it is its body, whatever the length.
+    let max = r.remaining();
+    let envelope = wire::Envelope::decode(r, &max)?;
+    if envelope.scheme != SchemeId::Checklist {
+        return Err(Error::WrongScheme {
+            found: envelope.scheme as u8,
+            expected: SchemeId::Checklist as u8,
+        });
+    }
+    if envelope.kind != MessageKind::Manifest {
+        return Err(Error::WrongKind {
+            found: envelope.kind as u8,
+            expected: MessageKind::Manifest as u8,
+        });
     }
     Ok(envelope.body)
 }
 
-/// Reads a server's description reply (`envelope(checklist, Manifest, info)`; untrusted).
-pub fn parse_description(bytes: &[u8]) -> Result<Info, Error> {
-    let envelope = wire::decode_envelope(bytes, bytes.len())?;
-    if envelope.scheme != SchemeId::Checklist || envelope.kind != MessageKind::Manifest {
-        return Err(Error::Malformed(format!(
-            "expected a Checklist info message, got a {} {:?} message",
-            envelope.scheme.name(),
-            envelope.kind
-        )));
+fn write_manifest(w: &mut Writer, body: &[u8]) {
+    wire::Envelope {
+        scheme: SchemeId::Checklist,
+        kind: MessageKind::Manifest,
+        body,
     }
-    Info::decode(envelope.body)
+    .encode(w);
+}
+
+/// The optional download at `GET /pir/v1/hint`: `envelope(checklist, Manifest, public
+/// bytes)`, the application's bytes borrowed from the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Download<'a>(pub &'a [u8]);
+
+impl<'a> Codec<'a> for Download<'a> {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        write_manifest(w, self.0);
+    }
+
+    fn decode(r: &mut Reader<'a>, _: &()) -> Result<Self, Error> {
+        read_manifest(r).map(Download)
+    }
+}
+
+/// A server's description reply: `envelope(checklist, Manifest, info)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Description(pub Info);
+
+impl Codec<'_> for Description {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        write_manifest(w, &self.0.to_bytes());
+    }
+
+    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
+        let body = read_manifest(r)?;
+        Info::from_bytes(body, &()).map(Description)
+    }
+}
+
+/// The download envelope around an application's public bytes (what [`parse_download`]
+/// reads), for a server that serves several Checklist databases behind one download.
+pub fn download_envelope(bytes: &[u8]) -> bytes::Bytes {
+    bytes::Bytes::from(Download(bytes).to_bytes())
+}
+
+/// The application bytes of a download from [`Checklist::with_download`] (untrusted).
+pub fn parse_download(bytes: &[u8]) -> Result<&[u8], Error> {
+    Download::from_bytes(bytes, &()).map(|download| download.0)
+}
+
+/// Reads a server's description reply ([`Description`]; untrusted).
+pub fn parse_description(bytes: &[u8]) -> Result<Info, Error> {
+    Description::from_bytes(bytes, &()).map(|description| description.0)
 }
 
 #[cfg(test)]

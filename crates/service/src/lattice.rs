@@ -31,8 +31,8 @@
 //! A stale version gets `WrongDatabase`, so the client fetches the hint again.
 
 use bytes::Bytes;
-use pir_core::wire::{self, MessageKind, Writer};
-use pir_core::{Error, SchemeId};
+use pir_core::wire::{self, MessageKind, Reader, Writer};
+use pir_core::{Codec, Error, SchemeId};
 use pir_keys::SecretKey;
 use pir_lattice::{DbVersion, HintHeader, Params, Scheme, Seed, SingleServer};
 
@@ -177,15 +177,12 @@ impl Lattice {
     fn assemble(server: Box<dyn SingleServer>, offline: &pir_lattice::Saved, about: &[u8]) -> Self {
         let params = server.header().params;
         let hint = &offline.hint;
-        let mut body = Writer::with_capacity(4 + about.len() + hint.len());
-        body.u32(about.len() as u32);
-        body.bytes(about);
-        body.bytes(hint);
-        let download = wire::encode_envelope(
-            params.scheme.id(),
-            MessageKind::Manifest,
-            &body.into_bytes(),
-        );
+        let download = HintDownload {
+            scheme: params.scheme,
+            about,
+            hint,
+        }
+        .to_bytes();
         Self {
             header_message: server.header().encode(),
             database_id: server.header().version,
@@ -288,28 +285,67 @@ impl Backend for Lattice {
 /// `about`.
 pub const MAX_DOWNLOAD: usize = pir_lattice::wire::MAX_HINT_BODY + (1 << 17);
 
-/// Splits a hint download (`envelope(scheme, Manifest, about_len u32 | about | hint)`) into
-/// the scheme, `about` and the hint message; untrusted bytes.
+/// A hint download: `envelope(scheme, Manifest, about_len u32 | about | hint)`, borrowed
+/// from the bytes it was read from (layout in the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HintDownload<'a> {
+    /// The lattice scheme (the envelope's).
+    pub scheme: Scheme,
+    /// What the application says about the records, at most [`MAX_ABOUT_BYTES`].
+    pub about: &'a [u8],
+    /// The `pir_lattice::wire` hint message.
+    pub hint: &'a [u8],
+}
+
+impl<'a> Codec<'a> for HintDownload<'a> {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        let mut body = Writer::with_capacity(4 + self.about.len() + self.hint.len());
+        // `LatticeService::build` keeps `about` under MAX_ABOUT_BYTES.
+        body.u32(u32::try_from(self.about.len()).unwrap_or(u32::MAX));
+        body.bytes(self.about);
+        body.bytes(self.hint);
+        wire::Envelope {
+            scheme: self.scheme.id(),
+            kind: MessageKind::Manifest,
+            body: &body.into_bytes(),
+        }
+        .encode(w);
+    }
+
+    fn decode(r: &mut Reader<'a>, _: &()) -> Result<Self, Error> {
+        let envelope = wire::Envelope::decode(r, &MAX_DOWNLOAD)?;
+        let scheme = Scheme::from_id(envelope.scheme)?;
+        if envelope.kind != MessageKind::Manifest {
+            return Err(Error::WrongKind {
+                found: envelope.kind as u8,
+                expected: MessageKind::Manifest as u8,
+            });
+        }
+        let mut body = Reader::new(envelope.body);
+        let len = body.u32()? as usize;
+        if len > MAX_ABOUT_BYTES {
+            return Err(Error::Oversized {
+                len,
+                limit: MAX_ABOUT_BYTES,
+            });
+        }
+        let about = body.take(len)?;
+        let hint = body.take(body.remaining())?;
+        Ok(Self {
+            scheme,
+            about,
+            hint,
+        })
+    }
+}
+
+/// Splits a hint download into the scheme, `about` and the hint message; untrusted bytes
+/// ([`HintDownload`]).
 pub fn parse_download(bytes: &[u8]) -> Result<(Scheme, &[u8], &[u8]), Error> {
-    let envelope = wire::decode_envelope(bytes, MAX_DOWNLOAD)?;
-    let scheme = Scheme::from_id(envelope.scheme)?;
-    if envelope.kind != MessageKind::Manifest {
-        return Err(Error::WrongKind {
-            found: envelope.kind as u8,
-            expected: MessageKind::Manifest as u8,
-        });
-    }
-    let mut r = pir_core::wire::Reader::new(envelope.body);
-    let len = r.u32()? as usize;
-    if len > MAX_ABOUT_BYTES {
-        return Err(Error::Oversized {
-            len,
-            limit: MAX_ABOUT_BYTES,
-        });
-    }
-    let about = r.take(len)?;
-    let hint = r.take(r.remaining())?;
-    Ok((scheme, about, hint))
+    let download = HintDownload::from_bytes(bytes, &())?;
+    Ok((download.scheme, download.about, download.hint))
 }
 
 #[cfg(test)]

@@ -1,14 +1,22 @@
-//! `tests/vectors/{releases,checklist_info,checklist_query}/fail_*.hex`: the service layer's
-//! message bodies refuse damaged bytes for their stated reason, through the shared runner of
+//! `tests/vectors/{releases,checklist_info,checklist_query,checklist_download,
+//! checklist_description,lattice_download}/fail_*.hex`: the service layer's messages refuse damaged bytes for their stated reason, through the shared runner of
 //! `pir_core::codec`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use pir_core::codec::testing::{check_fail_vectors, patch, vectors_dir, FailVector};
-use pir_core::Codec;
-use pir_service::checklist::{hints_query, ChecklistQuery, Info, Role, INFO_MAGIC};
+use pir_core::codec::testing::{
+    check_fail_vectors, check_format, cut, envelope_trailing, patch, vectors_dir, FailVector, Patch,
+};
+use pir_core::{Codec, SchemeId};
+use pir_lattice::Scheme;
+use pir_service::checklist::{
+    hints_query, ChecklistQuery, Description, Download, Info, Role, INFO_MAGIC,
+};
+use pir_service::lattice::HintDownload;
 use pir_service::releases::ReleaseList;
 use pir_service::ReleaseInfo;
 use pir_xor::checklist::{OfflineRequest, Params};
+
+const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
 fn dir(format: &str) -> std::path::PathBuf {
     vectors_dir(env!("CARGO_MANIFEST_DIR"), format)
@@ -143,4 +151,85 @@ fn checklist_query() {
         ),
     ];
     check_fail_vectors::<ChecklistQuery>(&dir("checklist_query"), &vectors, &params);
+}
+
+/// Damage to the envelope around a download or description (magic 0..4, version 4, scheme 6,
+/// kind 7, length 8, body from 12).
+const ENVELOPE_FIELDS: &[Patch<'static>] = &[
+    ("wrong_magic", "WrongMagic", "PIRx", 3, 1, b'x' as u64),
+    ("wrong_kind", "WrongKind", "kind Query", 7, 1, 1),
+    (
+        "wrong_scheme",
+        "WrongScheme",
+        "scheme Chor",
+        6,
+        1,
+        SchemeId::Chor as u64,
+    ),
+];
+
+/// [`check_format`] for a message that is one whole envelope: the envelope's damage, then
+/// `more` and `extra`.
+fn check_envelope<T: Codec<'static, Context = ()>>(
+    format: &str,
+    good: &[u8],
+    more: &[Patch<'static>],
+    mut extra: Vec<FailVector>,
+) {
+    let mut fields = ENVELOPE_FIELDS.to_vec();
+    fields.extend_from_slice(more);
+    extra.push(envelope_trailing(good));
+    check_format::<T>(MANIFEST_DIR, format, good, &(), &fields, extra);
+}
+
+#[test]
+fn lattice_download() {
+    let download = HintDownload {
+        scheme: Scheme::SimplePir,
+        about: b"abc",
+        hint: b"HINT",
+    };
+    let good = download.to_bytes();
+    // about_len 12, about 16..19, hint 19..23.
+    assert_eq!(good.len(), 23);
+    let more: &[Patch<'static>] = &[
+        (
+            "about_oversized",
+            "Oversized",
+            "65537 > 65536",
+            12,
+            4,
+            65537,
+        ),
+        ("about_above_body", "Truncated", "99, 7 follow", 12, 4, 99),
+    ];
+    check_envelope::<HintDownload>("lattice_download", &good, more, Vec::new());
+}
+
+#[test]
+fn checklist_download() {
+    let good = Download(b"prefixes").to_bytes();
+    check_envelope::<Download>("checklist_download", &good, &[], Vec::new());
+}
+
+#[test]
+fn checklist_description() {
+    let info = Info {
+        role: Role::Offline,
+        params: Params::new(100, 32).unwrap(),
+        database_id: [3; 32],
+        about: b"ab".to_vec(),
+    };
+    let good = Description(info).to_bytes();
+    // The info from 12: its magic's last byte at 32, role at 33.
+    let magic = u64::from(b'2');
+    let more: &[Patch<'static>] = &[
+        ("info_wrong_magic", "WrongMagic", "info v2", 32, 1, magic),
+        ("info_unknown_role", "UnknownValue", "role 2", 33, 1, 2),
+    ];
+    // The envelope is whole but the info in it is one byte short.
+    let short = patch(&cut(&good), 8, 4, (good.len() - 13) as u64);
+    let note = "about one byte short";
+    let extra = vec![FailVector::new("info_truncated", "Truncated", note, short)];
+    check_envelope::<Description>("checklist_description", &good, more, extra);
 }

@@ -36,7 +36,7 @@ use aes::cipher::{BlockEncrypt, KeyInit};
 use aes::Aes128;
 use pir_core::bits::BitVec;
 use pir_core::wire::{Reader, Writer};
-use pir_core::Error;
+use pir_core::{Codec, Error};
 use rand::CryptoRng;
 
 /// Points per leaf block: early termination stops the tree 7 levels above single points.
@@ -415,9 +415,14 @@ impl DpfKey {
         }
         blocks
     }
+}
+
+/// A DPF key on the wire; the context is the depth the database's domain requires.
+impl Codec<'_> for DpfKey {
+    type Context = usize;
 
     /// The key's bytes (layout in the module documentation).
-    pub fn encode(&self, w: &mut Writer) {
+    fn encode(&self, w: &mut Writer) {
         // depth <= MAX_DEPTH (checked at generation and decoding), so it fits a byte.
         w.u8(self.depth() as u8);
         w.bytes(&self.seed);
@@ -430,7 +435,8 @@ impl DpfKey {
     }
 
     /// Reads a key of depth `depth` (what the domain requires); untrusted bytes.
-    pub fn decode(r: &mut Reader<'_>, depth: usize) -> Result<Self, Error> {
+    fn decode(r: &mut Reader<'_>, depth: &usize) -> Result<Self, Error> {
+        let depth = *depth;
         let found = usize::from(r.u8()?);
         if found != depth {
             return Err(Error::DatabaseMismatch(format!(
@@ -562,15 +568,15 @@ mod tests {
             let bytes = w.into_bytes();
             assert_eq!(bytes.len(), 255);
             let mut r = Reader::new(&bytes);
-            assert_eq!(DpfKey::decode(&mut r, 13).unwrap(), key);
+            assert_eq!(DpfKey::decode(&mut r, &13).unwrap(), key);
             r.finish().unwrap();
-            assert!(DpfKey::decode(&mut Reader::new(&bytes), 12).is_err());
+            assert!(DpfKey::decode(&mut Reader::new(&bytes), &12).is_err());
             for cut in 0..bytes.len() {
-                assert!(DpfKey::decode(&mut Reader::new(&bytes[..cut]), 13).is_err());
+                assert!(DpfKey::decode(&mut Reader::new(&bytes[..cut]), &13).is_err());
             }
             let mut bad = bytes.clone();
             bad[17] = 2;
-            assert!(DpfKey::decode(&mut Reader::new(&bad), 13).is_err());
+            assert!(DpfKey::decode(&mut Reader::new(&bad), &13).is_err());
         }
     }
 

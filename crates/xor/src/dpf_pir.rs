@@ -16,12 +16,11 @@
 
 use pir_core::bits::BitVec;
 use pir_core::wire::{Reader, Writer};
-use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use pir_core::{Codec, Database, DbShape, Error, MultiServerScheme, SchemeId};
 use rand::CryptoRng;
 
 use crate::chor::{
-    answer_selection, check_answer_len, check_shape_header, write_shape_header, xor_answers,
-    QUERY_HEADER_LEN,
+    answer_selection, check_shape_header, write_shape_header, xor_answers, QUERY_HEADER_LEN,
 };
 use crate::dpf::{self, DpfKey};
 
@@ -37,6 +36,13 @@ pub struct DpfQuery {
     key: DpfKey,
 }
 
+impl DpfQuery {
+    /// The query that sends `key`.
+    pub fn from_key(key: DpfKey) -> Self {
+        Self { key }
+    }
+}
+
 /// One server's answer: the XOR of the blocks its key selects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DpfAnswer {
@@ -47,6 +53,49 @@ impl DpfAnswer {
     /// The answer whose bytes are `block` (the XOR of the selected blocks).
     pub fn new(block: Vec<u8>) -> Self {
         Self { block }
+    }
+}
+
+/// A DPF query body as sent: the shape the key was made for, then the key. The context is the
+/// database's shape, which the body must name and which fixes the key's depth.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpfQueryBody {
+    /// The database shape the query was made for.
+    pub shape: DbShape,
+    /// The key.
+    pub query: DpfQuery,
+}
+
+impl Codec<'_> for DpfQueryBody {
+    type Context = DbShape;
+
+    fn encode(&self, w: &mut Writer) {
+        write_shape_header(w, self.shape);
+        self.query.key.encode(w);
+    }
+
+    fn decode(r: &mut Reader<'_>, shape: &DbShape) -> Result<Self, Error> {
+        check_shape_header(r, *shape)?;
+        let key = DpfKey::decode(r, &dpf::depth_for(shape.block_count()))?;
+        Ok(Self {
+            shape: *shape,
+            query: DpfQuery { key },
+        })
+    }
+}
+
+/// A DPF answer body: `b` bytes, the context being the database's shape.
+impl Codec<'_> for DpfAnswer {
+    type Context = DbShape;
+
+    fn encode(&self, w: &mut Writer) {
+        w.bytes(&self.block);
+    }
+
+    fn decode(r: &mut Reader<'_>, shape: &DbShape) -> Result<Self, Error> {
+        Ok(Self {
+            block: r.take(shape.block_size())?.to_vec(),
+        })
     }
 }
 
@@ -142,8 +191,11 @@ impl MultiServerScheme for DpfPir {
 
     fn encode_query(&self, query: &DpfQuery) -> Vec<u8> {
         let mut writer = Writer::with_capacity(Self::query_body_len(self.shape));
-        write_shape_header(&mut writer, self.shape);
-        query.key.encode(&mut writer);
+        DpfQueryBody {
+            shape: self.shape,
+            query: query.clone(),
+        }
+        .encode(&mut writer);
         writer.into_bytes()
     }
 
@@ -155,22 +207,15 @@ impl MultiServerScheme for DpfPir {
                 limit,
             });
         }
-        let mut reader = Reader::new(bytes);
-        check_shape_header(&mut reader, self.shape)?;
-        let key = DpfKey::decode(&mut reader, dpf::depth_for(self.shape.block_count()))?;
-        reader.finish()?;
-        Ok(DpfQuery { key })
+        DpfQueryBody::from_bytes(bytes, &self.shape).map(|body| body.query)
     }
 
     fn encode_answer(&self, answer: &DpfAnswer) -> Vec<u8> {
-        answer.block.clone()
+        answer.to_bytes()
     }
 
     fn decode_answer(&self, _query: &DpfQuery, bytes: &[u8]) -> Result<DpfAnswer, Error> {
-        check_answer_len(bytes, self.shape.block_size())?;
-        Ok(DpfAnswer {
-            block: bytes.to_vec(),
-        })
+        DpfAnswer::from_bytes(bytes, &self.shape)
     }
 }
 

@@ -18,12 +18,12 @@
 //! engine itself spawns nothing, and a server sizes the pool.
 
 use pir_core::bits::BitVec;
-use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use pir_core::{Codec, Database, DbShape, Error, MultiServerScheme, SchemeId};
 use pir_kernels::russians::RussiansLayout;
 use pir_kernels::Selection;
 
 use crate::chor::Chor;
-use crate::raid::RaidPir;
+use crate::raid::{RaidPir, RaidQueryBody};
 use crate::serve::max_query_body;
 
 /// Smallest block size at which [`Russians::Auto`] uses four-Russians tables: below it the
@@ -236,8 +236,10 @@ impl Engine {
                 })
             }
             SchemeId::RaidPir => {
-                let raid = RaidPir::for_query_body(shape, body)?;
-                let query = raid.decode_query(body)?;
+                let RaidQueryBody {
+                    scheme: raid,
+                    query,
+                } = RaidQueryBody::from_bytes(body, &shape)?;
                 let selection = raid.selection(&query)?;
                 Ok(Prepared {
                     scheme: Kind::Raid {

@@ -45,7 +45,7 @@
 
 use pir_core::bits::{self, BitVec};
 use pir_core::wire::{Reader, Writer};
-use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use pir_core::{Codec, Database, DbShape, Error, MultiServerScheme, SchemeId};
 use rand::CryptoRng;
 
 use crate::chor::{check_shape_header, write_shape_header};
@@ -146,27 +146,132 @@ impl RaidState {
     }
 }
 
-/// The header fields of a query body, as read from untrusted bytes (not yet validated).
-struct Header {
-    servers: u16,
-    redundancy: u16,
-    chunks: u32,
-    server: u16,
-    mode: AnswerMode,
-    seed: Seed,
+/// The parameters every RAID-PIR and QDP body names after the shape: the scheme (`n`, `r`,
+/// `c`, mode) and the receiving server's position. Read from untrusted bytes, they are checked
+/// against the database shape (the context) and against each other, allocating nothing.
+///
+/// ```text
+/// params = block_count u64 | block_size u32 | n u16 | r u16 | c u32 | server u16 | mode u8
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaidParams {
+    /// The scheme the body is for.
+    pub scheme: RaidPir,
+    /// The receiving server's position, `0..n`.
+    pub server: usize,
 }
 
-/// Reads the query header after checking the shape fields against `shape`.
-fn read_header(reader: &mut Reader<'_>, shape: DbShape) -> Result<Header, Error> {
-    check_shape_header(reader, shape)?;
-    Ok(Header {
-        servers: reader.u16()?,
-        redundancy: reader.u16()?,
-        chunks: reader.u32()?,
-        server: reader.u16()?,
-        mode: AnswerMode::from_byte(reader.u8()?)?,
-        seed: reader.array()?,
-    })
+impl Codec<'_> for RaidParams {
+    type Context = DbShape;
+
+    fn encode(&self, w: &mut Writer) {
+        let scheme = &self.scheme;
+        write_shape_header(w, scheme.shape);
+        // n <= 64, r <= n, c <= 256 (`RaidPir::new`) and server < n (every caller's query),
+        // so these conversions never saturate.
+        w.u16(u16::try_from(scheme.servers).unwrap_or(u16::MAX));
+        w.u16(u16::try_from(scheme.redundancy).unwrap_or(u16::MAX));
+        w.u32(u32::try_from(scheme.chunks).unwrap_or(u32::MAX));
+        w.u16(u16::try_from(self.server).unwrap_or(u16::MAX));
+        w.u8(scheme.mode.to_byte());
+    }
+
+    fn decode(r: &mut Reader<'_>, shape: &DbShape) -> Result<Self, Error> {
+        check_shape_header(r, *shape)?;
+        let servers = usize::from(r.u16()?);
+        let redundancy = usize::from(r.u16()?);
+        let chunks = r.u32()? as usize;
+        let server = usize::from(r.u16()?);
+        let mode = AnswerMode::from_byte(r.u8()?)?;
+        let scheme = RaidPir::new(*shape, servers, redundancy, chunks, mode).map_err(|error| {
+            match error {
+                // Parameters read from the wire are the peer's fault, not the caller's.
+                Error::InvalidParameter(message) => Error::Malformed(message),
+                other => other,
+            }
+        })?;
+        if server >= servers {
+            return Err(Error::OutOfRange {
+                field: "server position",
+                found: server as u64,
+                limit: servers as u64,
+            });
+        }
+        Ok(Self { scheme, server })
+    }
+}
+
+/// A RAID-PIR query body as sent (layout in the module documentation). The context is the
+/// database's shape: the body names its own parameters, as a mirror (which can play any
+/// position of any parameters) reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaidQueryBody {
+    /// The scheme the query was made for.
+    pub scheme: RaidPir,
+    /// The query (its `server` is the position the body names).
+    pub query: RaidQuery,
+}
+
+impl Codec<'_> for RaidQueryBody {
+    type Context = DbShape;
+
+    fn encode(&self, w: &mut Writer) {
+        RaidParams {
+            scheme: self.scheme,
+            server: self.query.server,
+        }
+        .encode(w);
+        w.bytes(&self.query.seed);
+        for flip in &self.query.flips {
+            w.bytes(flip.as_bytes());
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>, shape: &DbShape) -> Result<Self, Error> {
+        let RaidParams { scheme, server } = RaidParams::decode(r, shape)?;
+        let seed = r.array()?;
+        let flips = scheme.read_flips(server, r)?;
+        Ok(Self {
+            scheme,
+            query: RaidQuery {
+                server,
+                seed,
+                flips,
+            },
+        })
+    }
+}
+
+/// How many blocks of how many bytes an answer body holds: the context of [`RaidAnswer`] (the
+/// client knows both from its parameters and the position it asked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerShape {
+    /// Blocks in the answer.
+    pub blocks: usize,
+    /// Bytes per block.
+    pub block_size: usize,
+}
+
+impl Codec<'_> for RaidAnswer {
+    type Context = AnswerShape;
+
+    fn encode(&self, w: &mut Writer) {
+        for block in &self.blocks {
+            w.bytes(block);
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>, shape: &AnswerShape) -> Result<Self, Error> {
+        // The context bounds the count (at most MAX_CHUNKS blocks of at most 16 MiB); the bytes
+        // must be there before anything is copied.
+        let len = shape.blocks.saturating_mul(shape.block_size);
+        let bytes = r.take(len)?;
+        let blocks = bytes
+            .chunks_exact(shape.block_size.max(1))
+            .map(<[u8]>::to_vec)
+            .collect();
+        Ok(Self { blocks })
+    }
 }
 
 impl RaidPir {
@@ -203,23 +308,31 @@ impl RaidPir {
         })
     }
 
-    /// Builds the scheme named by a query body's header, for a mirror holding a database of
-    /// `shape`: the shape must match, the parameters must be valid (a peer error otherwise).
-    /// Reads only the fixed-size header and allocates nothing.
-    pub(crate) fn for_query_body(shape: DbShape, body: &[u8]) -> Result<RaidPir, Error> {
-        let header = read_header(&mut Reader::new(body), shape)?;
-        RaidPir::new(
-            shape,
-            usize::from(header.servers),
-            usize::from(header.redundancy),
-            header.chunks as usize,
-            header.mode,
-        )
-        .map_err(|error| match error {
-            // Parameters read from the wire are the peer's fault, not the caller's.
-            Error::InvalidParameter(message) => Error::Malformed(message),
-            other => other,
-        })
+    /// Refuses a body that names other parameters than this scheme's (a peer error).
+    pub(crate) fn check_same(&self, found: &RaidPir) -> Result<(), Error> {
+        if found == self {
+            return Ok(());
+        }
+        Err(Error::Malformed(format!(
+            "parameters (n {}, r {}, c {}, mode {:?}) differ from this scheme's \
+             (n {}, r {}, c {}, mode {:?})",
+            found.servers,
+            found.redundancy,
+            found.chunks,
+            found.mode,
+            self.servers,
+            self.redundancy,
+            self.chunks,
+            self.mode
+        )))
+    }
+
+    /// The shape of server `server`'s answer body.
+    pub fn answer_shape(&self, server: usize) -> AnswerShape {
+        AnswerShape {
+            blocks: self.answer_body_len(server) / self.shape.block_size(),
+            block_size: self.shape.block_size(),
+        }
     }
 
     /// `r`, the number of servers that process each chunk.
@@ -617,18 +730,11 @@ impl MultiServerScheme for RaidPir {
 
     fn encode_query(&self, query: &RaidQuery) -> Vec<u8> {
         let mut writer = Writer::with_capacity(self.query_body_len(query.server));
-        write_shape_header(&mut writer, self.shape);
-        // n <= 64, r <= n, c <= 256 and server < n (checked in `new` and by the caller's
-        // query), so these conversions never saturate for a query of this scheme.
-        writer.u16(u16::try_from(self.servers).unwrap_or(u16::MAX));
-        writer.u16(u16::try_from(self.redundancy).unwrap_or(u16::MAX));
-        writer.u32(u32::try_from(self.chunks).unwrap_or(u32::MAX));
-        writer.u16(u16::try_from(query.server).unwrap_or(u16::MAX));
-        writer.u8(self.mode.to_byte());
-        writer.bytes(&query.seed);
-        for flip in &query.flips {
-            writer.bytes(flip.as_bytes());
+        RaidQueryBody {
+            scheme: *self,
+            query: query.clone(),
         }
+        .encode(&mut writer);
         writer.into_bytes()
     }
 
@@ -640,45 +746,13 @@ impl MultiServerScheme for RaidPir {
                 limit,
             });
         }
-        let mut reader = Reader::new(bytes);
-        let header = read_header(&mut reader, self.shape)?;
-        if usize::from(header.servers) != self.servers
-            || usize::from(header.redundancy) != self.redundancy
-            || header.chunks as usize != self.chunks
-            || header.mode != self.mode
-        {
-            return Err(Error::Malformed(format!(
-                "query parameters (n {}, r {}, c {}, mode {:?}) differ from this scheme's \
-                 (n {}, r {}, c {}, mode {:?})",
-                header.servers,
-                header.redundancy,
-                header.chunks,
-                header.mode,
-                self.servers,
-                self.redundancy,
-                self.chunks,
-                self.mode
-            )));
-        }
-        let server = usize::from(header.server);
-        if server >= self.servers {
-            return Err(Error::OutOfRange {
-                field: "server position",
-                found: server as u64,
-                limit: self.servers as u64,
-            });
-        }
-        let flips = self.read_flips(server, &mut reader)?;
-        reader.finish()?;
-        Ok(RaidQuery {
-            server,
-            seed: header.seed,
-            flips,
-        })
+        let body = RaidQueryBody::from_bytes(bytes, &self.shape)?;
+        self.check_same(&body.scheme)?;
+        Ok(body.query)
     }
 
     fn encode_answer(&self, answer: &RaidAnswer) -> Vec<u8> {
-        answer.blocks.concat()
+        answer.to_bytes()
     }
 
     fn decode_answer(&self, query: &RaidQuery, bytes: &[u8]) -> Result<RaidAnswer, Error> {
@@ -687,18 +761,7 @@ impl MultiServerScheme for RaidPir {
                 "query names a server outside the scheme".into(),
             ));
         }
-        let expected = self.answer_body_len(query.server);
-        if bytes.len() != expected {
-            return Err(Error::WrongLength(format!(
-                "answer has {} bytes, expected {expected}",
-                bytes.len()
-            )));
-        }
-        let blocks = bytes
-            .chunks_exact(self.shape.block_size())
-            .map(<[u8]>::to_vec)
-            .collect();
-        Ok(RaidAnswer { blocks })
+        RaidAnswer::from_bytes(bytes, &self.answer_shape(query.server))
     }
 }
 

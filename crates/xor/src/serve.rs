@@ -8,11 +8,11 @@
 //! (magic, version, scheme id, length) is checked by the caller with [`pir_core::wire`], using
 //! [`max_query_body`] as the length limit.
 
-use pir_core::{Database, DbShape, Error, MultiServerScheme, SchemeId};
+use pir_core::{Codec, Database, DbShape, Error, MultiServerScheme, SchemeId};
 
 use crate::chor::Chor;
 use crate::dpf_pir::DpfPir;
-use crate::raid::RaidPir;
+use crate::raid::{RaidPir, RaidQueryBody};
 
 /// Answers one query body of `scheme` against `db`; the body carries the scheme parameters,
 /// which are validated against db.shape() before anything is allocated.
@@ -26,8 +26,10 @@ pub fn answer_body(db: &Database, scheme: SchemeId, body: &[u8]) -> Result<Vec<u
     match scheme {
         SchemeId::Chor => Chor::answer_body(db, body),
         SchemeId::RaidPir => {
-            let raid = RaidPir::for_query_body(db.shape(), body)?;
-            let query = raid.decode_query(body)?;
+            let RaidQueryBody {
+                scheme: raid,
+                query,
+            } = RaidQueryBody::from_bytes(body, &db.shape())?;
             let answer = raid.answer(db, &query)?;
             Ok(raid.encode_answer(&answer))
         }

@@ -1,13 +1,20 @@
-//! `tests/vectors/chor_query/fail_*.hex`: the Chor query body refuses damaged bytes for its
-//! stated reason, through the shared runner of `pir_core::codec` (the same damage as the older
-//! `tests/vectors/fail_chor_*.hex`, which `kat.rs` reads through a mirror's answer path).
+//! `tests/vectors/<format>/fail_*.hex` of the XOR schemes' bodies (Chor, RAID-PIR, DPF, QDP):
+//! each refuses damaged bytes for its stated reason, through the shared runner of
+//! `pir_core::codec`. `chor_query/` holds the same damage as the older
+//! `tests/vectors/fail_chor_*.hex`, which `kat.rs` reads through a mirror's answer path.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pir_core::bits::BitVec;
-use pir_core::codec::testing::{check_fail_vectors, cut, patch, trailing, vectors_dir, FailVector};
-use pir_core::{Codec, DbShape};
+use pir_core::codec::testing::{
+    check_fail_vectors, check_format, cut, patch, trailing, vectors_dir, FailVector, Patch,
+};
+use pir_core::{Codec, DbShape, MultiServerScheme};
 use pir_xor::chor::ChorQueryBody;
-use pir_xor::ChorQuery;
+use pir_xor::dpf::{self, DpfKey};
+use pir_xor::dpf_pir::DpfQueryBody;
+use pir_xor::qdp::{self, QdpQuery, QdpQueryBody, SeedGrant, SeedRequest, SeedResponse};
+use pir_xor::raid::RaidQueryBody;
+use pir_xor::{AnswerMode, ChorQuery, DpfAnswer, DpfPir, DpfQuery, RaidAnswer, RaidPir, RaidQuery};
 
 #[test]
 fn chor_query() {
@@ -60,4 +67,262 @@ fn chor_query() {
         &vectors,
         &shape,
     );
+}
+
+/// [`check_format`] in this crate.
+fn check<T: Codec<'static>>(
+    format: &str,
+    good: &[u8],
+    context: &T::Context,
+    fields: &[Patch<'_>],
+    extra: Vec<FailVector>,
+) {
+    check_format::<T>(
+        env!("CARGO_MANIFEST_DIR"),
+        format,
+        good,
+        context,
+        fields,
+        extra,
+    );
+}
+
+/// RAID-PIR, B = 20 blocks of 64 bytes, n = 3, r = 2, c = 3: server 0 flips chunk 0 (7 bits).
+fn raid() -> RaidPir {
+    RaidPir::new(DbShape::new(20, 64).unwrap(), 3, 2, 3, AnswerMode::Single).unwrap()
+}
+
+#[test]
+fn raid_query() {
+    let scheme = raid();
+    let query = RaidQuery {
+        server: 0,
+        seed: [0x5a; 16],
+        flips: vec![BitVec::from_wire(7, &[0x45]).unwrap()],
+    };
+    let good = RaidQueryBody { scheme, query }.to_bytes();
+    assert_eq!(good.len(), 40);
+    // Offsets: shape 0..12, n 12, r 14, c 16, server 20, mode 22, seed 23, flips 39.
+    let fields: &[Patch<'_>] = &[
+        ("wrong_block_count", "DatabaseMismatch", "B = 19", 0, 8, 19),
+        ("n_below_2", "Malformed", "n = 1", 12, 2, 1),
+        ("r_above_n", "Malformed", "r = 4 > n = 3", 14, 2, 4),
+        ("c_zero", "Malformed", "c = 0", 16, 4, 0),
+        (
+            "server_out_of_range",
+            "OutOfRange",
+            "server 3 of n = 3",
+            20,
+            2,
+            3,
+        ),
+        ("bad_mode", "UnknownValue", "mode 2", 22, 1, 2),
+        (
+            "tail_bit_set",
+            "Malformed",
+            "k_0 = 7: bit 7 of the flip byte",
+            39,
+            1,
+            0xc5,
+        ),
+    ];
+    check::<RaidQueryBody>("raid_query", &good, &raid().shape(), fields, Vec::new());
+}
+
+#[test]
+fn raid_answer() {
+    // Per-chunk answers of server 1 (n = 3, r = 2, c = 3): chunks 0 and 1, 2 blocks of 64.
+    let scheme =
+        RaidPir::new(DbShape::new(20, 64).unwrap(), 3, 2, 3, AnswerMode::PerChunk).unwrap();
+    let shape = scheme.answer_shape(1);
+    assert_eq!((shape.blocks, shape.block_size), (2, 64));
+    let answer = RaidAnswer {
+        blocks: vec![vec![1; 64], vec![2; 64]],
+    };
+    check::<RaidAnswer>("raid_answer", &answer.to_bytes(), &shape, &[], Vec::new());
+}
+
+/// The pinned DPF key pair of `dpf.rs` for point 1000 of 4096 (depth 5, 119 bytes).
+fn dpf_key() -> DpfKey {
+    let [key, _] = dpf::generate_from_seeds(1000, 4096, [[0x11; 16], [0x22; 16]]).unwrap();
+    key
+}
+
+#[test]
+fn dpf_key_vectors() {
+    let good = dpf_key().to_bytes();
+    assert_eq!(good.len(), dpf::key_len(5));
+    // Offsets: depth 0, root seed 1..17, t 17, levels of 17 bytes from 18, last 16.
+    let fields: &[Patch<'_>] = &[
+        (
+            "wrong_depth",
+            "DatabaseMismatch",
+            "depth 4, the domain needs 5",
+            0,
+            1,
+            4,
+        ),
+        (
+            "root_seed_low_bit",
+            "UnknownValue",
+            "root seed's low bit set",
+            1,
+            1,
+            0x11,
+        ),
+        ("control_bit", "UnknownValue", "control bit 2", 17, 1, 2),
+        (
+            "control_correction",
+            "UnknownValue",
+            "level 0 corrections 4",
+            34,
+            1,
+            4,
+        ),
+    ];
+    let levels_missing = FailVector::new(
+        "levels_missing",
+        "Truncated",
+        "one level of five, refused before allocating",
+        good[..18 + 17].to_vec(),
+    );
+    check::<DpfKey>("dpf_key", &good, &5, fields, vec![levels_missing]);
+}
+
+#[test]
+fn dpf_query() {
+    let shape = DbShape::new(4096, 32).unwrap();
+    let body = DpfQueryBody {
+        shape,
+        query: DpfQuery::from_key(dpf_key()),
+    };
+    let good = body.to_bytes();
+    assert_eq!(good.len(), DpfPir::query_body_len(shape));
+    let fields: &[Patch<'_>] = &[
+        (
+            "wrong_block_count",
+            "DatabaseMismatch",
+            "B = 4095",
+            0,
+            8,
+            4095,
+        ),
+        (
+            "wrong_block_size",
+            "DatabaseMismatch",
+            "block_size 64",
+            8,
+            4,
+            64,
+        ),
+        (
+            "wrong_depth",
+            "DatabaseMismatch",
+            "key of depth 6",
+            12,
+            1,
+            6,
+        ),
+    ];
+    check::<DpfQueryBody>("dpf_query", &good, &shape, fields, Vec::new());
+}
+
+#[test]
+fn dpf_answer() {
+    let shape = DbShape::new(4096, 32).unwrap();
+    let good = DpfAnswer::new(vec![7; 32]).to_bytes();
+    check::<DpfAnswer>("dpf_answer", &good, &shape, &[], Vec::new());
+}
+
+/// QDP over B = 21 blocks of 32 bytes, n = 3, r = 2, c = 4 (server 1 flips chunk 1, 5 bits).
+fn qdp_raid() -> RaidPir {
+    RaidPir::new(DbShape::new(21, 32).unwrap(), 3, 2, 4, AnswerMode::Single).unwrap()
+}
+
+/// Damage to `tag | params` shared by the three QDP bodies (offsets: tag 0, shape 1..13,
+/// n 13, r 15, c 17, server 21, mode 23).
+const QDP_PARAMS: &[Patch<'static>] = &[
+    ("wrong_block_count", "DatabaseMismatch", "B = 22", 1, 8, 22),
+    ("n_below_2", "Malformed", "n = 1", 13, 2, 1),
+    ("other_redundancy", "Malformed", "r = 3, not ours", 15, 2, 3),
+    (
+        "server_out_of_range",
+        "OutOfRange",
+        "server 3 of n = 3",
+        21,
+        2,
+        3,
+    ),
+    ("bad_mode", "UnknownValue", "mode 2", 23, 1, 2),
+    ("other_mode", "Malformed", "PerChunk, not ours", 23, 1, 1),
+];
+
+fn qdp_check<T>(format: &str, good: &[u8], wrong_tag: u8, extra: Vec<FailVector>)
+where
+    T: Codec<'static, Context = RaidPir>,
+{
+    let mut fields = QDP_PARAMS.to_vec();
+    fields.push((
+        "wrong_tag",
+        "UnknownValue",
+        "another message's tag",
+        0,
+        1,
+        u64::from(wrong_tag),
+    ));
+    check::<T>(format, good, &qdp_raid(), &fields, extra);
+}
+
+#[test]
+fn qdp_seed_request() {
+    let good = SeedRequest {
+        raid: qdp_raid(),
+        server: 1,
+    }
+    .to_bytes();
+    assert_eq!(good.len(), qdp::SEED_REQUEST_LEN);
+    qdp_check::<SeedRequest>("qdp_seed_request", &good, qdp::TAG_QUERY, Vec::new());
+}
+
+#[test]
+fn qdp_seed_response() {
+    let grant = SeedGrant {
+        server: 1,
+        id: 7,
+        seed: [0x5a; 16],
+    };
+    let good = SeedResponse {
+        raid: qdp_raid(),
+        grant,
+    }
+    .to_bytes();
+    assert_eq!(good.len(), qdp::SEED_RESPONSE_LEN);
+    qdp_check::<SeedResponse>(
+        "qdp_seed_response",
+        &good,
+        qdp::TAG_SEED_REQUEST,
+        Vec::new(),
+    );
+}
+
+#[test]
+fn qdp_query() {
+    let query = QdpQuery {
+        server: 1,
+        seed_id: 7,
+        flips: vec![BitVec::from_wire(5, &[0x15]).unwrap()],
+    };
+    let good = QdpQueryBody {
+        raid: qdp_raid(),
+        query,
+    }
+    .to_bytes();
+    assert_eq!(good.len(), qdp::query_body_len(&qdp_raid(), 1));
+    let tail = FailVector::new(
+        "tail_bit_set",
+        "Malformed",
+        "k_1 = 5: bit 7 of the flip byte",
+        patch(&good, 32, 1, 0x95),
+    );
+    qdp_check::<QdpQueryBody>("qdp_query", &good, qdp::TAG_SEED_RESPONSE, vec![tail]);
 }

@@ -237,6 +237,73 @@ pub fn patch(bytes: &[u8], at: usize, width: usize, value: u64) -> Vec<u8> {
     out
 }
 
+/// The vectors most formats share: `truncated` (last byte cut) and `trailing` (a byte added)
+/// of the valid encoding `good`, and `empty`, all with the variants a complete decoder gives.
+pub fn cut_and_trailing(good: &[u8]) -> Vec<FailVector> {
+    vec![
+        FailVector::new("empty", "Truncated", "no bytes", Vec::new()),
+        FailVector::new("truncated", "Truncated", "last byte missing", cut(good)),
+        FailVector::new(
+            "trailing",
+            "TrailingBytes",
+            "a byte after the value",
+            trailing(good),
+        ),
+    ]
+}
+
+/// One damaged field of a valid encoding: `(reason, expected variant, note, offset, width,
+/// value)`, the little-endian field of `width` bytes at `offset` replaced by `value`.
+pub type Patch<'p> = (&'p str, &'p str, &'p str, usize, usize, u64);
+
+/// One vector per [`Patch`] of `good`.
+pub fn patches(good: &[u8], fields: &[Patch<'_>]) -> Vec<FailVector> {
+    fields
+        .iter()
+        .map(|&(reason, expect, note, at, width, value)| {
+            FailVector::new(reason, expect, note, patch(good, at, width, value))
+        })
+        .collect()
+}
+
+/// The whole test of one format from one valid encoding `good` (the crate's
+/// `CARGO_MANIFEST_DIR` locates `tests/vectors/<format>`): `good` decodes and encodes back to
+/// the same bytes, and the vectors [`cut_and_trailing`] (less those `extra` replaces, by
+/// reason), `extra` and [`patches`] of `fields` are checked by [`check_fail_vectors`].
+/// Returns how many vectors were checked.
+pub fn check_format<T: Codec<'static>>(
+    manifest_dir: &str,
+    format: &str,
+    good: &[u8],
+    context: &T::Context,
+    fields: &[Patch<'_>],
+    extra: Vec<FailVector>,
+) -> usize {
+    let good: &'static [u8] = Vec::leak(good.to_vec());
+    let decoded = T::from_bytes(good, context)
+        .unwrap_or_else(|e| panic!("{format}: the valid encoding is refused: {e}"));
+    assert_eq!(decoded.to_bytes(), good, "{format}: round trip");
+    let mut vectors: Vec<FailVector> = cut_and_trailing(good)
+        .into_iter()
+        .filter(|v| extra.iter().all(|e| e.reason != v.reason))
+        .collect();
+    vectors.extend(extra);
+    vectors.extend(patches(good, fields));
+    check_fail_vectors::<T>(&vectors_dir(manifest_dir, format), &vectors, context)
+}
+
+/// The `trailing` vector of a format that is one whole envelope (`pir_core::wire::Envelope`):
+/// a byte after the body contradicts the envelope's length, `WrongLength`. Pass it in
+/// [`check_format`]'s `extra`.
+pub fn envelope_trailing(good: &[u8]) -> FailVector {
+    FailVector::new(
+        "trailing",
+        "WrongLength",
+        "a byte after the body the envelope declares",
+        trailing(good),
+    )
+}
+
 fn encode_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -35,26 +35,21 @@ impl QdpClient {
     /// The seed request body for server `server`.
     pub fn seed_request(&self, server: usize) -> Result<Vec<u8>, Error> {
         self.check_server(server)?;
-        let mut writer = Writer::with_capacity(SEED_REQUEST_LEN);
-        write_params(&mut writer, TAG_SEED_REQUEST, &self.raid, server);
-        Ok(writer.into_bytes())
+        Ok(encode_seed_request(&self.raid, server))
     }
 
     /// Reads server `server`'s seed response, checking that it names this client's parameters
     /// and that server's position.
     pub fn read_seed_response(&self, server: usize, body: &[u8]) -> Result<SeedGrant, Error> {
         self.check_server(server)?;
-        let mut reader = Reader::new(body);
-        let found = read_params(&mut reader, TAG_SEED_RESPONSE, &self.raid)?;
-        if found != server {
+        let grant = SeedResponse::from_bytes(body, &self.raid)?.grant;
+        if grant.server != server {
             return Err(Error::Malformed(format!(
-                "seed response names server position {found}, expected {server}"
+                "seed response names server position {}, expected {server}",
+                grant.server
             )));
         }
-        let id = reader.u64()?;
-        let seed = reader.array()?;
-        reader.finish()?;
-        Ok(SeedGrant { server, id, seed })
+        Ok(grant)
     }
 
     /// Step 3: the query of every server for `indices` (one in [`AnswerMode::Single`], up to

@@ -91,9 +91,9 @@ use pir_core::wire::{Reader, Writer};
 use pir_core::{Database, Error, MultiServerScheme};
 use rand::CryptoRng;
 
-use crate::chor::{check_shape_header, write_shape_header};
 use crate::prg::{Seed, SEED_LEN};
 use crate::raid::{self, AnswerMode, RaidAnswer, RaidPir, RaidQuery};
+use pir_core::Codec;
 
 /// Body tag of a seed request.
 pub const TAG_SEED_REQUEST: u8 = 1;
