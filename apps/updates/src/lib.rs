@@ -25,6 +25,7 @@
 //! files it is given.
 
 pub mod apt;
+pub mod choose;
 pub mod command;
 pub mod error;
 pub mod fetch;
