@@ -2,167 +2,277 @@
 
 use pir_client::{MirrorInfo, Transport};
 use pir_keys::PublicKey;
+use rand::seq::SliceRandom;
+use rand::Rng;
 
 use crate::fetch::MAX_MANIFEST_BYTES;
 use crate::freshness::Freshness;
 use crate::{Manifest, UpdateError};
 
-/// The release a client fetches from, and the mirrors that serve it first.
+/// The release a client fetches from, and the mirrors known to serve it.
 #[derive(Debug, Clone)]
 pub struct ChosenRelease {
     /// The verified manifest.
     pub manifest: Manifest,
     /// SHA-256 of its signed bytes.
     pub release_id: [u8; 32],
-    /// Mirror list positions, those serving the release first (in list order), then the rest
-    /// as last spares.
-    pub order: Vec<usize>,
+    /// Mirror list positions that said they serve the release.
+    pub serving: Vec<usize>,
+    /// The other positions, spares after the serving ones: first those not asked (they most
+    /// likely serve it too), then those that serve something else or did not answer.
+    pub others: [Vec<usize>; 2],
 }
 
-/// Chooses the release to fetch from: asks every mirror which releases it serves, takes the
-/// newest one served by at least `need` mirrors (during a rollover, some mirrors serve the next
-/// release before the others), fetches its manifest from a mirror that serves it and checks the
-/// vendor signature, the id, and freshness (expiry, and no older than the newest release this
-/// client used, when `freshness` is given). A mirror that sends a tampered manifest is skipped
-/// and named in the error if nothing else works.
-pub async fn choose_release<T: Transport>(
+impl ChosenRelease {
+    /// The mirror order of one fetch, drawn afresh: see [`mirror_order`].
+    pub fn order<R: Rng + ?Sized>(&self, rng: &mut R) -> Vec<usize> {
+        mirror_order(&[&self.serving, &self.others[0], &self.others[1]], rng)
+    }
+}
+
+/// The mirror list positions in the order one fetch uses them: each tier in a uniformly random
+/// order, the tiers one after the other (the mirrors serving the release, then spares).
+///
+/// The first `n` positions are the mirrors asked; spares replace them in this order. Drawn
+/// afresh for every fetch, every mirror serving the release is equally likely to be asked,
+/// so load spreads over the whole list, and colluding mirrors see a random share of a
+/// client's fetches instead of all of them (README, "What each mirror learns").
+pub fn mirror_order<R: Rng + ?Sized>(tiers: &[&[usize]], rng: &mut R) -> Vec<usize> {
+    let mut order = Vec::with_capacity(tiers.iter().map(|t| t.len()).sum());
+    for tier in tiers {
+        let mut tier = tier.to_vec();
+        tier.shuffle(rng);
+        order.extend(tier);
+    }
+    order
+}
+
+/// What the mirrors asked so far said.
+#[derive(Default)]
+struct Asked {
+    /// id -> (version hint, mirrors serving it).
+    candidates: Vec<([u8; 32], u64, Vec<usize>)>,
+    /// Manifests that mirrors without releases lists sent instead, by id.
+    sent: Vec<([u8; 32], Vec<u8>)>,
+    failures: Vec<String>,
+    /// (release, mirror) whose manifest was tried and refused.
+    tried: Vec<([u8; 32], usize)>,
+    /// Releases refused as stale (the same bytes from any mirror are just as stale).
+    stale_ids: Vec<[u8; 32]>,
+    stale: Option<UpdateError>,
+    tampered: bool,
+}
+
+/// Chooses the release to fetch from without asking every mirror: asks `need` mirrors drawn at
+/// random which releases they serve, then `need` more at a time until some release is served by
+/// at least `need` of those asked (during a rollover, some mirrors serve the next release before
+/// the others), and takes the newest such one. Its manifest comes from a mirror that serves it
+/// (or the copy kept from the last session) and is checked: the vendor signature, the id, and
+/// freshness (expiry, and no older than the newest release this client used, when `freshness`
+/// is given). A mirror that sends a tampered manifest is skipped and named in the error if
+/// nothing else works.
+pub async fn choose_release<T: Transport, R: Rng + ?Sized>(
     transport: &T,
     mirrors: &[MirrorInfo],
     vendor: &PublicKey,
     need: usize,
     freshness: Option<&Freshness>,
+    rng: &mut R,
 ) -> Result<ChosenRelease, UpdateError> {
     // The manifest kept from the last session is most likely the one to use: check its
     // signature (a few ms for a large release) while the mirrors are asked.
-    let checking = freshness.and_then(Freshness::kept).map(|(id, bytes)| {
+    let mut checking = freshness.and_then(Freshness::kept).map(|(id, bytes)| {
         let vendor = *vendor;
         std::thread::spawn(move || {
             let manifest = Manifest::decode_verified(&bytes, &vendor);
             (id, bytes, manifest)
         })
     });
-    let lists = futures_join_all(mirrors.len(), |i| releases_of(transport, i)).await;
-    let mut kept = checking.and_then(|thread| thread.join().ok());
-    let mut failures = Vec::new();
-    // id -> (version hint, mirrors serving it)
-    let mut candidates: Vec<([u8; 32], u64, Vec<usize>)> = Vec::new();
-    // Manifests that mirrors without releases lists sent instead, by id (checked below).
-    let mut sent: Vec<([u8; 32], Vec<u8>)> = Vec::new();
-    for (i, list) in lists.into_iter().enumerate() {
+    let mut unasked = mirror_order(&[&(0..mirrors.len()).collect::<Vec<_>>()], rng);
+    let mut asked = Asked::default();
+    let mut kept = None;
+    loop {
+        let take = need.max(1).min(unasked.len());
+        let wave: Vec<usize> = unasked.drain(..take).collect();
+        let lists = futures_join_all(wave.len(), |k| releases_of(transport, wave[k])).await;
+        for (&i, list) in wave.iter().zip(lists) {
+            asked.record(i, list, &mirrors[i].url);
+        }
+        if let Some(thread) = checking.take() {
+            kept = thread.join().ok();
+        }
+        let all_asked = unasked.is_empty();
+        let found = asked
+            .try_candidates(
+                transport, mirrors, vendor, need, all_asked, freshness, &mut kept,
+            )
+            .await;
+        if let Some((manifest, release_id, serving)) = found {
+            let not_serving = (0..mirrors.len())
+                .filter(|m| !serving.contains(m) && !unasked.contains(m))
+                .collect();
+            return Ok(ChosenRelease {
+                manifest,
+                release_id,
+                serving,
+                others: [unasked, not_serving],
+            });
+        }
+        if all_asked {
+            return Err(asked.into_error());
+        }
+    }
+}
+
+/// A kept manifest: its id, bytes, and the result of checking them.
+type Kept = Option<([u8; 32], Vec<u8>, Result<Manifest, UpdateError>)>;
+
+impl Asked {
+    /// Notes what mirror `i` (at `url`) said it serves.
+    fn record(
+        &mut self,
+        i: usize,
+        list: Result<(Vec<pir_service::ReleaseInfo>, Option<Vec<u8>>), pir_client::TransportError>,
+        url: &str,
+    ) {
         match list {
             Ok((infos, manifest)) => {
                 if let (Some(bytes), Some(info)) = (manifest, infos.first()) {
-                    if !sent.iter().any(|(id, _)| *id == info.id) {
-                        sent.push((info.id, bytes));
+                    if !self.sent.iter().any(|(id, _)| *id == info.id) {
+                        self.sent.push((info.id, bytes));
                     }
                 }
                 for info in infos {
-                    match candidates.iter_mut().find(|c| c.0 == info.id) {
+                    match self.candidates.iter_mut().find(|c| c.0 == info.id) {
                         Some(c) => c.2.push(i),
-                        None => candidates.push((info.id, info.version, vec![i])),
+                        None => self.candidates.push((info.id, info.version, vec![i])),
                     }
                 }
             }
             Err(e) => {
-                tracing::warn!(mirror = %mirrors[i].url, "no releases list, used only as a last spare: {e}");
-                failures.push(format!("{}: {e}", mirrors[i].url));
+                tracing::warn!(mirror = %url, "no releases list, used only as a last spare: {e}");
+                self.failures.push(format!("{url}: {e}"));
             }
         }
     }
-    // Served by enough mirrors first, then newest, then most widely served.
-    candidates.sort_by_key(|(_, version, serving)| {
-        (
-            serving.len() < need,
-            std::cmp::Reverse(*version),
-            std::cmp::Reverse(serving.len()),
-        )
-    });
-    let mut tampered = false;
-    let mut stale: Option<UpdateError> = None;
-    for (id, _, serving) in &candidates {
-        // The kept manifest, already checked, if it is this release; else a mirror's.
-        let mut checked = match kept.take() {
-            Some((kept_id, bytes, Ok(manifest))) if kept_id == *id => Some((bytes, manifest)),
-            other => {
-                kept = other;
-                None
+
+    /// The newest release served by `need` of the mirrors asked (any, once `all_asked`) whose
+    /// manifest checks out, with the mirrors serving it.
+    #[allow(clippy::too_many_arguments)] // one call site; the pieces are unrelated
+    async fn try_candidates<T: Transport>(
+        &mut self,
+        transport: &T,
+        mirrors: &[MirrorInfo],
+        vendor: &PublicKey,
+        need: usize,
+        all_asked: bool,
+        freshness: Option<&Freshness>,
+        kept: &mut Kept,
+    ) -> Option<(Manifest, [u8; 32], Vec<usize>)> {
+        // Served by enough mirrors first, then newest, then most widely served.
+        self.candidates.sort_by_key(|(_, version, serving)| {
+            (
+                serving.len() < need,
+                std::cmp::Reverse(*version),
+                std::cmp::Reverse(serving.len()),
+            )
+        });
+        let candidates = self.candidates.clone();
+        for (id, _, serving) in candidates {
+            if (serving.len() < need && !all_asked) || self.stale_ids.contains(&id) {
+                continue;
             }
-        };
-        let sources: Vec<Option<usize>> = checked
-            .is_some()
-            .then_some(None)
-            .into_iter()
-            .chain(serving.iter().copied().map(Some))
-            .collect();
-        for source in sources {
-            let (bytes, manifest) = match (source, checked.take()) {
-                (None, Some(pair)) => pair,
-                (None, None) => continue,
-                (Some(i), _) => {
-                    let already = sent.iter().find(|(sent_id, _)| sent_id == id);
-                    let fetched = match already {
-                        Some((_, bytes)) => Ok(bytes.clone()),
-                        None => {
-                            pir_client::fetch_manifest_of(
-                                transport,
-                                i,
-                                Some(id),
-                                MAX_MANIFEST_BYTES,
-                            )
-                            .await
-                        }
-                    };
-                    let bytes = match fetched {
-                        Ok(bytes) => bytes,
-                        Err(e) => {
-                            failures.push(format!("{}: {e}", mirrors[i].url));
-                            continue;
-                        }
-                    };
-                    let from = mirrors[i].url.as_str();
-                    if Manifest::release_id(&bytes) != *id {
-                        tampered = true;
-                        failures.push(format!(
-                            "{from} sent a manifest that is not the release it listed"
-                        ));
-                        continue;
-                    }
-                    match Manifest::decode_verified(&bytes, vendor) {
-                        Ok(manifest) => (bytes, manifest),
-                        Err(e) => {
-                            tracing::warn!(from, "manifest rejected: {e}");
-                            tampered = true;
-                            failures.push(format!("{from} sent a manifest that was rejected: {e}"));
-                            continue;
-                        }
-                    }
-                }
+            let Some((bytes, manifest)) = self
+                .manifest_of(&id, &serving, transport, mirrors, vendor, kept)
+                .await
+            else {
+                continue;
             };
             if let Some(freshness) = freshness {
                 if let Err(e) = freshness.check(&manifest, crate::freshness::now_unix()) {
-                    stale.get_or_insert(e);
-                    break; // the same release from another mirror is just as stale
+                    self.stale.get_or_insert(e);
+                    self.stale_ids.push(id);
+                    continue;
                 }
-                freshness.keep_manifest(id, &bytes);
+                freshness.keep_manifest(&id, &bytes);
             }
-            let mut order = serving.clone();
-            order.extend((0..mirrors.len()).filter(|m| !serving.contains(m)));
-            return Ok(ChosenRelease {
-                manifest,
-                release_id: *id,
-                order,
-            });
+            return Some((manifest, id, serving));
+        }
+        None
+    }
+
+    /// The checked manifest of release `id`: the kept one if it is this release, else one that a
+    /// mirror sent or sends.
+    async fn manifest_of<T: Transport>(
+        &mut self,
+        id: &[u8; 32],
+        serving: &[usize],
+        transport: &T,
+        mirrors: &[MirrorInfo],
+        vendor: &PublicKey,
+        kept: &mut Kept,
+    ) -> Option<(Vec<u8>, Manifest)> {
+        if let Some((kept_id, bytes, Ok(manifest))) = kept.take() {
+            if kept_id == *id {
+                return Some((bytes, manifest));
+            }
+            *kept = Some((kept_id, bytes, Ok(manifest)));
+        }
+        for &i in serving {
+            if self.tried.contains(&(*id, i)) {
+                continue;
+            }
+            self.tried.push((*id, i));
+            let already = self.sent.iter().find(|(sent_id, _)| sent_id == id);
+            let fetched = match already {
+                Some((_, bytes)) => Ok(bytes.clone()),
+                None => {
+                    pir_client::fetch_manifest_of(transport, i, Some(id), MAX_MANIFEST_BYTES).await
+                }
+            };
+            let from = mirrors[i].url.as_str();
+            let bytes = match fetched {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    self.failures.push(format!("{from}: {e}"));
+                    continue;
+                }
+            };
+            if Manifest::release_id(&bytes) != *id {
+                self.tampered = true;
+                self.failures.push(format!(
+                    "{from} sent a manifest that is not the release it listed"
+                ));
+                continue;
+            }
+            match Manifest::decode_verified(&bytes, vendor) {
+                Ok(manifest) => return Some((bytes, manifest)),
+                Err(e) => {
+                    tracing::warn!(from, "manifest rejected: {e}");
+                    self.tampered = true;
+                    self.failures
+                        .push(format!("{from} sent a manifest that was rejected: {e}"));
+                }
+            }
+        }
+        None
+    }
+
+    /// Why no release could be chosen.
+    fn into_error(self) -> UpdateError {
+        if let Some(stale) = self.stale {
+            return stale;
+        }
+        let message = format!(
+            "no mirror sent a valid manifest: {}",
+            self.failures.join("; ")
+        );
+        if self.tampered {
+            UpdateError::Signature(message)
+        } else {
+            UpdateError::Input(message)
         }
     }
-    if let Some(stale) = stale {
-        return Err(stale);
-    }
-    let message = format!("no mirror sent a valid manifest: {}", failures.join("; "));
-    Err(if tampered {
-        UpdateError::Signature(message)
-    } else {
-        UpdateError::Input(message)
-    })
 }
 
 /// The releases mirror `i` serves. A mirror from before releases lists (it refuses the

@@ -6,7 +6,7 @@
 //! the size class. The privacy assumption depends on the scheme, see [`SchemeChoice`].
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pir_client::{
@@ -15,10 +15,13 @@ use pir_client::{
 use pir_core::{MultiServerScheme, SchemeId};
 use pir_keys::PublicKey;
 use pir_xor::{AnswerMode, Chor, RaidPir};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
 
 use crate::choose::{choose_release, ChosenRelease};
+use crate::current_list::{self, SignedList};
 use crate::freshness::Freshness;
-use crate::{Manifest, MirrorList, UpdateError};
+use crate::{Manifest, UpdateError};
 
 /// Largest manifest a client accepts from a mirror (256 MiB: 8 M block hashes).
 pub const MAX_MANIFEST_BYTES: usize = 256 << 20;
@@ -89,43 +92,6 @@ impl SchemeChoice {
     }
 }
 
-/// A fetched file and what it took.
-#[derive(Debug)]
-pub struct Fetched {
-    /// The file's bytes (verified against the manifest).
-    pub bytes: Vec<u8>,
-    /// Blocks retrieved (including size-class padding).
-    pub blocks: u64,
-    /// Queries per mirror position.
-    pub queries: usize,
-    /// Traffic per mirror of the list.
-    pub stats: Vec<MirrorStats>,
-    /// Mirrors that failed or cheated, with evidence.
-    pub incidents: Vec<Incident>,
-    /// Wall time of the private retrieval.
-    pub elapsed: Duration,
-}
-
-/// Retrieves file `name` of `manifest` (whose signed bytes hash to `release_id`) privately.
-pub async fn fetch_file<T: Transport>(
-    manifest: &Manifest,
-    release_id: [u8; 32],
-    name: &str,
-    mirrors: &[MirrorInfo],
-    transport: Arc<T>,
-    choice: SchemeChoice,
-) -> Result<Fetched, UpdateError> {
-    let mut many = fetch_files(manifest, release_id, &[name], mirrors, transport, choice).await?;
-    Ok(Fetched {
-        bytes: many.files.pop().map(|(_, bytes)| bytes).unwrap_or_default(),
-        blocks: many.blocks,
-        queries: many.queries,
-        stats: many.stats,
-        incidents: many.incidents,
-        elapsed: many.elapsed,
-    })
-}
-
 /// Several files fetched in one retrieval.
 #[derive(Debug)]
 pub struct FetchedMany {
@@ -141,6 +107,16 @@ pub struct FetchedMany {
     pub incidents: Vec<Incident>,
     /// Wall time of the private retrieval.
     pub elapsed: Duration,
+    /// The mirror list positions in the order this fetch used them: `stats[k]` is of mirror
+    /// `mirrors[k]` (drawn afresh for every fetch, see [`crate::choose::mirror_order`]).
+    pub mirrors: Vec<usize>,
+}
+
+impl FetchedMany {
+    /// Bytes of all the files.
+    pub fn total_bytes(&self) -> usize {
+        self.files.iter().map(|(_, bytes)| bytes.len()).sum()
+    }
 }
 
 /// Retrieves the files `names` of `manifest` privately in ONE retrieval: their blocks are
@@ -188,7 +164,7 @@ pub async fn fetch_files<T: Transport>(
     } else {
         AnswerMode::Single
     };
-    let mut rng = <rand_chacha::ChaCha20Rng as rand::SeedableRng>::from_os_rng();
+    let mut rng = ChaCha20Rng::from_os_rng();
     let started = Instant::now();
     let (retrieval, queries) = match choice {
         SchemeChoice::Chor { servers } => {
@@ -285,24 +261,14 @@ pub async fn fetch_files<T: Transport>(
         stats: retrieval.stats,
         incidents: retrieval.incidents,
         elapsed,
+        mirrors: (0..mirrors.len()).collect(),
     })
 }
 
-/// Reads and verifies a signed mirror list file.
+/// Reads and verifies a signed mirror list file (its freshness is checked when a session
+/// opens, see [`crate::current_list`]).
 pub fn load_mirror_list(path: &Path, vendor: &PublicKey) -> Result<Vec<MirrorInfo>, UpdateError> {
-    let bytes = std::fs::read(path).map_err(|source| UpdateError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
-    let list = MirrorList::decode_verified(&bytes, vendor)?;
-    Ok(list
-        .mirrors
-        .into_iter()
-        .map(|m| MirrorInfo {
-            url: m.url,
-            key: m.key,
-        })
-        .collect())
+    Ok(SignedList::load(path, vendor)?.mirrors())
 }
 
 /// A transport that sees the mirror list in another order: position `k` is mirror
@@ -337,19 +303,23 @@ impl<T: Transport> Transport for Reordered<T> {
 }
 
 /// A client's view of one release on a set of mirrors: chosen once, then any number of fetches
-/// (the apt method keeps one for its whole run).
+/// (the apt method keeps one for its whole run), each from mirrors drawn afresh.
 #[derive(Debug)]
 pub struct UpdateSession<T> {
     /// The chosen release.
     pub release: ChosenRelease,
-    /// The mirrors in the chosen order.
+    /// The mirrors, in list order.
     pub mirrors: Vec<MirrorInfo>,
-    transport: Arc<Reordered<T>>,
+    transport: Arc<T>,
+    /// Draws each fetch's mirrors ([`ChosenRelease::order`]).
+    rng: Mutex<ChaCha20Rng>,
 }
 
 impl UpdateSession<HttpsTransport> {
-    /// Verifies the mirror list, connects over pinned TLS, chooses the release (see
-    /// [`choose_release`]) and records its version in `state_dir` (freshness).
+    /// Verifies the mirror list file, takes a newer list kept from an earlier session or served
+    /// by a mirror instead (see [`crate::current_list`]), refuses it if it is expired or older
+    /// than the newest list used, connects over pinned TLS, chooses the release (see
+    /// [`choose_release`]) and records both versions in `state_dir` (freshness).
     pub async fn open(
         mirror_list: &Path,
         vendor: &PublicKey,
@@ -364,19 +334,48 @@ impl UpdateSession<HttpsTransport> {
                 state_dir.display()
             )));
         }
-        let mirrors = load_mirror_list(mirror_list, vendor)?;
-        let pins: Vec<(String, PublicKey)> =
-            mirrors.iter().map(|m| (m.url.clone(), m.key)).collect();
-        let transport =
-            Arc::new(HttpsTransport::new(&pins).map_err(|e| UpdateError::Input(e.to_string()))?);
-        let freshness = Freshness::new(state_dir, vendor);
-        Self::open_with(transport, mirrors, vendor, Some(&freshness), need).await
+        let list = SignedList::load(mirror_list, vendor)?;
+        Self::open_listed(list, vendor, state_dir, need, connect_https).await
     }
 }
 
+/// A pinned TLS transport to `mirrors`.
+fn connect_https(mirrors: &[MirrorInfo]) -> Result<Arc<HttpsTransport>, UpdateError> {
+    let pins: Vec<(String, PublicKey)> = mirrors.iter().map(|m| (m.url.clone(), m.key)).collect();
+    Ok(Arc::new(
+        HttpsTransport::new(&pins).map_err(|e| UpdateError::Input(e.to_string()))?,
+    ))
+}
+
 impl<T: Transport> UpdateSession<T> {
-    /// [`UpdateSession::open`] over any transport; with `freshness`, the chosen version is
-    /// checked and recorded.
+    /// [`UpdateSession::open`] over the transports `connect` makes for a list's mirrors: the
+    /// newest of `list` and the kept one, refreshed from a mirror, checked and recorded in
+    /// `state_dir`; then the release, checked and recorded too.
+    pub async fn open_listed(
+        list: SignedList,
+        vendor: &PublicKey,
+        state_dir: &Path,
+        need: usize,
+        connect: impl Fn(&[MirrorInfo]) -> Result<Arc<T>, UpdateError>,
+    ) -> Result<Self, UpdateError> {
+        let lists = Freshness::for_mirror_lists(state_dir, vendor);
+        let now = crate::freshness::now_unix();
+        let mut rng = ChaCha20Rng::from_os_rng();
+        let mut list = current_list::newest_known(list, &lists, vendor);
+        let mut transport = connect(&list.mirrors())?;
+        let served =
+            current_list::from_mirrors(transport.as_ref(), &list, vendor, now, &mut rng).await;
+        if let Some(newer) = served {
+            list = newer;
+            transport = connect(&list.mirrors())?;
+        }
+        current_list::accept(&list, &lists, now)?;
+        let freshness = Freshness::new(state_dir, vendor);
+        Self::open_with(transport, list.mirrors(), vendor, Some(&freshness), need).await
+    }
+
+    /// A session on `mirrors` over `transport` (in list order, no list freshness); with
+    /// `freshness`, the chosen release's version is checked and recorded.
     pub async fn open_with(
         transport: Arc<T>,
         mirrors: Vec<MirrorInfo>,
@@ -384,34 +383,60 @@ impl<T: Transport> UpdateSession<T> {
         freshness: Option<&Freshness>,
         need: usize,
     ) -> Result<Self, UpdateError> {
-        let release = choose_release(transport.as_ref(), &mirrors, vendor, need, freshness).await?;
+        let mut rng = ChaCha20Rng::from_os_rng();
+        let release = choose_release(
+            transport.as_ref(),
+            &mirrors,
+            vendor,
+            need,
+            freshness,
+            &mut rng,
+        )
+        .await?;
         if let Some(freshness) = freshness {
             freshness.record(release.manifest.release_version)?;
         }
-        let ordered = release.order.iter().map(|&i| mirrors[i].clone()).collect();
-        let transport = Arc::new(Reordered::new(transport, release.order.clone()));
         Ok(Self {
             release,
-            mirrors: ordered,
+            mirrors,
             transport,
+            rng: Mutex::new(rng),
         })
     }
 
-    /// Fetches `names` privately in one retrieval (see [`fetch_files`]).
+    /// Draws each fetch's mirrors from `seed` instead of the operating system (for tests
+    /// that count where fetches went).
+    pub fn with_seed(self, seed: u64) -> Self {
+        Self {
+            rng: Mutex::new(ChaCha20Rng::seed_from_u64(seed)),
+            ..self
+        }
+    }
+
+    /// Fetches `names` privately in one retrieval (see [`fetch_files`]) from mirrors drawn at
+    /// random for this fetch: those serving the release first, then the spares.
     pub async fn fetch(
         &self,
         names: &[&str],
         choice: SchemeChoice,
     ) -> Result<FetchedMany, UpdateError> {
-        fetch_files(
+        let order = match self.rng.lock() {
+            Ok(mut rng) => self.release.order(&mut *rng),
+            Err(poisoned) => self.release.order(&mut *poisoned.into_inner()),
+        };
+        let ordered: Vec<MirrorInfo> = order.iter().map(|&i| self.mirrors[i].clone()).collect();
+        let transport = Arc::new(Reordered::new(self.transport.clone(), order.clone()));
+        let mut fetched = fetch_files(
             &self.release.manifest,
             self.release.release_id,
             names,
-            &self.mirrors,
-            self.transport.clone(),
+            &ordered,
+            transport,
             choice,
         )
-        .await
+        .await?;
+        fetched.mirrors = order;
+        Ok(fetched)
     }
 }
 
@@ -488,29 +513,19 @@ pub async fn fetch_to_file(
     state_dir: &Path,
     out: &Path,
     choice: SchemeChoice,
-) -> Result<(Fetched, Vec<PathBuf>), UpdateError> {
+) -> Result<(FetchedMany, Vec<PathBuf>), UpdateError> {
     let session = UpdateSession::open(mirror_list, vendor, state_dir, choice.servers()).await?;
     let result = session.fetch(&[name], choice).await;
     match result {
-        Ok(mut many) => {
+        Ok(many) => {
             let evidence = save_evidence(out, &many.incidents)?;
-            let bytes = many.files.pop().map(|(_, b)| b).unwrap_or_default();
+            let bytes = many.files.first().map_or(&[][..], |(_, b)| b.as_slice());
             if out == Path::new(STDOUT) {
-                write_stdout(&bytes)?;
+                write_stdout(bytes)?;
             } else {
-                write_atomically(out, &bytes)?;
+                write_atomically(out, bytes)?;
             }
-            Ok((
-                Fetched {
-                    bytes,
-                    blocks: many.blocks,
-                    queries: many.queries,
-                    stats: many.stats,
-                    incidents: many.incidents,
-                    elapsed: many.elapsed,
-                },
-                evidence,
-            ))
+            Ok((many, evidence))
         }
         Err(UpdateError::Fetch(error)) => {
             let incidents = match &error {

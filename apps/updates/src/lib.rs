@@ -27,6 +27,7 @@
 pub mod apt;
 pub mod choose;
 pub mod command;
+pub mod current_list;
 pub mod error;
 pub mod fetch;
 pub mod freshness;
