@@ -9,24 +9,75 @@ use crate::fetch::MAX_MANIFEST_BYTES;
 use crate::freshness::Freshness;
 use crate::{Manifest, UpdateError};
 
-/// The release a client fetches from, and the mirrors known to serve it.
+/// The release a client fetches from, and what it knows of the mirrors.
 #[derive(Debug, Clone)]
 pub struct ChosenRelease {
     /// The verified manifest.
     pub manifest: Manifest,
     /// SHA-256 of its signed bytes.
     pub release_id: [u8; 32],
-    /// Mirror list positions that said they serve the release.
-    pub serving: Vec<usize>,
-    /// The other positions, spares after the serving ones: first those not asked (they most
-    /// likely serve it too), then those that serve something else or did not answer.
-    pub others: [Vec<usize>; 2],
+    /// Which mirrors serve it, as far as the client has asked.
+    pub mirrors: Tiers,
 }
 
-impl ChosenRelease {
-    /// The mirror order of one fetch, drawn afresh: see [`mirror_order`].
+/// Mirror list positions by what the client knows of them, for one release.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tiers {
+    /// Said they serve the release.
+    pub serving: Vec<usize>,
+    /// Not asked yet: listed by the vendor, so most likely serving it too.
+    pub unasked: Vec<usize>,
+    /// Serve something else or did not answer: last spares.
+    pub elsewhere: Vec<usize>,
+}
+
+impl Tiers {
+    /// The mirror order of one fetch, drawn afresh (see [`mirror_order`]): the mirrors serving
+    /// the release or not asked yet, in a uniformly random order, then the others.
     pub fn order<R: Rng + ?Sized>(&self, rng: &mut R) -> Vec<usize> {
-        mirror_order(&[&self.serving, &self.others[0], &self.others[1]], rng)
+        let likely: Vec<usize> = self.serving.iter().chain(&self.unasked).copied().collect();
+        mirror_order(&[&likely, &self.elsewhere], rng)
+    }
+
+    /// Notes what mirror `m`, asked now, said: whether it serves the release.
+    pub fn learned(&mut self, m: usize, serves: bool) {
+        self.unasked.retain(|&u| u != m);
+        if serves {
+            self.serving.push(m);
+        } else {
+            self.elsewhere.push(m);
+        }
+    }
+
+    /// Asks the mirrors among the first `n` of `order` that were not asked yet which releases
+    /// they serve, and notes whether each serves `release`. Returns whether any was asked
+    /// (then `order` should be drawn again).
+    pub async fn ask_unasked<T: Transport>(
+        tiers: &std::sync::Mutex<Tiers>,
+        order: &[usize],
+        n: usize,
+        transport: &T,
+        release: &[u8; 32],
+    ) -> bool {
+        let to_ask: Vec<usize> = {
+            let known = tiers.lock().unwrap_or_else(|p| p.into_inner());
+            order
+                .iter()
+                .take(n)
+                .copied()
+                .filter(|m| known.unasked.contains(m))
+                .collect()
+        };
+        if to_ask.is_empty() {
+            return false;
+        }
+        let lists = futures_join_all(to_ask.len(), |k| releases_of(transport, to_ask[k])).await;
+        let mut known = tiers.lock().unwrap_or_else(|p| p.into_inner());
+        for (&m, list) in to_ask.iter().zip(lists) {
+            let serves = list.is_ok_and(|(infos, _)| infos.iter().any(|i| i.id == *release));
+            known.learned(m, serves);
+        }
+        true
     }
 }
 
@@ -108,14 +159,17 @@ pub async fn choose_release<T: Transport, R: Rng + ?Sized>(
             )
             .await;
         if let Some((manifest, release_id, serving)) = found {
-            let not_serving = (0..mirrors.len())
+            let elsewhere = (0..mirrors.len())
                 .filter(|m| !serving.contains(m) && !unasked.contains(m))
                 .collect();
             return Ok(ChosenRelease {
                 manifest,
                 release_id,
-                serving,
-                others: [unasked, not_serving],
+                mirrors: Tiers {
+                    serving,
+                    unasked,
+                    elsewhere,
+                },
             });
         }
         if all_asked {

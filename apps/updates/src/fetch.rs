@@ -18,7 +18,7 @@ use pir_xor::{AnswerMode, Chor, RaidPir};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
-use crate::choose::{choose_release, ChosenRelease};
+use crate::choose::{choose_release, ChosenRelease, Tiers};
 use crate::current_list::{self, SignedList};
 use crate::freshness::Freshness;
 use crate::{Manifest, UpdateError};
@@ -311,7 +311,9 @@ pub struct UpdateSession<T> {
     /// The mirrors, in list order.
     pub mirrors: Vec<MirrorInfo>,
     transport: Arc<T>,
-    /// Draws each fetch's mirrors ([`ChosenRelease::order`]).
+    /// What the session has learned of the mirrors since (asked as fetches draw them).
+    tiers: Mutex<Tiers>,
+    /// Draws each fetch's mirrors ([`Tiers::order`]).
     rng: Mutex<ChaCha20Rng>,
 }
 
@@ -397,6 +399,7 @@ impl<T: Transport> UpdateSession<T> {
             freshness.record(release.manifest.release_version)?;
         }
         Ok(Self {
+            tiers: Mutex::new(release.mirrors.clone()),
             release,
             mirrors,
             transport,
@@ -414,15 +417,24 @@ impl<T: Transport> UpdateSession<T> {
     }
 
     /// Fetches `names` privately in one retrieval (see [`fetch_files`]) from mirrors drawn at
-    /// random for this fetch: those serving the release first, then the spares.
+    /// random for this fetch among those serving the release (a drawn mirror not asked yet is
+    /// asked first, and drawn again if it serves another), then the spares.
     pub async fn fetch(
         &self,
         names: &[&str],
         choice: SchemeChoice,
     ) -> Result<FetchedMany, UpdateError> {
-        let order = match self.rng.lock() {
-            Ok(mut rng) => self.release.order(&mut *rng),
-            Err(poisoned) => self.release.order(&mut *poisoned.into_inner()),
+        let id = self.release.release_id;
+        let order = loop {
+            let order = {
+                let tiers = self.tiers.lock().unwrap_or_else(|p| p.into_inner());
+                let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+                tiers.order(&mut *rng)
+            };
+            let (n, transport) = (choice.servers(), self.transport.as_ref());
+            if !Tiers::ask_unasked(&self.tiers, &order, n, transport, &id).await {
+                break order;
+            }
         };
         let ordered: Vec<MirrorInfo> = order.iter().map(|&i| self.mirrors[i].clone()).collect();
         let transport = Arc::new(Reordered::new(self.transport.clone(), order.clone()));

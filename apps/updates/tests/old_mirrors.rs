@@ -66,7 +66,7 @@ async fn old_and_new_mirrors_serve_one_fetch() {
     .await
     .unwrap();
     // All three serve the release.
-    let mut serving = session.release.serving.clone();
+    let mut serving = session.release.mirrors.serving.clone();
     serving.sort_unstable();
     assert_eq!(serving, vec![0, 1, 2]);
     let choice = SchemeChoice::RaidPir {
