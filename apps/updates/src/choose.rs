@@ -74,7 +74,16 @@ impl Tiers {
         let lists = futures_join_all(to_ask.len(), |k| releases_of(transport, to_ask[k])).await;
         let mut known = tiers.lock().unwrap_or_else(|p| p.into_inner());
         for (&m, list) in to_ask.iter().zip(lists) {
-            let serves = list.is_ok_and(|(infos, _)| infos.iter().any(|i| i.id == *release));
+            let serves = match list {
+                Ok((infos, _)) => infos.iter().any(|i| i.id == *release),
+                Err(e) => {
+                    tracing::warn!(
+                        mirror = m,
+                        "no releases list, used only as a last spare: {e}"
+                    );
+                    false
+                }
+            };
             known.learned(m, serves);
         }
         true

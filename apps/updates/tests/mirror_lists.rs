@@ -134,22 +134,23 @@ struct Fleet {
     vendor: SecretKey,
     keys: Vec<PublicKey>,
     sets: Vec<Arc<ReleaseSet>>,
+    /// A file of the release, and its bytes.
+    name: String,
     payload: Vec<u8>,
 }
 
 fn fleet(count: usize) -> Fleet {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    let payload: Vec<u8> = (0..3000u32).map(|i| (i * 13 % 251) as u8).collect();
-    std::fs::write(src.join("a.deb"), &payload).unwrap();
+    let (src, out) = (dir.path().join("src"), dir.path().join("release"));
+    let files = pir_updates::sample::write_sample_release(&src, 3, 5).unwrap();
+    let name = files[0].0.clone();
+    let payload = std::fs::read(src.join(&name)).unwrap();
     let vendor = SecretKey::generate().unwrap();
-    let out = dir.path().join("release");
-    let options = release::BuildOptions {
+    let small_blocks = release::BuildOptions {
         block_size: Some(1024),
         ..release::BuildOptions::default()
     };
-    release::build(&src, &vendor, &out, &options).unwrap();
+    release::build(&src, &vendor, &out, &small_blocks).unwrap();
     let mut keys = Vec::new();
     let mut sets = Vec::new();
     for _ in 0..count {
@@ -163,6 +164,7 @@ fn fleet(count: usize) -> Fleet {
         vendor,
         keys,
         sets,
+        name,
         payload,
     }
 }
@@ -180,6 +182,23 @@ impl Fleet {
         Ok(Arc::new(LocalTransport::new(
             mirrors.iter().map(|m| by_url[&m.url].clone()).collect(),
         )))
+    }
+
+    /// Every mirror serves `list` (or none).
+    fn serve_list(&self, list: Option<&SignedList>) {
+        for set in &self.sets {
+            set.set_download(list.map(|l| bytes::Bytes::from(l.bytes.clone())));
+        }
+    }
+
+    /// A session opened with the list file `given` and the state in `state`.
+    async fn open(
+        &self,
+        given: &SignedList,
+        state: &Path,
+    ) -> Result<UpdateSession<LocalTransport>, UpdateError> {
+        let vendor = self.vendor.public();
+        UpdateSession::open_listed(given.clone(), &vendor, state, 2, |m| self.connect(m)).await
     }
 
     fn queries(&self) -> Vec<u64> {
@@ -200,34 +219,22 @@ async fn a_client_learns_a_newer_list_from_a_mirror_without_the_vendor() {
     // without mirror 0 and with mirror 3, and the mirrors serve it. There is no vendor URL.
     let given = list(&fleet.vendor, 1, now + HOUR, &fleet.keys[..3]);
     let newer = list(&fleet.vendor, 2, now + HOUR, &fleet.keys[1..]);
-    for set in &fleet.sets {
-        set.set_download(Some(bytes::Bytes::from(newer.bytes.clone())));
-    }
-    let session = UpdateSession::open_listed(given.clone(), &vendor, state.path(), 2, |m| {
-        fleet.connect(m)
-    })
-    .await
-    .unwrap();
+    fleet.serve_list(Some(&newer));
+    let session = fleet.open(&given, state.path()).await.unwrap();
     assert_eq!(session.mirrors, newer.mirrors());
     let lists = Freshness::for_mirror_lists(state.path(), &vendor);
     assert_eq!(lists.newest_seen().unwrap(), Some(2));
     assert_eq!(lists.kept_list(), Some(newer.bytes.clone()));
     let got = session
-        .fetch(&["a.deb"], SchemeChoice::Chor { servers: 2 })
+        .fetch(&[fleet.name.as_str()], SchemeChoice::Chor { servers: 2 })
         .await
         .unwrap();
     assert_eq!(got.files[0].1, fleet.payload);
     assert_eq!(fleet.queries()[0], 0, "the dropped mirror was asked");
 
     // Next session, given list 1 again: the kept list 2 is used.
-    for set in &fleet.sets {
-        set.set_download(None);
-    }
-    let session = UpdateSession::open_listed(given.clone(), &vendor, state.path(), 2, |m| {
-        fleet.connect(m)
-    })
-    .await
-    .unwrap();
+    fleet.serve_list(None);
+    let session = fleet.open(&given, state.path()).await.unwrap();
     assert_eq!(session.mirrors, newer.mirrors());
 
     // Mirrors cannot push an expired list, another vendor's, or an older one.
@@ -238,22 +245,14 @@ async fn a_client_learns_a_newer_list_from_a_mirror_without_the_vendor() {
         list(&other, 3, now + HOUR, &fleet.keys[1..]),
         list(&fleet.vendor, 0, now + HOUR, &fleet.keys[1..]),
     ] {
-        for set in &fleet.sets {
-            set.set_download(Some(bytes::Bytes::from(bad.bytes.clone())));
-        }
-        let session = UpdateSession::open_listed(given.clone(), &vendor, fresh.path(), 2, |m| {
-            fleet.connect(m)
-        })
-        .await
-        .unwrap();
+        fleet.serve_list(Some(&bad));
+        let session = fleet.open(&given, fresh.path()).await.unwrap();
         assert_eq!(session.mirrors, given.mirrors());
     }
 
     // An expired list the client holds is refused when no mirror has a newer one.
     let expired = list(&fleet.vendor, 9, now - 1, &fleet.keys[..3]);
-    let error = UpdateSession::open_listed(expired, &vendor, fresh.path(), 2, |m| fleet.connect(m))
-        .await
-        .unwrap_err();
+    let error = fleet.open(&expired, fresh.path()).await.unwrap_err();
     assert!(error.to_string().contains("freeze attack"), "{error}");
 }
 
@@ -279,16 +278,11 @@ async fn fetches_spread_evenly_over_six_mirrors() {
     let state = tempfile::tempdir().unwrap();
     let signed = list(&fleet.vendor, 1, now + HOUR, &fleet.keys);
     let servers = 2;
-    let session = UpdateSession::open_listed(
-        signed.clone(),
-        &fleet.vendor.public(),
-        state.path(),
-        servers,
-        |m| fleet.connect(m),
-    )
-    .await
-    .unwrap()
-    .with_seed(33);
+    let session = fleet
+        .open(&signed, state.path())
+        .await
+        .unwrap()
+        .with_seed(33);
     // Every mirror serves the release, whichever were asked to learn it.
     let chosen = &session.release.mirrors;
     assert_eq!(
@@ -320,7 +314,7 @@ async fn fetches_spread_evenly_over_six_mirrors() {
     let mut before = fleet.queries();
     for _ in 0..12 {
         let got = session
-            .fetch(&["a.deb"], SchemeChoice::Chor { servers })
+            .fetch(&[fleet.name.as_str()], SchemeChoice::Chor { servers })
             .await
             .unwrap();
         assert_eq!(got.files[0].1, fleet.payload);
