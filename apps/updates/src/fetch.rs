@@ -6,7 +6,7 @@
 //! the size class. The privacy assumption depends on the scheme, see [`SchemeChoice`].
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pir_client::{
@@ -15,9 +15,13 @@ use pir_client::{
 use pir_core::{MultiServerScheme, SchemeId};
 use pir_keys::PublicKey;
 use pir_xor::{AnswerMode, Chor, RaidPir};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
 
+use crate::choose::{choose_release, ChosenRelease, Tiers};
+use crate::current_list::{self, SignedList};
 use crate::freshness::Freshness;
-use crate::{Manifest, MirrorList, UpdateError};
+use crate::{Manifest, UpdateError};
 
 /// Largest manifest a client accepts from a mirror (256 MiB: 8 M block hashes).
 pub const MAX_MANIFEST_BYTES: usize = 256 << 20;
@@ -88,43 +92,6 @@ impl SchemeChoice {
     }
 }
 
-/// A fetched file and what it took.
-#[derive(Debug)]
-pub struct Fetched {
-    /// The file's bytes (verified against the manifest).
-    pub bytes: Vec<u8>,
-    /// Blocks retrieved (including size-class padding).
-    pub blocks: u64,
-    /// Queries per mirror position.
-    pub queries: usize,
-    /// Traffic per mirror of the list.
-    pub stats: Vec<MirrorStats>,
-    /// Mirrors that failed or cheated, with evidence.
-    pub incidents: Vec<Incident>,
-    /// Wall time of the private retrieval.
-    pub elapsed: Duration,
-}
-
-/// Retrieves file `name` of `manifest` (whose signed bytes hash to `release_id`) privately.
-pub async fn fetch_file<T: Transport>(
-    manifest: &Manifest,
-    release_id: [u8; 32],
-    name: &str,
-    mirrors: &[MirrorInfo],
-    transport: Arc<T>,
-    choice: SchemeChoice,
-) -> Result<Fetched, UpdateError> {
-    let mut many = fetch_files(manifest, release_id, &[name], mirrors, transport, choice).await?;
-    Ok(Fetched {
-        bytes: many.files.pop().map(|(_, bytes)| bytes).unwrap_or_default(),
-        blocks: many.blocks,
-        queries: many.queries,
-        stats: many.stats,
-        incidents: many.incidents,
-        elapsed: many.elapsed,
-    })
-}
-
 /// Several files fetched in one retrieval.
 #[derive(Debug)]
 pub struct FetchedMany {
@@ -140,6 +107,16 @@ pub struct FetchedMany {
     pub incidents: Vec<Incident>,
     /// Wall time of the private retrieval.
     pub elapsed: Duration,
+    /// The mirror list positions in the order this fetch used them: `stats[k]` is of mirror
+    /// `mirrors[k]` (drawn afresh for every fetch, see [`crate::choose::mirror_order`]).
+    pub mirrors: Vec<usize>,
+}
+
+impl FetchedMany {
+    /// Bytes of all the files.
+    pub fn total_bytes(&self) -> usize {
+        self.files.iter().map(|(_, bytes)| bytes.len()).sum()
+    }
 }
 
 /// Retrieves the files `names` of `manifest` privately in ONE retrieval: their blocks are
@@ -187,7 +164,7 @@ pub async fn fetch_files<T: Transport>(
     } else {
         AnswerMode::Single
     };
-    let mut rng = <rand_chacha::ChaCha20Rng as rand::SeedableRng>::from_os_rng();
+    let mut rng = ChaCha20Rng::from_os_rng();
     let started = Instant::now();
     let (retrieval, queries) = match choice {
         SchemeChoice::Chor { servers } => {
@@ -284,233 +261,14 @@ pub async fn fetch_files<T: Transport>(
         stats: retrieval.stats,
         incidents: retrieval.incidents,
         elapsed,
+        mirrors: (0..mirrors.len()).collect(),
     })
 }
 
-/// Reads and verifies a signed mirror list file.
+/// Reads and verifies a signed mirror list file (its freshness is checked when a session
+/// opens, see [`crate::current_list`]).
 pub fn load_mirror_list(path: &Path, vendor: &PublicKey) -> Result<Vec<MirrorInfo>, UpdateError> {
-    let bytes = std::fs::read(path).map_err(|source| UpdateError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
-    let list = MirrorList::decode_verified(&bytes, vendor)?;
-    Ok(list
-        .mirrors
-        .into_iter()
-        .map(|m| MirrorInfo {
-            url: m.url,
-            key: m.key,
-        })
-        .collect())
-}
-
-/// The release a client fetches from, and the mirrors that serve it first.
-#[derive(Debug, Clone)]
-pub struct ChosenRelease {
-    /// The verified manifest.
-    pub manifest: Manifest,
-    /// SHA-256 of its signed bytes.
-    pub release_id: [u8; 32],
-    /// Mirror list positions, those serving the release first (in list order), then the rest
-    /// as last spares.
-    pub order: Vec<usize>,
-}
-
-/// Chooses the release to fetch from: asks every mirror which releases it serves, takes the
-/// newest one served by at least `need` mirrors (during a rollover, some mirrors serve the next
-/// release before the others), fetches its manifest from a mirror that serves it and checks the
-/// vendor signature, the id, and freshness (expiry, and no older than the newest release this
-/// client used, when `freshness` is given). A mirror that sends a tampered manifest is skipped
-/// and named in the error if nothing else works.
-pub async fn choose_release<T: Transport>(
-    transport: &T,
-    mirrors: &[MirrorInfo],
-    vendor: &PublicKey,
-    need: usize,
-    freshness: Option<&Freshness>,
-) -> Result<ChosenRelease, UpdateError> {
-    // The manifest kept from the last session is most likely the one to use: check its
-    // signature (a few ms for a large release) while the mirrors are asked.
-    let checking = freshness.and_then(Freshness::kept).map(|(id, bytes)| {
-        let vendor = *vendor;
-        std::thread::spawn(move || {
-            let manifest = Manifest::decode_verified(&bytes, &vendor);
-            (id, bytes, manifest)
-        })
-    });
-    let lists = futures_join_all(mirrors.len(), |i| releases_of(transport, i)).await;
-    let mut kept = checking.and_then(|thread| thread.join().ok());
-    let mut failures = Vec::new();
-    // id -> (version hint, mirrors serving it)
-    let mut candidates: Vec<([u8; 32], u64, Vec<usize>)> = Vec::new();
-    // Manifests that mirrors without releases lists sent instead, by id (checked below).
-    let mut sent: Vec<([u8; 32], Vec<u8>)> = Vec::new();
-    for (i, list) in lists.into_iter().enumerate() {
-        match list {
-            Ok((infos, manifest)) => {
-                if let (Some(bytes), Some(info)) = (manifest, infos.first()) {
-                    if !sent.iter().any(|(id, _)| *id == info.id) {
-                        sent.push((info.id, bytes));
-                    }
-                }
-                for info in infos {
-                    match candidates.iter_mut().find(|c| c.0 == info.id) {
-                        Some(c) => c.2.push(i),
-                        None => candidates.push((info.id, info.version, vec![i])),
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::warn!(mirror = %mirrors[i].url, "no releases list, used only as a last spare: {e}");
-                failures.push(format!("{}: {e}", mirrors[i].url));
-            }
-        }
-    }
-    // Served by enough mirrors first, then newest, then most widely served.
-    candidates.sort_by_key(|(_, version, serving)| {
-        (
-            serving.len() < need,
-            std::cmp::Reverse(*version),
-            std::cmp::Reverse(serving.len()),
-        )
-    });
-    let mut tampered = false;
-    let mut stale: Option<UpdateError> = None;
-    for (id, _, serving) in &candidates {
-        // The kept manifest, already checked, if it is this release; else a mirror's.
-        let mut checked = match kept.take() {
-            Some((kept_id, bytes, Ok(manifest))) if kept_id == *id => Some((bytes, manifest)),
-            other => {
-                kept = other;
-                None
-            }
-        };
-        let sources: Vec<Option<usize>> = checked
-            .is_some()
-            .then_some(None)
-            .into_iter()
-            .chain(serving.iter().copied().map(Some))
-            .collect();
-        for source in sources {
-            let (bytes, manifest) = match (source, checked.take()) {
-                (None, Some(pair)) => pair,
-                (None, None) => continue,
-                (Some(i), _) => {
-                    let already = sent.iter().find(|(sent_id, _)| sent_id == id);
-                    let fetched = match already {
-                        Some((_, bytes)) => Ok(bytes.clone()),
-                        None => {
-                            pir_client::fetch_manifest_of(
-                                transport,
-                                i,
-                                Some(id),
-                                MAX_MANIFEST_BYTES,
-                            )
-                            .await
-                        }
-                    };
-                    let bytes = match fetched {
-                        Ok(bytes) => bytes,
-                        Err(e) => {
-                            failures.push(format!("{}: {e}", mirrors[i].url));
-                            continue;
-                        }
-                    };
-                    let from = mirrors[i].url.as_str();
-                    if Manifest::release_id(&bytes) != *id {
-                        tampered = true;
-                        failures.push(format!(
-                            "{from} sent a manifest that is not the release it listed"
-                        ));
-                        continue;
-                    }
-                    match Manifest::decode_verified(&bytes, vendor) {
-                        Ok(manifest) => (bytes, manifest),
-                        Err(e) => {
-                            tracing::warn!(from, "manifest rejected: {e}");
-                            tampered = true;
-                            failures.push(format!("{from} sent a manifest that was rejected: {e}"));
-                            continue;
-                        }
-                    }
-                }
-            };
-            if let Some(freshness) = freshness {
-                if let Err(e) = freshness.check(&manifest, crate::freshness::now_unix()) {
-                    stale.get_or_insert(e);
-                    break; // the same release from another mirror is just as stale
-                }
-                freshness.keep_manifest(id, &bytes);
-            }
-            let mut order = serving.clone();
-            order.extend((0..mirrors.len()).filter(|m| !serving.contains(m)));
-            return Ok(ChosenRelease {
-                manifest,
-                release_id: *id,
-                order,
-            });
-        }
-    }
-    if let Some(stale) = stale {
-        return Err(stale);
-    }
-    let message = format!("no mirror sent a valid manifest: {}", failures.join("; "));
-    Err(if tampered {
-        UpdateError::Signature(message)
-    } else {
-        UpdateError::Input(message)
-    })
-}
-
-/// The releases mirror `i` serves. A mirror from before releases lists (it refuses the
-/// request) serves exactly one release: the manifest it sends, which is returned too so that it
-/// is not downloaded twice (its version here is a hint; the manifest is checked later).
-async fn releases_of<T: Transport>(
-    transport: &T,
-    i: usize,
-) -> Result<(Vec<pir_service::ReleaseInfo>, Option<Vec<u8>>), pir_client::TransportError> {
-    match pir_client::fetch_releases(transport, i).await {
-        Ok(list) => Ok((list, None)),
-        Err(pir_client::TransportError::Refused(_)) => {
-            let bytes = pir_client::fetch_manifest(transport, i, MAX_MANIFEST_BYTES).await?;
-            let version = Manifest::decode_unverified(&bytes).map_or(0, |m| m.release_version);
-            let info = pir_service::ReleaseInfo {
-                id: Manifest::release_id(&bytes),
-                version,
-                expires_unix: 0,
-            };
-            Ok((vec![info], Some(bytes)))
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// Runs `make(i)` for `i` in `0..n` concurrently; results in order.
-async fn futures_join_all<F, Fut, R>(n: usize, make: F) -> Vec<R>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = R>,
-{
-    let mut futures: Vec<std::pin::Pin<Box<Fut>>> = (0..n).map(|i| Box::pin(make(i))).collect();
-    let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (i, future) in futures.iter_mut().enumerate() {
-            if results[i].is_none() {
-                match future.as_mut().poll(cx) {
-                    std::task::Poll::Ready(r) => results[i] = Some(r),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    results.into_iter().flatten().collect()
+    Ok(SignedList::load(path, vendor)?.mirrors())
 }
 
 /// A transport that sees the mirror list in another order: position `k` is mirror
@@ -545,19 +303,25 @@ impl<T: Transport> Transport for Reordered<T> {
 }
 
 /// A client's view of one release on a set of mirrors: chosen once, then any number of fetches
-/// (the apt method keeps one for its whole run).
+/// (the apt method keeps one for its whole run), each from mirrors drawn afresh.
 #[derive(Debug)]
 pub struct UpdateSession<T> {
     /// The chosen release.
     pub release: ChosenRelease,
-    /// The mirrors in the chosen order.
+    /// The mirrors, in list order.
     pub mirrors: Vec<MirrorInfo>,
-    transport: Arc<Reordered<T>>,
+    transport: Arc<T>,
+    /// What the session has learned of the mirrors since (asked as fetches draw them).
+    tiers: Mutex<Tiers>,
+    /// Draws each fetch's mirrors ([`Tiers::order`]).
+    rng: Mutex<ChaCha20Rng>,
 }
 
 impl UpdateSession<HttpsTransport> {
-    /// Verifies the mirror list, connects over pinned TLS, chooses the release (see
-    /// [`choose_release`]) and records its version in `state_dir` (freshness).
+    /// Verifies the mirror list file, takes a newer list kept from an earlier session or served
+    /// by a mirror instead (see [`crate::current_list`]), refuses it if it is expired or older
+    /// than the newest list used, connects over pinned TLS, chooses the release (see
+    /// [`choose_release`]) and records both versions in `state_dir` (freshness).
     pub async fn open(
         mirror_list: &Path,
         vendor: &PublicKey,
@@ -572,19 +336,48 @@ impl UpdateSession<HttpsTransport> {
                 state_dir.display()
             )));
         }
-        let mirrors = load_mirror_list(mirror_list, vendor)?;
-        let pins: Vec<(String, PublicKey)> =
-            mirrors.iter().map(|m| (m.url.clone(), m.key)).collect();
-        let transport =
-            Arc::new(HttpsTransport::new(&pins).map_err(|e| UpdateError::Input(e.to_string()))?);
-        let freshness = Freshness::new(state_dir, vendor);
-        Self::open_with(transport, mirrors, vendor, Some(&freshness), need).await
+        let list = SignedList::load(mirror_list, vendor)?;
+        Self::open_listed(list, vendor, state_dir, need, connect_https).await
     }
 }
 
+/// A pinned TLS transport to `mirrors`.
+fn connect_https(mirrors: &[MirrorInfo]) -> Result<Arc<HttpsTransport>, UpdateError> {
+    let pins: Vec<(String, PublicKey)> = mirrors.iter().map(|m| (m.url.clone(), m.key)).collect();
+    Ok(Arc::new(
+        HttpsTransport::new(&pins).map_err(|e| UpdateError::Input(e.to_string()))?,
+    ))
+}
+
 impl<T: Transport> UpdateSession<T> {
-    /// [`UpdateSession::open`] over any transport; with `freshness`, the chosen version is
-    /// checked and recorded.
+    /// [`UpdateSession::open`] over the transports `connect` makes for a list's mirrors: the
+    /// newest of `list` and the kept one, refreshed from a mirror, checked and recorded in
+    /// `state_dir`; then the release, checked and recorded too.
+    pub async fn open_listed(
+        list: SignedList,
+        vendor: &PublicKey,
+        state_dir: &Path,
+        need: usize,
+        connect: impl Fn(&[MirrorInfo]) -> Result<Arc<T>, UpdateError>,
+    ) -> Result<Self, UpdateError> {
+        let lists = Freshness::for_mirror_lists(state_dir, vendor);
+        let now = crate::freshness::now_unix();
+        let mut rng = ChaCha20Rng::from_os_rng();
+        let mut list = current_list::newest_known(list, &lists, vendor);
+        let mut transport = connect(&list.mirrors())?;
+        let served =
+            current_list::from_mirrors(transport.as_ref(), &list, vendor, now, &mut rng).await;
+        if let Some(newer) = served {
+            list = newer;
+            transport = connect(&list.mirrors())?;
+        }
+        current_list::accept(&list, &lists, now)?;
+        let freshness = Freshness::new(state_dir, vendor);
+        Self::open_with(transport, list.mirrors(), vendor, Some(&freshness), need).await
+    }
+
+    /// A session on `mirrors` over `transport` (in list order, no list freshness); with
+    /// `freshness`, the chosen release's version is checked and recorded.
     pub async fn open_with(
         transport: Arc<T>,
         mirrors: Vec<MirrorInfo>,
@@ -592,34 +385,70 @@ impl<T: Transport> UpdateSession<T> {
         freshness: Option<&Freshness>,
         need: usize,
     ) -> Result<Self, UpdateError> {
-        let release = choose_release(transport.as_ref(), &mirrors, vendor, need, freshness).await?;
+        let mut rng = ChaCha20Rng::from_os_rng();
+        let release = choose_release(
+            transport.as_ref(),
+            &mirrors,
+            vendor,
+            need,
+            freshness,
+            &mut rng,
+        )
+        .await?;
         if let Some(freshness) = freshness {
             freshness.record(release.manifest.release_version)?;
         }
-        let ordered = release.order.iter().map(|&i| mirrors[i].clone()).collect();
-        let transport = Arc::new(Reordered::new(transport, release.order.clone()));
         Ok(Self {
+            tiers: Mutex::new(release.mirrors.clone()),
             release,
-            mirrors: ordered,
+            mirrors,
             transport,
+            rng: Mutex::new(rng),
         })
     }
 
-    /// Fetches `names` privately in one retrieval (see [`fetch_files`]).
+    /// Draws each fetch's mirrors from `seed` instead of the operating system (for tests
+    /// that count where fetches went).
+    pub fn with_seed(self, seed: u64) -> Self {
+        Self {
+            rng: Mutex::new(ChaCha20Rng::seed_from_u64(seed)),
+            ..self
+        }
+    }
+
+    /// Fetches `names` privately in one retrieval (see [`fetch_files`]) from mirrors drawn at
+    /// random for this fetch among those serving the release (a drawn mirror not asked yet is
+    /// asked first, and drawn again if it serves another), then the spares.
     pub async fn fetch(
         &self,
         names: &[&str],
         choice: SchemeChoice,
     ) -> Result<FetchedMany, UpdateError> {
-        fetch_files(
+        let id = self.release.release_id;
+        let order = loop {
+            let order = {
+                let tiers = self.tiers.lock().unwrap_or_else(|p| p.into_inner());
+                let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+                tiers.order(&mut *rng)
+            };
+            let (n, transport) = (choice.servers(), self.transport.as_ref());
+            if !Tiers::ask_unasked(&self.tiers, &order, n, transport, &id).await {
+                break order;
+            }
+        };
+        let ordered: Vec<MirrorInfo> = order.iter().map(|&i| self.mirrors[i].clone()).collect();
+        let transport = Arc::new(Reordered::new(self.transport.clone(), order.clone()));
+        let mut fetched = fetch_files(
             &self.release.manifest,
             self.release.release_id,
             names,
-            &self.mirrors,
-            self.transport.clone(),
+            &ordered,
+            transport,
             choice,
         )
-        .await
+        .await?;
+        fetched.mirrors = order;
+        Ok(fetched)
     }
 }
 
@@ -696,29 +525,19 @@ pub async fn fetch_to_file(
     state_dir: &Path,
     out: &Path,
     choice: SchemeChoice,
-) -> Result<(Fetched, Vec<PathBuf>), UpdateError> {
+) -> Result<(FetchedMany, Vec<PathBuf>), UpdateError> {
     let session = UpdateSession::open(mirror_list, vendor, state_dir, choice.servers()).await?;
     let result = session.fetch(&[name], choice).await;
     match result {
-        Ok(mut many) => {
+        Ok(many) => {
             let evidence = save_evidence(out, &many.incidents)?;
-            let bytes = many.files.pop().map(|(_, b)| b).unwrap_or_default();
+            let bytes = many.files.first().map_or(&[][..], |(_, b)| b.as_slice());
             if out == Path::new(STDOUT) {
-                write_stdout(&bytes)?;
+                write_stdout(bytes)?;
             } else {
-                write_atomically(out, &bytes)?;
+                write_atomically(out, bytes)?;
             }
-            Ok((
-                Fetched {
-                    bytes,
-                    blocks: many.blocks,
-                    queries: many.queries,
-                    stats: many.stats,
-                    incidents: many.incidents,
-                    elapsed: many.elapsed,
-                },
-                evidence,
-            ))
+            Ok((many, evidence))
         }
         Err(UpdateError::Fetch(error)) => {
             let incidents = match &error {

@@ -6,6 +6,10 @@
 //! ([`crate::Manifest::release_version`], [`crate::Manifest::expires_unix`]). The client keeps
 //! the newest version it has accepted from each vendor in its state directory, one small file
 //! per vendor key (`newest-<fingerprint>`), written atomically.
+//!
+//! Signed mirror lists age the same way ([`crate::MirrorList::list_version`],
+//! [`crate::MirrorList::expires_unix`]): [`Freshness::for_mirror_lists`] keeps their newest
+//! version in `newest-mirror-list-<fingerprint>`, and the newest list itself beside it.
 
 use std::path::{Path, PathBuf};
 
@@ -13,10 +17,18 @@ use pir_keys::PublicKey;
 
 use crate::{Manifest, UpdateError};
 
-/// The client's memory of the newest release it accepted from one vendor.
+/// The client's memory of the newest release (or mirror list) it accepted from one vendor.
 #[derive(Debug, Clone)]
 pub struct Freshness {
     path: PathBuf,
+    document: Document,
+}
+
+/// What a [`Freshness`] record is about: the words of its refusals differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Document {
+    Release,
+    MirrorList,
 }
 
 /// The state directory used when none is given: `$PIR_STATE_DIR`, else
@@ -111,6 +123,16 @@ impl Freshness {
     pub fn new(state_dir: &Path, vendor: &PublicKey) -> Self {
         Self {
             path: state_dir.join(format!("newest-{}", vendor.fingerprint())),
+            document: Document::Release,
+        }
+    }
+
+    /// The record of `vendor`'s mirror lists in `state_dir`: the newest list version used, and
+    /// that list ([`Freshness::keep_list`]).
+    pub fn for_mirror_lists(state_dir: &Path, vendor: &PublicKey) -> Self {
+        Self {
+            path: state_dir.join(format!("newest-mirror-list-{}", vendor.fingerprint())),
+            document: Document::MirrorList,
         }
     }
 
@@ -132,29 +154,76 @@ impl Freshness {
     /// Refuses `manifest` if it has expired at `now` or is older than the newest release
     /// accepted before; the error names the attack.
     pub fn check(&self, manifest: &Manifest, now: u64) -> Result<(), UpdateError> {
-        if manifest.expires_unix <= now {
-            return Err(UpdateError::Stale(format!(
-                "the release manifest (version {}) expired {}: a mirror may be replaying an old \
-                 release to keep you from seeing updates (freeze attack), or the vendor has not \
-                 re-signed it in time. Try other mirrors; if every mirror sends it, tell the \
-                 vendor",
-                manifest.release_version,
-                describe_expiry(manifest.expires_unix, now).trim_start_matches("EXPIRED ")
-            )));
+        self.check_version(manifest.release_version, manifest.expires_unix, now)
+    }
+
+    /// Refuses a document of `version` expiring at `expires_unix` if it has expired at `now` or
+    /// is older than the newest version accepted before; the error names the attack.
+    pub fn check_version(
+        &self,
+        version: u64,
+        expires_unix: u64,
+        now: u64,
+    ) -> Result<(), UpdateError> {
+        if expires_unix <= now {
+            let ago = describe_expiry(expires_unix, now);
+            let ago = ago.trim_start_matches("EXPIRED ");
+            return Err(UpdateError::Stale(match self.document {
+                Document::Release => format!(
+                    "the release manifest (version {version}) expired {ago}: a mirror may be \
+                     replaying an old release to keep you from seeing updates (freeze attack), \
+                     or the vendor has not re-signed it in time. Try other mirrors; if every \
+                     mirror sends it, tell the vendor"
+                ),
+                Document::MirrorList => format!(
+                    "the mirror list (version {version}) expired {ago}: an old list may be \
+                     replayed to keep you on mirrors the vendor has dropped (freeze attack), or \
+                     the vendor has not re-signed it in time. Get the current list from the \
+                     vendor; if this is the newest, ask the vendor to re-sign it"
+                ),
+            }));
         }
         if let Some(newest) = self.newest_seen()? {
-            if manifest.release_version < newest {
-                return Err(UpdateError::Stale(format!(
-                    "the mirrors offer release version {}, older than version {newest} which \
-                     this client already used: a mirror may be rolling you back to a release \
-                     with known holes (rollback attack). Try again later or other mirrors \
-                     (state: {})",
-                    manifest.release_version,
-                    self.path.display()
-                )));
+            if version < newest {
+                let state = self.path.display();
+                return Err(UpdateError::Stale(match self.document {
+                    Document::Release => format!(
+                        "the mirrors offer release version {version}, older than version \
+                         {newest} which this client already used: a mirror may be rolling you \
+                         back to a release with known holes (rollback attack). Try again later \
+                         or other mirrors (state: {state})"
+                    ),
+                    Document::MirrorList => format!(
+                        "the mirror list has version {version}, older than version {newest} \
+                         which this client already used: an old list may be replayed to bring \
+                         back mirrors the vendor has dropped (rollback attack). Get the current \
+                         list from the vendor (state: {state})"
+                    ),
+                }));
             }
         }
         Ok(())
+    }
+
+    /// The mirror list kept by [`Freshness::keep_list`], if any (the caller verifies it).
+    pub fn kept_list(&self) -> Option<Vec<u8>> {
+        std::fs::read(self.list_path()).ok()
+    }
+
+    /// Keeps the signed mirror list `bytes`, the newest this client has used, so that a newer
+    /// list learned from a mirror outlives the session. A failure to keep it only costs
+    /// learning it again.
+    pub fn keep_list(&self, bytes: &[u8]) {
+        let path = self.list_path();
+        if let Some(dir) = path.parent() {
+            if std::fs::create_dir_all(dir).is_ok() {
+                let _ = pir_fs::write_atomic_bytes(&path, bytes);
+            }
+        }
+    }
+
+    fn list_path(&self) -> PathBuf {
+        self.path.with_extension("pir")
     }
 
     /// The manifest kept by [`Freshness::keep_manifest`] and its release id, if its bytes

@@ -25,7 +25,9 @@
 //! files it is given.
 
 pub mod apt;
+pub mod choose;
 pub mod command;
+pub mod current_list;
 pub mod error;
 pub mod fetch;
 pub mod freshness;

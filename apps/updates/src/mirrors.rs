@@ -7,19 +7,27 @@
 //! prove to a third party that a mirror misbehaved. Privacy rests on the client's chosen
 //! mirrors not colluding, so a forged list (all mirrors run by one attacker) must be refused.
 //!
-//! # Format (version 1, all integers little-endian)
+//! A list is also a document that ages: the vendor drops a dead or lying mirror by signing a
+//! new list, so a client must not be kept on an old one. Every list carries a version and an
+//! expiry; a client refuses a list older than the newest it has used (rollback) or past its
+//! expiry (freeze), exactly as it does manifests ([`crate::freshness`]).
+//!
+//! # Format (version 2, all integers little-endian)
 //!
 //! | field           | size        | meaning                                                   |
 //! |-----------------|-------------|-----------------------------------------------------------|
 //! | magic           | 4           | `PIRL`                                                    |
-//! | version         | u16         | [`MIRROR_LIST_FORMAT_VERSION`] (= 1)                      |
+//! | version         | u16         | [`MIRROR_LIST_FORMAT_VERSION`] (= 2)                      |
 //! | created_unix    | u64         | seconds since 1970 when the vendor signed the list        |
+//! | list_version    | u64         | the list's counter: a client refuses a lower one than it has used |
+//! | expires_unix    | u64         | seconds since 1970 after which a client refuses the list  |
 //! | count           | u16         | mirrors that follow, 1 to [`MAX_MIRRORS`]                 |
 //! | per mirror: url | u16 + bytes | `https://host:port`, at most [`MAX_URL_LEN`] bytes        |
 //! | per mirror: key | 32          | the mirror's Ed25519 public key                           |
 //! | signature       | 64          | Ed25519 over `"pir-mirror-list-v1"` followed by every preceding byte |
 //!
-//! Decoding checks the signature first, then every count against the remaining bytes, then
+//! Version 1 (no list version, no expiry) is refused with a message saying how to rebuild the
+//! list. Decoding checks the signature first, then every count against the remaining bytes, then
 //! that every URL is well formed and that no URL or key appears twice (two entries for one
 //! mirror would let it answer two of a client's "independent" queries).
 
@@ -35,7 +43,16 @@ use crate::manifest::{signing_message, split_signature};
 use crate::UpdateError;
 
 /// The mirror list format version this build writes and reads.
-pub const MIRROR_LIST_FORMAT_VERSION: u16 = 1;
+pub const MIRROR_LIST_FORMAT_VERSION: u16 = 2;
+
+/// The first format, without a list version or an expiry: refused, see [`OLD_FORMAT_ADVICE`].
+pub const MIRROR_LIST_FORMAT_V1: u16 = 1;
+
+/// What to do with a version 1 list (the vendor's command).
+pub const OLD_FORMAT_ADVICE: &str = "it is an old list without a version and an expiry, which \
+     clients cannot protect against replay; the vendor must rebuild it: pir mirror-list build \
+     --vendor-key VENDOR.key --mirror URL=MIRROR.pub ... --list-version N --valid-hours H \
+     --out MIRRORS";
 
 /// First bytes of every mirror list.
 pub const MIRROR_LIST_MAGIC: [u8; 4] = *b"PIRL";
@@ -75,6 +92,10 @@ pub struct MirrorEntry {
 pub struct MirrorList {
     /// When the vendor signed the list, in seconds since 1970.
     pub created_unix: u64,
+    /// The list's counter; clients refuse a lower one than the newest they have used.
+    pub list_version: u64,
+    /// When clients stop accepting the list, in seconds since 1970.
+    pub expires_unix: u64,
     /// The mirrors.
     pub mirrors: Vec<MirrorEntry>,
 }
@@ -213,6 +234,12 @@ fn wire(e: pir_core::Error) -> UpdateError {
 /// Parses the unsigned body, checking the count against the bytes left before allocating.
 fn parse_body(body: &[u8]) -> Result<MirrorList, UpdateError> {
     <MirrorList as Codec>::from_bytes(body, &()).map_err(|e| match e {
+        pir_core::Error::WrongVersion {
+            found: MIRROR_LIST_FORMAT_V1,
+            ..
+        } => UpdateError::Format(format!(
+            "mirror list: format version {MIRROR_LIST_FORMAT_V1} is refused: {OLD_FORMAT_ADVICE}"
+        )),
         pir_core::Error::WrongVersion { found, supported } => UpdateError::Format(format!(
             "mirror list: format version {found} is not supported (this build reads version \
              {supported}); upgrade pir"
@@ -232,6 +259,8 @@ impl Codec<'_> for MirrorList {
     fn encode(&self, w: &mut Writer) {
         MIRROR_LIST.write(w);
         w.u64(self.created_unix);
+        w.u64(self.list_version);
+        w.u64(self.expires_unix);
         // More than 65535 mirrors is refused by every decoder anyway.
         w.u16(u16::try_from(self.mirrors.len()).unwrap_or(u16::MAX));
         for mirror in &self.mirrors {
@@ -244,6 +273,8 @@ impl Codec<'_> for MirrorList {
         let bad = pir_core::Error::Malformed;
         MIRROR_LIST.read(r)?;
         let created_unix = r.u64()?;
+        let list_version = r.u64()?;
+        let expires_unix = r.u64()?;
         let count = usize::from(r.u16()?);
         if count == 0 {
             return Err(bad(format!("0 mirrors; a list holds 1 to {MAX_MIRRORS}")));
@@ -272,6 +303,8 @@ impl Codec<'_> for MirrorList {
         }
         Ok(MirrorList {
             created_unix,
+            list_version,
+            expires_unix,
             mirrors,
         })
     }
@@ -290,6 +323,8 @@ mod tests {
     fn sample() -> MirrorList {
         MirrorList {
             created_unix: 1_700_000_000,
+            list_version: 7,
+            expires_unix: 1_700_086_400,
             mirrors: vec![
                 MirrorEntry {
                     url: "https://127.0.0.1:8443".into(),
@@ -330,7 +365,7 @@ mod tests {
         );
         assert_eq!(
             hex::encode(&bytes[..20]),
-            "5049524c010000f1536500000000030016006874"
+            "5049524c020000f1536500000000070000000000"
         );
         assert_eq!(
             hex::encode(pir_keys::sha256(&bytes)),
@@ -383,10 +418,10 @@ mod tests {
         let cases: Vec<(&str, Vec<u8>)> = vec![
             ("fail_bad_magic", patched(0, b"PIRM")),
             ("fail_version_0", patched(4, &0u16.to_le_bytes())),
-            ("fail_count_zero", patched(14, &0u16.to_le_bytes())),
-            ("fail_count_too_many", patched(14, &65u16.to_le_bytes())),
-            ("fail_count_past_end", patched(14, &4u16.to_le_bytes())),
-            ("fail_url_length_huge", patched(16, &u16::MAX.to_le_bytes())),
+            ("fail_count_zero", patched(30, &0u16.to_le_bytes())),
+            ("fail_count_too_many", patched(30, &65u16.to_le_bytes())),
+            ("fail_count_past_end", patched(30, &4u16.to_le_bytes())),
+            ("fail_url_length_huge", patched(32, &u16::MAX.to_le_bytes())),
             ("fail_trailing_byte", trailing),
             ("fail_truncated_key", good[..good.len() - 1].to_vec()),
             ("fail_empty_list", with(|l| l.mirrors.clear())),
@@ -433,6 +468,35 @@ mod tests {
             );
         }
         MirrorList::decode_verified(&sign_raw(&good), &vendor_key().public()).unwrap();
+    }
+
+    #[test]
+    fn a_version_1_list_is_refused_with_how_to_rebuild_it() {
+        // Version 1: the prologue, created_unix, then the entries (no version, no expiry).
+        let mut body = b"PIRL".to_vec();
+        body.extend_from_slice(&1u16.to_le_bytes());
+        let v2 = body_of(&sample());
+        body.extend_from_slice(&v2[6..14]);
+        body.extend_from_slice(&v2[30..]);
+        let error = MirrorList::decode_verified(&sign_raw(&body), &vendor_key().public())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("format version 1"), "{error}");
+        assert!(
+            error.contains("pir mirror-list build") && error.contains("--list-version"),
+            "{error}"
+        );
+        let newer = patched_version(3);
+        let error = MirrorList::decode_verified(&sign_raw(&newer), &vendor_key().public())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("upgrade pir"), "{error}");
+    }
+
+    fn patched_version(version: u16) -> Vec<u8> {
+        let mut body = body_of(&sample());
+        body[4..6].copy_from_slice(&version.to_le_bytes());
+        body
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub(crate) const MANIFEST_KAT_RELEASE_ID: &str =
 
 /// SHA-256 of `mirrors::tests::sample()` signed by [`vendor_key`].
 pub(crate) const MIRROR_LIST_KAT_SHA256: &str =
-    "4a4485c07517640c5f589926b4d329e2b8834caa3d36de8387d482007635bc0b";
+    "23e7602b09e1298c586fe6fea78df4ed7bd634dad28f9ff0f3595d11f0dcfffb";
 
 fn key(pkcs8_hex: &str) -> SecretKey {
     SecretKey::from_pkcs8(&hex::decode(pkcs8_hex).unwrap()).unwrap()

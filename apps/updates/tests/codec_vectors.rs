@@ -92,6 +92,8 @@ fn manifest() {
 fn mirror_list() {
     let list = MirrorList {
         created_unix: 1,
+        list_version: 2,
+        expires_unix: 3,
         mirrors: vec![MirrorEntry {
             url: "https://a:1".into(),
             key: PublicKey([6; 32]),
@@ -99,9 +101,15 @@ fn mirror_list() {
     };
     let good = list.to_bytes();
     assert_eq!(MirrorList::from_bytes(&good, &()).unwrap(), list);
-    // Offsets: count 14, URL length 16, URL 18..29, key 29..61.
-    assert_eq!(good.len(), 61);
+    // Offsets: list version 14, expiry 22, count 30, URL length 32, URL 34..45, key 45..77.
+    assert_eq!(good.len(), 77);
     let vectors = [
+        FailVector::new(
+            "format_version_1",
+            "WrongVersion",
+            "version 1: the old format, without a list version and an expiry",
+            patch(&good, 4, 2, 1),
+        ),
         FailVector::new(
             "truncated",
             "Truncated",
@@ -114,24 +122,24 @@ fn mirror_list() {
             "a byte after the last mirror",
             trailing(&good),
         ),
-        FailVector::new("no_mirrors", "Malformed", "count 0", patch(&good, 14, 2, 0)),
+        FailVector::new("no_mirrors", "Malformed", "count 0", patch(&good, 30, 2, 0)),
         FailVector::new(
             "count_above_bytes",
             "Truncated",
             "2 mirrors, one follows",
-            patch(&good, 14, 2, 2),
+            patch(&good, 30, 2, 2),
         ),
         FailVector::new(
             "url_above_bytes",
             "Truncated",
             "URL length 200",
-            patch(&good, 16, 2, 200),
+            patch(&good, 32, 2, 200),
         ),
         FailVector::new(
             "url_scheme",
             "Malformed",
             "http:// instead of https://",
-            patch(&good, 22, 1, u64::from(b':')),
+            patch(&good, 38, 1, u64::from(b':')),
         ),
     ];
     check_fail_vectors::<MirrorList>(&dir("mirror_list"), &vectors, &());

@@ -218,15 +218,20 @@ fn apt_get_installs_through_the_pir_method() {
     );
     assert_eq!(std::fs::read(&good).unwrap(), jq_bytes);
 
-    // The freshness state was recorded, and the manifest kept for the next run.
+    // The freshness state was recorded, and the manifest and the mirror list kept for the
+    // next run.
     let mut state: Vec<String> = std::fs::read_dir(w("pir-state"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     state.sort();
-    assert_eq!(state.len(), 2, "{state:?}");
+    assert_eq!(state.len(), 4, "{state:?}");
     assert!(
-        state[0].contains("-manifest-") && state[1].starts_with("newest-"),
+        state[0].contains("-manifest-")
+            && state[1].starts_with("newest-")
+            && state[2].starts_with("newest-mirror-list-")
+            && state[3].starts_with("newest-mirror-list-")
+            && state[3].ends_with(".pir"),
         "{state:?}"
     );
 }

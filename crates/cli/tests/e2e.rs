@@ -29,6 +29,19 @@ fn args(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// Runs `pir fetch` until its standard error names `url`, and returns that run. Each fetch
+/// draws its mirrors at random (3 of the 4 listed here), so one misses a given mirror with
+/// probability 1/4, and 40 tries all miss it with probability 4^-40.
+fn fetch_until_named(fetch: &[String], url: &str) -> std::process::Output {
+    for _ in 0..40 {
+        let result = run(&args(fetch));
+        if !result.status.success() || String::from_utf8_lossy(&result.stderr).contains(url) {
+            return result;
+        }
+    }
+    panic!("40 fetches never asked {url}: mirrors are not drawn at random");
+}
+
 /// `(url, key name)` pairs for a mirror list: mirror `k` holds key `m{first_key + k}`.
 fn entries(mirrors: &[Mirror], first_key: usize) -> Vec<(String, String)> {
     mirrors
@@ -123,7 +136,7 @@ fn cheating_mirror_is_named_and_its_signed_answer_proves_it() {
     list.extend(entries(&good, 1));
     let list_path = world.mirror_list("with-spare.pir", &list);
     let out = world.path("fetched.deb");
-    let result = run(&args(&fetch_args(name, &list_path, &world, &out)));
+    let result = fetch_until_named(&fetch_args(name, &list_path, &world, &out), &bad.url);
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
     assert_eq!(&std::fs::read(&out).unwrap(), bytes);
@@ -219,7 +232,7 @@ fn down_mirror_is_named_or_replaced_by_a_spare() {
     list.extend(entries(&mirrors, 0));
     let with_spare = world.mirror_list("with-spare.pir", &list);
     let out = world.path("via-spare");
-    let result = run(&args(&fetch_args(name, &with_spare, &world, &out)));
+    let result = fetch_until_named(&fetch_args(name, &with_spare, &world, &out), &dead);
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
     assert_eq!(&std::fs::read(&out).unwrap(), bytes);

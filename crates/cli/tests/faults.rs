@@ -93,17 +93,9 @@ impl Relay {
         format!("https://{}", self.addr)
     }
 
-    /// Waits until the cut happened (at most a minute).
-    fn wait_for_cut(&self) {
-        let (flag, signal) = &*self.reached;
-        let guard = flag.lock().unwrap();
-        let (guard, timeout) = signal
-            .wait_timeout_while(guard, Duration::from_secs(60), |reached| !*reached)
-            .unwrap();
-        assert!(
-            !timeout.timed_out() && *guard,
-            "the fetch never got that far"
-        );
+    /// Whether the cut happened.
+    fn cut_reached(&self) -> bool {
+        *self.reached.0.lock().unwrap()
     }
 }
 
@@ -128,7 +120,9 @@ fn fetch(world: &World, name: &str, list: &str, out: &str) -> std::process::Outp
 }
 
 /// Runs `pir fetch` in the background until `relay` cut it, calls `at_cut` (which kills the
-/// mirror behind the relay, the answer on the wire) and returns the fetch's output.
+/// mirror behind the relay, the answer on the wire) and returns the fetch's output. Each fetch
+/// draws its mirrors at random, so a fetch that did not ask the relay's mirror is run again
+/// (40 tries all miss a mirror asked with probability 3/4 with probability 4^-40).
 fn fetch_cut(
     world: &World,
     name: &str,
@@ -137,12 +131,25 @@ fn fetch_cut(
     relay: &Relay,
     at_cut: impl FnOnce(),
 ) -> std::process::Output {
-    std::thread::scope(|scope| {
-        let fetching = scope.spawn(|| fetch(world, name, list, out));
-        relay.wait_for_cut();
-        at_cut();
-        fetching.join().unwrap()
-    })
+    let mut at_cut = Some(at_cut);
+    for _ in 0..40 {
+        let output = std::thread::scope(|scope| {
+            let fetching = scope.spawn(|| fetch(world, name, list, out));
+            while !relay.cut_reached() && !fetching.is_finished() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if relay.cut_reached() {
+                if let Some(cut) = at_cut.take() {
+                    cut();
+                }
+            }
+            fetching.join().unwrap()
+        });
+        if relay.cut_reached() {
+            return output;
+        }
+    }
+    panic!("40 fetches never asked the relay's mirror: mirrors are not drawn at random");
 }
 
 /// The largest file of the world (400 kB: about a hundred 4 KiB blocks).
@@ -181,10 +188,18 @@ fn a_mirror_killed_mid_fetch_is_replaced_by_a_spare_or_the_fetch_leaves_nothing(
     let relay = Relay::start(addr_of(&m0.url));
     let with_spare = list("with-spare.pir", &relay, "m0", true);
     let out = world.path("whole");
-    let result = fetch(&world, &name, &with_spare, &out);
-    assert!(result.status.success(), "{result:?}");
-    assert_eq!(std::fs::read(&out).unwrap(), bytes);
-    let whole = relay.sent.load(Ordering::SeqCst);
+    // Mirrors are drawn at random: fetch until one went through the relay.
+    let mut whole = 0;
+    for _ in 0..40 {
+        relay.sent.store(0, Ordering::SeqCst);
+        let result = fetch(&world, &name, &with_spare, &out);
+        assert!(result.status.success(), "{result:?}");
+        assert_eq!(std::fs::read(&out).unwrap(), bytes);
+        whole = relay.sent.load(Ordering::SeqCst);
+        if whole > 100_000 {
+            break;
+        }
+    }
     assert!(whole > 100_000, "mirror 0 sent only {whole} bytes");
 
     // Again, cut halfway through what mirror 0 sends, and mirror 0 killed right then.

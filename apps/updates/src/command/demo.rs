@@ -191,8 +191,12 @@ async fn client(
     out: &mut impl Write,
 ) -> Result<Outcome> {
     let list_path = work.join("mirrors.pir");
+    // A fresh list, as a vendor signs it: clients refuse an expired one.
+    let now = crate::freshness::now_unix();
     let list = MirrorList {
-        created_unix: 0,
+        created_unix: now,
+        list_version: now,
+        expires_unix: now + 86400,
         mirrors: entries,
     };
     std::fs::write(&list_path, list.encode_signed(vendor))
@@ -256,7 +260,10 @@ fn what_mirrors_saw(
     out: &mut impl Write,
 ) -> Result<()> {
     writeln!(out, "[5/5] what each mirror saw:")?;
-    for (mirror, stats) in fetched.stats.iter().enumerate() {
+    // Positions are in this fetch's random order; `seen` is by list index.
+    let mut by_mirror: Vec<_> = fetched.mirrors.iter().zip(&fetched.stats).collect();
+    by_mirror.sort_by_key(|(mirror, _)| **mirror);
+    for (&mirror, stats) in by_mirror {
         let requests: Vec<&[u8]> = seen
             .iter()
             .filter(|(m, _)| *m == mirror)

@@ -7,7 +7,7 @@ use clap::Args;
 use pir_keys::PublicKey;
 
 use super::SchemeArg;
-use crate::fetch::{Fetched, SchemeChoice};
+use crate::fetch::{FetchedMany, SchemeChoice};
 
 /// `pir fetch`.
 #[derive(Debug, Args)]
@@ -102,7 +102,7 @@ pub fn scheme_choice(args: &FetchArgs, listed: usize) -> Result<SchemeChoice> {
 }
 
 /// Bytes sent to and received from all mirrors.
-fn traffic(fetched: &Fetched) -> (u64, u64) {
+fn traffic(fetched: &FetchedMany) -> (u64, u64) {
     let sent = fetched.stats.iter().map(|s| s.bytes_sent).sum();
     let received = fetched.stats.iter().map(|s| s.bytes_received).sum();
     (sent, received)
@@ -111,7 +111,7 @@ fn traffic(fetched: &Fetched) -> (u64, u64) {
 /// The `--json` report: one object.
 fn json_report(
     args: &FetchArgs,
-    fetched: &Fetched,
+    fetched: &FetchedMany,
     evidence: &[PathBuf],
     choice: SchemeChoice,
 ) -> serde_json::Value {
@@ -124,7 +124,7 @@ fn json_report(
     serde_json::json!({
         "name": args.name,
         "out": args.out,
-        "bytes": fetched.bytes.len(),
+        "bytes": fetched.total_bytes(),
         "blocks": fetched.blocks,
         "queries_per_mirror": fetched.queries,
         "bytes_sent": sent,
@@ -137,13 +137,13 @@ fn json_report(
 }
 
 /// The two lines a fetch ends with: what came back, and what privacy rests on.
-fn summary(args: &FetchArgs, fetched: &Fetched, choice: SchemeChoice) -> String {
+fn summary(args: &FetchArgs, fetched: &FetchedMany, choice: SchemeChoice) -> String {
     let (sent, received) = traffic(fetched);
     format!(
         "fetched {} -> {} ({} bytes, {} blocks, {} quer{} per mirror, {} bytes sent, {} received, {:.1} ms)\nprivacy: {}",
         args.name,
         args.out.display(),
-        fetched.bytes.len(),
+        fetched.total_bytes(),
         fetched.blocks,
         fetched.queries,
         if fetched.queries == 1 { "y" } else { "ies" },

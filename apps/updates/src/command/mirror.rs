@@ -18,7 +18,7 @@ use pir_host::{status, Change, Common, CommonArgs, OneOrMany, Opening, Started};
 use pir_service::{Mirror, ReleaseInfo, ServedRelease};
 use serde::{Deserialize, Serialize};
 
-use crate::{release, Manifest};
+use crate::{release, Manifest, MirrorList};
 
 /// `pir mirror ...`.
 #[derive(Debug, Subcommand)]
@@ -29,7 +29,7 @@ pub enum MirrorCommand {
     /// serving. TLS uses the mirror key, which clients pin from the signed mirror list; every
     /// answer is signed with it. The server never logs anything derived from a query.
     /// Settings can come from a TOML file (--config); flags override it.
-    Serve(MirrorServeArgs),
+    Serve(Box<MirrorServeArgs>),
 }
 
 /// `pir mirror serve`.
@@ -53,7 +53,7 @@ pub enum MirrorCommand {
 #[derive(Debug, Default, Args, Serialize)]
 #[command(verbatim_doc_comment)]
 pub struct MirrorServeArgs {
-    /// TOML file with any of: release (a path or a list), retire_seconds, key, listen,
+    /// TOML file with any of: release (a path or a list), mirror_list, retire_seconds, key, listen,
     /// legacy_http, admin_listen, workers, skip_verify, batch_window_ms, max_batch,
     /// grace_seconds, four_russians, four_russians_memory_gib, lock_in_ram, max_connections,
     /// header_timeout_seconds, body_timeout_seconds, memory_budget_mib.
@@ -67,6 +67,12 @@ pub struct MirrorServeArgs {
     #[arg(long, value_name = "RELEASE")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub release: Vec<PathBuf>,
+    /// The vendor's current signed mirror list (from `pir mirror-list build`), served at
+    /// GET /pir/v1/hint so that clients learn a newer list from any mirror (they check the
+    /// vendor's signature, version and expiry). SIGHUP reads it again: put the new list there.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror_list: Option<PathBuf>,
     /// Also serve plain, NOT private, downloads at http://ADDR/files/NAME for old clients.
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -109,6 +115,9 @@ pub const DEFAULT_RETIRE_SECONDS: u64 = 600;
 pub struct MirrorSettings {
     /// The release directories (`--release`).
     pub release: OneOrMany,
+    /// The signed mirror list to hand on to clients (`--mirror-list`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_list: Option<PathBuf>,
     /// The plain, NOT private, download listener (`--legacy-http`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub legacy_http: Option<SocketAddr>,
@@ -128,13 +137,14 @@ pub struct MirrorSettings {
 impl pir_host::Settings for MirrorSettings {
     const KEYS: &'static [&'static str] = &[
         "release",
+        "mirror_list",
         "legacy_http",
         "skip_verify",
         "four_russians",
         "four_russians_memory_gib",
         "lock_in_ram",
     ];
-    const PATHS: &'static [&'static str] = &["release"];
+    const PATHS: &'static [&'static str] = &["release", "mirror_list"];
 
     fn defaults() -> toml::Table {
         let mut defaults = Common::defaults(DEFAULT_RETIRE_SECONDS);
@@ -195,10 +205,10 @@ impl MirrorSettings {
 }
 
 /// `pir mirror serve`: resolves the settings, then prints them (`--print-config`) or serves.
-pub(super) async fn serve(args: MirrorServeArgs) -> Result<()> {
+pub(super) async fn serve(args: Box<MirrorServeArgs>) -> Result<()> {
     let Some(settings) = pir_host::settings::load::<MirrorSettings, _>(
         args.config.as_deref(),
-        &args,
+        &*args,
         args.print_config,
     )?
     else {
@@ -218,7 +228,8 @@ struct Releases {
 
 impl pir_host::Kind for Releases {
     type Backend = Mirror;
-    type Opened = ();
+    /// The signed mirror list served beside the releases, and what it says.
+    type Opened = Option<(bytes::Bytes, MirrorList)>;
     const WHAT: &'static str = "the mirror";
     const UNIT: &'static str = "release(s)";
 
@@ -234,7 +245,11 @@ impl pir_host::Kind for Releases {
                 None => wanted.push(self.open_one(dir, at)?),
             }
         }
-        Ok((wanted, ()))
+        Ok((wanted, self.open_mirror_list()?))
+    }
+
+    fn installed(&self, set: &pir_service::ReleaseSet<Mirror>, opened: &Self::Opened) {
+        set.set_download(opened.as_ref().map(|(bytes, _)| bytes.clone()));
     }
 
     fn started(&self, started: &Started<'_, Self>) -> Vec<String> {
@@ -257,6 +272,9 @@ impl pir_host::Kind for Releases {
                 )
             })
             .collect();
+        if let Some((_, list)) = started.opened {
+            lines.push(describe_list(list));
+        }
         if let Some(addr) = running.legacy_addr {
             lines.push(format!(
                 "legacy downloads (NOT private) at http://{addr}/files/NAME"
@@ -283,8 +301,12 @@ impl pir_host::Kind for Releases {
                 )
             })
             .collect();
+        let list = match change.opened {
+            Some((_, list)) => format!("; {}", describe_list(list)),
+            None => String::new(),
+        };
         format!(
-            "reloaded: {} release(s) added, {} retired (served {} s more), now serving {}",
+            "reloaded: {} release(s) added, {} retired (served {} s more), now serving {}{list}",
             change.added.len(),
             change.retired(),
             change.retire_after.as_secs(),
@@ -297,7 +319,30 @@ impl pir_host::Kind for Releases {
     }
 }
 
+/// "serving mirror list version N (valid for 6 days more) at /pir/v1/hint".
+fn describe_list(list: &MirrorList) -> String {
+    format!(
+        "serving mirror list version {} ({} mirrors, {}) at /pir/v1/hint",
+        list.list_version,
+        list.mirrors.len(),
+        crate::freshness::describe_expiry(list.expires_unix, crate::freshness::now_unix())
+    )
+}
+
 impl Releases {
+    /// The `--mirror-list` file, if one is set: read whole and parsed (a mirror has no vendor
+    /// key to check the signature with; clients check it), so that a damaged file fails the
+    /// start or the reload instead of being handed on.
+    fn open_mirror_list(&self) -> Result<Option<(bytes::Bytes, MirrorList)>> {
+        let Some(path) = &self.settings.mirror_list else {
+            return Ok(None);
+        };
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let list = MirrorList::decode_unverified(&bytes)
+            .with_context(|| format!("the mirror list {}", path.display()))?;
+        Ok(Some((bytes::Bytes::from(bytes), list)))
+    }
+
     /// Opens the release in `dir` (checking its blocks unless `skip_verify`) and builds its
     /// engine.
     fn open_one(&self, dir: &Path, at: &Opening<'_, Mirror>) -> Result<ServedRelease> {

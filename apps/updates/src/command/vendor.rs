@@ -98,6 +98,28 @@ pub struct MirrorListBuildArgs {
     /// Output file.
     #[arg(long, value_name = "MIRRORS")]
     pub out: PathBuf,
+    /// The list's counter (default: the build time in seconds). Clients refuse a list with a
+    /// lower one than the newest they have used (a replayed list bringing back dropped
+    /// mirrors: rollback attack).
+    #[arg(long, value_name = "N")]
+    pub list_version: Option<u64>,
+    /// Hours the list stays valid (default 168, a week); clients refuse it afterwards (freeze
+    /// attack). Sign a new list before then; mirrors serving it hand it on to clients.
+    #[arg(long, value_name = "H", value_parser = parse_hours)]
+    pub valid_hours: Option<f64>,
+}
+
+/// Default validity of a mirror list: a week, like a manifest's.
+pub const DEFAULT_LIST_VALID_HOURS: f64 = 168.0;
+
+/// A number of hours from 0.001 (3.6 s, for tests) to 87600 (ten years).
+fn parse_hours(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(hours) if (0.001..=87600.0).contains(&hours) => Ok(hours),
+        _ => Err(format!(
+            "{text:?} is not a number of hours from 0.001 to 87600"
+        )),
+    }
 }
 
 /// `pir release build`: packs the directory and prints what the release holds.
@@ -184,8 +206,12 @@ pub(super) fn build_mirror_list(args: &MirrorListBuildArgs) -> Result<()> {
         .iter()
         .map(|arg| crate::mirrors::parse_mirror_arg(arg))
         .collect::<Result<Vec<_>, _>>()?;
+    let created_unix = now_unix();
+    let hours = args.valid_hours.unwrap_or(DEFAULT_LIST_VALID_HOURS);
     let list = MirrorList {
-        created_unix: now_unix(),
+        created_unix,
+        list_version: args.list_version.unwrap_or(created_unix),
+        expires_unix: created_unix + (hours * 3600.0) as u64,
         mirrors,
     };
     let bytes = list.encode_signed(&vendor);
@@ -194,9 +220,11 @@ pub(super) fn build_mirror_list(args: &MirrorListBuildArgs) -> Result<()> {
     pir_fs::write_atomic_bytes(&args.out, &bytes)
         .with_context(|| format!("writing {}", args.out.display()))?;
     println!(
-        "mirror list {}: {} mirrors, signed by vendor key {}",
+        "mirror list {}: {} mirrors, version {}, {}, signed by vendor key {}",
         args.out.display(),
         list.mirrors.len(),
+        list.list_version,
+        describe_expiry(list.expires_unix, created_unix),
         vendor.public().fingerprint()
     );
     Ok(())
@@ -256,5 +284,8 @@ mod tests {
         assert!(parse_days("3651").is_err());
         assert!(parse_days("NaN").is_err());
         assert!(parse_days("a week").is_err());
+        assert_eq!(parse_hours("168"), Ok(168.0));
+        assert!(parse_hours("0").is_err());
+        assert!(parse_hours("87601").is_err());
     }
 }
