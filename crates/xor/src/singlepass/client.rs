@@ -11,7 +11,7 @@
 //! version the query was made at.
 
 use pir_core::wire::{Reader, Writer};
-use pir_core::Error;
+use pir_core::{Codec, Error};
 use rand::{CryptoRng, Rng};
 
 use super::perm;
@@ -71,23 +71,18 @@ impl std::fmt::Debug for Pending {
 impl Client {
     /// A fresh offline request (a new master seed).
     pub fn offline_request(rng: &mut (impl CryptoRng + ?Sized)) -> OfflineRequest {
-        let mut master = [0u8; 16];
-        rng.fill_bytes(&mut master);
-        OfflineRequest { master }
+        OfflineRequest::random(rng)
     }
 
     /// The client of `request` once its `m` hints (`m b` bytes, from the offline server) have
     /// arrived: expands the permutations from the seed (no pass over the database).
     pub fn new(params: Params, request: &OfflineRequest, hints: &[u8]) -> Result<Self, Error> {
-        if hints.len() != params.hint_bytes() {
-            return Err(Error::WrongLength(format!(
-                "{} bytes of hints, {} expected ({} hints of {} bytes)",
-                hints.len(),
-                params.hint_bytes(),
-                params.columns(),
-                params.record_bytes()
-            )));
-        }
+        crate::offline::check_hint_len(
+            hints.len(),
+            params.columns(),
+            params.record_bytes(),
+            "hints",
+        )?;
         let m = params.columns();
         let cells = params.rows() * m;
         let mut columns = vec![0u16; cells];
@@ -282,7 +277,22 @@ impl Client {
     ///       | Q m x offset u16 (row by row) | m x b hint bytes | m x pending u8 (0 or 1)
     /// ```
     pub fn encode_state(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(state_len(&self.params));
+        Codec::to_bytes(self)
+    }
+
+    /// A client from [`Client::encode_state`] bytes, for a database of `params` (an error if the
+    /// state is for other parameters or damaged; [`Codec::from_bytes`]).
+    pub fn decode_state(params: Params, bytes: &[u8]) -> Result<Self, Error> {
+        <Self as Codec>::from_bytes(bytes, &params)
+    }
+}
+
+/// The saved state ([`Client::encode_state`]). Context: the parameters of the database the
+/// state must belong to. A state is always a whole file: its length is checked first.
+impl<'a> Codec<'a> for Client {
+    type Context = Params;
+
+    fn encode(&self, w: &mut Writer) {
         w.bytes(STATE_MAGIC);
         w.u64(self.params.records());
         // Bounded by Params: record_bytes <= 2^16, m <= 2^16.
@@ -295,20 +305,16 @@ impl Client {
         for &p in &self.pending {
             w.u8(u8::from(p > 0));
         }
-        w.into_bytes()
     }
 
-    /// A client from [`Client::encode_state`] bytes, for a database of `params` (an error if the
-    /// state is for other parameters or damaged).
-    pub fn decode_state(params: Params, bytes: &[u8]) -> Result<Self, Error> {
-        let expected = state_len(&params);
-        if bytes.len() != expected {
+    fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
+        let expected = state_len(params);
+        if r.remaining() != expected {
             return Err(Error::WrongLength(format!(
                 "a SinglePass state of {} bytes, {expected} expected for these parameters",
-                bytes.len()
+                r.remaining()
             )));
         }
-        let mut r = Reader::new(bytes);
         if r.take(STATE_MAGIC.len())? != STATE_MAGIC {
             return Err(Error::WrongMagic);
         }
@@ -346,9 +352,8 @@ impl Client {
                 }
             });
         }
-        r.finish()?;
         Ok(Self {
-            params,
+            params: *params,
             offsets,
             columns,
             hints,
