@@ -4,6 +4,7 @@
 //! the largest record either accepts.
 
 use pir_core::prg;
+use pir_core::wire::Reader;
 use pir_core::Error;
 use rand::CryptoRng;
 
@@ -50,3 +51,58 @@ pub fn check_hint_len(
     }
     Ok(())
 }
+
+/// Refuses a lookup of `index` in a database of `records` records before anything is sent.
+pub fn check_index(index: u64, records: u64) -> Result<(), Error> {
+    if index >= records {
+        return Err(Error::InvalidParameter(format!(
+            "record {index} of {records}"
+        )));
+    }
+    Ok(())
+}
+
+/// Opens a saved client state: it must be exactly `expected` bytes (a state is always a whole
+/// file) and start with `magic`. `scheme` names it in the error.
+pub fn open_state(
+    r: &mut Reader<'_>,
+    magic: &[u8],
+    expected: usize,
+    scheme: &str,
+) -> Result<(), Error> {
+    if r.remaining() != expected {
+        return Err(Error::WrongLength(format!(
+            "a {scheme} state of {} bytes, {expected} expected for these parameters",
+            r.remaining()
+        )));
+    }
+    if r.take(magic.len())? != magic {
+        return Err(Error::WrongMagic);
+    }
+    Ok(())
+}
+
+/// The two messages of one lookup, one for each server: `M` is the scheme's lookup body
+/// (Checklist: a punctured set; SinglePass: one offset per row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query<M> {
+    /// For the online server.
+    pub online: M,
+    /// For the offline server (the refresh).
+    pub refresh: M,
+}
+
+/// A `Debug` for a client type that shows its parameters and nothing secret (its sets or
+/// permutations and hints).
+macro_rules! debug_params_only {
+    ($type:ident) => {
+        impl std::fmt::Debug for $type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($type))
+                    .field("params", &self.params)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+pub(crate) use debug_params_only;

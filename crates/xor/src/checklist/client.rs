@@ -43,22 +43,10 @@ pub struct Client {
     elements: Vec<u64>,
 }
 
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("params", &self.params)
-            .finish_non_exhaustive()
-    }
-}
+crate::offline::debug_params_only!(Client);
 
-/// The two messages of one lookup: one for each server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Query {
-    /// For the online server.
-    pub online: PuncturedKey,
-    /// For the offline server.
-    pub refresh: PuncturedKey,
-}
+/// The two messages of one lookup: a punctured set for each server.
+pub type Query = crate::offline::Query<PuncturedKey>;
 
 /// What the client keeps between [`Client::query`] and [`Client::finish`].
 pub struct Pending {
@@ -200,12 +188,7 @@ impl Client {
         index: u64,
         rng: &mut (impl CryptoRng + ?Sized),
     ) -> Result<(Query, Pending), Error> {
-        if index >= self.params.records() {
-            return Err(Error::InvalidParameter(format!(
-                "record {index} of {}",
-                self.params.records()
-            )));
-        }
+        crate::offline::check_index(index, self.params.records())?;
         if self.used > self.keys.len() / REBUILD_DIVISOR {
             self.point_all();
         }
@@ -387,15 +370,7 @@ impl<'a> Codec<'a> for Client {
     fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
         let m = params.hints();
         let expected = STATE_MAGIC.len() + 20 + m * 25 + params.hint_bytes();
-        if r.remaining() != expected {
-            return Err(Error::WrongLength(format!(
-                "a Checklist state of {} bytes, {expected} expected for these parameters",
-                r.remaining()
-            )));
-        }
-        if r.take(STATE_MAGIC.len())? != STATE_MAGIC {
-            return Err(Error::WrongMagic);
-        }
+        crate::offline::open_state(r, STATE_MAGIC, expected, "Checklist")?;
         let shape = (
             r.u64()?,
             r.u32()? as usize,

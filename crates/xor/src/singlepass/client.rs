@@ -33,22 +33,12 @@ pub struct Client {
     pending: Vec<u32>,
 }
 
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("params", &self.params)
-            .finish_non_exhaustive()
-    }
-}
+crate::offline::debug_params_only!(Client);
 
-/// The two messages of one lookup: `Q` offsets, one per row, for each server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Query {
-    /// For the online server: the looked-up column, row `i*` replaced by a random offset.
-    pub online: Vec<u16>,
-    /// For the offline server: one random column per row.
-    pub refresh: Vec<u16>,
-}
+/// The two messages of one lookup: `Q` offsets, one per row, for each server. The online
+/// server's are the looked-up column with row `i*` replaced by a random offset; the offline
+/// server's one random column per row.
+pub type Query = crate::offline::Query<Vec<u16>>;
 
 /// What the client keeps between [`Client::query`] and [`Client::finish`].
 pub struct Pending {
@@ -123,13 +113,7 @@ impl Client {
         index: u64,
         rng: &mut (impl CryptoRng + ?Sized),
     ) -> Result<(Query, Pending), Error> {
-        if index >= self.params.records() {
-            return Err(Error::InvalidParameter(format!(
-                "record {index} of {}",
-                self.params.records()
-            )));
-        }
-        let (row, offset) = self.params.cell(index);
+        let (row, offset) = self.params.locate(index)?;
         let m = self.params.columns();
         let column = usize::from(self.columns[row * m + offset]);
         if self.pending[column] > 0 {
@@ -309,15 +293,7 @@ impl<'a> Codec<'a> for Client {
 
     fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
         let expected = state_len(params);
-        if r.remaining() != expected {
-            return Err(Error::WrongLength(format!(
-                "a SinglePass state of {} bytes, {expected} expected for these parameters",
-                r.remaining()
-            )));
-        }
-        if r.take(STATE_MAGIC.len())? != STATE_MAGIC {
-            return Err(Error::WrongMagic);
-        }
+        crate::offline::open_state(r, STATE_MAGIC, expected, "SinglePass")?;
         let shape = (r.u64()?, r.u32()? as usize, r.u32()? as usize);
         if shape != (params.records(), params.record_bytes(), params.columns()) {
             return Err(Error::DatabaseMismatch(

@@ -189,6 +189,12 @@ impl Params {
         self.records as usize * self.record_bytes
     }
 
+    /// Row and offset of record `index`, refused if it is not below `B`.
+    fn locate(&self, index: u64) -> Result<(usize, usize), Error> {
+        crate::offline::check_index(index, self.records)?;
+        Ok(self.cell(index))
+    }
+
     /// Row and offset of record `index` (which must be below `B`).
     fn cell(&self, index: u64) -> (usize, usize) {
         // index < B <= 2^32 and m <= 2^16: a 32-bit division (an update is little more).
