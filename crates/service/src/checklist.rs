@@ -16,6 +16,12 @@
 //!              | database id [32] | about_len u32 | about
 //! ```
 //!
+//! Both roles also answer SinglePass queries (scheme `singlepass`, [`crate::singlepass`]) over
+//! the same records when they are stored at exactly `b` bytes (a Safe Browsing bucket): the
+//! SinglePass parameters follow from `B` and `b` (`pir_xor::singlepass::Params::new`), the
+//! offline role hands out SinglePass hints, and no changes are published (a Safe Browsing list
+//! changes by new buckets).
+//!
 //! Both roles also answer DPF queries (scheme `dpf`, `pir_xor::dpf_pir`) over the same records:
 //! a client that prefers fewer bytes and no hints to the fastest server work asks both servers
 //! with a DPF key each (every record is read per lookup).
@@ -169,6 +175,8 @@ pub fn hints_per_request(params: &Params) -> u32 {
 /// One server of a Checklist deployment.
 pub struct Checklist {
     info: Info,
+    /// The same records' SinglePass layout, when the blocks are exactly `b` bytes.
+    singlepass: Option<pir_xor::singlepass::Params>,
     database: Database,
     description: Vec<u8>,
     download: Option<bytes::Bytes>,
@@ -192,11 +200,15 @@ pub enum Prepared {
     Hints(OfflineRequest, std::ops::Range<usize>),
     /// A DPF key.
     Dpf(DpfQuery),
+    /// A SinglePass query.
+    SinglePass(crate::singlepass::Prepared),
 }
 
 impl Checklist {
-    /// The schemes a Safe Browsing server answers: Checklist, and DPF for small buckets.
-    pub const SCHEMES: &'static [SchemeId] = &[SchemeId::Checklist, SchemeId::Dpf];
+    /// The schemes a Safe Browsing server answers: Checklist, SinglePass, and DPF for small
+    /// buckets.
+    pub const SCHEMES: &'static [SchemeId] =
+        &[SchemeId::Checklist, SchemeId::SinglePass, SchemeId::Dpf];
 
     /// A server of `role` over `database` (the records, in the layout `params` describe),
     /// identified by `database_id`; `about` is served in the info message.
@@ -222,8 +234,12 @@ impl Checklist {
         };
         let description =
             wire::encode_envelope(SchemeId::Checklist, MessageKind::Manifest, &info.encode());
+        let singlepass = (database.shape().block_size() == params.record_bytes())
+            .then(|| pir_xor::singlepass::Params::new(params.records(), params.record_bytes()).ok())
+            .flatten();
         Ok(Self {
             info,
+            singlepass,
             database,
             description,
             download: None,
@@ -246,6 +262,11 @@ impl Checklist {
     /// What the server says about itself.
     pub fn info(&self) -> &Info {
         &self.info
+    }
+
+    /// The SinglePass layout of the same records, if it serves SinglePass.
+    pub fn singlepass(&self) -> Option<&pir_xor::singlepass::Params> {
+        self.singlepass.as_ref()
     }
 }
 
@@ -270,13 +291,27 @@ impl Backend for Checklist {
     fn max_query_body(&self) -> usize {
         let checklist =
             1 + ck_wire::SHAPE_LEN + self.info.params.sets().punctured_len().max(16 + 8);
-        checklist.max(pir_xor::serve::max_query_body(self.database.shape()))
+        let singlepass = self
+            .singlepass
+            .map_or(0, |params| crate::singlepass::max_query_body(&params));
+        checklist
+            .max(singlepass)
+            .max(pir_xor::serve::max_query_body(self.database.shape()))
     }
     fn description(&self) -> &[u8] {
         &self.description
     }
     fn prepare(&self, scheme: SchemeId, query: &[u8]) -> Result<Prepared, Refusal> {
         let params = &self.info.params;
+        if scheme == SchemeId::SinglePass {
+            let Some(singlepass) = &self.singlepass else {
+                return Err(Refusal::unsupported(
+                    "this database is not stored for SinglePass: use Checklist or DPF",
+                ));
+            };
+            let prepared = crate::singlepass::prepare(singlepass, self.info.role, None, query)?;
+            return Ok(Prepared::SinglePass(prepared));
+        }
         if scheme == SchemeId::Dpf {
             return Ok(Prepared::Dpf(
                 DpfPir::new(self.database.shape()).decode_query(query)?,
@@ -310,6 +345,16 @@ impl Backend for Checklist {
                     Prepared::Hints(request, range) => {
                         server::hints(params, &self.database, &request, range)
                     }
+                    Prepared::SinglePass(query) => match &self.singlepass {
+                        Some(singlepass) => crate::singlepass::answer(
+                            singlepass,
+                            self.database.bytes(),
+                            None,
+                            query,
+                        ),
+                        // prepare() made a SinglePass query only with parameters.
+                        None => Err(Error::InvalidParameter("no SinglePass layout".into())),
+                    },
                     Prepared::Dpf(query) => {
                         let dpf = DpfPir::new(self.database.shape());
                         dpf.answer(&self.database, &query)

@@ -368,6 +368,85 @@ pub fn deploy_checklist(fixture: &Fixture) -> Result<Deployment, Error> {
     })
 }
 
+/// A SinglePass client: hints fetched at deployment, each lookup one offset per row to each
+/// server.
+struct SinglePassTestClient {
+    client: std::sync::Mutex<pir_xor::singlepass::Client>,
+    id: [u8; 32],
+    keys: Vec<PublicKey>,
+}
+
+impl Client for SinglePassTestClient {
+    fn fetch(
+        &self,
+        index: usize,
+        rng: &mut dyn CryptoRng,
+        exchange: Exchange<'_>,
+    ) -> Result<Vec<u8>, String> {
+        let mut client = self
+            .client
+            .lock()
+            .map_err(|_| "client poisoned".to_string())?;
+        let params = *client.params();
+        let (query, pending) = client.query(index as u64, rng).map_err(|e| e.to_string())?;
+        let [online, refresh] =
+            [(1, &query.online), (0, &query.refresh)].map(|(server, offsets)| {
+                let body = crate::singlepass::lookup_query(&params, offsets);
+                let max = crate::singlepass::max_answer(&params);
+                let (id, key) = (&self.id, &self.keys[server]);
+                ask(
+                    exchange,
+                    server,
+                    SchemeId::SinglePass,
+                    id,
+                    key,
+                    vec![body],
+                    max,
+                )
+                .map(|answers| answers.into_iter().next().unwrap_or_default())
+            });
+        client
+            .finish(pending, &online?, &refresh?)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// SinglePass: an offline server (hints, refreshes) and an online server (lookups), over a
+/// grid of four rows (so that every lookup spans several rows).
+pub fn deploy_singlepass(fixture: &Fixture) -> Result<Deployment, Error> {
+    use crate::singlepass::{hints_query, max_answer, SinglePass};
+    use pir_xor::singlepass::{Client as Hints, Params};
+    let id = [8u8; 32];
+    let params = Params::with_rows(fixture.record_count as u64, fixture.record_bytes, 4)?;
+    let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
+    let mut keys = Vec::new();
+    for role in [
+        crate::checklist::Role::Offline,
+        crate::checklist::Role::Online,
+    ] {
+        let key = key()?;
+        keys.push(key.public());
+        let backend = SinglePass::new(params, fixture.database()?, id, role, Vec::new())?;
+        servers.push(Arc::new(backend.serve(key)));
+    }
+    let request = Hints::offline_request(&mut rand_chacha::ChaCha20Rng::seed_from_u64(6));
+    let mut exchange =
+        |server: usize, request: Vec<u8>| servers[server].handle_many(&[&request]).remove(0).body;
+    let body = hints_query(&params, &request);
+    let (scheme, max) = (SchemeId::SinglePass, max_answer(&params));
+    let hints = ask(&mut exchange, 0, scheme, &id, &keys[0], vec![body], max)
+        .map_err(|e| Error::InvalidParameter(format!("hint download: {e}")))?;
+    let client = Hints::new(params, &request, &hints[0])?;
+    Ok(Deployment {
+        servers,
+        client: Box::new(SinglePassTestClient {
+            client: std::sync::Mutex::new(client),
+            id,
+            keys,
+        }),
+    })
+}
+
 /// Chor over two mirrors.
 pub fn deploy_chor(fixture: &Fixture) -> Result<Deployment, Error> {
     deploy_mirrors(fixture, Chor::new(fixture.database()?.shape(), 2)?)
