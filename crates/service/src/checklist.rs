@@ -37,6 +37,7 @@ use pir_keys::SecretKey;
 use pir_xor::checklist::{server, wire as ck_wire, OfflineRequest, Params, PuncturedKey};
 use pir_xor::{DpfPir, DpfQuery};
 
+use crate::roles::InfoParams;
 use crate::signed::{Backend, Refusal, SignedService};
 
 /// A Checklist server on the network.
@@ -51,91 +52,27 @@ pub const MAX_QUERIES_PER_REQUEST: usize = 4;
 /// Most hint bytes in one answer: a client fetches its hints in pieces of this size, which
 /// also drives its progress bar.
 pub const MAX_HINT_ANSWER: usize = 4 << 20;
-/// Largest application description carried in the info message.
-pub const MAX_ABOUT_BYTES: usize = 64 * 1024;
 /// First bytes of the info message.
 pub const INFO_MAGIC: &[u8] = b"pir-checklist-info-v1";
 
-/// Which half of a deployment a server is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Server 0: hints and refreshes.
-    Offline,
-    /// Server 1: lookups.
-    Online,
-}
+pub use crate::roles::{Role, MAX_ABOUT_BYTES};
 
-impl Role {
-    /// The role of server `position` (0 offline, 1 online).
-    pub fn of(position: usize) -> Result<Self, Error> {
-        match position {
-            0 => Ok(Self::Offline),
-            1 => Ok(Self::Online),
-            other => Err(Error::InvalidParameter(format!(
-                "a Checklist deployment has servers 0 (offline) and 1 (online), not {other}"
-            ))),
-        }
-    }
-}
+/// What a server says about itself (the info message; module documentation).
+pub type Info = crate::roles::Info<Params>;
 
-/// What a server says about itself (the info message).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Info {
-    /// Offline or online.
-    pub role: Role,
-    /// The scheme's parameters.
-    pub params: Params,
-    /// The database every query must name.
-    pub database_id: [u8; RELEASE_ID_LEN],
-    /// What the application says about the records (opaque here).
-    pub about: Vec<u8>,
-}
+impl InfoParams for Params {
+    const MAGIC: &'static [u8] = INFO_MAGIC;
+    const SCHEME: SchemeId = SchemeId::Checklist;
 
-impl Info {
-    /// The info bytes (module documentation; [`Codec::to_bytes`]).
-    pub fn encode(&self) -> Vec<u8> {
-        Codec::to_bytes(self)
+    fn write(&self, w: &mut Writer) {
+        w.u64(self.records());
+        // Bounded by Params: b <= 2^16, s <= 2^24, m <= 2^28.
+        w.u32(self.record_bytes() as u32);
+        w.u32(self.sets().size() as u32);
+        w.u32(self.hints() as u32);
     }
 
-    /// Reads info bytes (untrusted; [`Codec::from_bytes`]).
-    pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
-        <Self as Codec>::from_bytes(bytes, &())
-    }
-}
-
-impl Codec<'_> for Info {
-    type Context = ();
-
-    fn encode(&self, w: &mut Writer) {
-        w.bytes(INFO_MAGIC);
-        w.u8(match self.role {
-            Role::Offline => 0,
-            Role::Online => 1,
-        });
-        w.u64(self.params.records());
-        // Bounded by Params: b <= 2^16, s <= 2^24, m <= 2^28; about <= MAX_ABOUT_BYTES.
-        w.u32(self.params.record_bytes() as u32);
-        w.u32(self.params.sets().size() as u32);
-        w.u32(self.params.hints() as u32);
-        w.bytes(&self.database_id);
-        w.u32(self.about.len() as u32);
-        w.bytes(&self.about);
-    }
-
-    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
-        if r.take(INFO_MAGIC.len())? != INFO_MAGIC {
-            return Err(Error::WrongMagic);
-        }
-        let role = match r.u8()? {
-            0 => Role::Offline,
-            1 => Role::Online,
-            other => {
-                return Err(Error::UnknownValue {
-                    field: "Checklist role",
-                    found: u64::from(other),
-                })
-            }
-        };
+    fn read(r: &mut Reader<'_>) -> Result<Self, Error> {
         let records = r.u64()?;
         let record_bytes = r.u32()? as usize;
         let set_size = r.u32()? as usize;
@@ -148,21 +85,15 @@ impl Codec<'_> for Info {
                 params.hints()
             )));
         }
-        let database_id = r.array()?;
-        let len = r.u32()? as usize;
-        if len > MAX_ABOUT_BYTES {
-            return Err(Error::Oversized {
-                len,
-                limit: MAX_ABOUT_BYTES,
-            });
-        }
-        let about = r.take(len)?.to_vec();
-        Ok(Self {
-            role,
-            params,
-            database_id,
-            about,
-        })
+        Ok(params)
+    }
+
+    fn records(&self) -> u64 {
+        Params::records(self)
+    }
+
+    fn record_bytes(&self) -> usize {
+        Params::record_bytes(self)
     }
 }
 
@@ -220,20 +151,14 @@ impl Checklist {
         about: Vec<u8>,
     ) -> Result<Self, Error> {
         server::check_database(&params, &database)?;
-        if about.len() > MAX_ABOUT_BYTES {
-            return Err(Error::InvalidParameter(format!(
-                "the database description is {} bytes; at most {MAX_ABOUT_BYTES}",
-                about.len()
-            )));
-        }
+        crate::roles::check_about(&about)?;
         let info = Info {
             role,
             params,
             database_id,
             about,
         };
-        let description =
-            wire::encode_envelope(SchemeId::Checklist, MessageKind::Manifest, &info.encode());
+        let description = info.description();
         let singlepass = (database.shape().block_size() == params.record_bytes())
             .then(|| pir_xor::singlepass::Params::new(params.records(), params.record_bytes()).ok())
             .flatten();
@@ -369,16 +294,7 @@ impl Backend for Checklist {
         self.download.clone()
     }
     fn health(&self) -> String {
-        format!(
-            "ok checklist role={} database={} records={} record_bytes={}\n",
-            match self.info.role {
-                Role::Offline => "offline",
-                Role::Online => "online",
-            },
-            hex::encode(self.info.database_id),
-            self.info.params.records(),
-            self.info.params.record_bytes()
-        )
+        self.info.health("checklist")
     }
 }
 
@@ -462,15 +378,7 @@ pub fn parse_download(bytes: &[u8]) -> Result<&[u8], Error> {
 
 /// Reads a server's description reply (`envelope(checklist, Manifest, info)`; untrusted).
 pub fn parse_description(bytes: &[u8]) -> Result<Info, Error> {
-    let envelope = wire::decode_envelope(bytes, bytes.len())?;
-    if envelope.scheme != SchemeId::Checklist || envelope.kind != MessageKind::Manifest {
-        return Err(Error::Malformed(format!(
-            "expected a Checklist info message, got a {} {:?} message",
-            envelope.scheme.name(),
-            envelope.kind
-        )));
-    }
-    Info::decode(envelope.body)
+    crate::roles::parse_description(bytes)
 }
 
 #[cfg(test)]

@@ -277,14 +277,48 @@ fn deploy_mirrors<S: MultiServerScheme + 'static>(
     })
 }
 
-/// A Checklist client: hints fetched at deployment, lookups through the exchange.
-struct ChecklistTestClient {
-    client: std::sync::Mutex<pir_xor::checklist::Client>,
+/// A client of an offline/online scheme (`C`: Checklist's or SinglePass's): hints fetched at
+/// deployment, lookups through the exchange.
+struct HintedClient<C> {
+    client: std::sync::Mutex<C>,
     id: [u8; 32],
     keys: Vec<PublicKey>,
 }
 
-impl Client for ChecklistTestClient {
+impl<C> HintedClient<C> {
+    fn new(client: C, id: [u8; 32], keys: Vec<PublicKey>) -> Box<Self> {
+        Box::new(Self {
+            client: std::sync::Mutex::new(client),
+            id,
+            keys,
+        })
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, C>, String> {
+        self.client
+            .lock()
+            .map_err(|_| "client poisoned".to_string())
+    }
+}
+
+/// The offline server (position 0) and the online server (position 1) of an offline/online
+/// scheme, each made by `serve` with a fresh key, and their public keys.
+type TwoRoles = (Vec<Arc<dyn Handler>>, Vec<PublicKey>);
+
+fn two_roles(
+    serve: impl Fn(crate::roles::Role, SecretKey) -> Result<Arc<dyn Handler>, Error>,
+) -> Result<TwoRoles, Error> {
+    let mut servers = Vec::new();
+    let mut keys = Vec::new();
+    for role in [crate::roles::Role::Offline, crate::roles::Role::Online] {
+        let key = key()?;
+        keys.push(key.public());
+        servers.push(serve(role, key)?);
+    }
+    Ok((servers, keys))
+}
+
+impl Client for HintedClient<pir_xor::checklist::Client> {
     fn fetch(
         &self,
         index: usize,
@@ -292,10 +326,7 @@ impl Client for ChecklistTestClient {
         exchange: Exchange<'_>,
     ) -> Result<Vec<u8>, String> {
         use pir_xor::checklist::Outcome;
-        let mut client = self
-            .client
-            .lock()
-            .map_err(|_| "client poisoned".to_string())?;
+        let mut client = self.lock()?;
         let params = *client.params();
         let max_answer = crate::checklist::max_answer(&params);
         loop {
@@ -327,18 +358,14 @@ impl Client for ChecklistTestClient {
 
 /// Checklist: an offline server (hints, refreshes) and an online server (lookups).
 pub fn deploy_checklist(fixture: &Fixture) -> Result<Deployment, Error> {
-    use crate::checklist::{hints_query, max_answer, Checklist, Role};
+    use crate::checklist::{hints_query, max_answer, Checklist};
     use pir_xor::checklist::{Client as Hints, Params};
     let id = [9u8; 32];
     let params = Params::new(fixture.record_count as u64, fixture.record_bytes)?;
-    let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
-    let mut keys = Vec::new();
-    for role in [Role::Offline, Role::Online] {
-        let key = key()?;
-        keys.push(key.public());
+    let (servers, keys) = two_roles(|role, key| {
         let server = Checklist::new(params, fixture.database()?, id, role, Vec::new())?;
-        servers.push(Arc::new(server.serve(key)));
-    }
+        Ok(Arc::new(server.serve(key)))
+    })?;
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
     let request = Hints::offline_request(&mut rng);
     let count = params.hints() as u32;
@@ -360,33 +387,19 @@ pub fn deploy_checklist(fixture: &Fixture) -> Result<Deployment, Error> {
     let client = Hints::new(params, &request, hints[0])?;
     Ok(Deployment {
         servers,
-        client: Box::new(ChecklistTestClient {
-            client: std::sync::Mutex::new(client),
-            id,
-            keys,
-        }),
+        client: HintedClient::new(client, id, keys),
     })
 }
 
-/// A SinglePass client: hints fetched at deployment, each lookup one offset per row to each
-/// server.
-struct SinglePassTestClient {
-    client: std::sync::Mutex<pir_xor::singlepass::Client>,
-    id: [u8; 32],
-    keys: Vec<PublicKey>,
-}
-
-impl Client for SinglePassTestClient {
+/// A SinglePass client: each lookup one offset per row to each server.
+impl Client for HintedClient<pir_xor::singlepass::Client> {
     fn fetch(
         &self,
         index: usize,
         rng: &mut dyn CryptoRng,
         exchange: Exchange<'_>,
     ) -> Result<Vec<u8>, String> {
-        let mut client = self
-            .client
-            .lock()
-            .map_err(|_| "client poisoned".to_string())?;
+        let mut client = self.lock()?;
         let params = *client.params();
         let (query, pending) = client.query(index as u64, rng).map_err(|e| e.to_string())?;
         let [online, refresh] =
@@ -418,17 +431,10 @@ pub fn deploy_singlepass(fixture: &Fixture) -> Result<Deployment, Error> {
     use pir_xor::singlepass::{Client as Hints, Params};
     let id = [8u8; 32];
     let params = Params::with_rows(fixture.record_count as u64, fixture.record_bytes, 4)?;
-    let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
-    let mut keys = Vec::new();
-    for role in [
-        crate::checklist::Role::Offline,
-        crate::checklist::Role::Online,
-    ] {
-        let key = key()?;
-        keys.push(key.public());
+    let (servers, keys) = two_roles(|role, key| {
         let backend = SinglePass::new(params, fixture.database()?, id, role, Vec::new())?;
-        servers.push(Arc::new(backend.serve(key)));
-    }
+        Ok(Arc::new(backend.serve(key)))
+    })?;
     let request = Hints::offline_request(&mut rand_chacha::ChaCha20Rng::seed_from_u64(6));
     let mut exchange =
         |server: usize, request: Vec<u8>| servers[server].handle_many(&[&request]).remove(0).body;
@@ -439,11 +445,7 @@ pub fn deploy_singlepass(fixture: &Fixture) -> Result<Deployment, Error> {
     let client = Hints::new(params, &request, &hints[0])?;
     Ok(Deployment {
         servers,
-        client: Box::new(SinglePassTestClient {
-            client: std::sync::Mutex::new(client),
-            id,
-            keys,
-        }),
+        client: HintedClient::new(client, id, keys),
     })
 }
 

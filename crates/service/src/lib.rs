@@ -33,6 +33,7 @@ pub mod qdp;
 pub mod registry;
 pub mod releases;
 pub mod reply;
+pub mod roles;
 pub mod signed;
 pub mod singlepass;
 

@@ -30,13 +30,14 @@
 //! only the version the client holds.
 
 use pir_core::protocol::RELEASE_ID_LEN;
-use pir_core::wire::{self, MessageKind, Reader, Writer};
+use pir_core::wire::{Reader, Writer};
 use pir_core::{Codec, Database, Error, SchemeId};
 use pir_keys::SecretKey;
 use pir_xor::singlepass::wire::{self as sp_wire, Body, HintRequest, Lookup};
 use pir_xor::singlepass::{server, Changes, OfflineRequest, Params};
 
-use crate::checklist::Role;
+use crate::roles::InfoParams;
+pub use crate::roles::{Role, MAX_ABOUT_BYTES};
 use crate::signed::{Backend, Refusal, SignedService};
 
 /// A SinglePass server on the network.
@@ -50,76 +51,37 @@ pub const KIND_HINTS: u8 = 2;
 pub const KIND_CHANGES: u8 = 3;
 /// Most queries in one request (a client sends one lookup, or one hint request, at a time).
 pub const MAX_QUERIES_PER_REQUEST: usize = 4;
-/// Largest application description carried in the info message.
-pub const MAX_ABOUT_BYTES: usize = 64 * 1024;
 /// First bytes of the info message.
 pub const INFO_MAGIC: &[u8] = b"pir-singlepass-info-v1";
 
-/// What a server says about itself (the info message).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Info {
-    /// Offline or online.
-    pub role: Role,
-    /// The scheme's parameters.
-    pub params: Params,
-    /// The database every query must name.
-    pub database_id: [u8; RELEASE_ID_LEN],
-    /// What the application says about the records (opaque here).
-    pub about: Vec<u8>,
-}
+/// What a server says about itself (the info message; module documentation).
+pub type Info = crate::roles::Info<Params>;
 
-impl Codec<'_> for Info {
-    type Context = ();
+impl InfoParams for Params {
+    const MAGIC: &'static [u8] = INFO_MAGIC;
+    const SCHEME: SchemeId = SchemeId::SinglePass;
 
-    fn encode(&self, w: &mut Writer) {
-        w.bytes(INFO_MAGIC);
-        w.u8(match self.role {
-            Role::Offline => 0,
-            Role::Online => 1,
-        });
-        w.u64(self.params.records());
-        // Bounded by Params: b <= 2^16, m <= 2^16; about <= MAX_ABOUT_BYTES.
-        w.u32(self.params.record_bytes() as u32);
-        w.u32(self.params.columns() as u32);
-        w.bytes(&self.database_id);
-        w.u32(self.about.len() as u32);
-        w.bytes(&self.about);
+    fn write(&self, w: &mut Writer) {
+        w.u64(self.records());
+        // Bounded by Params: b <= 2^16, m <= 2^16.
+        w.u32(self.record_bytes() as u32);
+        w.u32(self.columns() as u32);
     }
 
-    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
-        if r.take(INFO_MAGIC.len())? != INFO_MAGIC {
-            return Err(Error::WrongMagic);
-        }
-        let role = match r.u8()? {
-            0 => Role::Offline,
-            1 => Role::Online,
-            other => {
-                return Err(Error::UnknownValue {
-                    field: "SinglePass role",
-                    found: u64::from(other),
-                })
-            }
-        };
+    fn read(r: &mut Reader<'_>) -> Result<Self, Error> {
         let records = r.u64()?;
         let record_bytes = r.u32()? as usize;
         let columns = u64::from(r.u32()?);
-        let params = Params::with_columns(records, record_bytes, columns)
-            .map_err(|e| Error::Malformed(format!("SinglePass parameters: {e}")))?;
-        let database_id = r.array()?;
-        let len = r.u32()? as usize;
-        if len > MAX_ABOUT_BYTES {
-            return Err(Error::Oversized {
-                len,
-                limit: MAX_ABOUT_BYTES,
-            });
-        }
-        let about = r.take(len)?.to_vec();
-        Ok(Self {
-            role,
-            params,
-            database_id,
-            about,
-        })
+        Params::with_columns(records, record_bytes, columns)
+            .map_err(|e| Error::Malformed(format!("SinglePass parameters: {e}")))
+    }
+
+    fn records(&self) -> u64 {
+        Params::records(self)
+    }
+
+    fn record_bytes(&self) -> usize {
+        Params::record_bytes(self)
     }
 }
 
@@ -316,23 +278,14 @@ impl SinglePass {
         about: Vec<u8>,
     ) -> Result<Self, Error> {
         server::check_database(&params, database.bytes())?;
-        if about.len() > MAX_ABOUT_BYTES {
-            return Err(Error::InvalidParameter(format!(
-                "the database description is {} bytes; at most {MAX_ABOUT_BYTES}",
-                about.len()
-            )));
-        }
+        crate::roles::check_about(&about)?;
         let info = Info {
             role,
             params,
             database_id,
             about,
         };
-        let description = wire::encode_envelope(
-            SchemeId::SinglePass,
-            MessageKind::Manifest,
-            &info.to_bytes(),
-        );
+        let description = info.description();
         Ok(Self {
             info,
             database,
@@ -406,30 +359,13 @@ impl Backend for SinglePass {
             .collect()
     }
     fn health(&self) -> String {
-        format!(
-            "ok singlepass role={} database={} records={} record_bytes={}\n",
-            match self.info.role {
-                Role::Offline => "offline",
-                Role::Online => "online",
-            },
-            hex::encode(self.info.database_id),
-            self.info.params.records(),
-            self.info.params.record_bytes()
-        )
+        self.info.health("singlepass")
     }
 }
 
 /// Reads a server's description reply (`envelope(singlepass, Manifest, info)`; untrusted).
 pub fn parse_description(bytes: &[u8]) -> Result<Info, Error> {
-    let envelope = wire::decode_envelope(bytes, bytes.len())?;
-    if envelope.scheme != SchemeId::SinglePass || envelope.kind != MessageKind::Manifest {
-        return Err(Error::Malformed(format!(
-            "expected a SinglePass info message, got a {} {:?} message",
-            envelope.scheme.name(),
-            envelope.kind
-        )));
-    }
-    Info::from_bytes(envelope.body, &())
+    crate::roles::parse_description(bytes)
 }
 
 #[cfg(test)]
@@ -457,7 +393,7 @@ mod tests {
         let info = parse_description(service.backend().description()).unwrap();
         assert_eq!((info.role, info.params), (Role::Online, params));
         assert_eq!(info.about, b"about");
-        let bytes = info.to_bytes();
+        let bytes = info.encode();
         for cut in 0..bytes.len() {
             assert!(Info::from_bytes(&bytes[..cut], &()).is_err());
         }
