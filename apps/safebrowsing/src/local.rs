@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
-use pir_client::{ChecklistSession, HttpsTransport, SessionError, Transport};
+use pir_client::{ChecklistSession, HttpsTransport, LookupScheme, SessionError, Transport};
 use pir_keys::PublicKey;
 use tokio::sync::Mutex;
 
@@ -134,7 +134,7 @@ pub struct LocalProxy<T = HttpsTransport> {
     connect: Connect<T>,
     keys: [PublicKey; 2],
     state_dir: PathBuf,
-    dpf_all: bool,
+    scheme: LookupScheme,
     progress: Progress,
     lookups: Mutex<Lookups<T>>,
     counts: Counts,
@@ -158,25 +158,25 @@ impl LocalProxy<HttpsTransport> {
     pub async fn open(
         servers: [(String, PublicKey); 2],
         state_dir: PathBuf,
-        dpf_all: bool,
+        scheme: LookupScheme,
         progress: Progress,
     ) -> Result<Self, LocalError> {
         let keys = [servers[0].1, servers[1].1];
         let connect: Connect<HttpsTransport> =
             Arc::new(move || HttpsTransport::new(&servers).map_err(SessionError::transport(0)));
-        Self::open_with(connect, keys, state_dir, dpf_all, progress).await
+        Self::open_with(connect, keys, state_dir, scheme, progress).await
     }
 }
 
 impl<T: Transport> LocalProxy<T> {
-    /// Downloads the list index from server 0 and opens a session for each bucket: Checklist
-    /// (hints from `state_dir` or downloaded) for large buckets, DPF for small ones or for all
-    /// with `dpf_all`. State files of buckets the list no longer has are deleted.
+    /// Downloads the list index from server 0 and opens a session for each bucket: `scheme`
+    /// (Checklist or SinglePass, hints from `state_dir` or downloaded) for large buckets, DPF
+    /// for small ones (and for all with [`LookupScheme::Dpf`]). State files of buckets the list no longer has are deleted.
     pub async fn open_with(
         connect: Connect<T>,
         keys: [PublicKey; 2],
         state_dir: PathBuf,
-        dpf_all: bool,
+        scheme: LookupScheme,
         progress: Progress,
     ) -> Result<Self, LocalError> {
         let index = download_index(
@@ -187,7 +187,7 @@ impl<T: Transport> LocalProxy<T> {
             connect,
             keys,
             state_dir,
-            dpf_all,
+            scheme,
             progress,
             lookups: Mutex::new(Lookups {
                 proxy: Proxy::new(index.clone()),
@@ -240,13 +240,16 @@ impl<T: Transport> LocalProxy<T> {
         let checklist = lookups.sessions.values().filter(|s| s.has_hints()).count();
         format!(
             "list {about:?} version {}: {} full hashes ({} distinct prefixes) in {} bucket(s), {} \
-             by Checklist (hints for {} records downloaded, the rest kept in {}), the others by \
-             DPF",
+             by {} (hints for {} records downloaded, the rest kept in {}), the others by DPF",
             index.version(),
             index.records(),
             index.distinct().len(),
             index.buckets().len(),
             checklist,
+            match self.scheme {
+                LookupScheme::SinglePass => "SinglePass",
+                LookupScheme::Checklist | LookupScheme::Dpf => "Checklist",
+            },
             self.counts.hinted_records.load(Ordering::Relaxed),
             self.state_dir.display()
         )
@@ -264,16 +267,21 @@ impl<T: Transport> LocalProxy<T> {
                 continue;
             }
             let what = || format!("bucket {} of the list", bucket.id);
-            let dpf_only = self.dpf_all || bucket.len() < index.dpf_below();
+            let dpf_only = self.scheme == LookupScheme::Dpf || bucket.len() < index.dpf_below();
+            let scheme = if dpf_only {
+                LookupScheme::Dpf
+            } else {
+                self.scheme
+            };
             let path = state_file(&self.state_dir, &bucket.database_id);
             let transport = (self.connect)().map_err(session_error(what()))?;
             let progress = self.progress.clone();
-            let session = ChecklistSession::open_database_with(
+            let session = ChecklistSession::open_lookups_with(
                 transport,
                 self.keys,
                 Some(&bucket.database_id),
                 (!dpf_only).then_some(path.as_path()),
-                dpf_only,
+                scheme,
                 &mut move |done, total| progress(done, total),
             )
             .await

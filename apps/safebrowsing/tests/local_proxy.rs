@@ -53,7 +53,7 @@ async fn open(list: &ListDatabase, state: &std::path::Path) -> LocalProxy<LocalT
         connect,
         keys,
         state.to_path_buf(),
-        false,
+        pir_client::LookupScheme::Checklist,
         Arc::new(|_, _| {}),
     )
     .await

@@ -29,6 +29,7 @@ pub mod command;
 pub mod lattice;
 pub mod loadtest;
 pub mod qdp;
+pub mod schemes;
 pub mod table;
 
 use std::time::{Duration, Instant};

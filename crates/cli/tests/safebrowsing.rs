@@ -411,6 +411,51 @@ fn the_proxy_speaks_v4_and_keeps_its_hints_across_restarts() {
         proxy.lines
     );
     finds_only(&proxy.url, "/v4/fullHashes:find", &listed);
+    drop(proxy);
+
+    // The same lookups by SinglePass: hints made by the offline server in one pass (replacing
+    // the Checklist state), the same answers, and the hints kept across a restart.
+    let proxy = proxy_with(&servers, &["--scheme", "singlepass"]);
+    let line = &proxy.lines[0];
+    assert!(line.contains("1 by SinglePass (hints for "), "{line}");
+    assert!(!line.contains("hints for 0 records"), "{line}");
+    finds_only(&proxy.url, "/v4/fullHashes:find", &listed);
+    drop(proxy);
+    let proxy = proxy_with(&servers, &["--scheme", "singlepass"]);
+    let line = &proxy.lines[0];
+    assert!(
+        line.contains("by SinglePass (hints for 0 records"),
+        "{line}"
+    );
+    finds_only(&proxy.url, "/v4/fullHashes:find", &listed);
+}
+
+/// Each scheme's lookups through recording relays: the listed host is found, and neither
+/// server is ever sent its hash prefix or full hash (the relays hold the servers' keys and
+/// record every request body as the server sees it).
+#[test]
+fn the_servers_never_see_a_looked_up_prefix_under_any_scheme() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = hosts_db(dir.path(), 300, &["--bucket-base", "20"]);
+    let (_offline, _online, servers) = deployment(dir.path(), &db);
+    let relays = Relays::start(dir.path(), &servers);
+    let listed = pir_safebrowsing::entry_hash("host7.evil.example").unwrap();
+    for scheme in ["singlepass", "checklist", "dpf"] {
+        let proxy = proxy_with(&relays.servers_file, &["--scheme", scheme]);
+        finds_only(&proxy.url, "/v4/fullHashes:find", &listed);
+    }
+    let seen = relays.seen();
+    assert!(seen.iter().any(|(server, _)| *server == 1), "no lookups");
+    for (server, body) in &seen {
+        for needle in [&listed[..4], &listed[..]] {
+            assert!(
+                !body.windows(needle.len()).any(|w| w == needle),
+                "server {server} was sent {} bytes of the hash in a {}-byte request",
+                needle.len(),
+                body.len()
+            );
+        }
+    }
 }
 
 /// What a web page (DNS rebinding, `no-cors` requests) or another local process (an idle
@@ -688,7 +733,7 @@ fn real_firefox_shows_the_phishing_and_malware_pages_and_loads_another() {
         ("deceptiveBlocked", phishing_host.as_str()),
         ("malwareBlocked", malware_host.as_str()),
     ];
-    for scheme in ["checklist", "dpf"] {
+    for scheme in ["checklist", "dpf", "singlepass"] {
         firefox_through_proxy(dir.path(), &relays.servers_file, scheme, &blocked);
     }
     let seen = relays.seen();

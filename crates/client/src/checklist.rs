@@ -27,6 +27,7 @@ use pir_xor::checklist::{Client, Outcome};
 use pir_xor::DpfPir;
 
 use crate::exchange::{exchange, exchange_pair, Call};
+use crate::singlepass;
 use crate::transport::{single_server_transport, HttpsTransport, Transport};
 use crate::SessionError;
 
@@ -38,6 +39,17 @@ const MAX_INFO_REPLY: usize = service::MAX_ABOUT_BYTES + 4096;
 /// in a row mean a broken client or server).
 const MAX_ROUNDS: usize = 64;
 
+/// How a session looks records up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupScheme {
+    /// Checklist: punctured sets, hints kept in the state file.
+    Checklist,
+    /// SinglePass: one offset per row to each server, hints kept in the state file.
+    SinglePass,
+    /// DPF: a key to each server, no hints.
+    Dpf,
+}
+
 /// A session with both servers: their info, the client's hints and where they are saved.
 pub struct ChecklistSession<T = HttpsTransport> {
     transport: T,
@@ -45,6 +57,8 @@ pub struct ChecklistSession<T = HttpsTransport> {
     info: Info,
     /// `None` for a session opened for DPF lookups only.
     client: Option<Client>,
+    /// A session opened for SinglePass lookups: its client (and no Checklist one).
+    singlepass: Option<pir_xor::singlepass::Client>,
     state_path: Option<PathBuf>,
     hints_downloaded: bool,
 }
@@ -137,17 +151,55 @@ impl<T: Transport> ChecklistSession<T> {
         dpf_only: bool,
         progress: &mut (dyn FnMut(u64, u64) + Send),
     ) -> Result<Self, SessionError> {
+        let lookups = if dpf_only {
+            LookupScheme::Dpf
+        } else {
+            LookupScheme::Checklist
+        };
+        Self::open_lookups_with(transport, keys, database, state_path, lookups, progress).await
+    }
+
+    /// [`ChecklistSession::open_database_with`] for lookups by `lookups`: Checklist or
+    /// SinglePass hints (from `state_path` or downloaded), or DPF with no hints.
+    pub async fn open_lookups_with(
+        transport: T,
+        keys: [PublicKey; 2],
+        database: Option<&[u8; 32]>,
+        state_path: Option<&Path>,
+        lookups: LookupScheme,
+        progress: &mut (dyn FnMut(u64, u64) + Send),
+    ) -> Result<Self, SessionError> {
         let info = deployment_info(&transport, database).await?;
-        if dpf_only {
-            return Ok(Self {
-                transport,
-                keys,
-                info,
-                client: None,
-                state_path: None,
-                hints_downloaded: false,
-            });
+        let mut session = Self {
+            transport,
+            keys,
+            info,
+            client: None,
+            singlepass: None,
+            state_path: None,
+            hints_downloaded: false,
+        };
+        match lookups {
+            LookupScheme::Dpf => return Ok(session),
+            LookupScheme::SinglePass => {
+                session.state_path = state_path.map(Path::to_path_buf);
+                let info = &session.info;
+                let saved = state_path.and_then(|path| singlepass::load_state(path, info));
+                session.hints_downloaded = saved.is_none();
+                let client = match saved {
+                    Some(client) => client,
+                    None => {
+                        let (transport, key) = (&session.transport, &session.keys[0]);
+                        singlepass::download_hints(transport, key, info, progress).await?
+                    }
+                };
+                session.singlepass = Some(client);
+                session.save()?;
+                return Ok(session);
+            }
+            LookupScheme::Checklist => {}
         }
+        let (transport, keys, info) = (session.transport, session.keys, session.info);
         let saved = state_path.and_then(|path| load_state(path, &info));
         let hints_downloaded = saved.is_none();
         let client = match saved {
@@ -159,6 +211,7 @@ impl<T: Transport> ChecklistSession<T> {
             keys,
             info,
             client: Some(client),
+            singlepass: None,
             state_path: state_path.map(Path::to_path_buf),
             hints_downloaded,
         };
@@ -173,7 +226,16 @@ impl<T: Transport> ChecklistSession<T> {
 
     /// True when this session has hints (false: opened for DPF lookups only).
     pub fn has_hints(&self) -> bool {
-        self.client.is_some()
+        self.client.is_some() || self.singlepass.is_some()
+    }
+
+    /// How this session looks records up.
+    pub fn lookups(&self) -> LookupScheme {
+        match (&self.client, &self.singlepass) {
+            (Some(_), _) => LookupScheme::Checklist,
+            (None, Some(_)) => LookupScheme::SinglePass,
+            (None, None) => LookupScheme::Dpf,
+        }
     }
 
     /// True when this session downloaded its hints (false: loaded from the state file).
@@ -183,8 +245,18 @@ impl<T: Transport> ChecklistSession<T> {
 
     /// Writes the state file (a no-op without one).
     pub fn save(&self) -> Result<(), SessionError> {
-        let (Some(path), Some(client)) = (&self.state_path, &self.client) else {
+        let Some(path) = &self.state_path else {
             return Ok(());
+        };
+        let bytes = match (&self.client, &self.singlepass) {
+            (Some(client), _) => {
+                let mut bytes = STATE_MAGIC.to_vec();
+                bytes.extend_from_slice(&self.info.database_id);
+                bytes.extend(client.encode_state());
+                bytes
+            }
+            (None, Some(client)) => singlepass::state_bytes(&self.info, client),
+            (None, None) => return Ok(()),
         };
         let cache = |source| SessionError::Cache {
             path: path.clone(),
@@ -193,9 +265,6 @@ impl<T: Transport> ChecklistSession<T> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(cache)?;
         }
-        let mut bytes = STATE_MAGIC.to_vec();
-        bytes.extend_from_slice(&self.info.database_id);
-        bytes.extend(client.encode_state());
         pir_fs::write_atomic_private(path, &bytes).map_err(cache)
     }
 
@@ -206,6 +275,24 @@ impl<T: Transport> ChecklistSession<T> {
             return Err(SessionError::Request(format!(
                 "record {index} does not exist: the database has {records} records"
             )));
+        }
+        if let Some(client) = self.singlepass.as_mut() {
+            let (transport, keys, info) = (&self.transport, &self.keys, &self.info);
+            let (query, pending) = client
+                .query(index, &mut rand::rng())
+                .map_err(|e| SessionError::Request(e.to_string()))?;
+            // The columns are swapped from here on: keep that, whatever happens next.
+            self.save()?;
+            let answers = singlepass::exchange_lookup(transport, keys, info, &query).await;
+            let client = self.singlepass.as_mut().ok_or_else(|| {
+                SessionError::Request("this session has no SinglePass hints".into())
+            })?;
+            let (online, refresh) = answers?;
+            let record = client
+                .finish(pending, &online, &refresh)
+                .map_err(|e| SessionError::bad_reply(1, e))?;
+            self.save()?;
+            return Ok(record);
         }
         let params = self.info.params;
         let max_answer = service::max_answer(&params);

@@ -15,7 +15,8 @@
 //! - [`LatticeSession`] ([`lattice`]): single-server PIR (SimplePIR, DoublePIR): the hint,
 //!   cached per server key and database version, and signed answers from one server.
 //! - [`ChecklistSession`] ([`checklist`]): Checklist's offline/online PIR: hints from the
-//!   offline server, saved per database, lookups answered by both servers at once.
+//!   offline server, saved per database, lookups answered by both servers at once; the same
+//!   session looks records up by SinglePass ([`singlepass`]) or DPF instead ([`LookupScheme`]).
 //! - [`Evidence`]: a mirror's signed request/answer pair that anyone holding the release can
 //!   check ([`evidence::check`]).
 //!
@@ -33,9 +34,10 @@ pub mod exchange;
 pub mod lattice;
 pub mod retrieve;
 pub mod servers_file;
+pub mod singlepass;
 pub mod transport;
 
-pub use checklist::ChecklistSession;
+pub use checklist::{ChecklistSession, LookupScheme};
 pub use error::SessionError;
 pub use evidence::{Evidence, Verdict};
 pub use exchange::{exchange, exchange_pair, resend, Call, ExchangeError, Exchanged};

@@ -47,6 +47,10 @@ pub enum SchemeId {
     /// puncturable pseudorandom sets; an offline server hands out hints and refreshes, an
     /// online server answers lookups in `O(sqrt B)`.
     Checklist = 10,
+    /// SinglePass (Lazzaretti and Papamanthou 2024): two-server offline/online PIR whose
+    /// hints are made in one pass over the database from per-row permutations; lookups read
+    /// one record per row on each server; an update costs one XOR per changed record.
+    SinglePass = 11,
     /// Reserved for a scheme under development (and the toy scheme of the service tests):
     /// no release build registers it, so every server refuses it until it gets an id of its
     /// own.
@@ -68,6 +72,7 @@ impl SchemeId {
             8 => Ok(Self::Ypir),
             9 => Ok(Self::YpirSp),
             10 => Ok(Self::Checklist),
+            11 => Ok(Self::SinglePass),
             254 => Ok(Self::Experimental),
             other => Err(Error::WrongScheme {
                 found: other,
@@ -90,6 +95,7 @@ impl SchemeId {
             Self::Ypir => "ypir",
             Self::YpirSp => "ypir-sp",
             Self::Checklist => "checklist",
+            Self::SinglePass => "singlepass",
             Self::Experimental => "experimental",
         }
     }

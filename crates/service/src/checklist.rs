@@ -16,6 +16,12 @@
 //!              | database id [32] | about_len u32 | about
 //! ```
 //!
+//! Both roles also answer SinglePass queries (scheme `singlepass`, [`crate::singlepass`]) over
+//! the same records when they are stored at exactly `b` bytes (a Safe Browsing bucket): the
+//! SinglePass parameters follow from `B` and `b` (`pir_xor::singlepass::Params::new`), the
+//! offline role hands out SinglePass hints, and no changes are published (a Safe Browsing list
+//! changes by new buckets).
+//!
 //! Both roles also answer DPF queries (scheme `dpf`, `pir_xor::dpf_pir`) over the same records:
 //! a client that prefers fewer bytes and no hints to the fastest server work asks both servers
 //! with a DPF key each (every record is read per lookup).
@@ -31,6 +37,7 @@ use pir_keys::SecretKey;
 use pir_xor::checklist::{server, wire as ck_wire, OfflineRequest, Params, PuncturedKey};
 use pir_xor::{DpfPir, DpfQuery};
 
+use crate::roles::InfoParams;
 use crate::signed::{Backend, Refusal, SignedService};
 
 /// A Checklist server on the network.
@@ -45,91 +52,27 @@ pub const MAX_QUERIES_PER_REQUEST: usize = 4;
 /// Most hint bytes in one answer: a client fetches its hints in pieces of this size, which
 /// also drives its progress bar.
 pub const MAX_HINT_ANSWER: usize = 4 << 20;
-/// Largest application description carried in the info message.
-pub const MAX_ABOUT_BYTES: usize = 64 * 1024;
 /// First bytes of the info message.
 pub const INFO_MAGIC: &[u8] = b"pir-checklist-info-v1";
 
-/// Which half of a deployment a server is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Server 0: hints and refreshes.
-    Offline,
-    /// Server 1: lookups.
-    Online,
-}
+pub use crate::roles::{Role, MAX_ABOUT_BYTES};
 
-impl Role {
-    /// The role of server `position` (0 offline, 1 online).
-    pub fn of(position: usize) -> Result<Self, Error> {
-        match position {
-            0 => Ok(Self::Offline),
-            1 => Ok(Self::Online),
-            other => Err(Error::InvalidParameter(format!(
-                "a Checklist deployment has servers 0 (offline) and 1 (online), not {other}"
-            ))),
-        }
-    }
-}
+/// What a server says about itself (the info message; module documentation).
+pub type Info = crate::roles::Info<Params>;
 
-/// What a server says about itself (the info message).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Info {
-    /// Offline or online.
-    pub role: Role,
-    /// The scheme's parameters.
-    pub params: Params,
-    /// The database every query must name.
-    pub database_id: [u8; RELEASE_ID_LEN],
-    /// What the application says about the records (opaque here).
-    pub about: Vec<u8>,
-}
+impl InfoParams for Params {
+    const MAGIC: &'static [u8] = INFO_MAGIC;
+    const SCHEME: SchemeId = SchemeId::Checklist;
 
-impl Info {
-    /// The info bytes (module documentation; [`Codec::to_bytes`]).
-    pub fn encode(&self) -> Vec<u8> {
-        Codec::to_bytes(self)
+    fn write(&self, w: &mut Writer) {
+        w.u64(self.records());
+        // Bounded by Params: b <= 2^16, s <= 2^24, m <= 2^28.
+        w.u32(self.record_bytes() as u32);
+        w.u32(self.sets().size() as u32);
+        w.u32(self.hints() as u32);
     }
 
-    /// Reads info bytes (untrusted; [`Codec::from_bytes`]).
-    pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
-        <Self as Codec>::from_bytes(bytes, &())
-    }
-}
-
-impl Codec<'_> for Info {
-    type Context = ();
-
-    fn encode(&self, w: &mut Writer) {
-        w.bytes(INFO_MAGIC);
-        w.u8(match self.role {
-            Role::Offline => 0,
-            Role::Online => 1,
-        });
-        w.u64(self.params.records());
-        // Bounded by Params: b <= 2^16, s <= 2^24, m <= 2^28; about <= MAX_ABOUT_BYTES.
-        w.u32(self.params.record_bytes() as u32);
-        w.u32(self.params.sets().size() as u32);
-        w.u32(self.params.hints() as u32);
-        w.bytes(&self.database_id);
-        w.u32(self.about.len() as u32);
-        w.bytes(&self.about);
-    }
-
-    fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
-        if r.take(INFO_MAGIC.len())? != INFO_MAGIC {
-            return Err(Error::WrongMagic);
-        }
-        let role = match r.u8()? {
-            0 => Role::Offline,
-            1 => Role::Online,
-            other => {
-                return Err(Error::UnknownValue {
-                    field: "Checklist role",
-                    found: u64::from(other),
-                })
-            }
-        };
+    fn read(r: &mut Reader<'_>) -> Result<Self, Error> {
         let records = r.u64()?;
         let record_bytes = r.u32()? as usize;
         let set_size = r.u32()? as usize;
@@ -142,21 +85,15 @@ impl Codec<'_> for Info {
                 params.hints()
             )));
         }
-        let database_id = r.array()?;
-        let len = r.u32()? as usize;
-        if len > MAX_ABOUT_BYTES {
-            return Err(Error::Oversized {
-                len,
-                limit: MAX_ABOUT_BYTES,
-            });
-        }
-        let about = r.take(len)?.to_vec();
-        Ok(Self {
-            role,
-            params,
-            database_id,
-            about,
-        })
+        Ok(params)
+    }
+
+    fn records(&self) -> u64 {
+        Params::records(self)
+    }
+
+    fn record_bytes(&self) -> usize {
+        Params::record_bytes(self)
     }
 }
 
@@ -169,6 +106,8 @@ pub fn hints_per_request(params: &Params) -> u32 {
 /// One server of a Checklist deployment.
 pub struct Checklist {
     info: Info,
+    /// The same records' SinglePass layout, when the blocks are exactly `b` bytes.
+    singlepass: Option<pir_xor::singlepass::Params>,
     database: Database,
     description: Vec<u8>,
     download: Option<bytes::Bytes>,
@@ -192,11 +131,15 @@ pub enum Prepared {
     Hints(OfflineRequest, std::ops::Range<usize>),
     /// A DPF key.
     Dpf(DpfQuery),
+    /// A SinglePass query.
+    SinglePass(crate::singlepass::Prepared),
 }
 
 impl Checklist {
-    /// The schemes a Safe Browsing server answers: Checklist, and DPF for small buckets.
-    pub const SCHEMES: &'static [SchemeId] = &[SchemeId::Checklist, SchemeId::Dpf];
+    /// The schemes a Safe Browsing server answers: Checklist, SinglePass, and DPF for small
+    /// buckets.
+    pub const SCHEMES: &'static [SchemeId] =
+        &[SchemeId::Checklist, SchemeId::SinglePass, SchemeId::Dpf];
 
     /// A server of `role` over `database` (the records, in the layout `params` describe),
     /// identified by `database_id`; `about` is served in the info message.
@@ -208,21 +151,20 @@ impl Checklist {
         about: Vec<u8>,
     ) -> Result<Self, Error> {
         server::check_database(&params, &database)?;
-        if about.len() > MAX_ABOUT_BYTES {
-            return Err(Error::InvalidParameter(format!(
-                "the database description is {} bytes; at most {MAX_ABOUT_BYTES}",
-                about.len()
-            )));
-        }
+        crate::roles::check_about(&about)?;
         let info = Info {
             role,
             params,
             database_id,
             about,
         };
-        let description = Description(info.clone()).to_bytes();
+        let description = info.description();
+        let singlepass = (database.shape().block_size() == params.record_bytes())
+            .then(|| pir_xor::singlepass::Params::new(params.records(), params.record_bytes()).ok())
+            .flatten();
         Ok(Self {
             info,
+            singlepass,
             database,
             description,
             download: None,
@@ -245,6 +187,11 @@ impl Checklist {
     /// What the server says about itself.
     pub fn info(&self) -> &Info {
         &self.info
+    }
+
+    /// The SinglePass layout of the same records, if it serves SinglePass.
+    pub fn singlepass(&self) -> Option<&pir_xor::singlepass::Params> {
+        self.singlepass.as_ref()
     }
 }
 
@@ -269,13 +216,27 @@ impl Backend for Checklist {
     fn max_query_body(&self) -> usize {
         let checklist =
             1 + ck_wire::SHAPE_LEN + self.info.params.sets().punctured_len().max(16 + 8);
-        checklist.max(pir_xor::serve::max_query_body(self.database.shape()))
+        let singlepass = self
+            .singlepass
+            .map_or(0, |params| crate::singlepass::max_query_body(&params));
+        checklist
+            .max(singlepass)
+            .max(pir_xor::serve::max_query_body(self.database.shape()))
     }
     fn description(&self) -> &[u8] {
         &self.description
     }
     fn prepare(&self, scheme: SchemeId, query: &[u8]) -> Result<Prepared, Refusal> {
         let params = &self.info.params;
+        if scheme == SchemeId::SinglePass {
+            let Some(singlepass) = &self.singlepass else {
+                return Err(Refusal::unsupported(
+                    "this database is not stored for SinglePass: use Checklist or DPF",
+                ));
+            };
+            let prepared = crate::singlepass::prepare(singlepass, self.info.role, None, query)?;
+            return Ok(Prepared::SinglePass(prepared));
+        }
         if scheme == SchemeId::Dpf {
             return Ok(Prepared::Dpf(
                 DpfPir::new(self.database.shape()).decode_query(query)?,
@@ -309,6 +270,16 @@ impl Backend for Checklist {
                     Prepared::Hints(request, range) => {
                         server::hints(params, &self.database, &request, range)
                     }
+                    Prepared::SinglePass(query) => match &self.singlepass {
+                        Some(singlepass) => crate::singlepass::answer(
+                            singlepass,
+                            self.database.bytes(),
+                            None,
+                            query,
+                        ),
+                        // prepare() made a SinglePass query only with parameters.
+                        None => Err(Error::InvalidParameter("no SinglePass layout".into())),
+                    },
                     Prepared::Dpf(query) => {
                         let dpf = DpfPir::new(self.database.shape());
                         dpf.answer(&self.database, &query)
@@ -323,16 +294,7 @@ impl Backend for Checklist {
         self.download.clone()
     }
     fn health(&self) -> String {
-        format!(
-            "ok checklist role={} database={} records={} record_bytes={}\n",
-            match self.info.role {
-                Role::Offline => "offline",
-                Role::Online => "online",
-            },
-            hex::encode(self.info.database_id),
-            self.info.params.records(),
-            self.info.params.record_bytes()
-        )
+        self.info.health("checklist")
     }
 }
 

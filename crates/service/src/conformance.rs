@@ -286,19 +286,48 @@ fn deploy_mirrors<S: MultiServerScheme + 'static>(
     })
 }
 
-/// A Checklist client: hints fetched at deployment, lookups through the exchange.
-struct ChecklistTestClient {
-    client: std::sync::Mutex<pir_xor::checklist::Client>,
+/// A client of an offline/online scheme (`C`: Checklist's or SinglePass's): hints fetched at
+/// deployment, lookups through the exchange.
+struct HintedClient<C> {
+    client: std::sync::Mutex<C>,
     peers: Peers,
 }
 
-impl Client for ChecklistTestClient {
+impl<C> HintedClient<C> {
+    fn new(client: C, peers: Peers) -> Box<Self> {
+        Box::new(Self {
+            client: std::sync::Mutex::new(client),
+            peers,
+        })
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, C>, String> {
+        self.client
+            .lock()
+            .map_err(|_| "client poisoned".to_string())
+    }
+}
+
+/// The offline server (position 0) and the online server (position 1) of an offline/online
+/// scheme of database `id`, each made by `serve` with a fresh key, and the client's view.
+fn two_roles(
+    id: [u8; 32],
+    serve: impl Fn(crate::roles::Role, SecretKey) -> Result<Arc<dyn Handler>, Error>,
+) -> Result<(Vec<Arc<dyn Handler>>, Peers), Error> {
+    let (peers, secrets) = Peers::generate(id, 2)?;
+    let roles = [crate::roles::Role::Offline, crate::roles::Role::Online];
+    let servers = roles
+        .into_iter()
+        .zip(secrets)
+        .map(|(role, key)| serve(role, key))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((servers, peers))
+}
+
+impl Client for HintedClient<pir_xor::checklist::Client> {
     fn fetch(&self, index: usize, link: Link<'_>) -> Result<Vec<u8>, String> {
         use pir_xor::checklist::Outcome;
-        let mut client = self
-            .client
-            .lock()
-            .map_err(|_| "client poisoned".to_string())?;
+        let mut client = self.lock()?;
         let params = *client.params();
         let max_answer = crate::checklist::max_answer(&params);
         loop {
@@ -324,15 +353,14 @@ impl Client for ChecklistTestClient {
 
 /// Checklist: an offline server (hints, refreshes) and an online server (lookups).
 pub fn deploy_checklist(fixture: &Fixture) -> Result<Deployment, Error> {
-    use crate::checklist::{hints_query, max_answer, Checklist, Role};
+    use crate::checklist::{hints_query, max_answer, Checklist};
     use pir_xor::checklist::{Client as Hints, Params};
     let params = Params::new(fixture.record_count as u64, fixture.record_bytes)?;
-    let (peers, secrets) = Peers::generate([9u8; 32], 2)?;
-    let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
-    for (role, key) in [Role::Offline, Role::Online].into_iter().zip(secrets) {
-        let server = Checklist::new(params, fixture.database()?, peers.id, role, Vec::new())?;
-        servers.push(Arc::new(server.serve(key)));
-    }
+    let id = [9u8; 32];
+    let (servers, peers) = two_roles(id, |role, key| {
+        let server = Checklist::new(params, fixture.database()?, id, role, Vec::new())?;
+        Ok(Arc::new(server.serve(key)))
+    })?;
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
     let request = Hints::offline_request(&mut rng);
     let query = hints_query(&params, &request, 0, params.hints() as u32);
@@ -349,10 +377,58 @@ pub fn deploy_checklist(fixture: &Fixture) -> Result<Deployment, Error> {
     let client = Hints::new(params, &request, &hints)?;
     Ok(Deployment {
         servers,
-        client: Box::new(ChecklistTestClient {
-            client: std::sync::Mutex::new(client),
-            peers,
-        }),
+        client: HintedClient::new(client, peers),
+    })
+}
+
+/// A SinglePass client: each lookup one offset per row to each server.
+impl Client for HintedClient<pir_xor::singlepass::Client> {
+    fn fetch(&self, index: usize, link: Link<'_>) -> Result<Vec<u8>, String> {
+        let mut client = self.lock()?;
+        let params = *client.params();
+        let max_answer = crate::singlepass::max_answer(&params);
+        let (query, pending) = client
+            .query(index as u64, &mut *link.rng)
+            .map_err(|e| e.to_string())?;
+        let mut answers = Vec::new();
+        for (server, offsets) in [(1, &query.online), (0, &query.refresh)] {
+            let body = crate::singlepass::lookup_query(&params, offsets);
+            let to = (SchemeId::SinglePass, server);
+            answers.push(self.peers.ask(link.exchange, to, body, max_answer)?);
+        }
+        client
+            .finish(pending, &answers[0], &answers[1])
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// SinglePass: an offline server (hints, refreshes) and an online server (lookups), over a
+/// grid of four rows (so that every lookup spans several rows).
+pub fn deploy_singlepass(fixture: &Fixture) -> Result<Deployment, Error> {
+    use crate::singlepass::{hints_query, max_answer, SinglePass};
+    use pir_xor::singlepass::{Client as Hints, Params};
+    let id = [8u8; 32];
+    let params = Params::with_rows(fixture.record_count as u64, fixture.record_bytes, 4)?;
+    let (servers, peers) = two_roles(id, |role, key| {
+        let backend = SinglePass::new(params, fixture.database()?, id, role, Vec::new())?;
+        Ok(Arc::new(backend.serve(key)))
+    })?;
+    let request = Hints::offline_request(&mut rand_chacha::ChaCha20Rng::seed_from_u64(6));
+    let mut exchange =
+        |server: usize, request: Vec<u8>| servers[server].handle_many(&[&request]).remove(0).body;
+    let query = hints_query(&params, &request);
+    let hints = peers
+        .ask(
+            &mut exchange,
+            (SchemeId::SinglePass, 0),
+            query,
+            max_answer(&params),
+        )
+        .map_err(|e| Error::InvalidParameter(format!("hint download: {e}")))?;
+    let client = Hints::new(params, &request, &hints)?;
+    Ok(Deployment {
+        servers,
+        client: HintedClient::new(client, peers),
     })
 }
 

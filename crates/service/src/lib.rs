@@ -9,7 +9,8 @@
 //! - Backends: [`mirror::Mirror`] (Chor and RAID-PIR over the XOR engine),
 //!   [`lattice::Lattice`] (any single-server scheme of `pir-lattice`), [`qdp::Qdp`] (RAID-PIR
 //!   with query-dependent preprocessing, its precompute worker and seed state),
-//!   [`checklist::Checklist`] (Checklist's offline and online server roles).
+//!   [`checklist::Checklist`] (Checklist's offline and online server roles, which also answer
+//!   SinglePass and DPF), [`singlepass::SinglePass`] (SinglePass's two roles alone).
 //! - The client twin: [`reply`] builds requests and checks replies (envelope, kind,
 //!   signature, database id, count) once for every scheme; [`framing`] has the message sizes.
 //! - [`registry`]: the one place a scheme is known: every scheme the `pir` binary serves, what
@@ -34,8 +35,10 @@ pub mod qdp;
 pub mod registry;
 pub mod releases;
 pub mod reply;
+pub mod roles;
 pub mod shard;
 pub mod signed;
+pub mod singlepass;
 
 pub use handler::{Handler, Reply};
 pub use lattice::{Lattice, LatticeDatabase, LatticeService};

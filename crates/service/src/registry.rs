@@ -129,7 +129,8 @@ pub enum ServerKind {
     /// `pir breach serve`: breach corpora, over [`crate::qdp::Qdp`] (wrapped by `pir-breach`,
     /// whose `BreachBackend::SCHEMES` its registry test checks against [`Self::schemes`]).
     Breach,
-    /// `pir safebrowsing serve`: blocklists, over [`crate::checklist::Checklist`].
+    /// `pir safebrowsing serve`: blocklists, over [`crate::checklist::Checklist`] (which
+    /// also answers SinglePass and DPF).
     SafeBrowsing,
 }
 
@@ -289,6 +290,30 @@ pub const STANDARD: &[SchemeEntry] = &[
         served_by: &[ServerKind::SafeBrowsing],
         deploy: conformance::deploy_checklist,
         combine: Combine::Xor,
+    },
+    SchemeEntry {
+        id: SchemeId::SinglePass,
+        name: "SinglePass",
+        family: Family::MultiServer,
+        servers: Servers::Exactly(2),
+        purpose: "private Safe Browsing lookups (`pir safebrowsing proxy --scheme \
+                  singlepass`): hints made by the offline server in one pass over the list, \
+                  each lookup one record read per row on each server, and an update of the \
+                  hints one XOR per changed record",
+        assumption: "as long as the offline server and the online server do not collude, \
+                     neither learns which record (which full hash) you looked up: the offline \
+                     server sees your hint seed once and then, per lookup, one uniformly random \
+                     column per row; the online server sees, per lookup, one column per row \
+                     that is uniformly random and independent of the record and of your \
+                     earlier lookups (no computational assumption beyond the seed's AES \
+                     expansion); both learn that a lookup happened, and the proxy on your \
+                     machine sees your prefixes in the clear, so it listens on loopback only",
+        security: Security::Aes128,
+        served_by: &[ServerKind::SafeBrowsing],
+        deploy: conformance::deploy_singlepass,
+        // An answer is one record per grid row, so shards split by rows would concatenate
+        // their parts (an XOR of zero-filled parts); no shard server builds that yet.
+        combine: Combine::NotYet("SinglePass shards (split by grid rows) are not built yet"),
     },
     SchemeEntry {
         id: SchemeId::SimplePir,

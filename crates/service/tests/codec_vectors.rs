@@ -1,10 +1,13 @@
 //! `tests/vectors/{releases,checklist_info,checklist_query,checklist_download,
-//! checklist_description,lattice_download}/fail_*.hex`: the service layer's messages refuse damaged bytes for their stated reason, through the shared runner of
+//! checklist_description,lattice_download,singlepass_info,singlepass_query}/fail_*.hex`: the
+//! service layer's messages refuse damaged bytes for their stated reason, through the shared
+//! runner of
 //! `pir_core::codec`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pir_core::codec::testing::{
-    check_fail_vectors, check_format, cut, envelope_trailing, patch, vectors_dir, FailVector, Patch,
+    check_fail_vectors, check_format, cut, envelope_trailing, patch, trailing, vectors_dir,
+    FailVector, Patch,
 };
 use pir_core::{Codec, SchemeId};
 use pir_lattice::Scheme;
@@ -232,4 +235,127 @@ fn checklist_description() {
     let note = "about one byte short";
     let extra = vec![FailVector::new("info_truncated", "Truncated", note, short)];
     check_envelope::<Description>("checklist_description", &good, more, extra);
+}
+
+#[test]
+fn singlepass_info() {
+    use pir_service::singlepass::{Info as SpInfo, INFO_MAGIC as SP_MAGIC};
+    let info = SpInfo {
+        role: Role::Offline,
+        params: pir_xor::singlepass::Params::with_rows(100, 32, 10).unwrap(),
+        database_id: [4; 32],
+        about: b"ab".to_vec(),
+    };
+    let good = info.to_bytes();
+    assert_eq!(SpInfo::from_bytes(&good, &()).unwrap(), info);
+    // Offsets after the 22-byte magic: role 22, records 23, record bytes 31, columns 35,
+    // database id 39, about length 71.
+    assert_eq!(SP_MAGIC.len(), 22);
+    let vectors = [
+        FailVector::new("truncated", "Truncated", "about one byte short", cut(&good)),
+        FailVector::new(
+            "trailing",
+            "TrailingBytes",
+            "a byte after about",
+            trailing(&good),
+        ),
+        FailVector::new(
+            "wrong_magic",
+            "WrongMagic",
+            "pir-singlepass-info-v2",
+            patch(&good, 21, 1, u64::from(b'2')),
+        ),
+        FailVector::new(
+            "unknown_role",
+            "UnknownValue",
+            "role 2",
+            patch(&good, 22, 1, 2),
+        ),
+        FailVector::new(
+            "zero_records",
+            "Malformed",
+            "no records",
+            patch(&good, 23, 8, 0),
+        ),
+        FailVector::new(
+            "columns_above_records",
+            "Malformed",
+            "101 columns for 100 records",
+            patch(&good, 35, 4, 101),
+        ),
+        FailVector::new(
+            "about_oversized",
+            "Oversized",
+            "about of 65537 bytes",
+            patch(&good, 71, 4, 65537),
+        ),
+    ];
+    check_fail_vectors::<SpInfo>(&dir("singlepass_info"), &vectors, &());
+}
+
+#[test]
+fn singlepass_query() {
+    use pir_service::singlepass::{changes_query, hints_query, lookup_query, SinglePassQuery};
+    use pir_xor::singlepass::wire::SHAPE_LEN;
+    // B = 100 records of 32 bytes in Q = 10 rows of m = 10 columns.
+    let params = pir_xor::singlepass::Params::with_rows(100, 32, 10).unwrap();
+    let lookup = lookup_query(&params, &[3; 10]);
+    assert_eq!(lookup.len(), 1 + SHAPE_LEN + 20);
+    let hints = hints_query(&params, &OfflineRequest { master: [7; 16] });
+    assert_eq!(hints.len(), 1 + SHAPE_LEN + 16);
+    for good in [&lookup, &hints, &changes_query(&[1; 32])] {
+        SinglePassQuery::from_bytes(good, &params).unwrap();
+    }
+    let vectors = [
+        FailVector::new("empty", "Truncated", "no kind byte", Vec::new()),
+        FailVector::new(
+            "unknown_kind",
+            "UnknownValue",
+            "kind 4",
+            patch(&lookup, 0, 1, 4),
+        ),
+        FailVector::new(
+            "lookup_wrong_length",
+            "WrongLength",
+            "a lookup one offset short",
+            lookup[..lookup.len() - 2].to_vec(),
+        ),
+        FailVector::new(
+            "lookup_trailing",
+            "WrongLength",
+            "a lookup with a byte after it",
+            trailing(&lookup),
+        ),
+        FailVector::new(
+            "lookup_wrong_shape",
+            "DatabaseMismatch",
+            "a lookup for 101 records",
+            patch(&lookup, 1, 8, 101),
+        ),
+        FailVector::new(
+            "offset_out_of_range",
+            "OutOfRange",
+            "row 0's offset is 10 of 10 columns",
+            patch(&lookup, 1 + SHAPE_LEN, 2, 10),
+        ),
+        FailVector::new(
+            "hints_truncated",
+            "Truncated",
+            "a seed byte missing",
+            cut(&hints),
+        ),
+        FailVector::new(
+            "hints_trailing",
+            "TrailingBytes",
+            "a byte after the seed",
+            trailing(&hints),
+        ),
+        FailVector::new(
+            "changes_truncated",
+            "Truncated",
+            "a database id byte missing",
+            cut(&changes_query(&[1; 32])),
+        ),
+    ];
+    check_fail_vectors::<SinglePassQuery>(&dir("singlepass_query"), &vectors, &params);
 }

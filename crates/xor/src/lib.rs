@@ -16,6 +16,9 @@
 //! - [`checklist`]: Checklist offline/online two-server PIR (Kogan and Corrigan-Gibbs 2021): puncturable
 //!   pseudorandom sets, hints from an offline server, lookups of `O(sqrt B)` work on an online
 //!   server, and waterfall buckets for a changing database.
+//! - [`singlepass`]: SinglePass offline/online two-server PIR (Lazzaretti and Papamanthou 2024):
+//!   hints made in one pass over the database, lookups of `O(sqrt B)` reads on each server,
+//!   constant-cost updates per changed record; [`offline`] holds what it shares with Checklist.
 //! - [`dpf_keyword`]: keyword PIR from a DPF for sparse keys (values looked up by key, each
 //!   server evaluating its DPF key only at its stored keys' points).
 //! - [`prg`]: the pinned AES-128-CTR generator that expands RAID-PIR seeds (`pir_core::prg`,
@@ -36,6 +39,7 @@ pub mod dpf;
 pub mod dpf_keyword;
 pub mod dpf_pir;
 pub mod engine;
+pub mod offline;
 pub mod qdp;
 pub mod raid;
 pub mod serve;

@@ -326,3 +326,188 @@ fn qdp_query() {
     );
     qdp_check::<QdpQueryBody>("qdp_query", &good, qdp::TAG_SEED_RESPONSE, vec![tail]);
 }
+
+/// `tests/vectors/singlepass_changes/`: a SinglePass changes body (`wire::Body<Changes>`).
+#[test]
+fn singlepass_changes() {
+    use pir_xor::singlepass::wire::{Body, SHAPE_LEN};
+    use pir_xor::singlepass::{Changes, Params};
+    // B = 100 records of 8 bytes in 10 rows of m = 10 columns; two changes.
+    let params = Params::with_rows(100, 8, 10).unwrap();
+    let mut changes = Changes::new(8);
+    changes.push_delta(3, &[1; 8]).unwrap();
+    changes.push_delta(99, &[2; 8]).unwrap();
+    let body = Body {
+        params,
+        value: changes,
+    };
+    let good = body.to_bytes();
+    assert_eq!(good.len(), SHAPE_LEN + 4 + 2 * 16);
+    assert_eq!(Body::<Changes>::from_bytes(&good, &params).unwrap(), body);
+    let vectors = [
+        FailVector::new("empty", "Truncated", "no shape", Vec::new()),
+        FailVector::new(
+            "truncated",
+            "Truncated",
+            "last delta byte missing",
+            cut(&good),
+        ),
+        FailVector::new(
+            "trailing",
+            "TrailingBytes",
+            "a byte after the changes",
+            trailing(&good),
+        ),
+        FailVector::new(
+            "wrong_records",
+            "DatabaseMismatch",
+            "101 records instead of 100",
+            patch(&good, 0, 8, 101),
+        ),
+        FailVector::new(
+            "wrong_columns",
+            "DatabaseMismatch",
+            "11 columns instead of 10",
+            patch(&good, 12, 4, 11),
+        ),
+        FailVector::new(
+            "count_above_limit",
+            "OutOfRange",
+            "2^24 + 1 changes",
+            patch(&good, SHAPE_LEN, 4, (1 << 24) + 1),
+        ),
+        FailVector::new(
+            "count_above_bytes",
+            "Truncated",
+            "3 changes, two follow",
+            patch(&good, SHAPE_LEN, 4, 3),
+        ),
+        FailVector::new(
+            "index_out_of_range",
+            "OutOfRange",
+            "a change of record 100 of 100",
+            patch(&good, SHAPE_LEN + 4, 8, 100),
+        ),
+    ];
+    check_fail_vectors::<Body<Changes>>(
+        &vectors_dir(env!("CARGO_MANIFEST_DIR"), "singlepass_changes"),
+        &vectors,
+        &params,
+    );
+}
+
+/// `tests/vectors/singlepass_state/`: a saved SinglePass client (`singlepass::Client`).
+#[test]
+fn singlepass_state() {
+    use pir_xor::singlepass::{Client, OfflineRequest, Params};
+    // B = 6 records of 2 bytes in 2 rows of m = 3 columns.
+    let params = Params::with_rows(6, 2, 2).unwrap();
+    let request = OfflineRequest { master: [5; 16] };
+    let client = Client::new(params, &request, &[0; 6]).unwrap();
+    let good = client.encode_state();
+    let magic = pir_xor::singlepass::client::STATE_MAGIC.len();
+    assert_eq!(good.len(), magic + 16 + 12 + 6 + 3);
+    let offsets = magic + 16;
+    let pending = good.len() - 3;
+    let vectors = [
+        FailVector::new(
+            "truncated",
+            "WrongLength",
+            "a pending flag missing",
+            cut(&good),
+        ),
+        FailVector::new(
+            "trailing",
+            "WrongLength",
+            "a byte after the state",
+            trailing(&good),
+        ),
+        FailVector::new(
+            "wrong_magic",
+            "WrongMagic",
+            "pir-singlepass-state-v2",
+            patch(&good, magic - 1, 1, u64::from(b'2')),
+        ),
+        FailVector::new(
+            "wrong_records",
+            "DatabaseMismatch",
+            "7 records instead of 6",
+            patch(&good, magic, 8, 7),
+        ),
+        FailVector::new(
+            "not_a_permutation",
+            "Malformed",
+            "row 0 holds offset 0 twice",
+            patch(&patch(&good, offsets, 2, 0), offsets + 2, 2, 0),
+        ),
+        FailVector::new(
+            "bad_pending_flag",
+            "Malformed",
+            "a pending flag of 2",
+            patch(&good, pending, 1, 2),
+        ),
+    ];
+    check_fail_vectors::<Client>(
+        &vectors_dir(env!("CARGO_MANIFEST_DIR"), "singlepass_state"),
+        &vectors,
+        &params,
+    );
+}
+
+/// `tests/vectors/checklist_state/`: a saved Checklist client (`checklist::Client`).
+#[test]
+fn checklist_state() {
+    use pir_xor::checklist::{Client, OfflineRequest, Params};
+    // B = 16 records of 2 bytes in sets of 4: m = 28 * 16 / 4 = 112 hints.
+    let params = Params::with_set_size(16, 2, 4).unwrap();
+    let request = OfflineRequest { master: [6; 16] };
+    let client = Client::new(params, &request, &vec![0; params.hint_bytes()]).unwrap();
+    let good = client.encode_state();
+    let magic = pir_xor::checklist::client::STATE_MAGIC.len();
+    let m = params.hints();
+    assert_eq!(good.len(), magic + 20 + m * 25 + params.hint_bytes());
+    let first_key = magic + 20;
+    let vectors = [
+        FailVector::new(
+            "truncated",
+            "WrongLength",
+            "a parity byte missing",
+            cut(&good),
+        ),
+        FailVector::new(
+            "trailing",
+            "WrongLength",
+            "a byte after the state",
+            trailing(&good),
+        ),
+        FailVector::new(
+            "wrong_magic",
+            "WrongMagic",
+            "pir-checklist-state-v2",
+            patch(&good, magic - 1, 1, u64::from(b'2')),
+        ),
+        FailVector::new(
+            "wrong_set_size",
+            "DatabaseMismatch",
+            "sets of 5 instead of 4",
+            patch(&good, magic + 12, 4, 5),
+        ),
+        FailVector::new(
+            "bad_present_flag",
+            "Malformed",
+            "set 0's present flag is 2",
+            patch(&good, first_key, 1, 2),
+        ),
+        FailVector::new(
+            "shift_out_of_range",
+            "Malformed",
+            "set 0's shift is 16 of 16 records",
+            patch(&good, first_key + 17, 8, 16),
+        ),
+    ];
+    check_fail_vectors::<Client>(
+        &vectors_dir(env!("CARGO_MANIFEST_DIR"), "checklist_state"),
+        &vectors,
+        &params,
+    );
+}

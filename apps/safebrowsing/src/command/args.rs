@@ -183,6 +183,9 @@ pub enum SbScheme {
     /// Checklist offline/online PIR: hints downloaded once (and kept in --state), then
     /// lookups of `O(sqrt n)` work on the servers.
     Checklist,
+    /// SinglePass offline/online PIR: hints made by the offline server in one pass (and kept
+    /// in --state), then lookups of one record read per row on each server.
+    Singlepass,
     /// Two-server DPF PIR: no hints and about 300 bytes per server per lookup, but each
     /// server reads every record for every lookup.
     Dpf,

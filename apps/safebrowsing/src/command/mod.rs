@@ -30,7 +30,7 @@ pub use proxy::state_dir;
 pub use serve::bucket_release;
 
 /// What users must trust, printed by every command that talks to the servers: the
-/// registry's entries of the two schemes a Safe Browsing server answers.
+/// registry's entries of the schemes a Safe Browsing server answers.
 pub const PRIVACY: pir_service::registry::Privacy =
     pir_service::registry::Privacy(pir_service::checklist::Checklist::SCHEMES);
 

@@ -30,8 +30,12 @@ pub(super) async fn proxy(args: &SbProxyArgs) -> Result<()> {
         shown.set_length(total);
         shown.set_position(done);
     });
-    let dpf_all = args.scheme == SbScheme::Dpf;
-    let opened = LocalProxy::open(servers, state_dir, dpf_all, progress).await;
+    let scheme = match args.scheme {
+        SbScheme::Checklist => pir_client::LookupScheme::Checklist,
+        SbScheme::Singlepass => pir_client::LookupScheme::SinglePass,
+        SbScheme::Dpf => pir_client::LookupScheme::Dpf,
+    };
+    let opened = LocalProxy::open(servers, state_dir, scheme, progress).await;
     bar.finish_and_clear();
     let proxy = Arc::new(opened.context("connecting to the Safe Browsing servers")?);
     println!("{}", proxy.describe().await);

@@ -18,6 +18,9 @@ pub enum Choice {
         /// `checklist-updates`: the waterfall steps against re-hinting.
         updates: bool,
     },
+    /// Some of `singlepass`, `checklist`, `dpf` with `singlepass` among them: one row per
+    /// scheme, side by side ([`crate::schemes`]).
+    Schemes(Vec<String>),
     /// `qdp`.
     Qdp,
     /// Some of `simplepir`, `doublepir`, `ypir`, in the order given.
@@ -28,6 +31,15 @@ pub enum Choice {
 
 /// The benchmark `modes` (the `--modes` list) asks for, or why they cannot run together.
 pub fn choose(modes: &[String]) -> Result<Choice> {
+    if modes.iter().any(|m| m == "singlepass") {
+        if let Some(other) = modes
+            .iter()
+            .find(|m| !matches!(m.as_str(), "singlepass" | "checklist" | "dpf"))
+        {
+            bail!("run {other} apart from singlepass (which runs with checklist and dpf)");
+        }
+        return Ok(Choice::Schemes(modes.to_vec()));
+    }
     if let Some(mode) = modes
         .iter()
         .find(|m| matches!(m.as_str(), "checklist" | "checklist-updates"))
@@ -71,6 +83,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     match choose(&args.modes)? {
         Choice::Checklist { updates } => bench_checklist(args, updates),
+        Choice::Schemes(schemes) => bench_schemes(args, &schemes),
         Choice::Qdp => bench_qdp(args),
         Choice::Lattice(modes) => bench_lattice(args, &modes),
         Choice::Xor => bench_xor(args),
@@ -111,9 +124,9 @@ fn bench_xor(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// `pir bench --modes checklist|checklist-updates`.
-fn bench_checklist(args: &BenchArgs, updates: bool) -> Result<()> {
-    use crate::checklist::run_checklist;
+/// `--shape RECORDSxBYTES` of the offline/online schemes (default 3000000x32), the pool of
+/// `--threads` (default one thread), and the header line (without `--json`).
+fn offline_online_setup(args: &BenchArgs) -> Result<(u64, usize, rayon::ThreadPool)> {
     let (records, record_bytes) = match &args.shape {
         Some(name) => {
             let (r, b) = name
@@ -135,6 +148,36 @@ fn bench_checklist(args: &BenchArgs, updates: bool) -> Result<()> {
             args.runs.max(1)
         );
     }
+    Ok((records, record_bytes, pool))
+}
+
+/// `pir bench --modes singlepass,checklist,dpf`: one row per scheme, then the comparisons.
+fn bench_schemes(args: &BenchArgs, schemes: &[String]) -> Result<()> {
+    let (records, record_bytes, pool) = offline_online_setup(args)?;
+    let mut rows = Vec::new();
+    for scheme in schemes {
+        let row =
+            pool.install(|| crate::schemes::run(scheme, records, record_bytes, args.runs, 1000))?;
+        if args.json {
+            println!("{}", serde_json::to_string(&row)?);
+        } else {
+            println!("{}", row.line());
+        }
+        std::io::stdout().flush()?;
+        rows.push(row);
+    }
+    if !args.json {
+        for line in crate::schemes::comparisons(&rows) {
+            println!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// `pir bench --modes checklist|checklist-updates`.
+fn bench_checklist(args: &BenchArgs, updates: bool) -> Result<()> {
+    use crate::checklist::run_checklist;
+    let (records, record_bytes, pool) = offline_online_setup(args)?;
     if updates {
         return bench_checklist_updates(args, records, &pool);
     }

@@ -14,7 +14,7 @@
 //! ([`super::pointers`]); both depend only on the table, never on which index was asked.
 
 use pir_core::wire::{Reader, Writer};
-use pir_core::Error;
+use pir_core::{Codec, Error};
 use rand::{CryptoRng, Rng};
 
 use super::pointers::{Pointers, Rank};
@@ -43,22 +43,10 @@ pub struct Client {
     elements: Vec<u64>,
 }
 
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("params", &self.params)
-            .finish_non_exhaustive()
-    }
-}
+crate::offline::debug_params_only!(Client);
 
-/// The two messages of one lookup: one for each server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Query {
-    /// For the online server.
-    pub online: PuncturedKey,
-    /// For the offline server.
-    pub refresh: PuncturedKey,
-}
+/// The two messages of one lookup: a punctured set for each server.
+pub type Query = crate::offline::Query<PuncturedKey>;
 
 /// What the client keeps between [`Client::query`] and [`Client::finish`].
 pub struct Pending {
@@ -90,23 +78,13 @@ pub enum Outcome {
 impl Client {
     /// A fresh offline request (a new master seed).
     pub fn offline_request(rng: &mut (impl CryptoRng + ?Sized)) -> OfflineRequest {
-        let mut master = [0u8; 16];
-        rng.fill_bytes(&mut master);
-        OfflineRequest { master }
+        OfflineRequest::random(rng)
     }
 
     /// The client of `request` once its `m` hints (`m * b` bytes, from the offline server)
     /// have arrived. Expands every set once to point each index at the first set holding it.
     pub fn new(params: Params, request: &OfflineRequest, hints: &[u8]) -> Result<Self, Error> {
-        if hints.len() != params.hint_bytes() {
-            return Err(Error::WrongLength(format!(
-                "{} bytes of hints, {} expected ({} sets of {} bytes)",
-                hints.len(),
-                params.hint_bytes(),
-                params.hints(),
-                params.record_bytes()
-            )));
-        }
+        crate::offline::check_hint_len(hints.len(), params.hints(), params.record_bytes(), "sets")?;
         let keys = (0..params.hints())
             .map(|h| Some(initial_set(&params, &request.master, h)))
             .collect();
@@ -181,90 +159,14 @@ impl Client {
     ///       | hints u32 | hints x (present u8 | seed 16 | shift u64) | hints x b parity bytes
     /// ```
     pub fn encode_state(&self) -> Vec<u8> {
-        let m = self.keys.len();
-        let mut w = Writer::with_capacity(STATE_MAGIC.len() + 20 + m * 25 + self.parities.len());
-        w.bytes(STATE_MAGIC);
-        w.u64(self.params.records());
-        // Bounded by Params: record_bytes <= 2^16, s <= 2^24, m <= 2^28.
-        w.u32(self.params.record_bytes() as u32);
-        w.u32(self.params.sets().size() as u32);
-        w.u32(m as u32);
-        for key in &self.keys {
-            match key {
-                Some(key) => {
-                    w.u8(1);
-                    w.bytes(&key.seed);
-                    w.u64(key.shift);
-                }
-                None => {
-                    w.u8(0);
-                    w.bytes(&[0; 16]);
-                    w.u64(0);
-                }
-            }
-        }
-        w.bytes(&self.parities);
-        w.into_bytes()
+        Codec::to_bytes(self)
     }
 
     /// A client from [`Client::encode_state`] bytes, for a database of `params` (an error if
-    /// the state is for other parameters or damaged). Recomputes the pointers.
+    /// the state is for other parameters or damaged; [`Codec::from_bytes`]). Recomputes the
+    /// pointers.
     pub fn decode_state(params: Params, bytes: &[u8]) -> Result<Self, Error> {
-        let m = params.hints();
-        let expected = STATE_MAGIC.len() + 20 + m * 25 + params.hint_bytes();
-        if bytes.len() != expected {
-            return Err(Error::WrongLength(format!(
-                "a Checklist state of {} bytes, {expected} expected for these parameters",
-                bytes.len()
-            )));
-        }
-        let mut r = Reader::new(bytes);
-        if r.take(STATE_MAGIC.len())? != STATE_MAGIC {
-            return Err(Error::WrongMagic);
-        }
-        let shape = (
-            r.u64()?,
-            r.u32()? as usize,
-            r.u32()? as usize,
-            r.u32()? as usize,
-        );
-        if shape
-            != (
-                params.records(),
-                params.record_bytes(),
-                params.sets().size(),
-                m,
-            )
-        {
-            return Err(Error::DatabaseMismatch(
-                "the saved Checklist state is for other parameters".into(),
-            ));
-        }
-        let mut keys = Vec::with_capacity(m);
-        for _ in 0..m {
-            let present = r.u8()?;
-            let seed: [u8; 16] = r.array()?;
-            let shift = r.u64()?;
-            keys.push(match present {
-                0 => None,
-                1 if shift < params.records() => Some(SetKey { seed, shift }),
-                _ => return Err(Error::Malformed("a saved set key is out of range".into())),
-            });
-        }
-        let parities = r.take(params.hint_bytes())?.to_vec();
-        r.finish()?;
-        let mut client = Self {
-            params,
-            ggm: Ggm::new(),
-            keys,
-            parities,
-            pointers: Pointers::new(params.records(), m),
-            used: 0,
-            scratch: Scratch::default(),
-            elements: Vec::with_capacity(params.sets().size()),
-        };
-        client.point_all();
-        Ok(client)
+        <Self as Codec>::from_bytes(bytes, &params)
     }
 
     /// The parameters.
@@ -286,12 +188,7 @@ impl Client {
         index: u64,
         rng: &mut (impl CryptoRng + ?Sized),
     ) -> Result<(Query, Pending), Error> {
-        if index >= self.params.records() {
-            return Err(Error::InvalidParameter(format!(
-                "record {index} of {}",
-                self.params.records()
-            )));
-        }
+        crate::offline::check_index(index, self.params.records())?;
         if self.used > self.keys.len() / REBUILD_DIVISOR {
             self.point_all();
         }
@@ -437,5 +334,84 @@ impl Client {
                 return sets.puncture(&self.ggm, &key, position);
             }
         }
+    }
+}
+
+/// The saved state ([`Client::encode_state`]). Context: the parameters of the database the
+/// state must belong to. A state is always a whole file: its length is checked first.
+impl<'a> Codec<'a> for Client {
+    type Context = Params;
+
+    fn encode(&self, w: &mut Writer) {
+        let m = self.keys.len();
+        w.bytes(STATE_MAGIC);
+        w.u64(self.params.records());
+        // Bounded by Params: record_bytes <= 2^16, s <= 2^24, m <= 2^28.
+        w.u32(self.params.record_bytes() as u32);
+        w.u32(self.params.sets().size() as u32);
+        w.u32(m as u32);
+        for key in &self.keys {
+            match key {
+                Some(key) => {
+                    w.u8(1);
+                    w.bytes(&key.seed);
+                    w.u64(key.shift);
+                }
+                None => {
+                    w.u8(0);
+                    w.bytes(&[0; 16]);
+                    w.u64(0);
+                }
+            }
+        }
+        w.bytes(&self.parities);
+    }
+
+    fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
+        let m = params.hints();
+        let expected = STATE_MAGIC.len() + 20 + m * 25 + params.hint_bytes();
+        crate::offline::open_state(r, STATE_MAGIC, expected, "Checklist")?;
+        let shape = (
+            r.u64()?,
+            r.u32()? as usize,
+            r.u32()? as usize,
+            r.u32()? as usize,
+        );
+        if shape
+            != (
+                params.records(),
+                params.record_bytes(),
+                params.sets().size(),
+                m,
+            )
+        {
+            return Err(Error::DatabaseMismatch(
+                "the saved Checklist state is for other parameters".into(),
+            ));
+        }
+        let mut keys = Vec::with_capacity(m);
+        for _ in 0..m {
+            let present = r.u8()?;
+            let seed: [u8; 16] = r.array()?;
+            let shift = r.u64()?;
+            keys.push(match present {
+                0 => None,
+                1 if shift < params.records() => Some(SetKey { seed, shift }),
+                _ => return Err(Error::Malformed("a saved set key is out of range".into())),
+            });
+        }
+        let parities = r.take(params.hint_bytes())?.to_vec();
+        let mut client = Self {
+            params: *params,
+            ggm: Ggm::new(),
+            keys,
+            parities,
+            pointers: Pointers::new(params.records(), m),
+            used: 0,
+            scratch: Scratch::default(),
+            elements: Vec::with_capacity(params.sets().size()),
+        };
+        client.point_all();
+        Ok(client)
     }
 }

@@ -59,8 +59,7 @@ pub use pset::{PuncturedKey, SetKey, SetShape};
 /// `e^-λ`, below `2^-40` at 28.
 pub const COVERAGE: u64 = 28;
 
-/// Largest record: hints are `m * b` bytes on the client.
-pub const MAX_RECORD_BYTES: usize = 1 << 16;
+pub use crate::offline::{OfflineRequest, MAX_RECORD_BYTES};
 
 /// Most sets a client keeps (`m`); bounds the hint download and the offline server's work.
 pub const MAX_HINTS: u64 = 1 << 28;
@@ -125,19 +124,6 @@ impl Params {
     /// Bytes of the whole hint download (`m * b`).
     pub fn hint_bytes(&self) -> usize {
         self.hints * self.record_bytes
-    }
-}
-
-/// What the client sends the offline server once: the seed of all its initial sets.
-#[derive(Clone, PartialEq, Eq)]
-pub struct OfflineRequest {
-    /// Expanded by [`pir_core::prg`] into the set keys ([`initial_set`]).
-    pub master: prg::Seed,
-}
-
-impl std::fmt::Debug for OfflineRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OfflineRequest").finish_non_exhaustive()
     }
 }
 

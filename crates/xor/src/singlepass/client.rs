@@ -11,7 +11,7 @@
 //! version the query was made at.
 
 use pir_core::wire::{Reader, Writer};
-use pir_core::Error;
+use pir_core::{Codec, Error};
 use rand::{CryptoRng, Rng};
 
 use super::perm;
@@ -33,22 +33,12 @@ pub struct Client {
     pending: Vec<u32>,
 }
 
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("params", &self.params)
-            .finish_non_exhaustive()
-    }
-}
+crate::offline::debug_params_only!(Client);
 
-/// The two messages of one lookup: `Q` offsets, one per row, for each server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Query {
-    /// For the online server: the looked-up column, row `i*` replaced by a random offset.
-    pub online: Vec<u16>,
-    /// For the offline server: one random column per row.
-    pub refresh: Vec<u16>,
-}
+/// The two messages of one lookup: `Q` offsets, one per row, for each server. The online
+/// server's are the looked-up column with row `i*` replaced by a random offset; the offline
+/// server's one random column per row.
+pub type Query = crate::offline::Query<Vec<u16>>;
 
 /// What the client keeps between [`Client::query`] and [`Client::finish`].
 pub struct Pending {
@@ -71,23 +61,18 @@ impl std::fmt::Debug for Pending {
 impl Client {
     /// A fresh offline request (a new master seed).
     pub fn offline_request(rng: &mut (impl CryptoRng + ?Sized)) -> OfflineRequest {
-        let mut master = [0u8; 16];
-        rng.fill_bytes(&mut master);
-        OfflineRequest { master }
+        OfflineRequest::random(rng)
     }
 
     /// The client of `request` once its `m` hints (`m b` bytes, from the offline server) have
     /// arrived: expands the permutations from the seed (no pass over the database).
     pub fn new(params: Params, request: &OfflineRequest, hints: &[u8]) -> Result<Self, Error> {
-        if hints.len() != params.hint_bytes() {
-            return Err(Error::WrongLength(format!(
-                "{} bytes of hints, {} expected ({} hints of {} bytes)",
-                hints.len(),
-                params.hint_bytes(),
-                params.columns(),
-                params.record_bytes()
-            )));
-        }
+        crate::offline::check_hint_len(
+            hints.len(),
+            params.columns(),
+            params.record_bytes(),
+            "hints",
+        )?;
         let m = params.columns();
         let cells = params.rows() * m;
         let mut columns = vec![0u16; cells];
@@ -128,13 +113,7 @@ impl Client {
         index: u64,
         rng: &mut (impl CryptoRng + ?Sized),
     ) -> Result<(Query, Pending), Error> {
-        if index >= self.params.records() {
-            return Err(Error::InvalidParameter(format!(
-                "record {index} of {}",
-                self.params.records()
-            )));
-        }
-        let (row, offset) = self.params.cell(index);
+        let (row, offset) = self.params.locate(index)?;
         let m = self.params.columns();
         let column = usize::from(self.columns[row * m + offset]);
         if self.pending[column] > 0 {
@@ -282,7 +261,22 @@ impl Client {
     ///       | Q m x offset u16 (row by row) | m x b hint bytes | m x pending u8 (0 or 1)
     /// ```
     pub fn encode_state(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(state_len(&self.params));
+        Codec::to_bytes(self)
+    }
+
+    /// A client from [`Client::encode_state`] bytes, for a database of `params` (an error if the
+    /// state is for other parameters or damaged; [`Codec::from_bytes`]).
+    pub fn decode_state(params: Params, bytes: &[u8]) -> Result<Self, Error> {
+        <Self as Codec>::from_bytes(bytes, &params)
+    }
+}
+
+/// The saved state ([`Client::encode_state`]). Context: the parameters of the database the
+/// state must belong to. A state is always a whole file: its length is checked first.
+impl<'a> Codec<'a> for Client {
+    type Context = Params;
+
+    fn encode(&self, w: &mut Writer) {
         w.bytes(STATE_MAGIC);
         w.u64(self.params.records());
         // Bounded by Params: record_bytes <= 2^16, m <= 2^16.
@@ -295,23 +289,11 @@ impl Client {
         for &p in &self.pending {
             w.u8(u8::from(p > 0));
         }
-        w.into_bytes()
     }
 
-    /// A client from [`Client::encode_state`] bytes, for a database of `params` (an error if the
-    /// state is for other parameters or damaged).
-    pub fn decode_state(params: Params, bytes: &[u8]) -> Result<Self, Error> {
-        let expected = state_len(&params);
-        if bytes.len() != expected {
-            return Err(Error::WrongLength(format!(
-                "a SinglePass state of {} bytes, {expected} expected for these parameters",
-                bytes.len()
-            )));
-        }
-        let mut r = Reader::new(bytes);
-        if r.take(STATE_MAGIC.len())? != STATE_MAGIC {
-            return Err(Error::WrongMagic);
-        }
+    fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
+        let expected = state_len(params);
+        crate::offline::open_state(r, STATE_MAGIC, expected, "SinglePass")?;
         let shape = (r.u64()?, r.u32()? as usize, r.u32()? as usize);
         if shape != (params.records(), params.record_bytes(), params.columns()) {
             return Err(Error::DatabaseMismatch(
@@ -346,9 +328,8 @@ impl Client {
                 }
             });
         }
-        r.finish()?;
         Ok(Self {
-            params,
+            params: *params,
             offsets,
             columns,
             hints,

@@ -62,7 +62,6 @@ pub mod perm;
 pub mod server;
 pub mod wire;
 
-use pir_core::prg;
 use pir_core::Error;
 
 pub use client::{Client, Pending, Query};
@@ -79,8 +78,7 @@ pub const MAX_COLUMNS: u64 = 1 << 16;
 /// Most records `B`: indices are `u64` on the wire and 32-bit in the client's arithmetic.
 pub const MAX_RECORDS: u64 = 1 << 32;
 
-/// Largest record, as for Checklist.
-pub const MAX_RECORD_BYTES: usize = 1 << 16;
+pub use crate::offline::{OfflineRequest, MAX_RECORD_BYTES};
 
 /// Largest hint download (`m b`), and largest answer (`Q b`): 256 MiB.
 pub const MAX_HINT_BYTES: usize = 1 << 28;
@@ -191,24 +189,17 @@ impl Params {
         self.records as usize * self.record_bytes
     }
 
+    /// Row and offset of record `index`, refused if it is not below `B`.
+    fn locate(&self, index: u64) -> Result<(usize, usize), Error> {
+        crate::offline::check_index(index, self.records)?;
+        Ok(self.cell(index))
+    }
+
     /// Row and offset of record `index` (which must be below `B`).
     fn cell(&self, index: u64) -> (usize, usize) {
         // index < B <= 2^32 and m <= 2^16: a 32-bit division (an update is little more).
         let (index, m) = (index as u32, self.columns as u32);
         ((index / m) as usize, (index % m) as usize)
-    }
-}
-
-/// What the client sends the offline server once: the seed of all its permutations.
-#[derive(Clone, PartialEq, Eq)]
-pub struct OfflineRequest {
-    /// Expanded by [`perm::shuffle_row`] into one permutation per row.
-    pub master: prg::Seed,
-}
-
-impl std::fmt::Debug for OfflineRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OfflineRequest").finish_non_exhaustive()
     }
 }
 

@@ -14,7 +14,7 @@
 //! against the parameters before anything is allocated.
 
 use pir_core::wire::{Reader, Writer};
-use pir_core::Error;
+use pir_core::{Codec, Error};
 
 use super::{Changes, OfflineRequest, Params};
 
@@ -51,114 +51,192 @@ fn check_shape(r: &mut Reader<'_>, params: &Params) -> Result<(), Error> {
     Ok(())
 }
 
-/// A request for the hints of `request`'s permutations.
-pub fn encode_hint_request(params: &Params, request: &OfflineRequest) -> Vec<u8> {
-    let mut w = Writer::with_capacity(SHAPE_LEN + 16);
-    write_shape(&mut w, params);
-    w.bytes(&request.master);
-    w.into_bytes()
+/// A hint request: the client's master seed. Context: the server's parameters (the shape
+/// header must match them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HintRequest {
+    /// The client's offline request.
+    pub request: OfflineRequest,
 }
 
-/// Reads a hint request for a server holding `params` (untrusted bytes).
-pub fn decode_hint_request(bytes: &[u8], params: &Params) -> Result<OfflineRequest, Error> {
-    let mut r = Reader::new(bytes);
-    check_shape(&mut r, params)?;
-    let master = r.array()?;
-    r.finish()?;
-    Ok(OfflineRequest { master })
+/// A body with the parameters its sender holds, which it writes as the shape header (so the
+/// encoder knows them; the decoder checks them against its own, its context).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Body<T> {
+    /// The parameters the sender holds (written as the shape header).
+    pub params: Params,
+    /// The body after the header.
+    pub value: T,
 }
 
-/// A lookup body: one offset per row (to either server).
-pub fn encode_lookup(params: &Params, offsets: &[u16]) -> Vec<u8> {
-    let mut w = Writer::with_capacity(SHAPE_LEN + 2 * offsets.len());
-    write_shape(&mut w, params);
-    for &o in offsets {
-        w.u16(o);
+impl<'a> Codec<'a> for Body<HintRequest> {
+    type Context = Params;
+
+    fn encode(&self, w: &mut Writer) {
+        write_shape(w, &self.params);
+        w.bytes(&self.value.request.master);
     }
-    w.into_bytes()
+
+    fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
+        check_shape(r, params)?;
+        let master = r.array()?;
+        Ok(Self {
+            params: *params,
+            value: HintRequest {
+                request: OfflineRequest { master },
+            },
+        })
+    }
+}
+
+/// A lookup: one offset per row (to either server). A lookup is always a whole query body, so
+/// its decoder checks the exact length first ([`Error::WrongLength`]), then that every offset
+/// is below `m`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    /// `Q` offsets, row by row.
+    pub offsets: Vec<u16>,
+}
+
+impl<'a> Codec<'a> for Body<Lookup> {
+    type Context = Params;
+
+    fn encode(&self, w: &mut Writer) {
+        write_shape(w, &self.params);
+        for &o in &self.value.offsets {
+            w.u16(o);
+        }
+    }
+
+    fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
+        let expected = SHAPE_LEN + 2 * params.rows();
+        if r.remaining() != expected {
+            return Err(Error::WrongLength(format!(
+                "a SinglePass lookup of {} bytes, {expected} expected",
+                r.remaining()
+            )));
+        }
+        check_shape(r, params)?;
+        let mut offsets = Vec::with_capacity(params.rows());
+        for _ in 0..params.rows() {
+            let o = r.u16()?;
+            if usize::from(o) >= params.columns() {
+                return Err(Error::OutOfRange {
+                    field: "offset",
+                    found: u64::from(o),
+                    limit: params.columns() as u64,
+                });
+            }
+            offsets.push(o);
+        }
+        Ok(Self {
+            params: *params,
+            value: Lookup { offsets },
+        })
+    }
+}
+
+/// A changes body: every index below `B`, the body exactly as long as its count says (checked
+/// before anything is allocated).
+impl<'a> Codec<'a> for Body<Changes> {
+    type Context = Params;
+
+    fn encode(&self, w: &mut Writer) {
+        write_shape(w, &self.params);
+        let changes = &self.value;
+        // At most MAX_CHANGES are meant to be sent; a larger batch fails to decode, never
+        // wraps silently below 2^32.
+        w.u32(u32::try_from(changes.len()).unwrap_or(u32::MAX));
+        for (index, delta) in changes.iter() {
+            w.u64(index);
+            w.bytes(delta);
+        }
+    }
+
+    fn decode(r: &mut Reader<'a>, params: &Params) -> Result<Self, Error> {
+        check_shape(r, params)?;
+        let count = u64::from(r.u32()?);
+        if count > MAX_CHANGES {
+            return Err(Error::OutOfRange {
+                field: "change count",
+                found: count,
+                limit: MAX_CHANGES,
+            });
+        }
+        let b = params.record_bytes();
+        // count <= 2^24 and b <= 2^16: no overflow.
+        let body = count as usize * (8 + b);
+        if r.remaining() < body {
+            return Err(Error::Truncated {
+                needed: body - r.remaining(),
+            });
+        }
+        let mut changes = Changes::new(b);
+        changes.indices.reserve(count as usize);
+        changes.deltas.reserve(count as usize * b);
+        for _ in 0..count {
+            let index = r.u64()?;
+            if index >= params.records() {
+                return Err(Error::OutOfRange {
+                    field: "changed record",
+                    found: index,
+                    limit: params.records(),
+                });
+            }
+            changes.push_delta(index, r.take(b)?)?;
+        }
+        Ok(Self {
+            params: *params,
+            value: changes,
+        })
+    }
+}
+
+/// A request for the hints of `request`'s permutations ([`HintRequest`]).
+pub fn encode_hint_request(params: &Params, request: &OfflineRequest) -> Vec<u8> {
+    Body {
+        params: *params,
+        value: HintRequest {
+            request: request.clone(),
+        },
+    }
+    .to_bytes()
+}
+
+/// Reads a hint request for a server holding `params` (untrusted bytes; [`HintRequest`]).
+pub fn decode_hint_request(bytes: &[u8], params: &Params) -> Result<OfflineRequest, Error> {
+    Body::<HintRequest>::from_bytes(bytes, params).map(|body| body.value.request)
+}
+
+/// A lookup body: one offset per row (to either server; [`Lookup`]).
+pub fn encode_lookup(params: &Params, offsets: &[u16]) -> Vec<u8> {
+    Body {
+        params: *params,
+        value: Lookup {
+            offsets: offsets.to_vec(),
+        },
+    }
+    .to_bytes()
 }
 
 /// Reads a lookup body for a server holding `params` (untrusted bytes): exactly `Q` offsets,
-/// each below `m`.
+/// each below `m` ([`Lookup`]).
 pub fn decode_lookup(bytes: &[u8], params: &Params) -> Result<Vec<u16>, Error> {
-    let expected = SHAPE_LEN + 2 * params.rows();
-    if bytes.len() != expected {
-        return Err(Error::WrongLength(format!(
-            "a SinglePass lookup of {} bytes, {expected} expected",
-            bytes.len()
-        )));
-    }
-    let mut r = Reader::new(bytes);
-    check_shape(&mut r, params)?;
-    let mut offsets = Vec::with_capacity(params.rows());
-    for _ in 0..params.rows() {
-        let o = r.u16()?;
-        if usize::from(o) >= params.columns() {
-            return Err(Error::OutOfRange {
-                field: "offset",
-                found: u64::from(o),
-                limit: params.columns() as u64,
-            });
-        }
-        offsets.push(o);
-    }
-    r.finish()?;
-    Ok(offsets)
+    Body::<Lookup>::from_bytes(bytes, params).map(|body| body.value.offsets)
 }
 
 /// A changes body.
 pub fn encode_changes(params: &Params, changes: &Changes) -> Vec<u8> {
-    let b = params.record_bytes();
-    let mut w = Writer::with_capacity(SHAPE_LEN + 4 + changes.len() * (8 + b));
-    write_shape(&mut w, params);
-    // At most MAX_CHANGES are meant to be sent; a larger batch fails to decode, never wraps
-    // silently below 2^32.
-    w.u32(u32::try_from(changes.len()).unwrap_or(u32::MAX));
-    for (index, delta) in changes.iter() {
-        w.u64(index);
-        w.bytes(delta);
+    Body {
+        params: *params,
+        value: changes.clone(),
     }
-    w.into_bytes()
+    .to_bytes()
 }
 
-/// Reads a changes body for a client holding `params` (untrusted bytes): every index below
-/// `B`, the body exactly as long as its count says.
+/// Reads a changes body for a client holding `params` (untrusted bytes).
 pub fn decode_changes(bytes: &[u8], params: &Params) -> Result<Changes, Error> {
-    let mut r = Reader::new(bytes);
-    check_shape(&mut r, params)?;
-    let count = u64::from(r.u32()?);
-    if count > MAX_CHANGES {
-        return Err(Error::OutOfRange {
-            field: "change count",
-            found: count,
-            limit: MAX_CHANGES,
-        });
-    }
-    let b = params.record_bytes();
-    // count <= 2^24 and b <= 2^16: no overflow.
-    let body = count as usize * (8 + b);
-    if r.remaining() != body {
-        return Err(Error::WrongLength(format!(
-            "{count} changes of {b}-byte records need {body} bytes, {} present",
-            r.remaining()
-        )));
-    }
-    let mut changes = Changes::new(b);
-    changes.indices.reserve(count as usize);
-    changes.deltas.reserve(count as usize * b);
-    for _ in 0..count {
-        let index = r.u64()?;
-        if index >= params.records() {
-            return Err(Error::OutOfRange {
-                field: "changed record",
-                found: index,
-                limit: params.records(),
-            });
-        }
-        changes.push_delta(index, r.take(b)?)?;
-    }
-    r.finish()?;
-    Ok(changes)
+    Body::<Changes>::from_bytes(bytes, params).map(|body| body.value)
 }
 
 #[cfg(test)]
@@ -227,7 +305,7 @@ mod tests {
         bad[SHAPE_LEN..SHAPE_LEN + 4].copy_from_slice(&2u32.to_le_bytes());
         assert!(matches!(
             decode_changes(&bad, &p),
-            Err(Error::WrongLength(_))
+            Err(Error::Truncated { .. })
         ));
         // An index at B.
         let mut bad = body;
