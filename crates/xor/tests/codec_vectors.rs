@@ -511,3 +511,55 @@ fn checklist_state() {
         &params,
     );
 }
+
+/// `tests/vectors/checklist_punctured_set/`: a Checklist punctured set
+/// (`pir_xor::checklist::PuncturedKey`, context its `SetShape`), as carried in a lookup.
+#[test]
+fn checklist_punctured_set() {
+    use pir_xor::checklist::pset::Ggm;
+    use pir_xor::checklist::{PuncturedKey, SetKey, SetShape};
+    // B = 100, s = 10: depth 4, so 12 header bytes and 4 seeds of 16.
+    let shape = SetShape::new(100, 10).unwrap();
+    let key = SetKey {
+        seed: [0x11; 16],
+        shift: 42,
+    };
+    let good = shape.puncture(&Ggm::new(), &key, 3).to_bytes();
+    assert_eq!(good.len(), 12 + 4 * 16);
+    assert_eq!(good.len(), shape.punctured_len());
+    // Offsets: position 0..4, shift 4..12, seeds 12..76.
+    let fields: &[Patch<'_>] = &[
+        (
+            "position_out_of_range",
+            "OutOfRange",
+            "position 10 of s = 10",
+            0,
+            4,
+            10,
+        ),
+        (
+            "position_max",
+            "OutOfRange",
+            "position 2^32 - 1",
+            0,
+            4,
+            u64::from(u32::MAX),
+        ),
+        (
+            "shift_out_of_range",
+            "OutOfRange",
+            "shift 100 of B = 100",
+            4,
+            8,
+            100,
+        ),
+        ("shift_max", "OutOfRange", "shift 2^64 - 1", 4, 8, u64::MAX),
+    ];
+    let extra = vec![FailVector::new(
+        "header_only",
+        "Truncated",
+        "position and shift, no seeds",
+        good[..12].to_vec(),
+    )];
+    check::<PuncturedKey>("checklist_punctured_set", &good, &shape, fields, extra);
+}

@@ -29,7 +29,7 @@
 use aes::cipher::{BlockEncrypt, KeyInit};
 use aes::{Aes128, Block};
 use pir_core::wire::{Reader, Writer};
-use pir_core::Error;
+use pir_core::{Codec, Error};
 use rand::{CryptoRng, Rng};
 
 /// Pinned public AES keys of the tree: left child, right child.
@@ -371,9 +371,16 @@ impl PuncturedKey {
     pub fn position(&self) -> usize {
         self.position as usize
     }
+}
 
-    /// Writes the key (`position u32 | shift u64 | depth x 16-byte seeds`, little-endian).
-    pub fn encode(&self, w: &mut Writer) {
+/// The wire form of a punctured key: `position u32 | shift u64 | depth x 16-byte seeds`,
+/// little-endian. Context: the [`SetShape`] both sides agreed on (it fixes the depth, so the
+/// length is known before anything is read; the position must lie in `0..s`, the shift in
+/// `0..B`).
+impl<'a> Codec<'a> for PuncturedKey {
+    type Context = SetShape;
+
+    fn encode(&self, w: &mut Writer) {
         w.u32(self.position);
         w.u64(self.shift);
         for seed in &self.copath {
@@ -381,8 +388,7 @@ impl PuncturedKey {
         }
     }
 
-    /// Reads a key of `shape` from untrusted bytes.
-    pub fn decode(r: &mut Reader<'_>, shape: &SetShape) -> Result<Self, Error> {
+    fn decode(r: &mut Reader<'a>, shape: &SetShape) -> Result<Self, Error> {
         let position = r.u32()?;
         if u64::from(position) >= shape.size as u64 {
             return Err(Error::OutOfRange {
@@ -399,6 +405,8 @@ impl PuncturedKey {
                 limit: shape.universe,
             });
         }
+        // The seeds are all there before the copath is reserved.
+        pir_core::codec::check_count(r, "copath seeds", shape.depth, MAX_DEPTH, 16)?;
         let mut copath = Vec::with_capacity(shape.depth);
         for _ in 0..shape.depth {
             copath.push(r.array()?);
@@ -439,13 +447,9 @@ mod tests {
             for position in [0, size / 2, size - 1] {
                 assert_eq!(shape.element_at(&ggm, &key, position), all[position]);
                 let punctured = shape.puncture(&ggm, &key, position);
-                let mut w = Writer::with_capacity(shape.punctured_len());
-                punctured.encode(&mut w);
-                let bytes = w.into_bytes();
+                let bytes = punctured.to_bytes();
                 assert_eq!(bytes.len(), shape.punctured_len());
-                let mut r = Reader::new(&bytes);
-                let decoded = PuncturedKey::decode(&mut r, &shape).unwrap();
-                r.finish().unwrap();
+                let decoded = PuncturedKey::from_bytes(&bytes, &shape).unwrap();
                 let mut rest = Vec::new();
                 shape.punctured_elements(&ggm, &decoded, &mut scratch, &mut rest);
                 let mut expected = all.clone();
