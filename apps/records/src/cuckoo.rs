@@ -10,7 +10,7 @@
 //! h1(key)      = u64 LE of d[0..8]  mod slots
 //! h2(key)      = u64 LE of d[8..16] mod slots
 //! fingerprint  = d[16..24] with its lowest bit set (so it is never 8 zero bytes)
-//! slot         = fingerprint (8 B) | value length u32 LE | value | zero padding
+//! slot         = fingerprint (8 B) | value length u32 LE | value | zero padding   ([`Slot`])
 //!                (every slot SLOT_OVERHEAD + value_max bytes; an empty slot is all zeros)
 //! slots        = ceil(keys × SLOTS_PER_KEY) + 1
 //! ```
@@ -25,6 +25,7 @@
 //! different key with the same 64-bit fingerprint at one of the two slots (probability about
 //! `2^-63` per lookup) would be returned instead.
 
+use pir_core::codec::{Codec, Reader, Writer};
 use rand::{CryptoRng, RngCore};
 use sha2::{Digest, Sha256};
 
@@ -68,22 +69,105 @@ impl DbHeader {
     /// Errors if a slot holding the key is malformed.
     pub fn find_value(&self, key: &[u8], slots: &[&[u8]]) -> Result<Option<Vec<u8>>, RecordsError> {
         let (_, fingerprint) = hash_key(&self.cuckoo_seed, self.records, key);
-        for slot in slots {
-            if slot.len() < SLOT_OVERHEAD || slot[..FINGERPRINT_LEN] != fingerprint {
+        for &slot in slots {
+            if slot.get(..FINGERPRINT_LEN) != Some(&fingerprint[..]) {
                 continue;
             }
-            let mut len = [0u8; 4];
-            len.copy_from_slice(&slot[FINGERPRINT_LEN..SLOT_OVERHEAD]);
-            let len = u32::from_le_bytes(len) as usize;
-            return match slot.get(SLOT_OVERHEAD..SLOT_OVERHEAD + len) {
-                Some(value) => Ok(Some(value.to_vec())),
-                None => Err(RecordsError::Malformed(format!(
-                    "a slot declares a {len}-byte value but holds {}",
-                    slot.len() - SLOT_OVERHEAD
+            return match Slot::from_bytes(slot, &self.record_size) {
+                Ok(slot) => Ok(Some(slot.value.to_vec())),
+                Err(e) => Err(RecordsError::Malformed(format!(
+                    "the slot holding the key: {e}"
                 ))),
             };
         }
         Ok(None)
+    }
+}
+
+/// One cuckoo slot: `fingerprint (8 B) | value length u32 LE | value | zero padding`, exactly
+/// the record size of the database. Context: that size (so the value is at most
+/// `size - SLOT_OVERHEAD` bytes, checked before the value is read). An empty slot is all zeros:
+/// a zero fingerprint, which no key has, and no value. The padding is not checked on decoding
+/// (older readers never did); it is always written as zeros.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot<'a> {
+    /// The key's fingerprint ([`hash_key`]); all zeros in an empty slot.
+    pub fingerprint: [u8; FINGERPRINT_LEN],
+    /// The value, borrowed.
+    pub value: &'a [u8],
+    /// Bytes of the whole slot (the database's record size).
+    size: usize,
+}
+
+impl<'a> Slot<'a> {
+    /// A slot of `size` bytes holding `value` under `fingerprint`; `None` if the value does not
+    /// fit (more than `size - SLOT_OVERHEAD` bytes, or above `u32::MAX`).
+    pub fn new(fingerprint: [u8; FINGERPRINT_LEN], value: &'a [u8], size: usize) -> Option<Self> {
+        let fits =
+            value.len() <= size.checked_sub(SLOT_OVERHEAD)? && u32::try_from(value.len()).is_ok();
+        fits.then_some(Self {
+            fingerprint,
+            value,
+            size,
+        })
+    }
+
+    /// An empty slot of `size` bytes (all zeros).
+    pub fn empty(size: usize) -> Self {
+        Self {
+            fingerprint: [0; FINGERPRINT_LEN],
+            value: &[],
+            size,
+        }
+    }
+
+    /// Bytes of the whole slot.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+}
+
+impl<'a> Codec<'a> for Slot<'a> {
+    type Context = usize;
+
+    fn encode(&self, w: &mut Writer) {
+        const ZEROS: [u8; 256] = [0; 256];
+        w.bytes(&self.fingerprint);
+        // Fits: `Slot::new` checked the value against u32 and the size.
+        w.u32(self.value.len() as u32);
+        w.bytes(self.value);
+        let mut padding = self.size.saturating_sub(SLOT_OVERHEAD + self.value.len());
+        while padding > 0 {
+            let n = padding.min(ZEROS.len());
+            w.bytes(&ZEROS[..n]);
+            padding -= n;
+        }
+    }
+
+    fn decode(r: &mut Reader<'a>, size: &usize) -> Result<Self, pir_core::Error> {
+        let size = *size;
+        if size < SLOT_OVERHEAD {
+            return Err(pir_core::Error::InvalidParameter(format!(
+                "a slot of {size} bytes (at least {SLOT_OVERHEAD})"
+            )));
+        }
+        let fingerprint = r.array()?;
+        let len = r.u32()? as usize;
+        let value_max = size - SLOT_OVERHEAD;
+        if len > value_max {
+            return Err(pir_core::Error::OutOfRange {
+                field: "slot value length",
+                found: len as u64,
+                limit: value_max as u64,
+            });
+        }
+        let value = r.take(len)?;
+        r.skip(value_max - len)?;
+        Ok(Self {
+            fingerprint,
+            value,
+            size,
+        })
     }
 }
 
@@ -140,17 +224,21 @@ pub fn build_key_values(
         let mut seed = [0u8; 16];
         rng.fill_bytes(&mut seed);
         if let Some(table) = place(pairs, &seed, slots, rng) {
-            let mut payload = vec![0u8; slots as usize * record_size];
-            for (slot, entry) in table.iter().enumerate() {
-                if let Some((fingerprint, pair)) = entry {
-                    let value = &pairs[*pair].1;
-                    let out = &mut payload[slot * record_size..(slot + 1) * record_size];
-                    out[..FINGERPRINT_LEN].copy_from_slice(fingerprint);
-                    out[FINGERPRINT_LEN..SLOT_OVERHEAD]
-                        .copy_from_slice(&(value.len() as u32).to_le_bytes());
-                    out[SLOT_OVERHEAD..SLOT_OVERHEAD + value.len()].copy_from_slice(value);
-                }
+            let mut w = Writer::with_capacity(slots as usize * record_size);
+            for entry in &table {
+                let slot = match entry {
+                    // Fits: record_size is SLOT_OVERHEAD + the longest value, under
+                    // MAX_RECORD_SIZE.
+                    Some((fingerprint, pair)) => {
+                        Slot::new(*fingerprint, &pairs[*pair].1, record_size).ok_or_else(|| {
+                            RecordsError::Input("a value longer than its slot".into())
+                        })?
+                    }
+                    None => Slot::empty(record_size),
+                };
+                slot.encode(&mut w);
             }
+            let payload = w.into_bytes();
             let header = finish_header(
                 DbKind::KeyValue,
                 record_size,

@@ -1,6 +1,6 @@
-//! `tests/vectors/{records_header,offline}/fail_*.hex`: the records database header and the
-//! offline work file refuse damaged bytes for their stated reason, through the shared runner of
-//! `pir_core::codec`.
+//! `tests/vectors/{records_header,offline,records_slot}/fail_*.hex`: the records database header,
+//! the offline work file and a key-value slot refuse damaged bytes for their stated reason,
+//! through the shared runner of `pir_core::codec`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pir_core::codec::testing::{check_fail_vectors, cut, patch, trailing, vectors_dir, FailVector};
@@ -131,4 +131,60 @@ fn offline_file() {
         ),
     ];
     check_fail_vectors::<OfflineFile>(&dir("offline"), &vectors, &(Scheme::SimplePir, version));
+}
+
+/// `tests/vectors/records_slot/`: one cuckoo slot of a key-value database
+/// (`pir_records::cuckoo::Slot`, context the record size).
+#[test]
+fn records_slot() {
+    use pir_core::codec::testing::{check_format, Patch};
+    use pir_core::Codec;
+    use pir_records::cuckoo::{hash_key, Slot, SLOT_OVERHEAD};
+    // Slots of 20 bytes: 12 of overhead, values of at most 8.
+    let (_, fingerprint) = hash_key(&[4; 16], 5, b"k");
+    let slot = Slot::new(fingerprint, b"hello", 20).unwrap();
+    let good = slot.to_bytes();
+    // The layout written by hand: fingerprint | length u32 LE | value | zero padding.
+    let mut by_hand = fingerprint.to_vec();
+    by_hand.extend_from_slice(&5u32.to_le_bytes());
+    by_hand.extend_from_slice(b"hello");
+    by_hand.resize(20, 0);
+    assert_eq!(good, by_hand);
+    assert_eq!(Slot::from_bytes(&good, &20).unwrap(), slot);
+    assert_eq!(Slot::empty(20).to_bytes(), vec![0; 20]);
+    assert!(Slot::new(fingerprint, b"123456789", 20).is_none());
+    assert!(Slot::new(fingerprint, b"", SLOT_OVERHEAD - 1).is_none());
+    // Offsets: fingerprint 0..8, length 8..12, value 12..17, padding 17..20.
+    let fields: &[Patch<'_>] = &[
+        (
+            "length_out_of_range",
+            "OutOfRange",
+            "a 9-byte value in a slot of 20 (8 at most)",
+            8,
+            4,
+            9,
+        ),
+        (
+            "length_max",
+            "OutOfRange",
+            "a value of 2^32 - 1 bytes",
+            8,
+            4,
+            u64::from(u32::MAX),
+        ),
+    ];
+    let extra = vec![FailVector::new(
+        "header_only",
+        "Truncated",
+        "fingerprint and length, no value",
+        good[..SLOT_OVERHEAD].to_vec(),
+    )];
+    check_format::<Slot<'static>>(
+        env!("CARGO_MANIFEST_DIR"),
+        "records_slot",
+        &good,
+        &20,
+        fields,
+        extra,
+    );
 }
