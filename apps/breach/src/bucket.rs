@@ -125,7 +125,13 @@ impl BucketCodec {
         };
         BucketBlock::from_bytes(block, &shape)
             .map(BucketBlock::into_bucket)
-            .map_err(|e| BreachError::malformed("bucket block", e.to_string()))
+            .map_err(|e| {
+                let message = match e {
+                    Error::Malformed(message) => message,
+                    other => other.to_string(),
+                };
+                BreachError::malformed("bucket block", message)
+            })
     }
 
     /// The most entries a block of `block_bits` bits (header included) can hold when it
@@ -227,7 +233,7 @@ impl Codec<'_> for BucketBlock {
     }
 
     fn decode(r: &mut Reader<'_>, shape: &BlockShape) -> Result<Self, Error> {
-        let malformed = |m: &str| Error::Malformed(format!("bucket block: {m}"));
+        let malformed = |m: &str| Error::Malformed(m.to_owned());
         let block = r.take(shape.block_size)?;
         let m = Reader::new(block).u32()?;
         let codec = shape.codec;
