@@ -27,6 +27,9 @@
 //! entry count could not fit, so every bucket has exactly one encoding and decoding returns
 //! exactly the entries that went in.
 
+use pir_core::codec::{Codec, Reader, Writer};
+use pir_core::Error;
+
 use crate::bits::{extract_value, set_bits_u64, BitReader, BitWriter, OutOfBits, Value};
 use crate::BreachError;
 
@@ -91,11 +94,8 @@ impl BucketCodec {
                 entries.len()
             ))
         })?;
-        let (high_bits, low_bits) = self.split(m);
         let w = self.value_bits as usize;
-        let mut out = BitWriter::after(m.to_le_bytes().to_vec());
         let mut previous: Option<&Value> = None;
-        let mut previous_high = 0u64;
         for entry in entries {
             if extract_value(&entry.value, 0, w) != entry.value {
                 return Err(BreachError::Input(format!(
@@ -110,48 +110,144 @@ impl BucketCodec {
             if self.counts && entry.count == 0 {
                 return Err(BreachError::Input("a bucket entry has count 0".into()));
             }
-            let high = crate::bits::bits_u64(&entry.value, 0, high_bits);
-            out.put_unary(high - previous_high);
-            out.put_slice_bits(&entry.value, high_bits, low_bits);
-            if self.counts {
-                out.put_gamma(entry.count);
-            }
             previous = Some(&entry.value);
-            previous_high = high;
         }
-        Ok(out.into_bytes())
+        Ok(self.write(m, entries))
     }
 
-    /// Decodes a block (the encoding followed by zero padding). Untrusted input: every length
-    /// is checked before allocating, and any deviation from the one valid encoding is an
-    /// error.
+    /// Decodes a block (the encoding followed by zero padding), taking the whole of `block`
+    /// as one block: [`BucketBlock`]'s decoder with the block size `block.len()`, its refusal
+    /// reported as [`BreachError::Malformed`].
     pub fn decode(&self, block: &[u8]) -> Result<Bucket, BreachError> {
-        const WHAT: &str = "bucket block";
-        let header: [u8; BLOCK_HEADER_BYTES] = block
-            .get(..BLOCK_HEADER_BYTES)
-            .and_then(|h| h.try_into().ok())
-            .ok_or_else(|| {
-                BreachError::malformed(
-                    WHAT,
-                    format!("{} bytes, shorter than its header", block.len()),
-                )
-            })?;
-        let m = u32::from_le_bytes(header);
-        let (high_bits, low_bits) = self.split(m);
-        let mut reader = BitReader::new(block, BLOCK_HEADER_BYTES * 8);
-        // Each entry costs at least one unary bit, its low bits and one gamma bit.
+        let shape = BlockShape {
+            codec: *self,
+            block_size: block.len(),
+        };
+        BucketBlock::from_bytes(block, &shape)
+            .map(BucketBlock::into_bucket)
+            .map_err(|e| {
+                let message = match e {
+                    Error::Malformed(message) => message,
+                    other => other.to_string(),
+                };
+                BreachError::malformed("bucket block", message)
+            })
+    }
+
+    /// The most entries a block of `block_bits` bits (header included) can hold when it
+    /// declares `m`: each entry costs at least one unary bit, its low bits and, with counts,
+    /// one gamma bit.
+    fn fits(&self, m: u32, block_bits: usize) -> usize {
+        let (_, low_bits) = self.split(m);
         let min_bits = 1 + low_bits + usize::from(self.counts);
-        let fits = reader.remaining() / min_bits;
-        if m as usize > fits {
-            return Err(BreachError::malformed(
-                WHAT,
-                format!(
-                    "declares {m} entries but {} bytes hold at most {fits}",
-                    block.len()
-                ),
-            ));
+        block_bits.saturating_sub(BLOCK_HEADER_BYTES * 8) / min_bits
+    }
+
+    /// Writes `entries` after their count, without the checks of [`BucketCodec::encode`]
+    /// (callers pass entries that passed them).
+    fn write(&self, m: u32, entries: &[Entry]) -> Vec<u8> {
+        let (high_bits, low_bits) = self.split(m);
+        let mut out = BitWriter::after(m.to_le_bytes().to_vec());
+        let mut previous_high = 0u64;
+        for entry in entries {
+            let high = crate::bits::bits_u64(&entry.value, 0, high_bits);
+            out.put_unary(high.saturating_sub(previous_high));
+            out.put_slice_bits(&entry.value, high_bits, low_bits);
+            if self.counts {
+                out.put_gamma(entry.count.max(1));
+            }
+            previous_high = high;
         }
-        let truncated = |_: OutOfBits| BreachError::malformed(WHAT, "entries run past the block");
+        out.into_bytes()
+    }
+}
+
+/// What a bucket block's decoder must be told: the database's bucket code and its block size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockShape {
+    /// The value width and whether counts are stored.
+    pub codec: BucketCodec,
+    /// Bytes per block (the block a PIR answer returns).
+    pub block_size: usize,
+}
+
+/// One bucket block exactly as it lies in the database and comes back from a PIR answer:
+/// the bucket's encoding (module documentation) padded with zero bits to the block size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketBlock {
+    shape: BlockShape,
+    bucket: Bucket,
+}
+
+impl BucketBlock {
+    /// The block of `entries` (the conditions of [`BucketCodec::encode`]); errors if their
+    /// encoding does not fit `shape.block_size`.
+    pub fn new(shape: BlockShape, entries: &[Entry]) -> Result<Self, BreachError> {
+        let len = shape.codec.encode(entries)?.len();
+        if len > shape.block_size {
+            return Err(BreachError::Input(format!(
+                "a bucket of {} entries needs {len} bytes, above the {}-byte block",
+                entries.len(),
+                shape.block_size
+            )));
+        }
+        Ok(Self {
+            shape,
+            bucket: Bucket {
+                entries: entries.to_vec(),
+            },
+        })
+    }
+
+    /// The shape the block was built or decoded with.
+    pub fn shape(&self) -> BlockShape {
+        self.shape
+    }
+
+    /// The decoded bucket.
+    pub fn bucket(&self) -> &Bucket {
+        &self.bucket
+    }
+
+    /// The decoded bucket, taken out of the block.
+    pub fn into_bucket(self) -> Bucket {
+        self.bucket
+    }
+}
+
+/// The bucket block (module documentation). Decoding takes exactly `block_size` bytes and
+/// refuses, before allocating, an entry count the block cannot hold (`OutOfRange`); any other
+/// deviation from the one valid encoding (entries running past the block, a value outside its
+/// bucket's range, a count longer than 64 bits, values not strictly increasing, padding not
+/// zero) is `Malformed`.
+impl Codec<'_> for BucketBlock {
+    type Context = BlockShape;
+
+    fn encode(&self, w: &mut Writer) {
+        let entries = self.bucket.entries();
+        // `new` and `decode` only admit fewer than 2^32 entries.
+        let m = u32::try_from(entries.len()).unwrap_or(u32::MAX);
+        let bytes = self.shape.codec.write(m, entries);
+        w.bytes(&bytes);
+        w.bytes(&vec![0; self.shape.block_size.saturating_sub(bytes.len())]);
+    }
+
+    fn decode(r: &mut Reader<'_>, shape: &BlockShape) -> Result<Self, Error> {
+        let malformed = |m: &str| Error::Malformed(m.to_owned());
+        let block = r.take(shape.block_size)?;
+        let m = Reader::new(block).u32()?;
+        let codec = shape.codec;
+        let (high_bits, low_bits) = codec.split(m);
+        let mut reader = BitReader::new(block, BLOCK_HEADER_BYTES * 8);
+        let fits = codec.fits(m, block.len() * 8);
+        if m as usize > fits {
+            return Err(Error::OutOfRange {
+                field: "bucket entry count",
+                found: m.into(),
+                limit: fits as u64,
+            });
+        }
+        let past_end = |_: OutOfBits| malformed("entries run past the block");
         let high_max = if high_bits == 0 {
             0
         } else {
@@ -162,43 +258,38 @@ impl BucketCodec {
         for _ in 0..m {
             let gap = reader
                 .unary(high_max - high)
-                .map_err(truncated)?
-                .ok_or_else(|| {
-                    BreachError::malformed(WHAT, "a value lies outside its bucket's range")
-                })?;
+                .map_err(past_end)?
+                .ok_or_else(|| malformed("a value lies outside its bucket's range"))?;
             high += gap;
             let mut value = [0u8; crate::bits::VALUE_BYTES];
             set_bits_u64(&mut value, 0, high_bits, high);
             let mut done = 0;
             while done < low_bits {
                 let take = (low_bits - done).min(64);
-                let bits = reader.get(take).map_err(truncated)?;
+                let bits = reader.get(take).map_err(past_end)?;
                 set_bits_u64(&mut value, high_bits + done, take, bits);
                 done += take;
             }
-            let count = if self.counts {
+            let count = if codec.counts {
                 reader
                     .gamma()
-                    .map_err(truncated)?
-                    .ok_or_else(|| BreachError::malformed(WHAT, "a count is longer than 64 bits"))?
+                    .map_err(past_end)?
+                    .ok_or_else(|| malformed("a count is longer than 64 bits"))?
             } else {
                 1
             };
             if entries.last().is_some_and(|last| last.value >= value) {
-                return Err(BreachError::malformed(
-                    WHAT,
-                    "values are not strictly increasing",
-                ));
+                return Err(malformed("values are not strictly increasing"));
             }
             entries.push(Entry { value, count });
         }
         if !reader.rest_is_zero() {
-            return Err(BreachError::malformed(
-                WHAT,
-                "padding after the entries is not all zero",
-            ));
+            return Err(malformed("padding after the entries is not all zero"));
         }
-        Ok(Bucket { entries })
+        Ok(Self {
+            shape: *shape,
+            bucket: Bucket { entries },
+        })
     }
 }
 
@@ -364,12 +455,12 @@ mod tests {
     fn malformed_blocks_are_rejected() {
         let codec = BucketCodec::new(16, true).unwrap();
         let err = codec.decode(&[1, 0]).unwrap_err().to_string();
-        assert!(err.contains("shorter than its header"), "{err}");
+        assert!(err.contains("truncated"), "{err}");
         let err = codec
             .decode(&[0xff, 0xff, 0, 0, 0xff])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("declares 65535 entries"), "{err}");
+        assert!(err.contains("bucket entry count 65535"), "{err}");
         let mut block = codec
             .encode(&[Entry {
                 value: masked([7; VALUE_BYTES], 16),
@@ -405,5 +496,124 @@ mod tests {
             }])
             .is_err());
         assert!(BucketCodec::new(0, false).is_err() && BucketCodec::new(161, false).is_err());
+    }
+
+    /// A 64-byte block of `bits` (a bit string written after its header), zero-padded or cut.
+    fn block_of(w: BitWriter) -> Vec<u8> {
+        let mut bytes = w.into_bytes();
+        bytes.resize(64, 0);
+        bytes
+    }
+
+    #[test]
+    fn block_vectors_are_refused() {
+        use pir_core::codec::testing::{check_format, FailVector, Patch};
+        let shape = BlockShape {
+            codec: BucketCodec::new(16, true).unwrap(),
+            block_size: 64,
+        };
+        let entries: Vec<Entry> = [(0x0123u16, 1u64), (0x4567, 2), (0x89ab, 1), (0xcdef, 300)]
+            .iter()
+            .map(|&(v, count)| {
+                let mut value = [0; VALUE_BYTES];
+                value[..2].copy_from_slice(&v.to_be_bytes());
+                Entry { value, count }
+            })
+            .collect();
+        let good = BucketBlock::new(shape, &entries).unwrap().to_bytes();
+        assert_eq!(good.len(), 64);
+        // The bytes are those of the database builder's code, padded.
+        let raw = shape.codec.encode(&entries).unwrap();
+        assert_eq!(good, padded(raw.clone(), 64 - raw.len()));
+        // Entry count at 0 (u32); for m = 1000, L = 9 and 480 bits hold at most 53 entries.
+        let fields: &[Patch<'_>] = &[
+            (
+                "count_above_capacity",
+                "OutOfRange",
+                "1000 entries declared, 53 fit",
+                0,
+                4,
+                1000,
+            ),
+            (
+                "padding_not_zero",
+                "Malformed",
+                "last padding byte 1",
+                63,
+                1,
+                1,
+            ),
+        ];
+        // Two equal values: gap 0 and the same low bits twice.
+        let mut equal = BitWriter::after(2u32.to_le_bytes().to_vec());
+        for _ in 0..2 {
+            equal.put_unary(0);
+            equal.put(0x1234, 15);
+            equal.put_gamma(1);
+        }
+        // m = 2 gives one high bit (high part 0 or 1); a gap of 2 leaves that range.
+        let mut outside = BitWriter::after(2u32.to_le_bytes().to_vec());
+        outside.put_unary(2);
+        outside.put(0x1234, 15);
+        outside.put_gamma(1);
+        // A gamma code announcing 65 bits.
+        let mut long = BitWriter::after(1u32.to_le_bytes().to_vec());
+        long.put_unary(0);
+        long.put(0x1234, 16);
+        long.put(0, 64);
+        long.put(1, 1);
+        // 20 entries fit by their least size, but counts of 2^62 make each 138 bits long.
+        let mut past = BitWriter::after(20u32.to_le_bytes().to_vec());
+        for i in 0..20 {
+            past.put_unary(0);
+            past.put(i, 12);
+            past.put_gamma(1 << 62);
+        }
+        let extra = vec![
+            FailVector::new(
+                "not_increasing",
+                "Malformed",
+                "two equal values",
+                block_of(equal),
+            ),
+            FailVector::new(
+                "value_out_of_range",
+                "Malformed",
+                "high part 2 in a bucket of 2 entries (at most 1)",
+                block_of(outside),
+            ),
+            FailVector::new(
+                "count_too_long",
+                "Malformed",
+                "a count of 65 bits",
+                block_of(long),
+            ),
+            FailVector::new(
+                "entries_past_block",
+                "Malformed",
+                "20 entries of 138 bits in 480 bits",
+                block_of(past),
+            ),
+        ];
+        // Each Malformed vector is refused for its own reason, not an earlier one.
+        let reasons = [
+            "strictly increasing",
+            "outside",
+            "longer than 64",
+            "run past",
+        ];
+        for (v, reason) in extra.iter().zip(reasons) {
+            let err = BucketBlock::from_bytes(&v.bytes, &shape).unwrap_err();
+            assert!(err.to_string().contains(reason), "{}: {err}", v.reason);
+        }
+        let checked = check_format::<BucketBlock>(
+            env!("CARGO_MANIFEST_DIR"),
+            "breach_bucket",
+            &good,
+            &shape,
+            fields,
+            extra,
+        );
+        assert_eq!(checked, 9);
     }
 }
