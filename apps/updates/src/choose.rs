@@ -5,8 +5,8 @@ use pir_keys::PublicKey;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use crate::fetch::MAX_MANIFEST_BYTES;
 use crate::freshness::Freshness;
+use crate::manifest::MAX_MANIFEST_BYTES;
 use crate::{Manifest, UpdateError};
 
 /// The release a client fetches from, and what it knows of the mirrors.

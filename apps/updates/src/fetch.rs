@@ -23,8 +23,7 @@ use crate::current_list::{self, SignedList};
 use crate::freshness::Freshness;
 use crate::{Manifest, UpdateError};
 
-/// Largest manifest a client accepts from a mirror (256 MiB: 8 M block hashes).
-pub const MAX_MANIFEST_BYTES: usize = 256 << 20;
+pub use crate::manifest::MAX_MANIFEST_BYTES;
 
 /// Which scheme to fetch with, and what it assumes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

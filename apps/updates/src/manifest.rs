@@ -48,6 +48,9 @@ use crate::UpdateError;
 /// The manifest format version this build writes and reads.
 pub const MANIFEST_FORMAT_VERSION: u16 = 2;
 
+/// Largest manifest a client accepts from a mirror (256 MiB: 8 M block hashes).
+pub const MAX_MANIFEST_BYTES: usize = 256 << 20;
+
 /// First bytes of every manifest.
 pub const MANIFEST_MAGIC: [u8; 4] = *b"PIRM";
 /// Prologue of a manifest.

@@ -151,13 +151,17 @@ pub fn column_bytes(
     columns: std::ops::Range<usize>,
 ) -> Result<std::ops::Range<u64>, Error> {
     let stride = column_bits(params);
+    let total = params.database_bytes();
+    if columns == (0..params.columns()) {
+        // The whole matrix is the whole bit string, whatever the column's width.
+        return Ok(0..total);
+    }
     if !stride.is_multiple_of(8) || columns.start > columns.end || columns.end > params.columns() {
         return Err(Error::InvalidParameter(format!(
             "columns {columns:?} of {} cannot be a shard (column of {stride} bits)",
             params.columns()
         )));
     }
-    let total = params.database_bytes();
     let start = (columns.start as u64 * stride / 8).min(total);
     let end = (columns.end as u64 * stride / 8).min(total);
     Ok(start..end)

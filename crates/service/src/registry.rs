@@ -20,9 +20,20 @@ use std::fmt;
 use pir_core::SchemeId;
 
 use crate::conformance::{self, Deploy};
-use crate::shard::Combine;
 
-/// Why DoublePIR parts do not add up over record ranges (`crate::shard` has the algebra).
+/// How a scheme's answers from shards holding disjoint rows combine into the whole answer
+/// (the shard module's documentation gives the algebra; it implements the combining).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Combine {
+    /// XOR of the parts, byte by byte (parts of equal length).
+    Xor,
+    /// The sum mod `q = 2^32` of the parts' words (lattice answer messages, and hints).
+    AddModQ,
+    /// Not combinable yet, and why.
+    NotYet(&'static str),
+}
+
+/// Why DoublePIR parts do not add up over record ranges (the shard module has the algebra).
 const DOUBLE_PIR_SHARDS: &str = "DoublePIR is additive over matrix rows, which are not record \
      ranges: not sharded yet";
 /// Why YPIR parts cannot be combined yet.
@@ -186,7 +197,7 @@ pub struct SchemeEntry {
     pub served_by: &'static [ServerKind],
     /// A small deployment of it for the conformance harness.
     pub deploy: Deploy,
-    /// How the answers of shards holding disjoint rows combine ([`crate::shard`]).
+    /// How the answers of shards holding disjoint rows combine (the shard module says why).
     pub combine: Combine,
 }
 

@@ -3,18 +3,7 @@
 use pir_lattice::{HintHeader, Params, Scheme};
 
 use super::ShardError;
-
-/// How a scheme's answers from shards holding disjoint rows combine into the whole answer
-/// (the module documentation of [`crate::shard`] gives the algebra).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Combine {
-    /// XOR of the parts, byte by byte (parts of equal length).
-    Xor,
-    /// The sum mod `q = 2^32` of the parts' words (lattice answer messages, and hints).
-    AddModQ,
-    /// Not combinable yet, and why.
-    NotYet(&'static str),
-}
+pub use crate::registry::Combine;
 
 impl Combine {
     /// The combined answer of `parts` (one per shard, in shard order); `params` is the whole
