@@ -22,7 +22,7 @@ fn proxy() -> &'static Proxy {
         let (db, _) = ListDatabase::build("fuzz", "evil.example\nbad.example/x\n1.2.3.4\n")
             .expect("a list");
         let (next, _, _) = db.update("evil.example\nnew.example\n").expect("an update");
-        let mut proxy = Proxy::new(db.index(), pir_safebrowsing::proto::MALWARE_THREAT);
+        let mut proxy = Proxy::new(db.index());
         proxy.replace(next.index());
         proxy
     })
