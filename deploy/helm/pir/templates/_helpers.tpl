@@ -104,8 +104,12 @@ containers:
       - --db=/db/{{ .version }}
       - --shard={{ .k }}
       - --key=/etc/pir/keys/shard-{{ .k }}.key
+    {{- if not $v.podman }}
+    {{- /* podman 4.3 publishes a containerPort without hostPort on the host's same port,
+    so shards there declare none (pods reach each other all the same). */}}
     ports:
       - {name: https, containerPort: 8443, protocol: TCP}
+    {{- end }}
     {{- include "pir.probes" . | nindent 4 }}
     startupProbe:
       httpGet: {path: /health, port: 8443, scheme: HTTPS}
