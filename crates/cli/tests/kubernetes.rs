@@ -17,10 +17,10 @@
 
 mod support;
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -83,7 +83,13 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let pods = tool(
             "podman",
-            &["pod", "ls", "-q", "--filter", &format!("name=^{}-", self.release)],
+            &[
+                "pod",
+                "ls",
+                "-q",
+                "--filter",
+                &format!("name=^{}-", self.release),
+            ],
         );
         for pod in String::from_utf8_lossy(&pods.stdout).split_whitespace() {
             tool("podman", &["pod", "rm", "-f", "-t", "0", pod]);
@@ -385,7 +391,11 @@ fn the_chart_runs_two_shards_of_two_replicas_under_podman() {
     assert_eq!(shards_v1.len(), 4, "2 shards x 2 replicas: {docs:?}");
     cluster.play(&scratch, "shards-v1", &[config.clone(), shards_v1].concat());
     for (k, replica) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
-        cluster.wait_for(&cluster.shard_pod("v1", k, replica), "shard", "serving shard");
+        cluster.wait_for(
+            &cluster.shard_pod("v1", k, replica),
+            "shard",
+            "serving shard",
+        );
     }
     let front = select(&docs, "Deployment", "name: front");
     assert_eq!(front.len(), 1, "{docs:?}");
@@ -414,16 +424,19 @@ fn upgrade(cluster: &Cluster, scratch: &Scratch, service: &Relay, v1: &[u8], v2:
         let dir = scratch.dir.path().to_path_buf();
         let (v1, v2) = (v1.to_vec(), v2.to_vec());
         std::thread::spawn(move || {
-            let scratch = Scratch { dir: tempfile::TempDir::new_in(&dir).unwrap() };
-            for name in ["front.pub"] {
-                std::fs::copy(dir.join(name), scratch.path(name)).unwrap();
-            }
+            let scratch = Scratch {
+                dir: tempfile::TempDir::new_in(&dir).unwrap(),
+            };
+            std::fs::copy(dir.join("front.pub"), scratch.path("front.pub")).unwrap();
             let mut answered = (0, 0);
             let mut index = 0;
             while !stop.load(Ordering::SeqCst) {
                 index = (index + 7) % RECORDS;
                 let out = get(&scratch, addr, index, None);
-                assert!(out.status.success(), "a query failed in the upgrade: {out:?}");
+                assert!(
+                    out.status.success(),
+                    "a query failed in the upgrade: {out:?}"
+                );
                 if out.stdout == record(&v1, index) {
                     answered.0 += 1;
                 } else {
@@ -442,7 +455,11 @@ fn upgrade(cluster: &Cluster, scratch: &Scratch, service: &Relay, v1: &[u8], v2:
     assert_eq!(shards_v2.len(), 4, "{docs:?}");
     cluster.play(scratch, "shards-v2", &[config.clone(), shards_v2].concat());
     for (k, replica) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
-        cluster.wait_for(&cluster.shard_pod("v2", k, replica), "shard", "serving shard");
+        cluster.wait_for(
+            &cluster.shard_pod("v2", k, replica),
+            "shard",
+            "serving shard",
+        );
     }
     // podman rolls no Deployment: the new pod template runs as a second Deployment.
     let old_front = format!("name: {}-front\n", cluster.release);
@@ -461,7 +478,14 @@ fn upgrade(cluster: &Cluster, scratch: &Scratch, service: &Relay, v1: &[u8], v2:
     service.switch(next);
     tool_ok(
         "podman",
-        &["pod", "rm", "-f", "-t", "10", &format!("{}-front-pod-0", cluster.release)],
+        &[
+            "pod",
+            "rm",
+            "-f",
+            "-t",
+            "10",
+            &format!("{}-front-pod-0", cluster.release),
+        ],
     );
     for (k, replica) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
         cluster.kill(&cluster.shard_pod("v1", k, replica));
@@ -473,7 +497,11 @@ fn upgrade(cluster: &Cluster, scratch: &Scratch, service: &Relay, v1: &[u8], v2:
     for index in [5, 1500] {
         let out = get(scratch, service.addr, index, None);
         assert!(out.status.success(), "{index}: {out:?}");
-        assert_eq!(out.stdout, record(v2, index), "record {index} after the upgrade");
+        assert_eq!(
+            out.stdout,
+            record(v2, index),
+            "record {index} after the upgrade"
+        );
     }
 }
 
