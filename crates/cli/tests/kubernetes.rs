@@ -55,9 +55,10 @@ fn tools_present() -> bool {
     let helm = tool_runs("helm", &["version", "--short"]);
     require(
         podman && helm,
-        "podman and helm",
+        "podman or helm",
         "apt-get install podman runc, write /etc/containers/containers.conf as .ci/run does, \
-         and `go install helm.sh/helm/v3/cmd/helm@v3.22.0` (then put ~/go/bin on PATH)",
+         and `go install helm.sh/helm/v3/cmd/helm@v3.22.0` with its GOBIN on PATH; .ci/run does \
+         all three",
     )
 }
 
@@ -494,6 +495,7 @@ fn upgrade(cluster: &Cluster, scratch: &Scratch, service: &Relay, v1: &[u8], v2:
     stop.store(true, Ordering::SeqCst);
     let (old, new) = steady.join().expect("no query failed during the upgrade");
     assert!(new > 0, "no query reached v2 ({old} reached v1)");
+    println!("steady queries in the upgrade: {old} answered from v1, {new} from v2, none failed");
     for index in [5, 1500] {
         let out = get(scratch, service.addr, index, None);
         assert!(out.status.success(), "{index}: {out:?}");
