@@ -158,6 +158,13 @@ fn registry_security_levels_are_the_estimates() {
         };
         lattice += 1;
         assert!(!sets.is_empty(), "{} names no parameter set", entry.name);
+        // The sets named are the ones the lattice crate says the scheme publishes.
+        let scheme = pir_lattice::Scheme::from_id(entry.id).unwrap();
+        let stated: Vec<&str> = pir_lattice::security::sets(scheme)
+            .iter()
+            .map(|set| set.name)
+            .collect();
+        assert_eq!(sets, stated.as_slice(), "{}", entry.name);
         // The scheme is as strong as its weakest set: columns "core-SVP bits C / Q" (12th)
         // and "estimator model" (13th).
         let mut weakest: Option<(u32, u32, u32)> = None;
