@@ -41,7 +41,10 @@ fn estimate() -> Option<Value> {
 fn check_set(code: &ParamSet, script: &Value) {
     let name = code.name;
     assert_eq!(script["name"], name);
-    assert_eq!(script["dimension"], code.dimension as u64, "{name}: dimension");
+    assert_eq!(
+        script["dimension"], code.dimension as u64,
+        "{name}: dimension"
+    );
     let log_q = script["log2_q"].as_f64().unwrap();
     assert!(
         (log_q - code.modulus.log2()).abs() < 1e-9,
