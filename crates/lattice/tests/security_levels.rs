@@ -4,6 +4,7 @@
 //!
 //! Needs `python3` (standard library only). In CI (`CI=true`) a missing `python3` fails the
 //! test; elsewhere it is skipped with a message.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
 use std::path::Path;
 use std::process::Command;
