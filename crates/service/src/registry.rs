@@ -498,6 +498,25 @@ pub fn help() -> String {
     out
 }
 
+/// A lattice scheme's parameter sets, each with its own level (`pir_lattice::security`), for
+/// `pir schemes`; nothing for the other schemes.
+fn parameter_sets(out: &mut String, id: SchemeId) {
+    let Ok(scheme) = LatticeScheme::from_id(id) else {
+        return;
+    };
+    out.push_str("  parameter sets:\n");
+    for set in security::sets(scheme) {
+        let mut line = format!(
+            "{}: {} classical, {} quantum core-SVP bits, {} estimator model",
+            set.name, set.classical, set.quantum, set.estimator
+        );
+        if !set.meets_target() {
+            line.push_str(&format!(", below {}", security::TARGET_BITS));
+        }
+        wrap_into(out, &line, 4);
+    }
+}
+
 /// What `pir schemes` prints: every scheme's name, family, servers, purpose, assumption and
 /// security level.
 pub fn text() -> String {
@@ -513,6 +532,7 @@ pub fn text() -> String {
         wrap_into(&mut out, entry.assumption, 4);
         out.push_str("  security:\n");
         wrap_into(&mut out, &entry.security.to_string(), 4);
+        parameter_sets(&mut out, entry.id);
         out.push('\n');
     }
     out.push_str("Oblivious storage (pir oram; not PIR)\n  for:\n");
