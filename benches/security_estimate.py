@@ -2,6 +2,8 @@
 """Core-SVP security estimates of the lattice parameter sets of `crates/lattice`.
 
 Run:  python3 benches/security_estimate.py            (the table of docs/security.md)
+      python3 benches/security_estimate.py --json     (the same, machine-readable: what
+          crates/lattice/tests/security_levels.rs compares with `pir_lattice::security`)
       python3 benches/security_estimate.py --anchors  (the cross-checks below)
       python3 benches/security_estimate.py --replacements  (the sweeps behind the proposals)
 
@@ -84,6 +86,8 @@ The published figures are the papers' own tables as cited; the script reproduces
 ADPS16 figures (same methodology) within 2 bits and the estimator-model anchors within 4.
 """
 
+import functools
+import json
 import math
 import sys
 
@@ -93,6 +97,7 @@ SIEVE_OUTPUT = 0.2075  # log2 of the number of short vectors one sieve call yiel
 TERNARY_SD = math.sqrt(2.0 / 3.0)
 
 
+@functools.lru_cache(maxsize=None)
 def log2_delta(beta):
     """log2 of BKZ-beta's root Hermite factor (GSA, the usual asymptotic formula)."""
     b = float(beta)
@@ -178,18 +183,23 @@ def estimate(n, log_q, sigma, sigma_s, samples):
     }
 
 
-# The parameter sets the schemes publish (docs/security.md says where each comes from).
-# (name, used by, n, log2 q, q in words, sigma, secret in words, sigma_s, samples, samples in words)
+# The parameter sets the schemes publish (docs/security.md says where each comes from), as
+# `pir_lattice::security::SETS` states them; crates/lattice/tests/security_levels.rs checks that
+# the two agree, field by field, through --json.
+# (name, used by, n, log2 q, q in words, sigma, secret in words, secret kind, sigma_s, samples,
+#  samples in words); samples None: unbounded (the attack gets as many as it wants).
 LOG_Q2 = math.log2(268369921 * 249561089)
 SETS = [
     ("LWE n=1024, q=2^32", "SimplePIR query; DoublePIR both layers (fresh secret each)",
-     1024, 32.0, "2^32", 6.4, "uniform mod q", 6.4, 1 << 21, "m <= 2^21 columns"),
+     1024, 32.0, "2^32", 6.4, "uniform mod q", "uniform", 6.4, 1 << 21, "m <= 2^21 columns"),
     ("RLWE d=1024, q=2^32", "YPIR first layer (fresh Gaussian secret per query)",
-     1024, 32.0, "2^32", 6.4, "Gaussian, sigma 6.4", 6.4, 1 << 18, "m <= 2^18"),
+     1024, 32.0, "2^32", 6.4, "Gaussian, sigma 6.4", "gaussian", 6.4, 1 << 18, "m <= 2^18"),
     ("RLWE d=2048, q=q2", "YPIR second layer, YPIR+SP query, packing keys (secret reused)",
-     2048, LOG_Q2, "268369921 x 249561089", 6.4, "ternary, reused", TERNARY_SD, 1 << 30,
-     "unbounded"),
+     2048, LOG_Q2, "268369921 x 249561089", 6.4, "ternary, reused", "ternary", TERNARY_SD,
+     None, "unbounded"),
 ]
+UNBOUNDED = 1 << 30  # more samples than any attack here uses (its optimum m is below 3n)
+
 
 # Anchors: (name, n, log2 q, sigma, sigma_s, published classical/quantum or None).
 ANCHORS = [
@@ -218,6 +228,11 @@ def replacements():
     print(row(["---"] * 3))
     cands = [("LWE n=%d, q=2^32, sigma 6.4" % n, n, 32.0, 6.4, 6.4)
              for n in (1024, 1152, 1216, 1280, 1344)]
+    # A wider error instead of a larger n (same wire sizes, smaller plaintext modulus p).
+    cands += [("LWE n=1024, q=2^32, sigma %g" % s, 1024, 32.0, s, s)
+              for s in (32, 64, 128, 256, 512)]
+    cands += [("RLWE d=2048, q=2^32, sigma 6.4 (YPIR first layer at d=2048)", 2048, 32.0, 6.4,
+               6.4)]
     cands += [("RLWE d=2048, log2 q=%d, sigma 6.4, ternary" % lq, 2048, float(lq), 6.4,
                TERNARY_SD) for lq in (54, 48, 46, 45, 44)]
     cands += [("RLWE d=4096, q=q2, sigma 6.4, ternary", 4096, LOG_Q2, 6.4, TERNARY_SD)]
@@ -246,25 +261,64 @@ def main(argv):
                 "%.0f / %.0f" % (e["dual_classical"], e["dual_quantum"]),
             ]))
         return
-    print(row(["set", "used by", "dimension", "modulus (log2 q)", "error sigma", "secret",
-               "samples", "primal beta (m)", "primal C / Q", "dual beta (m)", "dual C / Q",
-               "core-SVP bits C / Q", "estimator model (primal)"]))
-    print(row(["---"] * 13))
-    for (name, used, n, log_q, q_words, sigma, secret, sigma_s, samples,
-         samples_words) in SETS:
-        e = estimate(n, log_q, sigma, sigma_s, samples)
-        low_c = min(e["primal_classical"], e["dual_classical"])
-        low_q = min(e["primal_quantum"], e["dual_quantum"])
-        print(row([
-            name, used, str(n), "%s (%.1f)" % (q_words, log_q), str(sigma), secret,
-            samples_words,
-            "%d (%d)" % (e["primal_beta"], e["primal_m"]),
-            "%.0f / %.0f" % (e["primal_classical"], e["primal_quantum"]),
-            "%d (%d)" % (e["dual_beta"], e["dual_m"]),
-            "%.0f / %.0f" % (e["dual_classical"], e["dual_quantum"]),
-            "**%.0f / %.0f**" % (low_c, low_q),
-            "%.0f" % estimator_model(e["primal_beta"], e["primal_m"] + n + 1),
-        ]))
+    results = [estimate_set(entry) for entry in SETS]
+    if "--json" in argv:
+        print(json.dumps({"model": "core-SVP, ADPS16 primal uSVP and dual; "
+                                   "benches/security_estimate.py",
+                          "sets": [r for r, _ in results],
+                          "table": table(results)}, indent=1))
+        return
+    print("\n".join(table(results)))
+
+
+def bits(value):
+    """The whole bits the table prints ("%.0f", round half to even)."""
+    return int("%.0f" % value)
+
+
+def estimate_set(entry):
+    """(the set's JSON object, its table cells) for one entry of SETS."""
+    (name, used, n, log_q, q_words, sigma, secret, secret_kind, sigma_s, samples,
+     samples_words) = entry
+    e = estimate(n, log_q, sigma, sigma_s, UNBOUNDED if samples is None else samples)
+    low_c = min(e["primal_classical"], e["dual_classical"])
+    low_q = min(e["primal_quantum"], e["dual_quantum"])
+    estimator = estimator_model(e["primal_beta"], e["primal_m"] + n + 1)
+    record = {
+        "name": name,
+        "dimension": n,
+        "log2_q": log_q,
+        "sigma": sigma,
+        "secret": secret_kind,
+        "samples": samples,
+        "primal_beta": e["primal_beta"],
+        "primal_m": e["primal_m"],
+        "dual_beta": e["dual_beta"],
+        "dual_m": e["dual_m"],
+        "classical": bits(low_c),
+        "quantum": bits(low_q),
+        "estimator": bits(estimator),
+    }
+    cells = [
+        name, used, str(n), "%s (%.1f)" % (q_words, log_q), str(sigma), secret,
+        samples_words,
+        "%d (%d)" % (e["primal_beta"], e["primal_m"]),
+        "%.0f / %.0f" % (e["primal_classical"], e["primal_quantum"]),
+        "%d (%d)" % (e["dual_beta"], e["dual_m"]),
+        "%.0f / %.0f" % (e["dual_classical"], e["dual_quantum"]),
+        "**%.0f / %.0f**" % (low_c, low_q),
+        "%.0f" % estimator,
+    ]
+    return record, cells
+
+
+def table(results):
+    """The markdown table of docs/security.md, one string per line."""
+    lines = [row(["set", "used by", "dimension", "modulus (log2 q)", "error sigma", "secret",
+                  "samples", "primal beta (m)", "primal C / Q", "dual beta (m)", "dual C / Q",
+                  "core-SVP bits C / Q", "estimator model (primal)"]),
+             row(["---"] * 13)]
+    return lines + [row(cells) for _, cells in results]
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@
 //! - [`ring`]: the RLWE ring of YPIR's packing layer (`d = 2048`, `q` as two NTT primes),
 //!   with automorphisms, [`rlwe`]: RLWE encryption and gadget key switching on it, and
 //!   [`pack`]: CDKS LWE-to-RLWE packing; YPIR itself is being built on them.
+//! - [`security`]: every LWE and ring-LWE parameter set with its estimated security level
+//!   (checked against `benches/security_estimate.py` by a test).
 //! - [`Saved`]: the offline work (hint, DoublePIR's `H1`) a server keeps next to its database.
 //!
 //! Data flow of one retrieval: `Server::build(BuildInput { params, records, seeds, .. })` →
@@ -45,6 +47,7 @@ pub mod prg;
 pub mod records;
 pub mod ring;
 pub mod rlwe;
+pub mod security;
 pub mod simple;
 pub mod single;
 pub mod wire;

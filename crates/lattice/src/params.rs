@@ -28,11 +28,11 @@ pub mod ypir;
 /// carries ([`crate::wire::DbVersion`]).
 pub const VERSION_LEN: usize = 32;
 
-/// `n`, the LWE secret dimension. With `q = 2^32` and `σ = 6.4` the lattice estimator gives
-/// 128-bit security (SimplePIR/DoublePIR, Henzinger et al., USENIX Security 2023, section 4.2;
-/// the same parameters are used inside YPIR, Menon and Wu 2024). That is the estimator's cost
-/// model: by core-SVP (primal and dual attacks, `docs/security.md`) the set has 94 bits
-/// classical, 86 quantum; 128 core-SVP bits would take `n = 1280`.
+/// `n`, the LWE secret dimension, with `q = 2^32` and `σ = 6.4` as in SimplePIR/DoublePIR
+/// (Henzinger et al., USENIX Security 2023, section 4.2, who report 128 bits from the lattice
+/// estimator's cost model; the same parameters are used inside YPIR, Menon and Wu 2024). The
+/// stated level is [`crate::security::LWE`]: 94 bits classical core-SVP, 86 quantum, below
+/// 128; 128 core-SVP bits would take `n = 1280` (`docs/security.md`).
 pub const LWE_N: usize = 1024;
 
 /// `log2 q`: the ciphertext modulus is `q = 2^32`, so arithmetic mod `q` is native wrapping

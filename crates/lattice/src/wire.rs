@@ -173,7 +173,7 @@ impl Codec<'_> for HintBody {
         let n = r.u16()?;
         if usize::from(n) != LWE_N {
             return Err(Error::Malformed(format!(
-                "LWE dimension {n}; this build only accepts {LWE_N} (128-bit security)"
+                "LWE dimension {n}; this build only accepts {LWE_N}"
             )));
         }
         let p = r.u32()?;

@@ -18,6 +18,8 @@
 use std::fmt;
 
 use pir_core::SchemeId;
+use pir_lattice::security;
+use pir_lattice::Scheme as LatticeScheme;
 
 use crate::conformance::{self, Deploy};
 
@@ -205,19 +207,22 @@ pub struct SchemeEntry {
 const LWE: &str = "learning with errors (LWE) is hard at n = 1024, q = 2^32, σ = 6.4; then the server learns nothing about which record or key you \
                    asked for, and nothing is assumed about it or any other server";
 
-/// The LWE set of SimplePIR, DoublePIR and YPIR's first layer (a row of `docs/security.md`).
-const LWE_SET: &str = "LWE n=1024, q=2^32";
+/// A lattice scheme's level: the weakest of its parameter sets as `pir_lattice::security`
+/// states them (the estimates of `benches/security_estimate.py`); `sets` are those sets' names
+/// (rows of `docs/security.md`), which the registry test checks against
+/// `pir_lattice::security::sets`.
+const fn lattice_security(scheme: LatticeScheme, sets: &'static [&'static str]) -> Security {
+    let weakest = security::level(scheme);
+    Security::CoreSvp {
+        classical: weakest.classical,
+        quantum: weakest.quantum,
+        estimator: weakest.estimator,
+        sets,
+    }
+}
+
 /// The security of SimplePIR and DoublePIR, which share the one LWE set.
-const LWE_SECURITY: Security = Security::CoreSvp {
-    classical: 94,
-    quantum: 86,
-    estimator: 125,
-    sets: &[LWE_SET],
-};
-/// YPIR's first layer: the same numbers over a ring.
-const RLWE_1024: &str = "RLWE d=1024, q=2^32";
-/// YPIR's second layer and packing keys, YPIR+SP's query.
-const RLWE_2048: &str = "RLWE d=2048, q=q2";
+const LWE_SECURITY: Security = lattice_security(LatticeScheme::SimplePir, &[security::LWE.name]);
 
 /// The schemes this build serves, in the order users read them.
 pub const STANDARD: &[SchemeEntry] = &[
@@ -368,12 +373,10 @@ pub const STANDARD: &[SchemeEntry] = &[
                      about which record or key you asked for. The ring set's estimate, 96 bits \
                      core-SVP, is 2 bits below the HE security standard's own 128-bit set at \
                      d = 2048 (log2 q = 54, σ = 3.2) by the same script",
-        security: Security::CoreSvp {
-            classical: 94,
-            quantum: 86,
-            estimator: 125,
-            sets: &[RLWE_1024, RLWE_2048],
-        },
+        security: lattice_security(
+            LatticeScheme::Ypir,
+            &[security::YPIR_FIRST.name, security::RING.name],
+        ),
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir,
         combine: Combine::NotYet(YPIR_SHARDS),
@@ -389,12 +392,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         assumption: "ring-LWE is hard at YPIR's second-layer parameters (d = 2048, q = \
                      268369921 × 249561089, log2 q = 55.9, σ = 6.4, ternary secret); then the \
                      server learns nothing about which record or key you asked for",
-        security: Security::CoreSvp {
-            classical: 96,
-            quantum: 87,
-            estimator: 127,
-            sets: &[RLWE_2048],
-        },
+        security: lattice_security(LatticeScheme::YpirSp, &[security::RING.name]),
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir_sp,
         combine: Combine::NotYet(YPIR_SHARDS),
@@ -500,6 +498,25 @@ pub fn help() -> String {
     out
 }
 
+/// A lattice scheme's parameter sets, each with its own level (`pir_lattice::security`), for
+/// `pir schemes`; nothing for the other schemes.
+fn parameter_sets(out: &mut String, id: SchemeId) {
+    let Ok(scheme) = LatticeScheme::from_id(id) else {
+        return;
+    };
+    out.push_str("  parameter sets:\n");
+    for set in security::sets(scheme) {
+        let mut line = format!(
+            "{}: {} classical, {} quantum core-SVP bits, {} estimator model",
+            set.name, set.classical, set.quantum, set.estimator
+        );
+        if !set.meets_target() {
+            line.push_str(&format!(", below {}", security::TARGET_BITS));
+        }
+        wrap_into(out, &line, 4);
+    }
+}
+
 /// What `pir schemes` prints: every scheme's name, family, servers, purpose, assumption and
 /// security level.
 pub fn text() -> String {
@@ -515,6 +532,7 @@ pub fn text() -> String {
         wrap_into(&mut out, entry.assumption, 4);
         out.push_str("  security:\n");
         wrap_into(&mut out, &entry.security.to_string(), 4);
+        parameter_sets(&mut out, entry.id);
         out.push('\n');
     }
     out.push_str("Oblivious storage (pir oram; not PIR)\n  for:\n");

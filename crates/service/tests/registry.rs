@@ -139,6 +139,7 @@ fn security_row(doc: &str, set: &str) -> Vec<String> {
 fn registry_security_levels_are_the_estimates() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/security.md");
     let doc = std::fs::read_to_string(path).unwrap();
+    let text = registry::text();
     let mut lattice = 0;
     for entry in registry::standard() {
         let registry::Security::CoreSvp {
@@ -158,6 +159,22 @@ fn registry_security_levels_are_the_estimates() {
         };
         lattice += 1;
         assert!(!sets.is_empty(), "{} names no parameter set", entry.name);
+        // The sets named are the ones the lattice crate says the scheme publishes.
+        let scheme = pir_lattice::Scheme::from_id(entry.id).unwrap();
+        let stated: Vec<&str> = pir_lattice::security::sets(scheme)
+            .iter()
+            .map(|set| set.name)
+            .collect();
+        assert_eq!(sets, stated.as_slice(), "{}", entry.name);
+        // `pir schemes` shows every set with its own level.
+        for set in pir_lattice::security::sets(scheme) {
+            assert!(
+                text.contains(&format!("{}: {} classical,", set.name, set.classical)),
+                "{}: pir schemes does not show {}",
+                entry.name,
+                set.name
+            );
+        }
         // The scheme is as strong as its weakest set: columns "core-SVP bits C / Q" (12th)
         // and "estimator model" (13th).
         let mut weakest: Option<(u32, u32, u32)> = None;

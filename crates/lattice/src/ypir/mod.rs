@@ -31,14 +31,15 @@
 //!
 //! # Parameters and their bounds
 //!
-//! - First layer: SimplePIR's `n = 1024, q = 2^32, σ = 6.4` (128-bit security by the lattice
-//!   estimator, Henzinger et al. 2023; a Gaussian secret is LWE's normal form, as hard as a
-//!   uniform one). The structured `A1` makes it ring-LWE over a power-of-two modulus, as in
-//!   YPIR.
+//! - First layer: SimplePIR's `n = 1024, q = 2^32, σ = 6.4` (the paper's 128 bits in the
+//!   lattice estimator's cost model, Henzinger et al. 2023; [`crate::security::YPIR_FIRST`]:
+//!   94 bits core-SVP; a Gaussian secret is LWE's normal form, as hard as a uniform one).
+//!   The structured `A1` makes it ring-LWE over a power-of-two modulus, as in YPIR.
 //! - Second layer: `d = 2048`, `log2 q2 = 55.9`, `σ = 6.4`, ternary secret: YPIR's parameters,
-//!   which Menon and Wu present as 128-bit. By core-SVP (`docs/security.md`,
-//!   `benches/security_estimate.py`) they have 96 bits classical, 87 quantum, 2 bits below the
-//!   HE standard's 128-bit set at `d = 2048` by the same script; the first layer has 94.
+//!   which Menon and Wu present as 128-bit. By core-SVP ([`crate::security::RING`],
+//!   `docs/security.md`) they have 96 bits classical, 87 quantum, 2 bits below the HE
+//!   standard's 128-bit set at `d = 2048` by the same script; the first layer has 94. Reaching
+//!   128 takes `d = 4096` here and `d = 2048` in the first layer (`docs/security.md`).
 //! - Correctness, `2^-40` per query: the rescaling error of step 2 is `r_T + <r_H, s1>` with
 //!   `r` uniform in `[-1/2, 1/2]`: standard deviation `0.29 · 6.4 · 32 = 59`; the first layer's
 //!   noise after rescaling at most `2^17 / 2^14 = 8` for `m <= 2^18` ([`MAX_COLUMNS`]);
