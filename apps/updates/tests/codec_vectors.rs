@@ -94,10 +94,7 @@ fn mirror_list() {
         created_unix: 1,
         list_version: 2,
         expires_unix: 3,
-        mirrors: vec![MirrorEntry {
-            url: "https://a:1".into(),
-            key: PublicKey([6; 32]),
-        }],
+        mirrors: vec![MirrorEntry::new("https://a:1".into(), PublicKey([6; 32]))],
     };
     let good = list.to_bytes();
     assert_eq!(MirrorList::from_bytes(&good, &()).unwrap(), list);
