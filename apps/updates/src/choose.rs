@@ -180,7 +180,11 @@ pub async fn choose_release_listed<T: Transport, R: Rng + ?Sized>(
         }
     }
     loop {
-        let take = if stated { 0 } else { need.max(1).min(unasked.len()) };
+        let take = if stated {
+            0
+        } else {
+            need.max(1).min(unasked.len())
+        };
         stated = false;
         let wave: Vec<usize> = unasked.drain(..take).collect();
         let lists = futures_join_all(wave.len(), |k| releases_of(transport, wave[k])).await;

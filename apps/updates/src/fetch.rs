@@ -19,11 +19,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 use crate::choose::{choose_release_listed, ChosenRelease, Tiers};
-use crate::mirrors::MirrorEntry;
-use pir_xor::held::ChunkSet;
 use crate::current_list::{self, SignedList};
 use crate::freshness::Freshness;
+use crate::mirrors::MirrorEntry;
 use crate::{Manifest, UpdateError};
+use pir_xor::held::ChunkSet;
 
 pub use crate::manifest::MAX_MANIFEST_BYTES;
 

@@ -35,8 +35,8 @@ struct Fleet {
     entries: Vec<MirrorEntry>,
     payload: Vec<u8>,
     release_id: [u8; 32],
-    /// (mapped bytes of each mirror, the release's bytes).
-    mapped: (Vec<usize>, usize),
+    /// ((mapped bytes, table bytes) of each mirror, the release's shape).
+    mapped: (Vec<(usize, usize)>, pir_core::DbShape),
 }
 
 fn fleet(holds: &[&str]) -> Fleet {
@@ -50,12 +50,12 @@ fn fleet(holds: &[&str]) -> Fleet {
     let mut servers: Vec<Arc<dyn Handler>> = Vec::new();
     let mut entries = Vec::new();
     let mut mapped = Vec::new();
-    let mut release_bytes = 0;
+    let mut release_shape = pir_core::DbShape::new(1, 64).unwrap();
     let mut release_id = [0; 32];
     for (i, holds) in holds.iter().enumerate() {
         let key = SecretKey::generate().unwrap();
         let opened = release::open(&out, None, true).unwrap();
-        release_bytes = opened.database.shape().total_bytes();
+        release_shape = opened.database.shape();
         release_id = opened.release_id;
         let listed = ListedRelease {
             id: opened.release_id,
@@ -72,7 +72,9 @@ fn fleet(holds: &[&str]) -> Fleet {
             metrics.clone(),
         )
         .unwrap();
-        mapped.push(served.service.backend().mapped_bytes());
+        let backend = served.service.backend();
+        let tables = backend.held_chunks().unwrap().table_bytes();
+        mapped.push((backend.mapped_bytes(), tables));
         servers.push(Arc::new(ReleaseSet::new(vec![served], metrics).unwrap()));
         let mut entry = MirrorEntry::new(format!("https://mirror-{i}.test"), key.public());
         entry.release = Some(listed);
@@ -86,21 +88,32 @@ fn fleet(holds: &[&str]) -> Fleet {
         entries,
         payload,
         release_id,
-        mapped: (mapped, release_bytes),
+        mapped: (mapped, release_shape),
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetches_from_chunk_only_mirrors_at_n4_r2_are_correct() {
     let fleet = fleet(&HOLDS);
-    let (mapped, release_bytes) = &fleet.mapped;
-    for &m in mapped {
-        // Half the rows (r / n) plus four-Russians tables of 3.75x them (t = 4, 1 KiB
-        // blocks): about 2.4x the release, against 4.75x for a whole-release mirror.
-        let half = *release_bytes as f64 / 2.0;
-        let ratio = m as f64 / *release_bytes as f64;
-        assert!(m as f64 >= half && ratio < 2.5, "{m} of {release_bytes}");
-        eprintln!("chunk-only mirror keeps {m} bytes for a {release_bytes}-byte release ({ratio:.2}x)");
+    let (mapped, shape) = &fleet.mapped;
+    let release_bytes = shape.total_bytes();
+    // A whole-release mirror: the release plus its four-Russians table (t = 4, 1 KiB blocks).
+    let whole = release_bytes
+        + pir_xor::Engine::plan_russians(*shape, EngineOptions::default())
+            .unwrap()
+            .table_bytes();
+    for &(m, tables) in mapped {
+        // Half the rows (r / n = 2 / 4, up to one block per chunk held), and tables for them.
+        let rows = m - tables;
+        assert!(
+            rows * 2 <= release_bytes + 2 * 1024,
+            "{rows} of {release_bytes}"
+        );
+        assert!(tables > 0 && m * 10 <= whole * 6, "{m} of {whole}");
+        eprintln!(
+            "chunk-only mirror keeps {m} bytes ({rows} of rows) for a {release_bytes}-byte \
+             release; a whole mirror keeps {whole}"
+        );
     }
     let exchanges = Arc::new(AtomicUsize::new(0));
     let count = exchanges.clone();
@@ -145,7 +158,9 @@ async fn a_mirror_asked_for_chunks_it_lacks_refuses_cleanly() {
     // Mirror 0 holds chunks 0 and 3 of 4: position 0. Ask it for position 2 (chunks 1, 2).
     let opened_shape = {
         let exchanges = LocalTransport::new(fleet.servers.clone());
-        let manifest = pir_client::fetch_manifest(&exchanges, 0, 1 << 20).await.unwrap();
+        let manifest = pir_client::fetch_manifest(&exchanges, 0, 1 << 20)
+            .await
+            .unwrap();
         pir_updates::Manifest::decode_unverified(&manifest)
             .unwrap()
             .shape()
@@ -161,7 +176,7 @@ async fn a_mirror_asked_for_chunks_it_lacks_refuses_cleanly() {
             &[raid.encode_query(&queries[position])],
         );
         let request = wire::encode_envelope(SchemeId::RaidPir, MessageKind::Query, &body);
-        fleet.servers[0].handle(&request)
+        fleet.servers[0].handle_many(&[&request]).remove(0)
     };
     assert_eq!(ask(0).status, 200);
     let refused = ask(2);
