@@ -247,9 +247,9 @@ mod tests {
             }
             first.insert(order[1]);
             let can = roles(&order, &holds, shape, RAID);
-            for k in 0..6 {
+            for (k, &m) in order.iter().enumerate() {
                 for p in 0..4 {
-                    assert_eq!(can(k, p), can_play(&holds, Some(&raid), order[k], p));
+                    assert_eq!(can(k, p), can_play(&holds, Some(&raid), m, p));
                 }
             }
             assert!(!can(6, 0));
