@@ -7,6 +7,7 @@ use rand::Rng;
 
 use crate::freshness::Freshness;
 use crate::manifest::MAX_MANIFEST_BYTES;
+use crate::mirrors::ListedRelease;
 use crate::{Manifest, UpdateError};
 
 /// The release a client fetches from, and what it knows of the mirrors.
@@ -139,6 +140,24 @@ pub async fn choose_release<T: Transport, R: Rng + ?Sized>(
     freshness: Option<&Freshness>,
     rng: &mut R,
 ) -> Result<ChosenRelease, UpdateError> {
+    choose_release_listed(transport, mirrors, &[], vendor, need, freshness, rng).await
+}
+
+/// [`choose_release`] knowing, from the signed mirror list, the release some mirrors serve
+/// (`listed[i]` for mirror `i`; missing or `None`: not stated). Those mirrors are not asked:
+/// when the stated releases already give `need` mirrors for one, the newest such release is
+/// taken without asking any mirror what it serves (only its manifest is fetched, from one of
+/// them, unless kept from the last session); mirrors the list says nothing of are asked as
+/// before.
+pub async fn choose_release_listed<T: Transport, R: Rng + ?Sized>(
+    transport: &T,
+    mirrors: &[MirrorInfo],
+    listed: &[Option<ListedRelease>],
+    vendor: &PublicKey,
+    need: usize,
+    freshness: Option<&Freshness>,
+    rng: &mut R,
+) -> Result<ChosenRelease, UpdateError> {
     // The manifest kept from the last session is most likely the one to use: check its
     // signature (a few ms for a large release) while the mirrors are asked.
     let mut checking = freshness.and_then(Freshness::kept).map(|(id, bytes)| {
@@ -151,8 +170,22 @@ pub async fn choose_release<T: Transport, R: Rng + ?Sized>(
     let mut unasked = mirror_order(&[&(0..mirrors.len()).collect::<Vec<_>>()], rng);
     let mut asked = Asked::default();
     let mut kept = None;
+    // What the list states counts as asked; the first round then asks nobody.
+    let mut stated = false;
+    for (i, release) in listed.iter().enumerate().take(mirrors.len()) {
+        if let Some(release) = release {
+            asked.record(i, Ok((vec![release.info()], None)), &mirrors[i].url);
+            unasked.retain(|&u| u != i);
+            stated = true;
+        }
+    }
     loop {
-        let take = need.max(1).min(unasked.len());
+        let take = if stated {
+            0
+        } else {
+            need.max(1).min(unasked.len())
+        };
+        stated = false;
         let wave: Vec<usize> = unasked.drain(..take).collect();
         let lists = futures_join_all(wave.len(), |k| releases_of(transport, wave[k])).await;
         for (&i, list) in wave.iter().zip(lists) {
@@ -334,6 +367,17 @@ impl Asked {
             UpdateError::Signature(message)
         } else {
             UpdateError::Input(message)
+        }
+    }
+}
+
+impl ListedRelease {
+    /// As a releases list entry (the expiry is checked on the manifest itself).
+    fn info(&self) -> pir_service::ReleaseInfo {
+        pir_service::ReleaseInfo {
+            id: self.id,
+            version: self.version,
+            expires_unix: 0,
         }
     }
 }

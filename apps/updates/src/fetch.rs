@@ -18,10 +18,12 @@ use pir_xor::{AnswerMode, Chor, RaidPir};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
-use crate::choose::{choose_release, ChosenRelease, Tiers};
+use crate::choose::{choose_release_listed, ChosenRelease, Tiers};
 use crate::current_list::{self, SignedList};
 use crate::freshness::Freshness;
+use crate::mirrors::MirrorEntry;
 use crate::{Manifest, UpdateError};
+use pir_xor::held::ChunkSet;
 
 pub use crate::manifest::MAX_MANIFEST_BYTES;
 
@@ -130,6 +132,29 @@ pub async fn fetch_files<T: Transport>(
     transport: Arc<T>,
     choice: SchemeChoice,
 ) -> Result<FetchedMany, UpdateError> {
+    fetch_files_as(
+        manifest,
+        release_id,
+        names,
+        mirrors,
+        transport,
+        choice,
+        &|_, _| true,
+    )
+    .await
+}
+
+/// [`fetch_files`] where RAID-PIR server position `p` may go only to a mirror `k` with
+/// `can_play(k, p)` (chunk-only mirrors, see [`arrange`]); mirror `k < n` plays position `k`.
+pub async fn fetch_files_as<T: Transport>(
+    manifest: &Manifest,
+    release_id: [u8; 32],
+    names: &[&str],
+    mirrors: &[MirrorInfo],
+    transport: Arc<T>,
+    choice: SchemeChoice,
+    can_play: &(dyn Fn(usize, usize) -> bool + Sync),
+) -> Result<FetchedMany, UpdateError> {
     let mut entries = Vec::with_capacity(names.len());
     for name in names {
         entries.push(manifest.file(name).ok_or_else(|| {
@@ -221,8 +246,8 @@ pub async fn fetch_files<T: Transport>(
                 max_answer,
             };
             (
-                retrieve(
-                    &scheme, transport, mirrors, &options, &rounds, &verify, &mut rng,
+                pir_client::retrieve_with_roles(
+                    &scheme, transport, mirrors, &options, &rounds, &verify, can_play, &mut rng,
                 )
                 .await?,
                 rounds.len(),
@@ -309,6 +334,8 @@ pub struct UpdateSession<T> {
     pub release: ChosenRelease,
     /// The mirrors, in list order.
     pub mirrors: Vec<MirrorInfo>,
+    /// What the signed list states of each mirror (release, chunks), in list order.
+    entries: Vec<MirrorEntry>,
     transport: Arc<T>,
     /// What the session has learned of the mirrors since (asked as fetches draw them).
     tiers: Mutex<Tiers>,
@@ -372,7 +399,8 @@ impl<T: Transport> UpdateSession<T> {
         }
         current_list::accept(&list, &lists, now)?;
         let freshness = Freshness::new(state_dir, vendor);
-        Self::open_with(transport, list.mirrors(), vendor, Some(&freshness), need).await
+        let entries = list.list.mirrors.clone();
+        Self::open_with_entries(transport, entries, vendor, Some(&freshness), need).await
     }
 
     /// A session on `mirrors` over `transport` (in list order, no list freshness); with
@@ -384,10 +412,36 @@ impl<T: Transport> UpdateSession<T> {
         freshness: Option<&Freshness>,
         need: usize,
     ) -> Result<Self, UpdateError> {
+        let entries = mirrors
+            .into_iter()
+            .map(|m| MirrorEntry::new(m.url, m.key))
+            .collect();
+        Self::open_with_entries(transport, entries, vendor, freshness, need).await
+    }
+
+    /// [`UpdateSession::open_with`] on the entries of a signed list: the releases they state
+    /// are taken as said ([`choose_release_listed`]), and chunk-only mirrors get only the
+    /// RAID-PIR positions they hold the chunks of ([`arrange`]).
+    pub async fn open_with_entries(
+        transport: Arc<T>,
+        entries: Vec<MirrorEntry>,
+        vendor: &PublicKey,
+        freshness: Option<&Freshness>,
+        need: usize,
+    ) -> Result<Self, UpdateError> {
         let mut rng = ChaCha20Rng::from_os_rng();
-        let release = choose_release(
+        let mirrors: Vec<MirrorInfo> = entries
+            .iter()
+            .map(|e| MirrorInfo {
+                url: e.url.clone(),
+                key: e.key,
+            })
+            .collect();
+        let listed: Vec<_> = entries.iter().map(|e| e.release).collect();
+        let release = choose_release_listed(
             transport.as_ref(),
             &mirrors,
+            &listed,
             vendor,
             need,
             freshness,
@@ -401,6 +455,7 @@ impl<T: Transport> UpdateSession<T> {
             tiers: Mutex::new(release.mirrors.clone()),
             release,
             mirrors,
+            entries,
             transport,
             rng: Mutex::new(rng),
         })
@@ -424,12 +479,16 @@ impl<T: Transport> UpdateSession<T> {
         choice: SchemeChoice,
     ) -> Result<FetchedMany, UpdateError> {
         let id = self.release.release_id;
+        let holds: Vec<Option<ChunkSet>> = self.entries.iter().map(|e| e.chunks.clone()).collect();
+        let choice = crate::chunks::fit_choice(choice, &holds)?;
+        let shape = self.release.manifest.shape()?;
         let order = loop {
-            let order = {
+            let drawn = {
                 let tiers = self.tiers.lock().unwrap_or_else(|p| p.into_inner());
                 let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
                 tiers.order(&mut *rng)
             };
+            let order = crate::chunks::arrange(drawn, &holds, &self.mirrors, shape, choice)?;
             let (n, transport) = (choice.servers(), self.transport.as_ref());
             if !Tiers::ask_unasked(&self.tiers, &order, n, transport, &id).await {
                 break order;
@@ -437,13 +496,15 @@ impl<T: Transport> UpdateSession<T> {
         };
         let ordered: Vec<MirrorInfo> = order.iter().map(|&i| self.mirrors[i].clone()).collect();
         let transport = Arc::new(Reordered::new(self.transport.clone(), order.clone()));
-        let mut fetched = fetch_files(
+        let can_play = crate::chunks::roles(&order, &holds, shape, choice);
+        let mut fetched = fetch_files_as(
             &self.release.manifest,
             self.release.release_id,
             names,
             &ordered,
             transport,
             choice,
+            &can_play,
         )
         .await?;
         fetched.mirrors = order;

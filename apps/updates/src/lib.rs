@@ -13,6 +13,7 @@
 //! - [`release::build`]: packs a directory into a release, choosing the block size
 //!   (section 5.4) and optionally padding files to size classes (appendix A);
 //!   [`release::open`]: memory-maps a release for a mirror and validates it (section 4.2).
+//! - [`chunks`]: fetching from chunk-only RAID-PIR mirrors (which mirror plays which position).
 //! - [`fetch`]: the client flow: verify the mirror list and manifest, retrieve a file
 //!   privately through `pir-client`, check it, write it atomically, keep evidence.
 //! - [`sample::write_sample_release`]: a deterministic demo corpus shaped like a Debian pool.
@@ -26,6 +27,7 @@
 
 pub mod apt;
 pub mod choose;
+pub mod chunks;
 pub mod command;
 pub mod current_list;
 pub mod error;

@@ -12,24 +12,37 @@
 //! expiry; a client refuses a list older than the newest it has used (rollback) or past its
 //! expiry (freeze), exactly as it does manifests ([`crate::freshness`]).
 //!
-//! # Format (version 2, all integers little-endian)
+//! # Format (version 3, all integers little-endian)
 //!
 //! | field           | size        | meaning                                                   |
 //! |-----------------|-------------|-----------------------------------------------------------|
 //! | magic           | 4           | `PIRL`                                                    |
-//! | version         | u16         | [`MIRROR_LIST_FORMAT_VERSION`] (= 2)                      |
+//! | version         | u16         | 3 ([`MIRROR_LIST_FORMAT_VERSION`]); 2 is still read        |
 //! | created_unix    | u64         | seconds since 1970 when the vendor signed the list        |
 //! | list_version    | u64         | the list's counter: a client refuses a lower one than it has used |
 //! | expires_unix    | u64         | seconds since 1970 after which a client refuses the list  |
 //! | count           | u16         | mirrors that follow, 1 to [`MAX_MIRRORS`]                 |
 //! | per mirror: url | u16 + bytes | `https://host:port`, at most [`MAX_URL_LEN`] bytes        |
 //! | per mirror: key | 32          | the mirror's Ed25519 public key                           |
+//! | per mirror: flags | u8        | version 3 only: bit 0 a release follows, bit 1 chunks follow; other bits zero |
+//! | release id      | 32          | (bit 0) SHA-256 of the signed manifest the mirror serves  |
+//! | release version | u64         | (bit 0) that manifest's release counter                   |
+//! | chunk count `c` | u16         | (bit 1) 1 to 256: the mirror holds only some of `c` RAID-PIR chunks |
+//! | chunks held     | ceil(c / 8) | (bit 1) bit `j` (LSB first) set iff chunk `j` is held; at least one set, tail bits zero |
 //! | signature       | 64          | Ed25519 over `"pir-mirror-list-v1"` followed by every preceding byte |
 //!
-//! Version 1 (no list version, no expiry) is refused with a message saying how to rebuild the
-//! list. Decoding checks the signature first, then every count against the remaining bytes, then
+//! A list whose mirrors state neither a release nor chunks is written as version 2 (the same
+//! fields without the flags byte), which clients from before version 3 still read. Version 1
+//! (no list version, no expiry) is refused with a message saying how to rebuild the list.
+//! Decoding checks the signature first, then every count against the remaining bytes, then
 //! that every URL is well formed and that no URL or key appears twice (two entries for one
 //! mirror would let it answer two of a client's "independent" queries).
+//!
+//! The release a mirror is listed with lets a client choose the newest release and its
+//! mirrors from the list alone, without asking every mirror what it serves; the chunks let it
+//! give a chunk-only mirror (`pir mirror serve --chunks`) only the RAID-PIR positions it can
+//! answer. Both are the vendor's statements, signed; a mirror that serves something else is
+//! found out when it is asked, and used as a last spare.
 
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -39,11 +52,18 @@ use pir_core::codec::{check_count, Codec};
 use pir_core::wire::{Prologue, Reader, Writer};
 use pir_keys::{PublicKey, SecretKey, PUBLIC_KEY_LEN};
 
+use pir_xor::held::ChunkSet;
+use pir_xor::raid::MAX_CHUNKS;
+
 use crate::manifest::{signing_message, split_signature};
 use crate::UpdateError;
 
-/// The mirror list format version this build writes and reads.
-pub const MIRROR_LIST_FORMAT_VERSION: u16 = 2;
+/// The newest mirror list format version, written when a mirror states its release or chunks.
+pub const MIRROR_LIST_FORMAT_VERSION: u16 = 3;
+
+/// The format without per-mirror releases and chunks: still read, and written when no mirror
+/// states either (so that older clients keep reading such lists).
+pub const MIRROR_LIST_FORMAT_V2: u16 = 2;
 
 /// The first format, without a list version or an expiry: refused, see [`OLD_FORMAT_ADVICE`].
 pub const MIRROR_LIST_FORMAT_V1: u16 = 1;
@@ -56,11 +76,22 @@ pub const OLD_FORMAT_ADVICE: &str = "it is an old list without a version and an 
 
 /// First bytes of every mirror list.
 pub const MIRROR_LIST_MAGIC: [u8; 4] = *b"PIRL";
-/// Prologue of a mirror list.
+/// Prologue of a mirror list (the newest version; [`Codec::decode`] also reads version 2).
 pub const MIRROR_LIST: Prologue = Prologue {
     magic: &MIRROR_LIST_MAGIC,
     version: MIRROR_LIST_FORMAT_VERSION,
 };
+
+/// Prologue of a version 2 list.
+const MIRROR_LIST_V2: Prologue = Prologue {
+    magic: &MIRROR_LIST_MAGIC,
+    version: MIRROR_LIST_FORMAT_V2,
+};
+
+/// Flags bit: a release id and version follow.
+const HAS_RELEASE: u8 = 1;
+/// Flags bit: a chunk count and the chunks held follow.
+const HAS_CHUNKS: u8 = 2;
 
 /// Domain-separation prefix of the signed message (see the manifest's).
 pub const MIRROR_LIST_SIGNING_CONTEXT: &[u8] = b"pir-mirror-list-v1";
@@ -75,16 +106,48 @@ pub const MAX_URL_LEN: usize = 2048;
 /// Required URL scheme: every mirror connection is TLS (section 4.3's encrypted channel).
 const HTTPS: &str = "https://";
 
-/// Smallest encoding of one entry: `https://a:1` with its length, plus a key.
+/// Smallest encoding of one version 2 entry: `https://a:1` with its length, plus a key (a
+/// version 3 entry has a flags byte more).
 const MIN_ENTRY_LEN: usize = 2 + HTTPS.len() + 3 + PUBLIC_KEY_LEN;
 
-/// One mirror: where it answers and the key its TLS handshakes and answers are signed with.
+/// One mirror: where it answers and the key its TLS handshakes and answers are signed with;
+/// optionally the release it serves and the chunks it holds (format 3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MirrorEntry {
     /// `https://host:port`.
     pub url: String,
     /// The mirror's Ed25519 public key.
     pub key: PublicKey,
+    /// The release the vendor lists it as serving (`None`: ask the mirror).
+    pub release: Option<ListedRelease>,
+    /// The RAID-PIR chunks it holds (`None`: the whole release, any scheme).
+    pub chunks: Option<ChunkSet>,
+}
+
+impl MirrorEntry {
+    /// A mirror of the whole release that states no release (ask it what it serves).
+    pub fn new(url: String, key: PublicKey) -> MirrorEntry {
+        MirrorEntry {
+            url,
+            key,
+            release: None,
+            chunks: None,
+        }
+    }
+
+    fn flags(&self) -> u8 {
+        u8::from(self.release.is_some()) * HAS_RELEASE
+            + u8::from(self.chunks.is_some()) * HAS_CHUNKS
+    }
+}
+
+/// A release as the mirror list names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListedRelease {
+    /// SHA-256 of the signed manifest ([`crate::Manifest::release_id`]).
+    pub id: [u8; 32],
+    /// The manifest's release counter (newest first when choosing).
+    pub version: u64,
 }
 
 /// The vendor's list of mirrors.
@@ -162,10 +225,42 @@ pub fn parse_mirror_arg(arg: &str) -> Result<MirrorEntry, UpdateError> {
         )));
     }
     let key = PublicKey::load(Path::new(key_path))?;
-    Ok(MirrorEntry {
-        url: url.strip_suffix('/').unwrap_or(url).to_owned(),
+    Ok(MirrorEntry::new(
+        url.strip_suffix('/').unwrap_or(url).to_owned(),
         key,
-    })
+    ))
+}
+
+/// Parses a chunk list `0,1/4` (chunks 0 and 1 of 4): the `--chunks` of a chunk-only mirror
+/// and of its mirror list entry.
+pub fn parse_chunks(text: &str) -> Result<ChunkSet, UpdateError> {
+    let bad = |why: String| {
+        UpdateError::Input(format!(
+            "chunks {text:?}: {why}; write the chunks held and the chunk count, as in 0,1/4"
+        ))
+    };
+    let (list, count) = text
+        .split_once('/')
+        .ok_or_else(|| bad("no chunk count after '/'".into()))?;
+    let count: usize = count
+        .trim()
+        .parse()
+        .map_err(|_| bad(format!("{count:?} is not a number")))?;
+    let chunks = list
+        .split(',')
+        .map(|j| {
+            j.trim()
+                .parse::<usize>()
+                .map_err(|_| bad(format!("{j:?} is not a chunk number")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    ChunkSet::new(count, chunks).map_err(|e| bad(e.to_string()))
+}
+
+/// `0,1/4`: the form [`parse_chunks`] reads.
+pub fn format_chunks(set: &ChunkSet) -> String {
+    let list: Vec<String> = set.chunks.iter().map(usize::to_string).collect();
+    format!("{}/{}", list.join(","), set.chunk_count)
 }
 
 /// Checks that `url` is `https://host:port` with an optional trailing `/`.
@@ -241,8 +336,8 @@ fn parse_body(body: &[u8]) -> Result<MirrorList, UpdateError> {
             "mirror list: format version {MIRROR_LIST_FORMAT_V1} is refused: {OLD_FORMAT_ADVICE}"
         )),
         pir_core::Error::WrongVersion { found, supported } => UpdateError::Format(format!(
-            "mirror list: format version {found} is not supported (this build reads version \
-             {supported}); upgrade pir"
+            "mirror list: format version {found} is not supported (this build reads versions \
+             {MIRROR_LIST_FORMAT_V2} to {supported}); upgrade pir"
         )),
         pir_core::Error::WrongMagic => not_a_list(),
         pir_core::Error::Malformed(why) => UpdateError::Format(format!("mirror list: {why}")),
@@ -257,7 +352,12 @@ impl Codec<'_> for MirrorList {
     type Context = ();
 
     fn encode(&self, w: &mut Writer) {
-        MIRROR_LIST.write(w);
+        let v3 = self.mirrors.iter().any(|m| m.flags() != 0);
+        if v3 {
+            MIRROR_LIST.write(w)
+        } else {
+            MIRROR_LIST_V2.write(w)
+        }
         w.u64(self.created_unix);
         w.u64(self.list_version);
         w.u64(self.expires_unix);
@@ -266,12 +366,15 @@ impl Codec<'_> for MirrorList {
         for mirror in &self.mirrors {
             w.short_bytes(mirror.url.as_bytes());
             w.bytes(&mirror.key.0);
+            if v3 {
+                encode_statements(mirror, w);
+            }
         }
     }
 
     fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, pir_core::Error> {
         let bad = pir_core::Error::Malformed;
-        MIRROR_LIST.read(r)?;
+        let v3 = read_prologue(r)?;
         let created_unix = r.u64()?;
         let list_version = r.u64()?;
         let expires_unix = r.u64()?;
@@ -279,7 +382,13 @@ impl Codec<'_> for MirrorList {
         if count == 0 {
             return Err(bad(format!("0 mirrors; a list holds 1 to {MAX_MIRRORS}")));
         }
-        check_count(r, "mirrors", count, MAX_MIRRORS, MIN_ENTRY_LEN)?;
+        check_count(
+            r,
+            "mirrors",
+            count,
+            MAX_MIRRORS,
+            MIN_ENTRY_LEN + usize::from(v3),
+        )?;
         let mut mirrors = Vec::with_capacity(count);
         let mut urls = HashSet::with_capacity(count);
         let mut keys = HashSet::with_capacity(count);
@@ -289,6 +398,11 @@ impl Codec<'_> for MirrorList {
                 .to_owned();
             check_mirror_url(&url).map_err(|why| bad(format!("mirror URL {url:?}: {why}")))?;
             let key = PublicKey(r.array()?);
+            let (release, chunks) = if v3 {
+                decode_statements(r)?
+            } else {
+                (None, None)
+            };
             // Host names and IPv6 digits are case-insensitive; a trailing '/' changes nothing.
             if !urls.insert(url.trim_end_matches('/').to_ascii_lowercase()) {
                 return Err(bad(format!("mirror {url} is listed twice")));
@@ -299,7 +413,12 @@ impl Codec<'_> for MirrorList {
                     key.fingerprint()
                 )));
             }
-            mirrors.push(MirrorEntry { url, key });
+            mirrors.push(MirrorEntry {
+                url,
+                key,
+                release,
+                chunks,
+            });
         }
         Ok(MirrorList {
             created_unix,
@@ -308,6 +427,86 @@ impl Codec<'_> for MirrorList {
             mirrors,
         })
     }
+}
+
+/// Reads the magic and a version this build reads; true for version 3.
+fn read_prologue(r: &mut Reader<'_>) -> Result<bool, pir_core::Error> {
+    if r.take(MIRROR_LIST_MAGIC.len())? != MIRROR_LIST_MAGIC {
+        return Err(pir_core::Error::WrongMagic);
+    }
+    match r.u16()? {
+        MIRROR_LIST_FORMAT_VERSION => Ok(true),
+        MIRROR_LIST_FORMAT_V2 => Ok(false),
+        found => Err(pir_core::Error::WrongVersion {
+            found,
+            supported: MIRROR_LIST_FORMAT_VERSION,
+        }),
+    }
+}
+
+/// Writes a version 3 entry's flags and what they announce.
+fn encode_statements(mirror: &MirrorEntry, w: &mut Writer) {
+    w.u8(mirror.flags());
+    if let Some(release) = &mirror.release {
+        w.bytes(&release.id);
+        w.u64(release.version);
+    }
+    if let Some(set) = &mirror.chunks {
+        let c = set.chunk_count;
+        // ChunkSet keeps 1 <= c <= MAX_CHUNKS (256), so c fits a u16.
+        w.u16(u16::try_from(c).unwrap_or(u16::MAX));
+        let mut bitmap = vec![0u8; c.div_ceil(8)];
+        for &j in &set.chunks {
+            bitmap[j / 8] |= 1 << (j % 8);
+        }
+        w.bytes(&bitmap);
+    }
+}
+
+/// Reads a version 3 entry's flags and what they announce, checking every field.
+fn decode_statements(
+    r: &mut Reader<'_>,
+) -> Result<(Option<ListedRelease>, Option<ChunkSet>), pir_core::Error> {
+    let flags = r.u8()?;
+    if flags & !(HAS_RELEASE | HAS_CHUNKS) != 0 {
+        return Err(pir_core::Error::UnknownValue {
+            field: "mirror list entry flags",
+            found: u64::from(flags),
+        });
+    }
+    let release = if flags & HAS_RELEASE != 0 {
+        Some(ListedRelease {
+            id: r.array()?,
+            version: r.u64()?,
+        })
+    } else {
+        None
+    };
+    let chunks = if flags & HAS_CHUNKS != 0 {
+        let c = usize::from(r.u16()?);
+        if !(1..=MAX_CHUNKS).contains(&c) {
+            return Err(pir_core::Error::OutOfRange {
+                field: "mirror list chunk count",
+                found: c as u64,
+                limit: MAX_CHUNKS as u64,
+            });
+        }
+        let bitmap = r.take(c.div_ceil(8))?;
+        let held: Vec<usize> = (0..c)
+            .filter(|&j| (bitmap[j / 8] >> (j % 8)) & 1 == 1)
+            .collect();
+        if c % 8 != 0 && bitmap[c / 8] >> (c % 8) != 0 {
+            return Err(pir_core::Error::Malformed(format!(
+                "chunks held: bits set past chunk count {c}"
+            )));
+        }
+        Some(ChunkSet::new(c, held).map_err(|_| {
+            pir_core::Error::Malformed("a mirror is listed as holding no chunk".into())
+        })?)
+    } else {
+        None
+    };
+    Ok((release, chunks))
 }
 
 #[cfg(test)]
@@ -326,18 +525,9 @@ mod tests {
             list_version: 7,
             expires_unix: 1_700_086_400,
             mirrors: vec![
-                MirrorEntry {
-                    url: "https://127.0.0.1:8443".into(),
-                    key: key(1),
-                },
-                MirrorEntry {
-                    url: "https://mirror.example.org:443".into(),
-                    key: key(2),
-                },
-                MirrorEntry {
-                    url: "https://[::1]:9000".into(),
-                    key: key(3),
-                },
+                MirrorEntry::new("https://127.0.0.1:8443".into(), key(1)),
+                MirrorEntry::new("https://mirror.example.org:443".into(), key(2)),
+                MirrorEntry::new("https://[::1]:9000".into(), key(3)),
             ],
         }
     }
@@ -453,10 +643,7 @@ mod tests {
                 "fail_65_mirrors",
                 with(|l| {
                     l.mirrors = (0..65u8)
-                        .map(|i| MirrorEntry {
-                            url: format!("https://m{i}.org:1"),
-                            key: key(i),
-                        })
+                        .map(|i| MirrorEntry::new(format!("https://m{i}.org:1"), key(i)))
                         .collect()
                 }),
             ),
@@ -486,7 +673,7 @@ mod tests {
             error.contains("pir mirror-list build") && error.contains("--list-version"),
             "{error}"
         );
-        let newer = patched_version(3);
+        let newer = patched_version(4);
         let error = MirrorList::decode_verified(&sign_raw(&newer), &vendor_key().public())
             .unwrap_err()
             .to_string();
@@ -497,6 +684,73 @@ mod tests {
         let mut body = body_of(&sample());
         body[4..6].copy_from_slice(&version.to_le_bytes());
         body
+    }
+
+    /// `sample()` with a release and chunks stated for some mirrors (format 3).
+    fn sample_v3() -> MirrorList {
+        let mut list = sample();
+        let release = ListedRelease {
+            id: [9; 32],
+            version: 42,
+        };
+        list.mirrors[0].release = Some(release);
+        list.mirrors[0].chunks = Some(ChunkSet::new(4, vec![0, 1]).unwrap());
+        list.mirrors[1].chunks = Some(ChunkSet::new(10, vec![9]).unwrap());
+        list.mirrors[2].release = Some(release);
+        list
+    }
+
+    #[test]
+    fn releases_and_chunks_round_trip_in_format_3_and_format_2_stays_2() {
+        let list = sample_v3();
+        let bytes = list.encode_signed(&vendor_key());
+        assert_eq!(&bytes[4..6], &3u16.to_le_bytes());
+        let back = MirrorList::decode_verified(&bytes, &vendor_key().public()).unwrap();
+        assert_eq!(back, list);
+        assert_eq!(
+            format_chunks(back.mirrors[0].chunks.as_ref().unwrap()),
+            "0,1/4"
+        );
+        // Without statements the list is written, and read, as format 2.
+        let plain = sample().encode_signed(&vendor_key());
+        assert_eq!(&plain[4..6], &2u16.to_le_bytes());
+        let back = MirrorList::decode_verified(&plain, &vendor_key().public()).unwrap();
+        assert!(back
+            .mirrors
+            .iter()
+            .all(|m| m.release.is_none() && m.chunks.is_none()));
+        // Entry 0 of format 3 starts at 32: URL (2 + 22), key (32), then the flags at 88.
+        let good = body_of(&list);
+        assert_eq!(good[88], HAS_RELEASE | HAS_CHUNKS);
+        // Chunk count at 88 + 1 + 40 = 129, bitmap at 131.
+        assert_eq!(&good[129..132], &[4, 0, 0b11]);
+        let patched = |offset: usize, value: &[u8]| {
+            let mut body = good.clone();
+            body[offset..offset + value.len()].copy_from_slice(value);
+            body
+        };
+        for (name, body) in [
+            ("unknown flag", patched(88, &[7])),
+            ("chunk count 0", patched(129, &[0, 0])),
+            ("chunk count 257", patched(129, &[1, 1])),
+            ("bit past the count", patched(131, &[0b1_0011])),
+            ("no chunk held", patched(131, &[0])),
+            ("a format 3 list read as format 2", patched(4, &[2, 0])),
+        ] {
+            let error = MirrorList::decode_verified(&sign_raw(&body), &vendor_key().public());
+            assert!(error.is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn chunk_arguments() {
+        let set = parse_chunks("1, 0/4").unwrap();
+        assert_eq!((set.chunk_count, set.chunks.clone()), (4, vec![0, 1]));
+        assert_eq!(format_chunks(&set), "0,1/4");
+        for bad in ["0,1", "0,4/4", "/4", "a/4", "0/0", "0/x", "0/257"] {
+            let error = parse_chunks(bad).unwrap_err().to_string();
+            assert!(error.contains("0,1/4"), "{bad}: {error}");
+        }
     }
 
     #[test]
@@ -543,10 +797,7 @@ mod tests {
             parse_mirror_arg(&format!("https://127.0.0.1:8443/={}", path.display())).unwrap();
         assert_eq!(
             entry,
-            MirrorEntry {
-                url: "https://127.0.0.1:8443".into(),
-                key: public
-            }
+            MirrorEntry::new("https://127.0.0.1:8443".into(), public)
         );
         assert!(matches!(
             parse_mirror_arg("https://127.0.0.1:8443"),
@@ -576,6 +827,10 @@ mod tests {
 
         #[test]
         fn mutated_bodies_never_panic(at in any::<prop::sample::Index>(), value in any::<u8>()) {
+            let mut body = body_of(&sample_v3());
+            let i = at.index(body.len());
+            body[i] = value;
+            let _ = parse_body(&body);
             let mut body = body_of(&sample());
             let i = at.index(body.len());
             body[i] = value;

@@ -73,6 +73,33 @@ pub fn engine(
     Ok(pool.install(|| Engine::new(database, options, progress)))
 }
 
+/// `release` served by a chunk-only mirror: the rows of `set`'s chunks are copied out of the
+/// release's map, which is then dropped, and four-Russians tables are built for them only, as
+/// `options` say, on `threads` threads. Queries needing other chunks are refused.
+pub fn served_chunks(
+    release: Release,
+    set: pir_xor::held::ChunkSet,
+    options: EngineOptions,
+    threads: usize,
+    key: &SecretKey,
+    metrics: Arc<Metrics>,
+) -> Result<ServedRelease, UpdateError> {
+    let info = info(&release);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .map_err(|e| UpdateError::Input(format!("starting the scan threads: {e}")))?;
+    let held = pool
+        .install(|| pir_xor::held::HeldChunks::new(&release.database, set, options, &|_, _| {}))?;
+    // The whole release's map goes here: only the held rows stay.
+    drop(release.database);
+    let mirror = pir_service::Mirror::held(held, release.release_id, release.manifest_bytes);
+    let service = mirror
+        .serve(SecretKey::from_pkcs8(key.pkcs8())?)
+        .with_metrics(metrics);
+    Ok(ServedRelease::new(info, Arc::new(service)))
+}
+
 /// One release behind a plain scan engine: a mirror for tests and the demo.
 pub fn single(release: Release, key: &SecretKey) -> Result<ReleaseSet, UpdateError> {
     let metrics = Arc::new(Metrics::default());

@@ -94,10 +94,7 @@ fn mirror_list() {
         created_unix: 1,
         list_version: 2,
         expires_unix: 3,
-        mirrors: vec![MirrorEntry {
-            url: "https://a:1".into(),
-            key: PublicKey([6; 32]),
-        }],
+        mirrors: vec![MirrorEntry::new("https://a:1".into(), PublicKey([6; 32]))],
     };
     let good = list.to_bytes();
     assert_eq!(MirrorList::from_bytes(&good, &()).unwrap(), list);
@@ -143,4 +140,62 @@ fn mirror_list() {
         ),
     ];
     check_fail_vectors::<MirrorList>(&dir("mirror_list"), &vectors, &());
+}
+
+/// Format 3: a mirror stating the chunks it holds (`pir mirror serve --chunks 0,2/4`).
+#[test]
+fn mirror_list_format_3() {
+    let mut entry = MirrorEntry::new("https://a:1".into(), PublicKey([6; 32]));
+    entry.chunks = Some(pir_updates::mirrors::parse_chunks("0,2/4").unwrap());
+    let list = MirrorList {
+        created_unix: 1,
+        list_version: 2,
+        expires_unix: 3,
+        mirrors: vec![entry],
+    };
+    let good = list.to_bytes();
+    assert_eq!(MirrorList::from_bytes(&good, &()).unwrap(), list);
+    // Version 3 at 4; flags at 77, chunk count 78..80, the chunks held at 80.
+    assert_eq!(good.len(), 81);
+    assert_eq!(&good[4..6], &[3, 0]);
+    assert_eq!(&good[77..81], &[2, 4, 0, 0b101]);
+    let vectors = [
+        FailVector::new(
+            "v3_unknown_flag",
+            "UnknownValue",
+            "flags 4: no such field",
+            patch(&good, 77, 1, 4),
+        ),
+        FailVector::new(
+            "v3_chunk_count_zero",
+            "OutOfRange",
+            "chunk count 0",
+            patch(&good, 78, 2, 0),
+        ),
+        FailVector::new(
+            "v3_chunk_count_above_256",
+            "OutOfRange",
+            "chunk count 257",
+            patch(&good, 78, 2, 257),
+        ),
+        FailVector::new(
+            "v3_no_chunk_held",
+            "Malformed",
+            "the chunks held: none",
+            patch(&good, 80, 1, 0),
+        ),
+        FailVector::new(
+            "v3_chunk_past_count",
+            "Malformed",
+            "chunk 4 of 4 held",
+            patch(&good, 80, 1, 0b1_0101),
+        ),
+        FailVector::new(
+            "v3_truncated",
+            "Truncated",
+            "the chunks held missing",
+            cut(&good),
+        ),
+    ];
+    check_fail_vectors::<MirrorList>(&dir("mirror_list_v3"), &vectors, &());
 }

@@ -27,10 +27,7 @@ fn list(vendor: &SecretKey, version: u64, expires_unix: u64, keys: &[PublicKey])
         mirrors: keys
             .iter()
             .enumerate()
-            .map(|(i, key)| MirrorEntry {
-                url: url_of(key, i),
-                key: *key,
-            })
+            .map(|(i, key)| MirrorEntry::new(url_of(key, i), *key))
             .collect(),
     };
     SignedList::verify(list.encode_signed(vendor), &vendor.public()).unwrap()
@@ -97,10 +94,7 @@ fn expired_and_rolled_back_lists_are_refused_and_a_fresh_client_accepts_the_curr
 #[test]
 fn an_old_format_list_is_refused_with_how_to_rebuild_it() {
     let vendor = SecretKey::generate().unwrap();
-    let entry = MirrorEntry {
-        url: "https://127.0.0.1:8443".into(),
-        key: PublicKey([1; 32]),
-    };
+    let entry = MirrorEntry::new("https://127.0.0.1:8443".into(), PublicKey([1; 32]));
     // Format 1: magic, version 1, created_unix, count, entries; then the signature.
     let mut body = b"PIRL".to_vec();
     body.extend_from_slice(&1u16.to_le_bytes());

@@ -43,7 +43,8 @@ pub use evidence::{Evidence, Verdict};
 pub use exchange::{exchange, exchange_pair, resend, Call, ExchangeError, Exchanged};
 pub use lattice::LatticeSession;
 pub use retrieve::{
-    retrieve, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval, RetrieveOptions,
+    retrieve, retrieve_with_roles, FetchError, Incident, MirrorInfo, MirrorStats, Retrieval,
+    RetrieveOptions,
 };
 pub use transport::{
     fetch_manifest, fetch_manifest_of, fetch_releases, HttpsTransport, LocalTransport, OnReply,

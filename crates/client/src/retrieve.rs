@@ -190,6 +190,7 @@ struct Retriever<'a, S, T> {
     options: &'a RetrieveOptions,
     stats: Vec<MirrorStats>,
     verify: &'a (dyn Fn(usize, &[u8]) -> bool + Sync),
+    can_play: &'a (dyn Fn(usize, usize) -> bool + Sync),
 }
 
 impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
@@ -370,6 +371,34 @@ pub async fn retrieve<S: MultiServerScheme, T: Transport>(
     verify: &(dyn Fn(usize, &[u8]) -> bool + Sync),
     rng: &mut impl CryptoRng,
 ) -> Result<Retrieval, FetchError> {
+    retrieve_with_roles(
+        scheme,
+        transport,
+        mirrors,
+        options,
+        rounds,
+        verify,
+        &|_, _| true,
+        rng,
+    )
+    .await
+}
+
+/// [`retrieve`] where not every mirror can play every server position: `can_play(mirror,
+/// position)` says which can (a chunk-only RAID-PIR mirror holds the chunks of some positions
+/// only). Mirror `k < n` plays position `k` first (the caller checks it can); a spare replaces
+/// a position only if it can play it.
+#[allow(clippy::too_many_arguments)]
+pub async fn retrieve_with_roles<S: MultiServerScheme, T: Transport>(
+    scheme: &S,
+    transport: Arc<T>,
+    mirrors: &[MirrorInfo],
+    options: &RetrieveOptions,
+    rounds: &[Vec<usize>],
+    verify: &(dyn Fn(usize, &[u8]) -> bool + Sync),
+    can_play: &(dyn Fn(usize, usize) -> bool + Sync),
+    rng: &mut impl CryptoRng,
+) -> Result<Retrieval, FetchError> {
     let n = scheme.servers();
     if mirrors.len() < n {
         return Err(FetchError::NotEnoughMirrors {
@@ -384,6 +413,7 @@ pub async fn retrieve<S: MultiServerScheme, T: Transport>(
         options,
         stats: vec![MirrorStats::default(); mirrors.len()],
         verify,
+        can_play,
     };
     let mut assignment: Vec<usize> = (0..n).collect();
     let mut spares: VecDeque<usize> = (n..mirrors.len()).collect();
@@ -417,7 +447,8 @@ pub async fn retrieve<S: MultiServerScheme, T: Transport>(
                             what: what.clone(),
                             evidence,
                         });
-                        match spares.pop_front() {
+                        let slot = spares.iter().position(|&m| can_play(m, position));
+                        match slot.and_then(|slot| spares.remove(slot)) {
                             Some(spare) => assignment[position] = spare,
                             None => {
                                 return Err(FetchError::MirrorFailed {
@@ -487,7 +518,14 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
 
         let mut position = 0;
         while position < assignment.len() {
-            let Some(&spare) = spares.front() else { break };
+            if spares.is_empty() {
+                break;
+            }
+            let Some(slot) = spares.iter().position(|&m| (self.can_play)(m, position)) else {
+                position += 1;
+                continue;
+            };
+            let spare = spares[slot];
             let stats = &mut self.stats[spare];
             stats.requests += 1;
             stats.queries += group.len() as u64;
@@ -525,7 +563,7 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
                         what,
                         evidence: None,
                     });
-                    spares.pop_front();
+                    spares.remove(slot);
                     continue;
                 }
             };
@@ -537,7 +575,7 @@ impl<S: MultiServerScheme, T: Transport> Retriever<'_, S, T> {
                 &bad_rounds,
                 failed,
             )? {
-                spares.pop_front();
+                spares.remove(slot);
                 let culprit = assignment[position];
                 let evidence = Evidence::new(
                     &self.mirrors[culprit],

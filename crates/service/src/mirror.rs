@@ -10,9 +10,11 @@ use std::collections::BTreeMap;
 
 use pir_core::protocol::{MAX_BATCH, RELEASE_ID_LEN};
 use pir_core::wire::{self, MessageKind};
+use pir_core::DbShape;
 use pir_core::{Database, Error, SchemeId};
 use pir_keys::SecretKey;
 use pir_xor::engine::{Engine, EngineOptions, Prepared};
+use pir_xor::held::HeldChunks;
 
 use crate::signed::{Backend, Refusal, SignedService};
 
@@ -23,6 +25,8 @@ pub type MirrorService = SignedService<Mirror>;
 /// manifest it hands out.
 pub struct Mirror {
     engine: Engine,
+    /// A chunk-only mirror's chunks (then `engine` is unused: see [`Mirror::held`]).
+    held: Option<HeldChunks>,
     release_id: [u8; RELEASE_ID_LEN],
     manifest: Vec<u8>,
     description: Vec<u8>,
@@ -48,10 +52,51 @@ impl Mirror {
             wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, &manifest);
         Self {
             engine,
+            held: None,
             release_id,
             manifest,
             description,
             legacy_files: BTreeMap::new(),
+        }
+    }
+
+    /// A chunk-only RAID-PIR mirror: it keeps only `held`'s chunks and refuses queries that
+    /// need others, Chor and DPF queries included ([`HeldChunks::prepare`]).
+    pub fn held(held: HeldChunks, release_id: [u8; RELEASE_ID_LEN], manifest: Vec<u8>) -> Self {
+        // A placeholder engine of one zero block: every query goes to `held`.
+        let placeholder = Engine::new(
+            Database::zeroed(DbShape::new(1, 64).unwrap_or(held.shape())),
+            EngineOptions {
+                russians: pir_xor::Russians::Off,
+                ..EngineOptions::default()
+            },
+            &|_, _| {},
+        );
+        Self {
+            held: Some(held),
+            ..Self::new(placeholder, release_id, manifest)
+        }
+    }
+
+    /// The chunks a chunk-only mirror holds (`None`: the whole release).
+    pub fn held_chunks(&self) -> Option<&HeldChunks> {
+        self.held.as_ref()
+    }
+
+    /// The release's shape (the one queries name), whatever part of it is held.
+    pub fn shape(&self) -> DbShape {
+        match &self.held {
+            Some(held) => held.shape(),
+            None => self.engine.database().shape(),
+        }
+    }
+
+    /// Bytes this mirror keeps in memory for its release: the database or the held chunks,
+    /// plus the four-Russians tables.
+    pub fn mapped_bytes(&self) -> usize {
+        match &self.held {
+            Some(held) => held.mapped_bytes(),
+            None => self.engine.database().bytes().len() + self.engine.russians_table_bytes(),
         }
     }
 
@@ -81,6 +126,12 @@ impl Mirror {
     ) -> Result<Self, Error> {
         let total = self.database().shape().total_bytes();
         for (name, offset, len) in files {
+            if let Some(held) = &self.held {
+                return Err(Error::InvalidParameter(format!(
+                    "a mirror holding only chunks {} cannot serve whole files ({name})",
+                    held.set().describe()
+                )));
+            }
             if offset.checked_add(len).is_none_or(|end| end > total) {
                 return Err(Error::InvalidParameter(format!(
                     "file {name} lies outside the database"
@@ -101,7 +152,8 @@ impl Mirror {
         &self.release_id
     }
 
-    /// The database being served.
+    /// The database being served (of a chunk-only mirror: a placeholder; see
+    /// [`Mirror::shape`] and [`Mirror::held_chunks`]).
     pub fn database(&self) -> &Database {
         self.engine.database()
     }
@@ -131,15 +183,25 @@ impl Backend for Mirror {
         MAX_BATCH
     }
     fn max_query_body(&self) -> usize {
-        pir_xor::serve::max_query_body(self.database().shape())
+        pir_xor::serve::max_query_body(self.shape())
     }
     fn description(&self) -> &[u8] {
         &self.description
     }
     fn prepare(&self, scheme: SchemeId, query: &[u8]) -> Result<Prepared, Refusal> {
-        Ok(self.engine.prepare(scheme, query)?)
+        match &self.held {
+            // Not held here: the client asked the wrong mirror, it sent nothing malformed.
+            Some(held) => held.prepare(scheme, query).map_err(|e| match e {
+                Error::InvalidParameter(why) => Refusal::unsupported(why),
+                other => other.into(),
+            }),
+            None => Ok(self.engine.prepare(scheme, query)?),
+        }
     }
     fn answer_batch(&self, prepared: Vec<Prepared>) -> Vec<Result<Vec<u8>, Refusal>> {
+        if let Some(held) = &self.held {
+            return prepared.iter().map(|p| Ok(held.answer(p))).collect();
+        }
         self.engine
             .answer_batch(&prepared)
             .into_iter()
@@ -147,9 +209,19 @@ impl Backend for Mirror {
             .collect()
     }
     fn health(&self) -> String {
-        let shape = self.database().shape();
+        let shape = self.shape();
+        let chunks = match &self.held {
+            Some(held) => format!(
+                " chunks={}",
+                held.set()
+                    .describe()
+                    .replace(", ", ",")
+                    .replace(" of ", "/")
+            ),
+            None => String::new(),
+        };
         format!(
-            "ok release={} blocks={} block_size={}\n",
+            "ok release={} blocks={} block_size={}{chunks}\n",
             hex::encode(self.release_id),
             shape.block_count(),
             shape.block_size()

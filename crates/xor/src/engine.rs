@@ -115,6 +115,20 @@ enum Kind {
 }
 
 impl Prepared {
+    /// A RAID-PIR query for position `server`, with its per-chunk selection (for
+    /// [`crate::held`], which answers it chunk by chunk).
+    pub(crate) fn raid(raid: RaidPir, server: usize, selection: Vec<BitVec>) -> Prepared {
+        Prepared {
+            scheme: Kind::Raid { raid, server },
+            selection,
+        }
+    }
+
+    /// The per-chunk selection vectors.
+    pub(crate) fn selection(&self) -> &[BitVec] {
+        &self.selection
+    }
+
     /// The number of chunks `c` of its selection (1 for Chor).
     pub fn chunk_count(&self) -> usize {
         self.selection.len()
@@ -132,7 +146,7 @@ impl Prepared {
     }
 
     /// Encodes the answer body from the per-chunk sums (`c * b` bytes).
-    fn finish_from_sums(&self, sums: &[u8]) -> Vec<u8> {
+    pub(crate) fn finish_from_sums(&self, sums: &[u8]) -> Vec<u8> {
         match &self.scheme {
             Kind::Chor(chor) => chor.encode_answer(&crate::ChorAnswer {
                 block: sums.to_vec(),

@@ -25,6 +25,8 @@
 //!   shared with the lattice schemes).
 //! - [`serve`]: the server entry point on wire bodies, for mirrors that play any position.
 //! - [`engine`]: the fast server path: parallel SIMD scans, four-Russians tables and batches.
+//! - [`held`]: chunk-only RAID-PIR mirrors ([`held::HeldChunks`]): only some chunks, with
+//!   tables only for them.
 //!
 //! The schemes implement [`pir_core::MultiServerScheme`], including their wire bodies.
 //! Notation (`B`, `b`, `n`, `r`, `c`) is defined in [`pir_core::glossary`].
@@ -39,6 +41,7 @@ pub mod dpf;
 pub mod dpf_keyword;
 pub mod dpf_pir;
 pub mod engine;
+pub mod held;
 pub mod offline;
 pub mod qdp;
 pub mod raid;

@@ -172,10 +172,7 @@ async fn start_mirror(
     let tls = pir_keys::tls::server_config(&key)?;
     let options = pir_server::ServerOptions::new("127.0.0.1:0".parse()?);
     let running = pir_server::start(Arc::new(service), tls, options).await?;
-    let entry = MirrorEntry {
-        url: format!("https://{}", running.addr),
-        key: key.public(),
-    };
+    let entry = MirrorEntry::new(format!("https://{}", running.addr), key.public());
     Ok((running, entry))
 }
 

@@ -94,6 +94,14 @@ pub struct MirrorServeArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub lock_in_ram: bool,
+    /// Keep only these RAID-PIR chunks, as LIST/C (chunks 0 and 1 of 4: 0,1/4), with
+    /// four-Russians tables only for them: about r/n of the release for n servers and
+    /// redundancy r. Only RAID-PIR queries with C chunks whose position needs no other chunk
+    /// are answered; list the mirror with the same chunks (pir mirror-list build
+    /// --mirror-chunks URL=LIST/C).
+    #[arg(long, value_name = "LIST/C")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<String>,
     /// The settings every server shares (key, listen, workers, limits...).
     #[command(flatten)]
     #[serde(flatten)]
@@ -129,6 +137,9 @@ pub struct MirrorSettings {
     pub four_russians_memory_gib: f64,
     /// Copy the database into locked huge pages (`--lock-in-ram`).
     pub lock_in_ram: bool,
+    /// The RAID-PIR chunks kept, `LIST/C` (`--chunks`; none: the whole release).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<String>,
     /// The settings every server shares.
     #[serde(flatten)]
     pub common: Common,
@@ -143,6 +154,7 @@ impl pir_host::Settings for MirrorSettings {
         "four_russians",
         "four_russians_memory_gib",
         "lock_in_ram",
+        "chunks",
     ];
     const PATHS: &'static [&'static str] = &["release", "mirror_list"];
 
@@ -169,6 +181,15 @@ impl pir_host::Settings for MirrorSettings {
                 "{count} releases; a mirror serves at most {}",
                 pir_service::releases::MAX_RELEASES
             );
+        }
+        if let Some(chunks) = &self.chunks {
+            crate::mirrors::parse_chunks(chunks)?;
+            if self.legacy_http.is_some() {
+                anyhow::bail!(
+                    "a mirror holding only some chunks cannot serve whole files: leave out \
+                     legacy_http or chunks"
+                );
+            }
         }
         self.engine().map(|_| ())
     }
@@ -217,13 +238,28 @@ pub(super) async fn serve(args: Box<MirrorServeArgs>) -> Result<()> {
     let mut host = pir_host::Host::new(&settings.common)?;
     host.options.legacy_listen = settings.legacy_http;
     let engine = settings.engine()?;
-    pir_host::serve(host, Releases { settings, engine }).await
+    let chunks = settings
+        .chunks
+        .as_deref()
+        .map(crate::mirrors::parse_chunks)
+        .transpose()?;
+    pir_host::serve(
+        host,
+        Releases {
+            settings,
+            engine,
+            chunks,
+        },
+    )
+    .await
 }
 
 /// The mirror as a server kind: its releases are the versions.
 struct Releases {
     settings: MirrorSettings,
     engine: pir_xor::EngineOptions,
+    /// `--chunks`: keep only these.
+    chunks: Option<pir_xor::held::ChunkSet>,
 }
 
 impl pir_host::Kind for Releases {
@@ -259,10 +295,18 @@ impl pir_host::Kind for Releases {
             .current()
             .iter()
             .map(|served| {
-                let shape = served.service.backend().database().shape();
+                let backend = served.service.backend();
+                let shape = backend.shape();
+                let held = match backend.held_chunks() {
+                    Some(held) => format!(
+                        ", holding only chunks {}",
+                        crate::mirrors::format_chunks(held.set())
+                    ),
+                    None => String::new(),
+                };
                 format!(
-                    "mirror serving release {} (version {}, {} blocks of {} bytes) at https://{} \
-                     with key {}",
+                    "mirror serving release {} (version {}, {} blocks of {} bytes{held}) at \
+                     https://{} with key {}",
                     hex::encode(&served.info.id[..8]),
                     served.info.version,
                     shape.block_count(),
@@ -362,6 +406,30 @@ impl Releases {
             if lock { " (locked in RAM)" } else { "" }
         );
         let (options, workers) = (self.engine, at.workers);
+        if let Some(set) = &self.chunks {
+            let served = crate::serve::served_chunks(
+                opened,
+                set.clone(),
+                options,
+                workers,
+                at.key,
+                at.metrics.clone(),
+            )?;
+            let backend = served.service.backend();
+            let release = backend.shape().total_bytes();
+            let mapped = backend.mapped_bytes();
+            let tables = backend.held_chunks().map_or(0, |h| h.table_bytes());
+            status!(
+                "holding chunks {}: {} in memory ({} of rows, {} of four-Russians tables), \
+                 {:.2}x the release",
+                crate::mirrors::format_chunks(set),
+                pir_host::log::human(mapped as u64),
+                pir_host::log::human((mapped - tables) as u64),
+                pir_host::log::human(tables as u64),
+                mapped as f64 / release as f64
+            );
+            return Ok(served);
+        }
         Ok(crate::serve::served(
             opened,
             |db| engine(db, options, workers),

@@ -95,6 +95,16 @@ pub struct MirrorListBuildArgs {
     /// number a query needs are spares, used when one is down or caught cheating.
     #[arg(long = "mirror", value_name = "URL=MIRROR.pub", required = true)]
     pub mirrors: Vec<String>,
+    /// A chunk-only mirror (`pir mirror serve --chunks LIST/C`) as URL=LIST/C, for example
+    /// https://m1.example.org:8443=0,1/4; repeat for each. Clients give it only the RAID-PIR
+    /// positions whose chunks it holds.
+    #[arg(long = "mirror-chunks", value_name = "URL=LIST/C")]
+    pub mirror_chunks: Vec<String>,
+    /// The release every listed mirror serves (its directory, from `pir release build`):
+    /// recorded in the list, so that clients choose the release and its mirrors from the list
+    /// without asking each mirror what it serves.
+    #[arg(long, value_name = "RELEASE")]
+    pub release: Option<PathBuf>,
     /// Output file.
     #[arg(long, value_name = "MIRRORS")]
     pub out: PathBuf,
@@ -201,11 +211,12 @@ pub fn release_summary(id: &[u8; 32], manifest: &Manifest, verified: bool, now: 
 /// writes the list atomically.
 pub(super) fn build_mirror_list(args: &MirrorListBuildArgs) -> Result<()> {
     let vendor = SecretKey::load(&args.vendor_key)?;
-    let mirrors = args
+    let mut mirrors = args
         .mirrors
         .iter()
         .map(|arg| crate::mirrors::parse_mirror_arg(arg))
         .collect::<Result<Vec<_>, _>>()?;
+    state_chunks_and_release(&mut mirrors, args, &vendor)?;
     let created_unix = now_unix();
     let hours = args.valid_hours.unwrap_or(DEFAULT_LIST_VALID_HOURS);
     let list = MirrorList {
@@ -227,6 +238,39 @@ pub(super) fn build_mirror_list(args: &MirrorListBuildArgs) -> Result<()> {
         describe_expiry(list.expires_unix, created_unix),
         vendor.public().fingerprint()
     );
+    Ok(())
+}
+
+/// Records `--mirror-chunks` and `--release` in the entries.
+fn state_chunks_and_release(
+    mirrors: &mut [crate::MirrorEntry],
+    args: &MirrorListBuildArgs,
+    vendor: &SecretKey,
+) -> Result<()> {
+    for arg in &args.mirror_chunks {
+        let (url, chunks) = arg
+            .rsplit_once('=')
+            .with_context(|| format!("--mirror-chunks {arg:?} should be URL=LIST/C"))?;
+        let url = url.strip_suffix('/').unwrap_or(url);
+        let entry = mirrors
+            .iter_mut()
+            .find(|m| m.url == url)
+            .with_context(|| format!("--mirror-chunks {url}: no --mirror with this URL"))?;
+        entry.chunks = Some(crate::mirrors::parse_chunks(chunks)?);
+    }
+    if let Some(dir) = &args.release {
+        let path = dir.join(release::MANIFEST_FILE);
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let manifest = Manifest::decode_verified(&bytes, &vendor.public())
+            .with_context(|| format!("the manifest in {}", dir.display()))?;
+        let listed = crate::mirrors::ListedRelease {
+            id: Manifest::release_id(&bytes),
+            version: manifest.release_version,
+        };
+        for mirror in mirrors.iter_mut() {
+            mirror.release = Some(listed);
+        }
+    }
     Ok(())
 }
 
