@@ -149,68 +149,111 @@ impl Ggm {
     fn child(&self, node: &Block, right: bool) -> Block {
         let mut out = *node;
         self.aes[usize::from(right)].encrypt_block(&mut out);
-        xor_block(&mut out, node);
-        out
+        xor_block(&out, node)
     }
 
-    /// The first `count` leaves of the subtree of depth `depth` under `root`, appended to
-    /// `out` in order. Breadth first, in place, so AES sees many independent blocks at once.
-    fn expand(&self, root: Block, depth: usize, count: usize, scratch: &mut Scratch) {
-        let nodes = &mut scratch.nodes;
+    /// Calls `leaf` with the first 8 bytes (little-endian) of each of the first `count` leaves
+    /// of the subtree of depth `depth` under `root`, in order. Breadth first down to the
+    /// leaves' parents (each level written into the other of two buffers), then the last level
+    /// straight into `leaf`; AES sees [`CHUNK`] independent blocks per call, which its
+    /// pipelined AES-NI backend encrypts eight at a time.
+    fn for_each_leaf(
+        &self,
+        root: Block,
+        depth: usize,
+        count: usize,
+        scratch: &mut Scratch,
+        mut leaf: impl FnMut(u64),
+    ) {
+        if depth == 0 {
+            if count > 0 {
+                leaf(low_word(&root));
+            }
+            return;
+        }
+        let Scratch { nodes, next } = scratch;
         nodes.clear();
-        nodes.resize(count.max(1), Block::default());
-        nodes[0] = root;
-        for level in 0..depth {
+        nodes.push(root);
+        for level in 1..depth {
+            // Nodes of this level the first `count` leaves descend from.
             let width = count.div_ceil(1 << (depth - level));
-            let next = count.div_ceil(1 << (depth - level - 1));
-            let (left, right) = (&mut scratch.left, &mut scratch.right);
-            left.clear();
-            left.extend_from_slice(&nodes[..width]);
-            right.clear();
-            right.extend_from_slice(&nodes[..width]);
-            self.aes[0].encrypt_blocks(left);
-            self.aes[1].encrypt_blocks(right);
-            // Children of node k go to 2k and 2k + 1, written from the last node down so that
-            // no node is overwritten before it is read.
-            for k in (0..width).rev() {
-                let parent = nodes[k];
-                let mut l = left[k];
-                xor_block(&mut l, &parent);
-                nodes[2 * k] = l;
-                if 2 * k + 1 < next {
-                    let mut r = right[k];
-                    xor_block(&mut r, &parent);
-                    nodes[2 * k + 1] = r;
+            next.clear();
+            for parents in nodes.chunks(CHUNK) {
+                let (left, right) = self.children(parents);
+                for ((p, l), r) in parents.iter().zip(&left).zip(&right) {
+                    next.push(xor_block(l, p));
+                    next.push(xor_block(r, p));
                 }
             }
+            next.truncate(width);
+            std::mem::swap(nodes, next);
         }
-        nodes.truncate(count);
+        // The leaves' parents: `count.div_ceil(2)` of them; the last one's right child is
+        // past `count` when `count` is odd.
+        let pairs = count / 2;
+        for parents in nodes[..pairs].chunks(CHUNK) {
+            let (left, right) = self.children(parents);
+            for ((p, l), r) in parents.iter().zip(&left).zip(&right) {
+                let p = low_word(p);
+                leaf(low_word(l) ^ p);
+                leaf(low_word(r) ^ p);
+            }
+        }
+        if let Some(last) = nodes.get(pairs).filter(|_| count % 2 == 1) {
+            leaf(low_word(&self.child(last, false)));
+        }
+    }
+
+    /// `AES_L(p)` and `AES_R(p)` of up to [`CHUNK`] parents (the MMO children before their
+    /// feed-forward XOR).
+    #[inline(always)]
+    fn children(&self, parents: &[Block]) -> ([Block; CHUNK], [Block; CHUNK]) {
+        let mut left = [Block::default(); CHUNK];
+        let mut right = [Block::default(); CHUNK];
+        let n = parents.len();
+        left[..n].copy_from_slice(parents);
+        right[..n].copy_from_slice(parents);
+        self.aes[0].encrypt_blocks(&mut left[..n]);
+        self.aes[1].encrypt_blocks(&mut right[..n]);
+        (left, right)
     }
 }
+
+/// Parents expanded per AES call: a multiple of the AES-NI backend's eight parallel blocks,
+/// and small enough that both children arrays stay in L1 (2 KiB).
+const CHUNK: usize = 64;
 
 /// Reusable buffers of the expander (one per thread).
 #[derive(Default)]
 pub struct Scratch {
     nodes: Vec<Block>,
-    left: Vec<Block>,
-    right: Vec<Block>,
+    next: Vec<Block>,
 }
 
-fn xor_block(a: &mut Block, b: &Block) {
-    for (x, y) in a.iter_mut().zip(b.iter()) {
-        *x ^= y;
-    }
+/// A block's first 8 bytes, little-endian (all a leaf's value needs).
+#[inline(always)]
+fn low_word(block: &Block) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&block[..8]);
+    u64::from_le_bytes(word)
+}
+
+#[inline(always)]
+fn xor_block(a: &Block, b: &Block) -> Block {
+    let a: [u8; 16] = (*a).into();
+    let b: [u8; 16] = (*b).into();
+    Block::from((u128::from_ne_bytes(a) ^ u128::from_ne_bytes(b)).to_ne_bytes())
 }
 
 /// A leaf's value in `0..B` by a multiply and a shift (Lemire's range reduction: no division,
 /// which would cost more than the AES; bias at most `B / 2^64 <= 2^-32` per element).
-fn leaf_value(leaf: &Block, universe: u64) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&leaf[..8]);
-    ((u128::from(u64::from_le_bytes(word)) * u128::from(universe)) >> 64) as u64
+#[inline(always)]
+fn leaf_value(word: u64, universe: u64) -> u64 {
+    ((u128::from(word) * u128::from(universe)) >> 64) as u64
 }
 
 /// `(a + b) mod m` for `a, b < m <= 2^32` (the sum cannot overflow).
+#[inline(always)]
 fn add_mod(a: u64, b: u64, m: u64) -> u64 {
     let sum = a + b;
     if sum >= m {
@@ -223,14 +266,25 @@ fn add_mod(a: u64, b: u64, m: u64) -> u64 {
 impl SetShape {
     /// Every element of the set `key`, in position order, appended to `out` (cleared first).
     pub fn elements(&self, ggm: &Ggm, key: &SetKey, scratch: &mut Scratch, out: &mut Vec<u64>) {
-        ggm.expand(Block::from(key.seed), self.depth, self.size, scratch);
         out.clear();
-        out.extend(
-            scratch
-                .nodes
-                .iter()
-                .map(|leaf| add_mod(leaf_value(leaf, self.universe), key.shift, self.universe)),
-        );
+        out.reserve(self.size);
+        let (universe, shift) = (self.universe, key.shift);
+        ggm.for_each_leaf(Block::from(key.seed), self.depth, self.size, scratch, |word| {
+            out.push(add_mod(leaf_value(word, universe), shift, universe));
+        });
+    }
+
+    /// [`SetShape::elements`] into `out`, which holds `s` elements (each below `B <= 2^32`):
+    /// no allocation, 4 bytes per element.
+    pub fn elements_into(&self, ggm: &Ggm, key: &SetKey, scratch: &mut Scratch, out: &mut [u32]) {
+        let (universe, shift) = (self.universe, key.shift);
+        let mut slots = out.iter_mut();
+        ggm.for_each_leaf(Block::from(key.seed), self.depth, self.size, scratch, |word| {
+            if let Some(slot) = slots.next() {
+                // An element is below B <= MAX_UNIVERSE = 2^32.
+                *slot = add_mod(leaf_value(word, universe), shift, universe) as u32;
+            }
+        });
     }
 
     /// The element at `position` alone (one root-to-leaf path).
@@ -239,7 +293,11 @@ impl SetShape {
         for level in 0..self.depth {
             node = ggm.child(&node, (position >> (self.depth - 1 - level)) & 1 == 1);
         }
-        add_mod(leaf_value(&node, self.universe), key.shift, self.universe)
+        add_mod(
+            leaf_value(low_word(&node), self.universe),
+            key.shift,
+            self.universe,
+        )
     }
 
     /// The key with `position` removed. Panics if `position >= s` (callers pick it from the set).
@@ -303,13 +361,11 @@ impl SetShape {
         out: &mut Vec<u64>,
         shift: u64,
     ) {
-        ggm.expand(Block::from(*root), depth, count, scratch);
-        out.extend(
-            scratch
-                .nodes
-                .iter()
-                .map(|leaf| add_mod(leaf_value(leaf, self.universe), shift, self.universe)),
-        );
+        let universe = self.universe;
+        out.reserve(count);
+        ggm.for_each_leaf(Block::from(*root), depth, count, scratch, |word| {
+            out.push(add_mod(leaf_value(word, universe), shift, universe));
+        });
     }
 
     /// A fresh uniformly random set.
