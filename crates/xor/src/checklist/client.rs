@@ -116,14 +116,14 @@ impl Client {
         let mut elements = vec![0u32; GROUP * size];
         for (group, keys) in self.keys.chunks(GROUP).enumerate() {
             let elements = &mut elements[..keys.len() * size];
-            elements
-                .par_chunks_mut(size)
-                .zip(keys)
-                .for_each_init(Scratch::default, |scratch, (out, key)| {
+            elements.par_chunks_mut(size).zip(keys).for_each_init(
+                Scratch::default,
+                |scratch, (out, key)| {
                     if let Some(key) = key {
                         params.sets().elements_into(ggm, key, scratch, out);
                     }
-                });
+                },
+            );
             for (offset, (set, key)) in elements.chunks_exact(size).zip(keys).enumerate() {
                 if key.is_some() {
                     builder.add_set(group * GROUP + offset, set);

@@ -152,70 +152,78 @@ impl Ggm {
         xor_block(&out, node)
     }
 
-    /// Calls `leaf` with the first 8 bytes (little-endian) of each of the first `count` leaves
-    /// of the subtree of depth `depth` under `root`, in order. Breadth first down to the
-    /// leaves' parents (each level written into the other of two buffers), then the last level
-    /// straight into `leaf`; AES sees [`CHUNK`] independent blocks per call, which its
-    /// pipelined AES-NI backend encrypts eight at a time.
-    fn for_each_leaf(
-        &self,
-        root: Block,
-        depth: usize,
-        count: usize,
-        scratch: &mut Scratch,
-        mut leaf: impl FnMut(u64),
-    ) {
+    /// The first 8 bytes (little-endian) of each of the first `count` leaves of the subtree of
+    /// depth `depth` under `root`, in order, left in `scratch.words`. Breadth first, each level
+    /// written into the other of two buffers; AES sees up to [`CHUNK`] independent blocks per
+    /// call (its AES-NI backend encrypts eight at a time), and the last level keeps only the
+    /// 8 bytes a leaf's value needs.
+    fn leaf_words(&self, root: Block, depth: usize, count: usize, scratch: &mut Scratch) {
+        let Scratch {
+            nodes,
+            next,
+            left,
+            right,
+            words,
+        } = scratch;
         if depth == 0 {
+            words.clear();
             if count > 0 {
-                leaf(low_word(&root));
+                words.push(low_word(&root));
             }
             return;
         }
-        let Scratch { nodes, next } = scratch;
-        nodes.clear();
-        nodes.push(root);
-        for level in 1..depth {
-            // Nodes of this level the first `count` leaves descend from.
-            let width = count.div_ceil(1 << (depth - level));
-            next.clear();
-            for parents in nodes.chunks(CHUNK) {
-                let (left, right) = self.children(parents);
-                for ((p, l), r) in parents.iter().zip(&left).zip(&right) {
-                    next.push(xor_block(l, p));
-                    next.push(xor_block(r, p));
+        left.resize(CHUNK, Block::default());
+        right.resize(CHUNK, Block::default());
+        // The buffers only grow: every entry below `width` is written before it is read, so
+        // none is cleared (zeroing them cost as much as the copies AES needs).
+        grow(nodes, 1);
+        nodes[0] = root;
+        let mut width = 1;
+        for level in 1..=depth {
+            let leaves = level == depth;
+            if leaves {
+                grow(words, 2 * width);
+            } else {
+                grow(next, 2 * width);
+            }
+            for (i, parents) in nodes[..width].chunks(CHUNK).enumerate() {
+                let n = parents.len();
+                let (left, right) = (&mut left[..n], &mut right[..n]);
+                left.copy_from_slice(parents);
+                right.copy_from_slice(parents);
+                self.aes[0].encrypt_blocks(left);
+                self.aes[1].encrypt_blocks(right);
+                let pairs = parents.iter().zip(left.iter()).zip(right.iter());
+                if leaves {
+                    let out = words[2 * CHUNK * i..].chunks_exact_mut(2);
+                    for (o, ((p, l), r)) in out.zip(pairs) {
+                        let p = low_word(p);
+                        o[0] = low_word(l) ^ p;
+                        o[1] = low_word(r) ^ p;
+                    }
+                } else {
+                    let out = next[2 * CHUNK * i..].chunks_exact_mut(2);
+                    for (o, ((p, l), r)) in out.zip(pairs) {
+                        o[0] = xor_block(l, p);
+                        o[1] = xor_block(r, p);
+                    }
                 }
             }
-            next.truncate(width);
-            std::mem::swap(nodes, next);
-        }
-        // The leaves' parents: `count.div_ceil(2)` of them; the last one's right child is
-        // past `count` when `count` is odd.
-        let pairs = count / 2;
-        for parents in nodes[..pairs].chunks(CHUNK) {
-            let (left, right) = self.children(parents);
-            for ((p, l), r) in parents.iter().zip(&left).zip(&right) {
-                let p = low_word(p);
-                leaf(low_word(l) ^ p);
-                leaf(low_word(r) ^ p);
+            if leaves {
+                words.truncate(count);
+            } else {
+                // Only the nodes the first `count` leaves descend from.
+                width = count.div_ceil(1 << (depth - level));
+                std::mem::swap(nodes, next);
             }
         }
-        if let Some(last) = nodes.get(pairs).filter(|_| count % 2 == 1) {
-            leaf(low_word(&self.child(last, false)));
-        }
     }
+}
 
-    /// `AES_L(p)` and `AES_R(p)` of up to [`CHUNK`] parents (the MMO children before their
-    /// feed-forward XOR).
-    #[inline(always)]
-    fn children(&self, parents: &[Block]) -> ([Block; CHUNK], [Block; CHUNK]) {
-        let mut left = [Block::default(); CHUNK];
-        let mut right = [Block::default(); CHUNK];
-        let n = parents.len();
-        left[..n].copy_from_slice(parents);
-        right[..n].copy_from_slice(parents);
-        self.aes[0].encrypt_blocks(&mut left[..n]);
-        self.aes[1].encrypt_blocks(&mut right[..n]);
-        (left, right)
+/// Makes `buffer` at least `len` long (new entries are default values).
+fn grow<T: Default + Clone>(buffer: &mut Vec<T>, len: usize) {
+    if buffer.len() < len {
+        buffer.resize(len, T::default());
     }
 }
 
@@ -226,8 +234,15 @@ const CHUNK: usize = 64;
 /// Reusable buffers of the expander (one per thread).
 #[derive(Default)]
 pub struct Scratch {
+    /// One level of the tree.
     nodes: Vec<Block>,
+    /// The level below it.
     next: Vec<Block>,
+    /// `CHUNK` parents under the left and the right key.
+    left: Vec<Block>,
+    right: Vec<Block>,
+    /// The leaves' first 8 bytes.
+    words: Vec<u64>,
 }
 
 /// A block's first 8 bytes, little-endian (all a leaf's value needs).
@@ -266,25 +281,26 @@ fn add_mod(a: u64, b: u64, m: u64) -> u64 {
 impl SetShape {
     /// Every element of the set `key`, in position order, appended to `out` (cleared first).
     pub fn elements(&self, ggm: &Ggm, key: &SetKey, scratch: &mut Scratch, out: &mut Vec<u64>) {
-        out.clear();
-        out.reserve(self.size);
+        ggm.leaf_words(Block::from(key.seed), self.depth, self.size, scratch);
         let (universe, shift) = (self.universe, key.shift);
-        ggm.for_each_leaf(Block::from(key.seed), self.depth, self.size, scratch, |word| {
-            out.push(add_mod(leaf_value(word, universe), shift, universe));
-        });
+        out.clear();
+        out.extend(
+            scratch
+                .words
+                .iter()
+                .map(|&word| add_mod(leaf_value(word, universe), shift, universe)),
+        );
     }
 
     /// [`SetShape::elements`] into `out`, which holds `s` elements (each below `B <= 2^32`):
     /// no allocation, 4 bytes per element.
     pub fn elements_into(&self, ggm: &Ggm, key: &SetKey, scratch: &mut Scratch, out: &mut [u32]) {
+        ggm.leaf_words(Block::from(key.seed), self.depth, self.size, scratch);
         let (universe, shift) = (self.universe, key.shift);
-        let mut slots = out.iter_mut();
-        ggm.for_each_leaf(Block::from(key.seed), self.depth, self.size, scratch, |word| {
-            if let Some(slot) = slots.next() {
-                // An element is below B <= MAX_UNIVERSE = 2^32.
-                *slot = add_mod(leaf_value(word, universe), shift, universe) as u32;
-            }
-        });
+        for (slot, &word) in out.iter_mut().zip(&scratch.words) {
+            // An element is below B <= MAX_UNIVERSE = 2^32.
+            *slot = add_mod(leaf_value(word, universe), shift, universe) as u32;
+        }
     }
 
     /// The element at `position` alone (one root-to-leaf path).
@@ -361,11 +377,14 @@ impl SetShape {
         out: &mut Vec<u64>,
         shift: u64,
     ) {
+        ggm.leaf_words(Block::from(*root), depth, count, scratch);
         let universe = self.universe;
-        out.reserve(count);
-        ggm.for_each_leaf(Block::from(*root), depth, count, scratch, |word| {
-            out.push(add_mod(leaf_value(word, universe), shift, universe));
-        });
+        out.extend(
+            scratch
+                .words
+                .iter()
+                .map(|&word| add_mod(leaf_value(word, universe), shift, universe)),
+        );
     }
 
     /// A fresh uniformly random set.
