@@ -189,10 +189,10 @@ impl Pointers {
 /// pointers, which stay in L2 while a bucket's pending pairs are applied.
 const BUCKET_SHIFT: u32 = 15;
 
-/// Pairs a [`Builder`] holds before applying them: 2^22 of 8 bytes (32 MiB), so that each
-/// bucket's pointers, once brought into L2, take many pairs (about 45,000 at three million
-/// records) before the next bucket's.
-const PENDING: usize = 1 << 22;
+/// Pairs a bucket of [`Builder`] holds before they are applied: 2^15 of 8 bytes (256 KiB),
+/// so that each bucket's pointers, once brought into L2, take as many pairs as they have
+/// indices.
+const PENDING: usize = 1 << 15;
 
 /// Fills the pointers of a whole table from its sets, given in increasing slot order
 /// ([`Builder::add_set`]), then [`Builder::finish`]es them into [`Pointers`] equal to what
@@ -215,11 +215,10 @@ pub struct Builder {
     records: u64,
     /// Bucket of index `x`: `x >> shift`.
     shift: u32,
-    /// Pairs `x << 32 | key` waiting, per bucket (empty when there is one bucket: then every
-    /// pair is applied at once).
-    pending: Vec<Vec<u64>>,
-    /// Pairs waiting in all buckets, and how many may.
-    held: usize,
+    /// Pairs `x << 32 | key` waiting: bucket `k` holds `held[k]` of them from `k * capacity`
+    /// on. Empty when there is one bucket: then every pair is applied at once.
+    pending: Vec<u64>,
+    held: Vec<usize>,
     capacity: usize,
 }
 
@@ -227,19 +226,20 @@ impl Builder {
     fn new(records: u64, slots: usize, shift: u32, capacity: usize) -> Self {
         // slots <= MAX_HINTS = 2^28, so 2 slots fits a u32 below STALE.
         let m = slots as u32;
-        let buckets = records.div_ceil(1 << shift);
+        // records <= 2^32: at most 2^32 >> shift buckets.
+        let buckets = records.div_ceil(1 << shift) as usize;
+        let (pending, held) = if buckets > 1 {
+            (vec![0; buckets * capacity], vec![0; buckets])
+        } else {
+            (Vec::new(), Vec::new())
+        };
         Self {
             keys: vec![[2 * m; 2]; records as usize],
             slots: m,
             records,
             shift,
-            // records <= 2^32: at most 2^17 buckets.
-            pending: if buckets > 1 {
-                vec![Vec::new(); buckets as usize]
-            } else {
-                Vec::new()
-            },
-            held: 0,
+            pending,
+            held,
             capacity,
         }
     }
@@ -265,30 +265,37 @@ impl Builder {
             }
             return;
         }
+        // Fields in locals: the compiler cannot tell the buffers apart and would reload them.
+        let Builder {
+            keys,
+            shift,
+            pending,
+            held,
+            capacity,
+            ..
+        } = self;
+        let (shift, capacity) = (*shift, *capacity);
         for &x in elements {
-            self.pending[(x >> self.shift) as usize].push(u64::from(x) << 32 | u64::from(key(x)));
-        }
-        self.held += elements.len();
-        if self.held >= self.capacity {
-            self.apply();
-        }
-    }
-
-    /// Applies every waiting pair, a bucket at a time.
-    fn apply(&mut self) {
-        for bucket in &mut self.pending {
-            for &pair in bucket.iter() {
-                // The high half is an index below B, the low half its key.
-                keep(&mut self.keys[(pair >> 32) as usize], pair as u32);
+            let bucket = (x >> shift) as usize;
+            let count = held[bucket];
+            pending[bucket * capacity + count] = u64::from(x) << 32 | u64::from(key(x));
+            held[bucket] = count + 1;
+            if count + 1 == capacity {
+                apply(keys, &pending[bucket * capacity..][..capacity]);
+                held[bucket] = 0;
             }
-            bucket.clear();
         }
-        self.held = 0;
     }
 
     /// The pointers: each key turned into its rank.
     pub fn finish(mut self) -> Pointers {
-        self.apply();
+        for (bucket, count) in self.held.iter_mut().enumerate() {
+            apply(
+                &mut self.keys,
+                &self.pending[bucket * self.capacity..][..*count],
+            );
+            *count = 0;
+        }
         let Builder {
             mut keys,
             slots,
@@ -313,6 +320,14 @@ impl Builder {
             slots,
             records,
         }
+    }
+}
+
+/// Applies waiting pairs `x << 32 | key` to `keys`.
+fn apply(keys: &mut [[u32; 2]], pairs: &[u64]) {
+    for &pair in pairs {
+        // The high half is an index below B, the low half its key.
+        keep(&mut keys[(pair >> 32) as usize], pair as u32);
     }
 }
 
@@ -346,8 +361,8 @@ mod tests {
         ] {
             let mut inserted = Pointers::new(records, slots);
             let mut builder = Pointers::builder(records, slots);
-            // Buckets of 8 indices, applied every 50 pairs.
-            let mut bucketed = Builder::new(records, slots, 3, 50);
+            // Buckets of 8 indices, applied every 5 pairs.
+            let mut bucketed = Builder::new(records, slots, 3, 5);
             for slot in 0..slots {
                 let set: Vec<u32> = (0..size)
                     .map(|_| rng.random_range(0..records) as u32)
