@@ -461,3 +461,66 @@ pub fn run_updates(
         max_buckets,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(records: u64) -> ChecklistRow {
+        ChecklistRow {
+            records,
+            record_bytes: 32,
+            set_size: 1733,
+            hints: 48471,
+            hint_bytes: 48471 * 32,
+            offline_server_s: 2.0,
+            offline_gather_s: 1.6,
+            offline_client_s: 1.0,
+            online_server_us: 40.0,
+            online_gather_us: 33.0,
+            client_us: 100.0,
+            up_bytes: 408,
+            down_bytes: 64,
+        }
+    }
+
+    /// Every line that sets a figure against Checklist's names the parameters of both sides,
+    /// and the paper's offline figures (88 sets per index) are never a target here.
+    #[test]
+    fn comparisons_name_both_sides_parameters() {
+        let lines = row(3_000_000).lines();
+        let against: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains("paper") || l.contains("original"))
+            .collect();
+        assert_eq!(against.len(), 3, "{lines:#?}");
+        for line in against {
+            assert!(line.matches("3000000x32B").count() >= 1 || line.contains("sets per index"));
+        }
+        let client = lines.iter().find(|l| l.contains("original")).unwrap();
+        assert!(client.contains("hint multiplier 28") && client.contains("28 sets per index"));
+        assert!(
+            client.contains("0.75x") && client.contains(": met"),
+            "{client}"
+        );
+        let paper = lines.iter().find(|l| l.contains("not a target")).unwrap();
+        assert!(
+            paper.contains("88 sets per index")
+                && !paper.contains(": met")
+                && !paper.contains("NOT met"),
+            "{paper}"
+        );
+        let online = lines.iter().find(|l| l.contains("41 us")).unwrap();
+        assert_eq!(online.matches("3000000x32B").count(), 2, "{online}");
+    }
+
+    /// At another shape no line compares with figures measured at 3,000,000 x 32 B.
+    #[test]
+    fn another_shape_compares_nothing() {
+        let lines = row(300_000).lines();
+        assert!(lines
+            .iter()
+            .all(|l| !l.contains("original's") && !l.contains("41 us")));
+        assert!(lines.iter().any(|l| l.contains("no comparison")));
+    }
+}
