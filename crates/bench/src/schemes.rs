@@ -224,7 +224,12 @@ fn run_checklist(
         scheme: "checklist".into(),
         records,
         record_bytes,
-        params: format!("s={} m={}", row.set_size, row.hints),
+        params: format!(
+            "{} sets/index s={} m={}",
+            pir_xor::checklist::COVERAGE,
+            row.set_size,
+            row.hints
+        ),
         hint_bytes: row.hint_bytes,
         offline_server_s: row.offline_server_s,
         offline_client_s: row.offline_client_s,

@@ -102,32 +102,35 @@ impl Client {
         Ok(client)
     }
 
-    /// Recomputes every pointer from the sets.
+    /// Recomputes every pointer from the sets: a group of sets at a time is expanded on the
+    /// rayon pool, then one thread points their elements ([`Pointers::builder`]).
     fn point_all(&mut self) {
         use rayon::prelude::*;
-        const GROUP: usize = 256;
+        // 64 sets of `s` 4-byte elements: 443 KB at three million records, inside L2.
+        const GROUP: usize = 64;
         let m = self.keys.len();
-        self.pointers = Pointers::new(self.params.records(), m);
         let params = self.params;
+        let size = params.sets().size();
         let ggm = &self.ggm;
-        for start in (0..m).step_by(GROUP) {
-            let end = (start + GROUP).min(m);
-            let sets: Vec<Vec<u64>> = self.keys[start..end]
-                .par_iter()
-                .map_init(Scratch::default, |scratch, key| {
-                    let mut elements = Vec::new();
+        let mut builder = Pointers::builder(params.records(), m);
+        let mut elements = vec![0u32; GROUP * size];
+        for (group, keys) in self.keys.chunks(GROUP).enumerate() {
+            let elements = &mut elements[..keys.len() * size];
+            elements.par_chunks_mut(size).zip(keys).for_each_init(
+                Scratch::default,
+                |scratch, (out, key)| {
                     if let Some(key) = key {
-                        params.sets().elements(ggm, key, scratch, &mut elements);
+                        params.sets().elements_into(ggm, key, scratch, out);
                     }
-                    elements
-                })
-                .collect();
-            for (offset, elements) in sets.iter().enumerate() {
-                for &x in elements {
-                    self.pointers.insert(x, start + offset);
+                },
+            );
+            for (offset, (set, key)) in elements.chunks_exact(size).zip(keys).enumerate() {
+                if key.is_some() {
+                    builder.add_set(group * GROUP + offset, set);
                 }
             }
         }
+        self.pointers = builder.finish();
         self.used = 0;
     }
 

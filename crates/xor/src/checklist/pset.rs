@@ -149,68 +149,126 @@ impl Ggm {
     fn child(&self, node: &Block, right: bool) -> Block {
         let mut out = *node;
         self.aes[usize::from(right)].encrypt_block(&mut out);
-        xor_block(&mut out, node);
-        out
+        xor_block(&out, node)
     }
 
-    /// The first `count` leaves of the subtree of depth `depth` under `root`, appended to
-    /// `out` in order. Breadth first, in place, so AES sees many independent blocks at once.
-    fn expand(&self, root: Block, depth: usize, count: usize, scratch: &mut Scratch) {
-        let nodes = &mut scratch.nodes;
-        nodes.clear();
-        nodes.resize(count.max(1), Block::default());
+    /// The first 8 bytes (little-endian) of each of the first `count` leaves of the subtree of
+    /// depth `depth` under `root`, in order, left in `scratch.words`. Breadth first, each level
+    /// written into the other of two buffers; AES sees up to [`CHUNK`] independent blocks per
+    /// call (its AES-NI backend encrypts eight at a time), and the last level keeps only the
+    /// 8 bytes a leaf's value needs.
+    fn leaf_words(&self, root: Block, depth: usize, count: usize, scratch: &mut Scratch) {
+        let Scratch {
+            nodes,
+            next,
+            left,
+            right,
+            words,
+        } = scratch;
+        if depth == 0 {
+            words.clear();
+            if count > 0 {
+                words.push(low_word(&root));
+            }
+            return;
+        }
+        left.resize(CHUNK, Block::default());
+        right.resize(CHUNK, Block::default());
+        // The buffers only grow: every entry below `width` is written before it is read, so
+        // none is cleared (zeroing them cost as much as the copies AES needs).
+        grow(nodes, 1);
         nodes[0] = root;
-        for level in 0..depth {
-            let width = count.div_ceil(1 << (depth - level));
-            let next = count.div_ceil(1 << (depth - level - 1));
-            let (left, right) = (&mut scratch.left, &mut scratch.right);
-            left.clear();
-            left.extend_from_slice(&nodes[..width]);
-            right.clear();
-            right.extend_from_slice(&nodes[..width]);
-            self.aes[0].encrypt_blocks(left);
-            self.aes[1].encrypt_blocks(right);
-            // Children of node k go to 2k and 2k + 1, written from the last node down so that
-            // no node is overwritten before it is read.
-            for k in (0..width).rev() {
-                let parent = nodes[k];
-                let mut l = left[k];
-                xor_block(&mut l, &parent);
-                nodes[2 * k] = l;
-                if 2 * k + 1 < next {
-                    let mut r = right[k];
-                    xor_block(&mut r, &parent);
-                    nodes[2 * k + 1] = r;
+        let mut width = 1;
+        for level in 1..=depth {
+            let leaves = level == depth;
+            if leaves {
+                grow(words, 2 * width);
+            } else {
+                grow(next, 2 * width);
+            }
+            for (i, parents) in nodes[..width].chunks(CHUNK).enumerate() {
+                let n = parents.len();
+                let (left, right) = (&mut left[..n], &mut right[..n]);
+                left.copy_from_slice(parents);
+                right.copy_from_slice(parents);
+                self.aes[0].encrypt_blocks(left);
+                self.aes[1].encrypt_blocks(right);
+                let pairs = parents.iter().zip(left.iter()).zip(right.iter());
+                if leaves {
+                    let out = words[2 * CHUNK * i..].chunks_exact_mut(2);
+                    for (o, ((p, l), r)) in out.zip(pairs) {
+                        let p = low_word(p);
+                        o[0] = low_word(l) ^ p;
+                        o[1] = low_word(r) ^ p;
+                    }
+                } else {
+                    let out = next[2 * CHUNK * i..].chunks_exact_mut(2);
+                    for (o, ((p, l), r)) in out.zip(pairs) {
+                        o[0] = xor_block(l, p);
+                        o[1] = xor_block(r, p);
+                    }
                 }
             }
+            if leaves {
+                words.truncate(count);
+            } else {
+                // Only the nodes the first `count` leaves descend from.
+                width = count.div_ceil(1 << (depth - level));
+                std::mem::swap(nodes, next);
+            }
         }
-        nodes.truncate(count);
     }
 }
+
+/// Makes `buffer` at least `len` long (new entries are default values).
+fn grow<T: Default + Clone>(buffer: &mut Vec<T>, len: usize) {
+    if buffer.len() < len {
+        buffer.resize(len, T::default());
+    }
+}
+
+/// Parents expanded per AES call: a multiple of the AES-NI backend's eight parallel blocks,
+/// and small enough that both children arrays stay in L1 (2 KiB).
+const CHUNK: usize = 64;
 
 /// Reusable buffers of the expander (one per thread).
 #[derive(Default)]
 pub struct Scratch {
+    /// One level of the tree.
     nodes: Vec<Block>,
+    /// The level below it.
+    next: Vec<Block>,
+    /// `CHUNK` parents under the left and the right key.
     left: Vec<Block>,
     right: Vec<Block>,
+    /// The leaves' first 8 bytes.
+    words: Vec<u64>,
 }
 
-fn xor_block(a: &mut Block, b: &Block) {
-    for (x, y) in a.iter_mut().zip(b.iter()) {
-        *x ^= y;
-    }
+/// A block's first 8 bytes, little-endian (all a leaf's value needs).
+#[inline(always)]
+fn low_word(block: &Block) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&block[..8]);
+    u64::from_le_bytes(word)
+}
+
+#[inline(always)]
+fn xor_block(a: &Block, b: &Block) -> Block {
+    let a: [u8; 16] = (*a).into();
+    let b: [u8; 16] = (*b).into();
+    Block::from((u128::from_ne_bytes(a) ^ u128::from_ne_bytes(b)).to_ne_bytes())
 }
 
 /// A leaf's value in `0..B` by a multiply and a shift (Lemire's range reduction: no division,
 /// which would cost more than the AES; bias at most `B / 2^64 <= 2^-32` per element).
-fn leaf_value(leaf: &Block, universe: u64) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&leaf[..8]);
-    ((u128::from(u64::from_le_bytes(word)) * u128::from(universe)) >> 64) as u64
+#[inline(always)]
+fn leaf_value(word: u64, universe: u64) -> u64 {
+    ((u128::from(word) * u128::from(universe)) >> 64) as u64
 }
 
 /// `(a + b) mod m` for `a, b < m <= 2^32` (the sum cannot overflow).
+#[inline(always)]
 fn add_mod(a: u64, b: u64, m: u64) -> u64 {
     let sum = a + b;
     if sum >= m {
@@ -223,14 +281,26 @@ fn add_mod(a: u64, b: u64, m: u64) -> u64 {
 impl SetShape {
     /// Every element of the set `key`, in position order, appended to `out` (cleared first).
     pub fn elements(&self, ggm: &Ggm, key: &SetKey, scratch: &mut Scratch, out: &mut Vec<u64>) {
-        ggm.expand(Block::from(key.seed), self.depth, self.size, scratch);
+        ggm.leaf_words(Block::from(key.seed), self.depth, self.size, scratch);
+        let (universe, shift) = (self.universe, key.shift);
         out.clear();
         out.extend(
             scratch
-                .nodes
+                .words
                 .iter()
-                .map(|leaf| add_mod(leaf_value(leaf, self.universe), key.shift, self.universe)),
+                .map(|&word| add_mod(leaf_value(word, universe), shift, universe)),
         );
+    }
+
+    /// [`SetShape::elements`] into `out`, which holds `s` elements (each below `B <= 2^32`):
+    /// no allocation, 4 bytes per element.
+    pub fn elements_into(&self, ggm: &Ggm, key: &SetKey, scratch: &mut Scratch, out: &mut [u32]) {
+        ggm.leaf_words(Block::from(key.seed), self.depth, self.size, scratch);
+        let (universe, shift) = (self.universe, key.shift);
+        for (slot, &word) in out.iter_mut().zip(&scratch.words) {
+            // An element is below B <= MAX_UNIVERSE = 2^32.
+            *slot = add_mod(leaf_value(word, universe), shift, universe) as u32;
+        }
     }
 
     /// The element at `position` alone (one root-to-leaf path).
@@ -239,7 +309,11 @@ impl SetShape {
         for level in 0..self.depth {
             node = ggm.child(&node, (position >> (self.depth - 1 - level)) & 1 == 1);
         }
-        add_mod(leaf_value(&node, self.universe), key.shift, self.universe)
+        add_mod(
+            leaf_value(low_word(&node), self.universe),
+            key.shift,
+            self.universe,
+        )
     }
 
     /// The key with `position` removed. Panics if `position >= s` (callers pick it from the set).
@@ -303,12 +377,13 @@ impl SetShape {
         out: &mut Vec<u64>,
         shift: u64,
     ) {
-        ggm.expand(Block::from(*root), depth, count, scratch);
+        ggm.leaf_words(Block::from(*root), depth, count, scratch);
+        let universe = self.universe;
         out.extend(
             scratch
-                .nodes
+                .words
                 .iter()
-                .map(|leaf| add_mod(leaf_value(leaf, self.universe), shift, self.universe)),
+                .map(|&word| add_mod(leaf_value(word, universe), shift, universe)),
         );
     }
 
