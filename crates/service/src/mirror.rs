@@ -131,7 +131,8 @@ impl Backend for Mirror {
         MAX_BATCH
     }
     fn max_query_body(&self) -> usize {
-        pir_xor::serve::max_query_body(self.database().shape())
+        // A shard's queries are made for the whole database (its engine's query shape).
+        pir_xor::serve::max_query_body(self.engine.query_shape())
     }
     fn description(&self) -> &[u8] {
         &self.description
