@@ -58,11 +58,11 @@ pub fn open_shard(
             path.display()
         )));
     }
-    let size = |n: u64| usize::try_from(n).map_err(|_| bad("too large for this machine".into()));
-    let (rows, whole, first) = (size(entry.rows)?, size(map.rows)?, size(entry.first_row)?);
+    let first =
+        usize::try_from(entry.first_row).map_err(|_| bad("too large for this machine".into()))?;
     let b = map.row_bytes as usize;
-    let whole = DbShape::new(whole, b).map_err(|e| bad(e.to_string()))?;
-    let held = DbShape::new(rows, b).map_err(|e| bad(e.to_string()))?;
+    let whole = DbShape::new(map.rows, b).map_err(|e| bad(e.to_string()))?;
+    let held = DbShape::new(entry.rows, b).map_err(|e| bad(e.to_string()))?;
     let database = Database::from_bytes(held, &part).map_err(|e| bad(e.to_string()))?;
     let engine = Engine::shard(database, ShardRows { whole, first }, options, &|_, _| {})
         .map_err(|e| bad(e.to_string()))?;

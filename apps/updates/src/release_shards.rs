@@ -60,7 +60,11 @@ pub(crate) struct ShardSink {
 impl ShardSink {
     /// The sink of a database of `blocks` blocks, writing the parts `options` asks for into
     /// `dir`; an error if the blocks cannot make that many non-empty shards.
-    pub(crate) fn create(dir: &Path, blocks: u64, options: ShardOptions) -> Result<Self, UpdateError> {
+    pub(crate) fn create(
+        dir: &Path,
+        blocks: u64,
+        options: ShardOptions,
+    ) -> Result<Self, UpdateError> {
         if !(1..=pir_service::shard::map::MAX_SHARDS).contains(&options.shards) {
             return Err(UpdateError::Input(format!(
                 "--shards {}: use 1 to {}",

@@ -53,12 +53,9 @@ fn build(world: &World, out: &str, created: &str, extra: &[&str]) -> String {
     ok(&args)
 }
 
-#[test]
-fn a_sharded_release_behind_a_front_end_serves_pir_fetch() {
-    let world = World::new(2);
-    for name in ["front", "s0a", "s0b", "s1a", "s1b"] {
-        ok(&["keygen", "--out", &world.path(name)]);
-    }
+/// Builds the sharded release `sharded` and the same release whole (`whole`), checking the
+/// parts, the per-shard builds and the limits; returns their directories.
+fn build_both(world: &World) -> (String, String) {
     let p = |n: &str| world.path(n);
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -84,7 +81,12 @@ fn a_sharded_release_behind_a_front_end_serves_pir_fetch() {
     // Each shard built by its own process: the same part, manifest and map.
     for (k, part) in [(0, &part0), (1, &part1)] {
         let own = p(&format!("own{k}"));
-        build(&world, &own, &created, &["--shards", "2", "--shard", &k.to_string()]);
+        build(
+            &world,
+            &own,
+            &created,
+            &["--shards", "2", "--shard", &k.to_string()],
+        );
         assert_eq!(&read(format!("{own}/shard-{k}.part")), part);
         assert!(!std::path::Path::new(&format!("{own}/shard-{}.part", 1 - k)).exists());
         assert_eq!(
@@ -94,17 +96,49 @@ fn a_sharded_release_behind_a_front_end_serves_pir_fetch() {
     }
     // --shard without a pinned creation time is refused (the processes would differ).
     let out = run(&[
-        "release", "build", &p("src"), "--key", &p("vendor.key"), "--out", &p("loose"),
-        "--shards", "2", "--shard", "0",
+        "release",
+        "build",
+        &p("src"),
+        "--key",
+        &p("vendor.key"),
+        "--out",
+        &p("loose"),
+        "--shards",
+        "2",
+        "--shard",
+        "0",
     ]);
     assert!(!out.status.success());
     // More shards than blocks is refused when the database is built.
     let out = run(&[
-        "release", "build", &p("src"), "--key", &p("vendor.key"), "--out", &p("many"),
-        "--block-size", "4096", "--shards", "256",
+        "release",
+        "build",
+        &p("src"),
+        "--key",
+        &p("vendor.key"),
+        "--out",
+        &p("many"),
+        "--block-size",
+        "4096",
+        "--shards",
+        "256",
     ]);
     assert!(!out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("non-empty shards"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("non-empty shards"),
+        "{out:?}"
+    );
+    (dir, whole)
+}
+
+#[test]
+fn a_sharded_release_behind_a_front_end_serves_pir_fetch() {
+    let world = World::new(2);
+    for name in ["front", "s0a", "s0b", "s1a", "s1b"] {
+        ok(&["keygen", "--out", &world.path(name)]);
+    }
+    let p = |n: &str| world.path(n);
+    let (dir, whole) = build_both(&world);
 
     let mut replicas = vec![
         (0, "s0a", shard(&dir, 0, &p("s0a.key"))),
@@ -112,13 +146,24 @@ fn a_sharded_release_behind_a_front_end_serves_pir_fetch() {
         (1, "s1a", shard(&dir, 1, &p("s1a.key"))),
         (1, "s1b", shard(&dir, 1, &p("s1b.key"))),
     ];
-    let mut args: Vec<String> = ["front", "serve", "--db", &dir, "--map-key", &p("vendor.pub")]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> = [
+        "front",
+        "serve",
+        "--db",
+        &dir,
+        "--map-key",
+        &p("vendor.pub"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     for (k, name, process) in &replicas {
         args.push("--shard".into());
-        args.push(format!("{k}={}={}", process.url(), p(&format!("{name}.pub"))));
+        args.push(format!(
+            "{k}={}={}",
+            process.url(),
+            p(&format!("{name}.pub"))
+        ));
     }
     args.extend(["--key", &p("front.key"), "--listen", "127.0.0.1:0"].map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -128,15 +173,34 @@ fn a_sharded_release_behind_a_front_end_serves_pir_fetch() {
     let mirror = Mirror::start(&whole, &p("m1.key"), &[]);
     let list = world.mirror_list(
         "mirrors.pir",
-        &[(front.url(), "front".into()), (mirror.url.clone(), "m1".into())],
+        &[
+            (front.url(), "front".into()),
+            (mirror.url.clone(), "m1".into()),
+        ],
     );
     let fetch = |name: &str, scheme: &str, out: &str| {
         run(&[
-            "fetch", name, "--mirrors", &list, "--vendor-pub", &p("vendor.pub"), "--out", out,
-            "--scheme", scheme,
+            "fetch",
+            name,
+            "--mirrors",
+            &list,
+            "--vendor-pub",
+            &p("vendor.pub"),
+            "--out",
+            out,
+            "--scheme",
+            scheme,
         ])
     };
-    let expect = |name: &str| world.files.iter().find(|(n, _)| n == name).unwrap().1.clone();
+    let expect = |name: &str| {
+        world
+            .files
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap()
+            .1
+            .clone()
+    };
     for (name, scheme) in [
         ("pool/main/l/libc6_2.36-9_amd64.deb", "raid-pir"),
         ("pool/main/b/bash_5.2.15_amd64.deb", "chor"),
@@ -146,7 +210,11 @@ fn a_sharded_release_behind_a_front_end_serves_pir_fetch() {
         let out = p("fetched");
         let result = fetch(name, scheme, &out);
         assert!(result.status.success(), "{name} {scheme}: {result:?}");
-        assert_eq!(std::fs::read(&out).unwrap(), expect(name), "{name} {scheme}");
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            expect(name),
+            "{name} {scheme}"
+        );
         std::fs::remove_file(&out).unwrap();
     }
 
@@ -155,7 +223,10 @@ fn a_sharded_release_behind_a_front_end_serves_pir_fetch() {
     let out = p("after-one");
     let result = fetch("pool/main/z/zlib1g_1.2.13_amd64.deb", "raid-pir", &out);
     assert!(result.status.success(), "{result:?}");
-    assert_eq!(std::fs::read(&out).unwrap(), expect("pool/main/z/zlib1g_1.2.13_amd64.deb"));
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        expect("pool/main/z/zlib1g_1.2.13_amd64.deb")
+    );
 
     // Both replicas of shard 1 gone: the fetch fails naming the shard, and writes nothing.
     replicas.retain(|(k, _, _)| *k != 1);

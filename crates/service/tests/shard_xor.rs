@@ -12,7 +12,7 @@ use pir_core::wire::{self, MessageKind};
 use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
 use pir_keys::{PublicKey, SecretKey};
 use pir_service::shard::{Fanout, ShardEntry, ShardMap, XorFront};
-use pir_service::{Handler, Mirror, MirrorService, SignedService};
+use pir_service::{Mirror, MirrorService, SignedService};
 use pir_xor::shard::ShardRows;
 use pir_xor::{AnswerMode, Engine, EngineOptions, RaidPir, Russians};
 use proptest::prelude::*;
@@ -76,11 +76,20 @@ fn options(russians: Russians) -> EngineOptions {
     }
 }
 
-fn build(db: &Database, ranges: &[std::ops::Range<u64>], russians: Russians, key: &SecretKey) -> Built {
+fn build(
+    db: &Database,
+    ranges: &[std::ops::Range<u64>],
+    russians: Russians,
+    key: &SecretKey,
+) -> Built {
     let shape = db.shape();
     let b = shape.block_size();
     let whole = Mirror::new(
-        Engine::new(Database::from_bytes(shape, db.bytes()).unwrap(), options(russians), &|_, _| {}),
+        Engine::new(
+            Database::from_bytes(shape, db.bytes()).unwrap(),
+            options(russians),
+            &|_, _| {},
+        ),
         RELEASE,
         b"manifest".to_vec(),
     )
@@ -108,13 +117,16 @@ fn build(db: &Database, ranges: &[std::ops::Range<u64>], russians: Russians, key
         .map(|(k, rows)| {
             let (from, to) = (rows.start as usize, rows.end as usize);
             let part = Database::from_bytes(
-                DbShape::new(to - from, b).unwrap(),
+                DbShape::new((to - from) as u64, b).unwrap(),
                 &db.bytes()[from * b..to * b],
             )
             .unwrap();
             let engine = Engine::shard(
                 part,
-                ShardRows { whole: shape, first: from },
+                ShardRows {
+                    whole: shape,
+                    first: from,
+                },
                 options(russians),
                 &|_, _| {},
             )
@@ -122,7 +134,10 @@ fn build(db: &Database, ranges: &[std::ops::Range<u64>], russians: Russians, key
             let shard_key = SecretKey::generate().unwrap();
             let public = shard_key.public();
             let id = map.part_id(k).unwrap();
-            (Arc::new(Mirror::new(engine, id, Vec::new()).serve(shard_key)), public)
+            (
+                Arc::new(Mirror::new(engine, id, Vec::new()).serve(shard_key)),
+                public,
+            )
         })
         .collect();
     Built { whole, map, shards }
@@ -145,15 +160,25 @@ fn requests(shape: DbShape, index: usize, rng: &mut ChaCha20Rng) -> Vec<Vec<u8>>
     let mut out = Vec::new();
     let mut push = |scheme: SchemeId, bodies: Vec<Vec<u8>>| {
         for body in bodies {
-            out.push(pir_service::reply::request(scheme, &RELEASE, &[body.clone(), body]));
+            out.push(pir_service::reply::request(
+                scheme,
+                &RELEASE,
+                &[body.clone(), body],
+            ));
         }
     };
     let chor = pir_xor::Chor::new(shape, 2).unwrap();
     let (qs, _) = chor.query(&[index], rng).unwrap();
-    push(SchemeId::Chor, qs.iter().map(|q| chor.encode_query(q)).collect());
+    push(
+        SchemeId::Chor,
+        qs.iter().map(|q| chor.encode_query(q)).collect(),
+    );
     let dpf = pir_xor::DpfPir::new(shape);
     let (qs, _) = dpf.query(&[index], rng).unwrap();
-    push(SchemeId::Dpf, qs.iter().map(|q| dpf.encode_query(q)).collect());
+    push(
+        SchemeId::Dpf,
+        qs.iter().map(|q| dpf.encode_query(q)).collect(),
+    );
     for (c, mode) in [
         (1, AnswerMode::Single),
         (2, AnswerMode::Single),
@@ -163,7 +188,10 @@ fn requests(shape: DbShape, index: usize, rng: &mut ChaCha20Rng) -> Vec<Vec<u8>>
     ] {
         let raid = RaidPir::new(shape, 3, 2, c.min(shape.block_count()), mode).unwrap();
         let (qs, _) = raid.query(&[index], rng).unwrap();
-        push(SchemeId::RaidPir, qs.iter().map(|q| raid.encode_query(q)).collect());
+        push(
+            SchemeId::RaidPir,
+            qs.iter().map(|q| raid.encode_query(q)).collect(),
+        );
     }
     out
 }
@@ -193,7 +221,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(16))]
 
     #[test]
-    fn sharded_xor_replies_equal_a_whole_mirrors(seed in any::<u64>(), shards in 1usize..=4, blocks in 5usize..70) {
+    fn sharded_xor_replies_equal_a_whole_mirrors(seed in any::<u64>(), shards in 1usize..=4, blocks in 5u64..70) {
         let shape = DbShape::new(blocks, 64).unwrap();
         let db = Database::random(shape, &mut ChaCha20Rng::seed_from_u64(seed));
         same_replies(&db, shards, Russians::Off, seed);
@@ -224,14 +252,25 @@ fn a_part_of_another_shard_or_database_is_refused() {
         assert_eq!(envelope.kind, MessageKind::Error);
         reply.status
     };
-    assert_eq!(status(&front(&built, vec![1, 0], &key)), 500, "swapped parts");
+    assert_eq!(
+        status(&front(&built, vec![1, 0], &key)),
+        500,
+        "swapped parts"
+    );
     // Shards of another map (another database or other rows): their part ids differ, so
     // they refuse the batch.
     let mut other = build(&db, &[0..20, 20..40], Russians::Off, &key);
     other.map = built.map.clone();
-    assert_eq!(status(&front(&other, vec![0, 1], &key)), 500, "another map's shards");
+    assert_eq!(
+        status(&front(&other, vec![0, 1], &key)),
+        500,
+        "another map's shards"
+    );
     // A key that is not the shard's.
-    let keys = vec![vec![SecretKey::generate().unwrap().public()], vec![built.shards[1].1]];
+    let keys = vec![
+        vec![SecretKey::generate().unwrap().public()],
+        vec![built.shards[1].1],
+    ];
     let strict = SignedService::new(
         XorFront::new(
             built.map.clone(),

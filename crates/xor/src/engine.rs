@@ -259,7 +259,8 @@ impl Engine {
     pub fn prepare(&self, scheme: SchemeId, body: &[u8]) -> Result<Prepared, Error> {
         let mut prepared = self.prepare_whole(scheme, body)?;
         if let Some(rows) = self.shard {
-            prepared.selection = rows.localize(&prepared.selection, self.database.shape().block_count());
+            prepared.selection =
+                rows.localize(&prepared.selection, self.database.shape().block_count());
             prepared.shard = Some(rows);
         }
         Ok(prepared)

@@ -18,7 +18,11 @@ use crate::shards_xor;
 /// Serves shard `k` of the XOR database in `dir`.
 pub(super) async fn serve_shard(host: Host, dir: &Path, map: ShardMap, k: usize) -> Result<()> {
     let mirror = shards_xor::open_shard(dir, &map, k, pir_xor::EngineOptions::default())?;
-    let service = Arc::new(mirror.serve(host.key_copy()?).with_metrics(host.metrics.clone()));
+    let service = Arc::new(
+        mirror
+            .serve(host.key_copy()?)
+            .with_metrics(host.metrics.clone()),
+    );
     let entry = map.shards[k];
     pir_host::serve_static(host, service, "the shard", |running, key| {
         vec![format!(
@@ -43,9 +47,8 @@ pub(super) async fn serve_front(
 ) -> Result<()> {
     let (description, info) = shards_xor::release(dir, &map)?;
     let front = XorFront::new(map.clone(), keys, description, fanout)?;
-    let service = Arc::new(
-        SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()),
-    );
+    let service =
+        Arc::new(SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()));
     let set = Arc::new(ReleaseSet::new(
         vec![ServedRelease::new(info, service)],
         host.metrics.clone(),

@@ -61,9 +61,7 @@ impl<F: Fanout> XorFront<F> {
                 map.shards.len()
             )));
         }
-        let rows = usize::try_from(map.rows)
-            .map_err(|_| ShardError::Combine("too many rows for this machine".into()))?;
-        let shape = DbShape::new(rows, map.row_bytes as usize)?;
+        let shape = DbShape::new(map.rows, map.row_bytes as usize)?;
         Ok(Self {
             part_ids: (0..map.shards.len())
                 .filter_map(|k| map.part_id(k))
