@@ -63,10 +63,10 @@ fn build_both(world: &World) -> (String, String) {
         .as_secs()
         .to_string();
     let dir = p("sharded");
-    let built = build(&world, &dir, &created, &["--shards", "2"]);
+    let built = build(world, &dir, &created, &["--shards", "2"]);
     assert!(built.contains("2 shard parts"), "{built}");
     let whole = p("whole");
-    build(&world, &whole, &created, &[]);
+    build(world, &whole, &created, &[]);
     // The same manifest, so the front end and a whole mirror serve the same release.
     let read = |path: String| std::fs::read(path).unwrap();
     assert_eq!(
@@ -82,7 +82,7 @@ fn build_both(world: &World) -> (String, String) {
     for (k, part) in [(0, &part0), (1, &part1)] {
         let own = p(&format!("own{k}"));
         build(
-            &world,
+            world,
             &own,
             &created,
             &["--shards", "2", "--shard", &k.to_string()],
