@@ -16,7 +16,9 @@
 //! - [`serve::prepare`]: a database opened for `pir serve`, its offline work loaded or
 //!   computed and saved (progress and notes go to the caller, which logs them).
 //! - [`shards`]: a database split into shards (`pir db build --shards`), one shard's server
-//!   state, and the front end's fan-out to the shards' replicas over HTTPS.
+//!   state, and the front end's fan-out to the shards' replicas over HTTPS;
+//!   [`shards_xor`]: the same for a sharded release (`pir release build --shards`), whose
+//!   shards answer Chor, RAID-PIR and DPF and whose parts the front end XORs.
 //! - [`command`]: `pir db build`, `pir serve`, `pir get`, `pir shard serve` and `pir front
 //!   serve`: their flags, the single server, shard and front end as server kinds on
 //!   `pir-host`, and the lookup's output (file, standard output, JSON).
@@ -33,6 +35,7 @@ pub mod lookup;
 pub mod offline;
 pub mod serve;
 pub mod shards;
+pub mod shards_xor;
 
 pub use cuckoo::{build_key_values, parse_key_values};
 pub use format::{build_records, scheme_fits, DbHeader, DbKind, RecordDb, RecordsError};

@@ -125,7 +125,7 @@ pub fn read_map(dir: &Path, expected: Option<&PublicKey>) -> Result<ShardMap, Re
     let map = signed
         .verify(expected)
         .map_err(|e| RecordsError::Malformed(format!("{}: {e}", path.display())))?;
-    if map.scheme != SchemeId::SimplePir {
+    if map.scheme != SchemeId::SimplePir && !crate::shards_xor::is_xor(map) {
         return Err(RecordsError::Malformed(format!(
             "{}: shards of {} are not served yet",
             path.display(),

@@ -12,7 +12,9 @@
 //! - [`MirrorList`] and [`MirrorEntry`]: the signed list of mirrors and their keys.
 //! - [`release::build`]: packs a directory into a release, choosing the block size
 //!   (section 5.4) and optionally padding files to size classes (appendix A);
-//!   [`release::open`]: memory-maps a release for a mirror and validates it (section 4.2).
+//!   [`release::open`]: memory-maps a release for a mirror and validates it (section 4.2);
+//!   [`release_shards`]: the same release as shard parts and a signed shard map
+//!   (`pir release build --shards`, served by `pir shard serve` and `pir front serve`).
 //! - [`chunks`]: fetching from chunk-only RAID-PIR mirrors (which mirror plays which position).
 //! - [`fetch`]: the client flow: verify the mirror list and manifest, retrieve a file
 //!   privately through `pir-client`, check it, write it atomically, keep evidence.
@@ -36,6 +38,7 @@ pub mod freshness;
 pub mod manifest;
 pub mod mirrors;
 pub mod release;
+pub mod release_shards;
 pub mod sample;
 pub mod serve;
 

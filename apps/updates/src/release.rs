@@ -74,6 +74,12 @@ pub struct BuildOptions {
     pub release_version: Option<u64>,
     /// Seconds the manifest stays valid; `None` uses [`DEFAULT_VALID_SECONDS`].
     pub valid_seconds: Option<u64>,
+    /// The manifest's creation time, seconds since 1970; `None` uses the build time. The
+    /// processes of one sharded build pass the same, so that their manifests are the same.
+    pub created_unix: Option<u64>,
+    /// Write the blocks as shard parts and a signed shard map instead of `database.bin`
+    /// ([`crate::release_shards`]).
+    pub shards: Option<crate::release_shards::ShardOptions>,
 }
 
 /// How long a manifest is valid by default: 7 days, as Debian's security suite's
@@ -183,12 +189,34 @@ pub fn build(
     let payload_bytes: u64 = sizes.iter().sum();
 
     let staging = Staging::create(out)?;
-    let db_path = staging.path.join(DATABASE_FILE);
     let bar = progress_bar(opts.progress, payload_bytes);
-    let block_hashes = write_database(&sources, &mut entries, shape, &db_path, &bar)?;
+    let (block_hashes, shard_entries) = match opts.shards {
+        None => {
+            let db_path = staging.path.join(DATABASE_FILE);
+            let io = UpdateError::io_at(&db_path);
+            let file = File::create(&db_path).map_err(&io)?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            let hashes = write_database(&sources, &mut entries, shape, &bar, &mut |block| {
+                out.write_all(block).map_err(&io)
+            })?;
+            let file = out
+                .into_inner()
+                .map_err(|e| UpdateError::io(&db_path, e.into_error()))?;
+            file.sync_all().map_err(&io)?;
+            (hashes, None)
+        }
+        Some(options) => {
+            let mut sink =
+                crate::release_shards::ShardSink::create(&staging.path, next_block, options)?;
+            let hashes = write_database(&sources, &mut entries, shape, &bar, &mut |block| {
+                sink.block(block)
+            })?;
+            (hashes, Some(sink.finish()?))
+        }
+    };
     bar.finish_and_clear();
 
-    let created_unix = now_unix();
+    let created_unix = opts.created_unix.unwrap_or_else(now_unix);
     let manifest = Manifest {
         block_size: u32::try_from(block_size)
             .map_err(|_| UpdateError::Input(format!("block size {block_size} is too large")))?,
@@ -204,7 +232,11 @@ pub fn build(
     // vendor signs and publishes it.
     manifest.validate()?;
     let manifest_path = staging.path.join(MANIFEST_FILE);
-    write_synced(&manifest_path, &manifest.encode_signed(vendor))?;
+    let signed = manifest.encode_signed(vendor);
+    write_synced(&manifest_path, &signed)?;
+    if let Some(shards) = shard_entries {
+        crate::release_shards::write_map(&staging.path, &signed, &manifest, shards, vendor)?;
+    }
     staging.commit(out)?;
 
     Ok(BuildReport {
@@ -581,18 +613,15 @@ fn collect_files(dir: &Path) -> Result<Vec<Source>, UpdateError> {
     Ok(files)
 }
 
-/// Streams every file into `database.bin`, one block at a time, filling in each entry's
-/// SHA-256 and returning the SHA-256 of every block.
+/// Streams every file, one block at a time, into `emit` (`database.bin` or the shard
+/// parts), filling in each entry's SHA-256 and returning the SHA-256 of every block.
 fn write_database(
     sources: &[Source],
     entries: &mut [FileEntry],
     shape: DbShape,
-    db_path: &Path,
     bar: &ProgressBar,
+    emit: &mut dyn FnMut(&[u8]) -> Result<(), UpdateError>,
 ) -> Result<Vec<[u8; 32]>, UpdateError> {
-    let io = UpdateError::io_at(db_path);
-    let file = File::create(db_path).map_err(&io)?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
     let mut block_hashes = Vec::with_capacity(shape.block_count());
     let mut block = vec![0u8; shape.block_size()];
     for (source, entry) in sources.iter().zip(entries.iter_mut()) {
@@ -606,7 +635,7 @@ fn write_database(
             file_hash.update(&block[..filled]);
             read_total += filled as u64;
             block_hashes.push(pir_keys::sha256(&block));
-            out.write_all(&block).map_err(&io)?;
+            emit(&block)?;
             bar.inc(filled as u64);
         }
         let grew = fill(&mut input, &mut [0u8; 1]).map_err(&src_io)? > 0;
@@ -618,10 +647,6 @@ fn write_database(
         }
         entry.sha256.copy_from_slice(file_hash.finish().as_ref());
     }
-    let file = out
-        .into_inner()
-        .map_err(|e| UpdateError::io(db_path, e.into_error()))?;
-    file.sync_all().map_err(&io)?;
     Ok(block_hashes)
 }
 

@@ -87,7 +87,8 @@ impl Mirror {
     pub fn shape(&self) -> DbShape {
         match &self.held {
             Some(held) => held.shape(),
-            None => self.engine.database().shape(),
+            // A shard's engine holds only its rows but answers queries for the whole database.
+            None => self.engine.query_shape(),
         }
     }
 
@@ -183,6 +184,7 @@ impl Backend for Mirror {
         MAX_BATCH
     }
     fn max_query_body(&self) -> usize {
+        // A shard's queries are made for the whole database (`shape` is the query shape).
         pir_xor::serve::max_query_body(self.shape())
     }
     fn description(&self) -> &[u8] {

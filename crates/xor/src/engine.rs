@@ -25,6 +25,7 @@ use pir_kernels::Selection;
 use crate::chor::Chor;
 use crate::raid::{RaidPir, RaidQueryBody};
 use crate::serve::max_query_body;
+use crate::shard::ShardRows;
 
 /// Smallest block size at which [`Russians::Auto`] uses four-Russians tables: below it the
 /// random table lookups do not reliably beat a streaming scan. Measured with `pir bench` on a
@@ -77,6 +78,8 @@ impl Default for EngineOptions {
 pub struct Engine {
     database: Database,
     russians: Option<(RussiansLayout, pir_kernels::memory::HugeBuffer)>,
+    /// Set on a shard's engine: the rows of the whole database it holds.
+    shard: Option<ShardRows>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -101,6 +104,8 @@ enum Step {
 pub struct Prepared {
     scheme: Kind,
     selection: Vec<BitVec>,
+    /// On a shard: where its rows lie, to put the per-chunk sums back in the whole order.
+    shard: Option<ShardRows>,
 }
 
 #[derive(Debug)]
@@ -147,6 +152,14 @@ impl Prepared {
 
     /// Encodes the answer body from the per-chunk sums (`c * b` bytes).
     pub(crate) fn finish_from_sums(&self, sums: &[u8]) -> Vec<u8> {
+        let unrotated;
+        let sums = match &self.shard {
+            Some(rows) => {
+                unrotated = rows.unrotate(sums, self.selection.len());
+                &unrotated[..]
+            }
+            None => sums,
+        };
         match &self.scheme {
             Kind::Chor(chor) => chor.encode_answer(&crate::ChorAnswer {
                 block: sums.to_vec(),
@@ -193,7 +206,32 @@ impl Engine {
             let table = pir_kernels::russians::build_parallel(layout, database.bytes(), progress);
             (layout, table)
         });
-        Engine { database, russians }
+        Engine {
+            database,
+            russians,
+            shard: None,
+        }
+    }
+
+    /// A shard's engine: `database` holds rows `rows.first..` of a database of shape
+    /// `rows.whole`; queries are made for the whole database and answered over these rows
+    /// only (tables built over them alone). The XOR of every shard's answer to a query is
+    /// the whole database's answer ([`crate::shard`]).
+    pub fn shard(
+        database: Database,
+        rows: ShardRows,
+        options: EngineOptions,
+        progress: &(dyn Fn(usize, usize) + Sync),
+    ) -> Result<Engine, Error> {
+        rows.check(database.shape())?;
+        let mut engine = Self::new(database, options, progress);
+        engine.shard = Some(rows);
+        Ok(engine)
+    }
+
+    /// The shape queries are made for: the whole database's on a shard.
+    pub fn query_shape(&self) -> DbShape {
+        self.shard.map_or(self.database.shape(), |rows| rows.whole)
     }
 
     /// The table layout `options` lead to for `shape`, if any.
@@ -233,7 +271,18 @@ impl Engine {
     /// Decodes and checks a query body of `scheme`; nothing is allocated before the body's
     /// parameters are checked against the database shape.
     pub fn prepare(&self, scheme: SchemeId, body: &[u8]) -> Result<Prepared, Error> {
-        let shape = self.database.shape();
+        let mut prepared = self.prepare_whole(scheme, body)?;
+        if let Some(rows) = self.shard {
+            prepared.selection =
+                rows.localize(&prepared.selection, self.database.shape().block_count());
+            prepared.shard = Some(rows);
+        }
+        Ok(prepared)
+    }
+
+    /// [`Engine::prepare`] against the shape queries are made for.
+    fn prepare_whole(&self, scheme: SchemeId, body: &[u8]) -> Result<Prepared, Error> {
+        let shape = self.query_shape();
         if body.len() > max_query_body(shape) {
             return Err(Error::Oversized {
                 len: body.len(),
@@ -247,6 +296,7 @@ impl Engine {
                 Ok(Prepared {
                     scheme: Kind::Chor(chor),
                     selection: vec![query.bits],
+                    shard: None,
                 })
             }
             SchemeId::RaidPir => {
@@ -261,6 +311,7 @@ impl Engine {
                         server: query.server,
                     },
                     selection,
+                    shard: None,
                 })
             }
             SchemeId::Dpf => {
@@ -271,6 +322,7 @@ impl Engine {
                 Ok(Prepared {
                     scheme: Kind::Dpf(dpf),
                     selection: vec![selection],
+                    shard: None,
                 })
             }
             other => Err(Error::WrongScheme {

@@ -24,7 +24,8 @@
 //! - [`prg`]: the pinned AES-128-CTR generator that expands RAID-PIR seeds (`pir_core::prg`,
 //!   shared with the lattice schemes).
 //! - [`serve`]: the server entry point on wire bodies, for mirrors that play any position.
-//! - [`engine`]: the fast server path: parallel SIMD scans, four-Russians tables and batches.
+//! - [`engine`]: the fast server path: parallel SIMD scans, four-Russians tables and batches;
+//!   [`shard`]: a shard's engine answers for its own rows of a larger database.
 //! - [`held`]: chunk-only RAID-PIR mirrors ([`held::HeldChunks`]): only some chunks, with
 //!   tables only for them.
 //!
@@ -46,6 +47,7 @@ pub mod offline;
 pub mod qdp;
 pub mod raid;
 pub mod serve;
+pub mod shard;
 pub mod singlepass;
 
 pub use pir_core::prg;

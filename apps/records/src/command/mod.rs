@@ -10,6 +10,7 @@ mod build;
 mod get;
 mod serve;
 mod shard;
+mod shard_xor;
 
 pub use args::ServeSettings;
 pub use args::{DbBuildArgs, DbCommand, GetArgs, LatticeSchemeArg, RecordsCommand, ServeArgs};

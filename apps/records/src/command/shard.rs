@@ -220,6 +220,9 @@ pub(super) async fn serve_shard(args: &ShardServeArgs) -> Result<()> {
     let host = Host::new(&settings.common)?;
     let k = usize::from(settings.shard);
     let map = shards::read_map(&settings.db, None)?;
+    if crate::shards_xor::is_xor(&map) {
+        return super::shard_xor::serve_shard(host, &settings.db, map, k).await;
+    }
     status!("computing shard {k}'s part of the hint");
     let lattice = shards::open_shard(&settings.db, &map, k, &mut |_, _| {})?;
     let service = Arc::new(
@@ -266,6 +269,13 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
         total: Duration::from_secs(120),
     };
     let fanout = HttpsFanout::new(&replicas, timeouts, tokio::runtime::Handle::current())?;
+    if crate::shards_xor::is_xor(&map) {
+        let keys = replicas
+            .iter()
+            .map(|shard| shard.iter().map(|(_, key)| *key).collect())
+            .collect();
+        return super::shard_xor::serve_front(host, &settings.db, map, keys, fanout).await;
+    }
     let mut downloads = Vec::with_capacity(replicas.len());
     for k in 0..replicas.len() {
         let download = fanout

@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use pir_keys::{PublicKey, SecretKey};
 
 use crate::freshness::{describe_expiry, now_unix};
+use crate::release_shards::ShardOptions;
 use crate::{release, Manifest, MirrorList};
 
 /// `pir release ...`.
@@ -56,6 +57,19 @@ pub struct ReleaseBuildArgs {
     /// Do not draw a progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Write the blocks as S shard parts and a shard map signed by the vendor key, for
+    /// `pir shard serve` and `pir front serve`, instead of one database file.
+    #[arg(long, value_name = "S")]
+    pub shards: Option<usize>,
+    /// With --shards: write only shard K's part (with the manifest and the map), so that each
+    /// shard is built by its own process; every process needs the same files and the same
+    /// --release-version and --created-unix.
+    #[arg(long, value_name = "K", requires = "shards")]
+    pub shard: Option<usize>,
+    /// The manifest's creation time, seconds since 1970 (default: now). Required with
+    /// --shard, so that the processes of one sharded build sign the same manifest.
+    #[arg(long, value_name = "SECONDS")]
+    pub created_unix: Option<u64>,
 }
 
 /// A number of days from 0.0001 (about 9 s, for tests) to 3650.
@@ -141,7 +155,18 @@ pub(super) fn build_release(args: &ReleaseBuildArgs) -> Result<()> {
         progress: !args.quiet,
         release_version: args.release_version,
         valid_seconds: args.valid_days.map(|days| (days * 86400.0) as u64),
+        created_unix: args.created_unix,
+        shards: args.shards.map(|shards| ShardOptions {
+            shards,
+            only: args.shard,
+        }),
     };
+    if args.shard.is_some() && (args.created_unix.is_none() || args.release_version.is_none()) {
+        anyhow::bail!(
+            "--shard K needs --release-version and --created-unix: every shard's process must \
+             sign the same manifest"
+        );
+    }
     let report = release::build(&args.dir, &key, &args.out, &options)
         .with_context(|| format!("building a release from {}", args.dir.display()))?;
     println!(
@@ -154,6 +179,17 @@ pub(super) fn build_release(args: &ReleaseBuildArgs) -> Result<()> {
         report.database_bytes
     );
     println!("block size: {}", report.block_size_reason);
+    if let Some(shards) = args.shards {
+        let written = match args.shard {
+            Some(k) => format!("shard {k}'s part"),
+            None => format!("{shards} shard parts"),
+        };
+        println!(
+            "sharded: {written} and the shard map ({}) signed by the vendor key; serve with \
+             `pir shard serve` and `pir front serve --map-key VENDOR.pub`",
+            crate::release_shards::MAP_FILE
+        );
+    }
     Ok(())
 }
 

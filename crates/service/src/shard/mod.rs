@@ -10,7 +10,8 @@
 //! - [`front`]: the front end as a [`crate::Backend`] over a [`front::Fanout`] (the network
 //!   half, supplied by the application): one query batch per shard, each part's signature,
 //!   database, shard and count checked, the parts combined, and the result signed by the
-//!   signed-batch service as any server's answer is.
+//!   signed-batch service as any server's answer is; [`xor_front`], the same for the XOR
+//!   schemes of a release (Chor, RAID-PIR, DPF), whose shards run `pir_xor::Engine::shard`.
 //!
 //! Why the parts add up. A multi-server XOR answer is `⊕_{i ∈ Q} row_i` over the rows the
 //! query selects: split the rows, and the whole answer is the XOR of the shards' answers to
@@ -36,10 +37,12 @@ pub mod combine;
 pub mod front;
 pub mod map;
 pub mod split;
+pub mod xor_front;
 
 pub use combine::Combine;
 pub use front::{Fanout, Front};
 pub use map::{ShardEntry, ShardMap, SignedShardMap};
+pub use xor_front::XorFront;
 
 /// Why a shard map, a part or a combination is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
