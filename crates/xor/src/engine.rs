@@ -126,6 +126,8 @@ impl Prepared {
         Prepared {
             scheme: Kind::Raid { raid, server },
             selection,
+            // Chunk-only mirrors hold whole chunks of an unsharded release.
+            shard: None,
         }
     }
 
