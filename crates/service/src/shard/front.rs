@@ -2,6 +2,16 @@
 //! to every shard as one query batch naming that shard's part id, each part is checked, and
 //! the parts are combined. The signed-batch service around it checks the client's envelope
 //! and database id and signs the combined answer with the front end's key.
+//!
+//! Each shard's part goes to one replica (live ones first, the first one rotating over
+//! batches). A replica that fails, misses the fan-out's deadlines or sends a wrong part is
+//! replaced by the next one (a retry); a replica that has not answered after the hedge delay
+//! is joined by the next one (a hedge), and the first valid signed part wins. Concurrent
+//! clients' queries still reach each shard as one batch.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use pir_core::protocol;
@@ -11,16 +21,43 @@ use pir_keys::PublicKey;
 use pir_lattice::{HintHeader, Params};
 
 use super::combine::{self, Combine};
+use super::ops::{Hedge, Ops};
 use super::{ShardError, ShardMap};
 use crate::lattice::{parse_download, MAX_QUERIES_PER_REQUEST};
 use crate::signed::{Backend, Refusal};
 
-/// The network half of a front end: sends each shard its request and returns the reply of one
-/// live replica (trying another on failure or after a deadline).
+/// What a replica sent back: its reply envelope and its key, or why it sent none.
+pub type ReplicaReply = Result<(Vec<u8>, PublicKey), String>;
+/// Called exactly once with a replica's reply, from any thread.
+pub type Done = Box<dyn FnOnce(ReplicaReply) + Send>;
+
+/// The network half of a front end: moves a request to one replica of one shard.
 pub trait Fanout: Send + Sync + 'static {
-    /// Sends `requests[k]` to a replica of shard `k`, all shards at once. Reply `k` is the
-    /// reply envelope and the key of the replica that sent it, or why no replica answered.
-    fn ask(&self, requests: Vec<Vec<u8>>) -> Vec<Result<(Vec<u8>, PublicKey), String>>;
+    /// Sends `request` to replica `replica` (an index into the shard's key list) of shard
+    /// `shard` and returns at once; `done` gets the reply, or why none came (a failed
+    /// connection, a missed deadline). A `done` dropped uncalled counts as a failure once the
+    /// front end's deadline has passed.
+    fn send(&self, shard: usize, replica: usize, request: Arc<Vec<u8>>, done: Done);
+}
+
+/// Longest a batch waits for its parts before the shards still missing fail it, whatever
+/// the fan-out's own deadlines (they should fire first).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(120);
+
+/// One shard's part of a batch in flight.
+struct Pending {
+    /// Replicas in the order to ask them.
+    order: Vec<usize>,
+    /// How many of `order` were asked.
+    asked: usize,
+    /// Replies still out.
+    out: usize,
+    /// When each replica asked was asked.
+    sent: Vec<Option<Instant>>,
+    /// When to ask the next replica if no valid part has come.
+    hedge_at: Option<Instant>,
+    /// Why the last replica failed; a wrong part is kept over a failure.
+    why: Option<ShardError>,
 }
 
 /// A front end over the shards of one SimplePIR database.
@@ -34,6 +71,10 @@ pub struct Front<F> {
     query_bytes: usize,
     combine: Combine,
     fanout: F,
+    ops: Arc<Ops>,
+    deadline: Duration,
+    /// Turns the first replica asked, so that replicas share the load.
+    turn: AtomicUsize,
 }
 
 impl<F> std::fmt::Debug for Front<F> {
@@ -93,10 +134,16 @@ impl<F: Fanout> Front<F> {
             header_message: header.encode(),
             params: header.params,
             query_bytes: wire::HEADER_LEN + pir_lattice::wire::query_body_bytes(&header.params),
+            ops: Arc::new(Ops::new(
+                &keys.iter().map(Vec::len).collect::<Vec<_>>(),
+                Hedge::Auto,
+            )),
             map,
             keys,
             combine,
             fanout,
+            deadline: DEFAULT_DEADLINE,
+            turn: AtomicUsize::new(0),
         })
     }
 
@@ -105,38 +152,213 @@ impl<F: Fanout> Front<F> {
         &self.map
     }
 
+    /// The front end with hedging `hedge` (default [`Hedge::Auto`]); the counters start over.
+    pub fn with_hedge(mut self, hedge: Hedge) -> Self {
+        let replicas: Vec<usize> = self.keys.iter().map(Vec::len).collect();
+        self.ops = Arc::new(Ops::new(&replicas, hedge));
+        self
+    }
+
+    /// The front end with `deadline` for a batch's parts (default [`DEFAULT_DEADLINE`]).
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The replicas' liveness and the per-shard counters.
+    pub fn ops(&self) -> &Arc<Ops> {
+        &self.ops
+    }
+
+    /// Asks every replica for its manifest (cheap: no database pass) and records which
+    /// answer, so that `/health` sees replicas come and go without client traffic.
+    pub fn probe(&self) {
+        let request = Arc::new(wire::encode_envelope(
+            self.map.scheme,
+            MessageKind::ManifestRequest,
+            &[],
+        ));
+        for (shard, keys) in self.keys.iter().enumerate() {
+            for replica in 0..keys.len() {
+                let ops = self.ops.clone();
+                self.fanout.send(
+                    shard,
+                    replica,
+                    request.clone(),
+                    Box::new(move |reply| {
+                        let live = reply.is_ok_and(|(bytes, _)| {
+                            wire::decode_envelope(&bytes, bytes.len())
+                                .is_ok_and(|e| e.kind != MessageKind::Error)
+                        });
+                        ops.set_live(shard, replica, live);
+                    }),
+                );
+            }
+        }
+    }
+
     /// The combined answers to `queries` (at most [`MAX_QUERIES_PER_REQUEST`]).
     fn answer_chunk(&self, queries: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, ShardError> {
-        let requests: Vec<Vec<u8>> = self
+        let requests: Vec<Arc<Vec<u8>>> = self
             .part_ids
             .iter()
             .map(|id| {
                 let batch = protocol::encode_query_batch(id, queries);
-                wire::encode_envelope(self.map.scheme, MessageKind::Query, &batch)
+                Arc::new(wire::encode_envelope(
+                    self.map.scheme,
+                    MessageKind::Query,
+                    &batch,
+                ))
             })
             .collect();
-        let replies = self.fanout.ask(requests.clone());
-        let mut parts: Vec<Vec<Vec<u8>>> = Vec::with_capacity(replies.len());
-        for (shard, reply) in replies.into_iter().enumerate() {
-            let (reply, key) = reply.map_err(|why| ShardError::Unavailable { shard, why })?;
-            let request = requests.get(shard).ok_or_else(|| {
-                ShardError::Combine(format!(
-                    "{} replies to {} shards",
-                    shard + 1,
-                    requests.len()
-                ))
-            })?;
-            parts.push(self.check_part(shard, request, &reply, &key, queries.len())?);
-        }
-        if parts.len() != self.part_ids.len() {
-            return Err(ShardError::Combine("a shard's reply went missing".into()));
-        }
+        let parts = self.gather(&requests, queries.len())?;
         (0..queries.len())
             .map(|q| {
                 let of_query: Vec<&[u8]> = parts.iter().map(|p| p[q].as_slice()).collect();
                 self.combine.answers(&of_query, Some(&self.params))
             })
             .collect()
+    }
+
+    /// Every shard's checked part of the batch `requests[k]` (of `count` queries): retried on
+    /// failure, hedged after the hedge delay, the first valid part taken.
+    fn gather(
+        &self,
+        requests: &[Arc<Vec<u8>>],
+        count: usize,
+    ) -> Result<Vec<Vec<Vec<u8>>>, ShardError> {
+        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
+        let deadline = Instant::now() + self.deadline;
+        let (tx, rx) = mpsc::channel();
+        let mut pending: Vec<Pending> = (0..requests.len())
+            .map(|k| {
+                let order = self.ops.order(k, turn);
+                Pending {
+                    sent: vec![None; order.len()],
+                    order,
+                    asked: 0,
+                    out: 0,
+                    hedge_at: None,
+                    why: None,
+                }
+            })
+            .collect();
+        for (k, p) in pending.iter_mut().enumerate() {
+            if !self.launch(k, p, &requests[k], &tx) {
+                self.ops.unavailable(k);
+                return Err(no_replica(k, "no replica given".into()));
+            }
+        }
+        let mut parts: Vec<Option<Vec<Vec<u8>>>> = vec![None; requests.len()];
+        while parts.iter().any(Option::is_none) {
+            let wake = pending
+                .iter()
+                .zip(&parts)
+                .filter(|(_, part)| part.is_none())
+                .filter_map(|(p, _)| p.hedge_at)
+                .fold(deadline, Instant::min);
+            let (k, replica, reply) =
+                match rx.recv_timeout(wake.saturating_duration_since(Instant::now())) {
+                    Ok(message) => message,
+                    Err(_) => {
+                        self.hedge_due(&mut pending, &parts, requests, &tx, deadline)?;
+                        continue;
+                    }
+                };
+            let p = &mut pending[k];
+            p.out -= 1;
+            if parts[k].is_some() {
+                continue; // the slower of a hedged pair
+            }
+            let checked = reply
+                .map_err(|why| no_replica(k, why))
+                .and_then(|(bytes, key)| self.check_part(k, &requests[k], &bytes, &key, count));
+            match checked {
+                Ok(part) => {
+                    let took = p.sent[replica].map_or(Duration::ZERO, |at| at.elapsed());
+                    self.ops.answered(k, took);
+                    self.ops.set_live(k, replica, true);
+                    parts[k] = Some(part);
+                }
+                Err(error) => {
+                    tracing::warn!(shard = k, replica, %error, "a shard replica failed; trying the next");
+                    self.ops.failed(k);
+                    self.ops.set_live(k, replica, false);
+                    if !matches!(p.why, Some(ShardError::WrongPart { .. })) {
+                        p.why = Some(error);
+                    }
+                    if self.launch(k, p, &requests[k], &tx) {
+                        self.ops.retried(k);
+                    } else if p.out == 0 {
+                        self.ops.unavailable(k);
+                        return Err(p.why.take().unwrap_or_else(|| no_replica(k, "?".into())));
+                    }
+                }
+            }
+        }
+        Ok(parts.into_iter().flatten().collect())
+    }
+
+    /// Asks the next replica of shard `k`, if one is left; sets the next hedge time.
+    fn launch(
+        &self,
+        k: usize,
+        p: &mut Pending,
+        request: &Arc<Vec<u8>>,
+        tx: &mpsc::Sender<(usize, usize, ReplicaReply)>,
+    ) -> bool {
+        let Some(&replica) = p.order.get(p.asked) else {
+            p.hedge_at = None;
+            return false;
+        };
+        p.asked += 1;
+        p.out += 1;
+        let now = Instant::now();
+        p.sent[replica] = Some(now);
+        p.hedge_at = if p.asked < p.order.len() {
+            self.ops.hedge_delay(k).map(|delay| now + delay)
+        } else {
+            None
+        };
+        let tx = tx.clone();
+        self.fanout.send(
+            k,
+            replica,
+            request.clone(),
+            Box::new(move |reply| {
+                // The batch may be over (another replica won, or it failed): nobody listens.
+                let _ = tx.send((k, replica, reply));
+            }),
+        );
+        true
+    }
+
+    /// Hedges every shard whose hedge time has come; fails the batch past `deadline`.
+    fn hedge_due(
+        &self,
+        pending: &mut [Pending],
+        parts: &[Option<Vec<Vec<u8>>>],
+        requests: &[Arc<Vec<u8>>],
+        tx: &mpsc::Sender<(usize, usize, ReplicaReply)>,
+        deadline: Instant,
+    ) -> Result<(), ShardError> {
+        let now = Instant::now();
+        for (k, p) in pending.iter_mut().enumerate() {
+            if parts[k].is_some() {
+                continue;
+            }
+            if now >= deadline {
+                self.ops.unavailable(k);
+                return Err(no_replica(
+                    k,
+                    format!("no valid part within {:?}", self.deadline),
+                ));
+            }
+            if p.hedge_at.is_some_and(|at| at <= now) && self.launch(k, p, &requests[k], tx) {
+                self.ops.hedged(k);
+            }
+        }
+        Ok(())
     }
 
     /// Shard `shard`'s answers to `request` from its reply, if the reply is an answer signed
@@ -184,6 +406,11 @@ impl<F: Fanout> Front<F> {
             .map_err(|_| wrong("its signature does not hold".into()))?;
         Ok(batch.answers.iter().map(|a| a.to_vec()).collect())
     }
+}
+
+/// Shard `shard` failed for lack of a replica's valid reply.
+fn no_replica(shard: usize, why: String) -> ShardError {
+    ShardError::Unavailable { shard, why }
 }
 
 /// The hint download of a lattice database: `envelope(scheme, Manifest, about_len | about |
@@ -244,12 +471,18 @@ impl<F: Fanout> Backend for Front<F> {
         out
     }
     fn health(&self) -> String {
-        format!(
-            "ok front scheme={} version={} shards={}\n",
+        self.ops.health(&format!(
+            "front scheme={} version={} shards={}",
             self.map.scheme.name(),
             hex::encode(self.map.database_id),
             self.map.shards.len()
-        )
+        ))
+    }
+    fn ready(&self) -> bool {
+        self.ops.ready()
+    }
+    fn metrics_text(&self) -> String {
+        self.ops.render()
     }
     fn hint(&self) -> Option<Bytes> {
         Some(self.download.clone())

@@ -10,7 +10,10 @@
 //! - [`front`]: the front end as a [`crate::Backend`] over a [`front::Fanout`] (the network
 //!   half, supplied by the application): one query batch per shard, each part's signature,
 //!   database, shard and count checked, the parts combined, and the result signed by the
-//!   signed-batch service as any server's answer is.
+//!   signed-batch service as any server's answer is; failed replicas retried, slow ones
+//!   hedged.
+//! - [`ops`]: which replicas are live (`/health`'s shard coverage), the hedge delay, and the
+//!   per-shard counters and latency histogram of `/metrics`.
 //!
 //! Why the parts add up. A multi-server XOR answer is `⊕_{i ∈ Q} row_i` over the rows the
 //! query selects: split the rows, and the whole answer is the XOR of the shards' answers to
@@ -35,10 +38,12 @@
 pub mod combine;
 pub mod front;
 pub mod map;
+pub mod ops;
 pub mod split;
 
 pub use combine::Combine;
-pub use front::{Fanout, Front};
+pub use front::{Done, Fanout, Front, ReplicaReply};
+pub use ops::{Coverage, Hedge, Ops};
 pub use map::{ShardEntry, ShardMap, SignedShardMap};
 
 /// Why a shard map, a part or a combination is refused.
