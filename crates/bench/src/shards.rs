@@ -41,6 +41,8 @@ pub struct Plan {
     pub queries: usize,
     /// Milliseconds the relay adds per chunk and direction (0: no relay rows).
     pub relay_ms: u64,
+    /// Answering threads of every shard and front end (`--workers`; default: cores).
+    pub workers: Option<usize>,
 }
 
 /// One row: S shards, with or without the relay.
@@ -269,28 +271,23 @@ pub async fn run(pir: &Path, plan: &Plan, report: &mut dyn FnMut(&Row)) -> Resul
                 String::from_utf8_lossy(&built.stderr)
             );
         }
-        let mut servers = Vec::new();
-        let mut parts = Vec::new();
-        for k in 0..shards {
-            let (secret, public) = keypair(dir.path(), &format!("s{shards}-{k}"))?;
-            let server = Server::start(
-                pir,
-                &[
-                    "shard",
-                    "serve",
-                    "--db",
-                    text(&out),
-                    "--shard",
-                    &k.to_string(),
-                    "--key",
-                    text(&secret),
-                    "--listen",
-                    "127.0.0.1:0",
-                ],
-            )?;
-            parts.push(std::fs::metadata(out.join(format!("shard-{k}.part")))?.len());
-            servers.push((server, public));
-        }
+        // Started together: each computes its part of the hint before it serves.
+        let started: Vec<Result<(Server, PathBuf)>> = std::thread::scope(|scope| {
+            let tasks: Vec<_> = (0..shards)
+                .map(|k| {
+                    let (out, dir) = (&out, dir.path());
+                    scope.spawn(move || start_shard(pir, dir, out, shards, k, plan.workers))
+                })
+                .collect();
+            tasks
+                .into_iter()
+                .map(|t| t.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a start panicked"))))
+                .collect()
+        });
+        let servers: Vec<(Server, PathBuf)> = started.into_iter().collect::<Result<_>>()?;
+        let parts: Vec<u64> = (0..shards)
+            .map(|k| Ok(std::fs::metadata(out.join(format!("shard-{k}.part")))?.len()))
+            .collect::<Result<_>>()?;
         let delays = if plan.relay_ms > 0 {
             vec![0, plan.relay_ms]
         } else {
@@ -303,6 +300,36 @@ pub async fn run(pir: &Path, plan: &Plan, report: &mut dyn FnMut(&Row)) -> Resul
         }
     }
     Ok(rows)
+}
+
+/// `pir shard serve` of shard `k` of the `shards` in `db`, with a fresh key in `dir`.
+fn start_shard(
+    pir: &Path,
+    dir: &Path,
+    db: &Path,
+    shards: usize,
+    k: usize,
+    workers: Option<usize>,
+) -> Result<(Server, PathBuf)> {
+    let (secret, public) = keypair(dir, &format!("s{shards}-{k}"))?;
+    let k = k.to_string();
+    let mut args = vec![
+        "shard",
+        "serve",
+        "--db",
+        text(db),
+        "--shard",
+        &k,
+        "--key",
+        text(&secret),
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let workers = workers.map(|w| w.to_string());
+    if let Some(workers) = &workers {
+        args.extend(["--workers", workers]);
+    }
+    Ok((Server::start(pir, &args)?, public))
 }
 
 /// One row: a front end over `servers` (through relays when `relay_ms` > 0), timed.
@@ -334,6 +361,9 @@ async fn measure(
     }
     let (secret, public) = keypair(dir, &format!("front-{}-{relay_ms}", servers.len()))?;
     args.extend(["--key", text(&secret), "--listen", "127.0.0.1:0"].map(String::from));
+    if let Some(workers) = plan.workers {
+        args.extend(["--workers".into(), workers.to_string()]);
+    }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let front = Server::start(pir, &args)?;
     let target = (front.url.clone(), PublicKey::load(&public)?);

@@ -125,6 +125,7 @@ pub struct BenchArgs {
     /// one total size of --shape RECORDSxBYTES (default 1048576x32): `pir shard serve` and
     /// `pir front serve` processes on 127.0.0.1; per query, server CPU time (shards and front
     /// end), front-end CPU time, latency p50/p99, and each shard's resident memory.
+    /// --threads N gives every shard and front end N answering threads (--workers).
     #[arg(long, value_delimiter = ',', value_name = "S")]
     pub shards: Vec<usize>,
     /// --shards: queries timed per row (sent one at a time).

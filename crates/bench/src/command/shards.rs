@@ -26,6 +26,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
         record_bytes,
         queries: args.shard_queries,
         relay_ms: args.relay_ms,
+        workers: args.threads.first().copied(),
     };
     let pir = std::env::current_exe()?;
     if !args.json {
