@@ -281,7 +281,10 @@ pub async fn run(pir: &Path, plan: &Plan, report: &mut dyn FnMut(&Row)) -> Resul
                 .collect();
             tasks
                 .into_iter()
-                .map(|t| t.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a start panicked"))))
+                .map(|t| {
+                    t.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a start panicked")))
+                })
                 .collect()
         });
         let servers: Vec<(Server, PathBuf)> = started.into_iter().collect::<Result<_>>()?;
@@ -375,7 +378,10 @@ async fn measure(
         .map(|(s, _)| s.pid())
         .chain([front.pid()])
         .collect();
-    let before: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect::<Result<_>>()?;
+    let before: Vec<f64> = pids
+        .iter()
+        .map(|&p| cpu_seconds(p))
+        .collect::<Result<_>>()?;
     let mut latencies = Vec::with_capacity(plan.queries);
     for i in 0..plan.queries {
         let request = source.requests()[i % source.requests().len()].clone();
@@ -387,7 +393,10 @@ async fn measure(
             bail!("the front end refused a query (S = {})", servers.len());
         }
     }
-    let after: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect::<Result<_>>()?;
+    let after: Vec<f64> = pids
+        .iter()
+        .map(|&p| cpu_seconds(p))
+        .collect::<Result<_>>()?;
     let per_query: Vec<f64> = before
         .iter()
         .zip(&after)

@@ -10,9 +10,7 @@ use std::sync::Arc;
 use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
 use pir_keys::{PublicKey, SecretKey};
 use pir_lattice::{Params, Scheme};
-use pir_service::shard::{
-    split, Combine, Done, Fanout, Front, ShardEntry, ShardError, ShardMap,
-};
+use pir_service::shard::{split, Combine, Done, Fanout, Front, ShardEntry, ShardError, ShardMap};
 use pir_service::{registry, Handler, Lattice, LatticeDatabase, LatticeService, SignedService};
 use proptest::prelude::*;
 use rand::{Rng, RngCore, SeedableRng};

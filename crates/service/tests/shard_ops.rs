@@ -105,9 +105,14 @@ fn setup(key: &SecretKey, hedge: Hedge, deadline: Duration) -> Setup {
         let mut of_shard = Vec::new();
         for _ in 0..2 {
             let db = database(part, record_bytes, count);
-            let (lattice, _) =
-                Lattice::shard(db, columns.clone(), map.part_id(k).unwrap(), None, &mut |_, _| {})
-                    .unwrap();
+            let (lattice, _) = Lattice::shard(
+                db,
+                columns.clone(),
+                map.part_id(k).unwrap(),
+                None,
+                &mut |_, _| {},
+            )
+            .unwrap();
             if of_shard.is_empty() {
                 downloads.push(lattice.download().to_vec());
             }
@@ -207,7 +212,10 @@ fn a_slow_replica_is_hedged_around_and_the_answer_is_right() {
         metrics.contains("pir_shard_unavailable_total{shard=\"0\"} 1\n"),
         "{metrics}"
     );
-    assert!(!metrics.contains("pir_shard_hedge_delay_seconds{"), "{metrics}");
+    assert!(
+        !metrics.contains("pir_shard_hedge_delay_seconds{"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -256,7 +264,10 @@ fn health_reports_full_partial_and_no_coverage() {
     backend.probe();
     let full = wait_for_health(&s.front, "covered=2/2");
     assert!(full.starts_with("ok front scheme=simplepir "), "{full}");
-    assert!(full.contains("\nshard 0 live=2/2\nshard 1 live=2/2\n"), "{full}");
+    assert!(
+        full.contains("\nshard 0 live=2/2\nshard 1 live=2/2\n"),
+        "{full}"
+    );
     assert!(Handler::ready(&s.front));
 
     // One replica of shard 0 down: still ready, coverage partial.
@@ -275,7 +286,12 @@ fn health_reports_full_partial_and_no_coverage() {
     assert!(none.contains("covered=1/2"), "{none}");
     assert!(!Handler::ready(&s.front));
     assert_eq!(
-        backend.ops().coverage().iter().map(|c| c.live).collect::<Vec<_>>(),
+        backend
+            .ops()
+            .coverage()
+            .iter()
+            .map(|c| c.live)
+            .collect::<Vec<_>>(),
         vec![1, 0]
     );
 

@@ -43,8 +43,8 @@ pub mod split;
 
 pub use combine::Combine;
 pub use front::{Done, Fanout, Front, ReplicaReply};
-pub use ops::{Coverage, Hedge, Ops};
 pub use map::{ShardEntry, ShardMap, SignedShardMap};
+pub use ops::{Coverage, Hedge, Ops};
 
 /// Why a shard map, a part or a combination is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

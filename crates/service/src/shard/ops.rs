@@ -35,6 +35,9 @@ pub const AUTO_SAMPLES: usize = 32;
 /// Answer times kept per shard for [`Hedge::Auto`].
 const RECENT: usize = 256;
 
+/// A per-shard counter of `/metrics`: its name, its help, where it is.
+type Counter = (&'static str, &'static str, fn(&ShardOps) -> &AtomicU64);
+
 /// One shard's replicas and counters.
 #[derive(Debug)]
 struct ShardOps {
@@ -190,7 +193,11 @@ impl Ops {
                 "shard {k} live={}/{}{}",
                 c.live,
                 c.configured,
-                if c.live == 0 { " (no live replica)" } else { "" }
+                if c.live == 0 {
+                    " (no live replica)"
+                } else {
+                    ""
+                }
             );
         }
         out
@@ -214,7 +221,7 @@ impl Ops {
             s.seconds
                 .render_series(&mut out, name, &format!("shard=\"{k}\","));
         }
-        let counters: [(&str, &str, fn(&ShardOps) -> &AtomicU64); 4] = [
+        let counters: [Counter; 4] = [
             (
                 "pir_shard_retries_total",
                 "Parts sent to another replica after one failed.",
@@ -272,11 +279,7 @@ impl Ops {
         );
         for k in 0..self.shards.len() {
             if let Some(delay) = self.hedge_delay(k) {
-                let _ = writeln!(
-                    out,
-                    "{name}{{shard=\"{k}\"}} {:.6}",
-                    delay.as_secs_f64()
-                );
+                let _ = writeln!(out, "{name}{{shard=\"{k}\"}} {:.6}", delay.as_secs_f64());
             }
         }
         out
