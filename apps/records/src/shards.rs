@@ -14,14 +14,13 @@
 //! only its part; the front end holds no records at all.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use pir_client::transport::{HttpsTransport, Transport};
 use pir_core::{Codec, SchemeId};
 use pir_keys::{PublicKey, SecretKey};
 use pir_lattice::{Params, Scheme};
-use pir_service::shard::{split, Fanout, ShardEntry, ShardMap, SignedShardMap};
+use pir_service::shard::{split, Done, Fanout, ShardEntry, ShardMap, SignedShardMap};
 use pir_service::Lattice;
 
 use crate::format::{DbHeader, RecordsError};
@@ -172,14 +171,12 @@ pub fn open_shard(
     Ok(lattice)
 }
 
-/// The replicas of every shard over one HTTPS transport: each request goes to one replica,
-/// the next one tried when it fails or misses the transport's deadlines.
+/// The replicas of every shard over one HTTPS transport: each request goes to the replica the
+/// front end names, on the runtime; a failure or a missed transport deadline is its reply.
 pub struct HttpsFanout {
     transport: Arc<HttpsTransport>,
     /// Per shard: the transport's index and key of each replica.
     replicas: Vec<Vec<(usize, PublicKey)>>,
-    /// Turns the first replica asked, so that replicas share the load.
-    turn: AtomicUsize,
     runtime: tokio::runtime::Handle,
 }
 
@@ -211,7 +208,6 @@ impl HttpsFanout {
         Ok(Self {
             transport,
             replicas,
-            turn: AtomicUsize::new(0),
             runtime,
         })
     }
@@ -233,46 +229,22 @@ impl HttpsFanout {
     }
 }
 
-/// Sends `request` to shard replicas `order` in turn until one replies.
-async fn ask_one(
-    transport: Arc<HttpsTransport>,
-    order: Vec<(usize, PublicKey)>,
-    request: Vec<u8>,
-) -> Result<(Vec<u8>, PublicKey), String> {
-    let mut why = String::from("no replica given");
-    for (index, key) in order {
-        match transport.exchange(index, request.clone(), MAX_REPLY).await {
-            Ok(reply) => return Ok((reply, key)),
-            Err(e) => {
-                tracing::warn!(replica = index, error = %e, "a shard replica failed; trying the next");
-                why = e.to_string();
-            }
-        }
-    }
-    Err(why)
-}
-
 impl Fanout for HttpsFanout {
-    fn ask(&self, requests: Vec<Vec<u8>>) -> Vec<Result<(Vec<u8>, PublicKey), String>> {
-        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
-        // Called on the runtime's batcher thread, outside the async context: block_on is
-        // allowed there, and the shards are asked concurrently.
-        self.runtime.block_on(async {
-            let tasks: Vec<_> = requests
-                .into_iter()
-                .zip(&self.replicas)
-                .map(|(request, replicas)| {
-                    let mut order = replicas.clone();
-                    let len = order.len().max(1);
-                    order.rotate_left(turn % len);
-                    tokio::spawn(ask_one(self.transport.clone(), order, request))
-                })
-                .collect();
-            let mut replies = Vec::with_capacity(tasks.len());
-            for task in tasks {
-                replies.push(task.await.unwrap_or_else(|e| Err(e.to_string())));
-            }
-            replies
-        })
+    fn send(&self, shard: usize, replica: usize, request: Arc<Vec<u8>>, done: Done) {
+        let Some(&(index, key)) = self.replicas.get(shard).and_then(|r| r.get(replica)) else {
+            done(Err(format!("no replica {replica} of shard {shard}")));
+            return;
+        };
+        let transport = self.transport.clone();
+        // Spawned, not awaited: the front end waits for the first valid part of each shard
+        // on its own thread and may ask another replica meanwhile (a hedge).
+        self.runtime.spawn(async move {
+            let reply = transport
+                .exchange(index, request.to_vec(), MAX_REPLY)
+                .await
+                .map(|reply| (reply, key))
+                .map_err(|e| e.to_string());
+            done(reply);
+        });
     }
 }

@@ -14,7 +14,9 @@
 //!
 //! Also the drivers that measure running servers from outside, as clients do: the load
 //! generator of `pir loadtest` ([`loadtest`]) and the breach scale benchmark of `pir breach
-//! bench` ([`breach`]). The drivers speak to servers through the client only, never the server
+//! bench` ([`breach`]), and the sharded-serving benchmark of `pir bench --shards` ([`shards`]:
+//! `pir shard serve` and `pir front serve` processes, their CPU time and memory read from
+//! `/proc`, and a delaying TCP relay between them). The drivers speak to servers through the client only, never the server
 //! runtime. Not the server code itself, nor any scheme.
 //!
 //! [`command`] is `pir bench` and `pir loadtest` themselves: their flags, the choice of rows,
@@ -31,6 +33,7 @@ pub mod loadtest;
 pub mod plot;
 pub mod qdp;
 pub mod schemes;
+pub mod shards;
 pub mod table;
 
 use std::time::{Duration, Instant};

@@ -75,9 +75,31 @@ fn two_shards_of_two_replicas_behind_a_front_end() {
             p(&format!("{name}.pub"))
         ));
     }
-    args.extend(["--key", &p("front.key"), "--listen", "127.0.0.1:0"].map(String::from));
+    args.extend(
+        [
+            "--key",
+            &p("front.key"),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ]
+        .map(String::from),
+    );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let front = Proc::start(&args, "https://");
+    // The privacy line, then the admin listener's.
+    let _ = front.next_line();
+    let admin_line = front.next_line();
+    let admin = admin_line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no admin address in {admin_line}"))
+        .to_string();
+    let (status, health) = plain_get(&admin, "/health");
+    assert_eq!(status, 200, "{health}");
+    assert!(health.contains("covered=2/2"), "{health}");
     let server = format!("{}={}", front.url(), p("front.pub"));
     let cache = p("cache");
     let get = |index: usize| {
@@ -110,7 +132,56 @@ fn two_shards_of_two_replicas_behind_a_front_end() {
     replicas.retain(|(k, _, _)| *k != 1);
     let out = get(42);
     fails_with(&out, "shard 1 has no live replica");
+    // The failures and the probes show on /health (503: a readiness probe takes the front
+    // end out) and /metrics; /health/live still answers 200.
+    let mut waited = 0;
+    let health = loop {
+        // The front end probes every replica every 2 s.
+        let (status, health) = plain_get(&admin, "/health");
+        if (status == 503 && health.contains("shard 0 live=1/2")) || waited > 100 {
+            assert_eq!(status, 503, "{health}");
+            break health;
+        }
+        waited += 1;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(health.starts_with("unready front "), "{health}");
+    assert!(
+        health.contains("shard 1 live=0/2 (no live replica)"),
+        "{health}"
+    );
+    assert!(health.contains("shard 0 live=1/2"), "{health}");
+    assert_eq!(plain_get(&admin, "/health/live").0, 200);
+    let (_, metrics) = plain_get(&admin, "/metrics");
+    assert!(
+        metrics.contains("pir_shard_unavailable_total{shard=\"1\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("pir_shard_seconds_count{shard=\"0\"}"),
+        "{metrics}"
+    );
     drop(front);
+}
+
+/// `GET path` over plain HTTP at `addr`: the status and the body.
+fn plain_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    let status = reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = reply.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
 }
 
 #[test]

@@ -9,7 +9,8 @@
 //!   than [`Handler::max_request_bytes`] are refused before they are read.
 //! - `GET /pir/v1/hint`: the offline download of a hint-based scheme ([`Handler::hint`]);
 //!   404 for handlers without one (the mirrors).
-//! - `GET /health`: release id and shape; never touches the database.
+//! - `GET /health`: release id and shape; never touches the database; 503 when the handler
+//!   is not ready (a front end missing a shard). `GET /health/live`: 200 while serving.
 //! - `GET /metrics`: Prometheus counters (no query contents, see [`pir_service::Metrics`]).
 //!
 //! Admin listener (plain HTTP, only when configured, meant for loopback): `GET /health` and
@@ -386,6 +387,7 @@ pub async fn start<H: Handler + ?Sized>(
         .route("/pir/v1/hint", get(hint::<H>))
         .route("/pir/v1/hint/{id}", get(hint_of::<H>))
         .route("/health", get(health::<H>))
+        .route("/health/live", get(live))
         .route("/metrics", get(metrics::<H>))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
@@ -424,6 +426,7 @@ pub async fn start<H: Handler + ?Sized>(
             let admin_addr = listener.local_addr()?;
             let admin_app = Router::new()
                 .route("/health", get(health::<H>))
+                .route("/health/live", get(live))
                 .route("/metrics", get(metrics::<H>))
                 .layer(axum::middleware::from_fn_with_state(
                     state.clone(),
@@ -587,8 +590,21 @@ async fn timed<H: Handler + ?Sized>(
     response
 }
 
-async fn health<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> String {
-    state.service.health()
+/// `GET /health`: 200 when the service takes traffic, 503 when not (a front end with a shard
+/// that has no live replica), so that a readiness probe can use it.
+async fn health<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> Response {
+    let status = if state.service.ready() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, state.service.health()).into_response()
+}
+
+/// `GET /health/live`: 200 while the process serves requests at all (a liveness probe; a
+/// front end whose shards are down stays alive: restarting it would not bring them back).
+async fn live() -> &'static str {
+    "ok live\n"
 }
 
 async fn metrics<H: Handler + ?Sized>(State(state): State<AppState<H>>) -> String {

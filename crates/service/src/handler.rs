@@ -24,6 +24,11 @@ pub trait Handler: Send + Sync + 'static {
     fn max_request_bytes(&self) -> usize;
     /// The `/health` line; must not touch the database.
     fn health(&self) -> String;
+    /// Whether to take traffic: `/health` answers 503 when not (a Kubernetes readiness
+    /// probe); `/health/live` answers 200 regardless.
+    fn ready(&self) -> bool {
+        true
+    }
     /// The counters behind `/metrics`.
     fn metrics(&self) -> &Metrics;
     /// The `/metrics` text: the counters and histograms, and the handler's own gauges.

@@ -22,7 +22,7 @@ pub const BATCH_BUCKETS: [f64; 7] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
 
 /// A Prometheus histogram with fixed buckets, updated lock-free.
 #[derive(Debug)]
-struct Histogram {
+pub(crate) struct Histogram {
     bounds: &'static [f64],
     /// Non-cumulative counts per bucket; the last one is `+Inf`.
     counts: Vec<AtomicU64>,
@@ -31,7 +31,7 @@ struct Histogram {
 }
 
 impl Histogram {
-    fn new(bounds: &'static [f64]) -> Self {
+    pub(crate) fn new(bounds: &'static [f64]) -> Self {
         Self {
             bounds,
             counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
@@ -39,7 +39,7 @@ impl Histogram {
         }
     }
 
-    fn observe(&self, value: f64) {
+    pub(crate) fn observe(&self, value: f64) {
         let bucket = self
             .bounds
             .iter()
@@ -56,7 +56,7 @@ impl Histogram {
     }
 
     /// The bucket, sum and count lines, each with `labels` (`key="value",` or empty).
-    fn render_series(&self, out: &mut String, name: &str, labels: &str) {
+    pub(crate) fn render_series(&self, out: &mut String, name: &str, labels: &str) {
         let mut cumulative = 0;
         for (i, count) in self.counts.iter().enumerate() {
             cumulative += count.load(Ordering::Relaxed);

@@ -156,6 +156,16 @@ pub trait Backend: Send + Sync + 'static {
     fn answer_batch(&self, prepared: Vec<Self::Prepared>) -> Vec<Result<Vec<u8>, Refusal>>;
     /// The `/health` line; must not touch the database.
     fn health(&self) -> String;
+    /// Whether to take traffic (`/health` answers 503 when not): a front end with a shard
+    /// that has no live replica is not.
+    fn ready(&self) -> bool {
+        true
+    }
+    /// More `/metrics` lines in Prometheus text format (labelled series, say a front end's
+    /// per-shard ones); never anything derived from a query.
+    fn metrics_text(&self) -> String {
+        String::new()
+    }
     /// Gauges for `/metrics` (queue depths and the like; never anything derived from a query).
     fn gauges(&self) -> Vec<Gauge> {
         Vec::new()
@@ -378,11 +388,16 @@ impl<B: Backend> Handler for SignedService<B> {
     fn health(&self) -> String {
         self.backend.health()
     }
+    fn ready(&self) -> bool {
+        self.backend.ready()
+    }
     fn metrics(&self) -> &Metrics {
         &self.metrics
     }
     fn render_metrics(&self) -> String {
-        self.metrics.render_with(&self.backend.gauges())
+        let mut text = self.metrics.render_with(&self.backend.gauges());
+        text.push_str(&self.backend.metrics_text());
+        text
     }
     fn hint(&self) -> Option<Bytes> {
         self.backend.hint()

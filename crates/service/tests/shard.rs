@@ -10,7 +10,7 @@ use std::sync::Arc;
 use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
 use pir_keys::{PublicKey, SecretKey};
 use pir_lattice::{Params, Scheme};
-use pir_service::shard::{split, Combine, Fanout, Front, ShardEntry, ShardError, ShardMap};
+use pir_service::shard::{split, Combine, Done, Fanout, Front, ShardEntry, ShardError, ShardMap};
 use pir_service::{registry, Handler, Lattice, LatticeDatabase, LatticeService, SignedService};
 use proptest::prelude::*;
 use rand::{Rng, RngCore, SeedableRng};
@@ -94,15 +94,11 @@ struct Local {
 }
 
 impl Fanout for Local {
-    fn ask(&self, requests: Vec<Vec<u8>>) -> Vec<Result<(Vec<u8>, PublicKey), String>> {
-        requests
-            .iter()
-            .enumerate()
-            .map(|(k, request)| match self.shards[self.swap[k]].first() {
-                Some((service, key)) => Ok((service.handle(request).body, *key)),
-                None => Err("no replica".into()),
-            })
-            .collect()
+    fn send(&self, shard: usize, replica: usize, request: Arc<Vec<u8>>, done: Done) {
+        done(match self.shards[self.swap[shard]].get(replica) {
+            Some((service, key)) => Ok((service.handle(&request).body, *key)),
+            None => Err("no replica".into()),
+        });
     }
 }
 

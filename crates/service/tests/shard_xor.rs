@@ -11,7 +11,7 @@ use std::sync::Arc;
 use pir_core::wire::{self, MessageKind};
 use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
 use pir_keys::{PublicKey, SecretKey};
-use pir_service::shard::{Fanout, ShardEntry, ShardMap, XorFront};
+use pir_service::shard::{Done, Fanout, ShardEntry, ShardMap, XorFront};
 use pir_service::{Mirror, MirrorService, SignedService};
 use pir_xor::shard::ShardRows;
 use pir_xor::{AnswerMode, Engine, EngineOptions, RaidPir, Russians};
@@ -51,15 +51,12 @@ struct Local {
 }
 
 impl Fanout for Local {
-    fn ask(&self, requests: Vec<Vec<u8>>) -> Vec<Result<(Vec<u8>, PublicKey), String>> {
-        requests
-            .iter()
-            .enumerate()
-            .map(|(k, request)| {
-                let (service, key) = &self.shards[self.swap[k]];
-                Ok((service.handle(request).body, *key))
-            })
-            .collect()
+    fn send(&self, shard: usize, replica: usize, request: Arc<Vec<u8>>, done: Done) {
+        // One replica per shard here.
+        done(match (replica, self.shards.get(self.swap[shard])) {
+            (0, Some((service, key))) => Ok((service.handle(&request).body, *key)),
+            _ => Err("no replica".into()),
+        });
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod loadtest;
 mod rows;
+mod shards;
 
 use std::path::PathBuf;
 
@@ -18,6 +19,9 @@ pub use rows::{choose, Choice};
 
 /// `pir bench`, with or without `--oram`.
 pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    if !args.shards.is_empty() {
+        return shards::run(&args).await;
+    }
     if !args.oram {
         return rows::run(&args);
     }
@@ -117,6 +121,20 @@ pub struct BenchArgs {
     /// Scratch directory of the ORAM benchmark (default: the system temporary directory).
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
+    /// Benchmark sharded SimplePIR serving instead, for each shard count (e.g. 1,2,4) at the
+    /// one total size of --shape RECORDSxBYTES (default 1048576x32): `pir shard serve` and
+    /// `pir front serve` processes on 127.0.0.1; per query, server CPU time (shards and front
+    /// end), front-end CPU time, latency p50/p99, and each shard's resident memory.
+    /// --threads N gives every shard and front end N answering threads (--workers).
+    #[arg(long, value_delimiter = ',', value_name = "S")]
+    pub shards: Vec<usize>,
+    /// --shards: queries timed per row (sent one at a time).
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub shard_queries: usize,
+    /// --shards: also run each row through a relay adding this many milliseconds each way
+    /// between the front end and every shard (0: no relay rows).
+    #[arg(long, value_name = "MS", default_value_t = 2)]
+    pub relay_ms: u64,
 }
 
 /// `pir loadtest`.

@@ -2,6 +2,15 @@
 //! to every shard as one query batch naming that shard's part id, each part is checked, and
 //! the parts are combined. The signed-batch service around it checks the client's envelope
 //! and database id and signs the combined answer with the front end's key.
+//!
+//! Each shard's part goes to one replica (live ones first, the first one rotating over
+//! batches). A replica that fails, misses the fan-out's deadlines or sends a wrong part is
+//! replaced by the next one (a retry); a replica that has not answered after the hedge delay
+//! is joined by the next one (a hedge), and the first valid signed part wins. Concurrent
+//! clients' queries still reach each shard as one batch.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use pir_core::protocol;
@@ -11,29 +20,39 @@ use pir_keys::PublicKey;
 use pir_lattice::{HintHeader, Params};
 
 use super::combine::{self, Combine};
+use super::gather::Gather;
+use super::ops::{Hedge, Ops};
 use super::{ShardError, ShardMap};
 use crate::lattice::{parse_download, MAX_QUERIES_PER_REQUEST};
 use crate::signed::{Backend, Refusal};
 
-/// The network half of a front end: sends each shard its request and returns the reply of one
-/// live replica (trying another on failure or after a deadline).
+/// What a replica sent back: its reply envelope and its key, or why it sent none.
+pub type ReplicaReply = Result<(Vec<u8>, PublicKey), String>;
+/// Called exactly once with a replica's reply, from any thread.
+pub type Done = Box<dyn FnOnce(ReplicaReply) + Send>;
+
+/// The network half of a front end: moves a request to one replica of one shard.
 pub trait Fanout: Send + Sync + 'static {
-    /// Sends `requests[k]` to a replica of shard `k`, all shards at once. Reply `k` is the
-    /// reply envelope and the key of the replica that sent it, or why no replica answered.
-    fn ask(&self, requests: Vec<Vec<u8>>) -> Vec<Result<(Vec<u8>, PublicKey), String>>;
+    /// Sends `request` to replica `replica` (an index into the shard's key list) of shard
+    /// `shard` and returns at once; `done` gets the reply, or why none came (a failed
+    /// connection, a missed deadline). A `done` dropped uncalled counts as a failure once the
+    /// front end's deadline has passed.
+    fn send(&self, shard: usize, replica: usize, request: Arc<Vec<u8>>, done: Done);
 }
+
+/// Longest a batch waits for its parts before the shards still missing fail it, whatever
+/// the fan-out's own deadlines (they should fire first).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(120);
 
 /// A front end over the shards of one SimplePIR database.
 pub struct Front<F> {
     map: ShardMap,
-    part_ids: Vec<[u8; 32]>,
-    keys: Vec<Vec<PublicKey>>,
     params: Params,
     header_message: Vec<u8>,
     download: Bytes,
     query_bytes: usize,
     combine: Combine,
-    fanout: F,
+    gather: Gather<F>,
 }
 
 impl<F> std::fmt::Debug for Front<F> {
@@ -85,18 +104,17 @@ impl<F: Fanout> Front<F> {
                 "the shards' hints are for another database than the map's".into(),
             ));
         }
+        let part_ids = (0..map.shards.len())
+            .filter_map(|k| map.part_id(k))
+            .collect();
         Ok(Self {
-            part_ids: (0..map.shards.len())
-                .filter_map(|k| map.part_id(k))
-                .collect(),
             download: Bytes::from(download_of(&header, &map.about, &hint)),
             header_message: header.encode(),
             params: header.params,
             query_bytes: wire::HEADER_LEN + pir_lattice::wire::query_body_bytes(&header.params),
             map,
-            keys,
             combine,
-            fanout,
+            gather: Gather::new(fanout, keys, part_ids),
         })
     }
 
@@ -105,84 +123,54 @@ impl<F: Fanout> Front<F> {
         &self.map
     }
 
+    /// The front end with hedging `hedge` (default [`Hedge::Auto`]); the counters start over.
+    pub fn with_hedge(mut self, hedge: Hedge) -> Self {
+        self.gather.set_hedge(hedge);
+        self
+    }
+
+    /// The front end with `deadline` for a batch's parts (default [`DEFAULT_DEADLINE`]).
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.gather.set_deadline(deadline);
+        self
+    }
+
+    /// The replicas' liveness and the per-shard counters.
+    pub fn ops(&self) -> &Arc<Ops> {
+        self.gather.ops()
+    }
+
+    /// Asks every replica for its manifest (cheap: no database pass) and records which
+    /// answer, so that `/health` sees replicas come and go without client traffic.
+    pub fn probe(&self) {
+        self.gather.probe(self.map.scheme);
+    }
+
     /// The combined answers to `queries` (at most [`MAX_QUERIES_PER_REQUEST`]).
     fn answer_chunk(&self, queries: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, ShardError> {
-        let requests: Vec<Vec<u8>> = self
-            .part_ids
+        let requests: Vec<Arc<Vec<u8>>> = self
+            .gather
+            .part_ids()
             .iter()
             .map(|id| {
                 let batch = protocol::encode_query_batch(id, queries);
-                wire::encode_envelope(self.map.scheme, MessageKind::Query, &batch)
+                Arc::new(wire::encode_envelope(
+                    self.map.scheme,
+                    MessageKind::Query,
+                    &batch,
+                ))
             })
             .collect();
-        let replies = self.fanout.ask(requests.clone());
-        let mut parts: Vec<Vec<Vec<u8>>> = Vec::with_capacity(replies.len());
-        for (shard, reply) in replies.into_iter().enumerate() {
-            let (reply, key) = reply.map_err(|why| ShardError::Unavailable { shard, why })?;
-            let request = requests.get(shard).ok_or_else(|| {
-                ShardError::Combine(format!(
-                    "{} replies to {} shards",
-                    shard + 1,
-                    requests.len()
-                ))
-            })?;
-            parts.push(self.check_part(shard, request, &reply, &key, queries.len())?);
-        }
-        if parts.len() != self.part_ids.len() {
-            return Err(ShardError::Combine("a shard's reply went missing".into()));
-        }
+        let max_answer = wire::HEADER_LEN + pir_lattice::wire::answer_body_bytes(&self.params);
+        let parts = self
+            .gather
+            .gather(self.map.scheme, &requests, queries.len(), max_answer)?;
         (0..queries.len())
             .map(|q| {
                 let of_query: Vec<&[u8]> = parts.iter().map(|p| p[q].as_slice()).collect();
                 self.combine.answers(&of_query, Some(&self.params))
             })
             .collect()
-    }
-
-    /// Shard `shard`'s answers to `request` from its reply, if the reply is an answer signed
-    /// by one of its keys, names its part id and holds `count` answers.
-    fn check_part(
-        &self,
-        shard: usize,
-        request: &[u8],
-        reply: &[u8],
-        key: &PublicKey,
-        count: usize,
-    ) -> Result<Vec<Vec<u8>>, ShardError> {
-        let wrong = |why: String| ShardError::WrongPart { shard, why };
-        if !self.keys[shard].iter().any(|k| k.0 == key.0) {
-            return Err(wrong(format!(
-                "{} is not one of its keys",
-                key.fingerprint()
-            )));
-        }
-        let max_answer = wire::HEADER_LEN + pir_lattice::wire::answer_body_bytes(&self.params);
-        let max_body = pir_core::protocol::RELEASE_ID_LEN + 2 + count * (4 + max_answer) + 64;
-        let envelope = wire::decode_envelope(reply, max_body.max(4 + wire::MAX_ERROR_MESSAGE))
-            .map_err(|e| wrong(e.to_string()))?;
-        if envelope.kind == MessageKind::Error {
-            let (_, message) =
-                wire::decode_error(envelope.body).map_err(|e| wrong(e.to_string()))?;
-            return Err(wrong(format!("it refused: {message}")));
-        }
-        if envelope.kind != MessageKind::Answer || envelope.scheme != self.map.scheme {
-            return Err(wrong("not an answer of this scheme".into()));
-        }
-        let batch = protocol::decode_answer_batch(envelope.body, max_answer)
-            .map_err(|e| wrong(e.to_string()))?;
-        if batch.release_id != self.part_ids[shard] {
-            return Err(wrong("an answer of another shard or database".into()));
-        }
-        if batch.answers.len() != count {
-            return Err(wrong(format!(
-                "{} answers to {count} queries",
-                batch.answers.len()
-            )));
-        }
-        let statement = pir_keys::answer_statement(&batch.release_id, request, batch.payload);
-        key.verify(&statement, &batch.signature)
-            .map_err(|_| wrong("its signature does not hold".into()))?;
-        Ok(batch.answers.iter().map(|a| a.to_vec()).collect())
     }
 }
 
@@ -244,12 +232,18 @@ impl<F: Fanout> Backend for Front<F> {
         out
     }
     fn health(&self) -> String {
-        format!(
-            "ok front scheme={} version={} shards={}\n",
+        self.ops().health(&format!(
+            "front scheme={} version={} shards={}",
             self.map.scheme.name(),
             hex::encode(self.map.database_id),
             self.map.shards.len()
-        )
+        ))
+    }
+    fn ready(&self) -> bool {
+        self.ops().ready()
+    }
+    fn metrics_text(&self) -> String {
+        self.ops().render()
     }
     fn hint(&self) -> Option<Bytes> {
         Some(self.download.clone())

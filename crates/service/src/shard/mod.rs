@@ -10,8 +10,11 @@
 //! - [`front`]: the front end as a [`crate::Backend`] over a [`front::Fanout`] (the network
 //!   half, supplied by the application): one query batch per shard, each part's signature,
 //!   database, shard and count checked, the parts combined, and the result signed by the
-//!   signed-batch service as any server's answer is; [`xor_front`], the same for the XOR
-//!   schemes of a release (Chor, RAID-PIR, DPF), whose shards run `pir_xor::Engine::shard`.
+//!   signed-batch service as any server's answer is; failed replicas retried, slow ones
+//!   hedged. [`xor_front`], the same for the XOR schemes of a release (Chor, RAID-PIR,
+//!   DPF), whose shards run `pir_xor::Engine::shard`.
+//! - [`ops`]: which replicas are live (`/health`'s shard coverage), the hedge delay, and the
+//!   per-shard counters and latency histogram of `/metrics`.
 //!
 //! Why the parts add up. A multi-server XOR answer is `⊕_{i ∈ Q} row_i` over the rows the
 //! query selects: split the rows, and the whole answer is the XOR of the shards' answers to
@@ -35,13 +38,16 @@
 
 pub mod combine;
 pub mod front;
+mod gather;
 pub mod map;
+pub mod ops;
 pub mod split;
 pub mod xor_front;
 
 pub use combine::Combine;
-pub use front::{Fanout, Front};
+pub use front::{Done, Fanout, Front, ReplicaReply};
 pub use map::{ShardEntry, ShardMap, SignedShardMap};
+pub use ops::{Coverage, Hedge, Ops};
 pub use xor_front::XorFront;
 
 /// Why a shard map, a part or a combination is refused.

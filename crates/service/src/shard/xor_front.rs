@@ -5,12 +5,17 @@
 //! around it checks the client's envelope and release id and signs the combined answer with
 //! the front end's key, so a client cannot tell it from a mirror.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use pir_core::protocol::{self, MAX_BATCH};
 use pir_core::wire::{self, MessageKind};
 use pir_core::{DbShape, SchemeId};
 use pir_keys::PublicKey;
 
 use super::combine::{self, Combine};
+use super::gather::Gather;
+use super::ops::{Hedge, Ops};
 use super::{Fanout, ShardError, ShardMap};
 use crate::signed::{Backend, Refusal};
 
@@ -20,11 +25,9 @@ pub const SCHEMES: &[SchemeId] = crate::Mirror::SCHEMES;
 /// A front end over the shards of one XOR database.
 pub struct XorFront<F> {
     map: ShardMap,
-    part_ids: Vec<[u8; 32]>,
-    keys: Vec<Vec<PublicKey>>,
     shape: DbShape,
     description: Vec<u8>,
-    fanout: F,
+    gather: Gather<F>,
 }
 
 impl<F> std::fmt::Debug for XorFront<F> {
@@ -62,15 +65,14 @@ impl<F: Fanout> XorFront<F> {
             )));
         }
         let shape = DbShape::new(map.rows, map.row_bytes as usize)?;
+        let part_ids = (0..map.shards.len())
+            .filter_map(|k| map.part_id(k))
+            .collect();
         Ok(Self {
-            part_ids: (0..map.shards.len())
-                .filter_map(|k| map.part_id(k))
-                .collect(),
             map,
-            keys,
             shape,
             description,
-            fanout,
+            gather: Gather::new(fanout, keys, part_ids),
         })
     }
 
@@ -79,87 +81,56 @@ impl<F: Fanout> XorFront<F> {
         &self.map
     }
 
+    /// The front end with hedging `hedge` (default [`Hedge::Auto`]); the counters start over.
+    pub fn with_hedge(mut self, hedge: Hedge) -> Self {
+        self.gather.set_hedge(hedge);
+        self
+    }
+
+    /// The front end with `deadline` for a batch's parts (default
+    /// [`super::front::DEFAULT_DEADLINE`]).
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.gather.set_deadline(deadline);
+        self
+    }
+
+    /// The replicas' liveness and the per-shard counters.
+    pub fn ops(&self) -> &Arc<Ops> {
+        self.gather.ops()
+    }
+
+    /// Asks every replica for its manifest (cheap: no database pass) and records which
+    /// answer, so that `/health` sees replicas come and go without client traffic.
+    pub fn probe(&self) {
+        self.gather.probe(self.map.scheme);
+    }
+
     /// The XORed answers to `queries` (all of `scheme`, at most [`MAX_BATCH`]).
     fn answer_chunk(
         &self,
         scheme: SchemeId,
         queries: &[Vec<u8>],
     ) -> Result<Vec<Vec<u8>>, ShardError> {
-        let requests: Vec<Vec<u8>> = self
-            .part_ids
+        let requests: Vec<Arc<Vec<u8>>> = self
+            .gather
+            .part_ids()
             .iter()
             .map(|id| {
                 let batch = protocol::encode_query_batch(id, queries);
-                wire::encode_envelope(scheme, MessageKind::Query, &batch)
+                Arc::new(wire::encode_envelope(scheme, MessageKind::Query, &batch))
             })
             .collect();
-        let replies = self.fanout.ask(requests.clone());
-        if replies.len() != requests.len() {
-            return Err(ShardError::Combine(format!(
-                "{} replies to {} shards",
-                replies.len(),
-                requests.len()
-            )));
-        }
-        let mut parts: Vec<Vec<Vec<u8>>> = Vec::with_capacity(replies.len());
-        for (shard, (reply, request)) in replies.into_iter().zip(&requests).enumerate() {
-            let (reply, key) = reply.map_err(|why| ShardError::Unavailable { shard, why })?;
-            parts.push(self.check_part(shard, scheme, request, &reply, &key, queries.len())?);
-        }
+        // The longest XOR answer: a RAID-PIR per-chunk answer, one block per chunk.
+        let max_answer = pir_xor::raid::MAX_CHUNKS * self.shape.block_size();
+        let parts = self
+            .gather
+            .gather(scheme, &requests, queries.len(), max_answer)?;
         (0..queries.len())
             .map(|q| {
                 let of_query: Vec<&[u8]> = parts.iter().map(|p| p[q].as_slice()).collect();
                 combine::xor(&of_query)
             })
             .collect()
-    }
-
-    /// Shard `shard`'s answers to `request` from its reply, if the reply is an answer of
-    /// `scheme` signed by one of its keys, names its part id and holds `count` answers.
-    fn check_part(
-        &self,
-        shard: usize,
-        scheme: SchemeId,
-        request: &[u8],
-        reply: &[u8],
-        key: &PublicKey,
-        count: usize,
-    ) -> Result<Vec<Vec<u8>>, ShardError> {
-        let wrong = |why: String| ShardError::WrongPart { shard, why };
-        if !self.keys[shard].iter().any(|k| k.0 == key.0) {
-            return Err(wrong(format!(
-                "{} is not one of its keys",
-                key.fingerprint()
-            )));
-        }
-        // The longest XOR answer: a RAID-PIR per-chunk answer, one block per chunk.
-        let max_answer = pir_xor::raid::MAX_CHUNKS * self.shape.block_size();
-        let max_body = protocol::RELEASE_ID_LEN + 2 + count * (4 + max_answer) + 64;
-        let envelope = wire::decode_envelope(reply, max_body.max(4 + wire::MAX_ERROR_MESSAGE))
-            .map_err(|e| wrong(e.to_string()))?;
-        if envelope.kind == MessageKind::Error {
-            let (_, message) =
-                wire::decode_error(envelope.body).map_err(|e| wrong(e.to_string()))?;
-            return Err(wrong(format!("it refused: {message}")));
-        }
-        if envelope.kind != MessageKind::Answer || envelope.scheme != scheme {
-            return Err(wrong("not an answer of this scheme".into()));
-        }
-        let batch = protocol::decode_answer_batch(envelope.body, max_answer)
-            .map_err(|e| wrong(e.to_string()))?;
-        if batch.release_id != self.part_ids[shard] {
-            return Err(wrong("an answer of another shard or database".into()));
-        }
-        if batch.answers.len() != count {
-            return Err(wrong(format!(
-                "{} answers to {count} queries",
-                batch.answers.len()
-            )));
-        }
-        let statement = pir_keys::answer_statement(&batch.release_id, request, batch.payload);
-        key.verify(&statement, &batch.signature)
-            .map_err(|_| wrong("its signature does not hold".into()))?;
-        Ok(batch.answers.iter().map(|a| a.to_vec()).collect())
     }
 }
 
@@ -225,12 +196,18 @@ impl<F: Fanout> Backend for XorFront<F> {
             .collect()
     }
     fn health(&self) -> String {
-        format!(
-            "ok front release={} blocks={} block_size={} shards={}\n",
+        self.ops().health(&format!(
+            "front release={} blocks={} block_size={} shards={}",
             hex::encode(self.map.database_id),
             self.shape.block_count(),
             self.shape.block_size(),
             self.map.shards.len()
-        )
+        ))
+    }
+    fn ready(&self) -> bool {
+        self.ops().ready()
+    }
+    fn metrics_text(&self) -> String {
+        self.ops().render()
     }
 }
