@@ -27,7 +27,7 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use pir_client::{HttpsTransport, LookupScheme, Tap, Transport};
+use pir_client::{HttpsTransport, LookupScheme, Tap};
 use pir_core::wire::{self, MessageKind};
 use pir_core::{DbShape, MultiServerScheme, SchemeId};
 use pir_keys::PublicKey;

@@ -21,6 +21,7 @@ use pir_breach::header::DbHeader;
 use pir_breach::BreachSession;
 use pir_client::{ChecklistSession, HttpsTransport, LookupScheme, Tap, Transport};
 use pir_core::wire::{self, MessageKind};
+use pir_core::MultiServerScheme;
 use pir_keys::PublicKey;
 use rand::Rng;
 
