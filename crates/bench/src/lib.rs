@@ -28,6 +28,7 @@ pub mod checklist;
 pub mod command;
 pub mod lattice;
 pub mod loadtest;
+pub mod plot;
 pub mod qdp;
 pub mod schemes;
 pub mod table;
