@@ -35,6 +35,7 @@ use pir_service::framing;
 use rand::Rng;
 
 mod abuse;
+pub mod chart;
 mod drive;
 mod report;
 pub mod timeline;
@@ -335,4 +336,3 @@ pub(crate) fn mib(bytes: Option<u64>) -> String {
         format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
     })
 }
-

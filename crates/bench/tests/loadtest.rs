@@ -204,7 +204,10 @@ async fn a_short_run_against_a_mirror_serves_every_query() {
     assert_eq!(r.sent(), 40);
     assert_eq!(r.rate, Some(40.0));
     assert!(r.inconsistencies().is_empty(), "{:?}", r.inconsistencies());
-    assert_eq!(r.intervals.iter().map(|i| i.sent).collect::<Vec<_>>(), [10; 4]);
+    assert_eq!(
+        r.intervals.iter().map(|i| i.sent).collect::<Vec<_>>(),
+        [10; 4]
+    );
     running.shutdown().await;
 }
 

@@ -86,7 +86,8 @@ fn a_single_server_database_serves_every_client() {
 /// Checks what every report of `pir loadtest --json` must hold: no server error, every
 /// lookup sent served or counted as an error, and the intervals adding up to the totals.
 fn assert_counts_add_up(r: &serde_json::Value) {
-    let count = |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap_or_else(|| panic!("{key}: {r}"));
+    let count =
+        |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap_or_else(|| panic!("{key}: {r}"));
     assert_eq!(r["errors"], 0, "{r}");
     assert!(r["first_error"].is_null(), "{r}");
     let (sent, served) = (count(r, "sent"), count(r, "served"));
@@ -119,12 +120,30 @@ fn safebrowsing_servers(scratch: &Scratch) -> [support::Proc; 2] {
 fn safebrowsing_servers_serve_an_open_and_a_closed_loop() {
     let scratch = Scratch::with_keys(&["s0", "s1"]);
     let servers = safebrowsing_servers(&scratch);
-    let spec = |s: usize| format!("{}={}", servers[s].url(), scratch.path(&format!("s{s}.pub")));
+    let spec = |s: usize| {
+        format!(
+            "{}={}",
+            servers[s].url(),
+            scratch.path(&format!("s{s}.pub"))
+        )
+    };
     let pids = servers.each_ref().map(|s| s.child_id().to_string());
     let csv = scratch.path("timeline.csv");
     let open = [
-        "--server", &spec(0), "--server", &spec(1), "--rate", "20", "--interval-ms", "500",
-        "--server-pid", &pids[0], "--server-pid", &pids[1], "--csv", &csv,
+        "--server",
+        &spec(0),
+        "--server",
+        &spec(1),
+        "--rate",
+        "20",
+        "--interval-ms",
+        "500",
+        "--server-pid",
+        &pids[0],
+        "--server-pid",
+        &pids[1],
+        "--csv",
+        &csv,
     ];
     let r = report_of("safebrowsing", "2", &open);
     assert_counts_add_up(&r);
@@ -133,15 +152,33 @@ fn safebrowsing_servers_serve_an_open_and_a_closed_loop() {
     let intervals = r["intervals"].as_array().unwrap();
     assert_eq!(intervals.len(), 4, "{r}");
     assert!(intervals.iter().all(|i| i["sent"] == 10), "{r}");
-    assert!(r["target"].as_str().unwrap().contains("Checklist lookups"), "{r}");
+    assert!(
+        r["target"].as_str().unwrap().contains("Checklist lookups"),
+        "{r}"
+    );
     assert!(r["server_cpu_ms_per_lookup"].as_f64().unwrap() > 0.0, "{r}");
-    assert!(r["server_bytes_per_lookup"]["sent"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(
+        r["server_bytes_per_lookup"]["sent"].as_f64().unwrap() > 0.0,
+        "{r}"
+    );
     let text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(text.lines().count(), 5, "{text}");
-    assert!(text.starts_with("t_s,sent,ok,errors,p50_ms,p99_ms,"), "{text}");
+    assert!(
+        text.starts_with("t_s,sent,ok,errors,p50_ms,p99_ms,"),
+        "{text}"
+    );
 
     // Closed loop, DPF lookups.
-    let closed = ["--server", &spec(0), "--server", &spec(1), "--clients", "2", "--scheme", "dpf"];
+    let closed = [
+        "--server",
+        &spec(0),
+        "--server",
+        &spec(1),
+        "--clients",
+        "2",
+        "--scheme",
+        "dpf",
+    ];
     let r = report_of("safebrowsing", "1", &closed);
     assert_counts_add_up(&r);
     assert!(r["target"].as_str().unwrap().contains("Dpf lookups"), "{r}");
@@ -158,16 +195,46 @@ fn breach_servers_report_their_qdp_queue_over_time() {
         let args = support::serve_args(&["breach", "serve"], &db, &server, &key, &extra);
         support::Proc::start(&args, "https://")
     });
-    let spec = |s: usize| format!("{}={}", servers[s].url(), scratch.path(&format!("s{s}.pub")));
+    let spec = |s: usize| {
+        format!(
+            "{}={}",
+            servers[s].url(),
+            scratch.path(&format!("s{s}.pub"))
+        )
+    };
     let pids = servers.each_ref().map(|s| s.child_id().to_string());
-    let args = [
-        "--server", &spec(0), "--server", &spec(1), "--rate", "10", "--interval-ms", "500",
-        "--server-pid", &pids[0], "--server-pid", &pids[1],
+    let png = scratch.path("flood.png");
+    // The timeline chart needs its font (CI installs it; elsewhere the chart may be skipped).
+    let font = support::require(
+        std::path::Path::new(pir_bench::plot::FONT_PATH).exists(),
+        "the chart font",
+        "apt-get install fonts-dejavu-core",
+    );
+    let (s0, s1) = (spec(0), spec(1));
+    let mut args = vec![
+        "--server",
+        &s0,
+        "--server",
+        &s1,
+        "--rate",
+        "10",
+        "--interval-ms",
+        "500",
+        "--server-pid",
+        &pids[0],
+        "--server-pid",
+        &pids[1],
     ];
+    if font {
+        args.extend(["--plot", &png]);
+    }
     let r = report_of("breach", "2", &args);
     assert_counts_add_up(&r);
     assert_eq!(r["sent"], 20, "{r}");
-    assert!(r["target"].as_str().unwrap().starts_with("breach servers"), "{r}");
+    assert!(
+        r["target"].as_str().unwrap().starts_with("breach servers"),
+        "{r}"
+    );
     // The servers' metrics give the queue depth at every interval and the fallback scans.
     let intervals = r["intervals"].as_array().unwrap();
     for i in intervals {
@@ -175,11 +242,29 @@ fn breach_servers_report_their_qdp_queue_over_time() {
         assert!(i["qdp_fallback_scans"].is_u64(), "{i}");
     }
     let scans = r["qdp_fallback_scans"].as_u64().unwrap();
-    let summed: u64 = intervals.iter().map(|i| i["qdp_fallback_scans"].as_u64().unwrap()).sum();
+    let summed: u64 = intervals
+        .iter()
+        .map(|i| i["qdp_fallback_scans"].as_u64().unwrap())
+        .sum();
     assert_eq!(scans, summed, "{r}");
     // Two QDP answers per check, each from the queue or a fallback scan.
     assert!(scans <= 2 * r["served"].as_u64().unwrap(), "{r}");
+    if font {
+        assert!(
+            std::fs::read(&png).unwrap().starts_with(b"\x89PNG"),
+            "{png}"
+        );
+    }
     // One server alone is refused: a check needs both.
-    let one = support::run(&["loadtest", "--server", &spec(0), "--kind", "breach", "--seconds", "1"]);
+    let one = [
+        "loadtest",
+        "--server",
+        &s0,
+        "--kind",
+        "breach",
+        "--seconds",
+        "1",
+    ];
+    let one = support::run(&one);
     assert!(!one.status.success());
 }

@@ -38,7 +38,12 @@ pub async fn run(args: LoadtestArgs) -> Result<()> {
         report
     };
     if let Some(path) = &args.csv {
-        std::fs::write(path, report.csv()).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, report.csv())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        let title = args.title.as_deref().unwrap_or(&report.target);
+        loadtest::chart::plot(&report, title, path)?;
     }
     if report.served() == 0 {
         bail!("no query was served");
@@ -86,8 +91,15 @@ async fn knee(args: &LoadtestArgs, plan: &Plan, source: &loadtest::Source) -> Re
             );
         }
     };
-    let found = loadtest::knee(plan, source, args.knee_factor, args.knee_steps, rule, &mut print)
-        .await?;
+    let found = loadtest::knee(
+        plan,
+        source,
+        args.knee_factor,
+        args.knee_steps,
+        rule,
+        &mut print,
+    )
+    .await?;
     let at = found.knee.and_then(|k| found.steps.get(k));
     if json {
         let value = serde_json::json!({
@@ -102,9 +114,12 @@ async fn knee(args: &LoadtestArgs, plan: &Plan, source: &loadtest::Source) -> Re
                 println!(
                     "knee: {:.1}/s offered ({})",
                     report.rate.unwrap_or(0.0),
-                    found.broke.as_deref().map_or("every step held".into(), |b| {
-                        format!("the next step broke: {b}")
-                    })
+                    found
+                        .broke
+                        .as_deref()
+                        .map_or("every step held".into(), |b| {
+                            format!("the next step broke: {b}")
+                        })
                 );
                 report.lines().iter().for_each(|line| println!("{line}"));
             }

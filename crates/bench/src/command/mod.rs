@@ -175,6 +175,14 @@ pub struct LoadtestArgs {
     /// Write the timeline (one line per interval) as CSV to FILE (the knee step, with --knee).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Draw the timeline as a PNG chart to FILE: lookups served, p99 latency, and for breach
+    /// servers the QDP queue depth and fallback full scans, per interval (needs Debian's
+    /// fonts-dejavu-core).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// The chart's caption (default: the target).
+    #[arg(long, value_name = "TEXT", requires = "plot")]
+    pub title: Option<String>,
     /// Mix in abusive connections: slowloris, idle, and bad bodies (100 MB announced,
     /// trickling, malformed).
     #[arg(long)]

@@ -177,7 +177,11 @@ pub async fn run(plan: &Plan, source: Source) -> Result<Report> {
         }
         Load::Open { rate } => open_loop(shared.clone(), &plan, rate).await?,
     }
-    let elapsed_s = began.elapsed().as_secs_f64().min(run_for.as_secs_f64()).max(1e-9);
+    let elapsed_s = began
+        .elapsed()
+        .as_secs_f64()
+        .min(run_for.as_secs_f64())
+        .max(1e-9);
     let mut samples = vec![before];
     samples.extend(sampling.await.context("the sampler")?);
     abuse_stop.store(true, Ordering::Relaxed);
@@ -187,8 +191,8 @@ pub async fn run(plan: &Plan, source: Source) -> Result<Report> {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     let after = sample(&metrics, &plan).await;
-    let shared = Arc::try_unwrap(shared)
-        .map_err(|_| anyhow::anyhow!("a lookup task outlived the run"))?;
+    let shared =
+        Arc::try_unwrap(shared).map_err(|_| anyhow::anyhow!("a lookup task outlived the run"))?;
     let first_error = shared
         .first_error
         .into_inner()
@@ -225,10 +229,7 @@ pub async fn run(plan: &Plan, source: Source) -> Result<Report> {
             (Some(a), Some(b)) => Some(b - a),
             _ => None,
         },
-        server_bytes: [
-            diff(|s| s.metrics.bytes_in),
-            diff(|s| s.metrics.bytes_out),
-        ],
+        server_bytes: [diff(|s| s.metrics.bytes_in), diff(|s| s.metrics.bytes_out)],
         qdp_fallback_scans: diff(|s| s.metrics.qdp_fallback_scans),
     })
 }
@@ -251,7 +252,11 @@ impl KneeRule {
         let (_, p99, _) = report.quantiles_ms();
         let offered = report.rate.unwrap_or(0.0);
         if report.errors as f64 / sent > self.max_error_share {
-            Some(format!("{} errors of {} lookups", report.errors, report.sent()))
+            Some(format!(
+                "{} errors of {} lookups",
+                report.errors,
+                report.sent()
+            ))
         } else if !(p99 <= self.max_p99_ms) {
             Some(format!("p99 {p99:.1} ms over {} ms", self.max_p99_ms))
         } else if report.throughput() < self.min_served_share * offered {

@@ -313,7 +313,10 @@ mod tests {
         let text = csv(&rows);
         assert_eq!(text.lines().count(), 5);
         assert!(text.starts_with("t_s,sent,ok,errors,"), "{text}");
-        assert!(text.contains("\n1.000,2,1,1,5.000,5.000,8,2,0.250\n"), "{text}");
+        assert!(
+            text.contains("\n1.000,2,1,1,5.000,5.000,8,2,0.250\n"),
+            "{text}"
+        );
         assert!(text.contains("\n1.500,0,0,0,,,7,2,0.250\n"), "{text}");
     }
 }
