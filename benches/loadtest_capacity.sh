@@ -7,8 +7,10 @@
 #      fallback full scans and latency sampled every 500 ms (JSON and CSV per policy).
 #
 #   bash benches/loadtest_capacity.sh OUT_DIR [SB_HOSTS] [BREACH_PASSWORDS] [FLOOD_RATE]
-#     (defaults: 300000 hosts, 1000000 passwords, 60 checks/s; FLOOD_SECONDS=20,
-#      STEP_SECONDS=5, QDP_QUEUE=200 in the environment)
+#     (defaults: 300000 hosts, 1000000 passwords, 1.3 x the breach knee's served rate;
+#      FLOOD_SECONDS=20, STEP_SECONDS=5, QDP_QUEUE=200, FILL_SECONDS=5 in the environment)
+#
+# Then: python3 benches/capacity_table.py OUT_DIR
 #
 # Data is generated from a fixed seed. The load generator and the servers share this machine;
 # CPU per lookup is the servers' own (from /proc/PID/stat), traffic and memory from their
@@ -17,7 +19,7 @@ set -euo pipefail
 out=${1:?give an output directory}
 sb_hosts=${2:-300000}
 passwords=${3:-1000000}
-flood_rate=${4:-60}
+flood_rate=${4:-}
 flood_seconds=${FLOOD_SECONDS:-20}
 step_seconds=${STEP_SECONDS:-5}
 qdp_queue=${QDP_QUEUE:-200}
@@ -95,7 +97,7 @@ breach_servers() { # breach_servers POLICY: starts both, sets $breach and the pi
   breach="--server $(port_of "$dir/breach0.log")=$dir/s0.pub"
   breach="$breach --server $(port_of "$dir/breach1.log")=$dir/s1.pub"
   # Let the precompute workers fill their queues first (a flood starts from a full queue).
-  sleep "${FILL_SECONDS:-20}"
+  sleep "${FILL_SECONDS:-5}"
 }
 breach_servers half
 # shellcheck disable=SC2086
@@ -104,12 +106,21 @@ breach_servers half
   > "$out/breach-knee.json"
 kill "$breach_pid0" "$breach_pid1"
 
+if [ -z "$flood_rate" ]; then
+  flood_rate=$(python3 -c "
+import json
+d = json.load(open('$out/breach-knee.json'))
+r = d['knee'] or d['steps'][0]
+print(round(r['throughput_per_s'] * 1.3, 1))")
+fi
 for policy in always never half; do
   breach_servers "$policy"
   # shellcheck disable=SC2086
   "$pir" loadtest --kind breach $breach --rate "$flood_rate" --seconds "$flood_seconds" \
     --interval-ms 500 --server-pid "$breach_pid0" --server-pid "$breach_pid1" --json \
-    --csv "$out/flood-$policy.csv" > "$out/flood-$policy.json"
+    --csv "$out/flood-$policy.csv" --plot "$out/flood-$policy.png" \
+    --title "QDP flood at $flood_rate checks/s, --qdp-policy $policy --qdp-queue $qdp_queue" \
+    > "$out/flood-$policy.json"
   kill "$breach_pid0" "$breach_pid1"
   sleep 1
 done
