@@ -367,6 +367,17 @@ mod tests {
         let metrics = Handler::render_metrics(&s0);
         assert!(metrics.contains("pir_qdp_queue_depth "), "{metrics}");
         assert!(metrics.contains("pir_qdp_issued_seeds "), "{metrics}");
+        // Server 1 keeps no queue: every answer it gave was a fallback full scan.
+        let metrics = Handler::render_metrics(&s1);
+        assert!(
+            metrics.contains("\npir_qdp_precomputed_answers 0\n"),
+            "{metrics}"
+        );
+        assert!(metrics.contains("\npir_qdp_fallback_scans "), "{metrics}");
+        assert!(
+            !metrics.contains("\npir_qdp_fallback_scans 0\n"),
+            "{metrics}"
+        );
         let info = Handler::hint(&s1).unwrap();
         let env = wire::decode_envelope(&info, 8192).unwrap();
         let decoded = Info::decode(&env.body[..env.body.len() - 64]).unwrap();

@@ -1,30 +1,33 @@
-//! The load generator behind `pir loadtest`: many concurrent clients against one server, with
-//! abusive ones mixed in. The binary parses flags, calls [`source`] and [`run`], and prints the
-//! [`Report`].
+//! The load generator behind `pir loadtest`: lookups against running servers over pinned
+//! HTTPS from this process, closed loop (`--clients` clients, each its own connection, lookups
+//! back to back) or open loop (`--rate` lookups a second on a fixed schedule, however slowly the
+//! servers answer), with abusive connections mixed in on request. The binary parses flags,
+//! calls [`source`] and [`run`] (or [`knee`]), and prints the [`Report`].
 //!
-//! Each client is its own HTTPS connection pinned to the server's key, sending valid queries
-//! back to back for the whole run. The queries are made once, at the start, by the real
-//! client code (a mirror: Chor queries over the release its manifest describes; a
-//! single-server `pir serve`: the lattice client's own queries, recorded as they leave), then
-//! replayed: the server cannot tell a replay from a new query, and the load tool spends its
-//! CPU on the network, not on making queries. A reply counts as served when it is a signed
-//! answer envelope (not an error).
+//! What a lookup is depends on the server ([`work`]): a mirror's Chor query, a single-server
+//! `pir serve`'s lattice query, what the Safe Browsing proxy sends the two servers for one hash
+//! prefix, or a whole breach check (QDP seeds and queries to both servers). Queries are made at
+//! the start by the real client code and replayed (the servers cannot tell a replay from a new
+//! query, and the load tool spends its CPU on the network, not on making queries), except
+//! breach checks, whose single-use seeds make every check a live one. A lookup is served when
+//! every reply is a signed answer envelope (not an error).
+//!
+//! Latency: closed loop, from send to the last reply; open loop, from the time the schedule
+//! said to send (so a stalled generator or server cannot hide its queue: no coordinated
+//! omission). Each lookup is counted in the interval it was sent in ([`timeline`]); the
+//! servers are sampled at the end of every interval: their `/metrics` (resident memory, bytes,
+//! QDP queue depth and fallback full scans) and, given their process ids, their CPU time
+//! from `/proc/PID/stat`.
 //!
 //! With `--abuse`, alongside the clients: connections that send headers one byte a second
 //! (slowloris), connections that send nothing, requests announcing 100 MB bodies, requests
-//! whose body trickles, and malformed envelopes. The report says how the server dealt with
-//! each and whether the valid clients were served meanwhile.
-//!
-//! The server's resident memory comes from its `/metrics` (`process_resident_memory_bytes`):
-//! before the run, its peak during it (sampled every 250 ms) and after it, once the abusive
-//! connections are gone.
+//! whose body trickles, and malformed envelopes, all at the first server. The report says how
+//! the server dealt with each and whether the valid clients were served meanwhile.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use pir_client::{HttpsTransport, Tap, Transport};
+use pir_client::{HttpsTransport, LookupScheme, Tap};
 use pir_core::wire::{self, MessageKind};
 use pir_core::{DbShape, MultiServerScheme, SchemeId};
 use pir_keys::PublicKey;
@@ -32,9 +35,17 @@ use pir_service::framing;
 use rand::Rng;
 
 mod abuse;
+pub mod chart;
+mod drive;
+mod report;
+pub mod timeline;
+pub mod work;
 
 pub use abuse::AbuseCounts;
-use abuse::{start_abuse, AbuseTally};
+pub use drive::{knee, run, Knee, KneeRule, LOOKUP_TIMEOUT, MAX_IN_FLIGHT};
+pub use report::Report;
+pub use timeline::{IntervalRow, IntervalTally};
+use work::Work;
 
 /// Distinct queries made at the start and replayed.
 pub const DISTINCT_QUERIES: usize = 32;
@@ -46,29 +57,69 @@ pub enum Kind {
     Mirror,
     /// A single-server database (`pir serve`): SimplePIR, DoublePIR or YPIR queries.
     Lattice,
+    /// The two Safe Browsing servers (`pir safebrowsing serve`, server 0 first): the lookups
+    /// the proxy makes for one hash prefix, by this scheme.
+    SafeBrowsing(LookupScheme),
+    /// The two breach servers (`pir breach serve`, server 0 first): whole QDP checks.
+    Breach,
 }
 
-/// One run: the server, its clients, how long, and the abusive connections.
+/// How lookups are sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Load {
+    /// This many clients, each sending its next lookup when the last is answered.
+    Closed {
+        /// Concurrent clients (at least 1).
+        clients: usize,
+    },
+    /// Lookups at this rate a second, each sent on schedule whatever is still in flight.
+    Open {
+        /// Lookups a second (more than 0).
+        rate: f64,
+    },
+}
+
+/// One run: the servers, the load, how long, and the abusive connections.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// The server's URL and the key that pins its TLS.
-    pub server: (String, PublicKey),
-    /// Concurrent valid clients (at least 1).
-    pub clients: usize,
-    /// How long the clients run, in seconds (at least 1).
+    /// Each server's URL and the key that pins its TLS (server 0 first).
+    pub servers: Vec<(String, PublicKey)>,
+    /// Closed or open loop.
+    pub load: Load,
+    /// How long lookups are sent, in seconds (at least 1).
     pub seconds: u64,
     /// Abusive connections of each kind, or `None` for none at all.
     pub abusers: Option<usize>,
+    /// How often the servers are sampled and lookups are counted, in milliseconds.
+    pub interval_ms: u64,
+    /// The servers' process ids, for their CPU time (`/proc/PID/stat`; same machine only).
+    pub server_pids: Vec<u32>,
 }
 
 impl Plan {
+    /// A closed-loop plan against one server, sampled every second.
+    pub fn closed(server: (String, PublicKey), clients: usize, seconds: u64) -> Plan {
+        Plan {
+            servers: vec![server],
+            load: Load::Closed { clients },
+            seconds,
+            abusers: None,
+            interval_ms: 1000,
+            server_pids: Vec::new(),
+        }
+    }
+
     /// The two lines printed before a run: what is targeted and how.
     pub fn intro(&self, source: &Source) -> [String; 2] {
+        let urls: Vec<&str> = self.servers.iter().map(|(url, _)| url.as_str()).collect();
+        let load = match self.load {
+            Load::Closed { clients } => format!("{clients} clients"),
+            Load::Open { rate } => format!("open loop at {rate} lookups/s"),
+        };
         [
-            format!("target: {} at {}", source.what, self.server.0),
+            format!("target: {} at {}", source.what, urls.join(" and ")),
             format!(
-                "{} clients for {} s{}",
-                self.clients,
+                "{load} for {} s{}",
                 self.seconds,
                 match self.abusers {
                     Some(n) =>
@@ -78,25 +129,72 @@ impl Plan {
             ),
         ]
     }
+
+    /// Refuses a plan that cannot run.
+    pub fn check(&self) -> Result<()> {
+        if self.servers.is_empty() {
+            bail!("give at least one --server");
+        }
+        if self.seconds == 0 {
+            bail!("--clients and --seconds must be at least 1");
+        }
+        match self.load {
+            Load::Closed { clients: 0 } => bail!("--clients and --seconds must be at least 1"),
+            Load::Open { rate } if !(rate > 0.0 && rate.is_finite()) => {
+                bail!("--rate must be a positive number of lookups a second")
+            }
+            _ => {}
+        }
+        if self.interval_ms == 0 {
+            bail!("--interval-ms must be at least 1");
+        }
+        Ok(())
+    }
 }
 
-/// Valid queries to replay and the largest reply they may get.
+/// The lookups of a run and the largest reply a request may get.
 #[derive(Debug, Clone)]
 pub struct Source {
-    requests: Vec<Vec<u8>>,
+    work: Work,
     max_reply: usize,
     what: String,
 }
 
 impl Source {
-    /// What the queries are for, in words.
+    /// Replays of single requests to server 0.
+    fn single(requests: Vec<Vec<u8>>, max_reply: usize, what: String) -> Source {
+        let lookups = requests.into_iter().map(|r| vec![vec![(0, r)]]).collect();
+        Source {
+            work: Work::Replay(Arc::new(lookups)),
+            max_reply,
+            what,
+        }
+    }
+
+    /// What the lookups are for, in words.
     pub fn what(&self) -> &str {
         &self.what
     }
 
-    /// The request envelopes replayed, in order.
-    pub fn requests(&self) -> &[Vec<u8>] {
-        &self.requests
+    /// The request envelopes replayed, in order (none for live breach checks).
+    pub fn requests(&self) -> Vec<Vec<u8>> {
+        match &self.work {
+            Work::Replay(lookups) => lookups
+                .iter()
+                .flatten()
+                .flatten()
+                .map(|(_, request)| request.clone())
+                .collect(),
+            Work::Breach(_) => Vec::new(),
+        }
+    }
+
+    /// The recorded lookups (none for live breach checks).
+    pub fn lookups(&self) -> &[work::Lookup] {
+        match &self.work {
+            Work::Replay(lookups) => lookups,
+            Work::Breach(_) => &[],
+        }
     }
 
     /// The largest reply a request may get.
@@ -105,11 +203,35 @@ impl Source {
     }
 }
 
-/// The queries for a server of `kind` at `server`, made by the real client code.
-pub async fn source(server: &(String, PublicKey), kind: Kind) -> Result<Source> {
+/// The lookups for the servers of `kind` at `servers` (server 0 first), made by the real
+/// client code.
+pub async fn source(servers: &[(String, PublicKey)], kind: Kind) -> Result<Source> {
+    let Some(first) = servers.first() else {
+        bail!("give at least one --server");
+    };
     match kind {
-        Kind::Mirror => mirror_source(server).await,
-        Kind::Lattice => lattice_source(server).await,
+        Kind::Mirror => mirror_source(first).await,
+        Kind::Lattice => lattice_source(first).await,
+        Kind::SafeBrowsing(scheme) => {
+            let (work, what) = work::safebrowsing_work(servers, scheme, DISTINCT_QUERIES).await?;
+            Ok(Source {
+                work,
+                // A Checklist, SinglePass or DPF answer of one 32-byte record, and then some.
+                max_reply: 1 << 20,
+                what,
+            })
+        }
+        Kind::Breach => {
+            if servers.len() != 2 {
+                bail!("a breach load test needs both servers: --server for server 0, then 1");
+            }
+            let (work, what) = work::breach_work(servers).await?;
+            Ok(Source {
+                work,
+                max_reply: 0,
+                what,
+            })
+        }
     }
 }
 
@@ -151,15 +273,15 @@ pub fn chor_source(
             &[scheme.encode_query(&queries[0])],
         ));
     }
-    Ok(Source {
+    Ok(Source::single(
         requests,
-        max_reply: framing::reply_bytes(1, scheme.max_answer_body()),
-        what: format!(
+        framing::reply_bytes(1, scheme.max_answer_body()),
+        format!(
             "mirror, release {}: {block_count} blocks of {block_size} B, Chor queries ({} B each)",
             hex::encode(&id[..8]),
             scheme.encode_query(&scheme.query(&[0], rng)?.0[0]).len()
         ),
-    })
+    ))
 }
 
 /// The lattice client's own queries (SimplePIR, DoublePIR or YPIR, whatever the server runs).
@@ -191,93 +313,12 @@ async fn lattice_source(server: &(String, PublicKey)) -> Result<Source> {
     if requests.is_empty() {
         bail!("the session sent no query to record");
     }
-    Ok(Source {
-        what: format!(
-            "single-server PIR ({:?}), {records} records, queries of {} B",
-            session.header().params.scheme,
-            requests[0].len()
-        ),
-        requests,
-        max_reply: max_reply.max(1) * 2 + 4096,
-    })
-}
-
-/// What the valid clients saw.
-#[derive(Default)]
-struct Tally {
-    latencies_us: Vec<u64>,
-    errors: u64,
-    first_error: Option<String>,
-}
-
-impl Tally {
-    /// Adds what another client saw; the first error kept is the earliest merged.
-    fn merge(&mut self, other: Tally) {
-        self.latencies_us.extend(other.latencies_us);
-        self.errors += other.errors;
-        if self.first_error.is_none() {
-            self.first_error = other.first_error;
-        }
-    }
-}
-
-/// One client: its own connection, queries back to back until `stop`.
-async fn client(
-    server: (String, PublicKey),
-    source: Arc<Source>,
-    stop: Arc<AtomicBool>,
-    start_at: usize,
-) -> Tally {
-    let mut tally = Tally::default();
-    let transport = match HttpsTransport::new(&[server]) {
-        Ok(t) => t,
-        Err(e) => {
-            tally.errors += 1;
-            tally.first_error = Some(e.to_string());
-            return tally;
-        }
-    };
-    let mut k = start_at;
-    while !stop.load(Ordering::Relaxed) {
-        let request = source.requests[k % source.requests.len()].clone();
-        k += 1;
-        let began = Instant::now();
-        let outcome = transport.exchange(0, request, source.max_reply).await;
-        let served = match &outcome {
-            Ok(reply) => wire::decode_envelope(reply, reply.len())
-                .map(|e| e.kind == MessageKind::Answer)
-                .unwrap_or(false),
-            Err(_) => false,
-        };
-        if served {
-            tally.latencies_us.push(began.elapsed().as_micros() as u64);
-        } else {
-            tally.errors += 1;
-            if tally.first_error.is_none() {
-                tally.first_error = Some(match outcome {
-                    Ok(reply) => match wire::decode_envelope(&reply, reply.len()) {
-                        Ok(e) if e.kind == MessageKind::Error => wire::decode_error(e.body)
-                            .map(|(_, m)| format!("refused: {m}"))
-                            .unwrap_or_else(|_| "an error envelope".into()),
-                        _ => "a reply that is not an answer".into(),
-                    },
-                    Err(e) => e.to_string(),
-                });
-            }
-            // A refused or dropped request: back off a little, as a real client would.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    tally
-}
-
-/// The server's resident memory in bytes, from its `/metrics`.
-async fn server_rss(metrics: &HttpsTransport) -> Option<u64> {
-    let text = metrics.get_plain(0, "/metrics", 4 << 20).await.ok()?;
-    let text = String::from_utf8(text).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
-        .and_then(|v| v.trim().parse().ok())
+    let what = format!(
+        "single-server PIR ({:?}), {records} records, queries of {} B",
+        session.header().params.scheme,
+        requests[0].len()
+    );
+    Ok(Source::single(requests, max_reply.max(1) * 2 + 4096, what))
 }
 
 /// The `p` quantile (0 to 1, nearest rank) of `sorted` microseconds, in milliseconds; NaN
@@ -290,183 +331,8 @@ pub fn percentile(sorted: &[u64], p: f64) -> f64 {
     sorted[rank - 1] as f64 / 1000.0
 }
 
-fn mib(bytes: Option<u64>) -> String {
+pub(crate) fn mib(bytes: Option<u64>) -> String {
     bytes.map_or("?".into(), |b| {
         format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
-    })
-}
-
-/// What a run measured.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Report {
-    /// What was targeted ([`Source::what`]).
-    pub target: String,
-    /// Concurrent valid clients.
-    pub clients: usize,
-    /// Seconds the clients ran.
-    pub elapsed_s: f64,
-    /// Latency of every served query in microseconds, sorted.
-    pub latencies_us: Vec<u64>,
-    /// Queries not served (refused, dropped, or not an answer).
-    pub errors: u64,
-    /// The first of those errors, in words.
-    pub first_error: Option<String>,
-    /// The server's resident memory before the run, its peak during it and after it.
-    pub rss_bytes: [Option<u64>; 3],
-    /// What the abusive connections saw, if there were any.
-    pub abuse: Option<AbuseCounts>,
-}
-
-impl Report {
-    /// Queries served.
-    pub fn served(&self) -> usize {
-        self.latencies_us.len()
-    }
-
-    /// Queries served per second.
-    pub fn throughput(&self) -> f64 {
-        self.served() as f64 / self.elapsed_s
-    }
-
-    /// Latency quantiles p50, p99 and p99.9, in milliseconds.
-    pub fn quantiles_ms(&self) -> (f64, f64, f64) {
-        let l = &self.latencies_us;
-        (
-            percentile(l, 0.50),
-            percentile(l, 0.99),
-            percentile(l, 0.999),
-        )
-    }
-
-    /// The report as `pir loadtest --json` prints it.
-    pub fn to_json(&self) -> serde_json::Value {
-        let (p50, p99, p999) = self.quantiles_ms();
-        let [before, peak, after] = self.rss_bytes;
-        serde_json::json!({
-            "target": self.target,
-            "clients": self.clients,
-            "seconds": self.elapsed_s,
-            "served": self.served(),
-            "errors": self.errors,
-            "first_error": self.first_error,
-            "throughput_per_s": self.throughput(),
-            "latency_ms": {"p50": p50, "p99": p99, "p999": p999},
-            "server_rss_bytes": {"before": before, "peak": peak, "after": after},
-            "abuse": self.abuse.as_ref().map(|a| serde_json::json!({
-                "slowloris_closed": a.slow_closed,
-                "slowloris_open_at_end": a.slow_open_at_end,
-                "idle_closed": a.idle_closed,
-                "idle_open_at_end": a.idle_open_at_end,
-                "big_body_413": a.big_refused,
-                "big_body_other": a.big_other,
-                "trickle_408": a.trickle_refused,
-                "trickle_other": a.trickle_other,
-                "malformed_4xx": a.malformed_refused,
-                "malformed_other": a.malformed_other,
-                "longest_until_closed_s": a.longest_until_closed_s,
-            })),
-        })
-    }
-
-    /// The report as `pir loadtest` prints it, one line each.
-    pub fn lines(&self) -> Vec<String> {
-        let (p50, p99, p999) = self.quantiles_ms();
-        let [before, peak, after] = self.rss_bytes;
-        let mut lines = vec![
-            format!(
-                "served {} queries in {:.1} s: {:.1}/s; latency p50 {p50:.2} ms, p99 {p99:.2} \
-                 ms, p99.9 {p999:.2} ms; errors {}{}",
-                self.served(),
-                self.elapsed_s,
-                self.throughput(),
-                self.errors,
-                self.first_error
-                    .as_deref()
-                    .map(|e| format!(" (first: {e})"))
-                    .unwrap_or_default()
-            ),
-            format!(
-                "server memory: {} before, {} peak, {} after",
-                mib(before),
-                mib(peak),
-                mib(after)
-            ),
-        ];
-        if let Some(a) = &self.abuse {
-            lines.push(format!(
-                "abuse: slowloris {} closed by the server ({} still open at the end), idle {} \
-                 closed ({} open at the end), longest until closed {:.1} s; 100 MB bodies {} \
-                 refused with 413 ({} otherwise); trickling bodies {} refused with 408 ({} \
-                 otherwise); malformed {} refused with 4xx ({} otherwise)",
-                a.slow_closed,
-                a.slow_open_at_end,
-                a.idle_closed,
-                a.idle_open_at_end,
-                a.longest_until_closed_s,
-                a.big_refused,
-                a.big_other,
-                a.trickle_refused,
-                a.trickle_other,
-                a.malformed_refused,
-                a.malformed_other,
-            ));
-        }
-        lines
-    }
-}
-
-/// Runs `plan` with the queries of `source` and reports what the clients, the abusive
-/// connections and the server's `/metrics` showed.
-pub async fn run(plan: &Plan, source: Source) -> Result<Report> {
-    if plan.clients == 0 || plan.seconds == 0 {
-        bail!("--clients and --seconds must be at least 1");
-    }
-    let server = plan.server.clone();
-    let addr = pir_client::transport::authority_of(&server.0)?;
-    let source = Arc::new(source);
-    let metrics = HttpsTransport::new(std::slice::from_ref(&server))?;
-    let rss_before = server_rss(&metrics).await;
-
-    let stop = Arc::new(AtomicBool::new(false));
-    let abuse_stop = Arc::new(AtomicBool::new(false));
-    let abuse = Arc::new(AbuseTally::default());
-    let mut abusers = match plan.abusers {
-        Some(count) => start_abuse(addr, server.1, count, abuse_stop.clone(), abuse.clone()),
-        None => tokio::task::JoinSet::new(),
-    };
-    let mut clients = tokio::task::JoinSet::new();
-    for k in 0..plan.clients {
-        clients.spawn(client(server.clone(), source.clone(), stop.clone(), k * 7));
-    }
-    let began = Instant::now();
-    let mut peak = rss_before;
-    while began.elapsed() < Duration::from_secs(plan.seconds) {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        if let Some(rss) = server_rss(&metrics).await {
-            peak = Some(peak.map_or(rss, |p| p.max(rss)));
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    let mut tally = Tally::default();
-    while let Some(done) = clients.join_next().await {
-        tally.merge(done.context("a client task")?);
-    }
-    let elapsed_s = began.elapsed().as_secs_f64();
-    abuse_stop.store(true, Ordering::Relaxed);
-    while abusers.join_next().await.is_some() {}
-    // Let the server notice the closed connections, then read its memory again.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss_after = server_rss(&metrics).await;
-
-    tally.latencies_us.sort_unstable();
-    Ok(Report {
-        target: source.what.clone(),
-        clients: plan.clients,
-        elapsed_s,
-        latencies_us: tally.latencies_us,
-        errors: tally.errors,
-        first_error: tally.first_error,
-        rss_bytes: [rss_before, peak, rss_after],
-        abuse: plan.abusers.map(|_| abuse.counts()),
     })
 }

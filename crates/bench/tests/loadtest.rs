@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use pir_bench::loadtest::{self, chor_source, percentile, AbuseCounts, Kind, Plan, Report};
+use pir_bench::loadtest::{
+    self, chor_source, percentile, AbuseCounts, IntervalRow, Kind, KneeRule, Load, Plan, Report,
+};
 use pir_core::wire::{self, MessageKind};
 use pir_core::SchemeId;
 use pir_keys::SecretKey;
@@ -19,7 +21,8 @@ fn a_mirror_plan_is_distinct_chor_queries_of_one_size() {
     let source = chor_source(100, 256, [9; 32], &mut rng).unwrap();
     let requests = source.requests();
     assert_eq!(requests.len(), loadtest::DISTINCT_QUERIES);
-    for request in requests {
+    assert_eq!(source.lookups().len(), loadtest::DISTINCT_QUERIES);
+    for request in &requests {
         let envelope = wire::decode_envelope(request, request.len()).unwrap();
         assert_eq!(envelope.kind, MessageKind::Query);
         assert_eq!(envelope.scheme, SchemeId::Chor);
@@ -69,6 +72,7 @@ fn report(abuse: Option<AbuseCounts>) -> Report {
         first_error: Some("refused: busy".into()),
         rss_bytes: [Some(1 << 20), Some(3 << 20), None],
         abuse,
+        ..Report::default()
     }
 }
 
@@ -131,12 +135,7 @@ fn the_intro_names_the_target_and_the_abusers() {
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     let source = chor_source(10, 64, [1; 32], &mut rng).unwrap();
     let key = SecretKey::generate().unwrap().public();
-    let mut plan = Plan {
-        server: ("https://127.0.0.1:1".into(), key),
-        clients: 4,
-        seconds: 3,
-        abusers: None,
-    };
+    let mut plan = Plan::closed(("https://127.0.0.1:1".into(), key), 4, 3);
     let [target, how] = plan.intro(&source);
     assert_eq!(
         target,
@@ -166,13 +165,10 @@ async fn a_short_run_against_a_mirror_serves_every_query() {
     .await
     .unwrap();
 
-    let plan = Plan {
-        server: (format!("https://{}", running.addr), key.public()),
-        clients: 3,
-        seconds: 1,
-        abusers: None,
-    };
-    let source = loadtest::source(&plan.server, Kind::Mirror).await.unwrap();
+    let mut plan = Plan::closed((format!("https://{}", running.addr), key.public()), 3, 1);
+    plan.interval_ms = 250;
+    plan.server_pids = vec![std::process::id()];
+    let source = loadtest::source(&plan.servers, Kind::Mirror).await.unwrap();
     assert!(
         source.what().starts_with("mirror, release "),
         "{}",
@@ -190,6 +186,28 @@ async fn a_short_run_against_a_mirror_serves_every_query() {
     assert!(r.rss_bytes[0].unwrap() > 0, "no memory from /metrics");
     assert!(r.rss_bytes[1] >= r.rss_bytes[0]);
     assert!(r.abuse.is_none());
+    // The counts add up, interval by interval, and the server (this process) used CPU.
+    assert!(r.inconsistencies().is_empty(), "{:?}", r.inconsistencies());
+    assert_eq!(r.intervals.len(), 4);
+    assert!(r.server_cpu_s.unwrap() > 0.0);
+    assert!(r.cpu_ms_per_lookup().unwrap() > 0.0);
+    let [received, sent] = r.bytes_per_lookup();
+    assert!(received.unwrap() > 0.0 && sent.unwrap() > 0.0, "{r:?}");
+    // A mirror has no QDP queue.
+    assert!(r.qdp_fallback_scans.is_none());
+
+    // Open loop at a bounded rate: every lookup due is sent and answered.
+    plan.load = Load::Open { rate: 40.0 };
+    let source = loadtest::source(&plan.servers, Kind::Mirror).await.unwrap();
+    let r = loadtest::run(&plan, source).await.unwrap();
+    assert_eq!(r.errors, 0, "{:?}", r.first_error);
+    assert_eq!(r.sent(), 40);
+    assert_eq!(r.rate, Some(40.0));
+    assert!(r.inconsistencies().is_empty(), "{:?}", r.inconsistencies());
+    assert_eq!(
+        r.intervals.iter().map(|i| i.sent).collect::<Vec<_>>(),
+        [10; 4]
+    );
     running.shutdown().await;
 }
 
@@ -198,12 +216,62 @@ async fn a_run_needs_clients_and_time() {
     let key = SecretKey::generate().unwrap().public();
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     let source = chor_source(10, 64, [1; 32], &mut rng).unwrap();
-    let plan = Plan {
-        server: ("https://127.0.0.1:1".into(), key),
-        clients: 0,
-        seconds: 1,
-        abusers: None,
-    };
-    let e = loadtest::run(&plan, source).await.unwrap_err();
+    let mut plan = Plan::closed(("https://127.0.0.1:1".into(), key), 0, 1);
+    let e = loadtest::run(&plan, source.clone()).await.unwrap_err();
     assert!(e.to_string().contains("--clients"), "{e}");
+    plan.load = Load::Open { rate: 0.0 };
+    let e = loadtest::run(&plan, source).await.unwrap_err();
+    assert!(e.to_string().contains("--rate"), "{e}");
+}
+
+fn row(sent: u64, ok: u64, errors: u64) -> IntervalRow {
+    IntervalRow {
+        t_s: 1.0,
+        sent,
+        ok,
+        errors,
+        p50_ms: 1.0,
+        p99_ms: 2.0,
+        qdp_queue_depth: None,
+        qdp_fallback_scans: None,
+        server_cpu_s: None,
+    }
+}
+
+#[test]
+fn a_report_whose_counts_do_not_add_up_says_so() {
+    let mut r = report(None);
+    r.intervals = vec![row(3, 2, 1), row(2, 2, 0)];
+    assert!(r.inconsistencies().is_empty(), "{:?}", r.inconsistencies());
+    r.intervals[1] = row(3, 2, 0);
+    let found = r.inconsistencies();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].contains("3 sent, 2 served, 0 errors"), "{found:?}");
+}
+
+#[test]
+fn a_knee_step_breaks_on_errors_latency_or_a_shortfall() {
+    let rule = KneeRule {
+        max_error_share: 0.01,
+        max_p99_ms: 3.5,
+        min_served_share: 0.9,
+    };
+    let mut r = Report {
+        rate: Some(2.0),
+        elapsed_s: 2.0,
+        latencies_us: vec![1000; 200],
+        ..Report::default()
+    };
+    r.elapsed_s = 100.0;
+    assert!(rule.broken(&r).is_none(), "{:?}", rule.broken(&r));
+    r.errors = 3;
+    assert!(rule.broken(&r).unwrap().contains("3 errors"));
+    r.errors = 0;
+    r.latencies_us.push(9000);
+    r.latencies_us.push(9000);
+    r.latencies_us.push(9000);
+    assert!(rule.broken(&r).unwrap().contains("p99"));
+    r.latencies_us.truncate(200);
+    r.rate = Some(3.0);
+    assert!(rule.broken(&r).unwrap().contains("offered"));
 }

@@ -22,7 +22,7 @@
 //! the other learns nothing about the block. Nothing derived from a request is logged.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -144,6 +144,10 @@ struct Shared {
     busy: AtomicUsize,
     stop: AtomicBool,
     policy: PausePolicy,
+    /// Answers computed by a full scan: their seed was issued from an empty queue.
+    fallback_scans: AtomicU64,
+    /// Answers finished from a precomputed partial answer.
+    precomputed_answers: AtomicU64,
 }
 
 impl Shared {
@@ -303,6 +307,8 @@ impl Qdp {
             busy: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             policy: setup.policy,
+            fallback_scans: AtomicU64::new(0),
+            precomputed_answers: AtomicU64::new(0),
         });
         let worker = shared.clone();
         std::thread::Builder::new()
@@ -346,6 +352,12 @@ impl Qdp {
     /// The online step of one pending answer.
     fn finish(&self, pending: PendingAnswer) -> Result<Vec<u8>, Refusal> {
         let _busy = Busy::enter(&self.shared);
+        let counter = if pending.is_precomputed() {
+            &self.shared.precomputed_answers
+        } else {
+            &self.shared.fallback_scans
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         let database = &self.shared.database;
         match &self.shared.flip_table {
             Some(flip) => pending
@@ -422,6 +434,17 @@ impl Backend for Qdp {
                 "pir_qdp_issued_seeds",
                 "Seeds handed out and not yet used or expired.",
                 issued as u64,
+            ),
+            // Running totals (counts only, never which query): a falling queue shows here.
+            (
+                "pir_qdp_fallback_scans",
+                "QDP answers computed by a full scan since start (seed issued from an empty queue).",
+                self.shared.fallback_scans.load(Ordering::Relaxed),
+            ),
+            (
+                "pir_qdp_precomputed_answers",
+                "QDP answers finished from a precomputed partial answer since start.",
+                self.shared.precomputed_answers.load(Ordering::Relaxed),
             ),
         ]
     }

@@ -410,6 +410,21 @@ impl<B: Backend> Handler for ReleaseSet<B> {
         &self.metrics
     }
 
+    /// The shared counters, and the gauges of every release served summed by name (a QDP
+    /// queue depth per database becomes the server's).
+    fn render_metrics(&self) -> String {
+        let mut gauges: Vec<crate::metrics::Gauge> = Vec::new();
+        for release in self.current().iter() {
+            for (name, help, value) in release.service.backend().gauges() {
+                match gauges.iter_mut().find(|(n, _, _)| *n == name) {
+                    Some(gauge) => gauge.2 += value,
+                    None => gauges.push((name, help, value)),
+                }
+            }
+        }
+        self.metrics.render_with(&gauges)
+    }
+
     /// The set's own download if one was set ([`ReleaseSet::set_download`]), else the newest
     /// release's hint.
     fn hint(&self) -> Option<bytes::Bytes> {

@@ -138,20 +138,69 @@ pub struct BenchArgs {
 }
 
 /// `pir loadtest`.
+///
+/// Closed loop (--clients, lookups back to back) or open loop (--rate lookups a second on a
+/// fixed schedule); --knee steps the rate up until latency or errors blow up and reports the
+/// last step that held. Latency is end to end from this process over pinned TLS; server CPU
+/// per lookup needs --server-pid (the servers on this machine). The report's intervals count
+/// each lookup in the interval it was sent in and sample the servers' /metrics (QDP queue
+/// depth and fallback full scans for breach servers) at the end of each.
 #[derive(Debug, Args)]
 pub struct LoadtestArgs {
-    /// The server, as https://HOST:PORT=SERVER.pub (its key pins TLS).
-    #[arg(long, value_name = "URL=SERVER.pub")]
-    pub server: String,
-    /// What it serves: `mirror` (pir mirror serve) or `lattice` (pir serve).
+    /// A server, as https://HOST:PORT=SERVER.pub (its key pins TLS). Safe Browsing and
+    /// breach servers come in pairs: give server 0, then server 1.
+    #[arg(long = "server", value_name = "URL=SERVER.pub", required = true)]
+    pub servers: Vec<String>,
+    /// What they serve: `mirror` (pir mirror serve), `lattice` (pir serve), `safebrowsing`
+    /// (pir safebrowsing serve, both servers) or `breach` (pir breach serve, both servers).
     #[arg(long, value_enum)]
     pub kind: LoadKind,
-    /// Concurrent clients, each on its own connection, each sending queries back to back.
+    /// Safe Browsing: the proxy's lookup scheme whose lookups are sent.
+    #[arg(long, value_enum, default_value_t = LoadScheme::Checklist)]
+    pub scheme: LoadScheme,
+    /// Concurrent clients (closed loop), each on its own connection, each sending lookups
+    /// back to back.
     #[arg(long, default_value_t = 50)]
     pub clients: usize,
-    /// How long to run.
+    /// Open loop: lookups a second, each sent on schedule however many are still in flight
+    /// (instead of --clients).
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate: Option<f64>,
+    /// Find the knee: open-loop steps from --rate, each --seconds long and --knee-factor times
+    /// the last, until errors pass 1 %, p99 passes --knee-p99-ms or under 90 % of the rate is
+    /// served.
+    #[arg(long, requires = "rate")]
+    pub knee: bool,
+    /// Rate factor between knee steps.
+    #[arg(long, default_value_t = 1.5)]
+    pub knee_factor: f64,
+    /// Most knee steps.
+    #[arg(long, default_value_t = 12)]
+    pub knee_steps: usize,
+    /// The p99 latency (ms) past which a knee step has broken.
+    #[arg(long, default_value_t = 200.0)]
+    pub knee_p99_ms: f64,
+    /// How long to run (each knee step).
     #[arg(long, default_value_t = 10)]
     pub seconds: u64,
+    /// Interval of the report's timeline (lookup counts, latency, server samples), ms.
+    #[arg(long, default_value_t = 1000)]
+    pub interval_ms: u64,
+    /// A server's process id (on this machine), for its CPU time from /proc/PID/stat; repeat
+    /// for each server.
+    #[arg(long = "server-pid", value_name = "PID")]
+    pub server_pids: Vec<u32>,
+    /// Write the timeline (one line per interval) as CSV to FILE (the knee step, with --knee).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Draw the timeline as a PNG chart to FILE: lookups served, p99 latency, and for breach
+    /// servers the QDP queue depth and fallback full scans, per interval (needs Debian's
+    /// fonts-dejavu-core).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// The chart's caption (default: the target).
+    #[arg(long, value_name = "TEXT", requires = "plot")]
+    pub title: Option<String>,
     /// Mix in abusive connections: slowloris, idle, and bad bodies (100 MB announced,
     /// trickling, malformed).
     #[arg(long)]
@@ -178,4 +227,19 @@ pub enum LoadKind {
     Mirror,
     /// A single-server database (`pir serve`): SimplePIR, DoublePIR or YPIR queries.
     Lattice,
+    /// The two Safe Browsing servers (`pir safebrowsing serve`): one hash prefix's lookups.
+    Safebrowsing,
+    /// The two breach servers (`pir breach serve`): whole credential checks.
+    Breach,
+}
+
+/// The Safe Browsing lookup schemes `pir loadtest` can send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoadScheme {
+    /// Checklist (hints downloaded first).
+    Checklist,
+    /// SinglePass (hints downloaded first).
+    Singlepass,
+    /// DPF (no hints).
+    Dpf,
 }
