@@ -36,6 +36,7 @@ pub mod mirrors;
 pub mod release;
 pub mod sample;
 pub mod serve;
+pub mod vendor;
 
 #[cfg(test)]
 mod testutil;
