@@ -565,17 +565,25 @@ pub(super) async fn serve(args: &VendorServeArgs) -> Result<()> {
     Ok(())
 }
 
+/// Records the operator's approval of `key` in the state directory `dir` and lifts a
+/// proven-liar mark; returns whether there was one.
+pub fn approve_key(dir: &Path, key: &PublicKey) -> Result<bool> {
+    let state = State::open(dir.to_path_buf())?;
+    let was_proven = state.file("proven", key).exists();
+    let approved = state.file("approved", key);
+    pir_fs::write_atomic_bytes(&approved, key.to_text().as_bytes())
+        .with_context(|| format!("writing {}", approved.display()))?;
+    state.remove("proven", key);
+    Ok(was_proven)
+}
+
 /// `pir vendor approve`: records each key's approval (and lifts a proven liar's ban); the
 /// running service reads it at its next probe round.
 pub(super) fn approve(args: &VendorApproveArgs) -> Result<()> {
-    let state = State::open(state_dir(args.state.as_deref())?)?;
+    let dir = state_dir(args.state.as_deref())?;
     for path in &args.mirrors {
         let key = PublicKey::load(path)?;
-        let was_proven = state.file("proven", &key).exists();
-        let approved = state.file("approved", &key);
-        pir_fs::write_atomic_bytes(&approved, key.to_text().as_bytes())
-            .with_context(|| format!("writing {}", approved.display()))?;
-        state.remove("proven", &key);
+        let was_proven = approve_key(&dir, &key)?;
         println!(
             "approved mirror key {}{}: the vendor service lists it once it registers and passes a probe",
             key.fingerprint(),
