@@ -142,7 +142,9 @@ impl Fleet {
         });
         let tls = pir_keys::tls::server_config(&key).unwrap();
         let options = pir_server::ServerOptions::new("127.0.0.1:0".parse().unwrap());
-        let server = pir_server::start(handler.clone(), tls, options).await.unwrap();
+        let server = pir_server::start(handler.clone(), tls, options)
+            .await
+            .unwrap();
         let entry = MirrorEntry {
             url: format!("https://{}", server.addr),
             key: key.public(),
@@ -166,10 +168,12 @@ impl Fleet {
         }
         let config = format!(
             "key = {:?}\nlisten = \"127.0.0.1:0\"\nrelease = {:?}\nstate = {:?}\n\
-             probe_seconds = {probe_seconds}\nlist_valid_hours = 1.0\nallow = [{}]\n",
+             probe_seconds = {probe_seconds}\nlist_valid_hours = {}\nallow = [{}]\n",
             self.path("vendor.key").to_str().unwrap(),
             self.release.to_str().unwrap(),
             self.path("vendor-state").to_str().unwrap(),
+            // At least two probe periods.
+            (probe_seconds as f64 * 2.0 / 3600.0).max(1.0),
             allowed.join(", ")
         );
         let settings: VendorSettings = pir_host::settings::resolve_text(
@@ -210,7 +214,10 @@ async fn register(service: &MirrorEntry, mirror: &Mirror) -> Outcome {
 async fn listed(service: &MirrorEntry) -> Vec<PublicKey> {
     match list_from_vendor(service).await {
         Ok(list) => list.list.mirrors.iter().map(|m| m.key).collect(),
-        Err(_) => Vec::new(),
+        Err(e) => {
+            eprintln!("no list yet: {e:#}");
+            Vec::new()
+        }
     }
 }
 
@@ -231,7 +238,13 @@ async fn wait_for(service: &MirrorEntry, what: &str, done: impl Fn(&[PublicKey])
     }
 }
 
-async fn fetch(fleet: &Fleet, service: &MirrorEntry, state: &Path, out: &str, choice: SchemeChoice) -> Vec<PathBuf> {
+async fn fetch(
+    fleet: &Fleet,
+    service: &MirrorEntry,
+    state: &Path,
+    out: &str,
+    choice: SchemeChoice,
+) -> Vec<PathBuf> {
     let list = vendor_client::starting_list(service, state).await.unwrap();
     let out = fleet.path(out);
     let (_, evidence) = fetch_listed_to_file(&fleet.name, list, &service.key, state, &out, choice)
@@ -261,7 +274,10 @@ async fn a_dead_and_a_lying_mirror_leave_the_list_within_a_probe_period_while_fe
         fleet.approve(m);
     }
     let all: Vec<PublicKey> = mirrors.iter().map(|m| m.key.public()).collect();
-    wait_for(&service, "all six", |keys| all.iter().all(|k| keys.contains(k))).await;
+    wait_for(&service, "all six", |keys| {
+        all.iter().all(|k| keys.contains(k))
+    })
+    .await;
     let before = list_from_vendor(&service).await.unwrap().list.list_version;
 
     // Mirror 4 dies; mirror 5 starts serving wrong data for a quarter of the blocks.
@@ -292,7 +308,8 @@ async fn a_dead_and_a_lying_mirror_leave_the_list_within_a_probe_period_while_fe
         "{metrics}"
     );
     assert!(
-        metrics.contains("pir_vendor_decisions_total{action=\"dropped\",reason=\"wrong_answer\"} 1"),
+        metrics
+            .contains("pir_vendor_decisions_total{action=\"dropped\",reason=\"wrong_answer\"} 1"),
         "{metrics}"
     );
     assert!(metrics.contains("pir_vendor_mirrors_listed 4"), "{metrics}");
@@ -310,7 +327,10 @@ async fn a_clients_evidence_drops_a_mirror_that_lies_too_rarely_for_the_probes()
     for _ in 0..5 {
         mirrors.push(fleet.mirror().await);
     }
-    mirrors[0].handler.mode.store(LIES_ON_BATCHES, Ordering::SeqCst);
+    mirrors[0]
+        .handler
+        .mode
+        .store(LIES_ON_BATCHES, Ordering::SeqCst);
     let allow: Vec<&Mirror> = mirrors.iter().collect();
     let vendor = fleet.vendor(1, &allow).await;
     let service = service_of(&vendor, &fleet.vendor);
@@ -353,10 +373,10 @@ async fn a_clients_evidence_drops_a_mirror_that_lies_too_rarely_for_the_probes()
     assert!(list.list.list_version > before);
     let keys: Vec<PublicKey> = list.list.mirrors.iter().map(|m| m.key).collect();
     assert!(!keys.contains(&liar) && keys.len() == 4, "{keys:?}");
-    assert!(
-        vendor.service.render_metrics()
-            .contains("pir_vendor_decisions_total{action=\"dropped\",reason=\"proven_liar\"} 1")
-    );
+    assert!(vendor
+        .service
+        .render_metrics()
+        .contains("pir_vendor_decisions_total{action=\"dropped\",reason=\"proven_liar\"} 1"));
     // A proven liar stays off whatever its probes say (it passes them), and cannot register
     // again, until the operator approves it again.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -365,10 +385,15 @@ async fn a_clients_evidence_drops_a_mirror_that_lies_too_rarely_for_the_probes()
     // Evidence of an honest answer proves nothing.
     let mut honest = pir_client::Evidence::decode(&std::fs::read(&evidence[0]).unwrap()).unwrap();
     honest.reply[20] ^= 1;
-    let reply = ask(&service, &VendorRequest::Evidence(honest.encode())).await.unwrap();
+    let reply = ask(&service, &VendorRequest::Evidence(honest.encode()))
+        .await
+        .unwrap();
     assert_eq!(reply.outcome, Outcome::NotProven, "{}", reply.message);
     fleet.approve(&mirrors[0]);
-    wait_for(&service, "the liar re-admitted by the operator", |keys| keys.contains(&liar)).await;
+    wait_for(&service, "the liar re-admitted by the operator", |keys| {
+        keys.contains(&liar)
+    })
+    .await;
     vendor.shutdown().await;
 }
 
@@ -393,7 +418,9 @@ async fn a_registration_waits_for_approval_and_fetch_falls_back_to_the_kept_list
         created_unix: now_unix(),
     }
     .sign(&mirrors[0].key);
-    let reply = ask(&service, &VendorRequest::Register(forged)).await.unwrap();
+    let reply = ask(&service, &VendorRequest::Register(forged))
+        .await
+        .unwrap();
     assert_eq!(reply.outcome, Outcome::Refused);
     assert_eq!(reply.release_id, vendor.service.release_id());
 
@@ -416,7 +443,10 @@ async fn a_registration_waits_for_approval_and_fetch_falls_back_to_the_kept_list
 
     fleet.approve(&mirrors[2]);
     vendor.service.probe_round().await;
-    assert!(listed(&service).await.contains(&pending), "approved and probed: listed");
+    assert!(
+        listed(&service).await.contains(&pending),
+        "approved and probed: listed"
+    );
     fetch(&fleet, &service, state.path(), "second.deb", RAID).await;
 
     // The vendor service goes away: the client fetches with the list it kept.
