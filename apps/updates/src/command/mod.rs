@@ -134,3 +134,59 @@ impl SchemeArg {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The updates commands alone, parsed as the binary parses them.
+    #[derive(Debug, Parser)]
+    struct Pir {
+        #[command(subcommand)]
+        command: UpdatesCommand,
+    }
+
+    fn parse(line: &str) -> Result<UpdatesCommand, clap::Error> {
+        Pir::try_parse_from(std::iter::once("pir").chain(line.split_whitespace()))
+            .map(|p| p.command)
+    }
+
+    #[test]
+    fn the_vendor_command_shapes_parse() {
+        let serve = parse(
+            "vendor serve --key v.key --release r --listen 127.0.0.1:9443 --allow a.pub \
+             --allow b.pub --probe-seconds 5 --list-valid-hours 2",
+        )
+        .unwrap();
+        let UpdatesCommand::Vendor(VendorCommand::Serve(args)) = serve else {
+            panic!("{serve:?}")
+        };
+        assert_eq!(args.allow.len(), 2);
+        assert_eq!(args.probe_seconds, Some(5));
+        assert_eq!(args.list_valid_hours, Some(2.0));
+        assert!(matches!(
+            parse("vendor approve m.pub --state s").unwrap(),
+            UpdatesCommand::Vendor(VendorCommand::Approve(_))
+        ));
+        assert!(matches!(
+            parse("mirror register --vendor https://v:1=v.pub --key m.key --public-url https://m:2")
+                .unwrap(),
+            UpdatesCommand::Mirror(MirrorCommand::Register(_))
+        ));
+        assert!(matches!(
+            parse("evidence submit e.pir --vendor https://v:1=v.pub").unwrap(),
+            UpdatesCommand::Evidence(EvidenceCommand::Submit(_))
+        ));
+        let fetch = parse("fetch NAME --vendor https://v:1=v.pub --out f").unwrap();
+        let UpdatesCommand::Fetch(args) = fetch else {
+            panic!("{fetch:?}")
+        };
+        assert_eq!(args.vendor.as_deref(), Some("https://v:1=v.pub"));
+        assert!(parse("fetch NAME --mirrors m --vendor-pub v.pub --out f").is_ok());
+        // One source of the list, and a list file needs its key.
+        assert!(parse("fetch NAME --out f").is_err());
+        assert!(parse("fetch NAME --mirrors m --out f").is_err());
+        assert!(parse("fetch NAME --vendor https://v:1=v.pub --mirrors m --out f").is_err());
+    }
+}
