@@ -170,8 +170,10 @@ mod tests {
             UpdatesCommand::Vendor(VendorCommand::Approve(_))
         ));
         assert!(matches!(
-            parse("mirror register --vendor https://v:1=v.pub --key m.key --public-url https://m:2")
-                .unwrap(),
+            parse(
+                "mirror register --vendor https://v:1=v.pub --key m.key --public-url https://m:2"
+            )
+            .unwrap(),
             UpdatesCommand::Mirror(MirrorCommand::Register(_))
         ));
         assert!(matches!(
