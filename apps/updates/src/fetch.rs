@@ -354,6 +354,17 @@ impl UpdateSession<HttpsTransport> {
         state_dir: &Path,
         need: usize,
     ) -> Result<Self, UpdateError> {
+        let list = SignedList::load(mirror_list, vendor)?;
+        Self::open_signed(list, vendor, state_dir, need).await
+    }
+
+    /// [`UpdateSession::open`] from a list already verified (the vendor service's).
+    pub async fn open_signed(
+        list: SignedList,
+        vendor: &PublicKey,
+        state_dir: &Path,
+        need: usize,
+    ) -> Result<Self, UpdateError> {
         if !state_dir.is_absolute() {
             // Relative, it would name another directory whenever the client runs elsewhere,
             // and rollback protection would silently start from nothing.
@@ -362,7 +373,6 @@ impl UpdateSession<HttpsTransport> {
                 state_dir.display()
             )));
         }
-        let list = SignedList::load(mirror_list, vendor)?;
         Self::open_listed(list, vendor, state_dir, need, connect_https).await
     }
 }
@@ -586,7 +596,20 @@ pub async fn fetch_to_file(
     out: &Path,
     choice: SchemeChoice,
 ) -> Result<(FetchedMany, Vec<PathBuf>), UpdateError> {
-    let session = UpdateSession::open(mirror_list, vendor, state_dir, choice.servers()).await?;
+    let list = SignedList::load(mirror_list, vendor)?;
+    fetch_listed_to_file(name, list, vendor, state_dir, out, choice).await
+}
+
+/// [`fetch_to_file`] from a list already verified (the vendor service's, or a file's).
+pub async fn fetch_listed_to_file(
+    name: &str,
+    list: SignedList,
+    vendor: &PublicKey,
+    state_dir: &Path,
+    out: &Path,
+    choice: SchemeChoice,
+) -> Result<(FetchedMany, Vec<PathBuf>), UpdateError> {
+    let session = UpdateSession::open_signed(list, vendor, state_dir, choice.servers()).await?;
     let result = session.fetch(&[name], choice).await;
     match result {
         Ok(many) => {

@@ -41,6 +41,7 @@ pub mod release;
 pub mod release_shards;
 pub mod sample;
 pub mod serve;
+pub mod vendor;
 
 #[cfg(test)]
 mod testutil;

@@ -371,7 +371,7 @@ async fn measure(
     let front = Server::start(pir, &args)?;
     let target = (front.url.clone(), PublicKey::load(&public)?);
     // The real client's queries, recorded; this also warms every process up.
-    let source = loadtest::source(&target, loadtest::Kind::Lattice).await?;
+    let source = loadtest::source(std::slice::from_ref(&target), loadtest::Kind::Lattice).await?;
     let transport = HttpsTransport::new(std::slice::from_ref(&target))?;
     let pids: Vec<u32> = servers
         .iter()

@@ -331,6 +331,7 @@ impl HttpsTransport {
             .ready()
             .await
             .map_err(|e| TransportError::Http(e.to_string()))?;
+        let method_was_get = request.is_none();
         let method = match request {
             Some(_) => http::Method::POST,
             None => http::Method::GET,
@@ -360,7 +361,10 @@ impl HttpsTransport {
                 TransportError::Http(format!("reading reply (limit {max_reply} bytes): {e}"))
             })?
             .to_bytes();
-        if pir_reply && !body.starts_with(&wire::MAGIC) {
+        // A download that succeeded is the server's document in its own format (a mirror
+        // list starts with `PIRL`); a refused one must still be an error envelope.
+        let downloaded = method_was_get && status.is_success();
+        if pir_reply && !downloaded && !body.starts_with(&wire::MAGIC) {
             return Err(TransportError::Http(format!(
                 "HTTP {status} without a pir reply"
             )));

@@ -30,6 +30,9 @@ pub enum EvidenceCommand {
     /// is unusable.
     #[command(verbatim_doc_comment)]
     Check(EvidenceCheckArgs),
+    /// Hand an evidence file to the vendor service, which checks it as `check` does and, on
+    /// proof, drops the mirror from its list at once. Exit codes as `check`'s.
+    Submit(super::EvidenceSubmitArgs),
 }
 
 /// `pir evidence check`.

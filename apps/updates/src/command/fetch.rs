@@ -7,6 +7,7 @@ use clap::Args;
 use pir_keys::PublicKey;
 
 use super::SchemeArg;
+use crate::current_list::SignedList;
 use crate::fetch::{FetchedMany, SchemeChoice};
 
 /// `pir fetch`.
@@ -14,12 +15,22 @@ use crate::fetch::{FetchedMany, SchemeChoice};
 pub struct FetchArgs {
     /// Name of the file in the release (as listed by `pir release show`).
     pub name: String,
-    /// The signed mirror list (from `pir mirror-list build`).
-    #[arg(long, value_name = "MIRRORS")]
-    pub mirrors: PathBuf,
+    /// The signed mirror list (from `pir mirror-list build`); with --vendor-pub.
+    #[arg(
+        long,
+        value_name = "MIRRORS",
+        requires = "vendor_pub",
+        required_unless_present = "vendor"
+    )]
+    pub mirrors: Option<PathBuf>,
     /// The vendor's public key; the mirror list and manifest must be signed by it.
-    #[arg(long, value_name = "VENDOR.pub")]
-    pub vendor_pub: PathBuf,
+    #[arg(long, value_name = "VENDOR.pub", requires = "mirrors")]
+    pub vendor_pub: Option<PathBuf>,
+    /// Take the current mirror list from the vendor service, as https://HOST:PORT=VENDOR.pub
+    /// (the key pins its TLS and verifies the list and the manifest). When the service cannot
+    /// be reached, the list kept from an earlier fetch is refreshed from its mirrors.
+    #[arg(long, value_name = "URL=VENDOR.pub", conflicts_with_all = ["mirrors", "vendor_pub"])]
+    pub vendor: Option<String>,
     /// Where to write the file; written atomically, never partially. `-` writes it to
     /// standard output once it has been verified (evidence files then go to the current
     /// directory).
@@ -49,21 +60,26 @@ pub struct FetchArgs {
 /// `pir fetch`: checks the flags against the mirror list, fetches, and reports on standard
 /// output (standard error with `--out -`) or as JSON.
 pub(super) async fn run(args: &FetchArgs) -> Result<()> {
-    let vendor = PublicKey::load(&args.vendor_pub)?;
-    let listed = crate::fetch::load_mirror_list(&args.mirrors, &vendor)?.len();
     let to_stdout = args.out == Path::new(crate::fetch::STDOUT);
     if to_stdout && args.json {
         bail!("--json and --out - both want standard output: write the file somewhere");
     }
-    let choice = scheme_choice(args, listed)?;
     let state_dir = crate::freshness::state_dir(args.state_dir.as_deref())?;
-    let (fetched, evidence) = crate::fetch::fetch_to_file(
-        &args.name,
-        &args.mirrors,
-        &vendor,
-        &state_dir,
-        &args.out,
-        choice,
+    let (list, vendor) = match (&args.vendor, &args.mirrors, &args.vendor_pub) {
+        (Some(service), _, _) => {
+            let service = super::vendor_client::parse_vendor(service)?;
+            let list = super::vendor_client::starting_list(&service, &state_dir).await?;
+            (list, service.key)
+        }
+        (None, Some(mirrors), Some(vendor_pub)) => {
+            let vendor = PublicKey::load(vendor_pub)?;
+            (SignedList::load(mirrors, &vendor)?, vendor)
+        }
+        _ => bail!("pass --vendor URL=VENDOR.pub, or --mirrors FILE --vendor-pub VENDOR.pub"),
+    };
+    let choice = scheme_choice(args, list.list.mirrors.len())?;
+    let (fetched, evidence) = crate::fetch::fetch_listed_to_file(
+        &args.name, list, &vendor, &state_dir, &args.out, choice,
     )
     .await?;
     for incident in &fetched.incidents {

@@ -30,6 +30,9 @@ pub enum MirrorCommand {
     /// answer is signed with it. The server never logs anything derived from a query.
     /// Settings can come from a TOML file (--config); flags override it.
     Serve(Box<MirrorServeArgs>),
+    /// Ask the vendor service to list this mirror (signed with the mirror key); it is listed
+    /// once the vendor's operator approves it and it passes a probe.
+    Register(super::MirrorRegisterArgs),
 }
 
 /// `pir mirror serve`.

@@ -24,6 +24,8 @@ mod evidence;
 mod fetch;
 mod mirror;
 mod vendor;
+pub mod vendor_client;
+pub mod vendor_serve;
 
 pub use apt::AptCommand;
 pub use demo::DemoArgs;
@@ -33,6 +35,8 @@ pub use mirror::{MirrorCommand, MirrorServeArgs, MirrorSettings, DEFAULT_RETIRE_
 pub use vendor::{
     MirrorListBuildArgs, MirrorListCommand, ReleaseBuildArgs, ReleaseCommand, ReleaseShowArgs,
 };
+pub use vendor_client::{EvidenceSubmitArgs, MirrorRegisterArgs};
+pub use vendor_serve::{VendorApproveArgs, VendorServeArgs, VendorSettings};
 
 /// The private-updates commands, in the order `pir --help` lists them (`pir demo` is
 /// separate: it comes first in that list).
@@ -44,6 +48,10 @@ pub enum UpdatesCommand {
     /// Mirror: serve a release privately over HTTPS.
     #[command(subcommand)]
     Mirror(MirrorCommand),
+    /// Vendor: the service that runs the mirror fleet (registrations, probes, evidence, the
+    /// signed list).
+    #[command(subcommand)]
+    Vendor(VendorCommand),
     /// Vendor: write the signed list of mirrors clients may use.
     #[command(name = "mirror-list", subcommand)]
     MirrorList(MirrorListCommand),
@@ -55,6 +63,18 @@ pub enum UpdatesCommand {
     /// Private updates for apt: the `pir` method for `pir://` sources.
     #[command(subcommand)]
     Apt(AptCommand),
+}
+
+/// `pir vendor ...`.
+#[derive(Debug, Subcommand)]
+pub enum VendorCommand {
+    /// Serve the vendor service: the current signed mirror list and release id over HTTPS
+    /// (pinned to the vendor key), mirror registrations, probes of every mirror each period
+    /// (up, serving the release, answering a private query correctly), clients' evidence.
+    /// A dead or lying mirror leaves the next list within one probe period.
+    Serve(Box<VendorServeArgs>),
+    /// Approve mirror keys: their registrations are admitted (and a proven liar's ban lifted).
+    Approve(VendorApproveArgs),
 }
 
 /// Carries out `command`. Only `pir evidence check` has exit codes of its own; a fetch that
@@ -69,6 +89,14 @@ pub async fn run(command: UpdatesCommand) -> anyhow::Result<ExitCode> {
             vendor::build_mirror_list(&args)
         }
         UpdatesCommand::Mirror(MirrorCommand::Serve(args)) => mirror::serve(args).await,
+        UpdatesCommand::Mirror(MirrorCommand::Register(args)) => {
+            vendor_client::register(&args).await
+        }
+        UpdatesCommand::Vendor(VendorCommand::Serve(args)) => vendor_serve::serve(&args).await,
+        UpdatesCommand::Vendor(VendorCommand::Approve(args)) => vendor_serve::approve(&args),
+        UpdatesCommand::Evidence(EvidenceCommand::Submit(args)) => {
+            return vendor_client::submit(&args).await;
+        }
         UpdatesCommand::Fetch(args) => fetch::run(&args).await,
         UpdatesCommand::Evidence(EvidenceCommand::Check(args)) => {
             return evidence::check(&args.evidence, &args.release);
@@ -104,5 +132,63 @@ impl SchemeArg {
             SchemeArg::Chor => SchemeChoice::Chor { servers },
             SchemeArg::Dpf => SchemeChoice::Dpf,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The updates commands alone, parsed as the binary parses them.
+    #[derive(Debug, Parser)]
+    struct Pir {
+        #[command(subcommand)]
+        command: UpdatesCommand,
+    }
+
+    fn parse(line: &str) -> Result<UpdatesCommand, clap::Error> {
+        Pir::try_parse_from(std::iter::once("pir").chain(line.split_whitespace()))
+            .map(|p| p.command)
+    }
+
+    #[test]
+    fn the_vendor_command_shapes_parse() {
+        let serve = parse(
+            "vendor serve --key v.key --release r --listen 127.0.0.1:9443 --allow a.pub \
+             --allow b.pub --probe-seconds 5 --list-valid-hours 2",
+        )
+        .unwrap();
+        let UpdatesCommand::Vendor(VendorCommand::Serve(args)) = serve else {
+            panic!("{serve:?}")
+        };
+        assert_eq!(args.allow.len(), 2);
+        assert_eq!(args.probe_seconds, Some(5));
+        assert_eq!(args.list_valid_hours, Some(2.0));
+        assert!(matches!(
+            parse("vendor approve m.pub --state s").unwrap(),
+            UpdatesCommand::Vendor(VendorCommand::Approve(_))
+        ));
+        assert!(matches!(
+            parse(
+                "mirror register --vendor https://v:1=v.pub --key m.key --public-url https://m:2"
+            )
+            .unwrap(),
+            UpdatesCommand::Mirror(MirrorCommand::Register(_))
+        ));
+        assert!(matches!(
+            parse("evidence submit e.pir --vendor https://v:1=v.pub").unwrap(),
+            UpdatesCommand::Evidence(EvidenceCommand::Submit(_))
+        ));
+        let fetch = parse("fetch NAME --vendor https://v:1=v.pub --out f").unwrap();
+        let UpdatesCommand::Fetch(args) = fetch else {
+            panic!("{fetch:?}")
+        };
+        assert_eq!(args.vendor.as_deref(), Some("https://v:1=v.pub"));
+        assert!(parse("fetch NAME --mirrors m --vendor-pub v.pub --out f").is_ok());
+        // One source of the list, and a list file needs its key.
+        assert!(parse("fetch NAME --out f").is_err());
+        assert!(parse("fetch NAME --mirrors m --out f").is_err());
+        assert!(parse("fetch NAME --vendor https://v:1=v.pub --mirrors m --out f").is_err());
     }
 }
