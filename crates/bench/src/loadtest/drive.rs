@@ -257,7 +257,7 @@ impl KneeRule {
                 report.errors,
                 report.sent()
             ))
-        } else if !(p99 <= self.max_p99_ms) {
+        } else if p99.is_nan() || p99 > self.max_p99_ms {
             Some(format!("p99 {p99:.1} ms over {} ms", self.max_p99_ms))
         } else if report.throughput() < self.min_served_share * offered {
             Some(format!(

@@ -178,10 +178,10 @@ impl Report {
             ));
         }
         if let Some(scans) = self.qdp_fallback_scans {
-            let depth = self.intervals.iter().filter_map(|r| r.qdp_queue_depth);
+            let mut depth = self.intervals.iter().filter_map(|r| r.qdp_queue_depth);
             lines.push(format!(
                 "QDP: {scans} fallback full scans; queue depth at the end {}",
-                depth.last().map_or("?".into(), |d| d.to_string())
+                depth.next_back().map_or("?".into(), |d| d.to_string())
             ));
         }
         if let Some(a) = &self.abuse {

@@ -193,7 +193,9 @@ pub(super) async fn safebrowsing_work(
         .map_err(anyhow::Error::msg)
         .and_then(|bytes| pir_safebrowsing::ListIndex::decode(bytes).map_err(anyhow::Error::msg))
         .context("the list index of server 0")?;
-    let log: Arc<Mutex<Vec<(usize, Vec<u8>)>>> = Arc::default();
+    // What the proxy sends each server: (server position, request body).
+    type Sent = Vec<(usize, Vec<u8>)>;
+    let log: Arc<Mutex<Sent>> = Arc::default();
     let mut sessions = Vec::new();
     for bucket in index.buckets() {
         let dpf = scheme == LookupScheme::Dpf || bucket.len() < index.dpf_below();
