@@ -124,7 +124,7 @@ pub fn read_map(dir: &Path, expected: Option<&PublicKey>) -> Result<ShardMap, Re
     let map = signed
         .verify(expected)
         .map_err(|e| RecordsError::Malformed(format!("{}: {e}", path.display())))?;
-    if map.scheme != SchemeId::SimplePir && !crate::shards_xor::is_xor(map) {
+    if map.scheme != SchemeId::SimplePir && !is_xor(map) {
         return Err(RecordsError::Malformed(format!(
             "{}: shards of {} are not served yet",
             path.display(),
@@ -247,4 +247,9 @@ impl Fanout for HttpsFanout {
             done(reply);
         });
     }
+}
+
+/// Whether `map` is one of an XOR database.
+pub fn is_xor(map: &ShardMap) -> bool {
+    pir_service::shard::xor_front::SCHEMES.contains(&map.scheme)
 }

@@ -19,17 +19,13 @@ use pir_xor::shard::ShardRows;
 use pir_xor::{Engine, EngineOptions};
 
 use crate::format::RecordsError;
+pub use crate::shards::is_xor;
 use crate::shards::part_path;
 
 /// The manifest's file name in a sharded release (`pir_updates::release::MANIFEST_FILE`).
 pub const MANIFEST_FILE: &str = "manifest.pir";
 /// Largest manifest read (a manifest holds a hash per block: 32 MiB is a million blocks).
 const MAX_MANIFEST: u64 = 64 << 20;
-
-/// Whether `map` is one of an XOR database.
-pub fn is_xor(map: &ShardMap) -> bool {
-    pir_service::shard::xor_front::SCHEMES.contains(&map.scheme)
-}
 
 /// Shard `k`'s mirror of the XOR database in `dir`: its part checked against the map, its
 /// engine over its blocks alone (tables as `options` say), answering batches that name its

@@ -17,8 +17,8 @@ use pir_core::{DbShape, MultiServerScheme};
 use pir_xor::held::ChunkSet;
 use pir_xor::{AnswerMode, RaidPir};
 
-use crate::fetch::SchemeChoice;
 use crate::mirrors::format_chunks;
+use crate::scheme_choice::SchemeChoice;
 use crate::UpdateError;
 
 /// `choice` fitted to the list: with chunk-only mirrors, RAID-PIR uses their chunk count

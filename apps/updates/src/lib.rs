@@ -40,6 +40,7 @@ pub mod mirrors;
 pub mod release;
 pub mod release_shards;
 pub mod sample;
+mod scheme_choice;
 pub mod serve;
 pub mod vendor;
 

@@ -8,13 +8,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use pir_client::{Evidence, Verdict};
 
+use super::{EVIDENCE_CHEATED, EVIDENCE_NOT_SIGNED};
 use crate::release;
-
-/// Exit code of `pir evidence check` when the mirror's signed answer is wrong: proof.
-pub const EVIDENCE_CHEATED: u8 = 6;
-
-/// Exit code of `pir evidence check` when the reply is not signed by the mirror's key.
-pub const EVIDENCE_NOT_SIGNED: u8 = 7;
 
 /// `pir evidence ...`.
 #[derive(Debug, Subcommand)]

@@ -29,7 +29,14 @@ pub mod vendor_serve;
 
 pub use apt::AptCommand;
 pub use demo::DemoArgs;
-pub use evidence::{EvidenceCheckArgs, EvidenceCommand, EVIDENCE_CHEATED, EVIDENCE_NOT_SIGNED};
+pub use evidence::{EvidenceCheckArgs, EvidenceCommand};
+
+/// Exit code of `pir evidence check` when the mirror's signed answer is wrong: proof.
+pub const EVIDENCE_CHEATED: u8 = 6;
+
+/// Exit code of `pir evidence check` when the reply is not signed by the mirror's key.
+pub const EVIDENCE_NOT_SIGNED: u8 = 7;
+
 pub use fetch::FetchArgs;
 pub use mirror::{MirrorCommand, MirrorServeArgs, MirrorSettings, DEFAULT_RETIRE_SECONDS};
 pub use vendor::{

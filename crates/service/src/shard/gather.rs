@@ -14,9 +14,26 @@ use pir_core::wire::{self, MessageKind};
 use pir_core::SchemeId;
 use pir_keys::PublicKey;
 
-use super::front::{Fanout, ReplicaReply, DEFAULT_DEADLINE};
 use super::ops::{Hedge, Ops};
 use super::ShardError;
+
+/// What a replica sent back: its reply envelope and its key, or why it sent none.
+pub type ReplicaReply = Result<(Vec<u8>, PublicKey), String>;
+/// Called exactly once with a replica's reply, from any thread.
+pub type Done = Box<dyn FnOnce(ReplicaReply) + Send>;
+
+/// The network half of a front end: moves a request to one replica of one shard.
+pub trait Fanout: Send + Sync + 'static {
+    /// Sends `request` to replica `replica` (an index into the shard's key list) of shard
+    /// `shard` and returns at once; `done` gets the reply, or why none came (a failed
+    /// connection, a missed deadline). A `done` dropped uncalled counts as a failure once the
+    /// front end's deadline has passed.
+    fn send(&self, shard: usize, replica: usize, request: Arc<Vec<u8>>, done: Done);
+}
+
+/// Longest a batch waits for its parts before the shards still missing fail it, whatever
+/// the fan-out's own deadlines (they should fire first).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(120);
 
 /// One shard's part of a batch in flight.
 struct Pending {
