@@ -155,12 +155,17 @@ fn request(front: &SignedService<Front<Threads>>, index: u64, seed: u64) -> Vec<
     )
 }
 
-/// The probes' replies arrive on other threads: wait until `/health` says `line`.
+/// The probes' replies arrive on other threads, and a late reply to an earlier probe may land
+/// after a newer one: probe again every 100 ms until `/health` says `line`, as the front end's
+/// own probe loop does.
 fn wait_for_health(front: &SignedService<Front<Threads>>, line: &str) -> String {
-    for _ in 0..500 {
+    for round in 0..1000 {
         let health = Handler::health(front);
         if health.contains(line) {
             return health;
+        }
+        if round % 10 == 9 {
+            front.backend().probe();
         }
         std::thread::sleep(Duration::from_millis(10));
     }
