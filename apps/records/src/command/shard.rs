@@ -318,19 +318,7 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
     let front = Front::new(map.clone(), keys, &downloads, fanout)?.with_hedge(hedge);
     let service =
         Arc::new(SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()));
-    // Probes keep `/health`'s shard coverage current without client traffic; each probe is
-    // a manifest request (no pass over a shard's records).
-    let probed = Arc::downgrade(&service);
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(PROBE_EVERY);
-        loop {
-            every.tick().await;
-            match probed.upgrade() {
-                Some(service) => service.backend().probe(),
-                None => break,
-            }
-        }
-    });
+    keep_probing(&service, |service| service.backend().probe());
     let shards = replicas.len();
     let count: usize = replicas.iter().map(Vec::len).sum();
     pir_host::serve_static(host, service, "the front end", |running, key| {
@@ -376,4 +364,21 @@ fn replicas_of(args: &[String], shards: usize) -> Result<Vec<Vec<(String, Public
         bail!("no replica of shard {k}: pass --shard {k}=URL=SHARD.pub");
     }
     Ok(replicas)
+}
+
+/// Probes a front end's replicas every [`PROBE_EVERY`] while `service` lives, so that
+/// `/health`'s shard coverage stays current without client traffic; each probe is a manifest
+/// request (no pass over a shard's records).
+pub(super) fn keep_probing<T: Send + Sync + 'static>(service: &Arc<T>, probe: fn(&T)) {
+    let probed = Arc::downgrade(service);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(PROBE_EVERY);
+        loop {
+            every.tick().await;
+            match probed.upgrade() {
+                Some(service) => probe(&service),
+                None => break,
+            }
+        }
+    });
 }
