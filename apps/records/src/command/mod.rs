@@ -3,6 +3,9 @@
 //! lookup written to a file, standard output or JSON. The `pir` binary parses the flags and
 //! calls [`run`].
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use anyhow::Result;
 
 mod args;
@@ -63,4 +66,24 @@ impl LatticeSchemeArg {
     pub fn name(self) -> &'static str {
         self.scheme().id().name()
     }
+}
+
+/// How often a front end asks every shard replica whether it is up (for `/health`).
+const PROBE_EVERY: Duration = Duration::from_secs(2);
+
+/// Probes a front end's replicas every [`PROBE_EVERY`] while `service` lives, so that
+/// `/health`'s shard coverage stays current without client traffic; each probe is a manifest
+/// request (no pass over a shard's records).
+fn keep_probing<T: Send + Sync + 'static>(service: &Arc<T>, probe: fn(&T)) {
+    let probed = Arc::downgrade(service);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(PROBE_EVERY);
+        loop {
+            every.tick().await;
+            match probed.upgrade() {
+                Some(service) => probe(&service),
+                None => break,
+            }
+        }
+    });
 }

@@ -17,9 +17,6 @@ use serde::{Deserialize, Serialize};
 use crate::shards::{self, HttpsFanout};
 use crate::DbHeader;
 
-/// How often a front end asks every shard replica whether it is up (for `/health`).
-const PROBE_EVERY: Duration = Duration::from_secs(2);
-
 /// `pir shard ...`.
 #[derive(Debug, Subcommand)]
 pub enum ShardCommand {
@@ -318,7 +315,7 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
     let front = Front::new(map.clone(), keys, &downloads, fanout)?.with_hedge(hedge);
     let service =
         Arc::new(SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()));
-    keep_probing(&service, |service| service.backend().probe());
+    super::keep_probing(&service, |service| service.backend().probe());
     let shards = replicas.len();
     let count: usize = replicas.iter().map(Vec::len).sum();
     pir_host::serve_static(host, service, "the front end", |running, key| {
@@ -364,21 +361,4 @@ fn replicas_of(args: &[String], shards: usize) -> Result<Vec<Vec<(String, Public
         bail!("no replica of shard {k}: pass --shard {k}=URL=SHARD.pub");
     }
     Ok(replicas)
-}
-
-/// Probes a front end's replicas every [`PROBE_EVERY`] while `service` lives, so that
-/// `/health`'s shard coverage stays current without client traffic; each probe is a manifest
-/// request (no pass over a shard's records).
-pub(super) fn keep_probing<T: Send + Sync + 'static>(service: &Arc<T>, probe: fn(&T)) {
-    let probed = Arc::downgrade(service);
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(PROBE_EVERY);
-        loop {
-            every.tick().await;
-            match probed.upgrade() {
-                Some(service) => probe(&service),
-                None => break,
-            }
-        }
-    });
 }

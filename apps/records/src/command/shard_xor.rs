@@ -49,7 +49,7 @@ pub(super) async fn serve_front(
     let front = XorFront::new(map.clone(), keys, description, fanout)?;
     let service =
         Arc::new(SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()));
-    super::shard::keep_probing(&service, |service| service.backend().probe());
+    super::keep_probing(&service, |service| service.backend().probe());
     let set = Arc::new(ReleaseSet::new(
         vec![ServedRelease::new(info, service)],
         host.metrics.clone(),
