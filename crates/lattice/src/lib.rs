@@ -1,6 +1,7 @@
 //! `pir-lattice`: single-server PIR from LWE: SimplePIR and DoublePIR (Henzinger et al., USENIX
-//! Security 2023), with `n = 1024`, `q = 2^32`, `σ = 6.4` (the paper's 128 bits; 94 bits
-//! core-SVP, `docs/security.md`) and decoding failures below `2^-40` per entry. Notation:
+//! Security 2023), with `n = 1280`, `q = 2^32`, `σ = 6.4` (128 bits classical core-SVP, 116
+//! quantum; the papers' `n = 1024` is 94, `docs/security.md`) and decoding failures below
+//! `2^-40` per entry. Notation:
 //! [`notation`].
 //!
 //! Main types:

@@ -11,8 +11,8 @@
 //! A[r][c]      = u32 little-endian of stream bytes [4(r·n + c), 4(r·n + c) + 4)
 //! ```
 //!
-//! So the matrix is the keystream read as little-endian words, row-major, `n = 1024` words
-//! (4096 bytes, 256 AES blocks) per row; row `r` starts at counter `256 r`, which lets anyone
+//! So the matrix is the keystream read as little-endian words, row-major, `n = 1280` words
+//! (5120 bytes, 320 AES blocks) per row; row `r` starts at counter `320 r`, which lets anyone
 //! expand any block of rows on its own. `openssl enc -aes-128-ctr -K <seed> -iv 00..00 -nosalt`
 //! over zero bytes gives the same stream (the known answers below were made that way).
 //! Modelling AES as a PRF, `A` is indistinguishable from uniform, as the SimplePIR security
@@ -22,7 +22,7 @@ pub use pir_core::prg::{Seed, SEED_LEN};
 
 use crate::params::LWE_N;
 
-/// Rows of `A` expanded per step by [`for_each_block`] (1 MiB at `n = 1024`).
+/// Rows of `A` expanded per step by [`for_each_block`] (1.25 MiB at `n = 1280`).
 pub const BLOCK_ROWS: usize = 256;
 
 /// Fills `out` (whole rows of `n` words) with rows `first_row, first_row + 1, ...` of the
@@ -86,7 +86,7 @@ mod tests {
 
     /// Key 000102..0f; expected words from
     /// `openssl enc -aes-128-ctr -K 000102030405060708090a0b0c0d0e0f -iv 0..0 -nosalt` over
-    /// zero bytes at byte offsets 0 (row 0), 4096 (row 1) and 8_192_000 (row 2000), read as
+    /// zero bytes at byte offsets 0 (row 0), 5120 (row 1) and 10_240_000 (row 2000), read as
     /// little-endian u32 (e.g. bytes c6 a1 3b 37 -> 0x373ba1c6).
     #[test]
     fn known_answers() {
@@ -99,13 +99,13 @@ mod tests {
         );
         assert_eq!(
             rows[LWE_N..LWE_N + 4],
-            [0x31d5_3713, 0x09de_e34c, 0x449d_b0ef, 0xf530_48a4]
+            [0x55d4_23f1, 0xe2a5_7937, 0xcd43_0df3, 0xa5c0_33e8]
         );
         let mut row = vec![0u32; LWE_N];
         expand_rows(&seed, 2000, &mut row);
         assert_eq!(
             row[..4],
-            [0xdacf_1c53, 0xd13e_7740, 0xfccf_cb36, 0x36b6_8d32]
+            [0x0b16_b505, 0x4336_619c, 0x736a_2697, 0x6ace_b390]
         );
         // AES-128 of the zero block under the zero key (FIPS-197 style check of the primitive)
         expand_rows(&[0; 16], 0, &mut row);

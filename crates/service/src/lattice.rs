@@ -98,7 +98,7 @@ impl Lattice {
     ];
 
     /// Lays the records out, computes the hint (`progress(done, total)` follows it: this is
-    /// the slow part, one pass of `n = 1024` multiply-adds per database entry) and prepares
+    /// the slow part, one pass of `n` (1280) multiply-adds per database entry) and prepares
     /// the download.
     pub fn new(
         database: LatticeDatabase<'_>,

@@ -203,8 +203,8 @@ pub struct SchemeEntry {
     pub combine: Combine,
 }
 
-/// The LWE parameters of SimplePIR and DoublePIR (and of YPIR's first layer).
-const LWE: &str = "learning with errors (LWE) is hard at n = 1024, q = 2^32, σ = 6.4; then the server learns nothing about which record or key you \
+/// The LWE parameters of SimplePIR and DoublePIR.
+const LWE: &str = "learning with errors (LWE) is hard at n = 1280, q = 2^32, σ = 6.4; then the server learns nothing about which record or key you \
                    asked for, and nothing is assumed about it or any other server";
 
 /// A lattice scheme's level: the weakest of its parameter sets as `pir_lattice::security`
@@ -351,7 +351,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         family: Family::SingleServer,
         servers: Servers::Exactly(1),
         purpose: "records and key-value lookups from one server (`pir serve --scheme \
-                  doublepir`): a 16 MiB hint whatever the database size, records of at most \
+                  doublepir`): a 25 MiB hint whatever the database size, records of at most \
                   64 to 72 bytes, slower answers",
         assumption: LWE,
         security: LWE_SECURITY,

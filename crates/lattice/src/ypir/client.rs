@@ -24,7 +24,8 @@ use super::tree::{coefficient_of, Packer};
 use super::wire::{self, KeyId, Query, KEY_ID_LEN};
 use super::{key_bodies, Shape, ANSWER_MASK_BITS, PACKED_P_BITS};
 use crate::gaussian::ErrorSampler;
-use crate::params::{Location, Scheme, LWE_N};
+use crate::params::ypir::D1;
+use crate::params::{Location, Scheme};
 use crate::records;
 use crate::ring::{Ring, RING_D};
 use crate::rlwe::Secret;
@@ -305,9 +306,9 @@ impl YpirClient {
             .seed2
             .ok_or_else(|| Error::Malformed("a YPIR header needs two seeds".into()))?;
         let backend = Backend::current();
-        let ring1 = Ring::new(LWE_N, backend)?;
+        let ring1 = Ring::new(D1, backend)?;
         let ring2 = Ring::new(RING_D, backend)?;
-        let a1 = a1_blocks(&header.seed, shape.padded_columns / LWE_N)
+        let a1 = a1_blocks(&header.seed, shape.padded_columns / D1)
             .iter()
             .map(|a| {
                 let mut r = rns::from_signed(a);
@@ -339,7 +340,7 @@ impl YpirClient {
         let group = location.row / self.shape.entries;
         let sampler = &self.base.sampler;
         // First layer: Gaussian s1, c1 = -a1 s1 + e + 2^24 u_column (mod 2^32).
-        let s1: Vec<i64> = (0..LWE_N).map(|_| i64::from(sampler.sample(rng))).collect();
+        let s1: Vec<i64> = (0..D1).map(|_| i64::from(sampler.sample(rng))).collect();
         let mut s1_eval = rns::from_signed(&s1);
         rns::forward(&self.ring1, &mut s1_eval);
         let delta1 = 1u32 << (32 - 8);
@@ -350,7 +351,7 @@ impl YpirClient {
             for (j, x) in rns::crt(&product).into_iter().enumerate() {
                 let e = sampler.sample(rng) as u32;
                 let mut b = e.wrapping_sub(rns::centered(x) as u32);
-                if u * LWE_N + j == location.column {
+                if u * D1 + j == location.column {
                     b = b.wrapping_add(delta1);
                 }
                 c1.push(b);
@@ -381,13 +382,13 @@ impl YpirClient {
         let e = self.shape.entries;
         (0..e)
             .map(|k| {
-                let mut phase = value(e * LWE_N + k)?;
-                for i in 0..LWE_N {
-                    let h = value(k * LWE_N + i)?;
+                let mut phase = value(e * D1 + k)?;
+                for i in 0..D1 {
+                    let h = value(k * D1 + i)?;
                     phase += if i == 0 {
                         h * state.s1[0]
                     } else {
-                        -h * state.s1[LWE_N - i]
+                        -h * state.s1[D1 - i]
                     };
                 }
                 Ok(phase.rem_euclid(1 << PACKED_P_BITS))

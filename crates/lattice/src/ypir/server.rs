@@ -13,7 +13,8 @@ use super::tree::{PackJob, Packer, Plan};
 use super::wire::Lengths;
 use super::{centered_rescaled, rescale, reversed, wire, Shape, KIND_A2, RESCALED_BITS};
 use crate::lwe::ZpMatrix;
-use crate::params::{Params, Scheme, LWE_N};
+use crate::params::ypir::D1;
+use crate::params::{Params, Scheme};
 use crate::prg::{self, Seed};
 use crate::ring::{Ring, RING_D};
 use crate::simple::pack_database;
@@ -116,7 +117,7 @@ pub const MAX_KEY_SETS: usize = 32;
 pub(crate) fn a1_blocks(seed: &Seed, blocks: usize) -> Vec<Vec<i64>> {
     (0..blocks)
         .map(|u| {
-            let mut row = vec![0u32; LWE_N];
+            let mut row = vec![0u32; D1];
             prg::expand_rows(seed, u, &mut row);
             row.into_iter().map(|x| i64::from(x as i32)).collect()
         })
@@ -143,7 +144,7 @@ impl YpirServer {
         let seeds = input.seeds;
         let rows = params.rows();
         let h1 = match input.saved {
-            Some(saved) => saved.check(&header, rows * LWE_N)?.0,
+            Some(saved) => saved.check(&header, rows * D1)?.0,
             None => first_layer_masks(&db, &shape, &seeds[0], rows, input.progress)?,
         };
         if h1.iter().any(|&x| x >> RESCALED_BITS != 0) {
@@ -157,9 +158,9 @@ impl YpirServer {
             .par_chunks_mut(groups)
             .enumerate()
             .for_each(|(r, out)| {
-                let (k, c) = (r / LWE_N, r % LWE_N);
+                let (k, c) = (r / D1, r % D1);
                 for (g, o) in out.iter_mut().enumerate() {
-                    *o = (centered_rescaled(h1[(g * e + k) * LWE_N + c]) + OFFSET) as u32;
+                    *o = (centered_rescaled(h1[(g * e + k) * D1 + c]) + OFFSET) as u32;
                 }
             });
         let ring = Ring::new(RING_D, Backend::current())?;
@@ -474,8 +475,8 @@ fn first_layer_masks(
     rows: usize,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Vec<u32>, Error> {
-    let ring = Ring::new(LWE_N, Backend::current())?;
-    let blocks = shape.padded_columns / LWE_N;
+    let ring = Ring::new(D1, Backend::current())?;
+    let blocks = shape.padded_columns / D1;
     let a1: Vec<Rns> = a1_blocks(seed, blocks)
         .iter()
         .map(|a| {
@@ -496,25 +497,25 @@ fn first_layer_masks(
     let backend = ring.backend();
     let center = db.center();
     let columns = shape.columns;
-    let mut h1 = vec![0u32; rows * LWE_N];
+    let mut h1 = vec![0u32; rows * D1];
     let chunk_rows = 256;
-    for (chunk_index, chunk) in h1.chunks_mut(chunk_rows * LWE_N).enumerate() {
+    for (chunk_index, chunk) in h1.chunks_mut(chunk_rows * D1).enumerate() {
         chunk
-            .par_chunks_mut(LWE_N)
+            .par_chunks_mut(D1)
             .enumerate()
             .for_each(|(i, out)| {
                 let row = chunk_index * chunk_rows + i;
                 let mut values = vec![0u32; shape.padded_columns];
                 db.row_values(row, &mut values);
-                let mut total = vec![0u32; LWE_N];
-                let mut acc = rns::zero(LWE_N);
-                let mut block = vec![0u32; LWE_N];
+                let mut total = vec![0u32; D1];
+                let mut acc = rns::zero(D1);
+                let mut block = vec![0u32; D1];
                 for (u, (a, a_companion)) in a1.iter().zip(&a1_companions).enumerate() {
                     for p in 0..2 {
                         let q = rns::q(p);
                         // The reversed polynomial of D' (columns past m are zero, not -128).
-                        for (j, &v) in values[u * LWE_N..(u + 1) * LWE_N].iter().enumerate() {
-                            let centered = if u * LWE_N + j < columns {
+                        for (j, &v) in values[u * D1..(u + 1) * D1].iter().enumerate() {
+                            let centered = if u * D1 + j < columns {
                                 i64::from(v) - i64::from(center)
                             } else {
                                 0
@@ -522,7 +523,7 @@ fn first_layer_masks(
                             let (at, value) = if j == 0 {
                                 (0, centered)
                             } else {
-                                (LWE_N - j, -centered)
+                                (D1 - j, -centered)
                             };
                             block[at] = if value < 0 {
                                 (value + i64::from(q)) as u32
@@ -538,7 +539,7 @@ fn first_layer_masks(
                         for (t, x) in total.iter_mut().zip(rns::crt(&acc)) {
                             *t = t.wrapping_add(rns::centered(x) as u32);
                         }
-                        acc = rns::zero(LWE_N);
+                        acc = rns::zero(D1);
                     }
                 }
                 for (o, t) in out.iter_mut().zip(total) {

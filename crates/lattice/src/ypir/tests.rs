@@ -6,7 +6,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 use super::*;
-use crate::params::{Params, Scheme, LWE_N};
+use crate::params::ypir::D1;
+use crate::params::{Params, Scheme};
 use crate::records::record;
 use crate::single::{BuildInput, Saved, SingleClient, SingleServer};
 
@@ -109,7 +110,7 @@ fn records_of_several_sizes_come_back_through_the_wire() {
     ] {
         let (params, bytes) = database(records, bits, seed);
         let (server, client, h1) = ypir(params, &bytes, [[1; 16], [2; 16]]);
-        assert_eq!(h1.len(), params.rows() * LWE_N);
+        assert_eq!(h1.len(), params.rows() * D1);
         let mut rng = ChaCha20Rng::seed_from_u64(seed + 100);
         for _ in 0..3 {
             let index = rng.random_range(0..records);
