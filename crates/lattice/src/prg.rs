@@ -28,10 +28,20 @@ pub const BLOCK_ROWS: usize = 256;
 /// Fills `out` (whole rows of `n` words) with rows `first_row, first_row + 1, ...` of the
 /// matrix of `seed`. Panics if `out` is not whole rows.
 pub fn expand_rows(seed: &Seed, first_row: usize, out: &mut [u32]) {
-    assert_eq!(out.len() % LWE_N, 0, "expand_rows: not whole rows");
-    let row_bytes = 4 * LWE_N as u64;
-    let mut bytes = [0u8; 4 * LWE_N];
-    for (k, row) in out.chunks_exact_mut(LWE_N).enumerate() {
+    expand_rows_of(seed, LWE_N, first_row, out);
+}
+
+/// [`expand_rows`] for a matrix of rows of `width` words: row `r` starts at byte `4 width r`
+/// of the keystream (YPIR's first layer reads its `A1` with `width = d1`, which is not `n`).
+/// Panics if `width` is 0 or `out` is not whole rows.
+pub fn expand_rows_of(seed: &Seed, width: usize, first_row: usize, out: &mut [u32]) {
+    assert!(
+        width > 0 && out.len().is_multiple_of(width),
+        "expand_rows: not whole rows"
+    );
+    let row_bytes = 4 * width as u64;
+    let mut bytes = vec![0u8; 4 * width];
+    for (k, row) in out.chunks_exact_mut(width).enumerate() {
         pir_core::prg::expand_at(seed, (first_row + k) as u64 * row_bytes, &mut bytes);
         for (word, le) in row.iter_mut().zip(bytes.chunks_exact(4)) {
             *word = u32::from_le_bytes([le[0], le[1], le[2], le[3]]);

@@ -118,7 +118,7 @@ pub(crate) fn a1_blocks(seed: &Seed, blocks: usize) -> Vec<Vec<i64>> {
     (0..blocks)
         .map(|u| {
             let mut row = vec![0u32; D1];
-            prg::expand_rows(seed, u, &mut row);
+            prg::expand_rows_of(seed, D1, u, &mut row);
             row.into_iter().map(|x| i64::from(x as i32)).collect()
         })
         .collect()
