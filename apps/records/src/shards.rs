@@ -124,7 +124,7 @@ pub fn read_map(dir: &Path, expected: Option<&PublicKey>) -> Result<ShardMap, Re
     let map = signed
         .verify(expected)
         .map_err(|e| RecordsError::Malformed(format!("{}: {e}", path.display())))?;
-    if map.scheme != SchemeId::SimplePir && !is_xor(map) {
+    if map.scheme != SchemeId::SimplePir && !is_xor(map) && !is_breach(map) {
         return Err(RecordsError::Malformed(format!(
             "{}: shards of {} are not served yet",
             path.display(),
@@ -252,4 +252,10 @@ impl Fanout for HttpsFanout {
 /// Whether `map` is one of an XOR database.
 pub fn is_xor(map: &ShardMap) -> bool {
     pir_service::shard::xor_front::SCHEMES.contains(&map.scheme)
+}
+
+/// Whether `map` is one of a breach database (`pir breach build --shards`: its shards answer
+/// plain RAID-PIR, its front end plays the QDP server).
+pub fn is_breach(map: &ShardMap) -> bool {
+    map.scheme == SchemeId::Qdp
 }

@@ -26,7 +26,7 @@ pub(super) async fn serve_shard(host: Host, dir: &Path, map: ShardMap, k: usize)
     let entry = map.shards[k];
     pir_host::serve_static(host, service, "the shard", |running, key| {
         vec![format!(
-            "serving shard {k} (blocks {} to {}) of release {} at https://{} (key {})",
+            "serving shard {k} (blocks {} to {}) of database {} at https://{} (key {})",
             entry.first_row,
             entry.first_row + entry.rows - 1,
             hex::encode(map.database_id),
