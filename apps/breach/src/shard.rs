@@ -20,7 +20,7 @@
 //! per shard but the build's memory is not (yet): a two-pass build that keeps only its
 //! prefix range (a first pass for the bucket sizes and the blocks' hash) is later work.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use pir_core::{Codec, SchemeId};
 use pir_keys::SecretKey;
@@ -30,22 +30,8 @@ use crate::database::BreachDatabase;
 use crate::header::DbHeader;
 use crate::BreachError;
 
-/// The map's file name in a sharded database directory (as for records and releases).
-pub const MAP_FILE: &str = "shard-map.bin";
-
-/// The file of shard `k`'s blocks in `dir`.
-pub fn part_path(dir: &Path, k: usize) -> PathBuf {
-    dir.join(format!("shard-{k}.part"))
-}
-
-/// What to shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ShardOptions {
-    /// `S`, the number of shards (1 to 256, at most one per bucket).
-    pub shards: usize,
-    /// Write only this shard's part (and the map); `None` writes every part.
-    pub only: Option<usize>,
-}
+// The file names and build options every sharded database shares.
+pub use pir_service::shard::map::{part_path, ShardOptions, MAP_FILE};
 
 /// The bucket ranges of `shards` shards over `buckets` buckets (as equal as they come).
 pub fn ranges(buckets: u64, shards: usize) -> Result<Vec<std::ops::Range<u64>>, BreachError> {

@@ -13,7 +13,7 @@
 //! that their answers add up (`pir_service::shard` has the algebra). Each shard server holds
 //! only its part; the front end holds no records at all.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use pir_client::transport::{HttpsTransport, Transport};
@@ -26,15 +26,8 @@ use pir_service::Lattice;
 use crate::format::{DbHeader, RecordsError};
 use crate::lookup;
 
-/// The map's file name in a sharded database directory.
-pub const MAP_FILE: &str = "shard-map.bin";
-/// Largest shard map file read.
-const MAX_MAP_BYTES: u64 = 1 << 20;
-
-/// The file of shard `k`'s records in `dir`.
-pub fn part_path(dir: &Path, k: usize) -> PathBuf {
-    dir.join(format!("shard-{k}.part"))
-}
+// The file names every sharded database shares.
+pub use pir_service::shard::map::{part_path, MAP_FILE};
 
 /// The SimplePIR shape of the database `header` describes.
 fn params_of(header: &DbHeader) -> Result<Params, RecordsError> {
