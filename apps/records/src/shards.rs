@@ -28,6 +28,8 @@ use crate::lookup;
 
 // The file names every sharded database shares.
 pub use pir_service::shard::map::{part_path, MAP_FILE};
+/// Largest shard map file read.
+const MAX_MAP_BYTES: u64 = 1 << 20;
 
 /// The SimplePIR shape of the database `header` describes.
 fn params_of(header: &DbHeader) -> Result<Params, RecordsError> {
