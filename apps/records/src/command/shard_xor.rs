@@ -2,6 +2,8 @@
 //! `pir release build --shards`): the shard replica is a mirror of its blocks answering
 //! batches that name its part id; the front end serves the release's manifest and releases
 //! list as a mirror does, and answers with the XOR of the shards' checked parts.
+//! A breach database's shards (`pir breach build --shards`) are served by the same
+//! `serve_shard`: they answer plain RAID-PIR over their buckets.
 
 use std::path::Path;
 use std::sync::Arc;
