@@ -388,8 +388,23 @@ fn apply(keys: &mut [[u32; 2]], bucket: usize, shift: u32, epoch: u32, m: u32, p
         // 0 or m: whether the slot lies before the index's start.
         let wrap = m & 0u32.wrapping_sub(pair >> shift & 1);
         // Pairs name indices below B: their offset lies inside the bucket.
-        keep(&mut keys[(pair & mask) as usize], slot + wrap);
+        keep_branchless(&mut keys[(pair & mask) as usize], slot + wrap);
     }
+}
+
+/// [`keep`] without branches: which way a key goes is unpredictable, and a mispredicted branch
+/// throws away the loads of the next pairs already under way.
+#[inline(always)]
+fn keep_branchless(entry: &mut [u32; 2], key: u32) {
+    let [k1, k2] = *entry;
+    let second = if key < k1 {
+        k1
+    } else if key == k1 {
+        k2
+    } else {
+        k2.min(key)
+    };
+    *entry = [k1.min(key), second];
 }
 
 /// Keeps `key` among the two smallest distinct keys of `entry`.
