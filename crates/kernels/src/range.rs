@@ -76,8 +76,25 @@ mod tests {
             state
         };
         let mut words: Vec<u64> = (0..1000).map(|_| next()).collect();
-        words.extend([0, 1, u64::MAX, u64::MAX - 1, 1 << 63, (1 << 32) - 1, 1 << 32]);
-        for range in [1u64, 2, 3, 1733, 3_000_000, (1 << 31) + 7, (1 << 32) - 1, 1 << 32] {
+        words.extend([
+            0,
+            1,
+            u64::MAX,
+            u64::MAX - 1,
+            1 << 63,
+            (1 << 32) - 1,
+            1 << 32,
+        ]);
+        for range in [
+            1u64,
+            2,
+            3,
+            1733,
+            3_000_000,
+            (1 << 31) + 7,
+            (1 << 32) - 1,
+            1 << 32,
+        ] {
             for shift in [0, range / 3, range - 1] {
                 let expected: Vec<u32> = words
                     .iter()

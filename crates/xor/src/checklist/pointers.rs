@@ -319,7 +319,14 @@ impl Builder {
             } else {
                 written[bucket] = 0;
                 let words = &pending.read()[bucket * capacity * LINE_WORDS..];
-                apply(keys, bucket, shift, epoch, slots, &words[..capacity * LINE_WORDS]);
+                apply(
+                    keys,
+                    bucket,
+                    shift,
+                    epoch,
+                    slots,
+                    &words[..capacity * LINE_WORDS],
+                );
             }
         }
     }
@@ -342,7 +349,14 @@ impl Builder {
         for (bucket, line) in stage.iter().enumerate() {
             let waiting = &words[bucket * *capacity * LINE_WORDS..][..written[bucket] * LINE_WORDS];
             apply(keys, bucket, *shift, *epoch, *slots, waiting);
-            apply(keys, bucket, *shift, *epoch, *slots, &line[..staged[bucket]]);
+            apply(
+                keys,
+                bucket,
+                *shift,
+                *epoch,
+                *slots,
+                &line[..staged[bucket]],
+            );
             (written[bucket], staged[bucket]) = (0, 0);
         }
     }
