@@ -99,7 +99,10 @@ pub struct NodeOps {
 #[derive(Clone, Copy, Debug)]
 enum Fetch {
     /// Read number `at` of `node`'s reads.
-    Node { node: usize, at: usize },
+    Node {
+        node: usize,
+        at: usize,
+    },
     Zero,
     Cache,
     /// The block's value comes from an earlier access of the same batch.
@@ -206,7 +209,10 @@ impl Balancer {
         order: Vec<u32>,
     ) -> Balancer {
         let k = node_blocks.len();
-        let mut used: Vec<Vec<bool>> = node_blocks.iter().map(|&n| vec![false; n as usize]).collect();
+        let mut used: Vec<Vec<bool>> = node_blocks
+            .iter()
+            .map(|&n| vec![false; n as usize])
+            .collect();
         let mut queues = vec![VecDeque::new(); k];
         for p in &place {
             if p.slot < CACHED {

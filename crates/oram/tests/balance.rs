@@ -222,7 +222,13 @@ enum Workload {
 
 /// What the nodes see: per batch of 32 requests, how many blocks node 0 reads (its
 /// multinomial share), and how many it writes.
-fn node_view(workload: Workload, k: usize, batches: usize, seed: u64, static_nodes: bool) -> Vec<u64> {
+fn node_view(
+    workload: Workload,
+    k: usize,
+    batches: usize,
+    seed: u64,
+    static_nodes: bool,
+) -> Vec<u64> {
     let (mut bal, mut nodes, mut rng) = setup(512, k, seed);
     let mut histogram = vec![0u64; 33];
     let mut id = 0u64;
@@ -288,13 +294,19 @@ fn which_node_serves_a_request_does_not_depend_on_the_blocks() {
     for workload in [Workload::OneBlock, Workload::Scan] {
         let other = node_view(workload, k, 1500, 2, false);
         let (stat, df) = two_sample(&base, &other);
-        assert!(!suspicious(stat, df), "{workload:?}: chi2 {stat:.1} on {df}");
+        assert!(
+            !suspicious(stat, df),
+            "{workload:?}: chi2 {stat:.1} on {df}"
+        );
     }
     // The same test rejects a static placement on the one-block workload.
     let leaky = node_view(Workload::OneBlock, k, 1500, 2, true);
     let honest = node_view(Workload::Uniform, k, 1500, 3, true);
     let (stat, df) = two_sample(&honest, &leaky);
-    assert!(suspicious(stat, df), "a static placement passed: chi2 {stat:.1} on {df}");
+    assert!(
+        suspicious(stat, df),
+        "a static placement passed: chi2 {stat:.1} on {df}"
+    );
 }
 
 #[test]

@@ -64,10 +64,16 @@ pub fn decode(bytes: &[u8]) -> Result<Balancer, OramError> {
     let blocks = r.u32().map_err(e)?;
     let k = r.u16().map_err(e)? as usize;
     check_count(&r, "nodes", k, MAX_NODES, 4).map_err(e)?;
-    let node_blocks: Vec<u32> = (0..k).map(|_| r.u32()).collect::<Result<_, _>>().map_err(e)?;
+    let node_blocks: Vec<u32> = (0..k)
+        .map(|_| r.u32())
+        .collect::<Result<_, _>>()
+        .map_err(e)?;
     Balancer::check_shape(block_size, blocks, &node_blocks)?;
     check_count(&r, "blocks", blocks as usize, u32::MAX as usize, 6).map_err(e)?;
-    let mut taken: Vec<Vec<bool>> = node_blocks.iter().map(|&n| vec![false; n as usize]).collect();
+    let mut taken: Vec<Vec<bool>> = node_blocks
+        .iter()
+        .map(|&n| vec![false; n as usize])
+        .collect();
     let mut place = Vec::with_capacity(blocks as usize);
     let mut cached_places = 0usize;
     for _ in 0..blocks {
@@ -88,8 +94,14 @@ pub fn decode(bytes: &[u8]) -> Result<Balancer, OramError> {
         place.push(Place { node, slot });
     }
     let cached = r.u32().map_err(e)? as usize;
-    check_count(&r, "cached blocks", cached, blocks as usize, 4 + block_size as usize)
-        .map_err(e)?;
+    check_count(
+        &r,
+        "cached blocks",
+        cached,
+        blocks as usize,
+        4 + block_size as usize,
+    )
+    .map_err(e)?;
     if cached != cached_places {
         return Err(bad("the cache does not match the blocks marked cached"));
     }
