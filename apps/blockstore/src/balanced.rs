@@ -2,10 +2,11 @@
 //! ([`pir_oram::balance`]): the balancer's sealed, crash-safe state file and its key, the
 //! node connections ([`crate::node::NodeClient`]), and byte-range requests as for [`Disk`].
 //!
-//! Files: `BSTATE` (sealed: the node list, the last durable epoch, and the balancer's state:
-//! every block's node and slot, the eviction cache) and `BSTATE.key` (32 random bytes in
-//! hex, mode 0600); the nodes serve only the holder of `BSTATE.client.key` (`pir oram owner
-//! --state BSTATE` makes it).
+//! Files: `BSTATE` (sealed: the node list with every node's identity, the last durable
+//! epoch, and the balancer's state: every block's node and slot, the eviction cache) and
+//! `BSTATE.key` (32 random bytes in hex, mode 0600); the nodes serve only the holder of
+//! `BSTATE.client.key` (`pir oram owner --state BSTATE` makes it). A node whose identity
+//! (`STATE.nodeid`) or epoch does not match is refused at open.
 //!
 //! Durability, in this order (a crash between any two steps loses no flushed write):
 //! 1. every queued request runs;
@@ -76,6 +77,8 @@ pub struct Balanced {
     core: Balancer,
     nodes: NodeClient,
     specs: Vec<NodeSpec>,
+    /// Every node's identity, as recorded at init.
+    ids: Vec<[u8; 16]>,
     state_path: std::path::PathBuf,
     key: [u8; KEY_LEN],
     epoch: u64,
@@ -151,6 +154,7 @@ impl Balanced {
             core,
             nodes: client,
             specs: nodes.to_vec(),
+            ids: infos.iter().map(|n| n.id).collect(),
             state_path: state.to_path_buf(),
             key,
             epoch,
@@ -181,7 +185,7 @@ impl Balanced {
         })?;
         let sealed = r.take(r.remaining()).map_err(OramError::StateFormat)?;
         let plain = open_blob(&key, LABEL, sealed.to_vec())?;
-        let (recorded, epoch, core) = decode_plain(&plain)?;
+        let (recorded, ids, epoch, core) = decode_plain(&plain)?;
         let specs = match nodes {
             Some(given) if given.len() != recorded.len() => {
                 return Err(DiskError::Usage(format!(
@@ -205,6 +209,14 @@ impl Balanced {
                     core.block_size()
                 )));
             }
+            if info.id != ids[i] {
+                return Err(DiskError::Usage(format!(
+                    "node {i} is another node (identity {}, not {}): give the nodes in their \
+                     original order, each the node or a copy of its state, key and .nodeid",
+                    hex::encode(info.id),
+                    hex::encode(ids[i])
+                )));
+            }
             if info.epoch < epoch {
                 return Err(DiskError::Usage(format!(
                     "node {i} was last flushed at epoch {}, before this balancer's last flush \
@@ -218,6 +230,7 @@ impl Balanced {
             core,
             nodes: client,
             specs,
+            ids,
             state_path: state.to_path_buf(),
             key,
             epoch,
@@ -231,6 +244,11 @@ impl Balanced {
         &self.core
     }
 
+    /// The nodes (URL and key), in order.
+    pub fn nodes(&self) -> &[NodeSpec] {
+        &self.specs
+    }
+
     /// Flushes every node, then writes the state with the next epoch, then frees held slots.
     fn checkpoint(&mut self) -> Result<(), DiskError> {
         let next = self.epoch + 1;
@@ -242,6 +260,9 @@ impl Balanced {
             let text = format!("{url} {}", key.to_text().trim());
             plain.u32(text.len() as u32);
             plain.bytes(text.as_bytes());
+        }
+        for id in &self.ids {
+            plain.bytes(id);
         }
         plain.u64(next);
         plain.bytes(&balance::encode(&self.core));
@@ -288,7 +309,11 @@ impl Balanced {
     }
 }
 
-fn decode_plain(plain: &[u8]) -> Result<(Vec<NodeSpec>, u64, Balancer), DiskError> {
+/// The plaintext of `BSTATE`: the node list (`count u32 | count x (len u32 | "URL HEXKEY")`),
+/// every node's identity (`count x [16]`), the epoch u64, then the balancer's state.
+type Plain = (Vec<NodeSpec>, Vec<[u8; 16]>, u64, Balancer);
+
+fn decode_plain(plain: &[u8]) -> Result<Plain, DiskError> {
     let mut r = Reader::new(plain);
     let e = |e: pir_core::Error| DiskError::Oram(OramError::StateFormat(e));
     let count = r.u32().map_err(e)? as usize;
@@ -307,12 +332,16 @@ fn decode_plain(plain: &[u8]) -> Result<(Vec<NodeSpec>, u64, Balancer), DiskErro
         let key = PublicKey::from_text(key).map_err(|_| state_error("a node's key".into()))?;
         specs.push((url.to_string(), key));
     }
+    let ids = (0..count)
+        .map(|_| r.array::<16>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(e)?;
     let epoch = r.u64().map_err(e)?;
     let core = balance::decode(r.take(r.remaining()).map_err(e)?)?;
     if core.nodes() != specs.len() {
         return Err(state_error("the node list does not match the state".into()));
     }
-    Ok((specs, epoch, core))
+    Ok((specs, ids, epoch, core))
 }
 
 impl BlockDevice for Balanced {

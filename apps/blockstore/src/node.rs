@@ -40,6 +40,33 @@ pub fn epoch_path(state: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The node's identity file beside its state: `STATE.nodeid` (16 random bytes in hex, made
+/// at the first start; copy it with the state when a node moves).
+pub fn id_path(state: &Path) -> PathBuf {
+    let mut name = state.as_os_str().to_owned();
+    name.push(".nodeid");
+    PathBuf::from(name)
+}
+
+/// Reads the node's identity, making it on the first start.
+fn node_id(state: &Path) -> std::io::Result<[u8; 16]> {
+    let path = id_path(state);
+    let mut id = [0u8; 16];
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            hex::decode_to_slice(text.trim(), &mut id).map_err(|_| {
+                std::io::Error::other(format!("{} is not 32 hex digits", path.display()))
+            })?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            rand::RngCore::fill_bytes(&mut rand::rng(), &mut id);
+            pir_fs::write_atomic_bytes(&path, format!("{}\n", hex::encode(id)).as_bytes())?;
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(id)
+}
+
 fn read_epoch(state: &Path) -> u64 {
     std::fs::read_to_string(epoch_path(state))
         .ok()
@@ -49,6 +76,7 @@ fn read_epoch(state: &Path) -> u64 {
 
 struct Inner {
     disk: Disk,
+    id: [u8; 16],
     epoch: u64,
     next_id: u64,
     /// Why the node stopped serving (a failed disk operation), if it did.
@@ -80,18 +108,19 @@ fn reply(result: Result<Vec<u8>, String>) -> Reply {
 }
 
 impl NodeService {
-    /// Serves the opened disk of `state`.
-    pub fn new(state: &Path, disk: Disk) -> NodeService {
-        NodeService {
+    /// Serves the opened disk of `state` (reading or making its identity file).
+    pub fn new(state: &Path, disk: Disk) -> std::io::Result<NodeService> {
+        Ok(NodeService {
             state: state.to_path_buf(),
             inner: Mutex::new(Inner {
+                id: node_id(state)?,
                 disk,
                 epoch: read_epoch(state),
                 next_id: 0,
                 broken: None,
             }),
             metrics: Metrics::default(),
-        }
+        })
     }
 
     /// Flushes the disk (on shutdown); refused if the node failed earlier.
@@ -121,6 +150,7 @@ impl NodeService {
                 block_size: inner.disk.geometry().block_size,
                 blocks: inner.disk.geometry().blocks,
                 epoch: inner.epoch,
+                id: inner.id,
             }
             .to_bytes()),
             NodeRequest::Batch {

@@ -9,7 +9,7 @@
 //!                    | writes u32 | writes x slot u32 | the written blocks
 //!                                                           -> the read blocks, concatenated
 //!         | 18 FLUSH | epoch u64                            -> empty
-//! info    = block size u32 | blocks u32 | epoch u64
+//! info    = block size u32 | blocks u32 | epoch u64 | node id [16]
 //! ```
 //!
 //! A batch's reads happen before its writes. A flush makes every write durable, then the
@@ -112,6 +112,8 @@ pub struct NodeInfo {
     pub blocks: u32,
     /// The last epoch made durable by a flush (0: none yet).
     pub epoch: u64,
+    /// The node's random identity (kept beside its state, copied with it).
+    pub id: [u8; 16],
 }
 
 impl Codec<'_> for NodeInfo {
@@ -121,6 +123,7 @@ impl Codec<'_> for NodeInfo {
         w.u32(self.block_size);
         w.u32(self.blocks);
         w.u64(self.epoch);
+        w.bytes(&self.id);
     }
 
     fn decode(r: &mut Reader<'_>, _: &()) -> Result<Self, Error> {
@@ -128,6 +131,7 @@ impl Codec<'_> for NodeInfo {
             block_size: r.u32()?,
             blocks: r.u32()?,
             epoch: r.u64()?,
+            id: r.array()?,
         })
     }
 }
@@ -157,6 +161,7 @@ mod tests {
             block_size: 4096,
             blocks: 10,
             epoch: 3,
+            id: [5; 16],
         };
         assert_eq!(NodeInfo::from_bytes(&info.to_bytes(), &()).unwrap(), info);
     }

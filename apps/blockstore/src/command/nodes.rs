@@ -41,7 +41,13 @@ pub(super) async fn serve_node(flags: &OramNodeArgs) -> Result<()> {
     super::serve::one_client(&mut host.options);
     let state = settings.state.clone();
     let disk = blocking(move |rt| open(&state, rt)).await?;
-    let service = std::sync::Arc::new(NodeService::new(&settings.state, disk));
+    let service = NodeService::new(&settings.state, disk).with_context(|| {
+        format!(
+            "cannot read or make the node's identity {}",
+            crate::node::id_path(&settings.state).display()
+        )
+    })?;
+    let service = std::sync::Arc::new(service);
     let shown = settings.state.display().to_string();
     pir_host::serve_static(host, service.clone(), "the node", |running, key| {
         vec![format!(
