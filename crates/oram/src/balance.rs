@@ -431,8 +431,9 @@ impl Balancer {
         let mut answers = Vec::with_capacity(plan.jobs.len());
         for job in plan.jobs {
             let block = job.request.block;
-            if !current.contains_key(&block) {
-                let value = match job.fetch {
+            let value = match current.entry(block) {
+                std::collections::hash_map::Entry::Occupied(seen) => seen.into_mut(),
+                std::collections::hash_map::Entry::Vacant(first) => first.insert(match job.fetch {
                     Fetch::Node { node, at } => replies[node][at * b..(at + 1) * b].to_vec(),
                     Fetch::Zero => vec![0u8; b],
                     Fetch::Cache => self
@@ -440,12 +441,8 @@ impl Balancer {
                         .remove(&block)
                         .ok_or(OramError::Internal("a cached block went missing"))?,
                     Fetch::Earlier => return Err(OramError::Internal("an earlier access")),
-                };
-                current.insert(block, value);
-            }
-            let value = current
-                .get_mut(&block)
-                .ok_or(OramError::Internal("the value of an access"))?;
+                }),
+            };
             let data = match job.request.op {
                 Op::Read => value.clone(),
                 Op::Write(new) => {
