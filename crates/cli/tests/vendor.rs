@@ -137,15 +137,16 @@ fn chunk_only_mirrors_are_listed_with_their_chunks_and_fetch_at_n4_r2_is_correct
             Mirror::start(
                 &release,
                 &world.path(&format!("m{i}.key")),
-                &["--chunks", h],
+                &["--chunks", *h],
             )
         })
         .collect();
-    let mut args: Vec<String> = [
+    let (key, state) = (world.path("vendor.key"), world.path("vendor-state"));
+    let base: [&str; 14] = [
         "vendor",
         "serve",
         "--key",
-        &world.path("vendor.key"),
+        &key,
         "--release",
         &release,
         "--listen",
@@ -155,10 +156,9 @@ fn chunk_only_mirrors_are_listed_with_their_chunks_and_fetch_at_n4_r2_is_correct
         "--list-valid-hours",
         "1",
         "--state",
-        &world.path("vendor-state"),
-    ]
-    .map(String::from)
-    .to_vec();
+        &state,
+    ];
+    let mut args: Vec<String> = base.map(String::from).to_vec();
     for i in 0..holds.len() {
         args.push("--allow".into());
         args.push(world.path(&format!("m{i}.pub")));
