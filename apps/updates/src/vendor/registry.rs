@@ -172,7 +172,7 @@ impl Mirror {
     /// Its entry in the next list.
     fn entry(&self, key: PublicKey) -> MirrorEntry {
         MirrorEntry {
-            release: self.learned.0.clone(),
+            release: self.learned.0,
             chunks: self.learned.1.clone(),
             ..MirrorEntry::new(self.url.clone(), key)
         }
@@ -395,7 +395,7 @@ impl Registry {
         if let Some(m) = self.mirrors.get_mut(&mirror.key.0) {
             if m.url == mirror.url {
                 if outcome == ProbeOutcome::Passed {
-                    m.learned = (mirror.release.clone(), mirror.chunks.clone());
+                    m.learned = (mirror.release, mirror.chunks.clone());
                 }
                 m.last_probe = Some(outcome);
             }
@@ -761,7 +761,7 @@ mod learned_tests {
         registry.probed(&found, ProbeOutcome::Passed);
         let (bytes, _) = registry.publish(&vendor, now, 3600);
         let list = MirrorList::decode_verified(&bytes.unwrap(), &vendor.public()).unwrap();
-        assert_eq!(list.mirrors, [found.clone()]);
+        assert_eq!(list.mirrors, std::slice::from_ref(&found));
 
         let moved = MirrorEntry {
             chunks: Some(ChunkSet::new(4, vec![2, 3]).unwrap()),
