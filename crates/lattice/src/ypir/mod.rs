@@ -62,6 +62,7 @@
 //! [`Scheme::Ypir`] serves every record size and key-value database without a hint.
 
 pub mod client;
+mod keys;
 pub(crate) mod rns;
 pub mod server;
 pub mod sp;

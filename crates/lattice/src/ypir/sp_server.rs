@@ -8,7 +8,8 @@ use pir_kernels::Backend;
 use rayon::prelude::*;
 
 use super::rns::{self, Rns};
-use super::server::{pack_answers, row_mask, DynamicMask, KeySet, KeyStore};
+use super::keys::KeyStore;
+use super::server::{pack_answers, row_mask, DynamicMask, KeySet};
 use super::sp::{query_blocks, SpShape};
 use super::tree::{Packer, Plan};
 use super::wire;
