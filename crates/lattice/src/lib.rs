@@ -60,3 +60,4 @@ pub use prg::Seed;
 pub use simple::{SimplePirClient, SimplePirServer, SimpleQueryState};
 pub use single::{BuildInput, QueryState, Saved, SingleClient, SingleServer};
 pub use wire::{DbVersion, HintHeader};
+pub use ypir::KeyPolicy;

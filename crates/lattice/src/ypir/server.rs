@@ -7,9 +7,9 @@ use pir_core::Error;
 use pir_kernels::{matvec, ntt, Backend};
 use rayon::prelude::*;
 
-use super::rns::{self, Rns};
-pub use super::keys::MAX_KEY_SETS;
 use super::keys::KeyStore;
+pub use super::keys::MAX_KEY_SETS;
+use super::rns::{self, Rns};
 use super::tree::{PackJob, Packer, Plan};
 use super::wire::Lengths;
 use super::{centered_rescaled, rescale, reversed, wire, Shape, KIND_A2, RESCALED_BITS};
@@ -481,4 +481,4 @@ fn first_layer_masks(
     Ok(h1)
 }
 
-crate::single::single_server!(YpirServer);
+crate::single::single_server!(YpirServer, keys);

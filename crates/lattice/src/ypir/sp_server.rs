@@ -7,8 +7,8 @@ use pir_core::Error;
 use pir_kernels::Backend;
 use rayon::prelude::*;
 
-use super::rns::{self, Rns};
 use super::keys::KeyStore;
+use super::rns::{self, Rns};
 use super::server::{pack_answers, row_mask, DynamicMask, KeySet};
 use super::sp::{query_blocks, SpShape};
 use super::tree::{Packer, Plan};
@@ -203,4 +203,4 @@ fn masks(
     Ok(out)
 }
 
-crate::single::single_server!(YpirSpServer);
+crate::single::single_server!(YpirSpServer, keys);
