@@ -6,6 +6,7 @@
 //! `Box<dyn SingleServer>` or `Box<dyn SingleClient>` and never match on the scheme.
 
 use std::any::Any;
+use std::time::Duration;
 
 use pir_core::Error;
 use rand::CryptoRng;
@@ -13,7 +14,6 @@ use rand::CryptoRng;
 use crate::params::{Params, Scheme};
 use crate::prg::Seed;
 use crate::wire::{DbVersion, HintHeader};
-use crate::ypir::KeyPolicy;
 
 /// The server side of a single-server scheme: the packed database and its answers.
 pub trait SingleServer: Send + Sync + std::fmt::Debug {
@@ -84,7 +84,7 @@ macro_rules! single_server {
             $(
                 fn set_key_policy(
                     &self,
-                    policy: $crate::ypir::KeyPolicy,
+                    policy: $crate::single::KeyPolicy,
                 ) -> Result<(), pir_core::Error> {
                     self.$keys.set_policy(policy)
                 }
@@ -219,5 +219,29 @@ impl Saved {
             ));
         }
         Ok((self.extra, self.hint))
+    }
+}
+
+/// How long and how many bytes of clients' uploaded key material (YPIR's one-time keys,
+/// `crate::ypir::keys`) a server keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyPolicy {
+    /// Uploaded keys are forgotten this long after their upload (a later query then gets
+    /// `Error::UnknownKey` and the client uploads again). Also bounds how long a key id links
+    /// a client's queries.
+    pub expiry: Duration,
+    /// Most bytes of uploaded keys (in the server's NTT form, about 590 KB per client) kept at
+    /// once; the oldest uploads are forgotten first. An upload larger than the whole budget
+    /// is refused (a budget of 0 turns uploads off).
+    pub budget_bytes: usize,
+}
+
+impl Default for KeyPolicy {
+    /// One hour and 128 MiB (about 220 clients).
+    fn default() -> Self {
+        Self {
+            expiry: Duration::from_secs(3600),
+            budget_bytes: 128 << 20,
+        }
     }
 }

@@ -8,37 +8,17 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use pir_core::Error;
 
 use super::rns::{self, Rns};
-use super::server::KeySet;
 use super::wire;
 use crate::ring::Ring;
+pub use crate::single::KeyPolicy;
 
-/// How long and how many bytes of uploaded keys a server keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyPolicy {
-    /// Uploaded keys are forgotten this long after their upload (a later query then gets
-    /// `Error::UnknownKey` and the client uploads again). Also bounds how long a key id links
-    /// a client's queries.
-    pub expiry: Duration,
-    /// Most bytes of uploaded keys (in the server's NTT form, about 590 KB per client) kept at
-    /// once; the oldest uploads are forgotten first. An upload larger than the whole budget
-    /// is refused (a budget of 0 turns uploads off).
-    pub budget_bytes: usize,
-}
-
-impl Default for KeyPolicy {
-    /// One hour and 128 MiB (about 220 clients).
-    fn default() -> Self {
-        Self {
-            expiry: Duration::from_secs(3600),
-            budget_bytes: 128 << 20,
-        }
-    }
-}
+/// A client's key bodies in NTT form, per level and digit.
+pub(crate) type KeySet = Vec<Vec<Rns>>;
 
 /// Key-switching keys clients sent under a key id, most recently used last (YPIR and
 /// YPIR+SP), and the keys they uploaded.
@@ -262,6 +242,7 @@ impl KeyStore {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::time::Duration;
 
     fn set(fill: u32, polys: usize) -> Arc<KeySet> {
         Arc::new(vec![vec![[vec![fill; 8], vec![fill; 8]]; polys]])

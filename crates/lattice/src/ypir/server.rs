@@ -7,8 +7,8 @@ use pir_core::Error;
 use pir_kernels::{matvec, ntt, Backend};
 use rayon::prelude::*;
 
-use super::keys::KeyStore;
 pub use super::keys::MAX_KEY_SETS;
+use super::keys::{KeySet, KeyStore};
 use super::rns::{self, Rns};
 use super::tree::{PackJob, Packer, Plan};
 use super::wire::Lengths;
@@ -95,9 +95,6 @@ pub(super) fn pack_answers(
         })
         .collect())
 }
-
-/// A client's key bodies in NTT form, per level and digit.
-pub(crate) type KeySet = Vec<Vec<Rns>>;
 
 /// A query after the first pass: the query, its keys and `t = D' c1`.
 type FirstPassed = (wire::Query, Arc<KeySet>, Vec<u32>);

@@ -7,9 +7,9 @@ use pir_core::Error;
 use pir_kernels::Backend;
 use rayon::prelude::*;
 
-use super::keys::KeyStore;
+use super::keys::{KeySet, KeyStore};
 use super::rns::{self, Rns};
-use super::server::{pack_answers, row_mask, DynamicMask, KeySet};
+use super::server::{pack_answers, row_mask, DynamicMask};
 use super::sp::{query_blocks, SpShape};
 use super::tree::{Packer, Plan};
 use super::wire;
