@@ -449,8 +449,8 @@ mod tests {
     /// `UnknownKey`, and an upload to it is answered.
     #[test]
     fn uploaded_keys_are_named_later_and_unknown_ones_are_refused_with_their_own_code() {
-        let (service, records, _) = service(Scheme::YpirSp);
         let (fresh, _, _) = service(Scheme::YpirSp);
+        let (service, records, _) = service(Scheme::YpirSp);
         let client = pir_lattice::open_client(Scheme::YpirSp, &hint_of(&service)).unwrap();
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(6);
         let ask = |service: &LatticeService, index: u64, rng: &mut rand_chacha::ChaCha20Rng| {
