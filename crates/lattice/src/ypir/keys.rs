@@ -40,11 +40,11 @@ fn bytes_of(keys: &KeySet) -> usize {
         .sum()
 }
 
-/// One upload: its id, when it expires, its keys and their size.
+/// One upload: its id, when it was stored, its keys and their size.
 #[derive(Debug)]
 struct Uploaded {
     id: wire::KeyId,
-    expires: Instant,
+    stored: Instant,
     keys: Arc<KeySet>,
     bytes: usize,
 }
@@ -63,9 +63,14 @@ struct CacheState {
 }
 
 impl CacheState {
-    /// Forgets the uploads expired at `now` (they are oldest first).
+    /// Forgets the uploads expired at `now` under the current policy (oldest first).
     fn expire(&mut self, now: Instant) {
-        while self.entries.front().is_some_and(|e| e.expires <= now) {
+        let expiry = self.policy.expiry;
+        while self
+            .entries
+            .front()
+            .is_some_and(|e| e.stored + expiry <= now)
+        {
             self.pop_oldest();
         }
     }
@@ -124,11 +129,10 @@ impl KeyCache {
         while state.bytes + bytes > budget {
             state.pop_oldest();
         }
-        let expires = now + state.policy.expiry;
         state.bytes += bytes;
         state.entries.push_back(Uploaded {
             id,
-            expires,
+            stored: now,
             keys,
             bytes,
         });
