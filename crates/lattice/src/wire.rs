@@ -318,6 +318,17 @@ pub fn query_body_bytes(params: &Params) -> usize {
     }
 }
 
+/// Bytes of the body of a query once the server holds the client's uploaded keys (YPIR and
+/// YPIR+SP: the keys named by key id; other schemes have no keys: [`query_body_bytes`]).
+pub fn later_query_body_bytes(params: &Params) -> usize {
+    match params.scheme {
+        Scheme::Ypir | Scheme::YpirSp => {
+            crate::params::ypir::lengths_of(params).map_or(0, |l| l.query_bytes_by_id())
+        }
+        _ => query_body_bytes(params),
+    }
+}
+
 /// Bytes of an answer body for `params`, every scheme.
 pub fn answer_body_bytes(params: &Params) -> usize {
     match params.scheme {

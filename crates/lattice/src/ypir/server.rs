@@ -1,13 +1,14 @@
 //! The YPIR server: offline work (`H1` by NTT, the second layer's static masks, the packing
 //! plan) and answers (first pass, rescaling, second pass, packing, modulus switching).
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pir_core::Error;
 use pir_kernels::{matvec, ntt, Backend};
 use rayon::prelude::*;
 
+pub use super::keys::MAX_KEY_SETS;
+use super::keys::{KeySet, KeyStore};
 use super::rns::{self, Rns};
 use super::tree::{PackJob, Packer, Plan};
 use super::wire::Lengths;
@@ -96,22 +97,8 @@ pub(super) fn pack_answers(
         .collect())
 }
 
-/// A client's key bodies in NTT form, per level and digit.
-pub(crate) type KeySet = Vec<Vec<Rns>>;
-
 /// A query after the first pass: the query, its keys and `t = D' c1`.
 type FirstPassed = (wire::Query, Arc<KeySet>, Vec<u32>);
-
-/// Key-switching keys clients sent under a key id, most recently used last (YPIR and
-/// YPIR+SP).
-#[derive(Debug, Default)]
-pub(crate) struct KeyStore {
-    sets: Mutex<VecDeque<(wire::KeyId, Arc<KeySet>)>>,
-}
-
-/// Key sets a server keeps for later queries of the same request (about 590 KB each): enough
-/// for the requests of one batch; an evicted key id gets an error that says to send again.
-pub const MAX_KEY_SETS: usize = 32;
 
 /// The public blocks of `A1` (`m / 1024` polynomials mod `2^32`, centered).
 pub(crate) fn a1_blocks(seed: &Seed, blocks: usize) -> Vec<Vec<i64>> {
@@ -358,68 +345,6 @@ impl YpirServer {
     }
 }
 
-impl KeyStore {
-    /// The query's keys in NTT form: converted from the query (and kept under its key id, if
-    /// any), or the ones kept under its key id.
-    pub(crate) fn keys_of(&self, ring: &Ring, query: &wire::Query) -> Result<Arc<KeySet>, Error> {
-        let poisoned = |_| Error::InvalidParameter("key store poisoned".into());
-        match &query.keys {
-            wire::Keys::Inline(bodies) => {
-                // Converted outside the lock: other queries' lookups do not wait for it.
-                let keys: KeySet = bodies
-                    .iter()
-                    .map(|level| {
-                        level
-                            .iter()
-                            .map(|part| {
-                                let mut r: Rns = [
-                                    part.iter()
-                                        .map(|&x| (x % u64::from(rns::q(0))) as u32)
-                                        .collect(),
-                                    part.iter()
-                                        .map(|&x| (x % u64::from(rns::q(1))) as u32)
-                                        .collect(),
-                                ];
-                                rns::forward(ring, &mut r);
-                                r
-                            })
-                            .collect()
-                    })
-                    .collect();
-                let keys = Arc::new(keys);
-                if query.key_id != [0; wire::KEY_ID_LEN] {
-                    let mut store = self.sets.lock().map_err(poisoned)?;
-                    store.retain(|(id, _)| *id != query.key_id);
-                    if store.len() >= MAX_KEY_SETS {
-                        store.pop_front();
-                    }
-                    store.push_back((query.key_id, Arc::clone(&keys)));
-                }
-                Ok(keys)
-            }
-            wire::Keys::ById => {
-                let mut store = self.sets.lock().map_err(poisoned)?;
-                let at = store
-                    .iter()
-                    .position(|(id, _)| *id == query.key_id)
-                    .ok_or_else(|| {
-                        Error::InvalidParameter(
-                            "this server no longer holds the keys of that key id (too many \
-                             clients or a restart): send the request again"
-                                .into(),
-                        )
-                    })?;
-                let entry = store.remove(at).ok_or_else(|| {
-                    Error::InvalidParameter("key store changed under the lock".into())
-                })?;
-                let keys = Arc::clone(&entry.1);
-                store.push_back(entry);
-                Ok(keys)
-            }
-        }
-    }
-}
-
 /// The offset that makes the second layer's centered values unsigned.
 const OFFSET: i64 = 1 << (RESCALED_BITS - 1);
 
@@ -554,4 +479,4 @@ fn first_layer_masks(
     Ok(h1)
 }
 
-crate::single::single_server!(YpirServer);
+crate::single::single_server!(YpirServer, keys);
