@@ -556,7 +556,7 @@ mod tests {
         assert_eq!(
             lattice::lattice_table_header(),
             "shape        scheme    mode       thr  median ms     GB/s  read GB/s  ratio   \
-             hint bytes    query B   answer B"
+             hint bytes    query B 1st query B   answer B"
         );
     }
 

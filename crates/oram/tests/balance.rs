@@ -242,7 +242,10 @@ fn node_view(
             .collect();
         if static_nodes {
             // A static placement (block mod k): the leak the test must catch.
-            let on_zero = blocks.iter().filter(|&&b| (b as usize).is_multiple_of(k)).count();
+            let on_zero = blocks
+                .iter()
+                .filter(|&&b| (b as usize).is_multiple_of(k))
+                .count();
             histogram[on_zero] += 1;
             continue;
         }

@@ -370,7 +370,11 @@ pub const STANDARD: &[SchemeEntry] = &[
         assumption: "LWE is hard at n = 1024, q = 2^32, σ = 6.4 (first layer) and ring-LWE at \
                      d = 2048, q = 268369921 × 249561089 (log2 q = 55.9), σ = 6.4, ternary \
                      secret (second layer and packing keys); then the server learns nothing \
-                     about which record or key you asked for. The ring set's estimate, 96 bits \
+                     about which record or key you asked for. Your client's one-time keys \
+                     (uploaded with its first query, named by a key id after that) link your \
+                     queries to that server to each other for up to an hour, as a session \
+                     would, and reveal nothing about which records you asked for. The ring \
+                     set's estimate, 96 bits \
                      core-SVP, is 2 bits below the HE security standard's own 128-bit set at \
                      d = 2048 (log2 q = 54, σ = 3.2) by the same script",
         security: lattice_security(
@@ -391,7 +395,10 @@ pub const STANDARD: &[SchemeEntry] = &[
                   answers of about 12 KB per 4 KiB of record",
         assumption: "ring-LWE is hard at YPIR's second-layer parameters (d = 2048, q = \
                      268369921 × 249561089, log2 q = 55.9, σ = 6.4, ternary secret); then the \
-                     server learns nothing about which record or key you asked for",
+                     server learns nothing about which record or key you asked for. The key \
+                     id of your one-time keys links your queries to that server to each other \
+                     for up to an hour, as a session would, and reveals nothing about the \
+                     records",
         security: lattice_security(LatticeScheme::YpirSp, &[security::RING.name]),
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir_sp,

@@ -236,7 +236,7 @@ impl pir_host::Settings for OramStoreSettings {
             "listen".into(),
             toml::Value::String("127.0.0.1:8460".into()),
         );
-        // What the store runs with (`serve::one_client`), so --print-config says so.
+        // What the store runs with (`command::one_client`), so --print-config says so.
         defaults.insert("batch_window_ms".into(), toml::Value::Integer(0));
         defaults
     }

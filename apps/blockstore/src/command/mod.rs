@@ -211,3 +211,11 @@ fn get(args: &OramGetArgs, runtime: &tokio::runtime::Handle) -> Result<()> {
     );
     Ok(())
 }
+
+/// A store (or node) serves one client whose slot I/O is sequential: one worker, no batching
+/// window. (`--workers` and `--batch-window-ms` are refused rather than overridden: see
+/// [`OramStoreSettings`].)
+fn one_client(options: &mut pir_server::ServerOptions) {
+    options.batch_window = std::time::Duration::ZERO;
+    options.workers = 1;
+}

@@ -38,7 +38,7 @@ pub(super) async fn serve_node(flags: &OramNodeArgs) -> Result<()> {
     let mut host = pir_host::Host::new(&settings.common)
         .with_context(|| format!("cannot read the node key {}", settings.common.key.display()))?;
     host.owner = Some(owner);
-    super::serve::one_client(&mut host.options);
+    super::one_client(&mut host.options);
     let state = settings.state.clone();
     let disk = blocking(move |rt| open(&state, rt)).await?;
     let service = NodeService::new(&settings.state, disk).with_context(|| {

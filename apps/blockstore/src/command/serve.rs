@@ -31,7 +31,7 @@ pub(super) async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
         )
     })?;
     host.owner = Some(owner);
-    one_client(&mut host.options);
+    super::one_client(&mut host.options);
     let service = std::sync::Arc::new(
         StoreService::open(&settings.dir)
             .with_context(|| format!("cannot open the store {}", settings.dir.display()))?,
@@ -138,12 +138,4 @@ async fn export_device<D: crate::device::BlockDevice>(
             "the store was NOT closed cleanly: writes after the last acknowledged flush may be lost; the next open recovers the last flushed state",
         )),
     }
-}
-
-/// A store serves one client whose slot I/O is sequential: one worker, no batching window.
-/// (`--workers` and `--batch-window-ms` are refused rather than overridden: see
-/// [`OramStoreSettings`].)
-pub(super) fn one_client(options: &mut pir_server::ServerOptions) {
-    options.batch_window = std::time::Duration::ZERO;
-    options.workers = 1;
 }

@@ -329,7 +329,12 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
         Some(ms) => Hedge::After(Duration::from_millis(ms)),
     };
     if crate::shards::is_breach(&map) {
-        return super::shard_breach::serve_front(host, &settings, map, keys, fanout, hedge).await;
+        let breach = super::shard_breach::BreachFrontSettings {
+            server: settings.server,
+            blinding_key: settings.blinding_key.as_deref(),
+            seed_state: settings.seed_state.as_deref(),
+        };
+        return super::shard_breach::serve_front(host, &breach, map, keys, fanout, hedge).await;
     }
     if crate::shards_xor::is_xor(&map) {
         return super::shard_xor::serve_front(host, &settings.db, map, keys, fanout).await;

@@ -16,26 +16,35 @@ use pir_service::shard::{Hedge, ShardMap};
 use pir_service::{ReleaseInfo, ReleaseSet, ServedRelease, SignedService};
 use pir_xor::qdp::{MemorySeedStore, QdpConfig, SeedKey};
 
-use super::shard::FrontSettings;
 use crate::shards::HttpsFanout;
+
+/// The breach settings of `pir front serve` (`--server`, `--blinding-key`, `--seed-state`).
+pub(super) struct BreachFrontSettings<'a> {
+    /// The server position (0 or 1).
+    pub server: u16,
+    /// The blinding key, for pairs corpora.
+    pub blinding_key: Option<&'a Path>,
+    /// Where the QDP seed counter is kept (in memory when `None`).
+    pub seed_state: Option<&'a Path>,
+}
 
 /// Serves server position `settings.server` of the breach database `map` shards, over
 /// `fanout` (the replicas' `keys`).
 pub(super) async fn serve_front(
     host: Host,
-    settings: &FrontSettings,
+    settings: &BreachFrontSettings<'_>,
     map: ShardMap,
     keys: Vec<Vec<PublicKey>>,
     fanout: HttpsFanout,
     hedge: Hedge,
 ) -> Result<()> {
-    let blinding = match &settings.blinding_key {
+    let blinding = match settings.blinding_key {
         Some(path) => {
             Some(BlindingKey::load(path).with_context(|| format!("reading {}", path.display()))?)
         }
         None => None,
     };
-    let seed_store = match &settings.seed_state {
+    let seed_store = match settings.seed_state {
         Some(path) => BoxedSeedStore(Box::new(SharedSeedStore::new(path))),
         None => BoxedSeedStore(Box::new(MemorySeedStore::new())),
     };
@@ -66,7 +75,7 @@ pub(super) async fn serve_front(
         host.metrics.clone(),
     )?);
     let shards = map.shards.len();
-    let seeds = seed_note(settings.seed_state.as_deref());
+    let seeds = seed_note(settings.seed_state);
     pir_host::serve_static(host, set, "the front end", |running, key| {
         vec![
             format!(

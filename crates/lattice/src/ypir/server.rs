@@ -425,52 +425,49 @@ fn first_layer_masks(
     let mut h1 = vec![0u32; rows * D1];
     let chunk_rows = 256;
     for (chunk_index, chunk) in h1.chunks_mut(chunk_rows * D1).enumerate() {
-        chunk
-            .par_chunks_mut(D1)
-            .enumerate()
-            .for_each(|(i, out)| {
-                let row = chunk_index * chunk_rows + i;
-                let mut values = vec![0u32; shape.padded_columns];
-                db.row_values(row, &mut values);
-                let mut total = vec![0u32; D1];
-                let mut acc = rns::zero(D1);
-                let mut block = vec![0u32; D1];
-                for (u, (a, a_companion)) in a1.iter().zip(&a1_companions).enumerate() {
-                    for p in 0..2 {
-                        let q = rns::q(p);
-                        // The reversed polynomial of D' (columns past m are zero, not -128).
-                        for (j, &v) in values[u * D1..(u + 1) * D1].iter().enumerate() {
-                            let centered = if u * D1 + j < columns {
-                                i64::from(v) - i64::from(center)
-                            } else {
-                                0
-                            };
-                            let (at, value) = if j == 0 {
-                                (0, centered)
-                            } else {
-                                (D1 - j, -centered)
-                            };
-                            block[at] = if value < 0 {
-                                (value + i64::from(q)) as u32
-                            } else {
-                                value as u32
-                            };
-                        }
-                        ring.table(p).forward(backend, &mut block);
-                        ntt::mul_add_fixed(backend, &mut acc[p], &block, &a[p], &a_companion[p], q);
+        chunk.par_chunks_mut(D1).enumerate().for_each(|(i, out)| {
+            let row = chunk_index * chunk_rows + i;
+            let mut values = vec![0u32; shape.padded_columns];
+            db.row_values(row, &mut values);
+            let mut total = vec![0u32; D1];
+            let mut acc = rns::zero(D1);
+            let mut block = vec![0u32; D1];
+            for (u, (a, a_companion)) in a1.iter().zip(&a1_companions).enumerate() {
+                for p in 0..2 {
+                    let q = rns::q(p);
+                    // The reversed polynomial of D' (columns past m are zero, not -128).
+                    for (j, &v) in values[u * D1..(u + 1) * D1].iter().enumerate() {
+                        let centered = if u * D1 + j < columns {
+                            i64::from(v) - i64::from(center)
+                        } else {
+                            0
+                        };
+                        let (at, value) = if j == 0 {
+                            (0, centered)
+                        } else {
+                            (D1 - j, -centered)
+                        };
+                        block[at] = if value < 0 {
+                            (value + i64::from(q)) as u32
+                        } else {
+                            value as u32
+                        };
                     }
-                    if (u + 1) % BLOCKS_PER_REDUCTION == 0 || u + 1 == blocks {
-                        rns::inverse(&ring, &mut acc);
-                        for (t, x) in total.iter_mut().zip(rns::crt(&acc)) {
-                            *t = t.wrapping_add(rns::centered(x) as u32);
-                        }
-                        acc = rns::zero(D1);
+                    ring.table(p).forward(backend, &mut block);
+                    ntt::mul_add_fixed(backend, &mut acc[p], &block, &a[p], &a_companion[p], q);
+                }
+                if (u + 1) % BLOCKS_PER_REDUCTION == 0 || u + 1 == blocks {
+                    rns::inverse(&ring, &mut acc);
+                    for (t, x) in total.iter_mut().zip(rns::crt(&acc)) {
+                        *t = t.wrapping_add(rns::centered(x) as u32);
                     }
+                    acc = rns::zero(D1);
                 }
-                for (o, t) in out.iter_mut().zip(total) {
-                    *o = rescale(t);
-                }
-            });
+            }
+            for (o, t) in out.iter_mut().zip(total) {
+                *o = rescale(t);
+            }
+        });
         progress(
             ((chunk_index + 1) * chunk_rows).min(rows) as u64,
             rows as u64,
