@@ -3,19 +3,7 @@
 
 use super::*;
 
-/// The chart's font, as the plot tests find it (in CI a missing font fails).
-fn have_font() -> bool {
-    if Path::new(crate::plot::FONT_PATH).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is missing: .ci/run installs fonts-dejavu-core",
-        crate::plot::FONT_PATH
-    );
-    eprintln!("chart skipped: install Debian's fonts-dejavu-core");
-    false
-}
+use crate::plot::tests::have_font;
 
 fn options(min: usize, max: usize) -> TuneOptions {
     TuneOptions {
