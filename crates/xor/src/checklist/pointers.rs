@@ -99,7 +99,7 @@ impl Pointers {
     /// The pointers of a whole table at once, as [`Pointers::new`] and [`Pointers::insert`] of
     /// every (index, slot) pair would make them, but faster: see [`Builder`].
     pub fn builder(records: u64, slots: usize) -> Builder {
-        Builder::new(records, slots, BUCKET_SHIFT, PENDING_LINES)
+        Builder::new(records, slots, PENDING_LINES)
     }
 
     /// While filling from nothing: `slot` holds `x` (keeps the two smallest ranks).
@@ -204,172 +204,131 @@ const PENDING_LINES: usize = (4 << BUCKET_SHIFT) / LINE_WORDS;
 /// Why it is faster: `insert` finds `x`'s rank with a 128-bit division per element (tens of
 /// cycles, for `λ B` elements). Here each index keeps the *keys* of its two smallest-rank
 /// slots, `key(h) = h + m` if `h < o(x)` else `h`, which orders slots exactly as their ranks
-/// do (`rank = key - o(x)`) and needs only `h < o(x)`, that is `(h + 1) B <= x m`: two
-/// multiplications. The ranks are computed once per index at the end. Both words of an index
-/// lie side by side.
+/// do (`rank = key - o(x)`) and needs only `h < o(x)`, that is `x >= ceil((h + 1) B / m)`: one
+/// division per set, a comparison per element. The ranks are computed once per index at the
+/// end. Both words of an index lie side by side.
 ///
 /// A set's elements are spread over the whole table, and pointing each one at once costs a
-/// cache miss per element, so the (index, slot) pairs wait in buckets of nearby indices until
-/// enough have come to apply them inside L2 (a radix pass). Each bucket collects a line of 16
-/// pairs in a small cached staging area, and full lines go to the waiting buffer with
-/// streaming stores ([`StreamBuffer`]): ordinary stores would read every line of the buffer
-/// in before writing it. A waiting pair is one `u32`: the index's offset in its bucket,
+/// cache miss per element, so the (index, slot) pairs wait in buckets of `2^SHIFT` nearby
+/// indices until enough have come to apply them inside L2 (a radix pass). Each bucket collects
+/// a line of 16 pairs in a small cached staging area, and full lines go to the waiting buffer
+/// with streaming stores ([`StreamBuffer`]): ordinary stores would read every line of the
+/// buffer in before writing it. A waiting pair is one `u32`: the index's offset in its bucket,
 /// whether the slot lies before `o(x)`, and the slot's offset from the *epoch* (every bucket is
 /// emptied when a slot no longer fits the bits left, which at these sizes never happens:
 /// 17 bits, `m` up to 131,072). Keeping the two smallest keys does not depend on the order the
 /// pairs come in, so the buckets change nothing in the result.
-pub struct Builder {
-    /// The two smallest keys of each index; `2m` for none.
-    keys: Vec<[u32; 2]>,
-    slots: u32,
-    records: u64,
-    /// Bucket of index `x`: `x >> shift`.
-    shift: u32,
-    /// Pairs `slot offset << (shift + 1) | before << shift | x offset` being collected: bucket
+///
+/// `SHIFT` is a constant so that the per-element loop shifts and masks by immediates; the
+/// element loop keeps only what it needs in registers and hands a full line to
+/// [`Waiting::spill`], out of line (once per 16 elements).
+pub struct Builder<const SHIFT: u32 = BUCKET_SHIFT> {
+    /// Pairs `slot offset << (SHIFT + 1) | before << SHIFT | x offset` being collected: bucket
     /// `k`'s line and how many it holds. Empty when there is one bucket: then every pair is
     /// applied at once.
     stage: Vec<[u32; LINE_WORDS]>,
-    staged: Vec<usize>,
+    staged: Vec<u32>,
+    waiting: Waiting<SHIFT>,
+    /// Slot offsets below `span` fit a pair.
+    span: u32,
+}
+
+/// What [`Builder`] keeps besides its staging lines: the keys and the full lines waiting.
+struct Waiting<const SHIFT: u32> {
+    /// The two smallest keys of each index; `2m` for none. Padded to whole buckets, so that a
+    /// pair's offset always lies inside its bucket's slice.
+    keys: Vec<[u32; 2]>,
+    slots: u32,
+    records: u64,
     /// Full lines waiting: bucket `k` holds `written[k]` of them from line `k * capacity` on.
     pending: StreamBuffer,
     written: Vec<usize>,
     capacity: usize,
-    /// Slot offsets below `span` fit a pair.
-    span: u32,
     /// The slot pairs' offsets count from.
     epoch: u32,
 }
 
-impl Builder {
-    fn new(records: u64, slots: usize, shift: u32, capacity: usize) -> Self {
-        Self::with_span(records, slots, shift, capacity, 1 << (31 - shift))
+impl<const SHIFT: u32> Builder<SHIFT> {
+    fn new(records: u64, slots: usize, capacity: usize) -> Self {
+        Self::with_span(records, slots, capacity, 1 << (31 - SHIFT))
     }
 
-    /// Epochs `span` slots long (at most `2^(31 - shift)`): for tests of the epochs.
-    fn with_span(records: u64, slots: usize, shift: u32, capacity: usize, span: u32) -> Self {
+    /// Epochs `span` slots long (at most `2^(31 - SHIFT)`): for tests of the epochs.
+    fn with_span(records: u64, slots: usize, capacity: usize, span: u32) -> Self {
         // slots <= MAX_HINTS = 2^28, so 2 slots fits a u32 below STALE.
         let m = slots as u32;
-        // records <= 2^32: at most 2^32 >> shift buckets.
-        let buckets = records.div_ceil(1 << shift) as usize;
-        let buckets = if buckets > 1 { buckets } else { 0 };
+        // records <= 2^32: at most 2^32 >> SHIFT buckets.
+        let buckets = records.div_ceil(1 << SHIFT) as usize;
+        let staged = if buckets > 1 { buckets } else { 0 };
         Self {
-            keys: vec![[2 * m; 2]; records as usize],
-            slots: m,
-            records,
-            shift,
-            stage: vec![[0; LINE_WORDS]; buckets],
-            staged: vec![0; buckets],
-            pending: StreamBuffer::zeroed(buckets * capacity),
-            written: vec![0; buckets],
-            capacity,
+            stage: vec![[0; LINE_WORDS]; staged],
+            staged: vec![0; staged],
+            waiting: Waiting {
+                keys: vec![[2 * m; 2]; buckets.max(1) << SHIFT],
+                slots: m,
+                records,
+                pending: StreamBuffer::zeroed(staged * capacity),
+                written: vec![0; staged],
+                capacity,
+                epoch: 0,
+            },
             span,
-            epoch: 0,
         }
     }
 
     /// Set `slot` holds `elements` (each below `B`). Slots must come in increasing order (the
     /// result does not depend on it, but a repeated element is skipped only within its set).
     pub fn add_set(&mut self, slot: usize, elements: &[u32]) {
-        let m = u64::from(self.slots);
-        // slot < m <= 2^28 and B <= 2^32: (slot + 1) B < 2^61; x m < 2^60.
-        let threshold = (slot as u64 + 1) * self.records;
+        let waiting = &mut self.waiting;
+        let m = u64::from(waiting.slots);
+        // `slot < o(x)` exactly when `(slot + 1) B <= x m`, that is `x >= first_after`.
+        // slot < m <= 2^28 and B <= 2^32: (slot + 1) B < 2^61.
+        let first_after = ((slot as u64 + 1) * waiting.records).div_ceil(m.max(1));
         // slot < 2^28
         let slot = slot as u32;
-        let before = |x: u32| u32::from(threshold <= u64::from(x) * m);
+        let before = |x: u32| u32::from(u64::from(x) >= first_after);
         if self.stage.is_empty() {
             for &x in elements {
-                keep(&mut self.keys[x as usize], slot + before(x) * self.slots);
+                // One bucket: every index lies in the padded keys.
+                keep(
+                    &mut waiting.keys[x as usize],
+                    slot + before(x) * waiting.slots,
+                );
             }
             return;
         }
-        if slot.wrapping_sub(self.epoch) >= self.span {
-            self.flush();
-            self.epoch = slot;
+        if slot.wrapping_sub(waiting.epoch) >= self.span {
+            waiting.flush(&self.stage, &mut self.staged);
+            waiting.epoch = slot;
         }
-        // Fields in locals: the compiler cannot tell the buffers apart and would reload them.
-        let Builder {
-            keys,
-            slots,
-            shift,
-            stage,
-            staged,
-            pending,
-            written,
-            capacity,
-            epoch,
-            ..
-        } = self;
-        let (shift, capacity, epoch, slots) = (*shift, *capacity, *epoch, *slots);
-        let mask = (1 << shift) - 1;
-        let offset = (slot - epoch) << (shift + 1);
+        let mask = (1u32 << SHIFT) - 1;
+        let offset = (slot - waiting.epoch) << (SHIFT + 1);
+        let (stage, staged) = (&mut self.stage, &mut self.staged);
         for &x in elements {
-            let bucket = (x >> shift) as usize;
-            let count = staged[bucket];
-            // count < LINE_WORDS: a full line is written out at once below.
-            stage[bucket][count % LINE_WORDS] = offset | before(x) << shift | (x & mask);
+            let bucket = (x >> SHIFT) as usize;
+            let count = staged[bucket] as usize % LINE_WORDS;
+            let line = &mut stage[bucket];
+            line[count] = offset | before(x) << SHIFT | (x & mask);
             if count + 1 < LINE_WORDS {
-                staged[bucket] = count + 1;
-                continue;
-            }
-            staged[bucket] = 0;
-            let line = written[bucket];
-            pending.write_line(bucket * capacity + line, &stage[bucket]);
-            if line + 1 < capacity {
-                written[bucket] = line + 1;
+                staged[bucket] = (count + 1) as u32;
             } else {
-                written[bucket] = 0;
-                let words = &pending.read()[bucket * capacity * LINE_WORDS..];
-                apply(
-                    keys,
-                    bucket,
-                    shift,
-                    epoch,
-                    slots,
-                    &words[..capacity * LINE_WORDS],
-                );
+                staged[bucket] = 0;
+                waiting.spill(bucket, line);
             }
-        }
-    }
-
-    /// Applies every waiting pair.
-    fn flush(&mut self) {
-        let Builder {
-            keys,
-            slots,
-            shift,
-            stage,
-            staged,
-            pending,
-            written,
-            capacity,
-            epoch,
-            ..
-        } = self;
-        let words = pending.read();
-        for (bucket, line) in stage.iter().enumerate() {
-            let waiting = &words[bucket * *capacity * LINE_WORDS..][..written[bucket] * LINE_WORDS];
-            apply(keys, bucket, *shift, *epoch, *slots, waiting);
-            apply(
-                keys,
-                bucket,
-                *shift,
-                *epoch,
-                *slots,
-                &line[..staged[bucket]],
-            );
-            (written[bucket], staged[bucket]) = (0, 0);
         }
     }
 
     /// The pointers: each key turned into its rank.
     pub fn finish(mut self) -> Pointers {
-        self.flush();
-        let Builder {
+        self.waiting.flush(&self.stage, &mut self.staged);
+        let Waiting {
             mut keys,
             slots,
             records,
             ..
-        } = self;
+        } = self.waiting;
+        // records <= 2^32 fits usize on the 64-bit targets this runs on.
+        keys.truncate(records as usize);
         let m = u64::from(slots);
         let none = encode(Rank::AtLeast(slots));
         for (x, entry) in keys.iter_mut().enumerate() {
@@ -391,34 +350,67 @@ impl Builder {
     }
 }
 
-/// Applies the waiting pairs of `bucket` (made in `epoch`) to `keys`.
-fn apply(keys: &mut [[u32; 2]], bucket: usize, shift: u32, epoch: u32, m: u32, pairs: &[u32]) {
-    let first = bucket << shift;
-    let end = keys.len().min(first + (1 << shift));
-    let keys = &mut keys[first..end];
-    let mask = (1 << shift) - 1;
+impl<const SHIFT: u32> Waiting<SHIFT> {
+    /// `bucket`'s staged line is full: out to the waiting buffer, and the bucket's waiting
+    /// pairs applied when it is full too.
+    #[inline(never)]
+    fn spill(&mut self, bucket: usize, line: &[u32; LINE_WORDS]) {
+        let written = self.written[bucket];
+        self.pending
+            .write_line(bucket * self.capacity + written, line);
+        if written + 1 < self.capacity {
+            self.written[bucket] = written + 1;
+            return;
+        }
+        self.written[bucket] = 0;
+        let words = LINE_WORDS * self.capacity;
+        let pairs = &self.pending.read()[bucket * words..][..words];
+        apply::<SHIFT>(&mut self.keys, bucket, self.epoch, self.slots, pairs);
+    }
+
+    /// Applies every waiting and staged pair.
+    fn flush(&mut self, stage: &[[u32; LINE_WORDS]], staged: &mut [u32]) {
+        let words = LINE_WORDS * self.capacity;
+        let pending = self.pending.read();
+        for (bucket, line) in stage.iter().enumerate() {
+            let waiting = &pending[bucket * words..][..self.written[bucket] * LINE_WORDS];
+            apply::<SHIFT>(&mut self.keys, bucket, self.epoch, self.slots, waiting);
+            let staged_pairs = &line[..staged[bucket] as usize];
+            apply::<SHIFT>(&mut self.keys, bucket, self.epoch, self.slots, staged_pairs);
+            (self.written[bucket], staged[bucket]) = (0, 0);
+        }
+    }
+}
+
+/// Applies the waiting pairs of `bucket` (made in `epoch`) to `keys` (padded to whole
+/// buckets).
+fn apply<const SHIFT: u32>(
+    keys: &mut [[u32; 2]],
+    bucket: usize,
+    epoch: u32,
+    m: u32,
+    pairs: &[u32],
+) {
+    let keys = &mut keys[bucket << SHIFT..][..1 << SHIFT];
+    let mask = (1u32 << SHIFT) - 1;
     for &pair in pairs {
-        let slot = epoch + (pair >> (shift + 1));
+        let slot = epoch + (pair >> (SHIFT + 1));
         // 0 or m: whether the slot lies before the index's start.
-        let wrap = m & 0u32.wrapping_sub(pair >> shift & 1);
-        // Pairs name indices below B: their offset lies inside the bucket.
+        let wrap = m & 0u32.wrapping_sub(pair >> SHIFT & 1);
+        // The offset is below 2^SHIFT, the slice's length.
         keep_branchless(&mut keys[(pair & mask) as usize], slot + wrap);
     }
 }
 
 /// [`keep`] without branches: which way a key goes is unpredictable, and a mispredicted branch
-/// throws away the loads of the next pairs already under way.
+/// throws away the loads of the next pairs already under way. With `k1 <= k2`: the first is
+/// `min(k1, key)`; the second is `min(k2, max(k1, key))`, except that a key equal to `k1`
+/// leaves `k2` (the mask makes the maximum all ones then).
 #[inline(always)]
 fn keep_branchless(entry: &mut [u32; 2], key: u32) {
     let [k1, k2] = *entry;
-    let second = if key < k1 {
-        k1
-    } else if key == k1 {
-        k2
-    } else {
-        k2.min(key)
-    };
-    *entry = [k1.min(key), second];
+    let repeated = 0u32.wrapping_sub(u32::from(key == k1));
+    *entry = [k1.min(key), k2.min(k1.max(key) | repeated)];
 }
 
 /// Keeps `key` among the two smallest distinct keys of `entry`.
@@ -438,6 +430,23 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha20Rng;
 
+    /// The branchless rule keeps what the branching one keeps, for every key against every
+    /// ordered pair (equal keys, the empty `2m` marker, the largest words).
+    #[test]
+    fn branchless_keep_equals_keep() {
+        let values = [0u32, 1, 2, 5, 6, 7, 100, u32::MAX - 1, u32::MAX];
+        for &k1 in &values {
+            for &k2 in values.iter().filter(|&&k2| k2 >= k1) {
+                for &key in &values {
+                    let (mut a, mut b) = ([k1, k2], [k1, k2]);
+                    keep(&mut a, key);
+                    keep_branchless(&mut b, key);
+                    assert_eq!(a, b, "k1 {k1} k2 {k2} key {key}");
+                }
+            }
+        }
+    }
+
     /// The builder makes exactly the pointers `insert` makes, for tables with repeated
     /// elements, indices in no set or one, and slots before and after each index's start.
     #[test]
@@ -453,8 +462,8 @@ mod tests {
             let mut builder = Pointers::builder(records, slots);
             // Buckets of 8 indices, applied every 2 lines of 16 pairs; and new epochs every 3
             // slots.
-            let mut bucketed = Builder::new(records, slots, 3, 2);
-            let mut epochs = Builder::with_span(records, slots, 3, 2, 3);
+            let mut bucketed = Builder::<3>::new(records, slots, 2);
+            let mut epochs = Builder::<3>::with_span(records, slots, 2, 3);
             for slot in 0..slots {
                 let set: Vec<u32> = (0..size)
                     .map(|_| rng.random_range(0..records) as u32)
