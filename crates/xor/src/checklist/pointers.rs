@@ -303,7 +303,9 @@ impl<const SHIFT: u32> Builder<SHIFT> {
         }
         let mask = (1u32 << SHIFT) - 1;
         let offset = (slot - waiting.epoch) << (SHIFT + 1);
-        let (stage, staged) = (&mut self.stage, &mut self.staged);
+        // Slices, not the vectors: their pointers and lengths stay in registers across the
+        // out-of-line spill.
+        let (stage, staged) = (&mut self.stage[..], &mut self.staged[..]);
         for &x in elements {
             let bucket = (x >> SHIFT) as usize;
             let count = staged[bucket] as usize % LINE_WORDS;
