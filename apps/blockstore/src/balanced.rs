@@ -17,7 +17,13 @@
 //! A crash before 3 leaves the last `BSTATE`, whose every slot is intact on its node: nodes
 //! are at least at its epoch (2 finished before the previous 3), and since it was written no
 //! slot it names was written (4 holds them back). The same runs by itself every
-//! `CHECKPOINT_BATCHES` batches, so held-back slots stay within the nodes' capacity bound.
+//! `CHECKPOINT_BATCHES` full batches' worth of accesses (`Balancer::checkpoint_due`), so
+//! held-back slots stay within the nodes' capacity bound.
+//!
+//! When more than a batch of requests waits, one step plans several batches and sends each
+//! node one message with all of them ([`default_group`]: one batch per node), so a node's
+//! fixed cost per message and per ORAM batch is shared by as many blocks as one node alone
+//! gets per batch.
 //!
 //! [`Disk`]: crate::Disk
 

@@ -191,10 +191,18 @@ pub async fn run(plan: DeviceBenchPlan) -> Result<()> {
     }
     .context("cannot make a scratch directory")?;
     let dir = scratch.path().to_path_buf();
+    let fs = fs_name(&dir);
     if plan.direct {
         direct::probe(&dir).map_err(anyhow::Error::msg)?;
+        if fs == "tmpfs" {
+            // Recent kernels take O_DIRECT on tmpfs, but there is no device behind it.
+            anyhow::bail!(
+                "{} is on tmpfs: O_DIRECT there reads memory, not a device; give --scratch a \
+                 directory on a disk (`findmnt -T DIR` shows its file system)",
+                dir.display()
+            );
+        }
     }
-    let fs = fs_name(&dir);
     if !plan.json {
         println!("{}", plan.machine);
         println!(
