@@ -328,8 +328,7 @@ impl Balanced {
         self.rng.fill_bytes(&mut nonce);
         let sealed = seal_blob(&self.key, nonce, LABEL, &plain.into_bytes())?;
         let file = BalancerFile { sealed: &sealed }.to_bytes();
-        pir_fs::write_atomic_bytes(&self.state_path, &file)
-            .map_err(io(&self.state_path))?;
+        pir_fs::write_atomic_bytes(&self.state_path, &file).map_err(io(&self.state_path))?;
         self.core.mark_durable();
         self.epoch = next;
         Ok(())

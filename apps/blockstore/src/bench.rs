@@ -178,7 +178,12 @@ pub(crate) fn fill(disk: &mut Disk, progress: &mut dyn FnMut(u64, u64)) -> Resul
     Ok(())
 }
 
-pub(crate) fn round(disk: &mut Disk, ops: u64, in_flight: usize, seed: u64) -> Result<Round, DiskError> {
+pub(crate) fn round(
+    disk: &mut Disk,
+    ops: u64,
+    in_flight: usize,
+    seed: u64,
+) -> Result<Round, DiskError> {
     let g = disk.geometry().clone();
     let b = g.block_size as usize;
     let mut rng = ChaCha20Rng::seed_from_u64(seed);

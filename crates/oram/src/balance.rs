@@ -344,7 +344,11 @@ impl Balancer {
         }
         let k = self.nodes();
         let (full, rest) = (n / BATCH, n % BATCH);
-        let last = if rest == 0 { 0 } else { rest.next_power_of_two() };
+        let last = if rest == 0 {
+            0
+        } else {
+            rest.next_power_of_two()
+        };
         // Accesses (each one node read) and writes per node: a function of `n` alone.
         let m = full * BATCH + last;
         let w = full * writes_per_node(k, BATCH)

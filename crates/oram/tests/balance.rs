@@ -165,7 +165,11 @@ fn coalesced_plans_answer_like_a_map_and_show_counts_of_their_size_alone() {
                 let plan = bal.begin_batch(&mut rng).unwrap().unwrap();
                 // Reads and writes follow from n: full batches, the rest padded.
                 let (full, rest) = (n / balance::BATCH, n % balance::BATCH);
-                let last = if rest == 0 { 0 } else { rest.next_power_of_two() };
+                let last = if rest == 0 {
+                    0
+                } else {
+                    rest.next_power_of_two()
+                };
                 let reads: usize = plan.nodes.iter().map(|o| o.reads.len()).sum();
                 assert_eq!(reads, full * balance::BATCH + last);
                 let w = full * balance::writes_per_node(k, balance::BATCH)

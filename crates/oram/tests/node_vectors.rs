@@ -85,7 +85,10 @@ fn node_request() {
     else {
         panic!("not a batch");
     };
-    assert_eq!((writes, data), (vec![3, 4], vec![&[1, 1, 1, 1, 2, 2, 2, 2][..]]));
+    assert_eq!(
+        (writes, data),
+        (vec![3, 4], vec![&[1, 1, 1, 1, 2, 2, 2, 2][..]])
+    );
 }
 
 #[test]

@@ -79,10 +79,19 @@ fn open_bench_disk(
     dir: &Path,
     size: u64,
     direct: bool,
-) -> Result<(Disk, std::sync::Arc<direct::IoCounts>, std::sync::Arc<std::sync::atomic::AtomicU64>)>
-{
+) -> Result<(
+    Disk,
+    std::sync::Arc<direct::IoCounts>,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+)> {
     let state = dir.join("state");
-    Disk::init(&state, size, BLOCK as u32, &[StoreSpec::Dir(dir.join("store0"))], None)?;
+    Disk::init(
+        &state,
+        size,
+        BLOCK as u32,
+        &[StoreSpec::Dir(dir.join("store0"))],
+        None,
+    )?;
     let mut disk = Disk::open(&state, None)?;
     let mut handles = None;
     disk.map_stores(|old, specs, geometry| {

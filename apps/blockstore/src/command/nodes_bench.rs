@@ -302,33 +302,34 @@ pub async fn run(plan: NodesBenchPlan) -> Result<()> {
     let runtime = tokio::runtime::Handle::current();
     let (runs, ops) = (plan.runs.max(1), plan.ops.max(1));
     let in_flight = plan.in_flight;
-    let (measured, in_flight, group) = tokio::task::spawn_blocking(move || -> Result<(Vec<Measured>, usize, usize)> {
-        Balanced::init(&bstate, size, 4096, &specs, &runtime)?;
-        let mut disk = Balanced::open(&bstate, None, &runtime)?;
-        let in_flight = match in_flight {
-            0 => pir_oram::MAX_BATCH * disk.core().group(),
-            n => n,
-        };
-        let fill = vec![7u8; 1 << 20];
-        let mut at = 0;
-        while at < size {
-            let take = (size - at).min(fill.len() as u64);
-            disk.submit_write(at, &fill[..take as usize])?;
-            while disk.pending() > 0 {
-                disk.step()?;
+    let (measured, in_flight, group) =
+        tokio::task::spawn_blocking(move || -> Result<(Vec<Measured>, usize, usize)> {
+            Balanced::init(&bstate, size, 4096, &specs, &runtime)?;
+            let mut disk = Balanced::open(&bstate, None, &runtime)?;
+            let in_flight = match in_flight {
+                0 => pir_oram::MAX_BATCH * disk.core().group(),
+                n => n,
+            };
+            let fill = vec![7u8; 1 << 20];
+            let mut at = 0;
+            while at < size {
+                let take = (size - at).min(fill.len() as u64);
+                disk.submit_write(at, &fill[..take as usize])?;
+                while disk.pending() > 0 {
+                    disk.step()?;
+                }
+                at += take;
             }
-            at += take;
-        }
-        disk.flush()?;
-        let out = (0..runs)
-            .map(|r| round(&mut disk, ops, in_flight, &pids, 100 + r as u64))
-            .collect::<Result<Vec<_>>>()?;
-        let group = disk.core().group();
-        disk.close()?;
-        Ok((out, in_flight, group))
-    })
-    .await
-    .context("the benchmark panicked")??;
+            disk.flush()?;
+            let out = (0..runs)
+                .map(|r| round(&mut disk, ops, in_flight, &pids, 100 + r as u64))
+                .collect::<Result<Vec<_>>>()?;
+            let group = disk.core().group();
+            disk.close()?;
+            Ok((out, in_flight, group))
+        })
+        .await
+        .context("the benchmark panicked")??;
     report(&plan, &measured, ops, in_flight, group);
     drop(nodes);
     Ok(())
