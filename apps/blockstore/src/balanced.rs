@@ -17,16 +17,22 @@
 //! A crash before 3 leaves the last `BSTATE`, whose every slot is intact on its node: nodes
 //! are at least at its epoch (2 finished before the previous 3), and since it was written no
 //! slot it names was written (4 holds them back). The same runs by itself every
-//! `CHECKPOINT_BATCHES` batches, so held-back slots stay within the nodes' capacity bound.
+//! `CHECKPOINT_BATCHES` full batches' worth of accesses (`Balancer::checkpoint_due`), so
+//! held-back slots stay within the nodes' capacity bound.
+//!
+//! When more than a batch of requests waits, one step plans several batches and sends each
+//! node one message with all of them ([`default_group`]: one batch per node), so a node's
+//! fixed cost per message and per ORAM batch is shared by as many blocks as one node alone
+//! gets per batch.
 //!
 //! [`Disk`]: crate::Disk
 
 use std::path::Path;
 
-use pir_core::codec::{check_count, Reader, Writer};
+use pir_core::codec::{check_count, Codec, Reader, Writer};
 use pir_keys::PublicKey;
 use pir_oram::balance::{self, Balancer};
-use pir_oram::seal::{open_blob, seal_blob, KEY_LEN};
+use pir_oram::seal::{open_blob, seal_blob, KEY_LEN, TAG_LEN};
 use pir_oram::{Answer, Op, OramError, Request};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -45,6 +51,47 @@ pub const BALANCER_FILE: pir_core::wire::Prologue = pir_core::wire::Prologue {
 };
 const NONCE_LEN: usize = 12;
 const MAX_URL: usize = 4096;
+
+/// The `BSTATE` file: the prologue, then the sealed state (nonce, ciphertext, tag), borrowed.
+/// Decoding checks the prologue and that a nonce and a tag are there; opening is
+/// `pir_oram::seal::open_blob` under the key. Refusal vectors:
+/// `tests/vectors/oram_balancer_file/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BalancerFile<'a> {
+    /// `nonce [12] | AES-256-GCM ciphertext | tag [16]`.
+    pub sealed: &'a [u8],
+}
+
+impl<'a> Codec<'a> for BalancerFile<'a> {
+    type Context = ();
+
+    fn encode(&self, w: &mut Writer) {
+        BALANCER_FILE.write(w);
+        w.bytes(self.sealed);
+    }
+
+    fn decode(r: &mut Reader<'a>, _: &()) -> Result<Self, pir_core::Error> {
+        BALANCER_FILE.read(r)?;
+        let min = NONCE_LEN + TAG_LEN;
+        if r.remaining() < min {
+            return Err(pir_core::Error::Truncated {
+                needed: min - r.remaining(),
+            });
+        }
+        Ok(Self {
+            sealed: r.take(r.remaining())?,
+        })
+    }
+}
+
+/// Batches the balancer coalesces per node message by default: one per node (so with
+/// `32 x nodes` requests waiting every node gets about as many blocks per message as a
+/// single node gets from one batch), at most `balance::MAX_GROUP`, and at most what keeps
+/// a node's reply within half of [`crate::node::MAX_BODY`].
+pub fn default_group(nodes: usize, block: u32) -> usize {
+    let by_body = crate::node::MAX_BODY / 2 / (balance::BATCH * block.max(1) as usize);
+    nodes.min(balance::MAX_GROUP).min(by_body).max(1)
+}
 
 /// A node: `https://HOST:PORT` and its key.
 pub type NodeSpec = (String, PublicKey);
@@ -144,7 +191,8 @@ impl Balanced {
         }
         let node_blocks: Vec<u32> = infos.iter().map(|n| n.blocks).collect();
         let mut rng = ChaCha20Rng::from_rng(&mut rand::rng());
-        let core = Balancer::create(block, blocks, &node_blocks, &mut rng)?;
+        let mut core = Balancer::create(block, blocks, &node_blocks, &mut rng)?;
+        core.set_group(default_group(nodes.len(), block));
         let mut key = [0u8; KEY_LEN];
         rng.fill_bytes(&mut key);
         pir_fs::write_new_private(&key_file, format!("{}\n", hex::encode(key)).as_bytes())
@@ -179,13 +227,12 @@ impl Balanced {
             DiskError::Usage(format!("{} is not a 64-digit hex key", key_file.display()))
         })?;
         let file = std::fs::read(state).map_err(io(state))?;
-        let mut r = Reader::new(&file);
-        BALANCER_FILE.read(&mut r).map_err(|e| {
+        let sealed = BalancerFile::from_bytes(&file, &()).map_err(|e| {
             DiskError::Usage(format!("{} is not a balancer state: {e}", state.display()))
         })?;
-        let sealed = r.take(r.remaining()).map_err(OramError::StateFormat)?;
-        let plain = open_blob(&key, LABEL, sealed.to_vec())?;
-        let (recorded, ids, epoch, core) = decode_plain(&plain)?;
+        let plain = open_blob(&key, LABEL, sealed.sealed.to_vec())?;
+        let (recorded, ids, epoch, mut core) = decode_plain(&plain)?;
+        core.set_group(default_group(recorded.len(), core.block_size()));
         let specs = match nodes {
             Some(given) if given.len() != recorded.len() => {
                 return Err(DiskError::Usage(format!(
@@ -244,9 +291,20 @@ impl Balanced {
         &self.core
     }
 
+    /// Batches coalesced into one message per node when more than a batch is waiting
+    /// (default: one per node, see [`default_group`]).
+    pub fn set_group(&mut self, group: usize) {
+        self.core.set_group(group);
+    }
+
     /// The nodes (URL and key), in order.
     pub fn nodes(&self) -> &[NodeSpec] {
         &self.specs
+    }
+
+    /// Bytes of node messages so far, both ways (envelopes included, TLS and HTTP not).
+    pub fn wire_bytes(&self) -> u64 {
+        self.nodes.wire_bytes()
     }
 
     /// Flushes every node, then writes the state with the next epoch, then frees held slots.
@@ -269,11 +327,8 @@ impl Balanced {
         let mut nonce = [0u8; NONCE_LEN];
         self.rng.fill_bytes(&mut nonce);
         let sealed = seal_blob(&self.key, nonce, LABEL, &plain.into_bytes())?;
-        let mut w = Writer::with_capacity(sealed.len() + 16);
-        BALANCER_FILE.write(&mut w);
-        w.bytes(&sealed);
-        pir_fs::write_atomic_bytes(&self.state_path, &w.into_bytes())
-            .map_err(io(&self.state_path))?;
+        let file = BalancerFile { sealed: &sealed }.to_bytes();
+        pir_fs::write_atomic_bytes(&self.state_path, &file).map_err(io(&self.state_path))?;
         self.core.mark_durable();
         self.epoch = next;
         Ok(())

@@ -161,7 +161,7 @@ impl OramReport {
     }
 }
 
-fn fill(disk: &mut Disk, progress: &mut dyn FnMut(u64, u64)) -> Result<(), DiskError> {
+pub(crate) fn fill(disk: &mut Disk, progress: &mut dyn FnMut(u64, u64)) -> Result<(), DiskError> {
     let b = disk.geometry().block_size as usize;
     let blocks = u64::from(disk.geometry().blocks);
     let mut rng = ChaCha20Rng::seed_from_u64(1);
@@ -178,7 +178,12 @@ fn fill(disk: &mut Disk, progress: &mut dyn FnMut(u64, u64)) -> Result<(), DiskE
     Ok(())
 }
 
-fn round(disk: &mut Disk, ops: u64, in_flight: usize, seed: u64) -> Result<Round, DiskError> {
+pub(crate) fn round(
+    disk: &mut Disk,
+    ops: u64,
+    in_flight: usize,
+    seed: u64,
+) -> Result<Round, DiskError> {
     let g = disk.geometry().clone();
     let b = g.block_size as usize;
     let mut rng = ChaCha20Rng::seed_from_u64(seed);

@@ -591,6 +591,42 @@ impl Disk {
         }
         Ok(())
     }
+
+    /// Replaces the open stores with what `wrap` makes of them (given the store list and the
+    /// shape): the device benchmark reopens them with `O_DIRECT` and counts and delays their
+    /// requests ([`crate::direct`]). Call between batches; what it returns must hold the
+    /// same slots.
+    pub fn map_stores(
+        &mut self,
+        wrap: impl FnOnce(
+            Box<dyn SlotStore + Send>,
+            &[StoreSpec],
+            &Geometry,
+        ) -> Result<Box<dyn SlotStore + Send>, DiskError>,
+    ) -> Result<(), DiskError> {
+        self.client.sync()?;
+        let geometry = self.client.oram.geometry().clone();
+        let old = std::mem::replace(&mut self.client.store, Box::new(NoStore));
+        self.client.store = wrap(old, &self.stores, &geometry)?;
+        Ok(())
+    }
+}
+
+/// The placeholder while [`Disk::map_stores`] swaps the stores: refuses everything.
+struct NoStore;
+
+impl SlotStore for NoStore {
+    fn read(&mut self, _: &[pir_oram::Extent], _: &mut Vec<u8>) -> Result<(), OramError> {
+        Err(OramError::Store("no store while they are replaced".into()))
+    }
+
+    fn write(&mut self, _: pir_oram::Extent, _: &[u8]) -> Result<(), OramError> {
+        Err(OramError::Store("no store while they are replaced".into()))
+    }
+
+    fn sync(&mut self) -> Result<(), OramError> {
+        Err(OramError::Store("no store while they are replaced".into()))
+    }
 }
 
 fn write_state(

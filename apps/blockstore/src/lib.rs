@@ -10,6 +10,8 @@
 //! - [`node`] and [`balanced`]: ORAM nodes (`pir oram node`: a [`Disk`] served to a
 //!   balancer) and the disk over several of them behind the oblivious load balancer
 //!   (`pir_oram::balance`), exported like a [`Disk`] ([`device::BlockDevice`]);
+//! - [`direct`]: `O_DIRECT` directory stores and a counting, delaying store wrapper, for
+//!   `pir bench --oram --oram-direct` (real devices) and `--oram-store-latency-ms`;
 //! - [`room`]: free space checked before init, a reserve so a full disk still opens;
 //! - [`size`]: `1GiB`/`4KiB` size arguments;
 //! - [`command`]: the `pir oram` commands (flags, what each does, `pir oram store` as a server
@@ -23,6 +25,7 @@ pub mod balanced;
 pub mod bench;
 pub mod command;
 pub mod device;
+pub mod direct;
 pub mod disk;
 pub mod files;
 pub mod nbd;

@@ -279,6 +279,8 @@ pub struct NodeClient {
     transport: Arc<HttpsTransport>,
     runtime: tokio::runtime::Handle,
     nodes: usize,
+    /// Bytes sent and received (envelopes and bodies), for the benchmark's overhead figure.
+    wire_bytes: std::sync::atomic::AtomicU64,
 }
 
 async fn exchange(
@@ -318,11 +320,18 @@ impl NodeClient {
             transport: Arc::new(transport),
             runtime,
             nodes: nodes.len(),
+            wire_bytes: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Bytes of node messages so far, both ways (envelopes included, TLS and HTTP not).
+    pub fn wire_bytes(&self) -> u64 {
+        self.wire_bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Sends `bodies[i]` to node `i`, all at once; replies in order.
     fn all(&self, bodies: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, OramError> {
+        let sent: usize = bodies.iter().map(|b| b.len() + wire::HEADER_LEN).sum();
         let handles: Vec<_> = bodies
             .into_iter()
             .enumerate()
@@ -331,7 +340,7 @@ impl NodeClient {
                     .spawn(exchange(self.transport.clone(), node, body))
             })
             .collect();
-        self.runtime.block_on(async move {
+        let out: Vec<Vec<u8>> = self.runtime.block_on(async move {
             let mut out = Vec::with_capacity(handles.len());
             for handle in handles {
                 out.push(
@@ -340,8 +349,14 @@ impl NodeClient {
                         .map_err(|e| OramError::Store(format!("node task failed: {e}")))??,
                 );
             }
-            Ok(out)
-        })
+            Ok::<_, OramError>(out)
+        })?;
+        let received: usize = out.iter().map(|b| b.len() + wire::HEADER_LEN).sum();
+        self.wire_bytes.fetch_add(
+            (sent + received) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(out)
     }
 
     /// Every node's shape and epoch.

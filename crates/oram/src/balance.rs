@@ -9,12 +9,14 @@
 //! - every logical block has a node, drawn uniformly at random when it was last accessed (or at
 //!   init) and never sent anywhere since, and a place: a slot of that node, "never written"
 //!   (reads as zeros), or the balancer's eviction cache;
-//! - a batch is padded to a power of two `m <= BATCH` accesses; each access reads exactly one
+//! - a batch is padded to a power of two `m <= BATCH` accesses (a plan of several batches,
+//!   [`Balancer::set_group`], pads its last one); each access reads exactly one
 //!   node-block: the block's slot on its node, or (cached, never written, repeated in the
 //!   batch, or padding) a random slot of a node that is uniform and independent of everything
 //!   sent before. Then the block gets a fresh uniform node and joins the cache;
 //! - every batch also writes exactly [`writes_per_node`]`(k, m)` blocks to every node: cached
-//!   blocks of that node, oldest first, then dummies (zeros into a free slot);
+//!   blocks of that node, oldest first, then dummies (zeros into a free slot); a plan of
+//!   several batches sends each node their reads and writes in one message;
 //! - a slot read since the last durable state is not written again until the next one is
 //!   durable ([`Balancer::mark_durable`]), so the durable state always points at intact slots.
 //!
@@ -30,12 +32,18 @@ use crate::oram::{Answer, Op, Request};
 
 /// Most accesses in one batch (the ORAM core's `MAX_BATCH`).
 pub const BATCH: usize = 32;
-/// Batches between checkpoints (node flushes and a durable balancer state), whatever the
-/// client asks: bounds the slots held back by [`Balancer::mark_durable`].
+/// Full batches between checkpoints (node flushes and a durable balancer state), whatever
+/// the client asks: a checkpoint is due before the accesses since the last one could pass
+/// `CHECKPOINT_BATCHES x BATCH`, which bounds the slots held back by
+/// [`Balancer::mark_durable`].
 pub const CHECKPOINT_BATCHES: u32 = 64;
+/// Most batches one plan coalesces ([`Balancer::set_group`]): every node's share of a plan
+/// stays within a node message's 256 slots each way.
+pub const MAX_GROUP: usize = 8;
 /// Most blocks one node's eviction queue may hold (see docs/oram.md: above it with
-/// probability below 2^-80 per batch for 2 to 64 nodes).
-pub const QUEUE_LIMIT: usize = 256;
+/// probability below 2^-80 per plan for 2 to 64 nodes and plans of up to [`MAX_GROUP`]
+/// batches: the queue after a plan's evictions, Kingman's bound, plus one plan's arrivals).
+pub const QUEUE_LIMIT: usize = 512;
 /// Most nodes.
 pub const MAX_NODES: usize = 64;
 /// Security parameter of the capacity bounds: each fails with probability below 2^-80.
@@ -147,7 +155,10 @@ pub struct Balancer {
     queues: Vec<VecDeque<u32>>,
     cache: HashMap<u32, Vec<u8>>,
     pending: VecDeque<Request>,
+    /// Accesses (padding included) planned since the last durable state.
     since_durable: u32,
+    /// Batches coalesced per plan (1 to [`MAX_GROUP`]).
+    group: usize,
     traffic: NodeTraffic,
 }
 
@@ -236,6 +247,7 @@ impl Balancer {
             cache,
             pending: VecDeque::new(),
             since_durable: 0,
+            group: 1,
             traffic: NodeTraffic::default(),
         }
     }
@@ -275,10 +287,25 @@ impl Balancer {
         self.pending.len()
     }
 
-    /// Whether enough batches ran since the last durable state that a checkpoint is due
-    /// (flush the nodes, write the state, [`Balancer::mark_durable`]).
+    /// Whether enough accesses ran since the last durable state that a checkpoint is due
+    /// (flush the nodes, write the state, [`Balancer::mark_durable`]): the next plan could
+    /// take them past `CHECKPOINT_BATCHES` full batches.
     pub fn checkpoint_due(&self) -> bool {
-        self.since_durable >= CHECKPOINT_BATCHES
+        let limit = CHECKPOINT_BATCHES as usize * BATCH;
+        self.since_durable as usize + self.group * BATCH > limit
+    }
+
+    /// Plans up to `group` batches at once (clamped to 1..=[`MAX_GROUP`]): when more than a
+    /// batch of requests is waiting, every node gets the reads and writes of several batches
+    /// in one message, so its fixed cost per message and per ORAM batch is shared by more
+    /// blocks. What a plan shows is still a function of how many requests it took.
+    pub fn set_group(&mut self, group: usize) {
+        self.group = group.clamp(1, MAX_GROUP);
+    }
+
+    /// Batches coalesced per plan.
+    pub fn group(&self) -> usize {
+        self.group
     }
 
     /// Queues a request (checked now: a bad one is refused, not planned).
@@ -305,17 +332,31 @@ impl Balancer {
         nodes[node].reads.push(slot);
     }
 
-    /// Plans the next batch (up to [`BATCH`] queued requests), or `None` if none is queued.
+    /// Plans the next batches (up to `group` x [`BATCH`] queued requests: full batches of
+    /// [`BATCH`], the last padded to a power of two), or `None` if none is queued.
     pub fn begin_batch<R: RngCore + CryptoRng>(
         &mut self,
         rng: &mut R,
     ) -> Result<Option<Plan>, OramError> {
-        let n = self.pending.len().min(BATCH);
+        let n = self.pending.len().min(self.group * BATCH);
         if n == 0 {
             return Ok(None);
         }
-        let m = n.next_power_of_two();
         let k = self.nodes();
+        let (full, rest) = (n / BATCH, n % BATCH);
+        let last = if rest == 0 {
+            0
+        } else {
+            rest.next_power_of_two()
+        };
+        // Accesses (each one node read) and writes per node: a function of `n` alone.
+        let m = full * BATCH + last;
+        let w = full * writes_per_node(k, BATCH)
+            + if last == 0 {
+                0
+            } else {
+                writes_per_node(k, last)
+            };
         let mut nodes = vec![NodeOps::default(); k];
         let mut jobs = Vec::with_capacity(n);
         let mut arrivals = Vec::with_capacity(n);
@@ -357,7 +398,7 @@ impl Balancer {
         for _ in n..m {
             self.dummy_read(rng.random_range(0..k), &mut nodes, rng);
         }
-        self.plan_evictions(&mut nodes, writes_per_node(k, m), rng)?;
+        self.plan_evictions(&mut nodes, w, rng)?;
         for &block in &arrivals {
             self.queues[self.place[block as usize].node as usize].push_back(block);
         }
@@ -366,10 +407,11 @@ impl Balancer {
                 "a node's eviction queue passed its bound (probability below 2^-80)",
             ));
         }
-        self.since_durable += 1;
+        // At most MAX_GROUP x BATCH per plan, and reset at every checkpoint.
+        self.since_durable += m as u32;
         self.traffic.batches += 1;
         self.traffic.blocks_read += m as u64;
-        self.traffic.blocks_written += (k * writes_per_node(k, m)) as u64;
+        self.traffic.blocks_written += (k * w) as u64;
         Ok(Some(Plan { nodes, jobs }))
     }
 

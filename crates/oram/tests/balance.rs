@@ -145,6 +145,57 @@ fn answers_match_a_plain_map_over_one_to_five_nodes() {
 }
 
 #[test]
+fn coalesced_plans_answer_like_a_map_and_show_counts_of_their_size_alone() {
+    for k in [2, 4] {
+        let (mut bal, mut nodes, mut rng) = setup(600, k, 40 + k as u64);
+        bal.set_group(k);
+        let mut model = HashMap::new();
+        let mut id = 0;
+        for round in 0..60 {
+            let mut wants = HashMap::new();
+            for _ in 0..rng.random_range(1..300) {
+                if let Some(want) = random_request(&mut bal, &mut model, &mut rng, id) {
+                    wants.insert(id, want);
+                }
+                id += 1;
+            }
+            let mut got = HashMap::new();
+            while bal.pending_len() > 0 {
+                let n = bal.pending_len().min(k * balance::BATCH);
+                let plan = bal.begin_batch(&mut rng).unwrap().unwrap();
+                // Reads and writes follow from n: full batches, the rest padded.
+                let (full, rest) = (n / balance::BATCH, n % balance::BATCH);
+                let last = if rest == 0 {
+                    0
+                } else {
+                    rest.next_power_of_two()
+                };
+                let reads: usize = plan.nodes.iter().map(|o| o.reads.len()).sum();
+                assert_eq!(reads, full * balance::BATCH + last);
+                let w = full * balance::writes_per_node(k, balance::BATCH)
+                    + if last == 0 {
+                        0
+                    } else {
+                        balance::writes_per_node(k, last)
+                    };
+                assert!(plan.nodes.iter().all(|o| o.writes.len() == w));
+                let replies = nodes.serve(&plan.nodes);
+                for a in bal.finish_batch(plan, &replies).unwrap() {
+                    got.insert(a.id, a.data);
+                }
+                if bal.checkpoint_due() {
+                    bal.mark_durable();
+                }
+            }
+            for (i, want) in wants {
+                assert_eq!(got[&i], want, "{k} nodes, round {round}");
+            }
+        }
+        assert!(bal.cache_len() <= k * balance::QUEUE_LIMIT);
+    }
+}
+
+#[test]
 fn a_crash_at_any_point_loses_no_durable_write() {
     let (mut bal, mut nodes, mut rng) = setup(200, 3, 11);
     let mut model = HashMap::new();
@@ -220,24 +271,27 @@ enum Workload {
     Scan,
 }
 
-/// What the nodes see: per batch of 32 requests, how many blocks node 0 reads (its
-/// multinomial share), and how many it writes.
+/// What the nodes see: per plan of `32 x group` requests (`group` batches coalesced), how
+/// many blocks node 0 reads (its multinomial share), and how many it writes.
 fn node_view(
     workload: Workload,
     k: usize,
     batches: usize,
     seed: u64,
     static_nodes: bool,
+    group: usize,
 ) -> Vec<u64> {
     let (mut bal, mut nodes, mut rng) = setup(512, k, seed);
-    let mut histogram = vec![0u64; 33];
+    bal.set_group(group);
+    let per = 32 * group;
+    let mut histogram = vec![0u64; per + 1];
     let mut id = 0u64;
     for t in 0..batches {
-        let blocks: Vec<u32> = (0..32)
+        let blocks: Vec<u32> = (0..per)
             .map(|i| match workload {
                 Workload::Uniform => rng.random_range(0..512),
                 Workload::OneBlock => 7,
-                Workload::Scan => ((t * 32 + i) % 512) as u32,
+                Workload::Scan => ((t * per + i) % 512) as u32,
             })
             .collect();
         if static_nodes {
@@ -261,7 +315,7 @@ fn node_view(
         let (_, views) = drain(&mut bal, &mut nodes, &mut rng);
         assert_eq!(views.len(), 1);
         for ops in &views[0] {
-            assert_eq!(ops.writes.len(), balance::writes_per_node(k, 32));
+            assert_eq!(ops.writes.len(), group * balance::writes_per_node(k, 32));
         }
         histogram[views[0][0].reads.len()] += 1;
     }
@@ -293,9 +347,9 @@ fn suspicious(stat: f64, df: usize) -> bool {
 #[test]
 fn which_node_serves_a_request_does_not_depend_on_the_blocks() {
     let k = 4;
-    let base = node_view(Workload::Uniform, k, 1500, 1, false);
+    let base = node_view(Workload::Uniform, k, 1500, 1, false, 1);
     for workload in [Workload::OneBlock, Workload::Scan] {
-        let other = node_view(workload, k, 1500, 2, false);
+        let other = node_view(workload, k, 1500, 2, false, 1);
         let (stat, df) = two_sample(&base, &other);
         assert!(
             !suspicious(stat, df),
@@ -303,13 +357,28 @@ fn which_node_serves_a_request_does_not_depend_on_the_blocks() {
         );
     }
     // The same test rejects a static placement on the one-block workload.
-    let leaky = node_view(Workload::OneBlock, k, 1500, 2, true);
-    let honest = node_view(Workload::Uniform, k, 1500, 3, true);
+    let leaky = node_view(Workload::OneBlock, k, 1500, 2, true, 1);
+    let honest = node_view(Workload::Uniform, k, 1500, 3, true, 1);
     let (stat, df) = two_sample(&honest, &leaky);
     assert!(
         suspicious(stat, df),
         "a static placement passed: chi2 {stat:.1} on {df}"
     );
+}
+
+#[test]
+fn coalesced_plans_show_the_same_whatever_the_blocks() {
+    // Four batches per message over four nodes: node 0's share of 128 reads.
+    let k = 4;
+    let base = node_view(Workload::Uniform, k, 600, 5, false, 4);
+    for workload in [Workload::OneBlock, Workload::Scan] {
+        let other = node_view(workload, k, 600, 6, false, 4);
+        let (stat, df) = two_sample(&base, &other);
+        assert!(
+            !suspicious(stat, df),
+            "{workload:?}: chi2 {stat:.1} on {df}"
+        );
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 mod args;
 pub mod bench;
+pub mod device_bench;
 mod node_args;
 mod nodes;
 pub mod nodes_bench;

@@ -27,6 +27,9 @@ pub struct NodesBenchPlan {
     pub nodes: usize,
     /// Added delay each way between balancer and nodes, in milliseconds (0: none, no relay).
     pub delay_ms: u64,
+    /// Requests kept in flight (0: 32 per batch the balancer coalesces, i.e. 32 per node
+    /// up to `balance::MAX_GROUP` nodes: every node as loaded as one node alone).
+    pub in_flight: usize,
     /// Operations per timed round.
     pub ops: u64,
     /// Timed rounds.
@@ -43,7 +46,7 @@ pub struct NodesBenchPlan {
 const TICKS: f64 = 100.0;
 
 /// User plus system CPU seconds of process `pid` (`self` for this one).
-fn cpu_seconds(pid: &str) -> f64 {
+pub(crate) fn cpu_seconds(pid: &str) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
@@ -59,6 +62,20 @@ fn cpu_seconds(pid: &str) -> f64 {
             .unwrap_or(0.0)
     };
     (tick(11) + tick(12)) / TICKS
+}
+
+/// Bytes process `pid` read and wrote through system calls (`rchar + wchar` of
+/// `/proc/PID/io`: its store files, state files and sockets), 0 where unreadable.
+fn io_bytes(pid: &str) -> u64 {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/io")) else {
+        return 0;
+    };
+    text.lines()
+        .filter_map(|l| {
+            let (key, value) = l.split_once(':')?;
+            matches!(key, "rchar" | "wchar").then(|| value.trim().parse::<u64>().ok())?
+        })
+        .sum()
 }
 
 struct NodeProcess {
@@ -115,6 +132,13 @@ fn start_node(dir: &Path, i: usize, node_bytes: u64, owner_pub: &Path) -> Result
     })
 }
 
+/// Bytes the relays passed on, both ways (TCP payload: TLS records, HTTP and the messages).
+static RELAYED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn relayed() -> u64 {
+    RELAYED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A relay from a local port to `to` that holds every chunk `delay` before passing it on,
 /// both ways, in order. Returns the local address.
 async fn relay(to: String, delay: Duration) -> Result<String> {
@@ -151,6 +175,7 @@ async fn delayed_copy(
     });
     let mut buffer = vec![0u8; 64 << 10];
     while let Ok(n) = from.read(&mut buffer).await {
+        RELAYED.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
         if n == 0
             || send
                 .send((Instant::now() + delay, buffer[..n].to_vec()))
@@ -166,15 +191,35 @@ async fn delayed_copy(
 struct Measured {
     elapsed: Duration,
     latencies: Vec<Duration>,
+    /// CPU seconds, every process.
     cpu: f64,
+    /// CPU seconds of the balancer (this process) alone.
+    cpu_balancer: f64,
     node_blocks: u64,
+    /// Bytes of node messages both ways (request and reply bodies, envelopes included).
+    wire_bytes: u64,
+    /// Bytes through the relays (0 without one).
+    tcp_bytes: u64,
+    /// Bytes the nodes read and wrote through system calls (stores, states, sockets).
+    node_io: u64,
 }
 
-fn round(disk: &mut Balanced, ops: u64, pids: &[String], seed: u64) -> Result<Measured> {
+fn round(
+    disk: &mut Balanced,
+    ops: u64,
+    in_flight: usize,
+    pids: &[String],
+    seed: u64,
+) -> Result<Measured> {
     let b = u64::from(disk.block_size());
     let blocks = disk.size() / b;
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let cpu_before: f64 = pids.iter().map(|p| cpu_seconds(p)).sum();
+    let balancer_before = cpu_seconds("self");
+    let wire_before = disk.wire_bytes();
+    let tcp_before = relayed();
+    let node_io = |pids: &[String]| pids[1..].iter().map(|p| io_bytes(p)).sum::<u64>();
+    let io_before = node_io(pids);
     let moved = |d: &Balanced| d.core().traffic().blocks_read + d.core().traffic().blocks_written;
     let moved_before = moved(disk);
     let mut started = std::collections::HashMap::new();
@@ -182,7 +227,7 @@ fn round(disk: &mut Balanced, ops: u64, pids: &[String], seed: u64) -> Result<Me
     let mut next = 0u64;
     let begin = Instant::now();
     while (latencies.len() as u64) < ops {
-        while started.len() < pir_oram::MAX_BATCH && next < ops {
+        while started.len() < in_flight && next < ops {
             let at = rng.random_range(0..blocks) * b;
             let ids: Vec<u64> = if next.is_multiple_of(2) {
                 let mut data = vec![0u8; b as usize];
@@ -207,12 +252,17 @@ fn round(disk: &mut Balanced, ops: u64, pids: &[String], seed: u64) -> Result<Me
     }
     let elapsed = begin.elapsed();
     let cpu = pids.iter().map(|p| cpu_seconds(p)).sum::<f64>() - cpu_before;
+    let cpu_balancer = cpu_seconds("self") - balancer_before;
     latencies.sort_unstable();
     Ok(Measured {
         elapsed,
         latencies,
         cpu,
+        cpu_balancer,
         node_blocks: moved(disk) - moved_before,
+        wire_bytes: disk.wire_bytes() - wire_before,
+        tcp_bytes: relayed() - tcp_before,
+        node_io: node_io(pids) - io_before,
     })
 }
 
@@ -251,34 +301,41 @@ pub async fn run(plan: NodesBenchPlan) -> Result<()> {
     pids.extend(nodes.iter().map(|n| n.child.id().to_string()));
     let runtime = tokio::runtime::Handle::current();
     let (runs, ops) = (plan.runs.max(1), plan.ops.max(1));
-    let measured = tokio::task::spawn_blocking(move || -> Result<Vec<Measured>> {
-        Balanced::init(&bstate, size, 4096, &specs, &runtime)?;
-        let mut disk = Balanced::open(&bstate, None, &runtime)?;
-        let fill = vec![7u8; 1 << 20];
-        let mut at = 0;
-        while at < size {
-            let take = (size - at).min(fill.len() as u64);
-            disk.submit_write(at, &fill[..take as usize])?;
-            while disk.pending() > 0 {
-                disk.step()?;
+    let in_flight = plan.in_flight;
+    let (measured, in_flight, group) =
+        tokio::task::spawn_blocking(move || -> Result<(Vec<Measured>, usize, usize)> {
+            Balanced::init(&bstate, size, 4096, &specs, &runtime)?;
+            let mut disk = Balanced::open(&bstate, None, &runtime)?;
+            let in_flight = match in_flight {
+                0 => pir_oram::MAX_BATCH * disk.core().group(),
+                n => n,
+            };
+            let fill = vec![7u8; 1 << 20];
+            let mut at = 0;
+            while at < size {
+                let take = (size - at).min(fill.len() as u64);
+                disk.submit_write(at, &fill[..take as usize])?;
+                while disk.pending() > 0 {
+                    disk.step()?;
+                }
+                at += take;
             }
-            at += take;
-        }
-        disk.flush()?;
-        let out = (0..runs)
-            .map(|r| round(&mut disk, ops, &pids, 100 + r as u64))
-            .collect::<Result<Vec<_>>>()?;
-        disk.close()?;
-        Ok(out)
-    })
-    .await
-    .context("the benchmark panicked")??;
-    report(&plan, &measured, ops);
+            disk.flush()?;
+            let out = (0..runs)
+                .map(|r| round(&mut disk, ops, in_flight, &pids, 100 + r as u64))
+                .collect::<Result<Vec<_>>>()?;
+            let group = disk.core().group();
+            disk.close()?;
+            Ok((out, in_flight, group))
+        })
+        .await
+        .context("the benchmark panicked")??;
+    report(&plan, &measured, ops, in_flight, group);
     drop(nodes);
     Ok(())
 }
 
-fn report(plan: &NodesBenchPlan, measured: &[Measured], ops: u64) {
+fn report(plan: &NodesBenchPlan, measured: &[Measured], ops: u64, in_flight: usize, group: usize) {
     let ops_f = ops as f64;
     let ops_per_s = median(
         measured
@@ -290,15 +347,36 @@ fn report(plan: &NodesBenchPlan, measured: &[Measured], ops: u64) {
     all.sort_unstable();
     let pct = |f: f64| all[((all.len() - 1) as f64 * f) as usize].as_secs_f64() * 1e3;
     let cpu = median(measured.iter().map(|m| m.cpu / ops_f).collect());
+    let cpu_balancer = median(measured.iter().map(|m| m.cpu_balancer / ops_f).collect());
     let blocks = median(
         measured
             .iter()
             .map(|m| m.node_blocks as f64 / ops_f)
             .collect(),
     );
+    // Bytes on the balancer-node connections per logical block, over the block size: what
+    // the messages' framing and padding add to the node-blocks (TLS records not counted).
+    let wire = median(
+        measured
+            .iter()
+            .map(|m| m.wire_bytes as f64 / ops_f / 4096.0)
+            .collect(),
+    );
+    let tcp = median(
+        measured
+            .iter()
+            .map(|m| m.tcp_bytes as f64 / ops_f / 4096.0)
+            .collect(),
+    );
+    let node_io = median(
+        measured
+            .iter()
+            .map(|m| m.node_io as f64 / ops_f / 1e3)
+            .collect(),
+    );
     if plan.json {
         println!(
-            "{{\"mode\":\"oram-nodes\",\"nodes\":{},\"size\":\"{}\",\"delay_ms\":{},\"ops\":{ops},\"runs\":{},\"ops_per_s\":{ops_per_s:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"cpu_s_per_op\":{cpu:.6},\"node_blocks_per_op\":{blocks:.3},\"machine\":{:?}}}",
+            "{{\"mode\":\"oram-nodes\",\"nodes\":{},\"size\":\"{}\",\"delay_ms\":{},\"in_flight\":{in_flight},\"group\":{group},\"ops\":{ops},\"runs\":{},\"ops_per_s\":{ops_per_s:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"cpu_s_per_op\":{cpu:.6},\"cpu_balancer_s_per_op\":{cpu_balancer:.6},\"node_blocks_per_op\":{blocks:.3},\"wire_blocks_per_op\":{wire:.3},\"tcp_blocks_per_op\":{tcp:.3},\"node_io_kb_per_op\":{node_io:.1},\"machine\":{:?}}}",
             plan.nodes,
             plan.size,
             plan.delay_ms,
@@ -311,7 +389,7 @@ fn report(plan: &NodesBenchPlan, measured: &[Measured], ops: u64) {
     }
     println!("{}", plan.machine);
     println!(
-        "oblivious disk of {} over {} `pir oram node` process(es){}, random 4 KiB, half reads, 32 in flight, median of {} rounds of {ops} ops:",
+        "oblivious disk of {} over {} `pir oram node` process(es){}, random 4 KiB, half reads, {in_flight} in flight (up to {group} batches per node message), median of {} rounds of {ops} ops:",
         plan.size,
         plan.nodes,
         if plan.delay_ms > 0 {
@@ -330,5 +408,14 @@ fn report(plan: &NodesBenchPlan, measured: &[Measured], ops: u64) {
         "  CPU {:.3} ms per op (balancer and nodes summed)",
         cpu * 1e3
     );
-    println!("  balancer-to-node traffic: {blocks:.2} node-blocks per logical block");
+    println!(
+        "  balancer-to-node traffic: {blocks:.2} node-blocks per logical block; {wire:.3} x the block in message bytes, both ways"
+    );
+    println!(
+        "  CPU of the balancer alone: {:.3} ms per op; the nodes' system-call I/O {node_io:.0} KB per op",
+        cpu_balancer * 1e3
+    );
+    if plan.delay_ms > 0 {
+        println!("  through the relays: {tcp:.3} x the block in TCP bytes per op, both ways");
+    }
 }

@@ -25,12 +25,27 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     if !args.oram {
         return rows::run(&args);
     }
+    if args.oram_nodes == 0 && (args.oram_direct || args.oram_store_latency_ms > 0) {
+        use pir_blockstore::command::device_bench;
+        return device_bench::run(device_bench::DeviceBenchPlan {
+            size: args.oram_size,
+            direct: args.oram_direct,
+            latency_ms: args.oram_store_latency_ms,
+            ops: args.ops,
+            runs: args.runs,
+            json: args.json,
+            scratch: args.scratch,
+            machine: crate::machine_line(),
+        })
+        .await;
+    }
     if args.oram_nodes > 0 {
         use pir_blockstore::command::nodes_bench;
         return nodes_bench::run(nodes_bench::NodesBenchPlan {
             size: args.oram_size,
             nodes: args.oram_nodes,
             delay_ms: args.oram_delay_ms,
+            in_flight: args.oram_in_flight,
             ops: args.ops,
             runs: args.runs,
             json: args.json,
@@ -138,6 +153,21 @@ pub struct BenchArgs {
     /// delays every chunk by MS milliseconds each way.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub oram_delay_ms: u64,
+    /// With --oram-nodes: requests kept in flight (default: 32 per batch the balancer
+    /// coalesces into one node message, which is one per node up to 8 nodes: every node as
+    /// loaded as one node alone; 32 gives the single-node load spread over the nodes).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub oram_in_flight: usize,
+    /// Open the ORAM benchmark's store with O_DIRECT, so the page cache does not hide the
+    /// device: one directory store in --scratch (which must be on a file system that takes
+    /// O_DIRECT: a disk, not tmpfs), with seeks per operation and MB/s counted by the store,
+    /// beside random 4 KiB O_DIRECT reads of a plain file of the same size.
+    #[arg(long)]
+    pub oram_direct: bool,
+    /// Add MS milliseconds before every store request of the ORAM benchmark (a read of a
+    /// batch's slots, a write of its levels, a sync), as slow or distant stores would.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub oram_store_latency_ms: u64,
     /// Operations per timed round of the ORAM benchmark.
     #[arg(long, value_name = "N", default_value_t = 50_000)]
     pub ops: u64,
