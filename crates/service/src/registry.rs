@@ -365,8 +365,8 @@ pub const STANDARD: &[SchemeEntry] = &[
         family: Family::SingleServer,
         servers: Servers::Exactly(1),
         purpose: "records of up to 8 bytes from one server with no hint download (`pir serve \
-                  --scheme ypir`): one-time keys of 1.1 MB uploaded once per server, queries \
-                  under 1 MB after that, answers of 22.5 KB per packed ciphertext",
+                  --scheme ypir`): one-time keys of 1.1 MB uploaded once per server, then \
+                  queries of 352 KB at 1 GiB, answers of 22.5 KB per packed ciphertext",
         assumption: "ring-LWE is hard at d = 2048, q = 2^32, σ = 6.4, ternary secret (first \
                      layer) and at d = 4096, q = 268369921 × 249561089 (log2 q = 55.9), σ = \
                      6.4, ternary secret (second layer and packing keys); then the server \

@@ -30,7 +30,7 @@ pub const ANSWER_MASK_BITS: u32 = 26;
 pub const ANSWER_BODY_BITS: u32 = 18;
 /// Most columns `m` (the first layer's noise bound, above).
 pub const MAX_COLUMNS: usize = 1 << 18;
-/// Most row groups `ℓ / e` (the second pass sums at most this many 45-bit terms in an `i64`).
+/// Most row groups `ℓ / e` (the second pass sums at most this many 44-bit terms in a `u64`).
 pub const MAX_GROUPS: usize = 1 << 17;
 /// Most entries (bytes) per record. Each entry adds `d1 + 1` packed values (about 11 KB of
 /// answer) and half a packing tree of offline work (the static digits of `d1` leaves are
@@ -53,7 +53,7 @@ pub const LEVELS: usize = 12;
 /// (`2^14`, four digits: `2^21.9` per switch at `d = 4096`) and the rest the coarse one
 /// (`2^19`, three digits: `2^26.7`): total standard deviation about `2^34.9`, against a
 /// decoding margin of `2^38.9` ([`PACKED_P_BITS`]); the coarse gadget on level 3 would alone
-/// reach `2^35.8`. No gadget of fewer parts keeps the bound of [`crate::ypir`] (a search over
+/// reach `2^35.7`. No gadget of fewer parts keeps the bound of [`crate::ypir`] (a search over
 /// 2, 3 or 4 digits per level, in `docs/security.md`). Key bodies are what the client uploads:
 /// `39 · 4096 · 7` bytes.
 pub const GADGET: [(u32, usize); LEVELS] = [
