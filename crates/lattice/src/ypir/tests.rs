@@ -140,7 +140,7 @@ fn records_of_several_sizes_come_back_through_the_wire() {
 /// - packed layer (decodes correctly below 512 units of `2^-26`): the subgaussian part
 ///   (packing, second pass, mask switching) at most `2^35.1` of `q2` = 37 units, plus the
 ///   body's switching error, uniform in `±2^7` (standard deviation 74);
-/// - first layer after rescaling (decodes correctly below 128 units of `2^-16`): about 11.
+/// - first layer after rescaling (decodes correctly below 128 units of `2^-16`): 10.7.
 ///
 /// Fails if a measured deviation is above its analysed value, or a sample is past the margin
 /// the `2^-40` argument leaves to the subgaussian part.
@@ -178,8 +178,11 @@ fn ypir_decoding_noise_is_within_the_bounds() {
     );
     assert!(subgaussian_sd < 38.0, "packed-layer sd {packed_sd}");
     assert!(worst(&packed) < 384, "a packed coefficient near failure");
+    // The first layer gives one sample per query (12 here), so its measured deviation is
+    // within about 20% of the true one: the bound is the analysed 10.7 with room for that,
+    // and far below what a wrong secret or rescaling would give (84 with a Gaussian s1).
     assert!(
-        first_sd < 12.0 && worst(&first) < 112,
+        first_sd < 16.0 && worst(&first) < 64,
         "first-layer sd {first_sd}"
     );
 }
