@@ -192,10 +192,10 @@ LOG_Q2 = math.log2(268369921 * 249561089)
 SETS = [
     ("LWE n=1280, q=2^32", "SimplePIR query; DoublePIR both layers (fresh secret each)",
      1280, 32.0, "2^32", 6.4, "uniform mod q", "uniform", 6.4, 1 << 21, "m <= 2^21 columns"),
-    ("RLWE d=1024, q=2^32", "YPIR first layer (fresh Gaussian secret per query)",
-     1024, 32.0, "2^32", 6.4, "Gaussian, sigma 6.4", "gaussian", 6.4, 1 << 18, "m <= 2^18"),
-    ("RLWE d=2048, q=q2", "YPIR second layer, YPIR+SP query, packing keys (secret reused)",
-     2048, LOG_Q2, "268369921 x 249561089", 6.4, "ternary, reused", "ternary", TERNARY_SD,
+    ("RLWE d=2048, q=2^32", "YPIR first layer (fresh ternary secret per query)",
+     2048, 32.0, "2^32", 6.4, "ternary", "ternary", TERNARY_SD, 1 << 18, "m <= 2^18"),
+    ("RLWE d=4096, q=q2", "YPIR second layer, YPIR+SP query, packing keys (secret reused)",
+     4096, LOG_Q2, "268369921 x 249561089", 6.4, "ternary, reused", "ternary", TERNARY_SD,
      None, "unbounded"),
 ]
 UNBOUNDED = 1 << 30  # more samples than any attack here uses (its optimum m is below 3n)
@@ -235,6 +235,8 @@ def replacements():
                6.4)]
     cands += [("RLWE d=2048, log2 q=%d, sigma 6.4, ternary" % lq, 2048, float(lq), 6.4,
                TERNARY_SD) for lq in (54, 48, 46, 45, 44)]
+    cands += [("RLWE d=2048, q=2^32, sigma 6.4, ternary (YPIR first layer)", 2048, 32.0, 6.4,
+               TERNARY_SD)]
     cands += [("RLWE d=4096, q=q2, sigma 6.4, ternary", 4096, LOG_Q2, 6.4, TERNARY_SD)]
     for name, n, log_q, sigma, sigma_s in cands:
         beta, _ = primal(n, log_q, sigma, sigma_s, 1 << 30, step=16)

@@ -302,7 +302,7 @@ mod tests {
     #[test]
     fn first_and_later_query_bytes_at_1_gib() {
         let header = pir_core::wire::HEADER_LEN;
-        let keys = 7 * 36 * 2048;
+        let keys = 7 * 39 * 4096;
         for (shape, scheme, has_keys) in [
             ("1GiB-1bit", Scheme::SimplePir, false),
             ("1GiB-1bit", Scheme::DoublePir, false),

@@ -237,7 +237,7 @@ pub struct KeyPolicy {
 }
 
 impl Default for KeyPolicy {
-    /// One hour and 128 MiB (about 220 clients).
+    /// One hour and 128 MiB (about 120 clients: YPIR's keys are 1.1 MB).
     fn default() -> Self {
         Self {
             expiry: Duration::from_secs(3600),

@@ -165,7 +165,7 @@ fn shape() -> ywire::Lengths {
         c1: 2,
         c2: 3,
         trees: 1,
-        body_bits: 21,
+        body_bits: 18,
     }
 }
 
@@ -244,17 +244,17 @@ fn ypir_query() {
 #[test]
 fn ypir_answer() {
     let answer = ywire::AnswerBody {
-        body_bits: 21,
+        body_bits: 18,
         ciphertexts: vec![(
-            (0..2048).map(|i| i * 1009 % (1 << 28)).collect(),
-            (0..2048).map(|i| i * 7 % (1 << 21)).collect(),
+            (0..4096).map(|i| i * 1009 % (1 << 26)).collect(),
+            (0..4096).map(|i| i * 7 % (1 << 18)).collect(),
         )],
     };
     // The message switches moduli first ([`ywire::encode_answer`]): only the body is checked.
     let good = round_trip(&answer, &shape(), None);
-    // One packed ciphertext: 2048 × 28 bits, then 2048 × 21 bits.
+    // One packed ciphertext: 4096 × 26 bits, then 4096 × 18 bits.
     assert_eq!(good.len(), shape().answer_bytes());
-    assert_eq!(good.len(), 12544);
+    assert_eq!(good.len(), 22528);
     let mut vectors = length_vectors(
         &good,
         ["WrongLength", "no ciphertext"],
@@ -264,7 +264,7 @@ fn ypir_answer() {
     vectors.push(FailVector::new(
         "one_byte",
         "WrongLength",
-        "one byte of 12544",
+        "one byte of 22528",
         good[..1].to_vec(),
     ));
     check_fail_vectors::<ywire::AnswerBody>(&dir("ypir_answer"), &vectors, &shape());

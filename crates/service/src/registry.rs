@@ -365,18 +365,17 @@ pub const STANDARD: &[SchemeEntry] = &[
         family: Family::SingleServer,
         servers: Servers::Exactly(1),
         purpose: "records of up to 8 bytes from one server with no hint download (`pir serve \
-                  --scheme ypir`): queries under 1 MB, answers of 12.5 KB per packed \
-                  ciphertext",
-        assumption: "LWE is hard at n = 1024, q = 2^32, σ = 6.4 (first layer) and ring-LWE at \
-                     d = 2048, q = 268369921 × 249561089 (log2 q = 55.9), σ = 6.4, ternary \
-                     secret (second layer and packing keys); then the server learns nothing \
-                     about which record or key you asked for. Your client's one-time keys \
-                     (uploaded with its first query, named by a key id after that) link your \
-                     queries to that server to each other for up to an hour, as a session \
-                     would, and reveal nothing about which records you asked for. The ring \
-                     set's estimate, 96 bits \
-                     core-SVP, is 2 bits below the HE security standard's own 128-bit set at \
-                     d = 2048 (log2 q = 54, σ = 3.2) by the same script",
+                  --scheme ypir`): one-time keys of 1.1 MB uploaded once per server, then \
+                  queries of 352 KB at 1 GiB, answers of 22.5 KB per packed ciphertext",
+        assumption: "ring-LWE is hard at d = 2048, q = 2^32, σ = 6.4, ternary secret (first \
+                     layer) and at d = 4096, q = 268369921 × 249561089 (log2 q = 55.9), σ = \
+                     6.4, ternary secret (second layer and packing keys); then the server \
+                     learns nothing about which record or key you asked for. Your client's \
+                     one-time keys (uploaded with its first query, named by a key id after \
+                     that) link your queries to that server to each other for up to an hour, \
+                     as a session would, and reveal nothing about which records you asked for. \
+                     The paper's d = 1024 and d = 2048 (94 and 96 bits core-SVP) were doubled \
+                     to reach 128",
         security: lattice_security(
             LatticeScheme::Ypir,
             &[security::YPIR_FIRST.name, security::RING.name],
@@ -392,8 +391,8 @@ pub const STANDARD: &[SchemeEntry] = &[
         servers: Servers::Exactly(1),
         purpose: "records over 8 bytes and key-value databases from one server with no hint \
                   download (chosen by `pir serve --scheme ypir` from the record size): \
-                  answers of about 12 KB per 4 KiB of record",
-        assumption: "ring-LWE is hard at YPIR's second-layer parameters (d = 2048, q = \
+                  answers of about 22.5 KB per 8 KiB of record",
+        assumption: "ring-LWE is hard at YPIR's second-layer parameters (d = 4096, q = \
                      268369921 × 249561089, log2 q = 55.9, σ = 6.4, ternary secret); then the \
                      server learns nothing about which record or key you asked for. The key \
                      id of your one-time keys links your queries to that server to each other \

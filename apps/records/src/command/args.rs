@@ -85,10 +85,10 @@ pub enum LatticeSchemeArg {
     Simplepir,
     /// DoublePIR: a 16 MiB hint whatever the database size; records up to 72 bytes; slower.
     Doublepir,
-    /// YPIR: no hint download at all; queries under 1 MB, answers 12.5 KB for records of up
-    /// to one byte (about 6 KB per byte beyond); records over 8 bytes (and key-value
-    /// databases) are served with YPIR+SP, answers about 12 KB per 4 KiB of record. The
-    /// server keeps more precomputed state.
+    /// YPIR: no hint download at all; one-time keys of 1.1 MB, then queries of 352 KB at
+    /// 1 GiB, answers 22.5 KB for records of up to one byte (about 11 KB per byte beyond);
+    /// records over 8 bytes (and key-value databases) are served with YPIR+SP, answers about
+    /// 22.5 KB per 8 KiB of record. The server keeps more precomputed state.
     Ypir,
 }
 

@@ -10,50 +10,57 @@ use super::{Params, Scheme, VERSION_LEN};
 use crate::ring::RING_D;
 
 /// `d1`, the ring dimension of the first layer (LWE over `Z_{2^32}[X]/(X^d1 + 1)`, `σ = 6.4`,
-/// a fresh Gaussian secret per query), YPIR's `d1 = 1024` (Menon and Wu 2024). Its stated level
-/// is [`crate::security::YPIR_FIRST`]: 94 bits classical core-SVP, below 128; `d1 = 2048`
-/// reaches 236 (`docs/security.md`), at the cost of a first layer twice as wide.
-pub const D1: usize = 1024;
+/// a fresh ternary secret per query). The paper's `d1 = 1024` (Menon and Wu 2024) has 94 bits
+/// classical core-SVP; `d1 = 2048` has the level of [`crate::security::YPIR_FIRST`]
+/// (`docs/security.md`). A ring degree is a power of two, so 2048 is the next one.
+pub const D1: usize = 2048;
 
 /// `log2 q̃1`: the first layer's answer and hint rows are rescaled from `2^32` to this, and it
-/// is also the plaintext modulus of the packed layer (one value per packed coefficient).
-pub const RESCALED_BITS: u32 = 18;
+/// is also the plaintext modulus of the packed layer (one value per packed coefficient). The
+/// paper's 18 with its Gaussian `s1`; 16 with a ternary `s1` at `d1 = 2048` (the rescaling
+/// error is then 10.7, not 84: [`crate::ypir`]), which leaves the packed layer 2 bits more room.
+pub const RESCALED_BITS: u32 = 16;
 /// `log2` of the packed layer's plaintext modulus (= [`RESCALED_BITS`]).
 pub const PACKED_P_BITS: u32 = RESCALED_BITS;
-/// Bits of a packed ciphertext's mask coefficients after modulus switching.
-pub const ANSWER_MASK_BITS: u32 = 28;
-/// Bits of a packed ciphertext's body coefficients after modulus switching (one more than
-/// the paper's 20: see the correctness bound above).
-pub const ANSWER_BODY_BITS: u32 = 21;
+/// Bits of a packed ciphertext's mask coefficients after modulus switching (the paper's 28
+/// less 2: the bound of [`crate::ypir`] has the room at `RESCALED_BITS = 16`).
+pub const ANSWER_MASK_BITS: u32 = 26;
+/// Bits of a packed ciphertext's body coefficients after modulus switching (see the
+/// correctness bound of [`crate::ypir`]).
+pub const ANSWER_BODY_BITS: u32 = 18;
 /// Most columns `m` (the first layer's noise bound, above).
 pub const MAX_COLUMNS: usize = 1 << 18;
-/// Most row groups `ℓ / e` (the second pass sums at most this many 45-bit terms in an `i64`).
+/// Most row groups `ℓ / e` (the second pass sums at most this many 44-bit terms in a `u64`).
 pub const MAX_GROUPS: usize = 1 << 17;
-/// Most entries (bytes) per record. Each entry adds `n + 1` packed values (about 6 KB of
-/// answer) and half a packing tree of offline work (a tree's static digits are about 57 MB,
-/// streamed once per answer): 8 entries keep an answer within 5 ciphertexts (63 KB) and the
-/// plan within 290 MB. Larger records are laid out for YPIR+SP ([`sp`]).
+/// Most entries (bytes) per record. Each entry adds `d1 + 1` packed values (about 11 KB of
+/// answer) and half a packing tree of offline work (the static digits of `d1` leaves are
+/// 248 MiB at `d = 4096`, 62 MiB at the paper's 2048, streamed once per answer): 8 entries
+/// keep an answer within 5 ciphertexts (113 KB) and the plan within 2 GiB. Larger records
+/// are laid out for YPIR+SP ([`sp`]), whose query is larger (7 bytes a column).
 pub const MAX_RECORD_ENTRIES: usize = 8;
 /// Bytes of one element mod `q2` on the wire (`q2 < 2^56`).
 pub const ELEMENT_BYTES: usize = 7;
 
 /// Packing levels: `log2 d`.
-pub const LEVELS: usize = 11;
+pub const LEVELS: usize = 12;
 
 /// Gadget `(bits, digits)` of the key-switching key of each level (level 1, the bottom, first).
 ///
 /// Key switching at level `l` adds noise of variance `k d (B²/12) σ²` (balanced digits of base
-/// `B`, `k` of them); a level-`l` node's noise doubles in variance at each of the `11 - l`
-/// levels above it, and there are up to `2^(11-l)` such nodes, so level `l` contributes
-/// `4^(11-l)` times its switching variance. The bottom levels therefore get the fine gadget
-/// (`2^14`, four digits: `2^21.4` per switch) and the rest the coarse one (`2^19`, three digits:
-/// `2^26.2`): total standard deviation about `2^33.5`, against a decoding margin of `2^36.9`
-/// ([`PACKED_P_BITS`]); the coarse gadget everywhere would reach `2^35.9`. Key bodies
-/// are what the client uploads: `36 · 2048 · 7` bytes.
+/// `B`, `k` of them); a level-`l` node's noise doubles in variance at each of the `12 - l`
+/// levels above it, and there are up to `2^(12-l)` such nodes, so level `l` contributes
+/// `4^(12-l)` times its switching variance. The bottom levels therefore get the fine gadget
+/// (`2^14`, four digits: `2^21.9` per switch at `d = 4096`) and the rest the coarse one
+/// (`2^19`, three digits: `2^26.7`): total standard deviation about `2^34.9`, against a
+/// decoding margin of `2^38.9` ([`PACKED_P_BITS`]); the coarse gadget on level 3 would alone
+/// reach `2^35.7`. No gadget of fewer parts keeps the bound of [`crate::ypir`] (a search over
+/// 2, 3 or 4 digits per level, in `docs/security.md`). Key bodies are what the client uploads:
+/// `39 · 4096 · 7` bytes.
 pub const GADGET: [(u32, usize); LEVELS] = [
     (14, 4),
     (14, 4),
     (14, 4),
+    (19, 3),
     (19, 3),
     (19, 3),
     (19, 3),
@@ -110,11 +117,11 @@ pub const KEY_ID_LEN: usize = 16;
 pub struct Shape {
     /// `e`, entries per record group.
     pub entries: usize,
-    /// Row groups `ℓ / e` (a multiple of 2048): what `c2` selects.
+    /// Row groups `ℓ / e` (a multiple of `d`, 4096): what `c2` selects.
     pub groups: usize,
     /// `m`, columns.
     pub columns: usize,
-    /// `m` rounded up to whole blocks of 1024: `c1`'s length.
+    /// `m` rounded up to whole blocks of `d1` (2048): `c1`'s length.
     pub padded_columns: usize,
 }
 
@@ -148,12 +155,12 @@ impl Shape {
         })
     }
 
-    /// Leaves of the packing: `e (n + 1)`.
+    /// Leaves of the packing: `e (d1 + 1)`.
     pub fn leaves(&self) -> usize {
         self.entries * (D1 + 1)
     }
 
-    /// Leaves with offline masks: `e n`.
+    /// Leaves with offline masks: `e d1`.
     pub fn static_leaves(&self) -> usize {
         self.entries * D1
     }
@@ -199,8 +206,8 @@ pub fn lengths_of(params: &Params) -> Result<Lengths, Error> {
 }
 
 /// YPIR's layout of `records` records of `record_bits` bits: `p = 256`, row groups a multiple
-/// of 2048, and among those the one with the smallest query (`4 m + 7 ℓ/e` bytes, `m` padded
-/// to whole blocks of 1024).
+/// of `d` (4096), and among those the one with the smallest query (`4 m + 7 ℓ/e` bytes, `m`
+/// padded to whole blocks of `d1`, 2048).
 pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
     let probe = Params {
         scheme: Scheme::Ypir,
@@ -258,19 +265,20 @@ pub mod sp {
     pub const P: u32 = 1 << 16;
     /// `log2 p`.
     pub const P_BITS: u32 = 16;
-    /// Bits of a packed ciphertext's body after modulus switching (the paper's 20; see the
-    /// bound above).
-    pub const BODY_BITS: u32 = 20;
+    /// Bits of a packed ciphertext's body after modulus switching (the paper's 20 less 2 at
+    /// `d = 4096`; see the bound of [`crate::ypir::sp`]).
+    pub const BODY_BITS: u32 = 18;
     /// Most columns `m`: `T`'s sums of `m` products below `2^44` stay below `2^64`, and the
     /// first pass's noise within the bound above.
     pub const MAX_COLUMNS: usize = 1 << 20;
-    /// Most packed ciphertexts per answer: the packing plan keeps about 124 MiB of digits per
-    /// ciphertext (read once per answer), so 32 of them (records up to 128 KiB) take 4 GiB.
-    pub const MAX_TREES: usize = 32;
+    /// Most packed ciphertexts per answer: the packing plan keeps about 495 MiB of digits per
+    /// ciphertext of `d = 4096` (read once per answer), so 16 of them (records up to 128 KiB)
+    /// take 8 GiB.
+    pub const MAX_TREES: usize = 16;
     /// Packed ciphertexts the layout may use beyond what one record needs, to shorten the
-    /// query: each costs 12 KB of answer, 124 MiB of server memory and about as much reading
-    /// per answer, so a few at most.
-    pub const LAYOUT_TREES: usize = 4;
+    /// query: each costs 22 KB of answer, 495 MiB of server memory and about as much reading
+    /// per answer, so a few at most (2 hold the rows 4 held at `d = 2048`).
+    pub const LAYOUT_TREES: usize = 2;
 
     /// The shape of a YPIR+SP database beyond [`Params`].
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,7 +287,7 @@ pub mod sp {
         pub rows: usize,
         /// `m`, columns.
         pub columns: usize,
-        /// `m` rounded up to whole blocks of 2048: the query's length.
+        /// `m` rounded up to whole blocks of `d` (4096): the query's length.
         pub padded_columns: usize,
     }
 
@@ -321,7 +329,7 @@ pub mod sp {
 
     /// YPIR+SP's layout of `records` records of `record_bits` bits: `p = 2^16`, and among the
     /// layouts with at most [`LAYOUT_TREES`] packed ciphertexts more than one record needs, the
-    /// one with the fewest bytes up and down (`7 m' + 12288 ⌈ℓ / 2048⌉`; the keys are the same
+    /// one with the fewest bytes up and down (`7 m' + 22528 ⌈ℓ / 4096⌉`; the keys are the same
     /// for all).
     pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
         let probe = Params {

@@ -5,7 +5,7 @@
 //! every query (reusing `s2` is safe: every query is a fresh RLWE encryption under it; `s1` is
 //! fresh per query). The key bodies depend only on `s2` and the public seed, never on an
 //! index: they are the client's one-time keys. The first query to a server uploads them
-//! (516 KB, wire mode 3) under their key id, the digest of the bodies
+//! (1.1 MB, wire mode 3) under their key id, the digest of the bodies
 //! ([`wire::key_id_of`]); the server keeps them for a while ([`super::keys::KeyPolicy`]) and
 //! later queries name the key id instead (mode 4). When the server no longer holds them it
 //! answers `Error::UnknownKey`; the caller calls [`RlweClient::keys_lost`] and the next query
@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use pir_core::Error;
 use pir_kernels::Backend;
-use rand::CryptoRng;
+use rand::{CryptoRng, Rng};
 
 use super::rns::{self, Rns};
 use super::server::{a1_blocks, a2_blocks};
@@ -253,8 +253,8 @@ pub(crate) fn select(
     out
 }
 
-/// The phases of every packed ciphertext of an answer: `phases[t][c]` in `Z_{2^28}`, a
-/// packed value times `2^(28 - log2 p)` plus noise.
+/// The phases of every packed ciphertext of an answer: `phases[t][c]` in `Z_{2^26}`
+/// ([`ANSWER_MASK_BITS`]), a packed value times `2^(26 - log2 p)` plus noise.
 pub(crate) fn packed_phases(
     ring: &Ring,
     secret: &Secret,
@@ -347,8 +347,9 @@ impl YpirClient {
         let (location, keys) = self.base.start(&self.header, index, rng)?;
         let group = location.row / self.shape.entries;
         let sampler = &self.base.sampler;
-        // First layer: Gaussian s1, c1 = -a1 s1 + e + 2^24 u_column (mod 2^32).
-        let s1: Vec<i64> = (0..D1).map(|_| i64::from(sampler.sample(rng))).collect();
+        // First layer: ternary s1 (its rescaling error is what lets the packed layer carry
+        // 16 bits, `crate::ypir`), c1 = -a1 s1 + e + 2^24 u_column (mod 2^32).
+        let s1: Vec<i64> = (0..D1).map(|_| rng.random_range(-1i64..=1)).collect();
         let mut s1_eval = rns::from_signed(&s1);
         rns::forward(&self.ring1, &mut s1_eval);
         let delta1 = 1u32 << (32 - 8);
@@ -372,13 +373,13 @@ impl YpirClient {
         Ok((YpirQueryState { s1, s2, location }, message))
     }
 
-    /// The phases of every packed ciphertext: `phases[t][c]` in `Z_{2^28}`, a packed value
+    /// The phases of every packed ciphertext: `phases[t][c]` in `Z_{2^26}`, a packed value
     /// times `2^10` plus noise.
     fn packed_phases(&self, state: &YpirQueryState, answer: &[u8]) -> Result<Vec<Vec<i64>>, Error> {
         self.base.phases(&state.s2, &self.shape.lengths(), answer)
     }
 
-    /// The first layer's phases `T̃_k + <H̃_k, s1>` in `Z_{2^18}` for each entry `k` of the
+    /// The first layer's phases `T̃_k + <H̃_k, s1>` in `Z_{2^16}` for each entry `k` of the
     /// group, from the rounded packed values.
     fn entry_phases(&self, state: &YpirQueryState, phases: &[Vec<i64>]) -> Result<Vec<i64>, Error> {
         let value = |leaf: usize| -> Result<i64, Error> {
@@ -405,8 +406,8 @@ impl YpirClient {
     }
 
     /// The noise of every decoding step, for the tests that measure it: each packed
-    /// coefficient's distance from its value (in units of `2^-28`; decoding tolerates
-    /// `2^9`), and each entry's first-layer distance (units of `2^-18`; tolerates `2^9`).
+    /// coefficient's distance from its value (in units of `2^-26`; decoding tolerates
+    /// `2^9`), and each entry's first-layer distance (units of `2^-16`; tolerates `2^7`).
     #[cfg(test)]
     pub(crate) fn noise(
         &self,
@@ -438,17 +439,17 @@ impl YpirClient {
         let entries: Vec<u32> = self
             .entry_phases(state, &phases)?
             .into_iter()
-            // The phase is Δ1' (D - 128) + noise with Δ1' = 2^10: round, then uncenter.
+            // The phase is Δ1' (D - 128) + noise with Δ1' = 2^8: round, then uncenter.
             .map(|phase| ((round_bits(phase, PACKED_P_BITS - 8) + 128) & 0xff) as u32)
             .collect();
         records::assemble(&self.header.params, &state.location, &entries)
     }
 }
 
-/// Bits the packed phase (mod `2^28`) carries below a packed value.
+/// Bits the packed phase (mod `2^26`) carries below a packed value.
 const PACKED_ROUND: u32 = ANSWER_MASK_BITS - PACKED_P_BITS;
 
-/// `round(x / 2^bits)`, reduced mod `2^18` (the packed values' ring; callers mask further).
+/// `round(x / 2^bits)`, reduced mod `2^16` (the packed values' ring; callers mask further).
 fn round_bits(x: i64, bits: u32) -> i64 {
     ((x + (1 << (bits - 1))) >> bits) & ((1 << PACKED_P_BITS) - 1)
 }

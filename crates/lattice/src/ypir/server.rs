@@ -23,8 +23,8 @@ use crate::single::{BuildInput, Saved};
 use crate::wire::HintHeader;
 
 /// Blocks of `A1` summed in the NTT domain before reducing mod `2^32`: each block adds at
-/// most `1024 · 128 · 2^31 = 2^48` to a coefficient, and `q2 / 2 > 2^54.9`.
-const BLOCKS_PER_REDUCTION: usize = 64;
+/// most `2048 · 128 · 2^31 = 2^49` to a coefficient, and `q2 / 2 > 2^54.9`.
+const BLOCKS_PER_REDUCTION: usize = 32;
 
 /// A YPIR server: the packed database, the second layer's static rows, `A2` and the packing
 /// plan.
@@ -34,8 +34,8 @@ pub struct YpirServer {
     shape: Shape,
     db: ZpMatrix,
     /// Static rows of the second layer, `(k n + c) × groups`: coefficient `c` of the rescaled
-    /// `H̃` of entry `k` of each group, centered and then offset by `2^17` (so in
-    /// `[0, 2^18)`: the second pass multiplies unsigned 32-bit words into 64-bit sums).
+    /// `H̃` of entry `k` of each group, centered and then offset by `2^15` (so in
+    /// `[0, 2^16)`: the second pass multiplies unsigned 32-bit words into 64-bit sums).
     second: Vec<u32>,
     /// `A2`'s blocks (NTT form).
     a2: Vec<Rns>,
@@ -100,7 +100,7 @@ pub(super) fn pack_answers(
 /// A query after the first pass: the query, its keys and `t = D' c1`.
 type FirstPassed = (wire::Query, Arc<KeySet>, Vec<u32>);
 
-/// The public blocks of `A1` (`m / 1024` polynomials mod `2^32`, centered).
+/// The public blocks of `A1` (`m / d1` polynomials mod `2^32`, centered).
 pub(crate) fn a1_blocks(seed: &Seed, blocks: usize) -> Vec<Vec<i64>> {
     (0..blocks)
         .map(|u| {
@@ -348,9 +348,9 @@ impl YpirServer {
 /// The offset that makes the second layer's centered values unsigned.
 const OFFSET: i64 = 1 << (RESCALED_BITS - 1);
 
-/// `Σ_g (row[g] - 2^17) c2[g] mod q`, both primes, for `row` in offset form: each product of
-/// a value below `2^18` and a residue below `2^28` is below `2^46`, at most `2^17` of them
-/// sum below `2^63` (`sums` are the residues' sums, for the offset).
+/// `Σ_g (row[g] - 2^15) c2[g] mod q`, both primes, for `row` in offset form: each product of
+/// a value below `2^16` and a residue below `2^28` is below `2^44`, at most `2^17` of them
+/// sum below `2^61` (`sums` are the residues' sums, for the offset).
 fn inner(backend: Backend, row: &[u32], c2: &Rns, sums: [u64; 2]) -> u64 {
     let n = row.len().min(c2[0].len()).min(c2[1].len());
     let (s0, s1) = matvec::dot_pair(backend, &row[..n], &c2[0][..n], &c2[1][..n]);
@@ -391,7 +391,7 @@ pub(crate) fn row_mask(ring: &Ring, a2: &[Rns], row: impl Iterator<Item = i64>) 
 }
 
 /// `H1` rescaled: row `i` holds the coefficients of `H_i = Σ_u D̃'_{i,u} a1_u` mod `2^32`,
-/// rounded to `Z_{2^18}`. By NTT over the two primes (exact: see [`BLOCKS_PER_REDUCTION`]),
+/// rounded to `Z_{2^16}`. By NTT over the two primes (exact: see [`BLOCKS_PER_REDUCTION`]),
 /// rows in parallel.
 fn first_layer_masks(
     db: &ZpMatrix,

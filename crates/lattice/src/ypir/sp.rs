@@ -1,6 +1,6 @@
 //! YPIR+SP (Menon and Wu 2024, section 4.3): SimplePIR's one layer, over RLWE, with its
 //! answer packed the way YPIR packs, for records too large for YPIR's two layers. There is
-//! no hint download, and the answer grows with the record (about 6 KB per KiB of record),
+//! no hint download, and the answer grows with the record (about 5.5 KB per KiB of record),
 //! not with `n` per byte as YPIR's does.
 //!
 //! # The scheme as built here
@@ -9,36 +9,37 @@
 //! record's group of `e` entries (16 bits each) lies down rows of one column, and the client
 //! asks for a whole column.
 //!
-//! 1. **Query** (RLWE, `d = 2048`, `q2 = 268369921 · 249561089`, ternary `s`, `σ = 6.4`,
+//! 1. **Query** (RLWE, `d = 4096`, `q2 = 268369921 · 249561089`, ternary `s`, `σ = 6.4`,
 //!    YPIR's second-layer parameters): `c = ` bodies of RLWE encryptions of
-//!    `Δ = floor(q2 / 2^16)` at the wanted column, `m / 2048` of them, masks `a_u` from the
+//!    `Δ = floor(q2 / 2^16)` at the wanted column, `m / 4096` of them, masks `a_u` from the
 //!    public seed.
 //! 2. **First pass**: `T = D c mod q2` ([`pir_kernels::matvec::matvec_wide`], the residues of
 //!    both primes in one pass over `D`). Row `i` of the result is an LWE ciphertext of
-//!    dimension 2048 under `s`, `(H_i, T_i)`, whose mask `H_i = Σ_u D̃_{i,u} a_u` depends only
+//!    dimension 4096 under `s`, `(H_i, T_i)`, whose mask `H_i = Σ_u D̃_{i,u} a_u` depends only
 //!    on the database and the seed: the server computes it **offline** by NTT.
-//! 3. **Packing** of the `ℓ` ciphertexts into `ceil(ℓ / 2048)` RLWE ciphertexts with the
+//! 3. **Packing** of the `ℓ` ciphertexts into `ceil(ℓ / 4096)` RLWE ciphertexts with the
 //!    client's key-switching keys ([`super::tree`]): every leaf's mask is offline, so every
 //!    node's mask and gadget digits are too, and online only the bodies move.
-//! 4. **Modulus switching** to `2^28` (mask) and `2^20` (body, [`BODY_BITS`]): 12,288 bytes
-//!    per ciphertext, the paper's figure.
+//! 4. **Modulus switching** to `2^26` (mask) and `2^18` (body, [`BODY_BITS`]): 22,528 bytes
+//!    per ciphertext of 4096 values (the paper's 12,288 bytes per 2048 values at `d = 2048`).
 //!
 //! The client decrypts each packed coefficient with `s` and rounds it to `Z_{2^16}`: the
 //! entries of its record's rows.
 //!
 //! # Parameters and their bounds
 //!
-//! - Security: the RLWE parameters of YPIR's second layer (see [`super`]); the same secret
-//!   and key-switching keys serve the query and the packing, as in the paper.
+//! - Security: the RLWE parameters of YPIR's second layer (see [`super`]: `d = 4096`, 244
+//!   bits classical core-SVP; the paper's `d = 2048` has 96); the same secret and
+//!   key-switching keys serve the query and the packing, as in the paper.
 //! - Correctness, `2^-40` per query: a packed value decodes correctly while its noise stays
 //!   below `Δ / 2 = 2^38.9`. The first pass adds `Σ_j D[i][j] e_j`, subgaussian with standard
 //!   deviation at most `6.4 · 2^16 / sqrt(3) · sqrt(m) = 2^27.9` for `m <= 2^20`
-//!   ([`MAX_COLUMNS`]); packing `2^33.5` ([`super::tree::GADGET`]); the mask's switching
-//!   error `2^30.3` (all subgaussian, together `2^33.6`); the body's switching error is at
-//!   most half a step of `2^20`, `2^34.9`. A coefficient fails only past
-//!   `2^38.9 - 2^34.9 = 2^38.8`, 36 standard deviations: far below `2^-40` for the at most
-//!   `2^16` coefficients of an answer. The test `sp_decoding_noise_is_within_the_bounds`
-//!   measures it.
+//!   ([`MAX_COLUMNS`]); packing `2^34.9` ([`super::tree::GADGET`]); the mask's switching
+//!   error `2^33.8` (all subgaussian, together `2^35.1`); the body's switching error is at
+//!   most half a step of `2^18`, `2^36.9`. A coefficient fails only past
+//!   `2^38.9 - 2^36.9 = 2^38.5`, 10.6 standard deviations (`2^-85` per coefficient): far
+//!   below `2^-40` for the at most `2^16` coefficients of an answer. The test
+//!   `sp_decoding_noise_is_within_the_bounds` measures it.
 
 use pir_core::Error;
 use pir_kernels::Backend;
@@ -120,7 +121,7 @@ impl YpirSpClient {
         Ok((YpirSpQueryState { secret, location }, message))
     }
 
-    /// The packed phases of the record's rows (`Z_{2^28}`, an entry times `2^12` plus noise).
+    /// The packed phases of the record's rows (`Z_{2^26}`, an entry times `2^10` plus noise).
     fn row_phases(&self, state: &YpirSpQueryState, answer: &[u8]) -> Result<Vec<i64>, Error> {
         let phases = self
             .base
@@ -136,8 +137,8 @@ impl YpirSpClient {
             .collect()
     }
 
-    /// Each of the record's packed values' distance from its entry, in units of `2^-28`
-    /// (decoding tolerates `2^11`), for the test that measures the noise.
+    /// Each of the record's packed values' distance from its entry, in units of `2^-26`
+    /// (decoding tolerates `2^9`), for the test that measures the noise.
     #[cfg(test)]
     pub(crate) fn noise(&self, state: &YpirSpQueryState, answer: &[u8]) -> Result<Vec<i64>, Error> {
         Ok(self
@@ -158,7 +159,7 @@ impl YpirSpClient {
     }
 }
 
-/// Bits the packed phase (mod `2^28`) carries below an entry.
+/// Bits the packed phase (mod `2^26`) carries below an entry.
 const ROUND: u32 = ANSWER_MASK_BITS - P_BITS;
 
 // The first query to a server uploads the keys; `keys_lost` uploads them again.

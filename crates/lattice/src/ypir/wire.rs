@@ -13,15 +13,19 @@
 //!   key_id    16 B                  modes 1, 2: random, chosen by the client (all zero = do
 //!                                   not keep); modes 3, 4: the keys' digest ([`key_id_of`]),
 //!                                   never all zero
-//!   c1        u32 × m'              YPIR: m' = m rounded up to a multiple of 1024; SP: none
+//!   c1        u32 × m'              YPIR: m' = m rounded up to a multiple of d1 = 2048; SP: none
 //!   c2        7 B × L               elements mod q2, little-endian; YPIR: L = ℓ/e,
-//!                                   SP: L = m rounded up to a multiple of 2048
-//!   keys      7 B × 36 · 2048       modes 1 and 3 only: key-switching key bodies, level 1
+//!                                   SP: L = m rounded up to a multiple of d = 4096
+//!   keys      7 B × 39 · 4096       modes 1 and 3 only: key-switching key bodies, level 1
 //!                                   digit 0 first, each polynomial's coefficients in order
 //!
-//! answer (kind Answer), per packed ciphertext (YPIR: ceil(e (n+1) / 2048), SP: ceil(ℓ / 2048)):
-//!   mask      2048 × 28 bits        little-endian bit string
-//!   body      2048 × 21 bits        (YPIR+SP: 20 bits)
+//! answer (kind Answer), per packed ciphertext (YPIR: ceil(e (d1+1) / 4096), SP: ceil(ℓ / 4096)):
+//!   mask      4096 × 26 bits        little-endian bit string
+//!   body      4096 × 18 bits        (YPIR and YPIR+SP)
+//!
+//! (Until the 128-bit parameters: d1 = 1024, d = 2048, 36 key parts, 28-bit masks and 21-bit
+//! bodies, 20 for YPIR+SP. The hint header's n, d1, tells the two apart: a client refuses a
+//! header of the other set, and the lengths above refuse a query or answer of it.)
 //! ```
 //!
 //! One-time keys (modes 3 and 4): the key id of an upload is the first 16 bytes of
@@ -297,7 +301,7 @@ fn get_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u32> {
 }
 
 /// An answer message from packed ciphertexts `(a, b)` (coefficients in `[0, q2)`), switched to
-/// `2^28` and `2^body_bits`.
+/// `2^ANSWER_MASK_BITS` and `2^body_bits`.
 pub fn encode_answer(shape: &Lengths, ciphertexts: &[(Vec<u64>, Vec<u64>)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(ciphertexts.len() * RING_D * 6);
     for (a, b) in ciphertexts {
