@@ -281,8 +281,8 @@ fn same_as_whole(
         "{:?}",
         built.map.shards
     );
-    let seen = seen.lock().unwrap().clone();
-    seen
+    let mut sent = seen.lock().unwrap();
+    std::mem::take(&mut *sent)
 }
 
 proptest! {
