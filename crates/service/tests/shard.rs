@@ -91,9 +91,12 @@ struct Local {
     shards: Vec<Vec<(Arc<LatticeService>, PublicKey)>>,
     /// Reply `k` comes from shard `swap[k]` (a misrouted or malicious fan-out).
     swap: Vec<usize>,
-    /// `(shard, bytes of each query in the batch)` of every request sent.
-    seen: Arc<Mutex<Vec<(usize, Vec<usize>)>>>,
+    /// What was sent.
+    seen: Seen,
 }
+
+/// `(shard, bytes of each query in the batch)` of every request a fan-out sent.
+type Seen = Arc<Mutex<Vec<(usize, Vec<usize>)>>>;
 
 impl Local {
     fn new(shards: Vec<Vec<(Arc<LatticeService>, PublicKey)>>, swap: Vec<usize>) -> Self {
