@@ -2,16 +2,19 @@
 //! (`pir shard serve`), and the front end's fan-out over HTTPS (`pir front serve`).
 //!
 //! ```text
-//! DIR/shard-map.bin   the signed shard map (pir_service::shard::map): SimplePIR, the
-//!                     database version, its records (rows), the whole database's header
-//!                     as `about`, and per shard its first record, record count and the
-//!                     SHA-256 of its part
-//! DIR/shard-K.part    shard K's records, back to back (whole SimplePIR matrix columns)
+//! DIR/shard-map.bin   the signed shard map (pir_service::shard::map): the scheme, the
+//!                     database version, its rows, the whole database's header as `about`,
+//!                     and per shard its first row, row count and the SHA-256 of its part
+//! DIR/shard-K.part    shard K's records: SimplePIR, whole matrix columns (a record range,
+//!                     back to back); DoublePIR, a range of matrix rows
+//!                     (pir_lattice::double_rows::row_part)
 //! ```
 //!
-//! Shards split on whole columns of the SimplePIR matrix (runs of consecutive records), so
-//! that their answers add up (`pir_service::shard` has the algebra). Each shard server holds
-//! only its part; the front end holds no records at all.
+//! SimplePIR shards split on whole columns of its matrix (runs of consecutive records): the
+//! map's rows are records. DoublePIR shards split on the matrix's rows (strided sets of
+//! records): the map's rows are the matrix's `ℓ` rows. Either way the answers add up
+//! (`pir_service::shard` has the algebra). Each shard server holds only its part; the front
+//! end holds no records at all.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -31,20 +34,32 @@ pub use pir_service::shard::map::{part_path, MAP_FILE};
 /// Largest shard map file read.
 const MAX_MAP_BYTES: u64 = 1 << 20;
 
-/// The SimplePIR shape of the database `header` describes.
-fn params_of(header: &DbHeader) -> Result<Params, RecordsError> {
+/// The `scheme` shape of the database `header` describes.
+fn params_of(header: &DbHeader, scheme: Scheme) -> Result<Params, RecordsError> {
     let bits = u32::try_from(header.record_size * 8)
         .map_err(|_| RecordsError::Input("records are too large".into()))?;
-    Params::new(Scheme::SimplePir, header.records, bits)
-        .map_err(|e| RecordsError::Input(format!("SimplePIR cannot serve it: {e}")))
+    Params::new(scheme, header.records, bits)
+        .map_err(|e| RecordsError::Input(format!("{} cannot serve it: {e}", scheme.id().name())))
 }
 
-/// Writes the database `header`/`payload` into `dir` as `shards` shard files and the map,
-/// signed by `key`. Returns the map.
+/// The lattice scheme of a map's shards (SimplePIR or DoublePIR).
+fn scheme_of(map: &ShardMap) -> Result<Scheme, RecordsError> {
+    match map.scheme {
+        SchemeId::SimplePir => Ok(Scheme::SimplePir),
+        SchemeId::DoublePir => Ok(Scheme::DoublePir),
+        other => Err(RecordsError::Malformed(format!(
+            "shards of {} are not lattice shards",
+            other.name()
+        ))),
+    }
+}
+
+/// Writes the database `header`/`payload` into `dir` as `shards` shard files of `scheme`
+/// (SimplePIR or DoublePIR) and the map, signed by `key`. Returns the map.
 pub fn write(
     dir: &Path,
-    header: &DbHeader,
-    payload: &[u8],
+    (header, payload): (&DbHeader, &[u8]),
+    scheme: Scheme,
     shards: usize,
     key: &SecretKey,
 ) -> Result<ShardMap, RecordsError> {
@@ -52,27 +67,34 @@ pub fn write(
         let path = path.to_path_buf();
         move |source| RecordsError::Io { path, source }
     };
-    let params = params_of(header)?;
-    let ranges = split::split_rows(header.records, shards, split::simple_pir_unit(&params))
+    let params = params_of(header, scheme)?;
+    let (rows, unit) = match scheme {
+        Scheme::DoublePir => (
+            params.rows() as u64,
+            split::double_pir_unit(&params, shards),
+        ),
+        _ => (header.records, split::simple_pir_unit(&params)),
+    };
+    let ranges = split::split_rows(rows, shards, unit)
         .map_err(|e| RecordsError::Input(format!("{e} (fewer shards or more records)")))?;
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let mut entries = Vec::with_capacity(shards);
     for (k, rows) in ranges.iter().enumerate() {
         let part = part_of(&params, payload, rows)?;
         let path = part_path(dir, k);
-        pir_fs::write_atomic(&path, |file| std::io::Write::write_all(file, part))
+        pir_fs::write_atomic(&path, |file| std::io::Write::write_all(file, &part))
             .map_err(io(&path))?;
         entries.push(ShardEntry {
             id: k as u16,
             first_row: rows.start,
             rows: rows.end - rows.start,
-            part_hash: pir_keys::sha256(part),
+            part_hash: pir_keys::sha256(&part),
         });
     }
     let map = ShardMap {
-        scheme: SchemeId::SimplePir,
-        database_id: header.version(SchemeId::SimplePir.name()),
-        rows: header.records,
+        scheme: scheme.id(),
+        database_id: header.version(scheme.id().name()),
+        rows,
         row_bytes: header.record_size as u32,
         about: header.encode().to_vec(),
         shards: entries,
@@ -84,18 +106,25 @@ pub fn write(
     Ok(map)
 }
 
-/// The bytes of `payload` that records `rows` are (whole matrix columns).
-fn part_of<'a>(
+/// The bytes of `payload` that shard `rows` holds: SimplePIR, records `rows` (whole matrix
+/// columns); DoublePIR, matrix rows `rows`.
+fn part_of(
     params: &Params,
-    payload: &'a [u8],
+    payload: &[u8],
     rows: &std::ops::Range<u64>,
-) -> Result<&'a [u8], RecordsError> {
+) -> Result<Vec<u8>, RecordsError> {
     let bad = |e: String| RecordsError::Malformed(e);
+    if params.scheme == Scheme::DoublePir {
+        let rows = split::double_pir_rows(params, rows).map_err(|e| bad(e.to_string()))?;
+        return pir_lattice::double_rows::row_part(params, payload, &rows)
+            .map_err(|e| bad(e.to_string()));
+    }
     let columns = split::simple_pir_columns(params, rows).map_err(|e| bad(e.to_string()))?;
     let bytes =
         pir_lattice::simple::column_bytes(params, columns).map_err(|e| bad(e.to_string()))?;
     payload
         .get(bytes.start as usize..bytes.end as usize)
+        .map(<[u8]>::to_vec)
         .ok_or_else(|| bad("the part lies beyond the records".into()))
 }
 
@@ -119,7 +148,7 @@ pub fn read_map(dir: &Path, expected: Option<&PublicKey>) -> Result<ShardMap, Re
     let map = signed
         .verify(expected)
         .map_err(|e| RecordsError::Malformed(format!("{}: {e}", path.display())))?;
-    if map.scheme != SchemeId::SimplePir && !is_xor(map) && !is_breach(map) {
+    if scheme_of(map).is_err() && !is_xor(map) && !is_breach(map) {
         return Err(RecordsError::Malformed(format!(
             "{}: shards of {} are not served yet",
             path.display(),
@@ -155,14 +184,18 @@ pub fn open_shard(
         )));
     }
     let header = DbHeader::decode(&map.about)?;
-    let params = params_of(&header)?;
+    let scheme = scheme_of(map)?;
+    let params = params_of(&header, scheme)?;
     let bad = |e: String| RecordsError::Malformed(format!("shard {k}: {e}"));
-    let columns =
-        split::simple_pir_columns(&params, &entry.range()).map_err(|e| bad(e.to_string()))?;
-    let database = lookup::lattice_database(&header, &part, Scheme::SimplePir);
+    let slice = match scheme {
+        Scheme::DoublePir => split::double_pir_rows(&params, &entry.range()),
+        _ => split::simple_pir_columns(&params, &entry.range()),
+    }
+    .map_err(|e| bad(e.to_string()))?;
+    let database = lookup::lattice_database(&header, &part, scheme);
     let part_id = map.part_id(k).ok_or_else(|| bad("no part id".into()))?;
-    let (lattice, _) = Lattice::shard(database, columns, part_id, None, progress)
-        .map_err(|e| bad(e.to_string()))?;
+    let (lattice, _) =
+        Lattice::shard(database, slice, part_id, None, progress).map_err(|e| bad(e.to_string()))?;
     Ok(lattice)
 }
 

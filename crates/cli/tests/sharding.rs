@@ -218,3 +218,66 @@ fn a_front_end_refuses_a_map_signed_by_another_key() {
     ]);
     fails_with(&out, "signed by");
 }
+
+/// DoublePIR shards (`pir db build --shards 3 --scheme doublepir`: ranges of the matrix's
+/// rows, here cutting records between their pieces) behind a front end: `pir get` gives the
+/// records, and the front end serves DoublePIR.
+#[test]
+fn double_pir_shards_behind_a_front_end() {
+    let scratch = Scratch::with_keys(&["front", "s0", "s1", "s2", "map"]);
+    let p = |n: &str| scratch.path(n);
+    // 3,000 records of 4 bytes, the last one 1 byte short.
+    let data: Vec<u8> = (0..3000 * 4 - 1).map(|i| (i * 41 % 251) as u8).collect();
+    std::fs::write(p("records.bin"), &data).unwrap();
+    let dir = p("sharded");
+    let built = ok(&[
+        "db",
+        "build",
+        "--records",
+        &p("records.bin"),
+        "--record-size",
+        "4",
+        "--shards",
+        "3",
+        "--scheme",
+        "doublepir",
+        "--key",
+        &p("map.key"),
+        "--out",
+        &dir,
+    ]);
+    assert!(built.contains("in 3 shards"), "{built}");
+    assert!(built.contains("shard 2: matrix rows"), "{built}");
+    assert!(built.contains("served by: doublepir"), "{built}");
+    let shards: Vec<Proc> = (0..3)
+        .map(|k| shard(&dir, k, &p(&format!("s{k}.key"))))
+        .collect();
+    let mut args: Vec<String> = ["front", "serve", "--db", &dir, "--map-key", &p("map.pub")]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (k, process) in shards.iter().enumerate() {
+        args.push("--shard".into());
+        args.push(format!("{k}={}={}", process.url(), p(&format!("s{k}.pub"))));
+    }
+    args.extend(["--key", &p("front.key"), "--listen", "127.0.0.1:0"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let front = Proc::start(&args, "https://");
+    let server = format!("{}={}", front.url(), p("front.pub"));
+    for index in [0usize, 1234, 2999] {
+        let out = run(&[
+            "get",
+            &index.to_string(),
+            "--server",
+            &server,
+            "--cache-dir",
+            &p("cache"),
+        ]);
+        assert!(out.status.success(), "{index}: {out:?}");
+        let expect = &data[index * 4..((index + 1) * 4).min(data.len())];
+        assert_eq!(out.stdout, expect, "record {index}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("doublepir"), "{err}");
+    }
+    drop(front);
+}

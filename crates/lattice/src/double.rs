@@ -30,7 +30,7 @@ use crate::lwe::{self, ZpMatrix};
 use crate::params::{self, Location, Params, Scheme, LWE_N};
 use crate::prg::{self, Seed};
 use crate::records;
-use crate::simple::{column_query, pack_database};
+use crate::simple::column_query;
 use crate::single::{BuildInput, Saved};
 use crate::wire::{self, HintHeader};
 
@@ -42,6 +42,8 @@ pub struct DoublePirServer {
     hint_digits: ZpMatrix,
     a2: Vec<u32>,
     a2_sums: Vec<u32>,
+    /// The rows of the whole matrix this server holds (all of them unless it is a shard).
+    rows: std::ops::Range<usize>,
 }
 
 impl DoublePirServer {
@@ -51,15 +53,30 @@ impl DoublePirServer {
     /// the hint message and `H1`. `progress` counts rows of `A1` and then of `A2` consumed
     /// (`total = m + ℓ`).
     pub fn build(input: BuildInput<'_>) -> Result<(DoublePirServer, Saved), Error> {
+        let rows = 0..input.params.rows();
+        Self::build_rows(input, rows)
+    }
+
+    /// A shard of the server: only `rows` of the database matrix, packed from
+    /// `input.records`, which holds that shard's part ([`crate::double_rows::row_part`]; all
+    /// rows: the records). Its `H1` is those rows of `H1`, its `A2` those rows of `A2`, so its
+    /// hint and answers are its terms of the sums over rows that make the whole server's
+    /// (`crate::double_rows` says why); the header is the whole database's, so the summed
+    /// hint is byte for byte the unsharded one. Progress counts rows of `A1` and then of its
+    /// `A2` consumed.
+    pub fn build_rows(
+        input: BuildInput<'_>,
+        rows: std::ops::Range<usize>,
+    ) -> Result<(DoublePirServer, Saved), Error> {
         let header = input.header(Scheme::DoublePir)?;
         let params = header.params;
-        let db = pack_database(&params, input.records)?;
-        let (rows, columns) = (params.rows(), params.columns());
-        let total = (columns + rows) as u64;
+        let db = crate::double_rows::pack_rows(&params, input.records, &rows)?;
+        let (count, columns) = (rows.len(), params.columns());
+        let total = (columns + count) as u64;
         let progress = input.progress;
         let (h1, saved_hint) = match input.saved {
             Some(saved) => {
-                let (h1, hint) = saved.check(&header, rows * LWE_N)?;
+                let (h1, hint) = saved.check(&header, count * LWE_N)?;
                 (h1, Some(hint))
             }
             None => (
@@ -68,9 +85,9 @@ impl DoublePirServer {
             ),
         };
         let seed2 = input.seeds[1];
-        let hint_digits = digits_of_columns(&params, &h1, rows, LWE_N)?;
-        let mut a2 = vec![0u32; rows * LWE_N];
-        prg::expand_rows(&seed2, 0, &mut a2);
+        let hint_digits = digits_of_columns(&params, &h1, count, LWE_N)?;
+        let mut a2 = vec![0u32; count * LWE_N];
+        prg::expand_rows(&seed2, rows.start, &mut a2);
         let mut a2_sums = vec![0u32; LWE_N];
         lwe::add_rows(&mut a2_sums, &a2);
         let hint = match saved_hint {
@@ -90,6 +107,7 @@ impl DoublePirServer {
             hint_digits,
             a2,
             a2_sums,
+            rows,
         };
         Ok((server, Saved { hint, extra: h1 }))
     }
@@ -144,14 +162,17 @@ impl DoublePirServer {
 
     fn answer_decoded(&self, queries: &[Vec<u32>]) -> Result<Vec<Vec<u8>>, Error> {
         let params = &self.header.params;
-        let (rows, columns) = (params.rows(), params.columns());
+        let (whole_rows, columns) = (params.rows(), params.columns());
+        // A shard multiplies only its rows' entries of each `c2`.
+        let (mine, rows) = (self.rows.clone(), self.rows.len());
         let per_record = params.entries_per_record();
         let kappa = params.digits();
         let c1s: Vec<&[u32]> = queries.iter().map(|q| &q[..columns]).collect();
         let first = self.db.times_vectors(&c1s);
         let c2s: Vec<&[u32]> = queries
             .iter()
-            .flat_map(|q| q[columns..].chunks_exact(rows))
+            .flat_map(|q| q[columns..].chunks_exact(whole_rows))
+            .map(|c2| &c2[mine.clone()])
             .collect();
         let second = self.hint_digits.times_vectors(&c2s);
         let (k1, k2) = (c1s.len(), c2s.len());
@@ -160,7 +181,10 @@ impl DoublePirServer {
             let a1: Vec<u32> = (0..rows).map(|i| first[i * k1 + q]).collect();
             let y = digits_of_columns(params, &a1, rows, 1)?;
             let mut words = y.times_dense(&self.a2, &self.a2_sums, None);
-            let c2_here: Vec<&[u32]> = query[columns..].chunks_exact(rows).collect();
+            let c2_here: Vec<&[u32]> = query[columns..]
+                .chunks_exact(whole_rows)
+                .map(|c2| &c2[mine.clone()])
+                .collect();
             let y_c2 = y.times_vectors(&c2_here);
             for j in 0..per_record {
                 let column = q * per_record + j;

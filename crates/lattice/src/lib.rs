@@ -42,6 +42,7 @@
 
 pub mod dispatch;
 pub mod double;
+pub mod double_rows;
 pub mod gaussian;
 pub mod lwe;
 pub mod notation;

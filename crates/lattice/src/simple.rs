@@ -29,8 +29,8 @@ use crate::wire::{self, HintHeader};
 pub struct SimplePirServer {
     header: HintHeader,
     db: ZpMatrix,
-    /// The first column of the whole matrix this server holds (0 unless it is a shard).
-    first_column: usize,
+    /// The columns of the whole matrix this server holds (all of them unless it is a shard).
+    columns: std::ops::Range<usize>,
 }
 
 impl SimplePirServer {
@@ -67,12 +67,11 @@ impl SimplePirServer {
             hint,
             extra: Vec::new(),
         };
-        let first_column = columns.start;
         Ok((
             SimplePirServer {
                 header,
                 db,
-                first_column,
+                columns,
             },
             saved,
         ))
@@ -95,20 +94,33 @@ impl SimplePirServer {
 
     /// Answers one query message.
     pub fn answer(&self, query: &[u8]) -> Result<Vec<u8>, Error> {
-        let c = wire::decode_query(query, &self.header.params, &self.header.version)?;
-        let answer = self.db.times_vectors(&[&c[self.first_column..]]);
+        let c = self.decode(query)?;
+        let answer = self.db.times_vectors(&[&c]);
         Ok(wire::encode_answer(Scheme::SimplePir, &answer))
+    }
+
+    /// The words of `c` at this server's columns, from a whole query, or, for a shard, from
+    /// its part of one ([`wire::decode_query_part`]: the front end sends each shard only the
+    /// columns it multiplies).
+    fn decode(&self, query: &[u8]) -> Result<Vec<u32>, Error> {
+        let (params, version) = (&self.header.params, &self.header.version);
+        let own = self.columns.len();
+        let part_len = pir_core::wire::HEADER_LEN + crate::params::VERSION_LEN + 4 * own;
+        if own != params.columns() && query.len() == part_len {
+            return wire::decode_query_part(query, params, version, own);
+        }
+        let mut c = wire::decode_query(query, params, version)?;
+        c.truncate(self.columns.end);
+        c.drain(..self.columns.start);
+        Ok(c)
     }
 
     /// Answers many queries in one pass over the database per group of
     /// `pir_kernels::matvec::MAX_BATCH`; malformed queries get their own error.
     pub fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
-        let decoded: Vec<Result<Vec<u32>, Error>> = queries
-            .iter()
-            .map(|q| wire::decode_query(q, &self.header.params, &self.header.version))
-            .collect();
-        let first = self.first_column;
-        let vectors: Vec<&[u32]> = decoded.iter().flatten().map(|c| &c[first..]).collect();
+        let decoded: Vec<Result<Vec<u32>, Error>> =
+            queries.iter().map(|q| self.decode(q)).collect();
+        let vectors: Vec<&[u32]> = decoded.iter().flatten().map(Vec::as_slice).collect();
         let products = self.db.times_vectors(&vectors);
         let k = vectors.len();
         let rows = self.db.rows();

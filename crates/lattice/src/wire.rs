@@ -295,6 +295,30 @@ pub fn decode_query(bytes: &[u8], params: &Params, version: &DbVersion) -> Resul
     Ok(QueryBody::from_bytes(body, &context)?.words)
 }
 
+/// Parses a SimplePIR shard's part of a query (what a front end sends shard `k`: the
+/// version, then the `count` words of `c` at its matrix columns), refusing other lengths
+/// (before allocating) and other versions.
+pub fn decode_query_part(
+    bytes: &[u8],
+    params: &Params,
+    version: &DbVersion,
+    count: usize,
+) -> Result<Vec<u32>, Error> {
+    let body = open(
+        bytes,
+        params.scheme,
+        MessageKind::Query,
+        VERSION_LEN + 4 * count,
+    )?;
+    let mut r = Reader::new(body);
+    if r.array::<VERSION_LEN>()? != *version {
+        return Err(Error::DatabaseMismatch(
+            "the query was made for another version of the database; fetch the hint again".into(),
+        ));
+    }
+    words(&mut r, count)
+}
+
 /// Words an answer for `params` carries: `ℓ` (SimplePIR) or `κn + R(κn + κ)` (DoublePIR).
 pub fn answer_words(params: &Params) -> usize {
     match params.scheme {

@@ -137,38 +137,50 @@ impl Lattice {
         Ok((Self::assemble(server, &offline, &database.about), offline))
     }
 
-    /// A shard of a SimplePIR database: `database.records` holds only the bytes of matrix
-    /// `columns` ([`pir_lattice::simple::column_bytes`]); `record_count`, `version` and
-    /// `about` are the whole database's. Its hint and answers are its part of the whole
+    /// A shard of a SimplePIR or DoublePIR database: `slice` is the range of the matrix
+    /// that the scheme's answer is additive over, and `database.records` holds only its
+    /// bytes. SimplePIR: matrix *columns* (runs of consecutive records), the bytes
+    /// [`pir_lattice::simple::column_bytes`]; DoublePIR: matrix *rows* (strided sets of
+    /// records), the part [`pir_lattice::double_rows::row_part`]. `record_count`, `version`
+    /// and `about` are the whole database's. Its hint and answers are its part of the whole
     /// ones (`crate::shard` says why they add up), and its query batches must name `part_id`
     /// (`crate::shard::ShardMap::part_id`), so it answers only as this shard of this database.
     pub fn shard(
         database: LatticeDatabase<'_>,
-        columns: std::ops::Range<usize>,
+        slice: std::ops::Range<usize>,
         part_id: [u8; 32],
         saved: Option<pir_lattice::Saved>,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<(Self, pir_lattice::Saved), Error> {
-        if database.scheme != Scheme::SimplePir || database.about.len() > MAX_ABOUT_BYTES {
+        if !matches!(database.scheme, Scheme::SimplePir | Scheme::DoublePir)
+            || database.about.len() > MAX_ABOUT_BYTES
+        {
             return Err(Error::InvalidParameter(
-                "only SimplePIR databases are sharded so far".into(),
+                "only SimplePIR and DoublePIR databases are sharded so far".into(),
             ));
         }
         let record_bits = u32::try_from(database.record_bytes * 8)
             .map_err(|_| Error::InvalidParameter("records are too large".into()))?;
         let params = Params::new(database.scheme, database.record_count, record_bits)?;
-        let (server, offline) = pir_lattice::SimplePirServer::build_columns(
-            pir_lattice::BuildInput {
-                params,
-                records: database.records,
-                seeds: database.seeds,
-                version: database.version,
-                saved,
-                progress,
-            },
-            columns,
-        )?;
-        let mut lattice = Self::assemble(Box::new(server), &offline, &database.about);
+        let input = pir_lattice::BuildInput {
+            params,
+            records: database.records,
+            seeds: database.seeds,
+            version: database.version,
+            saved,
+            progress,
+        };
+        let (server, offline): (Box<dyn SingleServer>, _) = match database.scheme {
+            Scheme::DoublePir => {
+                let (server, offline) = pir_lattice::DoublePirServer::build_rows(input, slice)?;
+                (Box::new(server), offline)
+            }
+            _ => {
+                let (server, offline) = pir_lattice::SimplePirServer::build_columns(input, slice)?;
+                (Box::new(server), offline)
+            }
+        };
+        let mut lattice = Self::assemble(server, &offline, &database.about);
         lattice.database_id = part_id;
         Ok((lattice, offline))
     }

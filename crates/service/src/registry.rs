@@ -29,15 +29,13 @@ use crate::conformance::{self, Deploy};
 pub enum Combine {
     /// XOR of the parts, byte by byte (parts of equal length).
     Xor,
-    /// The sum mod `q = 2^32` of the parts' words (lattice answer messages, and hints).
+    /// The sum mod `q = 2^32` of the parts' words (lattice answer messages, and hints):
+    /// SimplePIR's shards split the matrix's columns, DoublePIR's its rows.
     AddModQ,
     /// Not combinable yet, and why.
     NotYet(&'static str),
 }
 
-/// Why DoublePIR parts do not add up over record ranges (the shard module has the algebra).
-const DOUBLE_PIR_SHARDS: &str = "DoublePIR is additive over matrix rows, which are not record \
-     ranges: not sharded yet";
 /// Why YPIR parts cannot be combined yet.
 const YPIR_SHARDS: &str = "YPIR combines before its packing step, at the front end: not done yet";
 
@@ -357,7 +355,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         security: LWE_SECURITY,
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_double_pir,
-        combine: Combine::NotYet(DOUBLE_PIR_SHARDS),
+        combine: Combine::AddModQ,
     },
     SchemeEntry {
         id: SchemeId::Ypir,

@@ -1,11 +1,11 @@
 //! Sharded answers combined equal the unsharded answer, for every scheme family that shards
-//! (XOR schemes: Chor and DPF; lattice: SimplePIR through the front end), with the row
-//! boundaries at random places; a part from a wrong shard, another database or an unlisted
-//! key is refused.
+//! (XOR schemes: Chor and DPF; lattice: SimplePIR and DoublePIR through the front end), with
+//! the row boundaries at random places; a part from a wrong shard, another database or an
+//! unlisted key is refused. A SimplePIR shard is sent only its columns of each query.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
 use pir_keys::{PublicKey, SecretKey};
@@ -91,10 +91,29 @@ struct Local {
     shards: Vec<Vec<(Arc<LatticeService>, PublicKey)>>,
     /// Reply `k` comes from shard `swap[k]` (a misrouted or malicious fan-out).
     swap: Vec<usize>,
+    /// What was sent.
+    seen: Seen,
+}
+
+/// `(shard, bytes of each query in the batch)` of every request a fan-out sent.
+type Seen = Arc<Mutex<Vec<(usize, Vec<usize>)>>>;
+
+impl Local {
+    fn new(shards: Vec<Vec<(Arc<LatticeService>, PublicKey)>>, swap: Vec<usize>) -> Self {
+        Self {
+            shards,
+            swap,
+            seen: Arc::default(),
+        }
+    }
 }
 
 impl Fanout for Local {
     fn send(&self, shard: usize, replica: usize, request: Arc<Vec<u8>>, done: Done) {
+        let envelope = pir_core::wire::decode_envelope(&request, request.len()).unwrap();
+        let batch = pir_core::protocol::decode_query_batch(envelope.body).unwrap();
+        let lengths = batch.queries.iter().map(|q| q.len()).collect();
+        self.seen.lock().unwrap().push((shard, lengths));
         done(match self.shards[self.swap[shard]].get(replica) {
             Some((service, key)) => Ok((service.handle(&request).body, *key)),
             None => Err("no replica".into()),
@@ -104,14 +123,15 @@ impl Fanout for Local {
 
 struct Built {
     whole: LatticeService,
+    params: Params,
     map: ShardMap,
     shards: Vec<Vec<(Arc<LatticeService>, PublicKey)>>,
     downloads: Vec<Vec<u8>>,
 }
 
-fn database(records: &[u8], record_bytes: usize) -> LatticeDatabase<'_> {
+fn database(scheme: Scheme, records: &[u8], record_bytes: usize) -> LatticeDatabase<'_> {
     LatticeDatabase {
-        scheme: Scheme::SimplePir,
+        scheme,
         records,
         record_count: (records.len() / record_bytes) as u64,
         record_bytes,
@@ -121,20 +141,35 @@ fn database(records: &[u8], record_bytes: usize) -> LatticeDatabase<'_> {
     }
 }
 
-/// The unsharded service and `ranges` (records, on column boundaries) as shard services.
-fn build(seed: u64, count: u64, record_bytes: usize, shards: usize, key: &SecretKey) -> Built {
+/// The unsharded service and random shards of it as shard services: SimplePIR's on record
+/// ranges of whole columns, DoublePIR's on matrix row ranges (any row).
+fn build(
+    scheme: Scheme,
+    (seed, count, record_bytes): (u64, u64, usize),
+    shards: usize,
+    key: &SecretKey,
+) -> Built {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut records = vec![0u8; count as usize * record_bytes];
     rng.fill_bytes(&mut records);
-    let whole = Lattice::new(database(&records, record_bytes), &mut |_, _| {})
+    let whole = Lattice::new(database(scheme, &records, record_bytes), &mut |_, _| {})
         .unwrap()
         .serve(copy(key));
-    let params = Params::new(Scheme::SimplePir, count, record_bytes as u32 * 8).unwrap();
-    let ranges = boundaries(&mut rng, count, split::simple_pir_unit(&params), shards);
+    let params = Params::new(scheme, count, record_bytes as u32 * 8).unwrap();
+    let (rows, ranges) = match scheme {
+        Scheme::DoublePir => {
+            let rows = params.rows() as u64;
+            (rows, boundaries(&mut rng, rows, 1, shards))
+        }
+        _ => (
+            count,
+            boundaries(&mut rng, count, split::simple_pir_unit(&params), shards),
+        ),
+    };
     let map = ShardMap {
-        scheme: SchemeId::SimplePir,
+        scheme: scheme.id(),
         database_id: [5; 32],
-        rows: count,
+        rows,
         row_bytes: record_bytes as u32,
         about: b"the records".to_vec(),
         shards: ranges
@@ -151,13 +186,25 @@ fn build(seed: u64, count: u64, record_bytes: usize, shards: usize, key: &Secret
     let mut services = Vec::new();
     let mut downloads = Vec::new();
     for (k, rows) in ranges.iter().enumerate() {
-        let columns = split::simple_pir_columns(&params, rows).unwrap();
-        let bytes = pir_lattice::simple::column_bytes(&params, columns.clone()).unwrap();
-        let part = &records[bytes.start as usize..bytes.end as usize];
-        let mut db = database(part, record_bytes);
+        let (slice, part) = match scheme {
+            Scheme::DoublePir => {
+                let slice = split::double_pir_rows(&params, rows).unwrap();
+                let part = pir_lattice::double_rows::row_part(&params, &records, &slice).unwrap();
+                (slice, part)
+            }
+            _ => {
+                let columns = split::simple_pir_columns(&params, rows).unwrap();
+                let bytes = pir_lattice::simple::column_bytes(&params, columns.clone()).unwrap();
+                (
+                    columns,
+                    records[bytes.start as usize..bytes.end as usize].to_vec(),
+                )
+            }
+        };
+        let mut db = database(scheme, &part, record_bytes);
         db.record_count = count;
         let (lattice, _) =
-            Lattice::shard(db, columns, map.part_id(k).unwrap(), None, &mut |_, _| {}).unwrap();
+            Lattice::shard(db, slice, map.part_id(k).unwrap(), None, &mut |_, _| {}).unwrap();
         downloads.push(lattice.download().to_vec());
         let shard_key = SecretKey::generate().unwrap();
         let public = shard_key.public();
@@ -165,6 +212,7 @@ fn build(seed: u64, count: u64, record_bytes: usize, shards: usize, key: &Secret
     }
     Built {
         whole,
+        params,
         map,
         shards: services,
         downloads,
@@ -176,28 +224,68 @@ fn front(
     swap: Vec<usize>,
     key: &SecretKey,
 ) -> Result<SignedService<Front<Local>>, ShardError> {
+    front_seeing(built, swap, key).map(|(front, _)| front)
+}
+
+/// [`front`], with what its fan-out sends each shard.
+#[allow(clippy::type_complexity)]
+fn front_seeing(
+    built: &Built,
+    swap: Vec<usize>,
+    key: &SecretKey,
+) -> Result<
+    (
+        SignedService<Front<Local>>,
+        Arc<Mutex<Vec<(usize, Vec<usize>)>>>,
+    ),
+    ShardError,
+> {
     let keys = built.shards.iter().map(|s| vec![s[0].1]).collect();
-    let fanout = Local {
-        shards: built.shards.clone(),
-        swap,
-    };
-    Ok(SignedService::new(
+    let fanout = Local::new(built.shards.clone(), swap);
+    let seen = fanout.seen.clone();
+    let front = SignedService::new(
         Front::new(built.map.clone(), keys, &built.downloads, fanout)?,
         copy(key),
-    ))
+    );
+    Ok((front, seen))
 }
 
 /// A request for record `index` made from `hint_download`.
 fn request(hint_download: &[u8], index: u64, rng: &mut ChaCha20Rng) -> Vec<u8> {
-    let (_, _, hint) = pir_service::lattice::parse_download(hint_download).unwrap();
-    let client = pir_lattice::open_client(Scheme::SimplePir, hint).unwrap();
+    let (scheme, _, hint) = pir_service::lattice::parse_download(hint_download).unwrap();
+    let client = pir_lattice::open_client(scheme, hint).unwrap();
     let (_, query) = client.query(index, rng).unwrap();
     let batch = pir_core::protocol::encode_query_batch(&client.header().version, &[query]);
-    pir_core::wire::encode_envelope(
-        SchemeId::SimplePir,
-        pir_core::wire::MessageKind::Query,
-        &batch,
-    )
+    pir_core::wire::encode_envelope(scheme.id(), pir_core::wire::MessageKind::Query, &batch)
+}
+
+/// Through the front end of `built`'s shards, the signed reply to a query for a random
+/// record is byte for byte the whole server's (same key), and its hint download too; returns
+/// the bytes of each query every shard was sent.
+fn same_as_whole(
+    built: &Built,
+    seed: u64,
+    count: u64,
+    key: &SecretKey,
+) -> Vec<(usize, Vec<usize>)> {
+    let shards = built.shards.len();
+    let (front, seen) = front_seeing(built, (0..shards).collect(), key).unwrap();
+    let download = front.hint().unwrap();
+    assert_eq!(&download[..], &built.whole.hint().unwrap()[..]);
+    let mut rng = ChaCha20Rng::seed_from_u64(seed ^ 1);
+    let index = rng.random_range(0..count);
+    let request = request(&download, index, &mut rng);
+    let reply = front.handle(&request);
+    assert_eq!(reply.status, 200);
+    // Ed25519 is deterministic: the same key over the same answer gives the same bytes.
+    assert_eq!(
+        reply.body,
+        built.whole.handle(&request).body,
+        "{:?}",
+        built.map.shards
+    );
+    let mut sent = seen.lock().unwrap();
+    std::mem::take(&mut *sent)
 }
 
 proptest! {
@@ -206,24 +294,37 @@ proptest! {
     #[test]
     fn simple_pir_parts_add_up_to_the_whole_answer(seed in any::<u64>(), shards in 1usize..=4, count in 300u64..1200) {
         let key = SecretKey::generate().unwrap();
-        let built = build(seed, count, 3, shards, &key);
-        let front = front(&built, (0..shards).collect(), &key).unwrap();
-        let download = front.hint().unwrap();
-        prop_assert_eq!(&download[..], &built.whole.hint().unwrap()[..]);
-        let mut rng = ChaCha20Rng::seed_from_u64(seed ^ 1);
-        let index = rng.random_range(0..count);
-        let request = request(&download, index, &mut rng);
-        let reply = front.handle(&request);
-        prop_assert_eq!(reply.status, 200);
-        // Ed25519 is deterministic: the same key over the same answer gives the same bytes.
-        prop_assert_eq!(reply.body, built.whole.handle(&request).body);
+        let built = build(Scheme::SimplePir, (seed, count, 3), shards, &key);
+        let seen = same_as_whole(&built, seed, count, &key);
+        // Each shard was sent only its columns of the query: a query message of its width.
+        prop_assert_eq!(seen.len(), shards);
+        for (k, lengths) in seen {
+            let columns = split::simple_pir_columns(&built.params, &built.map.shards[k].range()).unwrap();
+            prop_assert_eq!(lengths, vec![pir_core::wire::HEADER_LEN + 32 + 4 * columns.len()]);
+        }
+    }
+
+    #[test]
+    fn double_pir_parts_add_up_to_the_whole_answer(seed in any::<u64>(), shards in 1usize..=4, count in 300u64..1200) {
+        let key = SecretKey::generate().unwrap();
+        // 8-byte records: 8 rows per column at least, so that 4 shards fit.
+        let built = build(Scheme::DoublePir, (seed, count, 8), shards, &key);
+        let seen = same_as_whole(&built, seed, count, &key);
+        // DoublePIR's shards get the whole query (they all need `c1`).
+        let whole = pir_core::wire::HEADER_LEN + pir_lattice::wire::query_body_bytes(&built.params);
+        prop_assert!(seen.iter().all(|(_, lengths)| *lengths == vec![whole]));
     }
 }
 
 #[test]
 fn a_part_of_another_shard_or_database_or_key_is_refused() {
+    refused(Scheme::SimplePir, 3);
+    refused(Scheme::DoublePir, 8);
+}
+
+fn refused(scheme: Scheme, record_bytes: usize) {
     let key = SecretKey::generate().unwrap();
-    let built = build(9, 900, 3, 2, &key);
+    let built = build(scheme, (9, 900, record_bytes), 2, &key);
     let mut rng = ChaCha20Rng::seed_from_u64(2);
     let request = request(&built.whole.hint().unwrap(), 17, &mut rng);
     let message = |reply: pir_service::Reply| {
@@ -238,7 +339,7 @@ fn a_part_of_another_shard_or_database_or_key_is_refused() {
     let (status, _) = message(swapped.handle(&request));
     assert_eq!(status, 500, "a swapped part must not be combined");
     // A shard of another database: its part id differs, so it refuses the batch.
-    let mut other = build(9, 900, 3, 2, &key);
+    let mut other = build(scheme, (9, 900, record_bytes), 2, &key);
     other.map.database_id = [6; 32];
     let front_of_other = front(&other, vec![0, 1], &key);
     assert!(
@@ -248,10 +349,7 @@ fn a_part_of_another_shard_or_database_or_key_is_refused() {
     // An unlisted key: the replica's key is not among shard 0's.
     let stranger = SecretKey::generate().unwrap().public();
     let keys = vec![vec![stranger], vec![built.shards[1][0].1]];
-    let fanout = Local {
-        shards: built.shards.clone(),
-        swap: vec![0, 1],
-    };
+    let fanout = Local::new(built.shards.clone(), vec![0, 1]);
     let strict = SignedService::new(
         Front::new(built.map.clone(), keys, &built.downloads, fanout).unwrap(),
         copy(&key),
@@ -266,10 +364,7 @@ fn a_part_of_another_shard_or_database_or_key_is_refused() {
             built.map.clone(),
             keys,
             &built.downloads,
-            Local {
-                shards: down,
-                swap: vec![0, 1],
-            },
+            Local::new(down, vec![0, 1]),
         )
         .unwrap(),
         copy(&key),

@@ -64,8 +64,8 @@ pub struct DbBuildArgs {
     /// The database file to write (with --shards: the directory of the shards and their map).
     #[arg(long, value_name = "DB")]
     pub out: PathBuf,
-    /// Split the database into this many shards (SimplePIR), for `pir shard serve` and
-    /// `pir front serve`.
+    /// Split the database into this many shards (SimplePIR, or DoublePIR with `--scheme
+    /// doublepir`), for `pir shard serve` and `pir front serve`.
     #[arg(long, value_name = "S", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub shards: Option<u16>,
     /// With --shards: the key that signs the shard map (default: a new one, used once).

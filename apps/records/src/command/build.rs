@@ -12,14 +12,17 @@ pub(super) fn build(args: &DbBuildArgs) -> Result<()> {
     // Every scheme's limits are checked now, not first when `pir serve` starts.
     let served = served_by(&header, args.scheme)?;
     if let Some(shards) = args.shards {
-        if args
-            .scheme
-            .is_some_and(|s| s != LatticeSchemeArg::Simplepir)
-        {
-            bail!("sharded databases are served with SimplePIR only so far");
-        }
+        let scheme = match args.scheme {
+            None | Some(LatticeSchemeArg::Simplepir) => pir_lattice::Scheme::SimplePir,
+            Some(LatticeSchemeArg::Doublepir) => pir_lattice::Scheme::DoublePir,
+            Some(_) => bail!(
+                "sharded databases are served with SimplePIR or DoublePIR so far (YPIR's \
+                 packing step at the front end is not built yet)"
+            ),
+        };
         let key = args.key.as_deref();
-        return super::shard::build(&args.out, &header, &payload, shards.into(), key);
+        let input = (&header, payload.as_slice());
+        return super::shard::build(&args.out, input, scheme, shards.into(), key);
     }
     crate::format::write(&args.out, &header, &payload)?;
     match header.kind {

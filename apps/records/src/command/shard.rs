@@ -23,8 +23,9 @@ pub enum ShardCommand {
     /// Serve one replica of shard K of a sharded database (`pir db build --shards`) to a
     /// front end (`pir front serve`).
     ///
-    /// Every query reaches every shard whole, exactly as a single server would receive it;
-    /// the shard answers for its own records only.
+    /// Every query reaches every shard: SimplePIR shards get their own columns of it,
+    /// DoublePIR shards all of it, as a single server would receive it; the shard answers for
+    /// its own records only.
     Serve(ShardServeArgs),
 }
 
@@ -217,11 +218,11 @@ impl pir_host::Settings for FrontSettings {
     }
 }
 
-/// `pir db build --shards S`: the shard files and the signed map in `out`.
+/// `pir db build --shards S`: the shard files of `scheme` and the signed map in `out`.
 pub(super) fn build(
     out: &std::path::Path,
-    header: &DbHeader,
-    payload: &[u8],
+    (header, payload): (&DbHeader, &[u8]),
+    scheme: pir_lattice::Scheme,
     shards: usize,
     key: Option<&std::path::Path>,
 ) -> Result<()> {
@@ -231,7 +232,7 @@ pub(super) fn build(
         }
         None => SecretKey::generate()?,
     };
-    let map = shards::write(out, header, payload, shards, &key)?;
+    let map = shards::write(out, (header, payload), scheme, shards, &key)?;
     println!(
         "sharded database {}: {} records of {} bytes in {} shards (database version {})",
         out.display(),
@@ -240,9 +241,14 @@ pub(super) fn build(
         map.shards.len(),
         hex::encode(map.database_id)
     );
+    // SimplePIR shards hold record ranges; DoublePIR shards ranges of its matrix's rows.
+    let unit = match scheme {
+        pir_lattice::Scheme::DoublePir => "matrix rows",
+        _ => "records",
+    };
     for shard in &map.shards {
         println!(
-            "  shard {}: records {} to {} ({})",
+            "  shard {}: {unit} {} to {} ({})",
             shard.id,
             shard.first_row,
             shard.first_row + shard.rows - 1,
@@ -253,7 +259,10 @@ pub(super) fn build(
         "shard map signed by {} (pin it with `pir front serve --map-key`)",
         key.public().fingerprint()
     );
-    println!("served by: simplepir (sharded databases are served with SimplePIR only)");
+    println!(
+        "served by: {} (a sharded database is served with the scheme it was built for)",
+        map.scheme.name()
+    );
     Ok(())
 }
 
@@ -281,9 +290,13 @@ pub(super) async fn serve_shard(args: &ShardServeArgs) -> Result<()> {
             .with_metrics(host.metrics.clone()),
     );
     let entry = map.shards[k];
+    let unit = match map.scheme {
+        pir_core::SchemeId::DoublePir => "doublepir matrix rows",
+        _ => "records",
+    };
     pir_host::serve_static(host, service, "the shard", |running, key| {
         vec![format!(
-            "serving shard {k} (records {} to {}) of database version {} at https://{} (key {})",
+            "serving shard {k} ({unit} {} to {}) of database version {} at https://{} (key {})",
             entry.first_row,
             entry.first_row + entry.rows - 1,
             hex::encode(map.database_id),
@@ -353,19 +366,18 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
     super::keep_probing(&service, |service| service.backend().probe());
     let shards = replicas.len();
     let count: usize = replicas.iter().map(Vec::len).sum();
+    let scheme = pir_lattice::Scheme::from_id(map.scheme)?;
     pir_host::serve_static(host, service, "the front end", |running, key| {
         vec![
             format!(
-                "serving simplepir at https://{} (database version {}, {shards} shards, {count} \
+                "serving {} at https://{} (database version {}, {shards} shards, {count} \
                  replicas, key {})",
+                map.scheme.name(),
                 running.addr,
                 hex::encode(map.database_id),
                 key.public().fingerprint()
             ),
-            format!(
-                "privacy: {}",
-                crate::lookup::privacy(pir_lattice::Scheme::SimplePir)
-            ),
+            format!("privacy: {}", crate::lookup::privacy(scheme)),
         ]
     })
     .await

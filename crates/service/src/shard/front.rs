@@ -28,10 +28,14 @@ use crate::signed::{Backend, Refusal};
 
 pub use super::gather::{Done, Fanout, ReplicaReply, DEFAULT_DEADLINE};
 
-/// A front end over the shards of one SimplePIR database.
+/// A front end over the shards of one SimplePIR or DoublePIR database.
 pub struct Front<F> {
     map: ShardMap,
     params: Params,
+    /// SimplePIR: each shard's matrix columns, the words of a query it is sent (it multiplies
+    /// no others). `None` for DoublePIR: every shard needs all of `c1`, so it gets the whole
+    /// query.
+    columns: Option<Vec<std::ops::Range<usize>>>,
     header_message: Vec<u8>,
     download: Bytes,
     query_bytes: usize,
@@ -61,8 +65,8 @@ impl<F: Fanout> Front<F> {
             .map_or(Combine::NotYet("not a registered scheme"), |e| e.combine);
         if combine != Combine::AddModQ || keys.len() != map.shards.len() {
             return Err(ShardError::Combine(format!(
-                "a front end serves SimplePIR shards, one key list per shard ({:?}, {} key lists \
-                 for {} shards)",
+                "a front end serves SimplePIR or DoublePIR shards, one key list per shard ({:?}, \
+                 {} key lists for {} shards)",
                 combine,
                 keys.len(),
                 map.shards.len()
@@ -91,7 +95,9 @@ impl<F: Fanout> Front<F> {
         let part_ids = (0..map.shards.len())
             .filter_map(|k| map.part_id(k))
             .collect();
+        let columns = slices_of(&map, &header.params)?;
         Ok(Self {
+            columns,
             download: Bytes::from(download_of(&header, &map.about, &hint)),
             header_message: header.encode(),
             params: header.params,
@@ -130,14 +136,39 @@ impl<F: Fanout> Front<F> {
         self.gather.probe(self.map.scheme);
     }
 
+    /// What shard `k` is sent of each of `queries` (decoded): SimplePIR's columns of it, or
+    /// DoublePIR's whole query.
+    fn shard_queries(&self, k: usize, queries: &[Vec<u32>]) -> Vec<Vec<u8>> {
+        let (scheme, version) = (self.params.scheme, &self.map.database_id);
+        queries
+            .iter()
+            .map(|c| {
+                let words = match self.columns.as_ref().and_then(|columns| columns.get(k)) {
+                    Some(columns) => &c[columns.clone()],
+                    None => c.as_slice(),
+                };
+                pir_lattice::wire::encode_query(scheme, version, &[words])
+            })
+            .collect()
+    }
+
     /// The combined answers to `queries` (at most [`MAX_QUERIES_PER_REQUEST`]).
-    fn answer_chunk(&self, queries: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, ShardError> {
+    fn answer_chunk(&self, queries: &[Vec<u32>]) -> Result<Vec<Vec<u8>>, ShardError> {
+        // DoublePIR's shards all get the whole query: encoded once.
+        let whole = self
+            .columns
+            .is_none()
+            .then(|| self.shard_queries(0, queries));
         let requests: Vec<Arc<Vec<u8>>> = self
             .gather
             .part_ids()
             .iter()
-            .map(|id| {
-                let batch = protocol::encode_query_batch(id, queries);
+            .enumerate()
+            .map(|(k, id)| {
+                let batch = match &whole {
+                    Some(whole) => protocol::encode_query_batch(id, whole),
+                    None => protocol::encode_query_batch(id, &self.shard_queries(k, queries)),
+                };
                 Arc::new(wire::encode_envelope(
                     self.map.scheme,
                     MessageKind::Query,
@@ -158,6 +189,33 @@ impl<F: Fanout> Front<F> {
     }
 }
 
+/// Each shard's matrix columns for a SimplePIR map (the words of a query it is sent),
+/// `None` for a DoublePIR map (whole queries); an error if a shard's rows do not fit the
+/// scheme's split.
+fn slices_of(
+    map: &ShardMap,
+    params: &Params,
+) -> Result<Option<Vec<std::ops::Range<usize>>>, ShardError> {
+    let ranges = map.shards.iter().map(|entry| entry.range());
+    match params.scheme {
+        pir_lattice::Scheme::SimplePir => ranges
+            .map(|rows| super::split::simple_pir_columns(params, &rows))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        pir_lattice::Scheme::DoublePir if map.rows == params.rows() as u64 => {
+            for rows in ranges {
+                super::split::double_pir_rows(params, &rows)?;
+            }
+            Ok(None)
+        }
+        _ => Err(ShardError::Combine(format!(
+            "a map of {} rows does not fit a {} database",
+            map.rows,
+            map.scheme.name()
+        ))),
+    }
+}
+
 /// The hint download of a lattice database: `envelope(scheme, Manifest, about_len | about |
 /// hint)`, as [`crate::Lattice`] serves it.
 fn download_of(header: &HintHeader, about: &[u8], hint: &[u8]) -> Vec<u8> {
@@ -173,7 +231,8 @@ fn download_of(header: &HintHeader, about: &[u8], hint: &[u8]) -> Vec<u8> {
 }
 
 impl<F: Fanout> Backend for Front<F> {
-    type Prepared = Vec<u8>;
+    /// The query's words, decoded once here and cut per shard in the batch.
+    type Prepared = Vec<u32>;
 
     fn accepts(&self, scheme: SchemeId) -> bool {
         scheme == self.map.scheme
@@ -193,13 +252,16 @@ impl<F: Fanout> Backend for Front<F> {
     fn max_queries(&self) -> usize {
         MAX_QUERIES_PER_REQUEST
     }
-    fn prepare(&self, _scheme: SchemeId, query: &[u8]) -> Result<Vec<u8>, Refusal> {
+    fn prepare(&self, _scheme: SchemeId, query: &[u8]) -> Result<Vec<u32>, Refusal> {
         // Checked here as a shard would, so that one bad query fails alone instead of the
         // batch it would share with other clients' queries at every shard.
-        pir_lattice::wire::decode_query(query, &self.params, &self.map.database_id)?;
-        Ok(query.to_vec())
+        Ok(pir_lattice::wire::decode_query(
+            query,
+            &self.params,
+            &self.map.database_id,
+        )?)
     }
-    fn answer_batch(&self, prepared: Vec<Vec<u8>>) -> Vec<Result<Vec<u8>, Refusal>> {
+    fn answer_batch(&self, prepared: Vec<Vec<u32>>) -> Vec<Result<Vec<u8>, Refusal>> {
         let mut out = Vec::with_capacity(prepared.len());
         for chunk in prepared.chunks(MAX_QUERIES_PER_REQUEST) {
             match self.answer_chunk(chunk) {

@@ -6,12 +6,13 @@
 //! - [`split`]: where the row boundaries go ([`split::split_rows`]) and, for SimplePIR, which
 //!   matrix columns a shard's rows are.
 //! - [`combine`]: how a scheme's parts add up to the whole answer ([`Combine`], named by the
-//!   scheme's registry entry): XOR for the XOR schemes, sums mod `q = 2^32` for SimplePIR.
+//!   scheme's registry entry): XOR for the XOR schemes, sums mod `q = 2^32` for SimplePIR and
+//!   DoublePIR.
 //! - [`front`]: the front end as a [`crate::Backend`] over a [`front::Fanout`] (the network
 //!   half, supplied by the application): one query batch per shard, each part's signature,
 //!   database, shard and count checked, the parts combined, and the result signed by the
 //!   signed-batch service as any server's answer is; failed replicas retried, slow ones
-//!   hedged. [`xor_front`], the same for the XOR schemes of a release (Chor, RAID-PIR,
+//!   hedged. SimplePIR and DoublePIR. [`xor_front`], the same for the XOR schemes of a release (Chor, RAID-PIR,
 //!   DPF), whose shards run `pir_xor::Engine::shard`.
 //! - [`ops`]: which replicas are live (`/health`'s shard coverage), the hedge delay, and the
 //!   per-shard counters and latency histogram of `/metrics`.
@@ -24,14 +25,16 @@
 //! D_S]` and the query as `c = (c_1, …, c_S)`, `D'c = Σ_k D_k' c_k mod q`, and the hint
 //! `D'A = Σ_k D_k' A_k` likewise, so shards split on column boundaries (whole runs of records)
 //! and the front end adds words. DoublePIR's second layer decomposes `D'c` into base-`p`
-//! digits, which is not additive over columns; it is additive over the matrix's rows
-//! (`Σ_rows` of the digit products), which are not contiguous records: not done yet.
+//! digits, which is not additive over columns; but everything in it is additive over the
+//! matrix's *rows* (`pir_lattice::double_rows` has the algebra), so DoublePIR shards hold row
+//! ranges of the matrix (strided sets of records) and the front end adds words again.
 //!
-//! Privacy: each shard receives the client's whole query, exactly what a single server
-//! receives, and its work and answer size do not depend on the index; the front end sees the
-//! same request a single server would. A shard learns no more than a whole server, and a
-//! client cannot tell a front end from a single server (same hint, same answers, signed by
-//! the front end's key).
+//! Privacy: a SimplePIR shard receives only its columns of the client's query (the words of a
+//! fresh LWE sample at those columns: pseudorandom under LWE, as the whole is), a DoublePIR or
+//! XOR shard the whole query, exactly what a single server receives; each shard's work and
+//! answer size do not depend on the index; the front end sees the same request a single server
+//! would. A shard learns no more than a whole server, and a client cannot tell a front end from
+//! a single server (same hint, same answers, signed by the front end's key).
 //!
 //! What it does not do: no sockets (the application's [`front::Fanout`] moves the bytes), no
 //! files.

@@ -1,4 +1,5 @@
-//! Where a database is cut into shards.
+//! Where a database is cut into shards: record ranges (XOR schemes), whole matrix columns
+//! (SimplePIR), matrix rows (DoublePIR).
 
 use std::ops::Range;
 
@@ -47,6 +48,31 @@ pub fn simple_pir_columns(params: &Params, rows: &Range<u64>) -> Result<Range<us
     let columns = params.columns() as u64;
     Ok(rows.start.div_ceil(unit).min(columns) as usize
         ..rows.end.div_ceil(unit).min(columns) as usize)
+}
+
+/// Matrix rows per unit of a DoublePIR row split for `shards` shards: a record's group of
+/// rows (so that boundaries fall between records) where there are at least `shards` groups
+/// per column, else single rows (a long record's pieces may then go to two shards; its
+/// answer still adds up, row by row).
+pub fn double_pir_unit(params: &Params, shards: usize) -> u64 {
+    let entries = params.entries_per_record().max(1);
+    if params.rows() / entries >= shards {
+        entries as u64
+    } else {
+        1
+    }
+}
+
+/// The matrix rows a DoublePIR shard map entry names (a DoublePIR map's rows are the
+/// matrix's rows, `ℓ` in all); an error if they lie past `ℓ` or are empty.
+pub fn double_pir_rows(params: &Params, rows: &Range<u64>) -> Result<Range<usize>, ShardError> {
+    if rows.start >= rows.end || rows.end > params.rows() as u64 {
+        return Err(ShardError::Combine(format!(
+            "rows {rows:?} are not a shard of a DoublePIR matrix of {} rows",
+            params.rows()
+        )));
+    }
+    Ok(rows.start as usize..rows.end as usize)
 }
 
 #[cfg(test)]
