@@ -1,7 +1,10 @@
 //! The deployment in deploy/ really runs: the image from deploy/Containerfile (built by
 //! deploy/build-image.sh from the `pir` binary of this build), the Helm chart in
 //! deploy/helm/pir rendered by `helm template` and run by `podman kube play` as 2 shards x 2
-//! replicas and a front end, and the unchanged `pir get` through the front end.
+//! replicas and a front end, and the unchanged `pir get` through the front end; then a
+//! sharded release and a sharded breach database as two more releases of the chart from the
+//! same image, with the unchanged `pir fetch` and `pir breach check` through their front ends
+//! (`kubernetes/kube.rs`).
 //!
 //! What podman does not do, the test does, and says so (docs/deploy-kubernetes.md): podman
 //! 4.3 ignores StatefulSets, so the chart renders with `podman=true` (each StatefulSet replica

@@ -177,8 +177,8 @@ impl Backend for ChecklistShard {
     }
 }
 
-/// A query the front end has checked: its scheme, its bytes (sent to the shards as they
-/// came) and the longest answer a part may hold.
+/// A query the front end has checked: its scheme and its bytes (sent to the shards as they
+/// came).
 #[derive(Debug)]
 pub struct FrontQuery {
     scheme: SchemeId,
