@@ -148,7 +148,11 @@ pub fn read_map(dir: &Path, expected: Option<&PublicKey>) -> Result<ShardMap, Re
     let map = signed
         .verify(expected)
         .map_err(|e| RecordsError::Malformed(format!("{}: {e}", path.display())))?;
-    if scheme_of(map).is_err() && !is_xor(map) && !is_breach(map) {
+    if scheme_of(map).is_err()
+        && !is_xor(map)
+        && !is_breach(map)
+        && !pir_safebrowsing::shard::is_safebrowsing(map)
+    {
         return Err(RecordsError::Malformed(format!(
             "{}: shards of {} are not served yet",
             path.display(),

@@ -16,6 +16,8 @@
 //! - [`local`]: the whole local proxy ([`LocalProxy`]): list index and private-lookup sessions
 //!   (through `pir-client`), refreshes, and the browser's requests answered as plain `http`
 //!   requests, with what a web page could send refused.
+//! - [`shard`]: the list in S shards (`build --shards`): the map, the parts, and each
+//!   shard's and front end's per-bucket backends (`pir shard serve`, `pir front serve`).
 //! - [`command`]: `pir safebrowsing build|serve|servers|proxy|firefox-profile`: their flags,
 //!   the two servers as a server kind on `pir-host`, the local proxy on `pir-server`'s bounded
 //!   loopback listener, the servers file and the Firefox profile.
@@ -29,6 +31,7 @@ pub mod list;
 pub mod local;
 pub mod proto;
 pub mod proxy;
+pub mod shard;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod url;

@@ -1,7 +1,10 @@
 //! The deployment in deploy/ really runs: the image from deploy/Containerfile (built by
 //! deploy/build-image.sh from the `pir` binary of this build), the Helm chart in
 //! deploy/helm/pir rendered by `helm template` and run by `podman kube play` as 2 shards x 2
-//! replicas and a front end, and the unchanged `pir get` through the front end.
+//! replicas and a front end, and the unchanged `pir get` through the front end; then a
+//! sharded release and a sharded breach database as two more releases of the chart from the
+//! same image, with the unchanged `pir fetch` and `pir breach check` through their front ends
+//! (`kubernetes/kube.rs`).
 //!
 //! What podman does not do, the test does, and says so (docs/deploy-kubernetes.md): podman
 //! 4.3 ignores StatefulSets, so the chart renders with `podman=true` (each StatefulSet replica
@@ -15,6 +18,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
+#[path = "kubernetes/kube.rs"]
+mod kube;
 mod support;
 
 use std::collections::HashMap;
@@ -74,10 +79,12 @@ fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
 }
 
-/// Everything this run started in podman, removed when dropped (also when the test fails).
+/// Everything this run started in podman for one release of the chart, removed when dropped
+/// (also when the test fails); the image too if this release built it.
 struct Cluster {
     release: String,
     image: String,
+    owns_image: bool,
 }
 
 impl Drop for Cluster {
@@ -102,7 +109,9 @@ impl Drop for Cluster {
                 &["volume", "rm", "-f", &format!("{}-{suffix}", self.release)],
             );
         }
-        tool("podman", &["rmi", "-f", &self.image]);
+        if self.owns_image {
+            tool("podman", &["rmi", "-f", &self.image]);
+        }
     }
 }
 
@@ -210,10 +219,22 @@ fn render(
     serve: &str,
     port: u16,
 ) -> Vec<String> {
+    let values = values(cluster, scratch, versions, serve, port);
+    template(cluster, scratch, &format!("{serve}-{port}"), &values)
+}
+
+/// The chart's values for podman with `versions`, serving `serve`, the front end published on
+/// `port`, the keys of the scratch directory.
+fn values(
+    cluster: &Cluster,
+    scratch: &Scratch,
+    versions: &[&str],
+    serve: &str,
+    port: u16,
+) -> serde_json::Value {
     let text = |name: &str| std::fs::read_to_string(scratch.path(name)).unwrap();
     let (repository, tag) = cluster.image.rsplit_once(':').unwrap();
-    // JSON is YAML: the values file is written with serde_json.
-    let values = serde_json::json!({
+    serde_json::json!({
         "podman": true,
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "database": {
@@ -232,8 +253,18 @@ fn render(
             "map": text("map.pub"),
             "shards": [text("shard-0.pub"), text("shard-1.pub")],
         },
-    });
-    let file = scratch.path(&format!("values-{serve}-{port}.json"));
+    })
+}
+
+/// `helm template` of the chart as `cluster`'s release with `values`; the YAML documents.
+fn template(
+    cluster: &Cluster,
+    scratch: &Scratch,
+    name: &str,
+    values: &serde_json::Value,
+) -> Vec<String> {
+    // JSON is YAML: the values file is written with serde_json.
+    let file = scratch.path(&format!("values-{name}.json"));
     std::fs::write(&file, values.to_string()).unwrap();
     let chart = deploy_dir().join("helm/pir");
     let yaml = tool_ok(
@@ -362,7 +393,9 @@ fn the_chart_runs_two_shards_of_two_replicas_under_podman() {
     if !tools_present() {
         return;
     }
-    let scratch = Scratch::with_keys(&["front", "shard-0", "shard-1", "map"]);
+    let scratch = Scratch::with_keys(&[
+        "front", "shard-0", "shard-1", "map", "vendor", "m1", "b0", "b1",
+    ]);
     let (v1, v2) = (records(1), records(2));
     build_db(&scratch, "v1", &v1);
     build_db(&scratch, "v2", &v2);
@@ -372,6 +405,7 @@ fn the_chart_runs_two_shards_of_two_replicas_under_podman() {
     let cluster = Cluster {
         release: format!("pirtest-{run_id}"),
         image: format!("localhost/pir-test:{run_id}"),
+        owns_image: true,
     };
     let built = tool_ok(
         "bash",
@@ -413,6 +447,8 @@ fn the_chart_runs_two_shards_of_two_replicas_under_podman() {
 
     upgrade(&cluster, &scratch, &service, &v1, &v2);
     faults(&cluster, &scratch, service.addr, &v2);
+    kube::fetch_through_a_front_end(&cluster, &scratch);
+    kube::breach_check_through_a_front_end(&cluster, &scratch);
 }
 
 /// The upgrade to v2 under steady queries: v2's shards beside v1's, then a front end serving

@@ -32,7 +32,7 @@
 
 use pir_core::protocol::RELEASE_ID_LEN;
 use pir_core::wire::{self, MessageKind, Reader, Writer};
-use pir_core::{Codec, Database, Error, MultiServerScheme, SchemeId};
+use pir_core::{Codec, Database, DbShape, Error, MultiServerScheme, SchemeId};
 use pir_keys::SecretKey;
 use pir_xor::checklist::{server, wire as ck_wire, OfflineRequest, Params, PuncturedKey};
 use pir_xor::{DpfPir, DpfQuery};
@@ -159,9 +159,7 @@ impl Checklist {
             about,
         };
         let description = info.description();
-        let singlepass = (database.shape().block_size() == params.record_bytes())
-            .then(|| pir_xor::singlepass::Params::new(params.records(), params.record_bytes()).ok())
-            .flatten();
+        let singlepass = singlepass_layout(&params, database.shape().block_size());
         Ok(Self {
             info,
             singlepass,
@@ -214,51 +212,23 @@ impl Backend for Checklist {
         MAX_QUERIES_PER_REQUEST
     }
     fn max_query_body(&self) -> usize {
-        let checklist =
-            1 + ck_wire::SHAPE_LEN + self.info.params.sets().punctured_len().max(16 + 8);
-        let singlepass = self
-            .singlepass
-            .map_or(0, |params| crate::singlepass::max_query_body(&params));
-        checklist
-            .max(singlepass)
-            .max(pir_xor::serve::max_query_body(self.database.shape()))
+        query_limit(
+            &self.info.params,
+            self.singlepass.as_ref(),
+            self.database.shape(),
+        )
     }
     fn description(&self) -> &[u8] {
         &self.description
     }
     fn prepare(&self, scheme: SchemeId, query: &[u8]) -> Result<Prepared, Refusal> {
-        let params = &self.info.params;
-        if scheme == SchemeId::SinglePass {
-            let Some(singlepass) = &self.singlepass else {
-                return Err(Refusal::unsupported(
-                    "this database is not stored for SinglePass: use Checklist or DPF",
-                ));
-            };
-            let prepared = crate::singlepass::prepare(singlepass, self.info.role, None, query)?;
-            return Ok(Prepared::SinglePass(prepared));
-        }
-        if scheme == SchemeId::Dpf {
-            return Ok(Prepared::Dpf(
-                DpfPir::new(self.database.shape()).decode_query(query)?,
-            ));
-        }
-        match ChecklistQuery::from_bytes(query, params)? {
-            ChecklistQuery::Lookup(lookup) => Ok(Prepared::Lookup(lookup.key)),
-            ChecklistQuery::Hints(request) => {
-                if self.info.role != Role::Offline {
-                    return Err(Refusal::unsupported(
-                        "this is the online server: ask the offline server (server 0) for hints",
-                    ));
-                }
-                if request.hints.len() > hints_per_request(params) as usize {
-                    return Err(Refusal::bad_request(format!(
-                        "at most {} hints per request",
-                        hints_per_request(params)
-                    )));
-                }
-                Ok(Prepared::Hints(request.request, request.hints))
-            }
-        }
+        prepare_query(
+            &self.info,
+            self.singlepass.as_ref(),
+            self.database.shape(),
+            scheme,
+            query,
+        )
     }
     fn answer_batch(&self, prepared: Vec<Prepared>) -> Vec<Result<Vec<u8>, Refusal>> {
         let params = &self.info.params;
@@ -295,6 +265,74 @@ impl Backend for Checklist {
     }
     fn health(&self) -> String {
         self.info.health("checklist")
+    }
+}
+
+/// The SinglePass layout of the records of `params` stored in blocks of `block_size` bytes:
+/// only when they are stored at exactly `b` bytes (a Safe Browsing bucket).
+pub fn singlepass_layout(
+    params: &Params,
+    block_size: usize,
+) -> Option<pir_xor::singlepass::Params> {
+    (block_size == params.record_bytes())
+        .then(|| pir_xor::singlepass::Params::new(params.records(), params.record_bytes()).ok())
+        .flatten()
+}
+
+/// Longest query body a server of `params` (SinglePass layout `singlepass`, database shape
+/// `shape`) accepts.
+pub fn query_limit(
+    params: &Params,
+    singlepass: Option<&pir_xor::singlepass::Params>,
+    shape: DbShape,
+) -> usize {
+    let checklist = 1 + ck_wire::SHAPE_LEN + params.sets().punctured_len().max(16 + 8);
+    let singlepass = singlepass.map_or(0, crate::singlepass::max_query_body);
+    checklist
+        .max(singlepass)
+        .max(pir_xor::serve::max_query_body(shape))
+}
+
+/// Decodes and checks one query of `scheme` as the server `info` describes (SinglePass layout
+/// `singlepass`, database shape `shape`) does before answering it: what a whole server, a
+/// shard of it and a front end over its shards all run, so they refuse the same queries
+/// (the online role refuses hint requests) with the same errors.
+pub fn prepare_query(
+    info: &Info,
+    singlepass: Option<&pir_xor::singlepass::Params>,
+    shape: DbShape,
+    scheme: SchemeId,
+    query: &[u8],
+) -> Result<Prepared, Refusal> {
+    let params = &info.params;
+    if scheme == SchemeId::SinglePass {
+        let Some(singlepass) = singlepass else {
+            return Err(Refusal::unsupported(
+                "this database is not stored for SinglePass: use Checklist or DPF",
+            ));
+        };
+        let prepared = crate::singlepass::prepare(singlepass, info.role, None, query)?;
+        return Ok(Prepared::SinglePass(prepared));
+    }
+    if scheme == SchemeId::Dpf {
+        return Ok(Prepared::Dpf(DpfPir::new(shape).decode_query(query)?));
+    }
+    match ChecklistQuery::from_bytes(query, params)? {
+        ChecklistQuery::Lookup(lookup) => Ok(Prepared::Lookup(lookup.key)),
+        ChecklistQuery::Hints(request) => {
+            if info.role != Role::Offline {
+                return Err(Refusal::unsupported(
+                    "this is the online server: ask the offline server (server 0) for hints",
+                ));
+            }
+            if request.hints.len() > hints_per_request(params) as usize {
+                return Err(Refusal::bad_request(format!(
+                    "at most {} hints per request",
+                    hints_per_request(params)
+                )));
+            }
+            Ok(Prepared::Hints(request.request, request.hints))
+        }
     }
 }
 

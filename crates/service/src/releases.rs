@@ -406,12 +406,20 @@ impl<B: Backend> Handler for ReleaseSet<B> {
         }
     }
 
+    /// Ready when every release served is (a front end's releases share its shards).
+    fn ready(&self) -> bool {
+        self.current()
+            .iter()
+            .all(|r| Handler::ready(r.service.as_ref()))
+    }
+
     fn metrics(&self) -> &Metrics {
         &self.metrics
     }
 
-    /// The shared counters, and the gauges of every release served summed by name (a QDP
-    /// queue depth per database becomes the server's).
+    /// The shared counters, the gauges of every release served summed by name (a QDP queue
+    /// depth per database becomes the server's), and the newest release's own lines (a front
+    /// end's per-shard series, which its releases share).
     fn render_metrics(&self) -> String {
         let mut gauges: Vec<crate::metrics::Gauge> = Vec::new();
         for release in self.current().iter() {
@@ -422,7 +430,11 @@ impl<B: Backend> Handler for ReleaseSet<B> {
                 }
             }
         }
-        self.metrics.render_with(&gauges)
+        let mut text = self.metrics.render_with(&gauges);
+        if let Some(newest) = self.current().first() {
+            text.push_str(&newest.service.backend().metrics_text());
+        }
+        text
     }
 
     /// The set's own download if one was set ([`ReleaseSet::set_download`]), else the newest

@@ -25,7 +25,8 @@
 //!   shared with the lattice schemes).
 //! - [`serve`]: the server entry point on wire bodies, for mirrors that play any position.
 //! - [`engine`]: the fast server path: parallel SIMD scans, four-Russians tables and batches;
-//!   [`shard`]: a shard's engine answers for its own rows of a larger database.
+//!   [`shard`]: a shard's engine answers for its own rows of a larger database;
+//!   [`shard_sets`]: a shard's part of Checklist, SinglePass and DPF answers.
 //! - [`held`]: chunk-only RAID-PIR mirrors ([`held::HeldChunks`]): only some chunks, with
 //!   tables only for them.
 //!
@@ -48,6 +49,7 @@ pub mod qdp;
 pub mod raid;
 pub mod serve;
 pub mod shard;
+pub mod shard_sets;
 pub mod singlepass;
 
 pub use pir_core::prg;

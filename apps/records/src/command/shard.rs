@@ -125,8 +125,9 @@ pub struct FrontServeArgs {
     #[arg(long, value_name = "MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hedge_ms: Option<u64>,
-    /// A breach database (`pir breach build --shards`): this front end's server position,
-    /// 0 or 1 (default 0).
+    /// A breach or Safe Browsing database (`pir breach build --shards`, `pir safebrowsing
+    /// build --shards`): this front end's server position, 0 or 1 (default 0; Safe Browsing:
+    /// 0 offline, 1 online).
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<u16>,
@@ -279,6 +280,9 @@ pub(super) async fn serve_shard(args: &ShardServeArgs) -> Result<()> {
     let host = Host::new(&settings.common)?;
     let k = usize::from(settings.shard);
     let map = shards::read_map(&settings.db, None)?;
+    if pir_safebrowsing::shard::is_safebrowsing(&map) {
+        return pir_safebrowsing::command::serve_shard(host, &settings.db, map, k).await;
+    }
     if crate::shards_xor::is_xor(&map) || crate::shards::is_breach(&map) {
         return super::shard_xor::serve_shard(host, &settings.db, map, k).await;
     }
@@ -341,6 +345,18 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
         Some(0) => Hedge::Off,
         Some(ms) => Hedge::After(Duration::from_millis(ms)),
     };
+    if pir_safebrowsing::shard::is_safebrowsing(&map) {
+        return pir_safebrowsing::command::serve_front_end(
+            host,
+            &settings.db,
+            map,
+            keys,
+            fanout,
+            hedge,
+            settings.server,
+        )
+        .await;
+    }
     if crate::shards::is_breach(&map) {
         let breach = super::shard_breach::BreachFrontSettings {
             server: settings.server,

@@ -67,7 +67,7 @@ pub struct SbBuildArgs {
     /// and its file (repeat the flag for each list).
     #[arg(long = "threat", value_name = "KIND=FILE", value_parser = parse_threat)]
     pub threats: Vec<(Threat, PathBuf)>,
-    /// The database file to write.
+    /// The database file to write (with --shards, the directory).
     #[arg(long, value_name = "DB")]
     pub out: PathBuf,
     /// The database's name, shown by the servers (default: the first list's file name; with
@@ -82,6 +82,18 @@ pub struct SbBuildArgs {
     /// than 4 x this are looked up with DPF (no hints). Fixed when the database is first built.
     #[arg(long, value_name = "N", conflicts_with = "update")]
     pub bucket_base: Option<usize>,
+    /// Write S shards (then --out is a directory: its shard-K.part files, index.bin and the
+    /// signed shard-map.bin), served by `pir shard serve` and `pir front serve`.
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u16).range(1..=256), requires = "key")]
+    pub shards: Option<u16>,
+    /// With --shards: write only shard K's part (and the index and map, the same in every
+    /// process), so each shard can be built by its own machine.
+    #[arg(long, value_name = "K", requires = "shards")]
+    pub shard: Option<usize>,
+    /// With --shards: the key that signs the shard map (`pir keygen`; front ends pin its
+    /// public key with --map-key).
+    #[arg(long, value_name = "MAP.key", requires = "shards")]
+    pub key: Option<PathBuf>,
 }
 
 /// `KIND=FILE` of `--threat`.

@@ -24,14 +24,24 @@ pub(super) fn build(args: &SbBuildArgs) -> Result<()> {
         .zip(&texts)
         .map(|((threat, _), text)| (*threat, text.as_str()))
         .collect();
+    if args.shards.is_some() && args.update {
+        bail!(
+            "--update with --shards is not supported yet: build each version whole with \
+             --shards into its own directory"
+        );
+    }
     let (db, reports) = if args.update {
         update(args, &sources)?
     } else {
         ListDatabase::build_lists(&database_name(args, &files), &sources, args.bucket_base)
             .context("building the database")?
     };
-    pir_fs::write_atomic_bytes(&args.out, &db.to_bytes())
-        .with_context(|| format!("writing {}", args.out.display()))?;
+    if args.shards.is_some() {
+        super::shard::build(args, &db)?;
+    } else {
+        pir_fs::write_atomic_bytes(&args.out, &db.to_bytes())
+            .with_context(|| format!("writing {}", args.out.display()))?;
+    }
     println!("{}", database_summary(&args.out, &db, &reports));
     for ((threat, path), (_, report)) in files.iter().zip(&reports) {
         if report.skipped_count > 0 {
@@ -191,6 +201,9 @@ mod tests {
             name: None,
             update: false,
             bucket_base: None,
+            shards: None,
+            shard: None,
+            key: None,
         };
         let files = list_files(&args).unwrap();
         assert_eq!(files[1].0, Threat::Phishing);

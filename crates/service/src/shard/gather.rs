@@ -136,6 +136,27 @@ impl<F: Fanout> Gather<F> {
         count: usize,
         max_answer: usize,
     ) -> Result<Vec<Vec<Vec<u8>>>, ShardError> {
+        self.gather_for(scheme, &self.part_ids, requests, count, max_answer)
+    }
+
+    /// [`Gather::gather`] of batches naming `ids[k]` for shard `k` rather than its part id
+    /// (a Checklist list's shards serve one part per bucket).
+    pub(crate) fn gather_for(
+        &self,
+        scheme: SchemeId,
+        ids: &[[u8; 32]],
+        requests: &[Arc<Vec<u8>>],
+        count: usize,
+        max_answer: usize,
+    ) -> Result<Vec<Vec<Vec<u8>>>, ShardError> {
+        if ids.len() != requests.len() || requests.len() != self.keys.len() {
+            return Err(ShardError::Combine(format!(
+                "{} part ids and {} requests for {} shards",
+                ids.len(),
+                requests.len(),
+                self.keys.len()
+            )));
+        }
         let turn = self.turn.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + self.deadline;
         let (tx, rx) = mpsc::channel();
@@ -183,7 +204,7 @@ impl<F: Fanout> Gather<F> {
                 .map_err(|why| no_replica(k, why))
                 .and_then(|(bytes, key)| {
                     let part = (scheme, count, max_answer);
-                    self.check_part(k, part, &requests[k], &bytes, &key)
+                    self.check_part(k, part, &ids[k], &requests[k], &bytes, &key)
                 });
             match checked {
                 Ok(part) => {
@@ -274,12 +295,13 @@ impl<F: Fanout> Gather<F> {
     }
 
     /// Shard `shard`'s answers to `request` from its reply, if the reply is an answer of
-    /// `scheme` signed by one of its keys, names its part id and holds `count` answers, each
+    /// `scheme` signed by one of its keys, names part id `id` and holds `count` answers, each
     /// at most `max_answer` bytes.
     fn check_part(
         &self,
         shard: usize,
         (scheme, count, max_answer): (SchemeId, usize, usize),
+        id: &[u8; 32],
         request: &[u8],
         reply: &[u8],
         key: &PublicKey,
@@ -304,7 +326,7 @@ impl<F: Fanout> Gather<F> {
         }
         let batch = protocol::decode_answer_batch(envelope.body, max_answer)
             .map_err(|e| wrong(e.to_string()))?;
-        if batch.release_id != self.part_ids[shard] {
+        if &batch.release_id != id {
             return Err(wrong("an answer of another shard or database".into()));
         }
         if batch.answers.len() != count {

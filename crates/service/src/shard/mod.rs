@@ -12,8 +12,10 @@
 //!   half, supplied by the application): one query batch per shard, each part's signature,
 //!   database, shard and count checked, the parts combined, and the result signed by the
 //!   signed-batch service as any server's answer is; failed replicas retried, slow ones
-//!   hedged. SimplePIR and DoublePIR. [`xor_front`], the same for the XOR schemes of a release (Chor, RAID-PIR,
-//!   DPF), whose shards run `pir_xor::Engine::shard`.
+//!   hedged. SimplePIR and DoublePIR. [`xor_front`], the same for the XOR schemes of a
+//!   release (Chor, RAID-PIR, DPF), whose shards run `pir_xor::Engine::shard`; [`checklist`],
+//!   a Checklist database's (Safe Browsing buckets) shard parts and per-bucket front end over
+//!   [`XorFront`].
 //! - [`ops`]: which replicas are live (`/health`'s shard coverage), the hedge delay, and the
 //!   per-shard counters and latency histogram of `/metrics`.
 //!
@@ -39,6 +41,7 @@
 //! What it does not do: no sockets (the application's [`front::Fanout`] moves the bytes), no
 //! files.
 
+pub mod checklist;
 pub mod combine;
 pub mod front;
 mod gather;

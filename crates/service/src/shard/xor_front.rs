@@ -51,7 +51,8 @@ impl<F> std::fmt::Debug for XorFront<F> {
 
 impl<F: Fanout> XorFront<F> {
     /// The front end of `map` (a map of an XOR scheme, or of QDP, whose front end answers
-    /// through [`XorFront::answer_queries`] with RAID-PIR): `keys[k]` are the keys of shard
+    /// through [`XorFront::answer_queries`] with RAID-PIR, or of Checklist, whose per-bucket
+    /// front ends answer through [`XorFront::answer_parts`]): `keys[k]` are the keys of shard
     /// `k`'s replicas; `description` is the reply to a manifest request (for a release, the
     /// signed manifest in its envelope, whose SHA-256 the caller has checked against the
     /// map's database id).
@@ -63,7 +64,9 @@ impl<F: Fanout> XorFront<F> {
     ) -> Result<Self, ShardError> {
         let combine = crate::registry::lookup(map.scheme)
             .map_or(Combine::NotYet("not a registered scheme"), |e| e.combine);
-        if combine != Combine::Xor || !SCHEMES.contains(&shard_scheme(map.scheme)) {
+        let served =
+            SCHEMES.contains(&shard_scheme(map.scheme)) || map.scheme == SchemeId::Checklist;
+        if combine != Combine::Xor || !served {
             return Err(ShardError::Combine(format!(
                 "{} shards are not served by an XOR front end",
                 map.scheme.name()
@@ -138,13 +141,41 @@ impl<F: Fanout> XorFront<F> {
         let parts = self
             .gather
             .gather(scheme, &requests, queries.len(), max_answer)?;
-        (0..queries.len())
-            .map(|q| {
-                let of_query: Vec<&[u8]> = parts.iter().map(|p| p[q].as_slice()).collect();
-                combine::xor(&of_query)
-            })
-            .collect()
+        xor_parts(&parts, queries.len())
     }
+
+    /// The XORed answers to `queries` (all of `scheme`, at most [`MAX_BATCH`]) sent to shard
+    /// `k` as a batch naming `part_ids[k]`, each answer of a part at most `max_answer` bytes:
+    /// a Checklist list's bucket (`super::checklist`), whose shards serve one part per bucket.
+    pub fn answer_parts(
+        &self,
+        scheme: SchemeId,
+        part_ids: &[[u8; 32]],
+        queries: &[Vec<u8>],
+        max_answer: usize,
+    ) -> Result<Vec<Vec<u8>>, ShardError> {
+        let requests: Vec<Arc<Vec<u8>>> = part_ids
+            .iter()
+            .map(|id| {
+                let batch = protocol::encode_query_batch(id, queries);
+                Arc::new(wire::encode_envelope(scheme, MessageKind::Query, &batch))
+            })
+            .collect();
+        let parts =
+            self.gather
+                .gather_for(scheme, part_ids, &requests, queries.len(), max_answer)?;
+        xor_parts(&parts, queries.len())
+    }
+}
+
+/// Query by query, the XOR of every shard's answer.
+fn xor_parts(parts: &[Vec<Vec<u8>>], count: usize) -> Result<Vec<Vec<u8>>, ShardError> {
+    (0..count)
+        .map(|q| {
+            let of_query: Vec<&[u8]> = parts.iter().map(|p| p[q].as_slice()).collect();
+            combine::xor(&of_query)
+        })
+        .collect()
 }
 
 impl<F: Fanout> Backend for XorFront<F> {

@@ -1,0 +1,293 @@
+//! A Safe Browsing database in shards (`pir safebrowsing build --shards S`): the records of
+//! every waterfall bucket, back to back in the index's bucket order, cut into S row ranges;
+//! shard `k` holds its range (which may cross bucket boundaries) and answers, for every
+//! bucket, the whole bucket's queries over the rows of it that it holds
+//! (`pir_service::shard::checklist`); a front end plays server 0 or 1 to the unchanged proxy.
+//!
+//! ```text
+//! DIR/shard-map.bin  the signed map: scheme checklist, database id = the list's id (what a
+//!                    whole server reports), rows = every bucket's records, row bytes 32,
+//!                    about = SHA-256 of DIR/index.bin [32] | list version u64 | list name
+//! DIR/index.bin      the list index a proxy downloads (in the clear), whose buckets say
+//!                    where each bucket's rows lie (its id, its record count, in order)
+//! DIR/shard-K.part   shard K's rows, 32 bytes each
+//! ```
+//!
+//! Each bucket's part id for shard `k` is `pir_service::shard::checklist::bucket_part_id`: a
+//! shard serves one release per bucket under that id, and the front end one release per
+//! bucket under the bucket's own id, as a whole server does.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, ensure, Context, Result};
+use pir_core::wire::{Reader, Writer};
+use pir_core::SchemeId;
+use pir_keys::SecretKey;
+use pir_service::checklist::Role;
+use pir_service::shard::checklist::{bucket_part_id, ChecklistFront, ChecklistShard};
+use pir_service::shard::map::{part_path, ShardOptions, MAP_FILE};
+use pir_service::shard::{Fanout, ShardEntry, ShardMap, XorFront};
+use pir_service::ReleaseInfo;
+use pir_xor::checklist::Params;
+
+use crate::list::{ListDatabase, ListIndex, RECORD_BYTES};
+
+/// The list index's file name in a sharded database directory.
+pub const INDEX_FILE: &str = "index.bin";
+/// Largest index read (a prefix and a byte per record: 64 Mi records are 320 MiB).
+const MAX_INDEX_BYTES: u64 = 400 << 20;
+
+/// What a Safe Browsing shard map's `about` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct About {
+    /// SHA-256 of `DIR/index.bin`.
+    pub index_hash: [u8; 32],
+    /// The list version.
+    pub version: u64,
+    /// The list's name (what a whole server's Checklist info says).
+    pub name: String,
+}
+
+impl About {
+    /// The bytes of a map's `about`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(40 + self.name.len());
+        w.bytes(&self.index_hash);
+        w.u64(self.version);
+        w.bytes(self.name.as_bytes());
+        w.into_bytes()
+    }
+
+    /// Reads a map's `about`.
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        let index_hash = r.array().context("the shard map's about is not a list's")?;
+        let version = r.u64().context("the shard map's about is not a list's")?;
+        let rest = r.take(r.remaining())?;
+        let name = String::from_utf8(rest.to_vec())
+            .context("the shard map's about names the list in invalid UTF-8")?;
+        Ok(Self {
+            index_hash,
+            version,
+            name,
+        })
+    }
+}
+
+/// Whether `map` is one of a Safe Browsing database.
+pub fn is_safebrowsing(map: &ShardMap) -> bool {
+    map.scheme == SchemeId::Checklist
+}
+
+/// Each bucket's rows among the list's rows: its id and its range, in index order.
+pub fn bucket_rows(index: &ListIndex) -> Vec<([u8; 32], Range<u64>)> {
+    let mut first = 0u64;
+    index
+        .buckets()
+        .iter()
+        .map(|bucket| {
+            let range = first..first + bucket.len() as u64;
+            first = range.end;
+            (bucket.database_id, range)
+        })
+        .collect()
+}
+
+/// The map of `list` cut at `ranges` (consecutive, non-empty, covering every record; not yet
+/// signed) and each shard's rows.
+pub fn split(list: &ListDatabase, ranges: &[Range<u64>]) -> Result<(ShardMap, Vec<Vec<u8>>)> {
+    let records: Vec<u8> = list
+        .buckets()
+        .iter()
+        .flat_map(|b| b.records.iter().copied())
+        .collect();
+    let rows = (records.len() / RECORD_BYTES) as u64;
+    let index = list.index().encode();
+    let about = About {
+        index_hash: pir_keys::sha256(&index),
+        version: list.version(),
+        name: list.name().to_string(),
+    };
+    let mut shards = Vec::with_capacity(ranges.len());
+    let mut parts = Vec::with_capacity(ranges.len());
+    for (k, range) in ranges.iter().enumerate() {
+        ensure!(
+            range.start < range.end && range.end <= rows,
+            "shard {k}: rows {range:?} of {rows}"
+        );
+        let part = records[range.start as usize * RECORD_BYTES..range.end as usize * RECORD_BYTES]
+            .to_vec();
+        shards.push(ShardEntry {
+            id: k as u16,
+            first_row: range.start,
+            rows: range.end - range.start,
+            part_hash: pir_keys::sha256(&part),
+        });
+        parts.push(part);
+    }
+    let map = ShardMap {
+        scheme: SchemeId::Checklist,
+        database_id: list.id(),
+        rows,
+        row_bytes: RECORD_BYTES as u32,
+        about: about.encode(),
+        shards,
+    };
+    // The decoder's checks (ranges in order, covering every row) on what is written.
+    let bytes = pir_core::Codec::to_bytes(&map);
+    <ShardMap as pir_core::Codec>::from_bytes(&bytes, &())
+        .context("the shard ranges do not cover the list's records in order")?;
+    Ok((map, parts))
+}
+
+/// Writes `list` in `options.shards` shards to `dir` (every part, or `options.only`'s), its
+/// index and the map signed by `key`; the map.
+pub fn write(
+    dir: &Path,
+    list: &ListDatabase,
+    options: ShardOptions,
+    key: &SecretKey,
+) -> Result<ShardMap> {
+    let rows: u64 = list.buckets().iter().map(|b| b.len() as u64).sum();
+    let ranges = pir_service::shard::split::split_rows(rows, options.shards, 1)?;
+    if let Some(k) = options.only {
+        ensure!(
+            k < options.shards,
+            "--shard {k}: the database has shards 0 to {}",
+            options.shards - 1
+        );
+    }
+    let (map, parts) = split(list, &ranges)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = |path: &Path, bytes: &[u8]| {
+        pir_fs::write_atomic_bytes(path, bytes)
+            .with_context(|| format!("writing {}", path.display()))
+    };
+    for (k, part) in parts.iter().enumerate() {
+        if options.only.is_none_or(|only| only == k) {
+            write(&part_path(dir, k), part)?;
+        }
+    }
+    write(&dir.join(INDEX_FILE), &list.index().encode())?;
+    let signed = map.clone().sign(key);
+    write(&dir.join(MAP_FILE), &pir_core::Codec::to_bytes(&signed))?;
+    Ok(map)
+}
+
+/// The index of the database `map` describes, from its bytes: its hash must be the map's,
+/// and its buckets must hold the map's rows.
+pub fn check_index(map: &ShardMap, bytes: &[u8]) -> Result<ListIndex> {
+    let about = About::decode(&map.about)?;
+    ensure!(
+        pir_keys::sha256(bytes) == about.index_hash,
+        "the list index is not the one the shard map names"
+    );
+    let index = ListIndex::decode(bytes)?;
+    let rows: u64 = index.buckets().iter().map(|b| b.len() as u64).sum();
+    ensure!(
+        index.database_id() == &map.database_id && rows == map.rows,
+        "the list index is of another database than the shard map"
+    );
+    ensure!(
+        map.row_bytes as usize == RECORD_BYTES,
+        "the shard map's rows are not {RECORD_BYTES}-byte full hashes"
+    );
+    Ok(index)
+}
+
+/// Reads `DIR/index.bin` and checks it against `map`; the index and its bytes.
+pub fn read_index(dir: &Path, map: &ShardMap) -> Result<(ListIndex, Vec<u8>)> {
+    let path = dir.join(INDEX_FILE);
+    let size = std::fs::metadata(&path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    ensure!(
+        size <= MAX_INDEX_BYTES,
+        "{}: {size} bytes is too large for a list index",
+        path.display()
+    );
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let index = check_index(map, &bytes).with_context(|| format!("{}", path.display()))?;
+    Ok((index, bytes))
+}
+
+/// Shard `k`'s backends from its rows `part`: one per bucket (for the buckets it holds no
+/// rows of, one that answers zeros), each under its bucket part id.
+pub fn shard_backends(
+    index: &ListIndex,
+    map: &ShardMap,
+    k: usize,
+    part: &[u8],
+) -> Result<Vec<(ReleaseInfo, ChecklistShard)>> {
+    let Some(entry) = map.shards.get(k) else {
+        bail!(
+            "no shard {k}: the map has shards 0 to {}",
+            map.shards.len() - 1
+        );
+    };
+    ensure!(
+        Some(part.len() as u64) == entry.rows.checked_mul(RECORD_BYTES as u64)
+            && pir_keys::sha256(part) == entry.part_hash,
+        "this is not shard {k}'s part of this database (its hash differs from the map's)"
+    );
+    let version = About::decode(&map.about)?.version;
+    bucket_rows(index)
+        .into_iter()
+        .map(|(bucket, rows)| {
+            let shard_rows = entry.range();
+            let (from, to) = (
+                rows.start.max(shard_rows.start),
+                rows.end.min(shard_rows.end),
+            );
+            // A bucket this shard holds no row of: no rows, answered as zeros.
+            let (held, first) = if from < to {
+                // from..to lies inside the shard's rows, which the part holds (its hash is
+                // the map's, and the map's ranges are checked when decoded).
+                let at = |row: u64| (row - shard_rows.start) as usize * RECORD_BYTES;
+                (part[at(from)..at(to)].to_vec(), from - rows.start)
+            } else {
+                (Vec::new(), 0)
+            };
+            let params = Params::new(rows.end - rows.start, RECORD_BYTES)?;
+            let id = bucket_part_id(map, k, &bucket).context("a shard without a part id")?;
+            let backend = ChecklistShard::new(params, held, first, id)?;
+            Ok((release(id, version), backend))
+        })
+        .collect()
+}
+
+/// The front end's backends over `xor` (the shards of `map`): one per bucket of `index`,
+/// each the whole bucket's server in `role`.
+pub fn front_backends<F: Fanout>(
+    index: &ListIndex,
+    map: &ShardMap,
+    role: Role,
+    xor: &Arc<XorFront<F>>,
+) -> Result<Vec<(ReleaseInfo, ChecklistFront<F>)>> {
+    let about = About::decode(&map.about)?;
+    bucket_rows(index)
+        .into_iter()
+        .map(|(bucket, rows)| {
+            let params = Params::new(rows.end - rows.start, RECORD_BYTES)?;
+            let front = ChecklistFront::new(
+                params,
+                bucket,
+                role,
+                about.name.as_bytes().to_vec(),
+                xor.clone(),
+            )?;
+            Ok((release(bucket, about.version), front))
+        })
+        .collect()
+}
+
+/// A release of version `version` under `id`, never expiring (as a whole server's buckets).
+fn release(id: [u8; 32], version: u64) -> ReleaseInfo {
+    ReleaseInfo {
+        id,
+        version,
+        expires_unix: u64::MAX,
+    }
+}
