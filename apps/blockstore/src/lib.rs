@@ -7,6 +7,8 @@
 //!   as a sans-I/O codec, so `nbdcopy`, `nbdinfo` and `qemu-img` can use the store unchanged;
 //! - [`nbd::export`]: the export itself on a Unix socket, loopback, or (with a pre-shared
 //!   key, [`nbd::psk`]) beyond, with per-connection limits;
+//! - [`s3`]: stores on S3-compatible object storage (`--store s3://BUCKET/PREFIX`), a level
+//!   per object, slots by ranged GET;
 //! - [`room`]: free space checked before init, a reserve so a full disk still opens;
 //! - [`size`]: `1GiB`/`4KiB` size arguments;
 //! - [`command`]: the `pir oram` commands (flags, what each does, `pir oram store` as a server
@@ -23,6 +25,7 @@ pub mod files;
 pub mod nbd;
 pub mod remote;
 pub mod room;
+pub mod s3;
 pub mod size;
 
 pub use disk::{key_path, Disk, DiskError, StoreSpec};
