@@ -294,10 +294,13 @@ fn configured_builder() -> Result<AmazonS3Builder, OramError> {
     let mut builder = AmazonS3Builder::from_env();
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     if env("AWS_ACCESS_KEY_ID").is_none() {
-        let other = ["AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI"]
-            .iter()
-            .chain(&["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"])
-            .any(|v| env(v).is_some())
+        let other = [
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        ]
+        .iter()
+        .any(|v| env(v).is_some())
             || env("AWS_SKIP_SIGNATURE").is_some_and(|v| v == "true");
         match shared_credentials()? {
             Some((id, secret, token)) => {
