@@ -66,8 +66,8 @@ impl S3Location {
             && bucket.as_bytes()[0].is_ascii_alphanumeric()
             && bucket.as_bytes()[bucket.len() - 1].is_ascii_alphanumeric();
         // The prefix must be a path object_store keeps as written (no empty or `.` parts).
-        let prefix_ok = prefix.is_empty()
-            || ObjectPath::parse(prefix).is_ok_and(|p| p.as_ref() == prefix);
+        let prefix_ok =
+            prefix.is_empty() || ObjectPath::parse(prefix).is_ok_and(|p| p.as_ref() == prefix);
         (bucket_ok && prefix_ok).then(|| S3Location {
             bucket: bucket.to_string(),
             prefix: prefix.to_string(),
@@ -187,9 +187,9 @@ impl S3Stores {
             match found {
                 Ok(true) => {
                     return Err(OramError::Store(format!(
-                        "{} already holds an ORAM store ({MARKER} is there); refusing to overwrite it",
-                        location.to_text()
-                    )))
+                    "{} already holds an ORAM store ({MARKER} is there); refusing to overwrite it",
+                    location.to_text()
+                )))
                 }
                 Ok(false) => {}
                 Err(e) => return Err(store_error(location, &path, e)),
@@ -208,7 +208,13 @@ impl S3Stores {
             let path = location.object(MARKER);
             let bytes = self
                 .runtime
-                .block_on(async { store.get_opts(&path, GetOptions::default()).await?.bytes().await })
+                .block_on(async {
+                    store
+                        .get_opts(&path, GetOptions::default())
+                        .await?
+                        .bytes()
+                        .await
+                })
                 .map_err(|e| store_error(location, &path, e))?;
             if bytes.as_ref() != self.marker_text(i as u32).as_bytes() {
                 return Err(OramError::Store(format!(

@@ -17,11 +17,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use common::*;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, ObjectStore, PutOptions, PutPayload};
-use clap::Parser;
-use common::*;
 use pir_blockstore::command::{self, OramCommand};
 use pir_blockstore::nbd::export::ExportOptions;
 use pir_blockstore::nbd::listen::Listener;
@@ -212,7 +212,12 @@ fn fixture() -> Option<Fixture> {
     }
     let dir = tempfile::tempdir().unwrap();
     let weed = Weed::start(binary.unwrap(), dir.path());
-    for name in ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT", "AWS_PROFILE", "AWS_SESSION_TOKEN"] {
+    for name in [
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_ENDPOINT",
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+    ] {
         std::env::remove_var(name);
     }
     std::env::set_var("AWS_ENDPOINT_URL", weed.endpoint());
@@ -265,10 +270,20 @@ impl Fixture {
     fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
         let prefix = ObjectPath::from(PREFIX);
         self.runtime.block_on(async {
-            let top = self.objects.list_with_delimiter(Some(&prefix)).await.unwrap();
+            let top = self
+                .objects
+                .list_with_delimiter(Some(&prefix))
+                .await
+                .unwrap();
             let mut metas = top.objects;
             for dir in &top.common_prefixes {
-                metas.extend(self.objects.list_with_delimiter(Some(dir)).await.unwrap().objects);
+                metas.extend(
+                    self.objects
+                        .list_with_delimiter(Some(dir))
+                        .await
+                        .unwrap()
+                        .objects,
+                );
             }
             let mut out = BTreeMap::new();
             for meta in metas {
@@ -342,7 +357,9 @@ fn data_goes_in_and_out_as_level_objects_without_plaintext() {
     let Some(f) = fixture() else { return };
     let state = f.state().display().to_string();
     let store = format!("s3://{BUCKET}/{PREFIX}");
-    let init = ["init", "--state", &state, "--size", "512KiB", "--block", "1KiB"];
+    let init = [
+        "init", "--state", &state, "--size", "512KiB", "--block", "1KiB",
+    ];
     pir(&f, &[&init[..], &["--store", &store]].concat()).unwrap();
     let input = f.dir.path().join("in.bin");
     let output = f.dir.path().join("out.bin");
@@ -350,7 +367,9 @@ fn data_goes_in_and_out_as_level_objects_without_plaintext() {
     std::fs::write(&input, &piece).unwrap();
     let (input, output) = (input.to_str().unwrap(), output.to_str().unwrap());
     pir(&f, &["put", "--state", &state, "--at", "5000", input]).unwrap();
-    let get = ["get", "--state", &state, "--at", "5000", "--length", "70001", output];
+    let get = [
+        "get", "--state", &state, "--at", "5000", "--length", "70001", output,
+    ];
     pir(&f, &get).unwrap();
     assert_eq!(std::fs::read(output).unwrap(), piece);
 
@@ -358,7 +377,11 @@ fn data_goes_in_and_out_as_level_objects_without_plaintext() {
     let disk = f.open().unwrap();
     let socket = f.dir.path().join("nbd.sock");
     f.runtime.block_on(async {
-        let running = Running::start(disk, Listener::unix(&socket).unwrap(), ExportOptions::default());
+        let running = Running::start(
+            disk,
+            Listener::unix(&socket).unwrap(),
+            ExportOptions::default(),
+        );
         let mut s = tokio::net::UnixStream::connect(&socket).await.unwrap();
         greet(&mut s).await.unwrap();
         go(&mut s).await.unwrap();
