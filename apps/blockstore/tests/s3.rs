@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "../../../crates/cli/tests/support/require.rs"]
+mod require;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -19,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::*;
+use require::require;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, ObjectStore, PutOptions, PutPayload};
@@ -31,23 +34,10 @@ use rand_chacha::ChaCha20Rng;
 
 const BUCKET: &str = "pir-oram-test";
 const PREFIX: &str = "disk/one";
-const INSTALL: &str = "run .ci/weed.sh (builds SeaweedFS's weed into ~/.cache/pir-ci/bin)";
+const INSTALL: &str = "bash .ci/weed.sh builds SeaweedFS's weed into ~/.cache/pir-ci/bin";
 
 /// One test at a time: the store's settings are the process environment.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Whether a test may use an external tool: in CI (`CI=true`) a missing one fails the test;
-/// elsewhere the test says what to install and is skipped.
-fn require(available: bool, what: &str, install: &str) -> bool {
-    if available {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{what} is missing in CI: {install}");
-    }
-    println!("SKIPPED: {what} is missing ({install})");
-    false
-}
 
 /// `weed` on PATH, or in the CI cache `.ci/weed.sh` fills.
 fn weed_binary() -> Option<PathBuf> {
@@ -69,35 +59,58 @@ fn weed_binary() -> Option<PathBuf> {
     runs(&cached).then_some(cached)
 }
 
-/// A port that is free, as is the one 10000 above it (weed's gRPC port for each server).
-fn free_port() -> u16 {
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if port < 55000 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
-            return port;
-        }
-    }
+/// `N` distinct free loopback ports: every listener is held until all are chosen, so the
+/// kernel cannot hand the same port out twice.
+fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
 }
 
-/// A `weed server` with S3 on loopback, its data in `dir`.
+/// The ports of one `weed server`: HTTP and gRPC of each of its four parts, all given
+/// explicitly (weed's default gRPC port is HTTP + 10000, which may be taken or collide).
+#[derive(Clone, Copy)]
+struct Ports {
+    s3: u16,
+    master: u16,
+    volume: u16,
+    filer: u16,
+    s3_grpc: u16,
+    master_grpc: u16,
+    volume_grpc: u16,
+    filer_grpc: u16,
+}
+
+/// A `weed server` with S3 on loopback, its data and log in `dir`.
 struct Weed {
     binary: PathBuf,
     dir: PathBuf,
-    ports: [u16; 4],
+    ports: Ports,
     child: Option<Child>,
 }
 
+/// How long a starting weed may take to accept an object write (seconds). It needs about 15 s
+/// on an idle machine (the filer's lock service comes up last); CI machines are shared.
+const START_SECONDS: u64 = 300;
+
 impl Weed {
     fn start(binary: PathBuf, dir: &Path) -> Weed {
-        let ports = [free_port(), free_port(), free_port(), free_port()];
+        let [s3, master, volume, filer, s3_grpc, master_grpc, volume_grpc, filer_grpc] =
+            free_ports();
         let mut weed = Weed {
             binary,
             dir: dir.to_path_buf(),
-            ports,
+            ports: Ports {
+                s3,
+                master,
+                volume,
+                filer,
+                s3_grpc,
+                master_grpc,
+                volume_grpc,
+                filer_grpc,
+            },
             child: None,
         };
         weed.run();
@@ -105,29 +118,45 @@ impl Weed {
     }
 
     fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.ports[0])
+        format!("http://127.0.0.1:{}", self.ports.s3)
     }
 
+    fn log(&self) -> PathBuf {
+        self.dir.join("weed.log")
+    }
+
+    /// Starts the server (on the same ports and data as before, for a restart) and waits until
+    /// it serves.
     fn run(&mut self) {
         let data = self.dir.join("data");
         std::fs::create_dir_all(&data).unwrap();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.join("weed.log"))
+            .open(self.log())
             .unwrap();
-        let [s3, master, volume, filer] = self.ports;
+        let p = self.ports;
         let child = Command::new(&self.binary)
             .args([
                 "server",
+                // Loopback only: without -ip weed advertises the machine's own address.
                 "-ip=127.0.0.1",
                 "-ip.bind=127.0.0.1",
                 &format!("-dir={}", data.display()),
                 "-s3",
-                &format!("-s3.port={s3}"),
-                &format!("-master.port={master}"),
-                &format!("-volume.port={volume}"),
-                &format!("-filer.port={filer}"),
+                &format!("-s3.port={}", p.s3),
+                &format!("-s3.port.grpc={}", p.s3_grpc),
+                &format!("-master.port={}", p.master),
+                &format!("-master.port.grpc={}", p.master_grpc),
+                &format!("-volume.port={}", p.volume),
+                &format!("-volume.port.grpc={}", p.volume_grpc),
+                &format!("-filer.port={}", p.filer),
+                &format!("-filer.port.grpc={}", p.filer_grpc),
+                // The HTTP sockets beside the data, not in the shared /tmp.
+                &format!("-filer.localSocket={}", self.dir.join("filer.sock").display()),
+                &format!("-s3.localSocket={}", self.dir.join("s3.sock").display()),
+                // No traffic off the machine.
+                "-master.telemetry=false",
                 // Small volumes, as many as the disk holds: objects are rewritten often.
                 "-master.volumeSizeLimitMB=64",
                 "-volume.max=0",
@@ -143,43 +172,88 @@ impl Weed {
         self.wait_ready();
     }
 
-    /// Waits until the S3 port creates (or already has) the bucket.
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(120);
+    /// Waits until an object written through the S3 port reads back: the bucket is accepted
+    /// seconds before the volume server and the filer's lock service take object writes.
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(START_SECONDS);
+        let mut last = String::from("no answer");
         loop {
-            if let Some(status) = self.create_bucket() {
-                if status == 200 || status == 409 {
-                    return;
-                }
+            match self.probe() {
+                Ok(()) => return,
+                Err(e) => last = e,
             }
-            assert!(
-                Instant::now() < deadline,
-                "weed did not serve S3 in time; see {}",
-                self.dir.join("weed.log").display()
-            );
-            std::thread::sleep(Duration::from_millis(300));
+            let exited = self.child.as_mut().and_then(|c| c.try_wait().unwrap());
+            if exited.is_some() || Instant::now() >= deadline {
+                let log = std::fs::read_to_string(self.log()).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "weed did not serve S3 on {} within {START_SECONDS} s (exited: {exited:?}; \
+                     last probe: {last}); the end of its log:\n{}",
+                    self.endpoint(),
+                    tail.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
         }
     }
 
-    /// `PUT /BUCKET` (weed with no identities configured takes it unsigned); the status.
-    fn create_bucket(&self) -> Option<u16> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.ports[0])).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        let request = format!(
-            "PUT /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.ports[0]
-        );
-        s.write_all(request.as_bytes()).ok()?;
-        let mut reply = String::new();
-        s.read_to_string(&mut reply).ok()?;
-        reply.split(' ').nth(1)?.parse().ok()
+    /// Creates the bucket (or finds it), writes a small object and reads it back, unsigned
+    /// (weed with no identities configured takes anonymous requests).
+    fn probe(&self) -> Result<(), String> {
+        let bucket = self.http("PUT", &format!("/{BUCKET}"), b"")?;
+        if bucket.0 != 200 && bucket.0 != 409 {
+            return Err(format!("bucket: {}", bucket.0));
+        }
+        let body = b"ready";
+        let put = self.http("PUT", &format!("/{BUCKET}/ready"), body)?;
+        if put.0 != 200 {
+            return Err(format!("object write: {}", put.0));
+        }
+        let get = self.http("GET", &format!("/{BUCKET}/ready"), b"")?;
+        if get.0 != 200 || !get.1.ends_with(body) {
+            return Err(format!("object read: {}", get.0));
+        }
+        Ok(())
     }
 
-    /// `kill -9`.
+    /// One HTTP/1.1 request to the S3 port: the status and the raw reply.
+    fn http(&self, method: &str, path: &str, body: &[u8]) -> Result<(u16, Vec<u8>), String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.ports.s3)).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(20)))
+            .map_err(|e| e.to_string())?;
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n",
+            self.ports.s3,
+            body.len()
+        );
+        s.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
+        s.write_all(body).map_err(|e| e.to_string())?;
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).map_err(|e| e.to_string())?;
+        let status = String::from_utf8_lossy(&reply)
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| "no HTTP status".to_string())?;
+        Ok((status, reply))
+    }
+
+    /// `kill -9`, then the gRPC sockets weed keeps in /tmp under its ports.
     fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             child.kill().unwrap();
             child.wait().unwrap();
+        }
+        let p = self.ports;
+        for (part, port) in [
+            ("master", p.master_grpc),
+            ("volume", p.volume_grpc),
+            ("filer", p.filer_grpc),
+            ("s3", p.s3_grpc),
+        ] {
+            let _ = std::fs::remove_file(format!("/tmp/seaweedfs-{part}-grpc-{port}.sock"));
         }
     }
 
