@@ -25,6 +25,7 @@ use rand_chacha::ChaCha20Rng;
 use crate::files::FileStores;
 use crate::remote::RemoteStores;
 use crate::room;
+use crate::s3::{S3Location, S3Stores};
 
 const STATE_LABEL: &[u8] = b"pir-blockstore state v1";
 /// The prologue of the `STATE` file: `"PIRoram1"`, version 1, then the sealed state
@@ -33,6 +34,10 @@ pub const STATE_FILE: pir_core::wire::Prologue = pir_core::wire::Prologue {
     magic: b"PIRoram1",
     version: 1,
 };
+/// The same layout at version 2, written when the store list names an object store
+/// (`s3://`): builds from before object stores refuse it by its version, instead of taking
+/// the object store's name for a directory. Version 1 is still written for every other state.
+pub const STATE_FILE_OBJECTS: u16 = 2;
 
 /// Nonce bytes before the sealed state (`pir_oram::seal::seal_blob`).
 const NONCE_LEN: usize = 12;
@@ -42,6 +47,8 @@ const NONCE_LEN: usize = 12;
 /// `pir_oram::seal::open_blob` under the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateFile<'a> {
+    /// 1, or [`STATE_FILE_OBJECTS`] when the store list names an object store.
+    pub version: u16,
     /// `nonce [12] | AES-256-GCM ciphertext | tag [16]`.
     pub sealed: &'a [u8],
 }
@@ -50,12 +57,22 @@ impl<'a> Codec<'a> for StateFile<'a> {
     type Context = ();
 
     fn encode(&self, w: &mut Writer) {
-        STATE_FILE.write(w);
+        w.bytes(STATE_FILE.magic);
+        w.u16(self.version);
         w.bytes(self.sealed);
     }
 
     fn decode(r: &mut Reader<'a>, _: &()) -> Result<Self, pir_core::Error> {
-        STATE_FILE.read(r)?;
+        if r.take(STATE_FILE.magic.len())? != STATE_FILE.magic {
+            return Err(pir_core::Error::WrongMagic);
+        }
+        let version = r.u16()?;
+        if version != STATE_FILE.version && version != STATE_FILE_OBJECTS {
+            return Err(pir_core::Error::WrongVersion {
+                found: version,
+                supported: STATE_FILE_OBJECTS,
+            });
+        }
         let min = NONCE_LEN + TAG_LEN;
         if r.remaining() < min {
             return Err(pir_core::Error::Truncated {
@@ -63,6 +80,7 @@ impl<'a> Codec<'a> for StateFile<'a> {
             });
         }
         Ok(Self {
+            version,
             sealed: r.take(r.remaining())?,
         })
     }
@@ -73,9 +91,18 @@ pub fn sealed_state(bytes: &[u8]) -> Result<&[u8], pir_core::Error> {
     StateFile::from_bytes(bytes, &()).map(|file| file.sealed)
 }
 
+/// The `STATE` file version for a store list: object stores need [`STATE_FILE_OBJECTS`].
+fn state_version(stores: &[StoreSpec]) -> u16 {
+    if stores.iter().any(|s| matches!(s, StoreSpec::S3(_))) {
+        STATE_FILE_OBJECTS
+    } else {
+        STATE_FILE.version
+    }
+}
+
 /// The store list at the head of the state's plaintext (the ORAM state follows it):
-/// `count u32 (1..=64) | count x (len u32 (<= 4096) | UTF-8: a directory path, or
-/// https://HOST:PORT HEXKEY)`.
+/// `count u32 (1..=64) | count x (len u32 (<= 4096) | UTF-8: a directory path,
+/// https://HOST:PORT HEXKEY, or s3://BUCKET/PREFIX)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreList(pub Vec<StoreSpec>);
 
@@ -117,7 +144,11 @@ impl Codec<'_> for StoreList {
                 let text = std::str::from_utf8(r.take(len)?)
                     .map_err(|_| pir_core::Error::Malformed("a store that is not UTF-8".into()))?;
                 StoreSpec::decode(text).ok_or_else(|| {
-                    pir_core::Error::Malformed("a remote store with a bad key".into())
+                    pir_core::Error::Malformed(if text.starts_with("s3://") {
+                        "an object store with a bad bucket or prefix".into()
+                    } else {
+                        "a remote store with a bad key".into()
+                    })
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -172,11 +203,23 @@ pub enum StoreSpec {
         /// The store's public key.
         key: PublicKey,
     },
+    /// An S3-compatible object store ([`crate::s3`]); its endpoint and credentials come from
+    /// the environment, never from the state.
+    S3(S3Location),
 }
 
 impl StoreSpec {
-    /// Parses a `--store` argument: `DIR`, or `https://HOST:PORT=STORE.pub` (the key file).
+    /// Parses a `--store` argument: `DIR`, `https://HOST:PORT=STORE.pub` (the key file), or
+    /// `s3://BUCKET/PREFIX`.
     pub fn parse(arg: &str) -> Result<StoreSpec, DiskError> {
+        if arg.starts_with("s3://") {
+            return S3Location::parse(arg).map(StoreSpec::S3).ok_or_else(|| {
+                DiskError::Usage(format!(
+                    "'{arg}': an object store is s3://BUCKET/PREFIX (a bucket of 3 to 63 \
+                     lowercase letters, digits, dots and dashes; a prefix without empty parts)"
+                ))
+            });
+        }
         if arg.starts_with("https://") {
             let (url, key_file) = arg.split_once('=').ok_or_else(|| {
                 DiskError::Usage(format!(
@@ -198,10 +241,15 @@ impl StoreSpec {
         match self {
             StoreSpec::Dir(dir) => dir.to_string_lossy().into_owned(),
             StoreSpec::Remote { url, key } => format!("{url} {}", key.to_text().trim()),
+            StoreSpec::S3(location) => location.to_text(),
         }
     }
 
     fn decode(text: &str) -> Option<StoreSpec> {
+        // Directories are kept absolute, so `s3://` never begins one.
+        if text.starts_with("s3://") {
+            return S3Location::parse(text).map(StoreSpec::S3);
+        }
         if text.starts_with("https://") {
             let (url, key) = text.split_once(' ')?;
             return Some(StoreSpec::Remote {
@@ -264,7 +312,8 @@ fn load_client_key(state: &Path) -> Result<pir_keys::SecretKey, DiskError> {
         .map_err(|e| DiskError::Usage(format!("the owner key {}: {e}", path.display())))
 }
 
-/// Opens the stores of `specs` (all directories, or all remote) as one slot store.
+/// Opens the stores of `specs` (all directories, all remote, or all object stores) as one
+/// slot store.
 fn open_stores(
     state: &Path,
     specs: &[StoreSpec],
@@ -272,6 +321,29 @@ fn open_stores(
     runtime: Option<&tokio::runtime::Handle>,
     create: bool,
 ) -> Result<Box<dyn SlotStore + Send>, DiskError> {
+    let objects: Vec<S3Location> = specs
+        .iter()
+        .filter_map(|s| match s {
+            StoreSpec::S3(location) => Some(location.clone()),
+            _ => None,
+        })
+        .collect();
+    if !objects.is_empty() {
+        if objects.len() != specs.len() {
+            return Err(DiskError::Usage(
+                "use only one kind of store: directories, remote stores or object stores".into(),
+            ));
+        }
+        let runtime = runtime.ok_or(DiskError::Usage(
+            "object stores need an async runtime".into(),
+        ))?;
+        let stores = S3Stores::new(&objects, geometry, runtime.clone())?;
+        if create {
+            stores.format()?;
+        }
+        stores.check()?;
+        return Ok(Box::new(stores));
+    }
     let dirs: Vec<PathBuf> = specs
         .iter()
         .filter_map(|s| {
@@ -644,7 +716,11 @@ fn write_state(
     let mut nonce = [0u8; NONCE_LEN];
     rng.fill_bytes(&mut nonce);
     let sealed = seal_blob(key, nonce, STATE_LABEL, &plain.into_bytes())?;
-    let bytes = StateFile { sealed: &sealed }.to_bytes();
+    let bytes = StateFile {
+        version: state_version(stores),
+        sealed: &sealed,
+    }
+    .to_bytes();
     match pir_fs::write_atomic_bytes(path, &bytes) {
         Err(e) if room::is_full(&e) && room::reserve_path(path).exists() => {
             // The disk is full: give back the reserve made for this moment, and try again.

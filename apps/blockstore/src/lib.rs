@@ -7,6 +7,8 @@
 //!   as a sans-I/O codec, so `nbdcopy`, `nbdinfo` and `qemu-img` can use the store unchanged;
 //! - [`nbd::export`]: the export itself on a Unix socket, loopback, or (with a pre-shared
 //!   key, [`nbd::psk`]) beyond, with per-connection limits;
+//! - [`s3`]: stores on S3-compatible object storage (`--store s3://BUCKET/PREFIX`), a level
+//!   per object, slots by ranged GET;
 //! - [`node`] and [`balanced`]: ORAM nodes (`pir oram node`: a [`Disk`] served to a
 //!   balancer) and the disk over several of them behind the oblivious load balancer
 //!   (`pir_oram::balance`), exported like a [`Disk`] ([`device::BlockDevice`]);
@@ -32,6 +34,7 @@ pub mod nbd;
 pub mod node;
 pub mod remote;
 pub mod room;
+pub mod s3;
 pub mod size;
 
 pub use disk::{key_path, Disk, DiskError, StoreSpec};

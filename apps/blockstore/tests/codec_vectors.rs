@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use pir_blockstore::disk::{StateFile, StoreList, StoreSpec};
+use pir_blockstore::disk::{StateFile, StoreList, StoreSpec, STATE_FILE_OBJECTS};
 use pir_core::codec::testing::{
     check_fail_vectors, check_format, cut, patches, vectors_dir, FailVector, Patch,
 };
@@ -20,7 +20,11 @@ fn state_file() {
     // length of its own (it runs to the end of the file), so a longer file is for the key to
     // refuse, and there is no `trailing` vector.
     let sealed = [7u8; 12 + 16];
-    let good = StateFile { sealed: &sealed }.to_bytes();
+    let good = StateFile {
+        version: 1,
+        sealed: &sealed,
+    }
+    .to_bytes();
     // magic 0..8, version 8, sealed from 10.
     assert_eq!(good.len(), 10 + 28);
     assert_eq!(StateFile::from_bytes(&good, &()).unwrap().sealed, sealed);
@@ -33,8 +37,16 @@ fn state_file() {
             1,
             u64::from(b'2'),
         ),
-        ("next_version", "WrongVersion", "version 2", 8, 2, 2),
+        ("next_version", "WrongVersion", "version 3", 8, 2, 3),
     ];
+    // Version 2 (a store list naming an object store) is the same layout.
+    let objects = StateFile {
+        version: STATE_FILE_OBJECTS,
+        sealed: &sealed,
+    }
+    .to_bytes();
+    assert_eq!(&objects[8..10], &2u16.to_le_bytes());
+    assert_eq!(StateFile::from_bytes(&objects, &()).unwrap().version, 2);
     let mut vectors = patches(&good, fields);
     vectors.push(FailVector::new(
         "empty",
@@ -84,11 +96,20 @@ fn store_list() {
         ("not_utf8", "Malformed", "0xff in a path", 8, 1, 0xff),
     ];
     let bad_key = StoreList(vec![StoreSpec::Dir(PathBuf::from("https://h:1 nokey"))]).to_bytes();
-    let extra = vec![FailVector::new(
-        "remote_bad_key",
-        "Malformed",
-        "a remote store whose key does not parse",
-        bad_key,
-    )];
+    let bad_bucket = StoreList(vec![StoreSpec::Dir(PathBuf::from("s3://ab/prefix"))]).to_bytes();
+    let extra = vec![
+        FailVector::new(
+            "remote_bad_key",
+            "Malformed",
+            "a remote store whose key does not parse",
+            bad_key,
+        ),
+        FailVector::new(
+            "s3_bad_bucket",
+            "Malformed",
+            "an object store whose bucket name is too short",
+            bad_bucket,
+        ),
+    ];
     check_format::<StoreList>(DIR, "oram_store_list", &good, &(), fields, extra);
 }

@@ -92,8 +92,11 @@ pub struct OramInitArgs {
     /// Block size: a power of two from 512 bytes to 64KiB.
     #[arg(long, value_name = "SIZE", default_value = "4KiB")]
     pub block: String,
-    /// A store: a directory, or a `pir oram store` server as https://HOST:PORT=STORE.pub
-    /// (its public key file). Repeat to spread partitions over several stores.
+    /// A store: a directory, a `pir oram store` server as https://HOST:PORT=STORE.pub
+    /// (its public key file), or an S3-compatible object store as s3://BUCKET/PREFIX
+    /// (endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY or ~/.aws/credentials). Repeat to spread partitions over several
+    /// stores (all of one kind).
     #[arg(long, value_name = "STORE", required = true)]
     pub store: Vec<String>,
 }

@@ -10,6 +10,9 @@ use std::process::{Child, Command, Output, Stdio};
 
 use rand::{RngCore, SeedableRng};
 
+mod require;
+pub use require::require;
+
 /// The `pir` binary built for this test run.
 pub fn pir() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_pir"));
@@ -375,20 +378,6 @@ pub fn partial_files(dir: &Path) -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.contains("partial"))
         .collect()
-}
-
-/// Whether a test may use an external tool or data set: `true` if `available`; otherwise, in
-/// CI (`CI=true`), the test fails (CI installs everything, so a missing tool is a broken set-up,
-/// never a pass), and outside CI it prints what to install and is skipped.
-pub fn require(available: bool, what: &str, install: &str) -> bool {
-    if available {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{what} is missing in CI: {install}");
-    }
-    println!("SKIPPED: {what} is missing ({install})");
-    false
 }
 
 /// Whether `program --version` runs.
