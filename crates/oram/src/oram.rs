@@ -8,20 +8,26 @@
 //!    dummy). Reading a random partition for cached blocks instead (as SSS section 4 does)
 //!    leaks: the first read after the eviction pass wrote the block back hits the partition
 //!    just written, which a repeat-one-block workload makes frequent (our obliviousness test
-//!    caught it). A *fake* read of a uniformly random partition is issued only for a block
-//!    already in this batch (the same-block-twice case); its block is pinned in the cache
-//!    until it is served. Partitions in one batch are distinct; a request whose partition is
-//!    taken waits for the next batch, keeping the partition it drew, so waiting never
-//!    depends on what was asked.
+//!    caught it). A *fake* read of a uniformly random partition is issued for a request whose
+//!    block has an earlier request outstanding (in this batch or still waiting: ObliviStore's
+//!    rule); its block is pinned in the cache until it is applied. Partitions in one batch
+//!    are distinct and none is blocked by the shuffler ([`shuffle`]); a request whose
+//!    partition is taken or blocked waits, keeping the partition it drew, so waiting never
+//!    depends on what was asked (nor on the other requests for the same block).
 //! 2. [`Oram::finish_batch`] gets the sealed slots back, opens the real ones, applies the
 //!    operations and moves each accessed block to the cache of a fresh random partition.
-//!    Answers are released only here, after every read of the batch completed.
+//!    Requests for one block are applied in arrival order: a fake read that finished first
+//!    waits (parked) for the real read before it. Answers are released only here, after
+//!    every read of the batch completed.
 //! 3. Evictions: [`Oram::eviction_targets`] lists each read partition once (so every read
 //!    of a partition is followed by a write before the next read, which bounds how many
 //!    dummies a level needs) and `EVICTION_RATE` round-robin partitions per request.
-//!    Each is a [`Oram::plan_write`] (the levels to read back) and a [`Oram::finish_write`]
-//!    (the rebuilt level to write). A write carries one block from the partition's cache, or a
-//!    dummy; the store cannot tell which.
+//!    A write carries one block from the partition's cache, or a dummy; the store cannot
+//!    tell which. [`Oram::queue_evictions`] queues them as background jobs ([`shuffle`]):
+//!    [`Oram::begin_shuffle`] / [`Oram::finish_shuffle`] run their I/O in waves between
+//!    batches, and a partition waits for its job before it is read again.
+//!    [`Oram::plan_write`] and [`Oram::finish_write`] are the same rebuild in one piece
+//!    (recovery uses them).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -33,6 +39,9 @@ use crate::partition::{Partition, CONSUMED};
 use crate::seal::{Sealer, SlotPlace, KEY_LEN};
 
 mod rebuild;
+pub mod shuffle;
+
+pub use shuffle::ShuffleWave;
 
 /// Position-map marker: the block was never written; it reads as zeros.
 pub const LOC_NOWHERE: u32 = u32::MAX;
@@ -89,12 +98,24 @@ pub struct Extent {
 
 struct Pending {
     request: Request,
+    /// Arrival number (request ids are the caller's and need not be distinct).
+    seq: u64,
     partition: Option<u32>,
     fake: bool,
 }
 
+/// A request whose read is done, waiting for the earlier requests for its block.
+struct Parked {
+    request: Request,
+    fake: bool,
+    /// The block as read (a real read), or `None` (a fake read: the block is in the cache
+    /// once the earlier requests are applied).
+    data: Option<Vec<u8>>,
+}
+
 struct Entry {
     request: Request,
+    seq: u64,
     partition: u32,
     fake: bool,
     /// Index of the real slot among the batch's reads, with its place.
@@ -178,7 +199,12 @@ pub struct Oram {
     sealer: Sealer,
     pins: HashMap<u32, u32>,
     pending: VecDeque<Pending>,
+    /// Per block: the arrival numbers of its requests not applied yet, in order.
+    order: HashMap<u32, VecDeque<u64>>,
+    parked: HashMap<u64, Parked>,
+    next_seq: u64,
     traffic: Traffic,
+    shuffler: shuffle::Shuffler,
 }
 
 impl Oram {
@@ -225,6 +251,7 @@ impl Oram {
         local_data: HashMap<u32, Vec<u8>>,
     ) -> Result<Oram, OramError> {
         let sealer = Sealer::new(&slot_key, instance, session)?;
+        let shuffler = shuffle::Shuffler::new(geometry.partitions, shuffle::expected_cost(&geometry));
         Ok(Oram {
             geometry,
             instance,
@@ -242,7 +269,11 @@ impl Oram {
             sealer,
             pins: HashMap::new(),
             pending: VecDeque::new(),
+            order: HashMap::new(),
+            parked: HashMap::new(),
+            next_seq: 0,
             traffic: Traffic::default(),
+            shuffler,
         })
     }
 
@@ -310,9 +341,11 @@ impl Oram {
         }
         self.pending.push_back(Pending {
             request,
+            seq: self.next_seq,
             partition: None,
             fake: false,
         });
+        self.next_seq += 1;
         Ok(())
     }
 
@@ -336,23 +369,22 @@ impl Oram {
             return Ok(None);
         }
         let mut used: HashSet<u32> = HashSet::new();
-        let mut in_batch: HashSet<u32> = HashSet::new();
-        let mut waiting: HashSet<u32> = HashSet::new();
         let mut keep = VecDeque::new();
         let mut chosen = Vec::new();
         while let Some(mut p) = self.pending.pop_front() {
             let block = p.request.block;
-            if chosen.len() >= max || waiting.contains(&block) {
-                waiting.insert(block);
-                keep.push_back(p);
-                continue;
-            }
             let partition = match p.partition {
                 Some(partition) => partition,
                 None => {
-                    p.fake = in_batch.contains(&block);
+                    // Drawn once, in arrival order: the block's home when no earlier request
+                    // for it is outstanding, else a fake read of a uniformly random partition
+                    // (ObliviStore's rule), so whether a request can run never depends on
+                    // the other requests for its block.
+                    let queue = self.order.entry(block).or_default();
+                    p.fake = !queue.is_empty();
+                    queue.push_back(p.seq);
                     let partition = if p.fake {
-                        // Pinned: the block stays in the cache until this request is served.
+                        // Pinned: the block stays in the cache until this request is applied.
                         *self.pins.entry(block).or_insert(0) += 1;
                         rng.random_range(0..self.geometry.partitions)
                     } else {
@@ -362,19 +394,21 @@ impl Oram {
                     partition
                 }
             };
-            if !used.insert(partition) {
-                waiting.insert(block);
+            // A partition owing a write, or being rebuilt, waits like one already taken.
+            if chosen.len() >= max
+                || self.shuffler.is_blocked(partition)
+                || !used.insert(partition)
+            {
                 keep.push_back(p);
                 continue;
             }
-            in_batch.insert(block);
-            chosen.push((p.request, partition, p.fake));
+            chosen.push((p.request, p.seq, partition, p.fake));
         }
         self.pending = keep;
 
         let mut reads = Vec::new();
         let mut entries = Vec::with_capacity(chosen.len());
-        for (request, partition, fake) in chosen {
+        for (request, seq, partition, fake) in chosen {
             let target = if fake {
                 LOC_NOWHERE
             } else {
@@ -436,6 +470,7 @@ impl Oram {
             }
             entries.push(Entry {
                 request,
+                seq,
                 partition,
                 fake,
                 real,
@@ -448,7 +483,9 @@ impl Oram {
     }
 
     /// Completes a batch with the sealed slots read (concatenated in `batch.reads` order) and
-    /// returns the answers.
+    /// returns the answers: of this batch's requests, and of earlier fake reads that waited
+    /// for this batch's real read of their block. A request is answered only once every
+    /// earlier request for its block is.
     pub fn finish_batch(
         &mut self,
         batch: Batch,
@@ -464,48 +501,101 @@ impl Oram {
                 want,
             });
         }
-        let mut answers = Vec::with_capacity(batch.entries.len());
+        let mut touched = Vec::with_capacity(batch.entries.len());
         for entry in batch.entries {
-            let block = entry.request.block;
-            let mut data = if entry.fake {
-                self.unpin(block);
-                self.cached.remove(&block).ok_or(OramError::Internal(
-                    "a fake read's block is not in the cache",
-                ))?
+            let data = if entry.fake {
+                None
             } else {
-                match entry.real {
-                    Some((index, place)) => {
-                        let slot = &mut sealed[index * slot_bytes..(index + 1) * slot_bytes];
-                        let plain = self.sealer.open(place, slot).ok_or(OramError::Tampered {
-                            store: place.partition % self.geometry.stores,
-                            partition: place.partition,
-                            level: u32::from(place.level),
-                            slot: place.slot,
-                        })?;
-                        let data = plain.to_vec();
-                        self.partitions[entry.partition as usize].real -= 1;
-                        data
-                    }
-                    None if entry.local => {
-                        self.partitions[entry.partition as usize].real -= 1;
-                        self.local_data
-                            .remove(&block)
-                            .ok_or(OramError::Internal("a client-side block has no data"))?
-                    }
-                    None if self.loc[block as usize] == LOC_NOWHERE => {
-                        vec![0u8; self.geometry.block_size as usize]
-                    }
-                    None if self.loc[block as usize] == LOC_CACHE => {
-                        let home = &mut self.partitions[entry.partition as usize].cache;
-                        home.retain(|&b| b != block);
-                        self.cached
-                            .remove(&block)
-                            .ok_or(OramError::Internal("a cached block has no data"))?
-                    }
-                    None => return Err(OramError::Internal("a real read found no slot")),
+                Some(self.fetch(&entry, sealed, slot_bytes)?)
+            };
+            touched.push(entry.request.block);
+            self.parked.insert(
+                entry.seq,
+                Parked {
+                    request: entry.request,
+                    fake: entry.fake,
+                    data,
+                },
+            );
+        }
+        let mut answers = Vec::new();
+        for block in touched {
+            self.apply_ready(block, &mut answers, rng)?;
+        }
+        self.traffic.requests += answers.len() as u64;
+        Ok(answers)
+    }
+
+    /// The block a real read found: in its slot, a client-side level, the cache, or nowhere.
+    fn fetch(
+        &mut self,
+        entry: &Entry,
+        sealed: &mut [u8],
+        slot_bytes: usize,
+    ) -> Result<Vec<u8>, OramError> {
+        let block = entry.request.block;
+        match entry.real {
+            Some((index, place)) => {
+                let slot = &mut sealed[index * slot_bytes..(index + 1) * slot_bytes];
+                let plain = self.sealer.open(place, slot).ok_or(OramError::Tampered {
+                    store: place.partition % self.geometry.stores,
+                    partition: place.partition,
+                    level: u32::from(place.level),
+                    slot: place.slot,
+                })?;
+                let data = plain.to_vec();
+                self.partitions[entry.partition as usize].real -= 1;
+                Ok(data)
+            }
+            None if entry.local => {
+                self.partitions[entry.partition as usize].real -= 1;
+                self.local_data
+                    .remove(&block)
+                    .ok_or(OramError::Internal("a client-side block has no data"))
+            }
+            None if self.loc[block as usize] == LOC_NOWHERE => {
+                Ok(vec![0u8; self.geometry.block_size as usize])
+            }
+            None if self.loc[block as usize] == LOC_CACHE => {
+                let home = &mut self.partitions[entry.partition as usize].cache;
+                home.retain(|&b| b != block);
+                self.cached
+                    .remove(&block)
+                    .ok_or(OramError::Internal("a cached block has no data"))
+            }
+            None => Err(OramError::Internal("a real read found no slot")),
+        }
+    }
+
+    /// Applies, in arrival order, the requests for `block` whose reads are done and whose
+    /// predecessors are all applied.
+    fn apply_ready(
+        &mut self,
+        block: u32,
+        answers: &mut Vec<Answer>,
+        rng: &mut impl CryptoRng,
+    ) -> Result<(), OramError> {
+        loop {
+            let Some(queue) = self.order.get_mut(&block) else {
+                return Ok(());
+            };
+            let Some(parked) = queue.front().and_then(|seq| self.parked.remove(seq)) else {
+                return Ok(());
+            };
+            queue.pop_front();
+            if queue.is_empty() {
+                self.order.remove(&block);
+            }
+            let mut data = match parked.data {
+                Some(data) => data,
+                None => {
+                    self.unpin(block);
+                    self.cached.remove(&block).ok_or(OramError::Internal(
+                        "a fake read's block is not in the cache",
+                    ))?
                 }
             };
-            let answer = match entry.request.op {
+            let answer = match parked.request.op {
                 Op::Read => data.clone(),
                 Op::Write(new) => {
                     data = new;
@@ -517,7 +607,7 @@ impl Oram {
                     Vec::new()
                 }
             };
-            if !entry.fake {
+            if !parked.fake {
                 // A fresh, uniformly random home the store has never seen used for it.
                 let home = rng.random_range(0..self.geometry.partitions);
                 self.home[block as usize] = home;
@@ -526,12 +616,10 @@ impl Oram {
             }
             self.cached.insert(block, data);
             answers.push(Answer {
-                id: entry.request.id,
+                id: parked.request.id,
                 data: answer,
             });
         }
-        self.traffic.requests += answers.len() as u64;
-        Ok(answers)
     }
 
     /// The partitions to write after a batch that read `read` (see the module docs).

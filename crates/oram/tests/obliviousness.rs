@@ -1,7 +1,9 @@
 //! What a store sees does not depend on what is asked: the slots read and written under a
 //! sequential scan, uniformly random blocks and one block asked again and again have the same
 //! distribution (two-sample chi-square tests on the store's view), and the test has the power
-//! to see a leak (a control trace that reads a repeated block's home again is flagged).
+//! to see a leak (a control trace that reads a repeated block's home again is flagged). The
+//! background shuffler's schedule (how many partitions each batch reads, how much shuffle
+//! I/O runs between batches) is compared the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pir_oram::{Client, Extent, Geometry, MemoryStore, Op, Oram, Request};
@@ -186,4 +188,115 @@ fn compare(width: u32) {
         suspicious(stat, df),
         "the control leak was not seen: {stat}"
     );
+}
+
+/// The store's view of the background schedule with 32 requests kept in flight (the driver
+/// of the disk and of `pir bench --oram`: submit until 32 are outstanding, run one step):
+/// per step, the partitions the batch read and the shuffle pieces (multi-slot reads and
+/// writes) that ran; and the partitions read.
+struct Schedule {
+    batch_sizes: Vec<u64>,
+    pieces: Vec<u64>,
+    partitions: Vec<u64>,
+    answered: u64,
+}
+
+fn schedule(workload: Workload, steps: u32, seed: u64) -> Schedule {
+    const IN_FLIGHT: u64 = 32;
+    let g = Geometry::new(512, BLOCKS, 1).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let oram = Oram::create(g.clone(), &mut rng).unwrap();
+    let mut store = MemoryStore::new(g.sealed_slot(), &[g.store_bytes(0)]);
+    store.log = Some(Vec::new());
+    let mut c = Client::new(oram, store, rng);
+    let mut pick = ChaCha20Rng::seed_from_u64(seed + 1000);
+    let mut view = Schedule {
+        batch_sizes: vec![0; IN_FLIGHT as usize + 1],
+        pieces: vec![0; 64],
+        partitions: vec![0; g.partitions as usize],
+        answered: 0,
+    };
+    let mut submitted = 0u64;
+    for _ in 0..steps {
+        while submitted - view.answered < IN_FLIGHT {
+            let block = match workload {
+                Workload::Sequential => (submitted % BLOCKS) as u32,
+                Workload::Random => pick.random_range(0..BLOCKS as u32),
+                Workload::RepeatOne => 7,
+            };
+            let op = if submitted.is_multiple_of(2) {
+                Op::Write(vec![submitted as u8; 512])
+            } else {
+                Op::Read
+            };
+            c.oram
+                .submit(Request {
+                    id: submitted,
+                    block,
+                    op,
+                })
+                .unwrap();
+            submitted += 1;
+        }
+        view.answered += c.step().unwrap().len() as u64;
+        let log = c.store.log.replace(Vec::new()).unwrap();
+        let mut read_now: Vec<u32> = Vec::new();
+        let mut pieces = 0usize;
+        for (write, e) in log {
+            let (partition, _, _) = locate(&g, e);
+            if e.slots == 1 && !write {
+                if !read_now.contains(&partition) {
+                    read_now.push(partition);
+                    view.partitions[partition as usize] += 1;
+                }
+            } else {
+                pieces += 1;
+            }
+        }
+        view.batch_sizes[read_now.len()] += 1;
+        view.pieces[pieces.min(63)] += 1;
+    }
+    view
+}
+
+/// Background shuffling keeps the store's view independent of the workload: batch sizes,
+/// shuffle I/O between batches and the partitions read have the same distribution under a
+/// scan, random blocks and one block asked 32 times at once.
+#[test]
+fn the_background_schedule_does_not_depend_on_the_workload() {
+    const STEPS: u32 = 3000;
+    let views = [
+        ("sequential", schedule(Workload::Sequential, STEPS, 11)),
+        ("random", schedule(Workload::Random, STEPS, 12)),
+        ("repeat-one", schedule(Workload::RepeatOne, STEPS, 13)),
+    ];
+    let reference = &views[1].1;
+    for (name, view) in &views {
+        // Every workload is served at the same rate (within 2%).
+        let ratio = view.answered as f64 / reference.answered as f64;
+        assert!((0.98..1.02).contains(&ratio), "{name}: answered {ratio}");
+        for (what, h, r) in [
+            ("batch sizes", &view.batch_sizes, &reference.batch_sizes),
+            ("shuffle pieces per step", &view.pieces, &reference.pieces),
+            ("partitions read", &view.partitions, &reference.partitions),
+        ] {
+            let (stat, df) = two_sample(h, r);
+            assert!(
+                !suspicious(stat, df),
+                "{name}: {what}: statistic {stat:.1} with {df} degrees of freedom"
+            );
+        }
+    }
+    // Power: had a request waited whenever an earlier request for its block waited (the
+    // rule before fake reads covered waiting requests), one blocked home would empty a whole
+    // repeat-one batch; a histogram with that shape is flagged.
+    let mut all_or_nothing = vec![0u64; reference.batch_sizes.len()];
+    let total: u64 = reference.batch_sizes.iter().sum();
+    let partial: u64 = reference.batch_sizes[1..reference.batch_sizes.len() - 1]
+        .iter()
+        .sum();
+    all_or_nothing[0] = partial / 4;
+    *all_or_nothing.last_mut().unwrap() = total - partial / 4;
+    let (stat, df) = two_sample(&all_or_nothing, &reference.batch_sizes);
+    assert!(suspicious(stat, df), "the control shape was not seen: {stat}");
 }
