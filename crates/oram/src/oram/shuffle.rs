@@ -582,8 +582,12 @@ mod tests {
             c.oram.queue_evictions(&read);
             assert!(c.oram.shuffle_owed() <= MAX_OWED_JOBS + 64);
             while c.shuffle(false).unwrap() {}
+            if read.is_empty() {
+                // Every request waits for the shuffler: what `Client::step` does then.
+                c.shuffle(true).unwrap();
+            }
         }
-        assert!(served > 600 * 16, "{served} served");
+        assert!(served > 600 * 8, "{served} served");
         assert!(waited > 0, "no request ever waited for the shuffler");
         c.sync().unwrap();
         assert_eq!(c.oram.shuffle_owed(), 0);
