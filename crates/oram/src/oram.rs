@@ -251,7 +251,8 @@ impl Oram {
         local_data: HashMap<u32, Vec<u8>>,
     ) -> Result<Oram, OramError> {
         let sealer = Sealer::new(&slot_key, instance, session)?;
-        let shuffler = shuffle::Shuffler::new(geometry.partitions, shuffle::expected_cost(&geometry));
+        let shuffler =
+            shuffle::Shuffler::new(geometry.partitions, shuffle::expected_cost(&geometry));
         Ok(Oram {
             geometry,
             instance,
@@ -395,9 +396,7 @@ impl Oram {
                 }
             };
             // A partition owing a write, or being rebuilt, waits like one already taken.
-            if chosen.len() >= max
-                || self.shuffler.is_blocked(partition)
-                || !used.insert(partition)
+            if chosen.len() >= max || self.shuffler.is_blocked(partition) || !used.insert(partition)
             {
                 keep.push_back(p);
                 continue;

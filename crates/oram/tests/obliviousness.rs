@@ -306,5 +306,8 @@ fn the_background_schedule_does_not_depend_on_the_workload() {
     all_or_nothing[0] = partial / 4;
     *all_or_nothing.last_mut().unwrap() = total - partial / 4;
     let (stat, df) = two_sample(&all_or_nothing, &reference.batch_sizes);
-    assert!(suspicious(stat, df), "the control shape was not seen: {stat}");
+    assert!(
+        suspicious(stat, df),
+        "the control shape was not seen: {stat}"
+    );
 }

@@ -397,8 +397,11 @@ impl Oram {
                 slot,
                 epoch: built.epoch,
             };
-            self.sealer
-                .seal(place, plain, &mut bytes[i * slot_bytes..(i + 1) * slot_bytes])?;
+            self.sealer.seal(
+                place,
+                plain,
+                &mut bytes[i * slot_bytes..(i + 1) * slot_bytes],
+            )?;
         }
         let extent = Extent {
             store: job.partition % self.geometry.stores,
@@ -502,10 +505,9 @@ impl Oram {
 
     /// The job's level is written: the ORAM now places its blocks there.
     fn install(&mut self, mut job: Job) -> Result<(), OramError> {
-        let built = job
-            .built
-            .take()
-            .ok_or(OramError::Internal("a job was installed before it was built"))?;
+        let built = job.built.take().ok_or(OramError::Internal(
+            "a job was installed before it was built",
+        ))?;
         let local = self.geometry.local_levels();
         let p = job.partition as usize;
         for &l in &job.sources {
@@ -578,7 +580,11 @@ mod tests {
             waited += 32 - read.len();
             let mut bytes = Vec::new();
             c.store.read(&batch.reads, &mut bytes).unwrap();
-            served += c.oram.finish_batch(batch, &mut bytes, &mut rng).unwrap().len();
+            served += c
+                .oram
+                .finish_batch(batch, &mut bytes, &mut rng)
+                .unwrap()
+                .len();
             c.oram.queue_evictions(&read);
             assert!(c.oram.shuffle_owed() <= MAX_OWED_JOBS + 64);
             while c.shuffle(false).unwrap() {}
