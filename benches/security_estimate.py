@@ -190,8 +190,8 @@ def estimate(n, log_q, sigma, sigma_s, samples):
 #  samples in words); samples None: unbounded (the attack gets as many as it wants).
 LOG_Q2 = math.log2(268369921 * 249561089)
 SETS = [
-    ("LWE n=1024, q=2^32", "SimplePIR query; DoublePIR both layers (fresh secret each)",
-     1024, 32.0, "2^32", 6.4, "uniform mod q", "uniform", 6.4, 1 << 21, "m <= 2^21 columns"),
+    ("LWE n=1280, q=2^32", "SimplePIR query; DoublePIR both layers (fresh secret each)",
+     1280, 32.0, "2^32", 6.4, "uniform mod q", "uniform", 6.4, 1 << 21, "m <= 2^21 columns"),
     ("RLWE d=1024, q=2^32", "YPIR first layer (fresh Gaussian secret per query)",
      1024, 32.0, "2^32", 6.4, "Gaussian, sigma 6.4", "gaussian", 6.4, 1 << 18, "m <= 2^18"),
     ("RLWE d=2048, q=q2", "YPIR second layer, YPIR+SP query, packing keys (secret reused)",

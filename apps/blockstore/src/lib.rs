@@ -7,6 +7,9 @@
 //!   as a sans-I/O codec, so `nbdcopy`, `nbdinfo` and `qemu-img` can use the store unchanged;
 //! - [`nbd::export`]: the export itself on a Unix socket, loopback, or (with a pre-shared
 //!   key, [`nbd::psk`]) beyond, with per-connection limits;
+//! - [`node`] and [`balanced`]: ORAM nodes (`pir oram node`: a [`Disk`] served to a
+//!   balancer) and the disk over several of them behind the oblivious load balancer
+//!   (`pir_oram::balance`), exported like a [`Disk`] ([`device::BlockDevice`]);
 //! - [`room`]: free space checked before init, a reserve so a full disk still opens;
 //! - [`size`]: `1GiB`/`4KiB` size arguments;
 //! - [`command`]: the `pir oram` commands (flags, what each does, `pir oram store` as a server
@@ -16,11 +19,14 @@
 //! What it does not do: trust the stores: they see sealed slots, slot numbers and timing only.
 //! Command-line parsing and signal handling live in [`command`] only; the rest is a library.
 
+pub mod balanced;
 pub mod bench;
 pub mod command;
+pub mod device;
 pub mod disk;
 pub mod files;
 pub mod nbd;
+pub mod node;
 pub mod remote;
 pub mod room;
 pub mod size;

@@ -25,8 +25,11 @@ use crate::corpus::{
 use crate::credential::{credential_hash, Argon2Params, HashKind};
 use crate::database::{build_pairs, build_sha1, BreachDatabase, CredentialEntry, Sha1Layout};
 use crate::header::DbHeader;
+use crate::shard::ShardOptions;
 use crate::BreachError;
 use pir_fs::PathError;
+use pir_keys::SecretKey;
+use pir_service::shard::ShardMap;
 
 /// Credentials hashed per batch (spread over the worker threads).
 const HASH_BATCH: usize = 512;
@@ -51,6 +54,10 @@ pub struct BuildOptions {
     pub blinding_key: Option<BlindingKey>,
     /// Threads hashing credentials; 0 uses every core.
     pub threads: usize,
+    /// The creation time the header records (Unix seconds); `None`: now. Processes that
+    /// build one shard each give the same time, so that their headers, and so the database
+    /// id, agree.
+    pub created_unix: Option<u64>,
 }
 
 impl BuildOptions {
@@ -64,6 +71,7 @@ impl BuildOptions {
             bad_lines: BadLines::Reject,
             blinding_key: None,
             threads: 0,
+            created_unix: None,
         }
     }
 }
@@ -129,6 +137,32 @@ pub fn key_path_for(database: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Where a build writes the database.
+#[derive(Debug, Clone, Copy)]
+pub enum Output<'a> {
+    /// One database file (replaced atomically).
+    File(&'a Path),
+    /// Shard parts and the shard map signed by `map_key` in the directory `dir`
+    /// ([`crate::shard`]).
+    Shards {
+        /// The directory.
+        dir: &'a Path,
+        /// How many shards, and which parts to write.
+        options: ShardOptions,
+        /// Signs the shard map.
+        map_key: &'a SecretKey,
+    },
+}
+
+impl Output<'_> {
+    /// The file or directory written (a new blinding key goes beside it).
+    fn path(&self) -> &Path {
+        match self {
+            Output::File(path) | Output::Shards { dir: path, .. } => path,
+        }
+    }
+}
+
 /// Builds the database of the corpus at `input` into the file `out` (replaced atomically).
 /// `progress(done, total)` is called with bytes of input read; `rng` draws a new blinding
 /// key when a pairs corpus comes without one.
@@ -139,6 +173,18 @@ pub fn build_file<R: RngCore + CryptoRng + ?Sized>(
     rng: &mut R,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<BuildReport, BreachError> {
+    build_into(input, Output::File(out), options, rng, progress).map(|(report, _)| report)
+}
+
+/// [`build_file`] into `output`: a file, or shard parts and their signed map (returned).
+pub fn build_into<R: RngCore + CryptoRng + ?Sized>(
+    input: &Path,
+    output: Output<'_>,
+    options: &BuildOptions,
+    rng: &mut R,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(BuildReport, Option<ShardMap>), BreachError> {
+    let out = output.path();
     if let (Ok(a), Ok(b)) = (std::fs::canonicalize(input), std::fs::canonicalize(out)) {
         if a == b {
             return Err(BreachError::Input(format!(
@@ -147,7 +193,7 @@ pub fn build_file<R: RngCore + CryptoRng + ?Sized>(
             )));
         }
     }
-    if options.format.is_sha1() {
+    let (mut db, corpus, prefix_reason, key) = if options.format.is_sha1() {
         let (entries, corpus) =
             read_sha1_corpus(input, options.format, options.bad_lines, progress)?;
         let layout = Sha1Layout {
@@ -155,47 +201,63 @@ pub fn build_file<R: RngCore + CryptoRng + ?Sized>(
             entry_bits: options.sha1_entry_bits,
         };
         let (db, prefix_reason) = build_sha1(options.format, &entries, &layout, &corpus)?;
-        drop(entries);
-        db.write(out)?;
-        return Ok(BuildReport {
-            header: db.header().clone(),
-            database_path: out.to_path_buf(),
-            key_path: None,
-            corpus,
-            prefix_reason,
-        });
-    }
-
-    let (key, new_key_path) = match &options.blinding_key {
-        Some(key) => (key.clone(), None),
-        None => {
-            let path = key_path_for(out);
-            if path.exists() {
-                return Err(BreachError::Input(format!(
-                    "{} already exists; give it as the blinding key to reuse it, or remove it \
-                     to draw a new key",
-                    path.display()
-                )));
+        (db, corpus, prefix_reason, None)
+    } else {
+        let (key, new_key_path) = match &options.blinding_key {
+            Some(key) => (key.clone(), None),
+            None => {
+                let path = key_path_for(out);
+                if path.exists() {
+                    return Err(BreachError::Input(format!(
+                        "{} already exists; give it as the blinding key to reuse it, or remove \
+                         it to draw a new key",
+                        path.display()
+                    )));
+                }
+                (BlindingKey::generate(rng), Some(path))
             }
-            (BlindingKey::generate(rng), Some(path))
+        };
+        let (entries, corpus) = read_pairs_file(input, options, &key, progress)?;
+        let (db, prefix_reason) = build_pairs(
+            entries,
+            options.credential_hash,
+            key.key_id(),
+            options.prefix_bits,
+            &corpus,
+        )?;
+        (db, corpus, prefix_reason, Some((key, new_key_path)))
+    };
+    if let Some(unix) = options.created_unix {
+        db.set_created(unix);
+    }
+    let map = match output {
+        Output::File(out) => {
+            match &key {
+                Some((key, new)) => write_with_key(&db, out, key, new.as_deref())?,
+                None => db.write(out)?,
+            }
+            None
+        }
+        Output::Shards {
+            dir,
+            options,
+            map_key,
+        } => {
+            // The key file first: a database never exists without its key.
+            if let Some((key, Some(path))) = &key {
+                key.save(path)?;
+            }
+            Some(crate::shard::write(dir, &db, options, map_key)?)
         }
     };
-    let (entries, corpus) = read_pairs_file(input, options, &key, progress)?;
-    let (db, prefix_reason) = build_pairs(
-        entries,
-        options.credential_hash,
-        key.key_id(),
-        options.prefix_bits,
-        &corpus,
-    )?;
-    write_with_key(&db, out, &key, new_key_path.as_deref())?;
-    Ok(BuildReport {
+    let report = BuildReport {
         header: db.header().clone(),
         database_path: out.to_path_buf(),
-        key_path: new_key_path,
+        key_path: key.and_then(|(_, path)| path),
         corpus,
         prefix_reason,
-    })
+    };
+    Ok((report, map))
 }
 
 /// Reads a pairs corpus, hashing and blinding credentials in parallel batches.

@@ -345,6 +345,12 @@ impl BreachDatabase {
         &self.database
     }
 
+    /// Records `unix` as the creation time (a statistic: the blocks do not change, the
+    /// header and so the database id do).
+    pub(crate) fn set_created(&mut self, unix: u64) {
+        self.header.stats.created_unix = unix;
+    }
+
     /// Header and blocks, separately.
     pub fn into_parts(self) -> (DbHeader, Database) {
         (self.header, self.database)
@@ -370,20 +376,7 @@ impl BreachDatabase {
 
     /// Checks that `key` is the blinding key this database was built with.
     pub fn check_key(&self, key: &BlindingKey) -> Result<(), BreachError> {
-        if self.header.corpus != CorpusFormat::Pairs {
-            return Err(BreachError::Input(
-                "this database has no blinding key".into(),
-            ));
-        }
-        if key.key_id() != self.header.key_id {
-            return Err(BreachError::Input(format!(
-                "the blinding key has id {} but the database was built with key {}; give the \
-                 key file written with this database",
-                hex::encode(key.key_id()),
-                hex::encode(self.header.key_id)
-            )));
-        }
-        Ok(())
+        self.header.check_key(key)
     }
 
     /// The file bytes: header, then blocks.

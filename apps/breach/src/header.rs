@@ -219,6 +219,24 @@ impl DbHeader {
         self.stats.max_bucket as f64 * 2f64.powi(-(self.value_bits as i32))
     }
 
+    /// Checks that `key` is the blinding key this database was built with.
+    pub fn check_key(&self, key: &crate::blind::BlindingKey) -> Result<(), BreachError> {
+        if self.corpus != CorpusFormat::Pairs {
+            return Err(BreachError::Input(
+                "this database has no blinding key".into(),
+            ));
+        }
+        if key.key_id() != self.key_id {
+            return Err(BreachError::Input(format!(
+                "the blinding key has id {} but the database was built with key {}; give the \
+                 key file written with this database",
+                hex::encode(key.key_id()),
+                hex::encode(self.key_id)
+            )));
+        }
+        Ok(())
+    }
+
     /// SHA-256 of the encoded header: names this exact database (blocks included).
     pub fn database_id(&self) -> [u8; 32] {
         Sha256::digest(self.encode()).into()

@@ -27,6 +27,9 @@
 //! - [`check`]: one private check end to end ([`check::check`], with a runnable example);
 //!   [`proxy::RangeProxy`]: the HIBP range API answered privately; [`servers`]: the file
 //!   naming a deployment's two servers.
+//! - [`shard`]: the database in shards by hash-prefix range (`pir breach build --shards`)
+//!   and [`front::BreachFront`]: a server position whose rows are on shards (it plays the
+//!   QDP server; the shards answer plain RAID-PIR over their rows).
 //! - [`service`]: one of the two servers (QDP from `pir-service` plus the blinding step) and
 //!   its signed [`info::Info`]; [`client::BreachSession`]: the client of both servers.
 //! - [`command`]: the `pir breach` commands (flags, settings, `pir breach serve` as a
@@ -49,12 +52,14 @@ pub mod corpus;
 pub mod credential;
 pub mod database;
 pub mod error;
+pub mod front;
 pub mod header;
 pub mod info;
 pub mod proxy;
 pub mod range;
 pub mod servers;
 pub mod service;
+pub mod shard;
 
 pub use client::BreachSession;
 pub use error::BreachError;

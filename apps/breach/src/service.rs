@@ -126,6 +126,58 @@ pub fn flip_table(
     )
 }
 
+/// The signed info reply of server `server` (of the deployment's two) answering `raid` over
+/// the database whose application header is `header`: what a client reads first, signed with
+/// `key` (the key its answers are signed with).
+pub fn signed_info(
+    raid: &RaidPir,
+    server: usize,
+    blinding: bool,
+    header: &[u8],
+    key: &SecretKey,
+) -> Result<Vec<u8>, Error> {
+    if server >= SERVERS {
+        return Err(Error::InvalidParameter(format!(
+            "server position {server} outside 0..{SERVERS}"
+        )));
+    }
+    if header.len() > MAX_HEADER_BYTES {
+        return Err(Error::InvalidParameter(format!(
+            "the database header is {} bytes; at most {MAX_HEADER_BYTES}",
+            header.len()
+        )));
+    }
+    let info = Info {
+        block_count: raid.shape().block_count() as u64,
+        block_size: raid.shape().block_size(),
+        server,
+        servers: SERVERS,
+        redundancy: raid.redundancy(),
+        chunks: raid.chunks(),
+        blinding,
+        header: header.to_vec(),
+    }
+    .encode()?;
+    Ok(InfoReply {
+        info: &info,
+        signature: key.sign(&info_statement(&info)),
+    }
+    .to_bytes())
+}
+
+/// The answer to a blinded request (`message`, tag included): the point times the blinding
+/// key, on the server that holds it.
+pub(crate) fn blind(blinding: Option<&BlindingKey>, message: &[u8]) -> Result<Vec<u8>, Refusal> {
+    let Some(key) = blinding else {
+        return Err(Refusal::unsupported(
+            "this server holds no blinding key: send blinded requests to the server that does",
+        ));
+    };
+    let request = BlindRequest::from_bytes(message, &())
+        .map_err(|e| Refusal::bad_request(format!("blinded request: {e}")))?;
+    Ok(blind_point(key, &request.0).to_vec())
+}
+
 /// A query to a breach server after preparation.
 #[derive(Debug)]
 pub enum Prepared {
@@ -157,40 +209,20 @@ impl BreachBackend {
 
     /// Builds the server, signs its info and starts its precompute worker.
     pub fn start(config: BreachConfig) -> Result<BreachService, Error> {
-        if config.server >= SERVERS {
-            return Err(Error::InvalidParameter(format!(
-                "server position {} outside 0..{SERVERS}",
-                config.server
-            )));
-        }
-        if config.header.len() > MAX_HEADER_BYTES {
-            return Err(Error::InvalidParameter(format!(
-                "the database header is {} bytes; at most {MAX_HEADER_BYTES}",
-                config.header.len()
-            )));
-        }
         let raid = scheme_for(config.database.shape())?;
-        let info = Info {
-            block_count: raid.shape().block_count() as u64,
-            block_size: raid.shape().block_size(),
-            server: config.server,
-            servers: SERVERS,
-            redundancy: raid.redundancy(),
-            chunks: raid.chunks(),
-            blinding: config.blinding.is_some(),
-            header: config.header.clone(),
-        }
-        .encode()?;
-        let reply = InfoReply {
-            info: &info,
-            signature: config.key.sign(&info_statement(&info)),
-        };
+        let info = signed_info(
+            &raid,
+            config.server,
+            config.blinding.is_some(),
+            &config.header,
+            &config.key,
+        )?;
         let qdp = Qdp::start(QdpSetup {
             database: config.database,
             raid,
             server: config.server,
             database_id: database_id(&config.header),
-            description: reply.to_bytes(),
+            description: info,
             qdp: config.qdp,
             policy: config.policy,
             seed_key: config.seed_key,
@@ -214,17 +246,6 @@ impl BreachBackend {
     /// The signed info reply (what `GET /pir/v1/hint` returns).
     pub fn info_reply(&self) -> &[u8] {
         self.qdp.description()
-    }
-
-    fn blind(&self, message: &[u8]) -> Result<Vec<u8>, Refusal> {
-        let Some(key) = &self.blinding else {
-            return Err(Refusal::unsupported(
-                "this server holds no blinding key: send blinded requests to the server that does",
-            ));
-        };
-        let request = BlindRequest::from_bytes(message, &())
-            .map_err(|e| Refusal::bad_request(format!("blinded request: {e}")))?;
-        Ok(blind_point(key, &request.0).to_vec())
     }
 }
 
@@ -251,7 +272,7 @@ impl Backend for BreachBackend {
     }
     fn prepare(&self, scheme: SchemeId, message: &[u8]) -> Result<Prepared, Refusal> {
         match message.split_first() {
-            Some((&TAG_BLIND, _)) => self.blind(message).map(Prepared::Blinded),
+            Some((&TAG_BLIND, _)) => blind(self.blinding.as_ref(), message).map(Prepared::Blinded),
             _ => self.qdp.prepare(scheme, message).map(Prepared::Qdp),
         }
     }

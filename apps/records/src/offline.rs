@@ -1,7 +1,7 @@
 //! The server's offline work, kept next to the database: `DB.SCHEME.offline`.
 //!
-//! Computing a hint is one pass of `n = 1024` multiply-adds per database entry (about two
-//! minutes per GiB on one core); a restart should not redo it. `pir serve` writes this file
+//! Computing a hint is one pass of `n` multiply-adds per database entry (`n = 1280` for
+//! SimplePIR and DoublePIR; about two and a half minutes per GiB on one core); a restart should not redo it. `pir serve` writes this file
 //! after computing the hint and reads it at the next start; a file for another database,
 //! seed or version, or a damaged one, is ignored with a message and recomputed.
 //!

@@ -13,7 +13,7 @@
 //! that their answers add up (`pir_service::shard` has the algebra). Each shard server holds
 //! only its part; the front end holds no records at all.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use pir_client::transport::{HttpsTransport, Transport};
@@ -26,15 +26,10 @@ use pir_service::Lattice;
 use crate::format::{DbHeader, RecordsError};
 use crate::lookup;
 
-/// The map's file name in a sharded database directory.
-pub const MAP_FILE: &str = "shard-map.bin";
+// The file names every sharded database shares.
+pub use pir_service::shard::map::{part_path, MAP_FILE};
 /// Largest shard map file read.
 const MAX_MAP_BYTES: u64 = 1 << 20;
-
-/// The file of shard `k`'s records in `dir`.
-pub fn part_path(dir: &Path, k: usize) -> PathBuf {
-    dir.join(format!("shard-{k}.part"))
-}
 
 /// The SimplePIR shape of the database `header` describes.
 fn params_of(header: &DbHeader) -> Result<Params, RecordsError> {
@@ -124,7 +119,7 @@ pub fn read_map(dir: &Path, expected: Option<&PublicKey>) -> Result<ShardMap, Re
     let map = signed
         .verify(expected)
         .map_err(|e| RecordsError::Malformed(format!("{}: {e}", path.display())))?;
-    if map.scheme != SchemeId::SimplePir && !is_xor(map) {
+    if map.scheme != SchemeId::SimplePir && !is_xor(map) && !is_breach(map) {
         return Err(RecordsError::Malformed(format!(
             "{}: shards of {} are not served yet",
             path.display(),
@@ -252,4 +247,10 @@ impl Fanout for HttpsFanout {
 /// Whether `map` is one of an XOR database.
 pub fn is_xor(map: &ShardMap) -> bool {
     pir_service::shard::xor_front::SCHEMES.contains(&map.scheme)
+}
+
+/// Whether `map` is one of a breach database (`pir breach build --shards`: its shards answer
+/// plain RAID-PIR, its front end plays the QDP server).
+pub fn is_breach(map: &ShardMap) -> bool {
+    map.scheme == SchemeId::Qdp
 }

@@ -32,22 +32,8 @@ use pir_service::shard::{split, ShardEntry, ShardMap};
 
 use crate::UpdateError;
 
-/// The map's file name in a sharded release (the same as a sharded record database's).
-pub const MAP_FILE: &str = "shard-map.bin";
-
-/// The file of shard `k`'s blocks in `dir`.
-pub fn part_path(dir: &Path, k: usize) -> PathBuf {
-    dir.join(format!("shard-{k}.part"))
-}
-
-/// What to shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ShardOptions {
-    /// `S`, the number of shards (1 to 256).
-    pub shards: usize,
-    /// Write only this shard's part (and the manifest and map); `None` writes every part.
-    pub only: Option<usize>,
-}
+// The file names and build options every sharded database shares.
+pub use pir_service::shard::map::{part_path, ShardOptions, MAP_FILE};
 
 /// Where every block goes: the files of the parts written, a running hash of every part.
 pub(crate) struct ShardSink {

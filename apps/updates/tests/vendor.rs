@@ -20,6 +20,7 @@ use pir_updates::command::vendor_serve::{self, RunningVendor};
 use pir_updates::command::{VendorServeArgs, VendorSettings};
 use pir_updates::fetch::{fetch_listed_to_file, SchemeChoice};
 use pir_updates::freshness::now_unix;
+use pir_updates::mirrors::parse_chunks;
 use pir_updates::release;
 use pir_updates::vendor::wire::{Outcome, Registration, VendorRequest};
 use pir_updates::MirrorEntry;
@@ -38,6 +39,8 @@ struct TestMirror {
     honest: Arc<ReleaseSet>,
     corrupt: Arc<ReleaseSet>,
     mode: AtomicU8,
+    /// A health line to say instead of the real one (a mirror claiming chunks it lacks).
+    claims: Option<String>,
 }
 
 fn query_count(request: &[u8]) -> usize {
@@ -64,7 +67,7 @@ impl Handler for TestMirror {
         self.honest.max_request_bytes()
     }
     fn health(&self) -> String {
-        self.honest.health()
+        self.claims.clone().unwrap_or_else(|| self.honest.health())
     }
     fn metrics(&self) -> &Metrics {
         self.honest.metrics()
@@ -135,11 +138,44 @@ impl Fleet {
         let key = SecretKey::generate().unwrap();
         let honest = release::open(&self.release, None, true).unwrap();
         let corrupt = release::open(&self.corrupt, None, false).unwrap();
-        let handler = Arc::new(TestMirror {
+        let handler = TestMirror {
             honest: Arc::new(pir_updates::serve::single(honest, &key).unwrap()),
             corrupt: Arc::new(pir_updates::serve::single(corrupt, &key).unwrap()),
             mode: AtomicU8::new(HONEST),
-        });
+            claims: None,
+        };
+        Self::start(key, handler).await
+    }
+
+    /// A chunk-only mirror (`pir mirror serve --chunks HOLDS`), whose health line says
+    /// `claims` instead of its real chunks if given.
+    async fn chunk_mirror(&self, holds: &str, claims: Option<&str>) -> Mirror {
+        let key = SecretKey::generate().unwrap();
+        let set = |dir: &Path, check: bool| {
+            let opened = release::open(dir, None, check).unwrap();
+            let metrics = Arc::new(Metrics::default());
+            let served = pir_updates::serve::served_chunks(
+                opened,
+                parse_chunks(holds).unwrap(),
+                pir_xor::EngineOptions::default(),
+                1,
+                &key,
+                metrics.clone(),
+            )
+            .unwrap();
+            Arc::new(ReleaseSet::new(vec![served], metrics).unwrap())
+        };
+        let handler = TestMirror {
+            honest: set(&self.release, true),
+            corrupt: set(&self.corrupt, false),
+            mode: AtomicU8::new(HONEST),
+            claims: claims.map(|c| format!("ok chunks={c}\n")),
+        };
+        Self::start(key, handler).await
+    }
+
+    async fn start(key: SecretKey, handler: TestMirror) -> Mirror {
+        let handler = Arc::new(handler);
         let tls = pir_keys::tls::server_config(&key).unwrap();
         let options = pir_server::ServerOptions::new("127.0.0.1:0".parse().unwrap());
         let server = pir_server::start(handler.clone(), tls, options)
@@ -454,4 +490,76 @@ async fn a_registration_waits_for_approval_and_fetch_falls_back_to_the_kept_list
         .unwrap_err()
         .to_string();
     assert!(error.contains("no mirror list is kept"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_list_states_each_chunk_only_mirrors_release_and_chunks_and_fetches_at_n4_r2_succeed() {
+    let fleet = fleet();
+    // n = 4, r = 2, c = 4: position s processes chunks s - 1 and s (mod 4).
+    let holds = ["0,3/4", "0,1/4", "1,2/4", "2,3/4"];
+    let mut mirrors = Vec::new();
+    for h in holds {
+        mirrors.push(fleet.chunk_mirror(h, None).await);
+    }
+    // A fifth says it holds chunks 0 and 1 but keeps 2 and 3: its probe is refused.
+    mirrors.push(fleet.chunk_mirror("2,3/4", Some("0,1/4")).await);
+    let allow: Vec<&Mirror> = mirrors.iter().collect();
+    let vendor = fleet.vendor(1, &allow).await;
+    let service = service_of(&vendor, &fleet.vendor);
+    for m in &mirrors {
+        assert_eq!(register(&service, m).await, Outcome::Admitted);
+    }
+    let honest: Vec<PublicKey> = mirrors[..4].iter().map(|m| m.key.public()).collect();
+    wait_for(&service, "the four chunk-only mirrors", |keys| {
+        honest.iter().all(|k| keys.contains(k))
+    })
+    .await;
+    // Two more probe rounds: the claimer stays off.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let list = list_from_vendor(&service).await.unwrap().list;
+    let claimer = mirrors[4].key.public();
+    assert!(
+        list.mirrors.iter().all(|m| m.key != claimer),
+        "a mirror lacking the chunks it claims is not listed"
+    );
+    let current = release::open(&fleet.release, None, false).unwrap();
+    for (m, h) in mirrors.iter().zip(holds) {
+        let entry = list
+            .mirrors
+            .iter()
+            .find(|e| e.key == m.key.public())
+            .unwrap();
+        assert_eq!(
+            entry.chunks,
+            Some(parse_chunks(h).unwrap()),
+            "{}",
+            entry.url
+        );
+        let stated = entry.release.as_ref().expect("the list states its release");
+        assert_eq!(stated.id, current.release_id);
+        assert_eq!(stated.version, current.manifest.release_version);
+    }
+    assert!(vendor
+        .service
+        .render_metrics()
+        .contains("pir_vendor_mirrors_listed 4"));
+
+    // What `pir fetch --vendor` does, at n = 4, r = 2: one mirror per position.
+    let state = tempfile::tempdir().unwrap();
+    let raid = SchemeChoice::RaidPir {
+        servers: 4,
+        redundancy: 2,
+        chunks: 4,
+    };
+    for i in 0..3 {
+        fetch(
+            &fleet,
+            &service,
+            state.path(),
+            &format!("chunked-{i}.deb"),
+            raid,
+        )
+        .await;
+    }
+    vendor.shutdown().await;
 }

@@ -2,7 +2,9 @@
 //! read of the same database bytes, measured in the same run with the same threads.
 //!
 //! The hint is computed once per shape (reported as `setup_s`, not timed as server work);
-//! each timed run answers `K` fresh queries in one pass (`answer_batch`; `K = 1` is what the
+//! YPIR's one-time keys are uploaded by the untimed warm-up query, so the timed queries are
+//! later queries (keys cached: `key_bytes` 0); `first_query_bytes` and `later_query_bytes`
+//! give both sizes. Each timed run answers `K` fresh queries in one pass (`answer_batch`; `K = 1` is what the
 //! server does for a lone client). GB/s is `K` times the database bytes over the median
 //! answer time: the effective throughput of cross-client batching.
 //!
@@ -75,8 +77,16 @@ pub struct LatticeRow {
     /// Bytes the server keeps in memory (the packed matrix and what the scheme needs); the
     /// answer reads the packed matrix, slightly larger than the records.
     pub server_memory_bytes: usize,
-    /// Bytes of one query message.
+    /// Bytes of one timed query message: a later query, once the server holds the client's
+    /// one-time keys (the same as `first_query_bytes` for schemes without keys).
     pub query_bytes: usize,
+    /// Bytes of key material each timed query carries: 0, the keys are cached (YPIR and
+    /// YPIR+SP upload them once per server; SimplePIR and DoublePIR have none).
+    pub key_bytes: usize,
+    /// Bytes of a client's first query to a server: the query and its one-time keys.
+    pub first_query_bytes: usize,
+    /// Bytes of each later query (keys named by key id).
+    pub later_query_bytes: usize,
     /// Bytes of one answer message.
     pub answer_bytes: usize,
     /// Seconds to pack the database and compute the hint.
@@ -185,6 +195,9 @@ pub fn run_lattice(
                 hint_bytes: server.hint_bytes(),
                 server_memory_bytes: server.memory_bytes(),
                 query_bytes,
+                key_bytes: 0,
+                first_query_bytes: server.first_query_bytes(params),
+                later_query_bytes: server.later_query_bytes(params),
                 answer_bytes,
                 setup_s,
                 runs: runs.max(1),
@@ -204,10 +217,20 @@ struct Server {
 }
 
 impl Server {
-    /// One query as a separate client's request would send it (YPIR: with its keys).
+    /// One query (YPIR: the first, untimed warm-up uploads the keys; the later ones, timed,
+    /// name them by key id).
     fn query(&self, index: u64, rng: &mut rand::rngs::ThreadRng) -> Result<Vec<u8>, BenchError> {
-        self.client.begin_request();
         Ok(self.client.query(index, rng)?.1)
+    }
+
+    /// Bytes of a first query message: a later one and the one-time keys.
+    fn first_query_bytes(&self, params: Params) -> usize {
+        self.later_query_bytes(params) + self.client.key_bytes()
+    }
+
+    /// Bytes of a later query message (deterministic: from the shape alone).
+    fn later_query_bytes(&self, params: Params) -> usize {
+        pir_core::wire::HEADER_LEN + pir_lattice::wire::later_query_body_bytes(&params)
     }
 
     fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, BenchError>> {
@@ -237,6 +260,7 @@ fn columns() -> Vec<table::Column> {
         &[
             table::number("hint bytes", 12),
             table::number("query B", 10),
+            table::number("1st query B", 11),
             table::number("answer B", 10),
         ],
     )
@@ -255,6 +279,47 @@ pub fn lattice_table_line(row: &LatticeRow) -> String {
         [row.median_ms, row.gb_per_s, row.memory_read_gb_per_s],
         (row.ratio, 3),
     );
-    cells.extend([row.hint_bytes, row.query_bytes, row.answer_bytes].map(|b| b.to_string()));
+    cells.extend(
+        [
+            row.hint_bytes,
+            row.query_bytes,
+            row.first_query_bytes,
+            row.answer_bytes,
+        ]
+        .map(|b| b.to_string()),
+    );
     table::line(&columns(), &cells)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// First-query and later-query bytes of every lattice scheme (from the shape alone, so
+    /// exact at 1 GiB without building it): a row's `first_query_bytes - later_query_bytes`
+    /// is the one-time keys, 0 for SimplePIR and DoublePIR.
+    #[test]
+    fn first_and_later_query_bytes_at_1_gib() {
+        let header = pir_core::wire::HEADER_LEN;
+        let keys = 7 * 36 * 2048;
+        for (shape, scheme, has_keys) in [
+            ("1GiB-1bit", Scheme::SimplePir, false),
+            ("1GiB-1bit", Scheme::DoublePir, false),
+            ("1GiB-1bit", Scheme::Ypir, true),
+            ("1GiB-32KiB", Scheme::YpirSp, true),
+            ("1GiB-32B", Scheme::Ypir, true),
+        ] {
+            let s = lattice_shape_named(shape).unwrap();
+            let params = Params::new(scheme, s.records, s.record_bits).unwrap();
+            let first = header + pir_lattice::wire::query_body_bytes(&params);
+            let later = header + pir_lattice::wire::later_query_body_bytes(&params);
+            let answer = header + pir_lattice::wire::answer_body_bytes(&params);
+            println!(
+                "{shape} {}: first {first} later {later} answer {answer}",
+                params.scheme.id().name()
+            );
+            assert_eq!(first - later, if has_keys { keys } else { 0 }, "{shape}");
+        }
+    }
 }

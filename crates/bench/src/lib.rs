@@ -19,6 +19,9 @@
 //! `/proc`, and a delaying TCP relay between them). The drivers speak to servers through the client only, never the server
 //! runtime. Not the server code itself, nor any scheme.
 //!
+//! [`tune`] is `pir release tune`: goodput and data efficiency of private fetches of a
+//! release's files against the block size (upPIR's Figs. 7-9), in process.
+//!
 //! [`command`] is `pir bench` and `pir loadtest` themselves: their flags, the choice of rows,
 //! the printed tables and reports (`pir bench --oram` hands over to `pir-blockstore`, whose
 //! driver runs its stores in process). `pir breach bench` itself ([`breach::command`]) starts
@@ -35,6 +38,7 @@ pub mod qdp;
 pub mod schemes;
 pub mod shards;
 pub mod table;
+pub mod tune;
 
 use std::time::{Duration, Instant};
 
@@ -552,7 +556,7 @@ mod tests {
         assert_eq!(
             lattice::lattice_table_header(),
             "shape        scheme    mode       thr  median ms     GB/s  read GB/s  ratio   \
-             hint bytes    query B   answer B"
+             hint bytes    query B 1st query B   answer B"
         );
     }
 

@@ -185,10 +185,12 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn have_font() -> bool {
+    /// Whether the chart font is installed (in CI a missing font fails); also used by the
+    /// `pir release tune` chart test.
+    pub(crate) fn have_font() -> bool {
         if Path::new(FONT_PATH).exists() {
             return true;
         }

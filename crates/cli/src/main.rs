@@ -13,6 +13,7 @@ use clap::Parser;
 use pir_breach::command::BreachCommand;
 use pir_cli::cli;
 use pir_keys::{PublicKey, SecretKey};
+use pir_updates::command::{ReleaseCommand, UpdatesCommand};
 
 use crate::cli::{Cli, Command, KeygenArgs};
 
@@ -44,6 +45,9 @@ fn main() -> ExitCode {
 /// Carries out `command`: the applications' commands in their libraries, the rest here.
 async fn run(command: Command) -> Result<ExitCode> {
     let done = match command {
+        Command::Updates(UpdatesCommand::Release(ReleaseCommand::Tune(args))) => {
+            pir_bench::tune::run(&args)
+        }
         Command::Updates(command) => return pir_updates::command::run(command).await,
         Command::Breach(BreachCommand::Bench(args)) => pir_bench::breach::command::run(&args).await,
         Command::Breach(command) => return pir_breach::command::run(command).await,

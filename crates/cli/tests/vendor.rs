@@ -120,3 +120,107 @@ fn a_registration_waits_for_approval_and_fetch_takes_the_list_from_the_vendor() 
     assert!(String::from_utf8_lossy(&result.stdout).contains("not an evidence file"));
     vendor.stop();
 }
+
+/// Chunk-only mirrors (`pir mirror serve --chunks`) at n = 4, r = 2 registered with the
+/// vendor: the published list states each one's chunks and release, and `pir fetch --vendor`
+/// over them gets the right bytes.
+#[test]
+fn chunk_only_mirrors_are_listed_with_their_chunks_and_fetch_at_n4_r2_is_correct() {
+    let world = World::new(4);
+    let release = world.path("release");
+    // Position s processes chunks s - 1 and s (mod 4).
+    let holds = ["0,3/4", "0,1/4", "1,2/4", "2,3/4"];
+    let mirrors: Vec<Mirror> = holds
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            Mirror::start(
+                &release,
+                &world.path(&format!("m{i}.key")),
+                &["--chunks", *h],
+            )
+        })
+        .collect();
+    let (key, state) = (world.path("vendor.key"), world.path("vendor-state"));
+    let base: [&str; 14] = [
+        "vendor",
+        "serve",
+        "--key",
+        &key,
+        "--release",
+        &release,
+        "--listen",
+        "127.0.0.1:0",
+        "--probe-seconds",
+        "1",
+        "--list-valid-hours",
+        "1",
+        "--state",
+        &state,
+    ];
+    let mut args: Vec<String> = base.map(String::from).to_vec();
+    for i in 0..holds.len() {
+        args.push("--allow".into());
+        args.push(world.path(&format!("m{i}.pub")));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let vendor = Proc::start(&args, "https://");
+    let vendor_arg = format!("{}={}", vendor.url(), world.path("vendor.pub"));
+    let keys: Vec<PublicKey> = (0..holds.len())
+        .map(|i| {
+            let pub_path = world.path(&format!("m{i}.pub"));
+            PublicKey::load(std::path::Path::new(&pub_path)).unwrap()
+        })
+        .collect();
+    for (i, m) in mirrors.iter().enumerate() {
+        let said = ok(&[
+            "mirror",
+            "register",
+            "--vendor",
+            &vendor_arg,
+            "--key",
+            &world.path(&format!("m{i}.key")),
+            "--public-url",
+            &m.url,
+        ]);
+        assert!(said.contains("admitted"), "{said}");
+    }
+    let service = pir_updates::MirrorEntry::new(
+        vendor.url(),
+        PublicKey::load(std::path::Path::new(&world.path("vendor.pub"))).unwrap(),
+    );
+    wait_for(&service, "all four listed", |listed| {
+        keys.iter().all(|k| listed.contains(k))
+    });
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let list = runtime
+        .block_on(pir_updates::command::vendor_client::list_from_vendor(
+            &service,
+        ))
+        .unwrap()
+        .list;
+    for (key, h) in keys.iter().zip(holds) {
+        let entry = list.mirrors.iter().find(|e| e.key == *key).unwrap();
+        let chunks = entry.chunks.as_ref().expect("the list states its chunks");
+        assert_eq!(pir_updates::mirrors::format_chunks(chunks), h);
+        assert!(entry.release.is_some(), "and the release it serves");
+    }
+
+    let (name, bytes) = &world.files[4];
+    let out = world.path("fetched");
+    let said = ok(&[
+        "fetch",
+        name,
+        "--vendor",
+        &vendor_arg,
+        "--servers",
+        "4",
+        "--redundancy",
+        "2",
+        "--out",
+        &out,
+    ]);
+    assert!(said.contains("privacy: RAID-PIR"), "{said}");
+    assert_eq!(&std::fs::read(&out).unwrap(), bytes);
+    vendor.stop();
+}

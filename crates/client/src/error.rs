@@ -61,6 +61,12 @@ impl SessionError {
         matches!(self, SessionError::Refused { code, .. } if *code == ErrorCode::WrongDatabase as u16)
     }
 
+    /// True if a server answered `UnknownKey`: it no longer holds the key material this
+    /// client uploaded (expired, evicted, restarted); upload it again.
+    pub fn is_unknown_key(&self) -> bool {
+        matches!(self, SessionError::Refused { code, .. } if *code == ErrorCode::UnknownKey as u16)
+    }
+
     /// A bad reply from `server`.
     pub fn bad_reply(server: usize, what: impl std::fmt::Display) -> Self {
         SessionError::BadReply {

@@ -8,8 +8,14 @@
 //! signature over the request and the answers before decoding them.
 //!
 //! Privacy: each query is a fresh LWE encryption under the hint's public matrix; the server
-//! cannot tell which index it selects (LWE assumption, 128-bit parameters), and the sizes of
-//! the request and reply depend only on the number of indices.
+//! cannot tell which index it selects (LWE assumption), and the sizes of the request and
+//! reply depend only on the number of indices and on whether the request uploads keys.
+//!
+//! One-time keys (YPIR, YPIR+SP): the session's first request uploads the client's
+//! key-switching keys, later ones name them by key id (516 KB less each). If the server
+//! answers `UnknownKey` (expired, evicted, restarted), [`LatticeSession::fetch`] uploads them
+//! again and retries once. The key id links this session's requests to each other, as the
+//! session does anyway; it reveals nothing about the indices.
 //!
 //! The hint download is `envelope(scheme, Manifest, about_len u32 | about | hint message)`;
 //! `about` is what the server's application says about the records (opaque here).
@@ -253,6 +259,18 @@ impl<T: Transport> LatticeSession<T> {
                 records - 1
             )));
         }
+        // One re-upload: the server may have forgotten the keys this client uploaded.
+        match self.fetch_once(indices).await {
+            Err(e) if e.is_unknown_key() => {
+                self.client.keys_lost();
+                self.fetch_once(indices).await
+            }
+            other => other,
+        }
+    }
+
+    /// One request for `indices` (checked by [`LatticeSession::fetch`]).
+    async fn fetch_once(&self, indices: &[u64]) -> Result<Fetched, SessionError> {
         let mut rng = rand::rng();
         let mut states = Vec::with_capacity(indices.len());
         let mut queries = Vec::with_capacity(indices.len());
@@ -318,6 +336,58 @@ fn store(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One-time keys: the first fetch uploads them, the next names them (smaller request);
+    /// when the server forgets them (an expiry of 0 here), `fetch` uploads them again and
+    /// retries once, and the records still come back.
+    #[test]
+    fn a_forgotten_key_is_uploaded_again_and_the_fetch_succeeds() {
+        let records: Vec<u8> = (0..32u32 * 12).map(|i| (i * 5 + 1) as u8).collect();
+        let key = pir_keys::SecretKey::generate().unwrap();
+        let public = key.public();
+        let lattice = pir_service::Lattice::new(
+            pir_service::lattice::LatticeDatabase {
+                scheme: Scheme::YpirSp,
+                records: &records,
+                record_count: 32,
+                record_bytes: 12,
+                seeds: [[4; 16], [5; 16]],
+                version: [6; 32],
+                about: Vec::new(),
+            },
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let service = std::sync::Arc::new(lattice.serve(key));
+        let transport = crate::LocalTransport::new(vec![service.clone()]);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let session = LatticeSession::open_with(transport, public, None)
+                .await
+                .unwrap();
+            let first = session.fetch(&[3]).await.unwrap();
+            let later = session.fetch(&[30]).await.unwrap();
+            assert_eq!(first.records[0], &records[3 * 12..4 * 12]);
+            assert_eq!(later.records[0], &records[30 * 12..31 * 12]);
+            let keys = 7 * 36 * 2048;
+            assert_eq!(first.request_bytes - later.request_bytes, keys);
+            assert_eq!(first.reply_bytes, later.reply_bytes);
+            service
+                .backend()
+                .set_key_policy(pir_lattice::KeyPolicy {
+                    expiry: std::time::Duration::ZERO,
+                    ..pir_lattice::KeyPolicy::default()
+                })
+                .unwrap();
+            // Refused (the keys are gone), then uploaded again: the retry's request is the
+            // first one's size.
+            let again = session.fetch(&[7]).await.unwrap();
+            assert_eq!(again.records[0], &records[7 * 12..8 * 12]);
+            assert_eq!(again.request_bytes, first.request_bytes);
+        });
+    }
 
     #[test]
     fn cache_files_are_named_by_key_and_version() {

@@ -87,6 +87,10 @@ pub enum Error {
     /// The query was made for a different database (release) than the server holds.
     #[error("database mismatch: {0}")]
     DatabaseMismatch(String),
+    /// The query names key material (a key id) the server does not hold: never uploaded,
+    /// expired or evicted. The client uploads its keys again.
+    #[error("unknown key: {0}")]
+    UnknownKey(String),
 }
 
 impl Error {

@@ -199,6 +199,9 @@ pub enum ErrorCode {
     /// A part of the service is down (a shard behind a front end has no live replica); the
     /// message names it. Retry later.
     Unavailable = 5,
+    /// The query names key material (a key id) the server does not hold (never uploaded,
+    /// expired or evicted): upload the keys again and retry.
+    UnknownKey = 6,
 }
 
 /// Longest error message a server sends or a client accepts.

@@ -10,6 +10,8 @@
 //! - [`matvec`]: matrix-vector products mod 2^32 for the lattice schemes.
 //! - [`map`]: read-only memory maps of database files.
 //! - [`ntt`]: the negacyclic NTT for the RLWE layer of YPIR.
+//! - [`range`]: uniform words scaled into a range (Checklist's set elements).
+//! - [`stream`]: a buffer written a line at a time with streaming stores (radix scatters).
 //!
 //! What it does not do: no scheme logic, no parameter validation beyond slice lengths.
 
@@ -97,7 +99,9 @@ pub mod map;
 pub mod matvec;
 pub mod memory;
 pub mod ntt;
+pub mod range;
 pub mod russians;
+pub mod stream;
 pub mod xor;
 
 pub use backend::Backend;

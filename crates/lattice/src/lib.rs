@@ -1,6 +1,7 @@
 //! `pir-lattice`: single-server PIR from LWE: SimplePIR and DoublePIR (Henzinger et al., USENIX
-//! Security 2023), with `n = 1024`, `q = 2^32`, `σ = 6.4` (the paper's 128 bits; 94 bits
-//! core-SVP, `docs/security.md`) and decoding failures below `2^-40` per entry. Notation:
+//! Security 2023), with `n = 1280`, `q = 2^32`, `σ = 6.4` (128 bits classical core-SVP, 116
+//! quantum; the papers' `n = 1024` is 94, `docs/security.md`) and decoding failures below
+//! `2^-40` per entry. Notation:
 //! [`notation`].
 //!
 //! Main types:
@@ -27,11 +28,14 @@
 //!
 //! What it does not do: no I/O, no threads of its own (the kernels of `pir-kernels` use every
 //! core), no randomness of its own (the caller passes a `rand::CryptoRng`; the public matrices
-//! come from seeds through the pinned AES-128-CTR layout of [`prg`]), and no hashing: the
-//! database `version` in the hint is a digest the caller computes.
+//! come from seeds through the pinned AES-128-CTR layout of [`prg`]), and no hashing but the
+//! key id of YPIR's one-time keys (SHA-256, [`ypir::wire::key_id_of`]): the database
+//! `version` in the hint is a digest the caller computes.
 //!
 //! Privacy: a query is a fresh LWE encryption, pseudorandom to the server; the server's work
-//! and answer size depend only on the parameters. Correctness is probabilistic: an entry is
+//! and answer size depend only on the parameters. YPIR's one-time keys ([`ypir::keys`]) are
+//! named by a key id that links one client's queries to a server to each other (as a session
+//! would), for at most the server's expiry, and says nothing about the indices. Correctness is probabilistic: an entry is
 //! wrong with probability at most `2^-40`; a wrong entry is usually caught (it decodes to a
 //! value no database entry can have) and reported as an error, except where `p` is a power
 //! of two (DoublePIR at `p = 256`, see [`Params::new`]), where every value is an entry.
@@ -58,5 +62,5 @@ pub use double::{DoublePirClient, DoublePirServer, DoubleQueryState};
 pub use params::{Params, Scheme};
 pub use prg::Seed;
 pub use simple::{SimplePirClient, SimplePirServer, SimpleQueryState};
-pub use single::{BuildInput, QueryState, Saved, SingleClient, SingleServer};
+pub use single::{BuildInput, KeyPolicy, QueryState, Saved, SingleClient, SingleServer};
 pub use wire::{DbVersion, HintHeader};

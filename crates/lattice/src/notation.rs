@@ -4,7 +4,7 @@
 //!
 //! | symbol | meaning |
 //! |---|---|
-//! | `n` | LWE secret dimension, [`crate::params::LWE_N`] = 1024 |
+//! | `n` | LWE secret dimension, [`crate::params::LWE_N`] = 1280 (YPIR's first layer: `d1` = [`crate::params::ypir::D1`] = 1024) |
 //! | `q` | ciphertext modulus, `2^32`: arithmetic in `Z_q` is wrapping `u32` arithmetic |
 //! | `p` | plaintext modulus, from [`crate::params::p_for`] |
 //! | `Δ` | `floor(q / p)`, the scale of an encoded plaintext |

@@ -28,12 +28,14 @@ pub mod ypir;
 /// carries ([`crate::wire::DbVersion`]).
 pub const VERSION_LEN: usize = 32;
 
-/// `n`, the LWE secret dimension, with `q = 2^32` and `σ = 6.4` as in SimplePIR/DoublePIR
-/// (Henzinger et al., USENIX Security 2023, section 4.2, who report 128 bits from the lattice
-/// estimator's cost model; the same parameters are used inside YPIR, Menon and Wu 2024). The
-/// stated level is [`crate::security::LWE`]: 94 bits classical core-SVP, 86 quantum, below
-/// 128; 128 core-SVP bits would take `n = 1280` (`docs/security.md`).
-pub const LWE_N: usize = 1024;
+/// `n`, the LWE secret dimension of SimplePIR and DoublePIR, with `q = 2^32` and `σ = 6.4`.
+/// The papers' `n = 1024` (Henzinger et al., USENIX Security 2023, section 4.2, 128 bits in
+/// the lattice estimator's cost model) is 94 bits classical core-SVP; `n = 1280` is the
+/// smallest step that reaches 128 ([`crate::security::LWE`]: 128 classical, 116 quantum; the
+/// sweep and the costs are in `docs/security.md`). The query, the answer and the server's
+/// answer time do not depend on `n`; the hint, the client's query preparation and decoding
+/// grow 1.25x. YPIR's first layer has its own ring dimension, [`ypir::D1`].
+pub const LWE_N: usize = 1280;
 
 /// `log2 q`: the ciphertext modulus is `q = 2^32`, so arithmetic mod `q` is native wrapping
 /// `u32` arithmetic (Henzinger et al. 2023, section 4.2; the security of the set is at
@@ -57,9 +59,10 @@ pub const TABLE_LOG_M: (u32, u32) = (13, 21);
 /// with one decoding per entry.
 pub const SIMPLE_PIR_P: [u32; 9] = [991, 833, 701, 589, 495, 416, 350, 294, 247];
 
-/// DoublePIR's `p` for `m = 2^13 ... 2^21` (same source); within one of
-/// [`max_plaintext_modulus`] with `κ(n+1)` decodings per entry, and never above it.
-pub const DOUBLE_PIR_P: [u32; 9] = [929, 781, 657, 552, 464, 390, 328, 276, 231];
+/// DoublePIR's `p` for `m = 2^13 ... 2^21`: [`max_plaintext_modulus`] with `κ(n+1)` decodings
+/// per entry at `n =` [`LWE_N`] (the paper's table, at `n = 1024`, is one higher at the three
+/// narrowest widths: 929, 781, 657).
+pub const DOUBLE_PIR_P: [u32; 9] = [928, 780, 656, 552, 464, 390, 328, 276, 231];
 
 /// Largest record this crate lays out: 256 KiB (a record occupies one column).
 pub const MAX_RECORD_BITS: u32 = 1 << 21;
@@ -457,9 +460,13 @@ impl Params {
         Ok(())
     }
 
-    /// `n` (always [`LWE_N`]).
+    /// `n`: the LWE dimension of the scheme's first layer ([`LWE_N`] for SimplePIR and
+    /// DoublePIR, YPIR's ring dimension [`ypir::D1`] for YPIR and YPIR+SP).
     pub fn n(&self) -> usize {
-        LWE_N
+        match self.scheme {
+            Scheme::SimplePir | Scheme::DoublePir => LWE_N,
+            Scheme::Ypir | Scheme::YpirSp => ypir::D1,
+        }
     }
 
     /// `ℓ` as a `usize`.

@@ -11,8 +11,8 @@
 //! A[r][c]      = u32 little-endian of stream bytes [4(r·n + c), 4(r·n + c) + 4)
 //! ```
 //!
-//! So the matrix is the keystream read as little-endian words, row-major, `n = 1024` words
-//! (4096 bytes, 256 AES blocks) per row; row `r` starts at counter `256 r`, which lets anyone
+//! So the matrix is the keystream read as little-endian words, row-major, `n = 1280` words
+//! (5120 bytes, 320 AES blocks) per row; row `r` starts at counter `320 r`, which lets anyone
 //! expand any block of rows on its own. `openssl enc -aes-128-ctr -K <seed> -iv 00..00 -nosalt`
 //! over zero bytes gives the same stream (the known answers below were made that way).
 //! Modelling AES as a PRF, `A` is indistinguishable from uniform, as the SimplePIR security
@@ -22,16 +22,26 @@ pub use pir_core::prg::{Seed, SEED_LEN};
 
 use crate::params::LWE_N;
 
-/// Rows of `A` expanded per step by [`for_each_block`] (1 MiB at `n = 1024`).
+/// Rows of `A` expanded per step by [`for_each_block`] (1.25 MiB at `n = 1280`).
 pub const BLOCK_ROWS: usize = 256;
 
 /// Fills `out` (whole rows of `n` words) with rows `first_row, first_row + 1, ...` of the
 /// matrix of `seed`. Panics if `out` is not whole rows.
 pub fn expand_rows(seed: &Seed, first_row: usize, out: &mut [u32]) {
-    assert_eq!(out.len() % LWE_N, 0, "expand_rows: not whole rows");
-    let row_bytes = 4 * LWE_N as u64;
-    let mut bytes = [0u8; 4 * LWE_N];
-    for (k, row) in out.chunks_exact_mut(LWE_N).enumerate() {
+    expand_rows_of(seed, LWE_N, first_row, out);
+}
+
+/// [`expand_rows`] for a matrix of rows of `width` words: row `r` starts at byte `4 width r`
+/// of the keystream (YPIR's first layer reads its `A1` with `width = d1`, which is not `n`).
+/// Panics if `width` is 0 or `out` is not whole rows.
+pub fn expand_rows_of(seed: &Seed, width: usize, first_row: usize, out: &mut [u32]) {
+    assert!(
+        width > 0 && out.len().is_multiple_of(width),
+        "expand_rows: not whole rows"
+    );
+    let row_bytes = 4 * width as u64;
+    let mut bytes = vec![0u8; 4 * width];
+    for (k, row) in out.chunks_exact_mut(width).enumerate() {
         pir_core::prg::expand_at(seed, (first_row + k) as u64 * row_bytes, &mut bytes);
         for (word, le) in row.iter_mut().zip(bytes.chunks_exact(4)) {
             *word = u32::from_le_bytes([le[0], le[1], le[2], le[3]]);
@@ -86,7 +96,7 @@ mod tests {
 
     /// Key 000102..0f; expected words from
     /// `openssl enc -aes-128-ctr -K 000102030405060708090a0b0c0d0e0f -iv 0..0 -nosalt` over
-    /// zero bytes at byte offsets 0 (row 0), 4096 (row 1) and 8_192_000 (row 2000), read as
+    /// zero bytes at byte offsets 0 (row 0), 5120 (row 1) and 10_240_000 (row 2000), read as
     /// little-endian u32 (e.g. bytes c6 a1 3b 37 -> 0x373ba1c6).
     #[test]
     fn known_answers() {
@@ -99,13 +109,13 @@ mod tests {
         );
         assert_eq!(
             rows[LWE_N..LWE_N + 4],
-            [0x31d5_3713, 0x09de_e34c, 0x449d_b0ef, 0xf530_48a4]
+            [0x55d4_23f1, 0xe2a5_7937, 0xcd43_0df3, 0xa5c0_33e8]
         );
         let mut row = vec![0u32; LWE_N];
         expand_rows(&seed, 2000, &mut row);
         assert_eq!(
             row[..4],
-            [0xdacf_1c53, 0xd13e_7740, 0xfccf_cb36, 0x36b6_8d32]
+            [0x0b16_b505, 0x4336_619c, 0x736a_2697, 0x6ace_b390]
         );
         // AES-128 of the zero block under the zero key (FIPS-197 style check of the primitive)
         expand_rows(&[0; 16], 0, &mut row);

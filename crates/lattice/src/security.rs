@@ -2,7 +2,7 @@
 //! parameters themselves.
 //!
 //! Each [`ParamSet`] is one LWE or ring-LWE instance a scheme sends the server, built from the
-//! constants the code runs with ([`LWE_N`], [`LOG_Q`], [`SIGMA`], [`RING_D`], [`RNS_PRIMES`],
+//! constants the code runs with ([`LWE_N`], YPIR's `D1`, [`LOG_Q`], [`SIGMA`], [`RING_D`], [`RNS_PRIMES`],
 //! the column limits), and carries the core-SVP cost of the cheaper of the primal and dual
 //! attacks on it as computed by `benches/security_estimate.py` (method and anchors in
 //! `docs/security.md`). The test `crates/lattice/tests/security_levels.rs` runs that script
@@ -96,25 +96,25 @@ impl ParamSet {
     }
 }
 
-/// SimplePIR's query and both DoublePIR layers: `n = 1024`, `q = 2^32`, `σ = 6.4`, a fresh
+/// SimplePIR's query and both DoublePIR layers: `n = 1280`, `q = 2^32`, `σ = 6.4`, a fresh
 /// uniform secret per query, at most [`MAX_COLUMNS`] samples.
 pub const LWE: ParamSet = ParamSet {
-    name: "LWE n=1024, q=2^32",
+    name: "LWE n=1280, q=2^32",
     dimension: LWE_N,
     modulus: Modulus::PowerOfTwo(LOG_Q),
     sigma: SIGMA,
     secret: Secret::Uniform,
     samples: Some(MAX_COLUMNS as u64),
-    classical: 94,
-    quantum: 86,
-    estimator: 125,
+    classical: 128,
+    quantum: 116,
+    estimator: 160,
 };
 
 /// YPIR's first layer: the LWE set over `Z_{2^32}[X]/(X^1024 + 1)` with a fresh Gaussian
 /// secret per query, at most YPIR's [`crate::ypir::MAX_COLUMNS`] samples.
 pub const YPIR_FIRST: ParamSet = ParamSet {
     name: "RLWE d=1024, q=2^32",
-    dimension: LWE_N,
+    dimension: crate::params::ypir::D1,
     modulus: Modulus::PowerOfTwo(LOG_Q),
     sigma: SIGMA,
     secret: Secret::Gaussian,

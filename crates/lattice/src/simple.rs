@@ -9,8 +9,8 @@
 //! - Decode (client): `entry_i = round((ans_i - H_i s) / Δ) mod p` for the rows of the record.
 //!
 //! Privacy: `c` is an LWE sample, pseudorandom to the server under the LWE assumption with
-//! `n = 1024, q = 2^32, σ = 6.4` (the paper's 128 bits; 94 bits core-SVP,
-//! `docs/security.md`); a fresh secret per query.
+//! `n = 1280, q = 2^32, σ = 6.4` (128 bits classical core-SVP, `docs/security.md`); a fresh
+//! secret per query.
 
 use pir_core::Error;
 use pir_kernels::matvec::Packing;

@@ -6,6 +6,7 @@
 //! `Box<dyn SingleServer>` or `Box<dyn SingleClient>` and never match on the scheme.
 
 use std::any::Any;
+use std::time::Duration;
 
 use pir_core::Error;
 use rand::CryptoRng;
@@ -23,6 +24,11 @@ pub trait SingleServer: Send + Sync + std::fmt::Debug {
     /// Answers many query messages in one pass over the database where the scheme allows;
     /// a malformed query gets its own error.
     fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>>;
+    /// Sets how long and how many bytes of clients' uploaded key material the server keeps
+    /// (YPIR and YPIR+SP; a no-op for schemes without key material).
+    fn set_key_policy(&self, _policy: KeyPolicy) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// The client side of a single-server scheme: the hint, queries and decoding.
@@ -33,9 +39,18 @@ pub trait SingleClient: Send + Sync {
     fn query(&self, index: u64, rng: &mut dyn CryptoRng) -> Result<(QueryState, Vec<u8>), Error>;
     /// The record from the answer message to the query that made `state`.
     fn decode(&self, state: &QueryState, answer: &[u8]) -> Result<Vec<u8>, Error>;
-    /// Called before the queries of one request: a scheme whose later queries may refer to
-    /// data sent with the first one of the request (YPIR's key id) starts over here.
+    /// Called before the queries of one request (no scheme needs it since YPIR's keys are
+    /// uploaded once per server, [`SingleClient::keys_lost`]; kept for callers).
     fn begin_request(&self) {}
+    /// The server answered `pir_core::Error::UnknownKey` (wire code 6): it no longer holds the
+    /// key material this client uploaded (expired, evicted, restarted). The next query uploads
+    /// it again. A no-op for schemes without key material.
+    fn keys_lost(&self) {}
+    /// Bytes of key material the first query to a server carries and later queries do not (0
+    /// for schemes without key material).
+    fn key_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// Implements `Debug` for a client's query state as its name alone: it holds LWE secrets and
@@ -51,10 +66,11 @@ macro_rules! redacted_debug {
 }
 pub(crate) use redacted_debug;
 
-/// Implements [`SingleServer`] for a scheme's server: its `header` field, and its own
-/// `memory_bytes` and `answer_batch`.
+/// Implements [`SingleServer`] for a scheme's server: its `header` field, its own
+/// `memory_bytes` and `answer_batch`, and, where given, `set_key_policy` on its key store
+/// field `$keys`.
 macro_rules! single_server {
-    ($server:ty) => {
+    ($server:ty $(, $keys:ident)?) => {
         impl $crate::single::SingleServer for $server {
             fn header(&self) -> &$crate::wire::HintHeader {
                 &self.header
@@ -65,16 +81,24 @@ macro_rules! single_server {
             fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, pir_core::Error>> {
                 <$server>::answer_batch(self, queries)
             }
+            $(
+                fn set_key_policy(
+                    &self,
+                    policy: $crate::single::KeyPolicy,
+                ) -> Result<(), pir_core::Error> {
+                    self.$keys.set_policy(policy)
+                }
+            )?
         }
     };
 }
 pub(crate) use single_server;
 
 /// Implements [`SingleClient`] for a scheme's client: its `header` field, its own `query` and
-/// `decode` with the query state (`$state`) boxed, and, where given, `begin_request` as
-/// `$begin(self)`.
+/// `decode` with the query state (`$state`) boxed, and, where given, `keys_lost` and
+/// `key_bytes` of its RLWE client field `$base`.
 macro_rules! single_client {
-    ($client:ty, $state:ty $(, $begin:expr)?) => {
+    ($client:ty, $state:ty $(, $base:ident)?) => {
         impl $crate::single::SingleClient for $client {
             fn header(&self) -> &$crate::wire::HintHeader {
                 &self.header
@@ -95,9 +119,11 @@ macro_rules! single_client {
                 <$client>::decode(self, state.downcast::<$state>()?, answer)
             }
             $(
-                fn begin_request(&self) {
-                    let begin: fn(&$client) = $begin;
-                    begin(self)
+                fn keys_lost(&self) {
+                    self.$base.keys_lost()
+                }
+                fn key_bytes(&self) -> usize {
+                    self.$base.key_bytes()
                 }
             )?
         }
@@ -193,5 +219,29 @@ impl Saved {
             ));
         }
         Ok((self.extra, self.hint))
+    }
+}
+
+/// How long and how many bytes of clients' uploaded key material (YPIR's one-time keys,
+/// `crate::ypir::keys`) a server keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyPolicy {
+    /// Uploaded keys are forgotten this long after their upload (a later query then gets
+    /// `Error::UnknownKey` and the client uploads again). Also bounds how long a key id links
+    /// a client's queries.
+    pub expiry: Duration,
+    /// Most bytes of uploaded keys (in the server's NTT form, about 590 KB per client) kept at
+    /// once; the oldest uploads are forgotten first. An upload larger than the whole budget
+    /// is refused (a budget of 0 turns uploads off).
+    pub budget_bytes: usize,
+}
+
+impl Default for KeyPolicy {
+    /// One hour and 128 MiB (about 220 clients).
+    fn default() -> Self {
+        Self {
+            expiry: Duration::from_secs(3600),
+            budget_bytes: 128 << 20,
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! ```text
 //! hint (kind Manifest: the offline download that describes the database)
 //!   contents    u8       1 = header only, 2 = header and hint matrix
-//!   n           u16      must be 1024
+//!   n           u16      LWE dimension: 1280 (SimplePIR, DoublePIR), 1024 (YPIR's d1)
 //!   p           u32      plaintext modulus (at most the table value for the shape)
 //!   rows        u32      ℓ
 //!   columns     u32      m
@@ -72,7 +72,7 @@ impl HintHeader {
     fn write(&self, w: &mut Writer, contents: u8) {
         let p = &self.params;
         w.u8(contents);
-        w.u16(LWE_N as u16);
+        w.u16(p.n() as u16);
         w.u32(p.p);
         w.u32(p.rows);
         w.u32(p.columns);
@@ -171,9 +171,15 @@ impl Codec<'_> for HintBody {
             });
         }
         let n = r.u16()?;
-        if usize::from(n) != LWE_N {
+        let expected = match scheme {
+            Scheme::SimplePir | Scheme::DoublePir => LWE_N,
+            Scheme::Ypir | Scheme::YpirSp => crate::params::ypir::D1,
+        };
+        if usize::from(n) != expected {
             return Err(Error::Malformed(format!(
-                "LWE dimension {n}; this build only accepts {LWE_N}"
+                "LWE dimension {n}; this build only accepts {expected} for {} (a hint \
+                 made with another dimension: rebuild or re-download it)",
+                scheme.id().name()
             )));
         }
         let p = r.u32()?;
@@ -309,6 +315,17 @@ pub fn query_body_bytes(params: &Params) -> usize {
             crate::params::ypir::lengths_of(params).map_or(0, |l| l.query_bytes())
         }
         _ => VERSION_LEN + 4 * query_words(params),
+    }
+}
+
+/// Bytes of the body of a query once the server holds the client's uploaded keys (YPIR and
+/// YPIR+SP: the keys named by key id; other schemes have no keys: [`query_body_bytes`]).
+pub fn later_query_body_bytes(params: &Params) -> usize {
+    match params.scheme {
+        Scheme::Ypir | Scheme::YpirSp => {
+            crate::params::ypir::lengths_of(params).map_or(0, |l| l.query_bytes_by_id())
+        }
+        _ => query_body_bytes(params),
     }
 }
 

@@ -186,6 +186,10 @@ fn ypir_query() {
     };
     let message = ywire::encode_query(Scheme::Ypir, &VERSION, &query.query);
     let good = round_trip(&query, &context, Some(&message));
+    // Mode 4 (one-time keys, cached) has mode 2's layout.
+    let mut cached = query.clone();
+    cached.query.keys = ywire::Keys::Cached;
+    assert_eq!(round_trip(&cached, &context, None), patch(&good, 32, 1, 4));
     // version 0 | mode 32 | key id 33 | c1 49 | c2 57..78.
     assert_eq!(good.len(), 78);
     assert_eq!(good.len(), shape().query_bytes_by_id());
@@ -200,8 +204,20 @@ fn ypir_query() {
         FailVector::new(
             "unknown_mode",
             "UnknownValue",
-            "key mode 3",
+            "key mode 5",
+            patch(&good, 32, 1, 5),
+        ),
+        FailVector::new(
+            "upload_without_keys",
+            "WrongLength",
+            "key mode 3 (keys uploaded, follow), none do",
             patch(&good, 32, 1, 3),
+        ),
+        FailVector::new(
+            "cached_zero_key_id",
+            "Malformed",
+            "key mode 4 (keys cached), key id all zero",
+            patch(&patch(&patch(&good, 32, 1, 4), 33, 8, 0), 41, 8, 0),
         ),
         FailVector::new(
             "inline_without_keys",

@@ -13,6 +13,8 @@
 //!   as plans (extents to read) and completions (bytes back);
 //! - [`state`]: the client state, encoded, checked and sealed;
 //! - [`protocol`]: the slot-store protocol's message bodies;
+//! - [`balance`]: the oblivious load balancer over several ORAM nodes (each node an ORAM of
+//!   its own), as plans per node and replies back; [`node_protocol`]: its messages;
 //! - [`SlotStore`] ([`store`]) and [`Client`] ([`client`]): the store contract and a
 //!   synchronous driver.
 //!
@@ -21,8 +23,10 @@
 //! threads (the `pir-blockstore` crate has the file and network stores, the crash-safe
 //! state file and the NBD export).
 
+pub mod balance;
 pub mod client;
 pub mod error;
+pub mod node_protocol;
 pub mod oram;
 pub mod params;
 pub mod partition;

@@ -522,13 +522,11 @@ struct LatticeTestClient {
 }
 
 impl Client for LatticeTestClient {
+    /// Fetches the record twice: uploading the client's keys (where the scheme has any), then
+    /// naming them by key id, so that the sizes of both kinds of request are checked against
+    /// the index.
     fn fetch(&self, index: usize, link: Link<'_>) -> Result<Vec<u8>, String> {
         let header = *self.client.header();
-        self.client.begin_request();
-        let (state, query) = self
-            .client
-            .query(index as u64, link.rng)
-            .map_err(|e| e.to_string())?;
         let max_answer = wire::HEADER_LEN + pir_lattice::wire::answer_body_bytes(&header.params);
         // The database id is the version in the client's own header, as a real client's is.
         let peers = Peers {
@@ -536,8 +534,27 @@ impl Client for LatticeTestClient {
             keys: vec![self.key],
         };
         let to = (header.params.scheme.id(), 0);
-        let got = peers.ask(link.exchange, to, query, max_answer)?;
-        self.client.decode(&state, &got).map_err(|e| e.to_string())
+        self.client.keys_lost();
+        let mut records = Vec::with_capacity(2);
+        for _ in 0..2 {
+            let (state, query) = self
+                .client
+                .query(index as u64, link.rng)
+                .map_err(|e| e.to_string())?;
+            let got = peers.ask(link.exchange, to, query, max_answer)?;
+            records.push(
+                self.client
+                    .decode(&state, &got)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        if records[0] != records[1] {
+            return Err(format!(
+                "{}: a query with cached keys decoded to another record",
+                to.0.name()
+            ));
+        }
+        Ok(records.swap_remove(0))
     }
 }
 

@@ -98,7 +98,7 @@ impl Lattice {
     ];
 
     /// Lays the records out, computes the hint (`progress(done, total)` follows it: this is
-    /// the slow part, one pass of `n = 1024` multiply-adds per database entry) and prepares
+    /// the slow part, one pass of `n` (1280) multiply-adds per database entry) and prepares
     /// the download.
     pub fn new(
         database: LatticeDatabase<'_>,
@@ -215,6 +215,12 @@ impl Lattice {
     /// Bytes the packed database occupies in memory.
     pub fn memory_bytes(&self) -> usize {
         self.server.memory_bytes()
+    }
+
+    /// How long and how many bytes of clients' uploaded one-time keys the server keeps
+    /// (YPIR and YPIR+SP; [`pir_lattice::KeyPolicy::default`] until set).
+    pub fn set_key_policy(&self, policy: pir_lattice::KeyPolicy) -> Result<(), Error> {
+        self.server.set_key_policy(policy)
     }
 
     fn scheme_id(&self) -> SchemeId {
@@ -436,6 +442,56 @@ mod tests {
             assert_eq!(record, &records[i * 40..(i + 1) * 40]);
         }
         assert_eq!(service.metrics().queries(), 6);
+    }
+
+    /// YPIR's one-time keys: the first request uploads them, later ones name them (smaller
+    /// requests, same-size replies); a server that does not hold them refuses with
+    /// `UnknownKey`, and an upload to it is answered.
+    #[test]
+    fn uploaded_keys_are_named_later_and_unknown_ones_are_refused_with_their_own_code() {
+        let (fresh, _, _) = service(Scheme::YpirSp);
+        let (service, records, _) = service(Scheme::YpirSp);
+        let client = pir_lattice::open_client(Scheme::YpirSp, &hint_of(&service)).unwrap();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(6);
+        let ask = |service: &LatticeService, index: u64, rng: &mut rand_chacha::ChaCha20Rng| {
+            let (state, query) = client.query(index, rng).unwrap();
+            let mut bytes = request(&[9; 32], &[query]);
+            bytes[6] = SchemeId::YpirSp as u8;
+            let reply = service.handle_many(&[&bytes]).remove(0);
+            (state, bytes.len(), reply)
+        };
+        let (_, upload_len, first) = ask(&service, 3, &mut rng);
+        let (state, later_len, later) = ask(&service, 60, &mut rng);
+        assert_eq!((first.status, later.status), (200, 200));
+        assert_eq!(upload_len - later_len, client.key_bytes());
+        assert_eq!(first.body.len(), later.body.len(), "replies the same size");
+        let envelope = wire::decode_envelope(&later.body, later.body.len()).unwrap();
+        let batch = protocol::decode_answer_batch(envelope.body, 1 << 20).unwrap();
+        let record = client.decode(&state, batch.answers[0]).unwrap();
+        assert_eq!(record, &records[60 * 40..61 * 40]);
+        let (_, _, refused) = ask(&fresh, 5, &mut rng);
+        assert_eq!(refused.status, 400);
+        let envelope = wire::decode_envelope(&refused.body, refused.body.len()).unwrap();
+        let (code, message) = wire::decode_error(envelope.body).unwrap();
+        assert_eq!(code, ErrorCode::UnknownKey as u16, "{message}");
+        assert!(message.contains("upload them again"), "{message}");
+        client.keys_lost();
+        let (_, again_len, again) = ask(&fresh, 5, &mut rng);
+        assert_eq!((again.status, again_len), (200, upload_len));
+        // A budget smaller than one upload refuses uploads, with words that say why.
+        fresh
+            .backend()
+            .set_key_policy(pir_lattice::KeyPolicy {
+                budget_bytes: 0,
+                ..pir_lattice::KeyPolicy::default()
+            })
+            .unwrap();
+        client.keys_lost();
+        let (_, _, over) = ask(&fresh, 5, &mut rng);
+        let envelope = wire::decode_envelope(&over.body, over.body.len()).unwrap();
+        let (code, message) = wire::decode_error(envelope.body).unwrap();
+        assert_eq!(code, ErrorCode::BadRequest as u16);
+        assert!(message.contains("key budget"), "{message}");
     }
 
     #[test]

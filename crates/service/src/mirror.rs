@@ -21,12 +21,18 @@ use crate::signed::{Backend, Refusal, SignedService};
 /// A mirror on the network: [`Mirror`] behind the signed-batch service.
 pub type MirrorService = SignedService<Mirror>;
 
-/// A mirror's state: the engine (database and tables), the release it serves and the signed
-/// manifest it hands out.
+/// What a mirror answers from: the whole release, or only some RAID-PIR chunks of it.
+enum Holding {
+    /// The whole release behind the scan engine (database and tables): every scheme.
+    Whole(Engine),
+    /// Only these chunks (`pir mirror serve --chunks`): RAID-PIR positions they cover.
+    Chunks(HeldChunks),
+}
+
+/// A mirror's state: what it answers from ([`Holding`]), the release it serves and the
+/// signed manifest it hands out.
 pub struct Mirror {
-    engine: Engine,
-    /// A chunk-only mirror's chunks (then `engine` is unused: see [`Mirror::held`]).
-    held: Option<HeldChunks>,
+    holding: Holding,
     release_id: [u8; RELEASE_ID_LEN],
     manifest: Vec<u8>,
     description: Vec<u8>,
@@ -35,9 +41,12 @@ pub struct Mirror {
 
 impl std::fmt::Debug for Mirror {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mirror")
-            .field("engine", &self.engine)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("Mirror");
+        match &self.holding {
+            Holding::Whole(engine) => d.field("engine", engine),
+            Holding::Chunks(held) => d.field("held", held),
+        };
+        d.finish_non_exhaustive()
     }
 }
 
@@ -48,11 +57,14 @@ impl Mirror {
     /// A mirror answering with `engine`, identified by `release_id` (the SHA-256 of
     /// `manifest`, the signed manifest bytes it hands to clients).
     pub fn new(engine: Engine, release_id: [u8; RELEASE_ID_LEN], manifest: Vec<u8>) -> Self {
+        Self::holding(Holding::Whole(engine), release_id, manifest)
+    }
+
+    fn holding(holding: Holding, release_id: [u8; RELEASE_ID_LEN], manifest: Vec<u8>) -> Self {
         let description =
             wire::encode_envelope(SchemeId::Control, MessageKind::Manifest, &manifest);
         Self {
-            engine,
-            held: None,
+            holding,
             release_id,
             manifest,
             description,
@@ -63,41 +75,34 @@ impl Mirror {
     /// A chunk-only RAID-PIR mirror: it keeps only `held`'s chunks and refuses queries that
     /// need others, Chor and DPF queries included ([`HeldChunks::prepare`]).
     pub fn held(held: HeldChunks, release_id: [u8; RELEASE_ID_LEN], manifest: Vec<u8>) -> Self {
-        // A placeholder engine of one zero block: every query goes to `held`.
-        let placeholder = Engine::new(
-            Database::zeroed(DbShape::new(1, 64).unwrap_or(held.shape())),
-            EngineOptions {
-                russians: pir_xor::Russians::Off,
-                ..EngineOptions::default()
-            },
-            &|_, _| {},
-        );
-        Self {
-            held: Some(held),
-            ..Self::new(placeholder, release_id, manifest)
-        }
+        Self::holding(Holding::Chunks(held), release_id, manifest)
     }
 
     /// The chunks a chunk-only mirror holds (`None`: the whole release).
     pub fn held_chunks(&self) -> Option<&HeldChunks> {
-        self.held.as_ref()
+        match &self.holding {
+            Holding::Chunks(held) => Some(held),
+            Holding::Whole(_) => None,
+        }
     }
 
     /// The release's shape (the one queries name), whatever part of it is held.
     pub fn shape(&self) -> DbShape {
-        match &self.held {
-            Some(held) => held.shape(),
+        match &self.holding {
+            Holding::Chunks(held) => held.shape(),
             // A shard's engine holds only its rows but answers queries for the whole database.
-            None => self.engine.query_shape(),
+            Holding::Whole(engine) => engine.query_shape(),
         }
     }
 
     /// Bytes this mirror keeps in memory for its release: the database or the held chunks,
     /// plus the four-Russians tables.
     pub fn mapped_bytes(&self) -> usize {
-        match &self.held {
-            Some(held) => held.mapped_bytes(),
-            None => self.engine.database().bytes().len() + self.engine.russians_table_bytes(),
+        match &self.holding {
+            Holding::Chunks(held) => held.mapped_bytes(),
+            Holding::Whole(engine) => {
+                engine.database().bytes().len() + engine.russians_table_bytes()
+            }
         }
     }
 
@@ -125,14 +130,16 @@ impl Mirror {
         mut self,
         files: impl IntoIterator<Item = (String, usize, usize)>,
     ) -> Result<Self, Error> {
-        let total = self.database().shape().total_bytes();
         for (name, offset, len) in files {
-            if let Some(held) = &self.held {
-                return Err(Error::InvalidParameter(format!(
-                    "a mirror holding only chunks {} cannot serve whole files ({name})",
-                    held.set().describe()
-                )));
-            }
+            let total = match &self.holding {
+                Holding::Whole(engine) => engine.database().shape().total_bytes(),
+                Holding::Chunks(held) => {
+                    return Err(Error::InvalidParameter(format!(
+                        "a mirror holding only chunks {} cannot serve whole files ({name})",
+                        held.set().describe()
+                    )))
+                }
+            };
             if offset.checked_add(len).is_none_or(|end| end > total) {
                 return Err(Error::InvalidParameter(format!(
                     "file {name} lies outside the database"
@@ -153,15 +160,18 @@ impl Mirror {
         &self.release_id
     }
 
-    /// The database being served (of a chunk-only mirror: a placeholder; see
-    /// [`Mirror::shape`] and [`Mirror::held_chunks`]).
-    pub fn database(&self) -> &Database {
-        self.engine.database()
+    /// The database being served (`None` for a chunk-only mirror: see [`Mirror::shape`] and
+    /// [`Mirror::held_chunks`]).
+    pub fn database(&self) -> Option<&Database> {
+        self.engine().map(Engine::database)
     }
 
-    /// The engine answering queries.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
+    /// The engine answering queries (`None` for a chunk-only mirror).
+    pub fn engine(&self) -> Option<&Engine> {
+        match &self.holding {
+            Holding::Whole(engine) => Some(engine),
+            Holding::Chunks(_) => None,
+        }
     }
 }
 
@@ -191,36 +201,32 @@ impl Backend for Mirror {
         &self.description
     }
     fn prepare(&self, scheme: SchemeId, query: &[u8]) -> Result<Prepared, Refusal> {
-        match &self.held {
+        match &self.holding {
             // Not held here: the client asked the wrong mirror, it sent nothing malformed.
-            Some(held) => held.prepare(scheme, query).map_err(|e| match e {
+            Holding::Chunks(held) => held.prepare(scheme, query).map_err(|e| match e {
                 Error::InvalidParameter(why) => Refusal::unsupported(why),
                 other => other.into(),
             }),
-            None => Ok(self.engine.prepare(scheme, query)?),
+            Holding::Whole(engine) => Ok(engine.prepare(scheme, query)?),
         }
     }
     fn answer_batch(&self, prepared: Vec<Prepared>) -> Vec<Result<Vec<u8>, Refusal>> {
-        if let Some(held) = &self.held {
-            return prepared.iter().map(|p| Ok(held.answer(p))).collect();
+        match &self.holding {
+            Holding::Chunks(held) => prepared.iter().map(|p| Ok(held.answer(p))).collect(),
+            Holding::Whole(engine) => engine.answer_batch(&prepared).into_iter().map(Ok).collect(),
         }
-        self.engine
-            .answer_batch(&prepared)
-            .into_iter()
-            .map(Ok)
-            .collect()
     }
     fn health(&self) -> String {
         let shape = self.shape();
-        let chunks = match &self.held {
-            Some(held) => format!(
+        let chunks = match &self.holding {
+            Holding::Chunks(held) => format!(
                 " chunks={}",
                 held.set()
                     .describe()
                     .replace(", ", ",")
                     .replace(" of ", "/")
             ),
-            None => String::new(),
+            Holding::Whole(_) => String::new(),
         };
         format!(
             "ok release={} blocks={} block_size={}{chunks}\n",
@@ -231,7 +237,8 @@ impl Backend for Mirror {
     }
     fn legacy_file(&self, name: &str) -> Option<&[u8]> {
         let &(offset, len) = self.legacy_files.get(name)?;
-        Some(&self.database().bytes()[offset..offset + len])
+        // Only a whole mirror registers legacy files (`with_legacy_files`).
+        Some(&self.database()?.bytes()[offset..offset + len])
     }
     fn legacy_manifest(&self) -> Option<&[u8]> {
         Some(&self.manifest)
@@ -260,7 +267,7 @@ mod tests {
     }
 
     fn query(service: &MirrorService, index: usize) -> Vec<u8> {
-        let chor = pir_xor::Chor::new(service.backend().database().shape(), 2).unwrap();
+        let chor = pir_xor::Chor::new(service.backend().shape(), 2).unwrap();
         let (queries, _) = chor
             .query(
                 &[index],

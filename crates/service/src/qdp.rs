@@ -249,7 +249,9 @@ impl Drop for Qdp {
     }
 }
 
-fn qdp_refusal(error: QdpError) -> Refusal {
+/// The client's error for a QDP failure: bad request when its bytes caused it (an unknown
+/// seed id included), internal otherwise.
+pub fn qdp_refusal(error: QdpError) -> Refusal {
     if error.is_peer_error() {
         Refusal::bad_request(error.to_string())
     } else {
@@ -260,7 +262,7 @@ fn qdp_refusal(error: QdpError) -> Refusal {
 /// Reserves one counter above the store's mark, so a store that cannot be written stops the
 /// server at start: otherwise it would report itself serving and refuse every query, as the
 /// first seed it hands out needs a reservation.
-fn check_writable(store: &mut BoxedSeedStore) -> Result<(), Error> {
+pub fn check_writable(store: &mut BoxedSeedStore) -> Result<(), Error> {
     let mark = store
         .load()
         .map_err(|e| Error::InvalidParameter(format!("QDP seed state: {e}")))?;

@@ -203,8 +203,8 @@ pub struct SchemeEntry {
     pub combine: Combine,
 }
 
-/// The LWE parameters of SimplePIR and DoublePIR (and of YPIR's first layer).
-const LWE: &str = "learning with errors (LWE) is hard at n = 1024, q = 2^32, σ = 6.4; then the server learns nothing about which record or key you \
+/// The LWE parameters of SimplePIR and DoublePIR.
+const LWE: &str = "learning with errors (LWE) is hard at n = 1280, q = 2^32, σ = 6.4; then the server learns nothing about which record or key you \
                    asked for, and nothing is assumed about it or any other server";
 
 /// A lattice scheme's level: the weakest of its parameter sets as `pir_lattice::security`
@@ -351,7 +351,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         family: Family::SingleServer,
         servers: Servers::Exactly(1),
         purpose: "records and key-value lookups from one server (`pir serve --scheme \
-                  doublepir`): a 16 MiB hint whatever the database size, records of at most \
+                  doublepir`): a 25 MiB hint whatever the database size, records of at most \
                   64 to 72 bytes, slower answers",
         assumption: LWE,
         security: LWE_SECURITY,
@@ -370,7 +370,11 @@ pub const STANDARD: &[SchemeEntry] = &[
         assumption: "LWE is hard at n = 1024, q = 2^32, σ = 6.4 (first layer) and ring-LWE at \
                      d = 2048, q = 268369921 × 249561089 (log2 q = 55.9), σ = 6.4, ternary \
                      secret (second layer and packing keys); then the server learns nothing \
-                     about which record or key you asked for. The ring set's estimate, 96 bits \
+                     about which record or key you asked for. Your client's one-time keys \
+                     (uploaded with its first query, named by a key id after that) link your \
+                     queries to that server to each other for up to an hour, as a session \
+                     would, and reveal nothing about which records you asked for. The ring \
+                     set's estimate, 96 bits \
                      core-SVP, is 2 bits below the HE security standard's own 128-bit set at \
                      d = 2048 (log2 q = 54, σ = 3.2) by the same script",
         security: lattice_security(
@@ -391,7 +395,10 @@ pub const STANDARD: &[SchemeEntry] = &[
                   answers of about 12 KB per 4 KiB of record",
         assumption: "ring-LWE is hard at YPIR's second-layer parameters (d = 2048, q = \
                      268369921 × 249561089, log2 q = 55.9, σ = 6.4, ternary secret); then the \
-                     server learns nothing about which record or key you asked for",
+                     server learns nothing about which record or key you asked for. The key \
+                     id of your one-time keys links your queries to that server to each other \
+                     for up to an hour, as a session would, and reveals nothing about the \
+                     records",
         security: lattice_security(LatticeScheme::YpirSp, &[security::RING.name]),
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir_sp,

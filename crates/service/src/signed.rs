@@ -119,11 +119,16 @@ impl Refusal {
 }
 
 impl From<Error> for Refusal {
-    /// A database mismatch tells the client to refresh; every other scheme error is the
-    /// peer's bad bytes.
+    /// A database mismatch tells the client to refresh, an unknown key id to upload its keys
+    /// again; every other scheme error is the peer's bad bytes.
     fn from(error: Error) -> Self {
         match error {
             Error::DatabaseMismatch(_) => Self::wrong_database(error.to_string()),
+            // The client uploads its keys again and retries (never names the key id).
+            Error::UnknownKey(_) => Self {
+                code: ErrorCode::UnknownKey,
+                message: error.to_string(),
+            },
             other => Self::bad_request(other.to_string()),
         }
     }

@@ -51,6 +51,25 @@ pub enum OramCommand {
     /// Ctrl-C or SIGTERM finishes queued requests, flushes and closes; if the store fails or
     /// the flush does not finish within --grace-seconds, it exits non-zero and says so.
     Nbd(OramNbdArgs),
+    /// Serve the disk STATE as an ORAM node to one balancer over HTTPS (pinned to KEY, from
+    /// `pir keygen`).
+    ///
+    /// A node is an oblivious disk of its own (`pir oram init --state STATE --size SIZE
+    /// --store ...`, SIZE from `pir oram node-size`) that a balancer (`pir oram balancer`)
+    /// spreads its blocks over. It serves only the holder of --owner's key (the balancer's
+    /// BSTATE.client.pub; default STATE.owner.pub). A flush from the balancer is acknowledged
+    /// only when the node's stores and state are durable; a node killed at any point restarts
+    /// at its last flush, which is all the balancer relies on.
+    Node(super::node_args::OramNodeArgs),
+    /// Create a balancer: one block device of --size over the running --node servers, so
+    /// that which node serves a request reveals nothing about which block it is.
+    ///
+    /// Make the owner key first (`pir oram owner --state BSTATE`) and start every node with
+    /// `--owner BSTATE.client.pub`. Then export it with `pir oram nbd --balancer BSTATE`.
+    Balancer(super::node_args::OramBalancerArgs),
+    /// Print the size each of --nodes nodes must have for a balancer of --size (pass it to
+    /// `pir oram init --size` of every node).
+    NodeSize(super::node_args::OramNodeSizeArgs),
 }
 
 /// The client state file.
@@ -115,10 +134,21 @@ pub struct OramGetArgs {
 /// `pir oram nbd`.
 #[derive(Debug, Args)]
 pub struct OramNbdArgs {
-    // The state flag, documented in `OramStateArgs` (a doc comment here would be its help).
-    #[allow(missing_docs)]
-    #[command(flatten)]
-    pub state: OramStateArgs,
+    /// The client state (its key is STATE.key).
+    #[arg(
+        long,
+        value_name = "STATE",
+        required_unless_present = "balancer",
+        conflicts_with = "balancer"
+    )]
+    pub state: Option<PathBuf>,
+    /// Export a disk over ORAM nodes instead: the balancer state BSTATE (`pir oram balancer`).
+    #[arg(long, value_name = "BSTATE")]
+    pub balancer: Option<PathBuf>,
+    /// With --balancer: the nodes as https://HOST:PORT=NODE.pub, all of them in their
+    /// original order, when one moved or was replaced (default: those recorded).
+    #[arg(long, value_name = "NODE", requires = "balancer")]
+    pub node: Vec<String>,
     /// TCP address to listen on instead of the Unix socket (port 0 picks a free port; the
     /// address is printed). Loopback unless --allow-remote.
     #[arg(long, value_name = "ADDR", conflicts_with = "socket")]
@@ -206,7 +236,7 @@ impl pir_host::Settings for OramStoreSettings {
             "listen".into(),
             toml::Value::String("127.0.0.1:8460".into()),
         );
-        // What the store runs with (`serve::one_client`), so --print-config says so.
+        // What the store runs with (`command::one_client`), so --print-config says so.
         defaults.insert("batch_window_ms".into(), toml::Value::Integer(0));
         defaults
     }

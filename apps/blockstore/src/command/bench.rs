@@ -54,7 +54,7 @@ async fn bench_stores(
         let key = pir_keys::SecretKey::generate()?;
         let service = std::sync::Arc::new(StoreService::open(&dir)?);
         let mut options = pir_server::ServerOptions::new("127.0.0.1:0".parse()?);
-        super::serve::one_client(&mut options);
+        super::one_client(&mut options);
         let tls = pir_keys::tls::server_config_for_client(&key, owner.public())?;
         let running = pir_server::start(service, tls, options).await?;
         stores.push(StoreSpec::Remote {

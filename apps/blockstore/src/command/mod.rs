@@ -7,6 +7,9 @@
 
 mod args;
 pub mod bench;
+mod node_args;
+mod nodes;
+pub mod nodes_bench;
 mod serve;
 
 use std::path::Path;
@@ -21,6 +24,7 @@ pub use args::{
     OramCommand, OramGetArgs, OramInitArgs, OramNbdArgs, OramPutArgs, OramStateArgs, OramStoreArgs,
     OramStoreSettings,
 };
+pub use node_args::{OramBalancerArgs, OramNodeArgs, OramNodeSettings, OramNodeSizeArgs};
 
 /// Runs one `pir oram` command.
 pub async fn run(command: OramCommand) -> Result<()> {
@@ -32,6 +36,9 @@ pub async fn run(command: OramCommand) -> Result<()> {
         OramCommand::Get(args) => blocking(move |rt| get(&args, rt)).await,
         OramCommand::Nbd(args) => serve::serve_nbd(&args).await,
         OramCommand::Store(args) => serve::serve_store(&args).await,
+        OramCommand::Node(args) => nodes::serve_node(&args).await,
+        OramCommand::Balancer(args) => blocking(move |rt| nodes::balancer(&args, rt)).await,
+        OramCommand::NodeSize(args) => nodes::node_size(&args),
     }
 }
 
@@ -203,4 +210,12 @@ fn get(args: &OramGetArgs, runtime: &tokio::runtime::Handle) -> Result<()> {
         args.file.display()
     );
     Ok(())
+}
+
+/// A store (or node) serves one client whose slot I/O is sequential: one worker, no batching
+/// window. (`--workers` and `--batch-window-ms` are refused rather than overridden: see
+/// [`OramStoreSettings`].)
+fn one_client(options: &mut pir_server::ServerOptions) {
+    options.batch_window = std::time::Duration::ZERO;
+    options.workers = 1;
 }

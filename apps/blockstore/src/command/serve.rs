@@ -31,7 +31,7 @@ pub(super) async fn serve_store(flags: &OramStoreArgs) -> Result<()> {
         )
     })?;
     host.owner = Some(owner);
-    one_client(&mut host.options);
+    super::one_client(&mut host.options);
     let service = std::sync::Arc::new(
         StoreService::open(&settings.dir)
             .with_context(|| format!("cannot open the store {}", settings.dir.display()))?,
@@ -83,7 +83,7 @@ async fn nbd_listener(args: &OramNbdArgs) -> Result<(Listener, ExportOptions)> {
             let path = args
                 .socket
                 .clone()
-                .unwrap_or_else(|| socket_path(&args.state.state));
+                .unwrap_or_else(|| socket_path(super::nodes::nbd_state(args)));
             Listener::unix(&path).with_context(|| format!("cannot listen on {}", path.display()))?
         }
     };
@@ -100,8 +100,21 @@ fn socket_path(state: &Path) -> std::path::PathBuf {
 
 pub(super) async fn serve_nbd(args: &OramNbdArgs) -> Result<()> {
     let (listener, options) = nbd_listener(args).await?;
-    let state = args.state.state.clone();
+    if args.balancer.is_some() {
+        let disk = super::nodes::open_balanced(args).await?;
+        return export_device(disk, listener, options).await;
+    }
+    let state = super::nodes::nbd_state(args).to_path_buf();
     let disk = blocking(move |rt| open(&state, rt)).await?;
+    export_device(disk, listener, options).await
+}
+
+/// Exports an opened device until Ctrl-C or SIGTERM, then flushes and closes it.
+async fn export_device<D: crate::device::BlockDevice>(
+    disk: D,
+    listener: Listener,
+    options: ExportOptions,
+) -> Result<()> {
     let uri = listener.uri(options.tls.is_some());
     println!(
         "serving an oblivious store of {} bytes at {uri} (Ctrl-C or SIGTERM flushes and stops)",
@@ -125,12 +138,4 @@ pub(super) async fn serve_nbd(args: &OramNbdArgs) -> Result<()> {
             "the store was NOT closed cleanly: writes after the last acknowledged flush may be lost; the next open recovers the last flushed state",
         )),
     }
-}
-
-/// A store serves one client whose slot I/O is sequential: one worker, no batching window.
-/// (`--workers` and `--batch-window-ms` are refused rather than overridden: see
-/// [`OramStoreSettings`].)
-pub(super) fn one_client(options: &mut pir_server::ServerOptions) {
-    options.batch_window = std::time::Duration::ZERO;
-    options.workers = 1;
 }

@@ -1,6 +1,7 @@
-//! The NBD export: serves a [`Disk`] to NBD clients over a socket.
+//! The NBD export: serves a [`Disk`](crate::Disk), or any [`BlockDevice`], to NBD clients
+//! over a socket.
 //!
-//! One worker thread owns the [`Disk`] (the ORAM is a sequential state machine); connections
+//! One worker thread owns the device (the ORAM is a sequential state machine); connections
 //! are tokio tasks that negotiate with [`crate::nbd`] (TLS with a pre-shared key first when
 //! the export has one), send jobs to the worker and write replies as they come back (NBD
 //! allows any order). The worker takes every job queued so far (up to a flush), runs them as
@@ -32,7 +33,8 @@ use tokio_openssl::SslStream;
 
 use super::listen::Listener;
 use super::{command, errno, Negotiation, Next, Replies, RequestHeader, MAX_PAYLOAD};
-use crate::{Disk, DiskError};
+use crate::device::BlockDevice;
+use crate::DiskError;
 
 /// Limits and security of an export.
 #[derive(Clone)]
@@ -180,8 +182,8 @@ fn error_of(e: &DiskError) -> (u32, String) {
 
 /// The worker: owns the disk, runs queued jobs as ORAM batches. Returns `Failed` if the store
 /// failed at any point (it then answers every later job with `EIO` and does not close).
-fn worker(
-    mut disk: Disk,
+fn worker<D: BlockDevice>(
+    mut disk: D,
     inbox: mpsc::Receiver<Msg>,
     stats: Arc<ExportStats>,
     failed: watch::Sender<Option<String>>,
@@ -258,9 +260,9 @@ fn worker(
 /// The next message for the worker (`None`: every sender is gone). While none is queued and
 /// the store owes shuffle work (and `shuffle` is set), runs that work a wave at a time,
 /// checking for a message between waves. Returns the store's failure.
-fn next_message(
+fn next_message<D: BlockDevice>(
     inbox: &mpsc::Receiver<Msg>,
-    disk: &mut Disk,
+    disk: &mut D,
     shuffle: bool,
 ) -> Result<Option<Msg>, String> {
     loop {
@@ -286,7 +288,7 @@ enum Ticket {
 
 /// Runs one batch: queues every job's block requests, runs the ORAM until all are answered,
 /// flushes if any job (or `stop`) needs it, answers every job. Returns the store's failure.
-fn run_batch(disk: &mut Disk, jobs: Vec<Job>, stop: bool) -> Result<(), String> {
+fn run_batch<D: BlockDevice>(disk: &mut D, jobs: Vec<Job>, stop: bool) -> Result<(), String> {
     let mut broken: Option<String> = None;
     let mut answers = HashMap::new();
     let mut tickets = Vec::with_capacity(jobs.len());
@@ -369,8 +371,8 @@ fn read_result(answers: &HashMap<u64, Vec<u8>>, ids: Vec<(u64, u32, u32)>) -> Jo
 /// Writes zeroes over a range of any length, 1 MiB at a time (`NBD_CMD_WRITE_ZEROES` may
 /// cover the whole disk), answering other queued requests on the way. Stops early, unanswered,
 /// when the connection that asked has closed.
-fn write_zeroes(
-    disk: &mut Disk,
+fn write_zeroes<D: BlockDevice>(
+    disk: &mut D,
     offset: u64,
     length: u64,
     to: &Outbox,
@@ -409,14 +411,14 @@ struct Shared {
 /// Serves `disk` on `listener` until `shutdown` completes or the store fails; then stops
 /// reading requests, finishes those queued (within [`ExportOptions::grace`]), flushes and
 /// closes the store. `Ok` means the store was flushed and closed cleanly.
-pub async fn serve(
-    disk: Disk,
+pub async fn serve<D: BlockDevice>(
+    disk: D,
     listener: Listener,
     options: ExportOptions,
     stats: Arc<ExportStats>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ExportError> {
-    let (size, block_size) = (disk.size(), disk.geometry().block_size);
+    let (size, block_size) = (disk.size(), disk.block_size());
     let (jobs, inbox) = mpsc::channel::<Msg>();
     let (failed_tx, mut failed) = watch::channel::<Option<String>>(None);
     let worker_stats = stats.clone();

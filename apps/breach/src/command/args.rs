@@ -115,6 +115,23 @@ pub struct BreachBuildArgs {
     /// Skip malformed lines (counted and reported) instead of stopping at the first.
     #[arg(long)]
     pub skip_bad_lines: bool,
+    /// Write S shards (each a hash-prefix range of the buckets) and the signed shard map
+    /// into the directory --out instead of one file, for `pir shard serve` and `pir front
+    /// serve`.
+    #[arg(long, value_name = "S")]
+    pub shards: Option<usize>,
+    /// With --shards: write only shard K's part (and the map); every process given the same
+    /// corpus, options, --key, --created-unix (and --blinding-key) writes the same map.
+    #[arg(long, value_name = "K", requires = "shards")]
+    pub shard: Option<usize>,
+    /// With --shards: the key that signs the shard map (default: a new one; required with
+    /// --shard).
+    #[arg(long, value_name = "MAP.key", requires = "shards")]
+    pub key: Option<PathBuf>,
+    /// The creation time the header records, Unix seconds (default: now; required with
+    /// --shard, so that every process's header, and so the database id, is the same).
+    #[arg(long, value_name = "UNIX")]
+    pub created_unix: Option<u64>,
     /// Do not draw a progress bar.
     #[arg(long)]
     pub quiet: bool,

@@ -19,9 +19,12 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 
 use crate::blind::BlindingKey;
-use crate::build::{build_file, BuildOptions};
+use crate::build::{build_into, BuildOptions, Output};
 use crate::corpus::BadLines;
 use crate::credential::{Argon2Params, HashKind};
+use crate::shard::ShardOptions;
+use pir_keys::SecretKey;
+use pir_service::shard::ShardMap;
 
 mod args;
 mod client;
@@ -67,21 +70,34 @@ pub fn build_options(args: &BreachBuildArgs) -> Result<BuildOptions> {
     if let Some(path) = &args.blinding_key {
         options.blinding_key = Some(BlindingKey::load(path)?);
     }
+    options.created_unix = args.created_unix;
     Ok(options)
 }
 
 /// `pir breach build`.
 fn build(args: &BreachBuildArgs) -> Result<()> {
     let options = build_options(args)?;
+    let map_key = map_key(args, &options)?;
+    let output = match (args.shards, &map_key) {
+        (Some(shards), Some(key)) => Output::Shards {
+            dir: &args.out,
+            options: ShardOptions {
+                shards,
+                only: args.shard,
+            },
+            map_key: key,
+        },
+        _ => Output::File(&args.out),
+    };
     // Hidden with --quiet, with JSON logs, and when standard error is not a terminal.
     let bar = pir_host::log::progress(
         "reading {bar:40} {bytes}/{total_bytes} {eta} left",
         0,
         args.quiet,
     );
-    let report = build_file(
+    let built = build_into(
         &args.input,
-        &args.out,
+        output,
         &options,
         &mut rand::rng(),
         &mut |done, total| {
@@ -90,7 +106,7 @@ fn build(args: &BreachBuildArgs) -> Result<()> {
         },
     );
     bar.finish_and_clear();
-    let report = report.with_context(|| format!("building from {}", args.input.display()))?;
+    let (report, map) = built.with_context(|| format!("building from {}", args.input.display()))?;
     println!(
         "database {} ({} corpus, {})",
         args.out.display(),
@@ -98,5 +114,61 @@ fn build(args: &BreachBuildArgs) -> Result<()> {
         report.header.hash.describe()
     );
     println!("{}", report.summary());
+    if let (Some(map), Some(key)) = (map, map_key) {
+        print_shards(&args.out, &map, args.shard, &key);
+    }
     Ok(())
+}
+
+/// The key that signs the shard map of a sharded build (`None` for one file); refuses a
+/// `--shard K` build that other processes could not repeat exactly.
+fn map_key(args: &BreachBuildArgs, options: &BuildOptions) -> Result<Option<SecretKey>> {
+    if args.shards.is_none() {
+        return Ok(None);
+    }
+    if args.shard.is_some() {
+        let missing = [
+            (args.key.is_none(), "--key MAP.key"),
+            (args.created_unix.is_none(), "--created-unix"),
+            (
+                !options.format.is_sha1() && options.blinding_key.is_none(),
+                "--blinding-key",
+            ),
+        ];
+        if let Some((_, flag)) = missing.iter().find(|(absent, _)| *absent) {
+            bail!(
+                "--shard builds one part of a database that other processes build too: give \
+                 {flag} (the same in every process)"
+            );
+        }
+    }
+    Ok(Some(match &args.key {
+        Some(path) => {
+            SecretKey::load(path).with_context(|| format!("reading {}", path.display()))?
+        }
+        None => SecretKey::generate()?,
+    }))
+}
+
+/// What a sharded build wrote.
+fn print_shards(dir: &std::path::Path, map: &ShardMap, only: Option<usize>, key: &SecretKey) {
+    for shard in &map.shards {
+        let k = usize::from(shard.id);
+        let written = only.is_none_or(|only| only == k);
+        println!(
+            "  shard {k}: buckets {} to {}{}",
+            shard.first_row,
+            shard.first_row + shard.rows - 1,
+            if written {
+                format!(" ({})", crate::shard::part_path(dir, k).display())
+            } else {
+                " (written by its own process)".to_string()
+            }
+        );
+    }
+    println!(
+        "shard map {} signed by {} (pin it with `pir front serve --map-key`)",
+        dir.join(crate::shard::MAP_FILE).display(),
+        key.public().fingerprint()
+    );
 }

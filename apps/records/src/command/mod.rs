@@ -13,6 +13,7 @@ mod build;
 mod get;
 mod serve;
 mod shard;
+mod shard_breach;
 mod shard_xor;
 
 pub use args::ServeSettings;

@@ -124,6 +124,22 @@ pub struct FrontServeArgs {
     #[arg(long, value_name = "MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hedge_ms: Option<u64>,
+    /// A breach database (`pir breach build --shards`): this front end's server position,
+    /// 0 or 1 (default 0).
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<u16>,
+    /// A breach database of username:password pairs: the blinding key (DB.key from the
+    /// build), on the front end of the position that answers blinded requests.
+    #[arg(long, value_name = "KEY")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blinding_key: Option<PathBuf>,
+    /// A breach database: the file keeping the QDP seed counter's high-water mark (the
+    /// front end issues the seeds; default: kept in memory under a seed key drawn at every
+    /// start).
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed_state: Option<PathBuf>,
     // The flags every server shares; their help is on each flag.
     #[allow(missing_docs)]
     #[command(flatten)]
@@ -147,6 +163,15 @@ pub struct FrontSettings {
     /// Hedge delay in milliseconds (0: off); absent: each shard's recent p99.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hedge_ms: Option<u64>,
+    /// Breach: the server position (0 or 1).
+    #[serde(default)]
+    pub server: u16,
+    /// Breach: the blinding key file, if this position answers blinded requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blinding_key: Option<PathBuf>,
+    /// Breach: the seed state file, if the seed counter is kept on disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_state: Option<PathBuf>,
     /// What every server shares.
     #[serde(flatten)]
     pub common: Common,
@@ -159,8 +184,11 @@ impl pir_host::Settings for FrontSettings {
         "map_key",
         "shard_timeout_seconds",
         "hedge_ms",
+        "server",
+        "blinding_key",
+        "seed_state",
     ];
-    const PATHS: &'static [&'static str] = &["db", "map_key"];
+    const PATHS: &'static [&'static str] = &["db", "map_key", "blinding_key", "seed_state"];
 
     fn defaults() -> toml::Table {
         let mut defaults = Common::defaults(pir_host::settings::DEFAULT_RETIRE_SECONDS);
@@ -177,6 +205,9 @@ impl pir_host::Settings for FrontSettings {
         }
         if self.hedge_ms.is_some_and(|ms| ms > 3_600_000) {
             bail!("hedge_ms must be 0 (off) to 3600000");
+        }
+        if self.server > 1 {
+            bail!("server must be 0 or 1, not {}", self.server);
         }
         Ok(())
     }
@@ -239,7 +270,7 @@ pub(super) async fn serve_shard(args: &ShardServeArgs) -> Result<()> {
     let host = Host::new(&settings.common)?;
     let k = usize::from(settings.shard);
     let map = shards::read_map(&settings.db, None)?;
-    if crate::shards_xor::is_xor(&map) {
+    if crate::shards_xor::is_xor(&map) || crate::shards::is_breach(&map) {
         return super::shard_xor::serve_shard(host, &settings.db, map, k).await;
     }
     status!("computing shard {k}'s part of the hint");
@@ -288,11 +319,24 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
         total: Duration::from_secs(120),
     };
     let fanout = HttpsFanout::new(&replicas, timeouts, tokio::runtime::Handle::current())?;
+    let keys: Vec<Vec<PublicKey>> = replicas
+        .iter()
+        .map(|shard| shard.iter().map(|(_, key)| *key).collect())
+        .collect();
+    let hedge = match settings.hedge_ms {
+        None => Hedge::Auto,
+        Some(0) => Hedge::Off,
+        Some(ms) => Hedge::After(Duration::from_millis(ms)),
+    };
+    if crate::shards::is_breach(&map) {
+        let breach = super::shard_breach::BreachFrontSettings {
+            server: settings.server,
+            blinding_key: settings.blinding_key.as_deref(),
+            seed_state: settings.seed_state.as_deref(),
+        };
+        return super::shard_breach::serve_front(host, &breach, map, keys, fanout, hedge).await;
+    }
     if crate::shards_xor::is_xor(&map) {
-        let keys = replicas
-            .iter()
-            .map(|shard| shard.iter().map(|(_, key)| *key).collect())
-            .collect();
         return super::shard_xor::serve_front(host, &settings.db, map, keys, fanout).await;
     }
     let mut downloads = Vec::with_capacity(replicas.len());
@@ -303,15 +347,6 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
             .map_err(|why| anyhow::anyhow!("shard {k} has no live replica ({why})"))?;
         downloads.push(download);
     }
-    let keys = replicas
-        .iter()
-        .map(|shard| shard.iter().map(|(_, key)| *key).collect())
-        .collect();
-    let hedge = match settings.hedge_ms {
-        None => Hedge::Auto,
-        Some(0) => Hedge::Off,
-        Some(ms) => Hedge::After(Duration::from_millis(ms)),
-    };
     let front = Front::new(map.clone(), keys, &downloads, fanout)?.with_hedge(hedge);
     let service =
         Arc::new(SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()));

@@ -2,6 +2,8 @@
 //! `pir release build --shards`): the shard replica is a mirror of its blocks answering
 //! batches that name its part id; the front end serves the release's manifest and releases
 //! list as a mirror does, and answers with the XOR of the shards' checked parts.
+//! A breach database's shards (`pir breach build --shards`) are served by the same
+//! `serve_shard`: they answer plain RAID-PIR over their buckets.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,7 +28,7 @@ pub(super) async fn serve_shard(host: Host, dir: &Path, map: ShardMap, k: usize)
     let entry = map.shards[k];
     pir_host::serve_static(host, service, "the shard", |running, key| {
         vec![format!(
-            "serving shard {k} (blocks {} to {}) of release {} at https://{} (key {})",
+            "serving shard {k} (blocks {} to {}) of database {} at https://{} (key {})",
             entry.first_row,
             entry.first_row + entry.rows - 1,
             hex::encode(map.database_id),

@@ -1,4 +1,5 @@
-//! The private-updates commands of `pir`, as a library: `pir release build|show`, `pir mirror
+//! The private-updates commands of `pir`, as a library: `pir release build|show` (`pir
+//! release tune` is measured by `pir-bench`, which the binary hands it to), `pir mirror
 //! serve`, `pir mirror-list build`, `pir fetch`, `pir evidence check`, `pir apt
 //! install-method|method` and `pir demo`.
 //!
@@ -41,6 +42,7 @@ pub use fetch::FetchArgs;
 pub use mirror::{MirrorCommand, MirrorServeArgs, MirrorSettings, DEFAULT_RETIRE_SECONDS};
 pub use vendor::{
     MirrorListBuildArgs, MirrorListCommand, ReleaseBuildArgs, ReleaseCommand, ReleaseShowArgs,
+    ReleaseTuneArgs,
 };
 pub use vendor_client::{EvidenceSubmitArgs, MirrorRegisterArgs};
 pub use vendor_serve::{VendorApproveArgs, VendorServeArgs, VendorSettings};
@@ -91,6 +93,9 @@ pub async fn run(command: UpdatesCommand) -> anyhow::Result<ExitCode> {
         UpdatesCommand::Release(ReleaseCommand::Build(args)) => vendor::build_release(&args),
         UpdatesCommand::Release(ReleaseCommand::Show(args)) => {
             vendor::show_release(&args.release, args.vendor_pub.as_deref())
+        }
+        UpdatesCommand::Release(ReleaseCommand::Tune(_)) => {
+            anyhow::bail!("internal: `pir release tune` is run by pir_bench::tune")
         }
         UpdatesCommand::MirrorList(MirrorListCommand::Build(args)) => {
             vendor::build_mirror_list(&args)

@@ -27,6 +27,53 @@ pub enum ReleaseCommand {
     Build(ReleaseBuildArgs),
     /// Print a release's manifest summary.
     Show(ReleaseShowArgs),
+    /// Measure which block size suits a release on this machine (upPIR section 5.4).
+    ///
+    /// The release's files are packed again, in memory, at every power-of-two block size from
+    /// --min-block to --max-block, and every file is fetched privately (RAID-PIR, as pir fetch
+    /// does with 3 mirrors: query generation, each mirror's answer, decoding; no network).
+    /// Goodput is the file bytes fetched per second of that work, counting the slowest mirror
+    /// (mirrors answer in parallel); data efficiency is the file bytes over every byte moved
+    /// (queries and answers, whose blocks carry the files' padding). Prints the table, writes
+    /// a PNG chart, and recommends the block size with the largest goodput among those whose
+    /// efficiency is within 10% of the best measured (bigger blocks scan faster but pad more,
+    /// and mirrors pay for every byte moved), as the `pir release build --block-size` flag.
+    Tune(ReleaseTuneArgs),
+}
+
+/// `pir release tune` (carried out by `pir_bench::tune`, the binary dispatches it there).
+#[derive(Debug, Args)]
+pub struct ReleaseTuneArgs {
+    /// A release built by `pir release build`: its files are measured.
+    pub dir: PathBuf,
+    /// Smallest block size measured, bytes (a power of two, at least 1 KiB).
+    #[arg(long, value_name = "BYTES", default_value_t = 1024)]
+    pub min_block: usize,
+    /// Largest block size measured, bytes (a power of two, at most 8 MiB).
+    #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
+    pub max_block: usize,
+    /// Seconds of fetching per block size: passes over every file are repeated until this
+    /// time is spent (at least one pass).
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 2.0,
+        conflicts_with = "rounds"
+    )]
+    pub seconds: f64,
+    /// Exactly this many passes over every file per block size, instead of --seconds.
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u32>,
+    /// Pad every file to a power-of-two number of blocks, as `pir release build
+    /// --size-classes` does.
+    #[arg(long)]
+    pub size_classes: bool,
+    /// Write the chart here (PNG; default: tune.png in the current directory).
+    #[arg(long, value_name = "FILE", default_value = "tune.png")]
+    pub plot: PathBuf,
+    /// Print the measurements as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `pir release build`.

@@ -343,22 +343,28 @@ impl VendorService {
         for mirror in mirrors {
             let service = self.clone();
             tasks.spawn(async move {
-                let outcome = service.probe_one(&mirror).await;
-                (mirror, outcome)
+                let probed = service.probe_one(&mirror).await;
+                (mirror, probed)
             });
         }
         while let Some(done) = tasks.join_next().await {
-            if let Ok((mirror, outcome)) = done {
-                if outcome != crate::vendor::ProbeOutcome::Passed {
-                    tracing::warn!(mirror = %mirror.url, "probe failed: {outcome:?}");
+            if let Ok((mirror, probed)) = done {
+                if probed.outcome != crate::vendor::ProbeOutcome::Passed {
+                    tracing::warn!(mirror = %mirror.url, "probe failed: {:?}", probed.outcome);
                 }
-                self.registry().probed(&mirror, outcome);
+                // The list states what the probe found it serving and holding.
+                let found = crate::MirrorEntry {
+                    release: probed.release,
+                    chunks: probed.chunks,
+                    ..mirror
+                };
+                self.registry().probed(&found, probed.outcome);
             }
         }
         self.republish();
     }
 
-    async fn probe_one(&self, mirror: &crate::MirrorEntry) -> crate::vendor::ProbeOutcome {
+    async fn probe_one(&self, mirror: &crate::MirrorEntry) -> probe::Probed {
         let timeouts = pir_client::Timeouts {
             connect: Duration::from_secs(3),
             reply_start: Duration::from_secs(5),
@@ -369,10 +375,30 @@ impl VendorService {
             timeouts,
         ) {
             Ok(t) => t,
-            Err(e) => return crate::vendor::ProbeOutcome::Dead(e.to_string()),
+            Err(e) => {
+                return probe::Probed {
+                    outcome: crate::vendor::ProbeOutcome::Dead(e.to_string()),
+                    release: None,
+                    chunks: None,
+                }
+            }
         };
+        // The chunks it says it holds (`pir mirror serve --chunks`); without a health line
+        // it is probed as a whole mirror, and a chunk-only one then fails the probe.
+        let chunks = transport
+            .get_plain(0, "/health", 4096)
+            .await
+            .ok()
+            .and_then(|body| probe::chunks_in_health(&String::from_utf8_lossy(&body)));
         let mut rng = rand_chacha::ChaCha20Rng::from_os_rng();
-        probe::probe(&transport, mirror.key, &self.release, &mut rng).await
+        probe::probe(
+            &transport,
+            mirror.key,
+            chunks.as_ref(),
+            &self.release,
+            &mut rng,
+        )
+        .await
     }
 
     /// Answers one request envelope.

@@ -10,43 +10,98 @@
 //! hash, as a client does. A mirror that lies only now and then (to some clients, for some
 //! batches) can still pass; evidence from clients catches it ([`super::Registry::prove`]).
 //!
+//! A chunk-only mirror (`pir mirror serve --chunks`, its health line says `chunks=LIST/C`)
+//! refuses Chor, so it is asked a RAID-PIR query instead, at a position its chunks cover
+//! (n servers, redundancy r, its chunk count c); the vendor answers the other positions from
+//! its own copy. A mirror that claims chunks it does not hold fails the probe like a liar
+//! would. What the probe learned (the release it serves, the chunks it holds) is what the
+//! vendor writes into the list for it ([`Probed`]).
+//!
 //! Generic over [`Transport`] (position 0 is the mirror probed), so it runs over HTTPS in
 //! the service and in memory in tests.
 
 use pir_client::exchange::{exchange, Call, ExchangeError};
 use pir_client::{fetch_manifest, fetch_releases, Transport, TransportError};
-use pir_core::{MultiServerScheme, SchemeId};
+use pir_core::MultiServerScheme;
 use pir_keys::PublicKey;
-use pir_xor::Chor;
+use pir_xor::held::ChunkSet;
+use pir_xor::raid::MAX_SERVERS;
+use pir_xor::{AnswerMode, Chor, RaidPir};
 use rand::{CryptoRng, Rng};
 
 use super::registry::ProbeOutcome;
 use crate::manifest::MAX_MANIFEST_BYTES;
+use crate::mirrors::{parse_chunks, ListedRelease};
 use crate::release::Release;
 use crate::Manifest;
 
-/// Probes the mirror at position 0 of `transport`, whose key is `key`, against `release`
-/// (the vendor's own copy), asking for a block drawn with `rng`.
+/// What one probe found, and what the vendor lists the mirror with when it passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probed {
+    /// Up and honest, or why not.
+    pub outcome: ProbeOutcome,
+    /// The release it serves (the vendor's current one, when it passed).
+    pub release: Option<ListedRelease>,
+    /// The chunks it holds (`None`: the whole release), as the probe found them answered.
+    pub chunks: Option<ChunkSet>,
+}
+
+impl Probed {
+    fn failed(outcome: ProbeOutcome) -> Probed {
+        Probed {
+            outcome,
+            release: None,
+            chunks: None,
+        }
+    }
+}
+
+/// The chunks a mirror's health line (`GET /health`) says it holds: its `chunks=LIST/C`
+/// word, as `pir mirror serve --chunks` writes it (`None`: the whole release, or no such
+/// word; the probe then asks it a Chor query).
+pub fn chunks_in_health(health: &str) -> Option<ChunkSet> {
+    health
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("chunks="))
+        .and_then(|list| parse_chunks(list).ok())
+}
+
+/// Probes the mirror at position 0 of `transport`, whose key is `key` and which says it holds
+/// `chunks` (`None`: the whole release), against `release` (the vendor's own copy), asking
+/// for a block drawn with `rng`.
 pub async fn probe<T: Transport, R: CryptoRng + Rng>(
     transport: &T,
     key: PublicKey,
+    chunks: Option<&ChunkSet>,
     release: &Release,
     rng: &mut R,
-) -> ProbeOutcome {
+) -> Probed {
     let id = release.release_id;
     match serves(transport, &id).await {
         Ok(true) => {}
         Ok(false) => {
-            return ProbeOutcome::WrongRelease(format!(
+            return Probed::failed(ProbeOutcome::WrongRelease(format!(
                 "does not serve the current release {}",
                 hex::encode(&id[..8])
-            ))
+            )))
         }
-        Err(e) => return ProbeOutcome::Dead(format!("releases list: {e}")),
+        Err(e) => return Probed::failed(ProbeOutcome::Dead(format!("releases list: {e}"))),
     }
-    match private_query(transport, key, release, rng).await {
-        Ok(outcome) => outcome,
-        Err(why) => ProbeOutcome::Dead(why),
+    let asked = match chunks {
+        None => private_query(transport, key, release, rng).await,
+        Some(set) => held_query(transport, key, set, release, rng).await,
+    };
+    match asked {
+        Ok(ProbeOutcome::Passed) => Probed {
+            outcome: ProbeOutcome::Passed,
+            release: Some(ListedRelease {
+                id,
+                version: release.manifest.release_version,
+            }),
+            chunks: chunks.cloned(),
+        },
+        Ok(outcome) => Probed::failed(outcome),
+        Err(why) => Probed::failed(ProbeOutcome::Dead(why)),
     }
 }
 
@@ -70,20 +125,75 @@ async fn private_query<T: Transport, R: CryptoRng + Rng>(
     release: &Release,
     rng: &mut R,
 ) -> Result<ProbeOutcome, String> {
+    let chor = Chor::new(release.database.shape(), 2).map_err(|e| format!("probe query: {e}"))?;
+    ask(transport, key, &chor, 0, release, rng).await
+}
+
+/// A RAID-PIR parameter set (n, r, c = the set's chunk count) and a position a mirror holding
+/// `set` can play, the fewest servers first: what a client fetching from it would ask.
+fn playable(set: &ChunkSet, release: &Release) -> Option<(RaidPir, usize)> {
     let shape = release.database.shape();
-    let chor = Chor::new(shape, 2).map_err(|e| format!("probe query: {e}"))?;
+    for servers in 2..=MAX_SERVERS.min(set.chunk_count.max(2)) {
+        for redundancy in (2..=servers).rev() {
+            let Ok(raid) = RaidPir::new(
+                shape,
+                servers,
+                redundancy,
+                set.chunk_count,
+                AnswerMode::Single,
+            ) else {
+                continue;
+            };
+            if let Some(position) = (0..servers).find(|&s| set.can_play(&raid, s)) {
+                return Some((raid, position));
+            }
+        }
+    }
+    None
+}
+
+/// One RAID-PIR query for a random block: the mirror answers a position its chunks cover,
+/// the vendor every other position.
+async fn held_query<T: Transport, R: CryptoRng + Rng>(
+    transport: &T,
+    key: PublicKey,
+    set: &ChunkSet,
+    release: &Release,
+    rng: &mut R,
+) -> Result<ProbeOutcome, String> {
+    match playable(set, release) {
+        Some((raid, position)) => ask(transport, key, &raid, position, release, rng).await,
+        None => Ok(ProbeOutcome::WrongAnswer(format!(
+            "it says it holds chunks {}, which play no RAID-PIR position of this release",
+            set.describe()
+        ))),
+    }
+}
+
+/// One query of `scheme` for a random block: the mirror answers share `theirs`, the vendor
+/// every other share from its own copy; the decoded block must match the manifest's hash.
+async fn ask<S: MultiServerScheme, T: Transport, R: CryptoRng + Rng>(
+    transport: &T,
+    key: PublicKey,
+    scheme: &S,
+    theirs: usize,
+    release: &Release,
+    rng: &mut R,
+) -> Result<ProbeOutcome, String> {
+    let shape = release.database.shape();
     let index = rng.random_range(0..shape.block_count());
-    let (queries, state) = chor
+    let (queries, state) = scheme
         .query(&[index], rng)
         .map_err(|e| format!("probe query: {e}"))?;
     let call = Call {
         server: 0,
-        scheme: SchemeId::Chor,
+        scheme: scheme.id(),
         database_id: release.release_id,
         key,
-        max_answer: chor.max_answer_body(),
+        max_answer: scheme.max_answer_body(),
     };
-    let exchanged = match exchange(transport, call, &[chor.encode_query(&queries[0])]).await {
+    let exchanged = match exchange(transport, call, &[scheme.encode_query(&queries[theirs])]).await
+    {
         Ok(exchanged) => exchanged,
         Err(ExchangeError::Transport { source, .. }) => return Err(format!("query: {source}")),
         Err(ExchangeError::Reply { error, .. }) => {
@@ -91,10 +201,10 @@ async fn private_query<T: Transport, R: CryptoRng + Rng>(
         }
         Err(other) => return Err(format!("query: {other}")),
     };
-    let theirs = match exchanged
+    let answer = match exchanged
         .answers
         .first()
-        .map(|bytes| chor.decode_answer(&queries[0], bytes))
+        .map(|bytes| scheme.decode_answer(&queries[theirs], bytes))
     {
         Some(Ok(answer)) => answer,
         _ => {
@@ -103,11 +213,22 @@ async fn private_query<T: Transport, R: CryptoRng + Rng>(
             ))
         }
     };
-    let ours = chor
-        .answer(&release.database, &queries[1])
-        .map_err(|e| format!("the vendor's own share: {e}"))?;
-    let block = chor
-        .decode(&state, &[theirs, ours])
+    let mut answers = Vec::with_capacity(queries.len());
+    let mut answer = Some(answer);
+    for (k, query) in queries.iter().enumerate() {
+        if k == theirs {
+            // Taken once: `theirs` is one position.
+            answers.extend(answer.take());
+        } else {
+            answers.push(
+                scheme
+                    .answer(&release.database, query)
+                    .map_err(|e| format!("the vendor's own share: {e}"))?,
+            );
+        }
+    }
+    let block = scheme
+        .decode(&state, &answers)
         .ok()
         .and_then(|mut blocks| blocks.pop());
     let right = block.is_some_and(|block| {
@@ -125,4 +246,21 @@ async fn private_query<T: Transport, R: CryptoRng + Rng>(
                 .into(),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chunks_a_health_line_states_are_read_and_anything_else_is_a_whole_mirror() {
+        let line = "ok release=ab blocks=60 block_size=1024 chunks=0,3/4 (newest of 2 releases)";
+        assert_eq!(
+            chunks_in_health(line),
+            Some(ChunkSet::new(4, vec![0, 3]).unwrap())
+        );
+        assert_eq!(chunks_in_health("ok release=ab blocks=60"), None);
+        assert_eq!(chunks_in_health("ok chunks=9/4"), None);
+        assert_eq!(chunks_in_health(""), None);
+    }
 }

@@ -19,8 +19,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use pir_keys::{PublicKey, SecretKey};
 
+use pir_xor::held::ChunkSet;
+
 use super::wire::SignedRegistration;
-use crate::mirrors::{MirrorEntry, MAX_MIRRORS};
+use crate::mirrors::{ListedRelease, MirrorEntry, MAX_MIRRORS};
 use crate::MirrorList;
 
 /// Oldest (or furthest in the future) registration accepted, in seconds from now: a captured
@@ -153,6 +155,28 @@ impl std::fmt::Display for Decision {
 struct Mirror {
     url: String,
     last_probe: Option<ProbeOutcome>,
+    /// What its last passed probe found it serving (the release) and holding (the chunks):
+    /// the list states both for it.
+    learned: (Option<ListedRelease>, Option<ChunkSet>),
+}
+
+impl Mirror {
+    fn at(url: String) -> Mirror {
+        Mirror {
+            url,
+            last_probe: None,
+            learned: (None, None),
+        }
+    }
+
+    /// Its entry in the next list.
+    fn entry(&self, key: PublicKey) -> MirrorEntry {
+        MirrorEntry {
+            release: self.learned.0,
+            chunks: self.learned.1.clone(),
+            ..MirrorEntry::new(self.url.clone(), key)
+        }
+    }
 }
 
 /// The vendor's view of its mirrors.
@@ -229,13 +253,7 @@ impl Registry {
     /// at `url` is probed again before it is listed.
     pub fn restore(&mut self, key: PublicKey, url: String) {
         if crate::mirrors::check_mirror_url(&url).is_ok() {
-            self.mirrors.insert(
-                key.0,
-                Mirror {
-                    url,
-                    last_probe: None,
-                },
-            );
+            self.mirrors.insert(key.0, Mirror::at(url));
         }
     }
 
@@ -300,14 +318,13 @@ impl Registry {
                 ),
             );
         }
-        let entry = self.mirrors.entry(r.mirror.0).or_insert(Mirror {
-            url: r.url.clone(),
-            last_probe: None,
-        });
+        let entry = self
+            .mirrors
+            .entry(r.mirror.0)
+            .or_insert_with(|| Mirror::at(r.url.clone()));
         if entry.url != r.url {
             // A new address must pass a probe before clients are sent there.
-            entry.url = r.url.clone();
-            entry.last_probe = None;
+            *entry = Mirror::at(r.url.clone());
         }
         if self.approved.contains(&r.mirror) {
             decide(
@@ -371,10 +388,15 @@ impl Registry {
             .collect()
     }
 
-    /// Notes what the probe of `mirror` found (ignored if it moved or left meanwhile).
+    /// Notes what the probe of `mirror` found (ignored if it moved or left meanwhile). When
+    /// it passed, the release and chunks `mirror` states (what the probe found) are what the
+    /// next list says of it.
     pub fn probed(&mut self, mirror: &MirrorEntry, outcome: ProbeOutcome) {
         if let Some(m) = self.mirrors.get_mut(&mirror.key.0) {
             if m.url == mirror.url {
+                if outcome == ProbeOutcome::Passed {
+                    m.learned = (mirror.release, mirror.chunks.clone());
+                }
                 m.last_probe = Some(outcome);
             }
         }
@@ -405,6 +427,7 @@ impl Registry {
         for (key, m) in &self.mirrors {
             let key = PublicKey(*key);
             let was = self.listed.iter().any(|e| e.key == key && e.url == m.url);
+            let entry = m.entry(key);
             match self.excluded(&key) {
                 None if next.len() >= MAX_MIRRORS => decisions.push(Decision {
                     action: Action::Dropped,
@@ -414,7 +437,7 @@ impl Registry {
                     detail: format!("a list holds at most {MAX_MIRRORS} mirrors"),
                 }),
                 None => {
-                    next.push(MirrorEntry::new(m.url.clone(), key));
+                    next.push(entry);
                     if !was {
                         decisions.push(Decision {
                             action: Action::Listed,
@@ -701,5 +724,53 @@ mod tests {
         let (list, d) = w.publish(NOW + 1);
         assert_eq!(list, None, "no mirror left: the last list stays");
         assert_eq!(actions(&d), [(Action::Dropped, Reason::Unreachable)]);
+    }
+}
+
+#[cfg(test)]
+mod learned_tests {
+    use super::super::wire::Registration;
+    use super::*;
+
+    /// The release and chunks a passed probe found are what the list says of the mirror; a
+    /// later failed probe does not change them, another pass with other chunks does.
+    #[test]
+    fn the_list_states_what_the_last_passed_probe_found() {
+        let vendor = SecretKey::generate().unwrap();
+        let mirror = SecretKey::generate().unwrap();
+        let mut registry = Registry::new(vendor.public());
+        let now = 1_800_000_000;
+        let url = "https://127.0.0.1:8000".to_string();
+        let signed = Registration {
+            url: url.clone(),
+            mirror: mirror.public(),
+            vendor: vendor.public(),
+            created_unix: now,
+        }
+        .sign(&mirror);
+        registry.register(&signed, now);
+        registry.sync([mirror.public()].into(), HashMap::new());
+        let found = MirrorEntry {
+            release: Some(ListedRelease {
+                id: [3; 32],
+                version: 7,
+            }),
+            chunks: Some(ChunkSet::new(4, vec![0, 1]).unwrap()),
+            ..MirrorEntry::new(url.clone(), mirror.public())
+        };
+        registry.probed(&found, ProbeOutcome::Passed);
+        let (bytes, _) = registry.publish(&vendor, now, 3600);
+        let list = MirrorList::decode_verified(&bytes.unwrap(), &vendor.public()).unwrap();
+        assert_eq!(list.mirrors, std::slice::from_ref(&found));
+
+        let moved = MirrorEntry {
+            chunks: Some(ChunkSet::new(4, vec![2, 3]).unwrap()),
+            ..found.clone()
+        };
+        registry.probed(&moved, ProbeOutcome::Dead("down".into()));
+        registry.probed(&found, ProbeOutcome::Passed);
+        assert_eq!(registry.next_mirrors().0, [found]);
+        registry.probed(&moved, ProbeOutcome::Passed);
+        assert_eq!(registry.next_mirrors().0, [moved]);
     }
 }

@@ -25,6 +25,20 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     if !args.oram {
         return rows::run(&args);
     }
+    if args.oram_nodes > 0 {
+        use pir_blockstore::command::nodes_bench;
+        return nodes_bench::run(nodes_bench::NodesBenchPlan {
+            size: args.oram_size,
+            nodes: args.oram_nodes,
+            delay_ms: args.oram_delay_ms,
+            ops: args.ops,
+            runs: args.runs,
+            json: args.json,
+            scratch: args.scratch,
+            machine: crate::machine_line(),
+        })
+        .await;
+    }
     pir_blockstore::command::bench::run(pir_blockstore::command::bench::OramBenchPlan {
         size: args.oram_size,
         stores: args.oram_stores,
@@ -116,6 +130,15 @@ pub struct BenchArgs {
     /// (instead of directories the client writes itself).
     #[arg(long)]
     pub oram_remote: bool,
+    /// Run the ORAM benchmark over N `pir oram node` processes behind the oblivious load
+    /// balancer (this process): CPU time per operation summed over all of them, and the
+    /// balancer-to-node traffic per block.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub oram_nodes: usize,
+    /// With --oram-nodes: relay the balancer's node traffic through a user-space relay that
+    /// delays every chunk by MS milliseconds each way.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub oram_delay_ms: u64,
     /// Operations per timed round of the ORAM benchmark.
     #[arg(long, value_name = "N", default_value_t = 50_000)]
     pub ops: u64,

@@ -6,8 +6,14 @@
 
 use pir_core::Error;
 
-use super::{Params, Scheme, LWE_N, VERSION_LEN};
+use super::{Params, Scheme, VERSION_LEN};
 use crate::ring::RING_D;
+
+/// `d1`, the ring dimension of the first layer (LWE over `Z_{2^32}[X]/(X^d1 + 1)`, `σ = 6.4`,
+/// a fresh Gaussian secret per query), YPIR's `d1 = 1024` (Menon and Wu 2024). Its stated level
+/// is [`crate::security::YPIR_FIRST`]: 94 bits classical core-SVP, below 128; `d1 = 2048`
+/// reaches 236 (`docs/security.md`), at the cost of a first layer twice as wide.
+pub const D1: usize = 1024;
 
 /// `log2 q̃1`: the first layer's answer and hint rows are rescaled from `2^32` to this, and it
 /// is also the plaintext modulus of the packed layer (one value per packed coefficient).
@@ -138,18 +144,18 @@ impl Shape {
             entries,
             groups,
             columns: params.columns(),
-            padded_columns: params.columns().next_multiple_of(LWE_N),
+            padded_columns: params.columns().next_multiple_of(D1),
         })
     }
 
     /// Leaves of the packing: `e (n + 1)`.
     pub fn leaves(&self) -> usize {
-        self.entries * (LWE_N + 1)
+        self.entries * (D1 + 1)
     }
 
     /// Leaves with offline masks: `e n`.
     pub fn static_leaves(&self) -> usize {
-        self.entries * LWE_N
+        self.entries * D1
     }
 
     /// Packed ciphertexts in an answer.
@@ -217,7 +223,7 @@ pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
     while g <= most_groups {
         let m = groups.div_ceil(g);
         if m <= MAX_COLUMNS as u64 {
-            let bytes = 4 * m.next_multiple_of(LWE_N as u64) + ELEMENT_BYTES as u64 * g;
+            let bytes = 4 * m.next_multiple_of(D1 as u64) + ELEMENT_BYTES as u64 * g;
             if best.is_none_or(|(b, _, _)| bytes < b) {
                 best = Some((bytes, g, m));
             }

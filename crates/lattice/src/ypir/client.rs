@@ -1,15 +1,17 @@
 //! The YPIR client: queries (`c1`, `c2` and the key-switching key bodies) and decoding. It
 //! needs only the header-only hint message: no hint matrix is ever downloaded.
 //!
-//! The client draws its RLWE secret `s2`, key bodies and a random key id once and reuses
-//! them for every query (reusing `s2` is safe: every query is a fresh RLWE encryption under
-//! it; `s1` is fresh per query). The first query of a request carries the keys (516 KB) and
-//! their key id; the server keeps them for a while ([`super::server::MAX_KEY_SETS`]), and the
-//! other queries of the request refer to them by id. What the key id links: queries that use
-//! it come from one client, which queries in one request (one TLS connection, one signed
-//! batch) already show; it says nothing about which records were asked for. Each request
-//! starts over with the keys inline ([`crate::single::SingleClient::begin_request`]), so no
-//! state outlives a request on either side.
+//! The client draws its RLWE secret `s2`, key bodies and key id once and reuses them for
+//! every query (reusing `s2` is safe: every query is a fresh RLWE encryption under it; `s1` is
+//! fresh per query). The key bodies depend only on `s2` and the public seed, never on an
+//! index: they are the client's one-time keys. The first query to a server uploads them
+//! (516 KB, wire mode 3) under their key id, the digest of the bodies
+//! ([`wire::key_id_of`]); the server keeps them for a while ([`super::keys::KeyPolicy`]) and
+//! later queries name the key id instead (mode 4). When the server no longer holds them it
+//! answers `Error::UnknownKey`; the caller calls [`RlweClient::keys_lost`] and the next query
+//! uploads them again. What the key id links: queries that use it come from one client (as a
+//! session or a TLS connection would show), for at most the server's expiry; it says nothing
+//! about which records were asked for.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -21,10 +23,11 @@ use rand::CryptoRng;
 use super::rns::{self, Rns};
 use super::server::{a1_blocks, a2_blocks};
 use super::tree::{coefficient_of, Packer};
-use super::wire::{self, KeyId, Query, KEY_ID_LEN};
+use super::wire::{self, KeyId, Query};
 use super::{key_bodies, Shape, ANSWER_MASK_BITS, PACKED_P_BITS};
 use crate::gaussian::ErrorSampler;
-use crate::params::{Location, Scheme, LWE_N};
+use crate::params::ypir::D1;
+use crate::params::{Location, Scheme};
 use crate::records;
 use crate::ring::{Ring, RING_D};
 use crate::rlwe::Secret;
@@ -71,9 +74,14 @@ impl RlweClient {
         })
     }
 
-    /// Starts a request: its first query carries the keys again.
-    pub(crate) fn begin_request(&self) {
-        self.keys.begin_request();
+    /// The server no longer holds the keys: the next query uploads them again.
+    pub(crate) fn keys_lost(&self) {
+        self.keys.keys_lost();
+    }
+
+    /// Bytes of the key bodies an upload carries (what later queries save).
+    pub(crate) fn key_bytes(&self) -> usize {
+        super::ELEMENT_BYTES * super::tree::key_parts() * RING_D
     }
 
     /// Where record `index` lies, and the keys (drawn on first use).
@@ -145,21 +153,23 @@ pub(crate) fn rounding_noise(x: i64, bits: u32) -> i64 {
 pub(crate) struct Keys {
     pub(crate) secret: Secret,
     /// Key bodies in coefficient form, as sent.
-    bodies: Vec<Vec<Vec<u64>>>,
+    bodies: wire::KeyBodies,
+    /// Their digest ([`wire::key_id_of`]).
     id: KeyId,
 }
 
-/// The client's keys and whether this request sent them yet (see the module documentation).
+/// The client's keys and whether the server is believed to hold them (see the module
+/// documentation).
 #[derive(Default)]
 pub(crate) struct KeyCache {
     keys: Mutex<Option<Keys>>,
-    sent: AtomicBool,
+    uploaded: AtomicBool,
 }
 
 impl KeyCache {
-    /// Starts a request: its first query carries the keys again.
-    pub(crate) fn begin_request(&self) {
-        self.sent.store(false, Ordering::SeqCst);
+    /// The server no longer holds the keys: the next query uploads them again.
+    pub(crate) fn keys_lost(&self) {
+        self.uploaded.store(false, Ordering::SeqCst);
     }
 
     /// The keys, drawn on first use.
@@ -178,7 +188,7 @@ impl KeyCache {
         }
         let ring = &packer.ring;
         let secret = Secret::generate(ring, rng)?;
-        let bodies = key_bodies(packer, &secret, sampler, rng)?
+        let bodies: wire::KeyBodies = key_bodies(packer, &secret, sampler, rng)?
             .into_iter()
             .map(|level| {
                 level
@@ -190,25 +200,24 @@ impl KeyCache {
                     .collect()
             })
             .collect();
-        let mut id = [0u8; KEY_ID_LEN];
-        rng.fill_bytes(&mut id);
+        let id = wire::key_id_of(&bodies);
         let keys = Keys { secret, bodies, id };
         *slot = Some(keys.clone());
         Ok(keys)
     }
 
-    /// A query with these bodies: the keys inline if this is the request's first query, else
-    /// by key id.
+    /// A query with these bodies: the keys uploaded if the server is not believed to hold them
+    /// yet, else named by key id.
     pub(crate) fn query(&self, keys: Keys, c1: Vec<u32>, c2: Vec<u64>) -> Query {
-        let inline = !self.sent.swap(true, Ordering::SeqCst);
+        let upload = !self.uploaded.swap(true, Ordering::SeqCst);
         Query {
             key_id: keys.id,
             c1,
             c2,
-            keys: if inline {
-                wire::Keys::Inline(keys.bodies)
+            keys: if upload {
+                wire::Keys::Upload(keys.bodies)
             } else {
-                wire::Keys::ById
+                wire::Keys::Cached
             },
         }
     }
@@ -305,9 +314,9 @@ impl YpirClient {
             .seed2
             .ok_or_else(|| Error::Malformed("a YPIR header needs two seeds".into()))?;
         let backend = Backend::current();
-        let ring1 = Ring::new(LWE_N, backend)?;
+        let ring1 = Ring::new(D1, backend)?;
         let ring2 = Ring::new(RING_D, backend)?;
-        let a1 = a1_blocks(&header.seed, shape.padded_columns / LWE_N)
+        let a1 = a1_blocks(&header.seed, shape.padded_columns / D1)
             .iter()
             .map(|a| {
                 let mut r = rns::from_signed(a);
@@ -339,7 +348,7 @@ impl YpirClient {
         let group = location.row / self.shape.entries;
         let sampler = &self.base.sampler;
         // First layer: Gaussian s1, c1 = -a1 s1 + e + 2^24 u_column (mod 2^32).
-        let s1: Vec<i64> = (0..LWE_N).map(|_| i64::from(sampler.sample(rng))).collect();
+        let s1: Vec<i64> = (0..D1).map(|_| i64::from(sampler.sample(rng))).collect();
         let mut s1_eval = rns::from_signed(&s1);
         rns::forward(&self.ring1, &mut s1_eval);
         let delta1 = 1u32 << (32 - 8);
@@ -350,7 +359,7 @@ impl YpirClient {
             for (j, x) in rns::crt(&product).into_iter().enumerate() {
                 let e = sampler.sample(rng) as u32;
                 let mut b = e.wrapping_sub(rns::centered(x) as u32);
-                if u * LWE_N + j == location.column {
+                if u * D1 + j == location.column {
                     b = b.wrapping_add(delta1);
                 }
                 c1.push(b);
@@ -381,13 +390,13 @@ impl YpirClient {
         let e = self.shape.entries;
         (0..e)
             .map(|k| {
-                let mut phase = value(e * LWE_N + k)?;
-                for i in 0..LWE_N {
-                    let h = value(k * LWE_N + i)?;
+                let mut phase = value(e * D1 + k)?;
+                for i in 0..D1 {
+                    let h = value(k * D1 + i)?;
                     phase += if i == 0 {
                         h * state.s1[0]
                     } else {
-                        -h * state.s1[LWE_N - i]
+                        -h * state.s1[D1 - i]
                     };
                 }
                 Ok(phase.rem_euclid(1 << PACKED_P_BITS))
@@ -444,5 +453,5 @@ fn round_bits(x: i64, bits: u32) -> i64 {
     ((x + (1 << (bits - 1))) >> bits) & ((1 << PACKED_P_BITS) - 1)
 }
 
-// A request's first query carries the keys again.
-crate::single::single_client!(YpirClient, YpirQueryState, |c| c.base.begin_request());
+// The first query to a server uploads the keys; `keys_lost` uploads them again.
+crate::single::single_client!(YpirClient, YpirQueryState, base);

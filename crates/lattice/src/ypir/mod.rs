@@ -62,6 +62,7 @@
 //! [`Scheme::Ypir`] serves every record size and key-value database without a hint.
 
 pub mod client;
+pub mod keys;
 pub(crate) mod rns;
 pub mod server;
 pub mod sp;
@@ -70,6 +71,7 @@ pub mod tree;
 pub mod wire;
 
 pub use client::{YpirClient, YpirQueryState};
+pub use keys::KeyPolicy;
 pub use server::YpirServer;
 pub use sp::{YpirSpClient, YpirSpQueryState};
 pub use sp_server::YpirSpServer;

@@ -1,19 +1,21 @@
 //! The YPIR server: offline work (`H1` by NTT, the second layer's static masks, the packing
 //! plan) and answers (first pass, rescaling, second pass, packing, modulus switching).
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pir_core::Error;
 use pir_kernels::{matvec, ntt, Backend};
 use rayon::prelude::*;
 
+pub use super::keys::MAX_KEY_SETS;
+use super::keys::{KeySet, KeyStore};
 use super::rns::{self, Rns};
 use super::tree::{PackJob, Packer, Plan};
 use super::wire::Lengths;
 use super::{centered_rescaled, rescale, reversed, wire, Shape, KIND_A2, RESCALED_BITS};
 use crate::lwe::ZpMatrix;
-use crate::params::{Params, Scheme, LWE_N};
+use crate::params::ypir::D1;
+use crate::params::{Params, Scheme};
 use crate::prg::{self, Seed};
 use crate::ring::{Ring, RING_D};
 use crate::simple::pack_database;
@@ -95,29 +97,15 @@ pub(super) fn pack_answers(
         .collect())
 }
 
-/// A client's key bodies in NTT form, per level and digit.
-pub(crate) type KeySet = Vec<Vec<Rns>>;
-
 /// A query after the first pass: the query, its keys and `t = D' c1`.
 type FirstPassed = (wire::Query, Arc<KeySet>, Vec<u32>);
-
-/// Key-switching keys clients sent under a key id, most recently used last (YPIR and
-/// YPIR+SP).
-#[derive(Debug, Default)]
-pub(crate) struct KeyStore {
-    sets: Mutex<VecDeque<(wire::KeyId, Arc<KeySet>)>>,
-}
-
-/// Key sets a server keeps for later queries of the same request (about 590 KB each): enough
-/// for the requests of one batch; an evicted key id gets an error that says to send again.
-pub const MAX_KEY_SETS: usize = 32;
 
 /// The public blocks of `A1` (`m / 1024` polynomials mod `2^32`, centered).
 pub(crate) fn a1_blocks(seed: &Seed, blocks: usize) -> Vec<Vec<i64>> {
     (0..blocks)
         .map(|u| {
-            let mut row = vec![0u32; LWE_N];
-            prg::expand_rows(seed, u, &mut row);
+            let mut row = vec![0u32; D1];
+            prg::expand_rows_of(seed, D1, u, &mut row);
             row.into_iter().map(|x| i64::from(x as i32)).collect()
         })
         .collect()
@@ -143,7 +131,7 @@ impl YpirServer {
         let seeds = input.seeds;
         let rows = params.rows();
         let h1 = match input.saved {
-            Some(saved) => saved.check(&header, rows * LWE_N)?.0,
+            Some(saved) => saved.check(&header, rows * D1)?.0,
             None => first_layer_masks(&db, &shape, &seeds[0], rows, input.progress)?,
         };
         if h1.iter().any(|&x| x >> RESCALED_BITS != 0) {
@@ -157,9 +145,9 @@ impl YpirServer {
             .par_chunks_mut(groups)
             .enumerate()
             .for_each(|(r, out)| {
-                let (k, c) = (r / LWE_N, r % LWE_N);
+                let (k, c) = (r / D1, r % D1);
                 for (g, o) in out.iter_mut().enumerate() {
-                    *o = (centered_rescaled(h1[(g * e + k) * LWE_N + c]) + OFFSET) as u32;
+                    *o = (centered_rescaled(h1[(g * e + k) * D1 + c]) + OFFSET) as u32;
                 }
             });
         let ring = Ring::new(RING_D, Backend::current())?;
@@ -357,68 +345,6 @@ impl YpirServer {
     }
 }
 
-impl KeyStore {
-    /// The query's keys in NTT form: converted from the query (and kept under its key id, if
-    /// any), or the ones kept under its key id.
-    pub(crate) fn keys_of(&self, ring: &Ring, query: &wire::Query) -> Result<Arc<KeySet>, Error> {
-        let poisoned = |_| Error::InvalidParameter("key store poisoned".into());
-        match &query.keys {
-            wire::Keys::Inline(bodies) => {
-                // Converted outside the lock: other queries' lookups do not wait for it.
-                let keys: KeySet = bodies
-                    .iter()
-                    .map(|level| {
-                        level
-                            .iter()
-                            .map(|part| {
-                                let mut r: Rns = [
-                                    part.iter()
-                                        .map(|&x| (x % u64::from(rns::q(0))) as u32)
-                                        .collect(),
-                                    part.iter()
-                                        .map(|&x| (x % u64::from(rns::q(1))) as u32)
-                                        .collect(),
-                                ];
-                                rns::forward(ring, &mut r);
-                                r
-                            })
-                            .collect()
-                    })
-                    .collect();
-                let keys = Arc::new(keys);
-                if query.key_id != [0; wire::KEY_ID_LEN] {
-                    let mut store = self.sets.lock().map_err(poisoned)?;
-                    store.retain(|(id, _)| *id != query.key_id);
-                    if store.len() >= MAX_KEY_SETS {
-                        store.pop_front();
-                    }
-                    store.push_back((query.key_id, Arc::clone(&keys)));
-                }
-                Ok(keys)
-            }
-            wire::Keys::ById => {
-                let mut store = self.sets.lock().map_err(poisoned)?;
-                let at = store
-                    .iter()
-                    .position(|(id, _)| *id == query.key_id)
-                    .ok_or_else(|| {
-                        Error::InvalidParameter(
-                            "this server no longer holds the keys of that key id (too many \
-                             clients or a restart): send the request again"
-                                .into(),
-                        )
-                    })?;
-                let entry = store.remove(at).ok_or_else(|| {
-                    Error::InvalidParameter("key store changed under the lock".into())
-                })?;
-                let keys = Arc::clone(&entry.1);
-                store.push_back(entry);
-                Ok(keys)
-            }
-        }
-    }
-}
-
 /// The offset that makes the second layer's centered values unsigned.
 const OFFSET: i64 = 1 << (RESCALED_BITS - 1);
 
@@ -474,8 +400,8 @@ fn first_layer_masks(
     rows: usize,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Vec<u32>, Error> {
-    let ring = Ring::new(LWE_N, Backend::current())?;
-    let blocks = shape.padded_columns / LWE_N;
+    let ring = Ring::new(D1, Backend::current())?;
+    let blocks = shape.padded_columns / D1;
     let a1: Vec<Rns> = a1_blocks(seed, blocks)
         .iter()
         .map(|a| {
@@ -496,55 +422,52 @@ fn first_layer_masks(
     let backend = ring.backend();
     let center = db.center();
     let columns = shape.columns;
-    let mut h1 = vec![0u32; rows * LWE_N];
+    let mut h1 = vec![0u32; rows * D1];
     let chunk_rows = 256;
-    for (chunk_index, chunk) in h1.chunks_mut(chunk_rows * LWE_N).enumerate() {
-        chunk
-            .par_chunks_mut(LWE_N)
-            .enumerate()
-            .for_each(|(i, out)| {
-                let row = chunk_index * chunk_rows + i;
-                let mut values = vec![0u32; shape.padded_columns];
-                db.row_values(row, &mut values);
-                let mut total = vec![0u32; LWE_N];
-                let mut acc = rns::zero(LWE_N);
-                let mut block = vec![0u32; LWE_N];
-                for (u, (a, a_companion)) in a1.iter().zip(&a1_companions).enumerate() {
-                    for p in 0..2 {
-                        let q = rns::q(p);
-                        // The reversed polynomial of D' (columns past m are zero, not -128).
-                        for (j, &v) in values[u * LWE_N..(u + 1) * LWE_N].iter().enumerate() {
-                            let centered = if u * LWE_N + j < columns {
-                                i64::from(v) - i64::from(center)
-                            } else {
-                                0
-                            };
-                            let (at, value) = if j == 0 {
-                                (0, centered)
-                            } else {
-                                (LWE_N - j, -centered)
-                            };
-                            block[at] = if value < 0 {
-                                (value + i64::from(q)) as u32
-                            } else {
-                                value as u32
-                            };
-                        }
-                        ring.table(p).forward(backend, &mut block);
-                        ntt::mul_add_fixed(backend, &mut acc[p], &block, &a[p], &a_companion[p], q);
+    for (chunk_index, chunk) in h1.chunks_mut(chunk_rows * D1).enumerate() {
+        chunk.par_chunks_mut(D1).enumerate().for_each(|(i, out)| {
+            let row = chunk_index * chunk_rows + i;
+            let mut values = vec![0u32; shape.padded_columns];
+            db.row_values(row, &mut values);
+            let mut total = vec![0u32; D1];
+            let mut acc = rns::zero(D1);
+            let mut block = vec![0u32; D1];
+            for (u, (a, a_companion)) in a1.iter().zip(&a1_companions).enumerate() {
+                for p in 0..2 {
+                    let q = rns::q(p);
+                    // The reversed polynomial of D' (columns past m are zero, not -128).
+                    for (j, &v) in values[u * D1..(u + 1) * D1].iter().enumerate() {
+                        let centered = if u * D1 + j < columns {
+                            i64::from(v) - i64::from(center)
+                        } else {
+                            0
+                        };
+                        let (at, value) = if j == 0 {
+                            (0, centered)
+                        } else {
+                            (D1 - j, -centered)
+                        };
+                        block[at] = if value < 0 {
+                            (value + i64::from(q)) as u32
+                        } else {
+                            value as u32
+                        };
                     }
-                    if (u + 1) % BLOCKS_PER_REDUCTION == 0 || u + 1 == blocks {
-                        rns::inverse(&ring, &mut acc);
-                        for (t, x) in total.iter_mut().zip(rns::crt(&acc)) {
-                            *t = t.wrapping_add(rns::centered(x) as u32);
-                        }
-                        acc = rns::zero(LWE_N);
+                    ring.table(p).forward(backend, &mut block);
+                    ntt::mul_add_fixed(backend, &mut acc[p], &block, &a[p], &a_companion[p], q);
+                }
+                if (u + 1) % BLOCKS_PER_REDUCTION == 0 || u + 1 == blocks {
+                    rns::inverse(&ring, &mut acc);
+                    for (t, x) in total.iter_mut().zip(rns::crt(&acc)) {
+                        *t = t.wrapping_add(rns::centered(x) as u32);
                     }
+                    acc = rns::zero(D1);
                 }
-                for (o, t) in out.iter_mut().zip(total) {
-                    *o = rescale(t);
-                }
-            });
+            }
+            for (o, t) in out.iter_mut().zip(total) {
+                *o = rescale(t);
+            }
+        });
         progress(
             ((chunk_index + 1) * chunk_rows).min(rows) as u64,
             rows as u64,
@@ -553,4 +476,4 @@ fn first_layer_masks(
     Ok(h1)
 }
 
-crate::single::single_server!(YpirServer);
+crate::single::single_server!(YpirServer, keys);

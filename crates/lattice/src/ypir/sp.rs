@@ -161,5 +161,5 @@ impl YpirSpClient {
 /// Bits the packed phase (mod `2^28`) carries below an entry.
 const ROUND: u32 = ANSWER_MASK_BITS - P_BITS;
 
-// A request's first query carries the keys again.
-crate::single::single_client!(YpirSpClient, YpirSpQueryState, |c| c.base.begin_request());
+// The first query to a server uploads the keys; `keys_lost` uploads them again.
+crate::single::single_client!(YpirSpClient, YpirSpQueryState, base);

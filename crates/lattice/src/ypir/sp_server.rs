@@ -7,8 +7,9 @@ use pir_core::Error;
 use pir_kernels::Backend;
 use rayon::prelude::*;
 
+use super::keys::{KeySet, KeyStore};
 use super::rns::{self, Rns};
-use super::server::{pack_answers, row_mask, DynamicMask, KeySet, KeyStore};
+use super::server::{pack_answers, row_mask, DynamicMask};
 use super::sp::{query_blocks, SpShape};
 use super::tree::{Packer, Plan};
 use super::wire;
@@ -202,4 +203,4 @@ fn masks(
     Ok(out)
 }
 
-crate::single::single_server!(YpirSpServer);
+crate::single::single_server!(YpirSpServer, keys);

@@ -127,7 +127,7 @@ fn sp_malformed_queries_are_refused() {
     let (_, by_id) = client.query(6, &mut rng).unwrap();
     let (fresh, _, _) = build(params, &bytes, 2);
     let err = fresh.answer(&by_id).unwrap_err().to_string();
-    assert!(err.contains("send the request again"), "{err}");
+    assert!(err.contains("upload them again"), "{err}");
     // The server still answers the good query.
     let answer = server.answer(&query).unwrap();
     assert_eq!(

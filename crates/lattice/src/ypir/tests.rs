@@ -6,7 +6,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 use super::*;
-use crate::params::{Params, Scheme, LWE_N};
+use crate::params::ypir::D1;
+use crate::params::{Params, Scheme};
 use crate::records::record;
 use crate::single::{BuildInput, Saved, SingleClient, SingleServer};
 
@@ -65,7 +66,7 @@ pub(super) fn serve<S, C>(
 }
 
 /// Asks for the first, the last and a random record of `bytes` in one request (the first
-/// query brings the keys, the others refer to them by id), answered in one batch; checks that
+/// query uploads the keys, the others name them by key id), answered in one batch; checks that
 /// each answer decodes to its record and returns the (query, answer) messages.
 pub(super) fn ask_in_one_batch(
     server: &dyn SingleServer,
@@ -75,7 +76,7 @@ pub(super) fn ask_in_one_batch(
 ) -> Vec<(Vec<u8>, Vec<u8>)> {
     let params = client.header().params;
     let (records, bits) = (params.records, params.record_bits);
-    client.begin_request();
+    client.keys_lost();
     let indices = [0, records - 1, rng.random_range(0..records)];
     let made: Vec<_> = indices
         .iter()
@@ -109,11 +110,11 @@ fn records_of_several_sizes_come_back_through_the_wire() {
     ] {
         let (params, bytes) = database(records, bits, seed);
         let (server, client, h1) = ypir(params, &bytes, [[1; 16], [2; 16]]);
-        assert_eq!(h1.len(), params.rows() * LWE_N);
+        assert_eq!(h1.len(), params.rows() * D1);
         let mut rng = ChaCha20Rng::seed_from_u64(seed + 100);
         for _ in 0..3 {
             let index = rng.random_range(0..records);
-            client.begin_request();
+            client.keys_lost();
             let (state, query) = client.query(index, &mut rng).unwrap();
             let shape = Shape::of(&params).unwrap();
             assert_eq!(
@@ -217,8 +218,14 @@ fn malformed_queries_and_keys_are_refused() {
     bad.push(("scheme", other_scheme));
     bad.push(("empty", Vec::new()));
     let mut mode = good.clone();
-    mode[header + crate::wire::VERSION_LEN] = 3;
+    mode[header + crate::wire::VERSION_LEN] = 5;
     bad.push(("key mode", mode));
+    let mut cached = good.clone();
+    cached[header + crate::wire::VERSION_LEN] = 4;
+    bad.push((
+        "cached keys with keys inline (a length for another mode)",
+        cached,
+    ));
     for (what, q) in &bad {
         assert!(server.answer(q).is_err(), "{what} accepted");
     }
@@ -245,18 +252,18 @@ fn malformed_queries_and_keys_are_refused() {
     assert!(YpirClient::new(&answer).is_err());
 }
 
-/// The first query of a request carries the keys under a key id, the next ones refer to it
-/// (516 KB smaller); a server that does not hold the keys refuses, and the next request starts
-/// with the keys again.
+/// The first query uploads the keys under their digest, later ones (in later requests too)
+/// name them by key id (516 KB smaller); a server that does not hold them answers
+/// `UnknownKey`, and after `keys_lost` the next query uploads them again.
 #[test]
-fn later_queries_of_a_request_refer_to_the_keys_by_id() {
+fn later_queries_name_the_uploaded_keys_by_id() {
     let (params, bytes) = database(3000, 8, 31);
     let seeds = [[8; 16], [9; 16]];
     let (server, client, _) = ypir(params, &bytes, seeds);
     let shape = Shape::of(&params).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(8);
-    client.begin_request();
     let (first_state, first) = client.query(10, &mut rng).unwrap();
+    client.begin_request();
     let (second_state, second) = client.query(2999, &mut rng).unwrap();
     let header = pir_core::wire::HEADER_LEN;
     assert_eq!(first.len(), header + shape.query_bytes());
@@ -265,9 +272,29 @@ fn later_queries_of_a_request_refer_to_the_keys_by_id() {
         shape.query_bytes() - shape.query_bytes_by_id(),
         ELEMENT_BYTES * tree::key_parts() * crate::ring::RING_D
     );
-    // In one batch, in order: the second finds the keys the first brought.
+    assert_eq!(
+        client.key_bytes(),
+        shape.query_bytes() - shape.query_bytes_by_id()
+    );
+    let decoded = |q: &[u8]| wire::decode_query(q, &shape.lengths(), &[9; 32]).unwrap();
+    let (up, later) = (decoded(&first), decoded(&second));
+    let wire::Keys::Upload(bodies) = &up.keys else {
+        panic!("the first query uploads")
+    };
+    assert_eq!(
+        up.key_id,
+        wire::key_id_of(bodies),
+        "the key id is the digest"
+    );
+    assert_eq!((later.key_id, later.keys), (up.key_id, wire::Keys::Cached));
+    // In one batch, in order: the second finds the keys the first uploaded.
     let answers = server.answer_batch(&[&first, &second]);
     let answers: Vec<Vec<u8>> = answers.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        answers[0].len(),
+        answers[1].len(),
+        "the reply size is the same"
+    );
     assert_eq!(
         client.decode(&first_state, &answers[0]).unwrap(),
         record(&bytes, 10, 8)
@@ -276,21 +303,78 @@ fn later_queries_of_a_request_refer_to_the_keys_by_id() {
         client.decode(&second_state, &answers[1]).unwrap(),
         record(&bytes, 2999, 8)
     );
-    // A server that never saw the keys refuses the reference, and keeps serving.
+    // A server that never saw the keys answers UnknownKey, and keeps serving.
     let (fresh, _, _) = ypir(params, &bytes, seeds);
-    assert!(fresh.answer(&second).is_err());
-    client.begin_request();
+    let err = fresh.answer(&second).unwrap_err();
+    assert!(matches!(err, Error::UnknownKey(_)), "{err}");
+    client.keys_lost();
     let (state, again) = client.query(1500, &mut rng).unwrap();
-    assert_eq!(
-        again.len(),
-        header + shape.query_bytes(),
-        "keys inline again"
-    );
+    assert_eq!(again.len(), header + shape.query_bytes(), "uploaded again");
     let answer = fresh.answer(&again).unwrap();
     assert_eq!(
         client.decode(&state, &answer).unwrap(),
         record(&bytes, 1500, 8)
     );
+    let (state, cached) = client.query(7, &mut rng).unwrap();
+    let answer = fresh.answer(&cached).unwrap();
+    assert_eq!(
+        client.decode(&state, &answer).unwrap(),
+        record(&bytes, 7, 8)
+    );
+    // Expired keys: a server that keeps nothing (an expiry of 0) answers UnknownKey.
+    fresh
+        .set_key_policy(crate::KeyPolicy {
+            expiry: std::time::Duration::ZERO,
+            ..crate::KeyPolicy::default()
+        })
+        .unwrap();
+    assert!(fresh.answer(&again).is_ok(), "an upload is still answered");
+    let err = fresh.answer(&cached).unwrap_err();
+    assert!(matches!(err, Error::UnknownKey(_)), "{err}");
+}
+
+/// An upload whose key id is not the digest of its keys is refused (a client cannot choose
+/// an id that names another client's keys), and so is an upload over the server's budget;
+/// queries of version 1 clients (keys inline, then by a random id) are still answered.
+#[test]
+fn chosen_ids_and_oversized_uploads_are_refused_and_old_clients_still_work() {
+    let (params, bytes) = database(3000, 8, 32);
+    let (server, client, _) = ypir(params, &bytes, [[6; 16], [7; 16]]);
+    let shape = Shape::of(&params).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let (state, first) = client.query(42, &mut rng).unwrap();
+    let mut query = wire::decode_query(&first, &shape.lengths(), &[9; 32]).unwrap();
+    let encode = |q: &wire::Query| wire::encode_query(Scheme::Ypir, &[9; 32], q);
+    let chosen = wire::Query {
+        key_id: [5; 16],
+        ..query.clone()
+    };
+    let err = server.answer(&encode(&chosen)).unwrap_err().to_string();
+    assert!(err.contains("must be their digest"), "{err}");
+    let wire::Keys::Upload(bodies) = query.keys.clone() else {
+        panic!("the first query uploads")
+    };
+    query.key_id = [3; 16];
+    query.keys = wire::Keys::Inline(bodies);
+    let inline = server.answer(&encode(&query)).unwrap();
+    assert_eq!(
+        client.decode(&state, &inline).unwrap(),
+        record(&bytes, 42, 8)
+    );
+    query.keys = wire::Keys::ById;
+    let by_id = server.answer(&encode(&query)).unwrap();
+    assert_eq!(
+        client.decode(&state, &by_id).unwrap(),
+        record(&bytes, 42, 8)
+    );
+    server
+        .set_key_policy(crate::KeyPolicy {
+            budget_bytes: 1000,
+            ..crate::KeyPolicy::default()
+        })
+        .unwrap();
+    let err = server.answer(&first).unwrap_err().to_string();
+    assert!(err.contains("key budget"), "{err}");
 }
 
 #[test]

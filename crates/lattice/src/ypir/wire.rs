@@ -7,17 +7,30 @@
 //! query (kind Query)
 //!   version   32 B
 //!   keys      u8                    1 = key bodies follow c2, 2 = the keys sent under key_id
-//!   key_id    16 B                  random, chosen by the client; all zero = do not keep
+//!                                   in this request (modes 1 and 2: version 1 clients);
+//!                                   3 = upload: key bodies follow c2, keep them under key_id,
+//!                                   4 = cached: the keys uploaded before under key_id
+//!   key_id    16 B                  modes 1, 2: random, chosen by the client (all zero = do
+//!                                   not keep); modes 3, 4: the keys' digest ([`key_id_of`]),
+//!                                   never all zero
 //!   c1        u32 × m'              YPIR: m' = m rounded up to a multiple of 1024; SP: none
 //!   c2        7 B × L               elements mod q2, little-endian; YPIR: L = ℓ/e,
 //!                                   SP: L = m rounded up to a multiple of 2048
-//!   keys      7 B × 36 · 2048       keys = 1 only: key-switching key bodies, level 1 digit 0
-//!                                   first, each polynomial's coefficients in order
+//!   keys      7 B × 36 · 2048       modes 1 and 3 only: key-switching key bodies, level 1
+//!                                   digit 0 first, each polynomial's coefficients in order
 //!
 //! answer (kind Answer), per packed ciphertext (YPIR: ceil(e (n+1) / 2048), SP: ceil(ℓ / 2048)):
 //!   mask      2048 × 28 bits        little-endian bit string
 //!   body      2048 × 21 bits        (YPIR+SP: 20 bits)
 //! ```
+//!
+//! One-time keys (modes 3 and 4): the key id of an upload is the first 16 bytes of
+//! `SHA-256("pir ypir keys v1" | key bodies as sent)`, checked by the server, so a client
+//! cannot pick an id that names another client's keys (that takes a second preimage of a
+//! 128-bit digest). Uploaded keys live in their own cache ([`super::server::KeyCache`]:
+//! expiry and a byte budget), apart from the per-request ids of modes 1 and 2. A mode 4
+//! query whose keys the server does not hold is refused with `pir_core::Error::UnknownKey`
+//! (wire code 6); the client then sends mode 3 again.
 
 use pir_core::wire::{encode_envelope, MessageKind, Reader, Writer};
 use pir_core::{Codec, Error};
@@ -31,20 +44,48 @@ use crate::params::Scheme;
 use crate::ring::RING_D;
 use crate::wire::{DbVersion, VERSION_LEN};
 
-/// A client's key id: random bytes naming its key-switching keys on one server.
+/// A client's key id: names its key-switching keys on one server (modes 1 and 2: random;
+/// modes 3 and 4: their digest, [`key_id_of`]).
 pub type KeyId = [u8; KEY_ID_LEN];
+
+/// Key bodies per level and digit (coefficients mod `q2`), as sent.
+pub type KeyBodies = Vec<Vec<Vec<u64>>>;
 
 /// Where a query's key-switching keys are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Keys {
-    /// In the query: key bodies per level and digit (coefficients mod `q2`).
-    Inline(Vec<Vec<Vec<u64>>>),
-    /// Sent before under the query's key id.
+    /// In the query (mode 1).
+    Inline(KeyBodies),
+    /// Sent before in this request under the query's key id (mode 2).
     ById,
+    /// In the query, to be kept under their digest for later queries (mode 3).
+    Upload(KeyBodies),
+    /// Uploaded before under the query's key id, their digest (mode 4).
+    Cached,
 }
 
 const KEYS_INLINE: u8 = 1;
 const KEYS_BY_ID: u8 = 2;
+const KEYS_UPLOAD: u8 = 3;
+const KEYS_CACHED: u8 = 4;
+
+/// Domain separation of the key digest.
+const KEY_DIGEST_DOMAIN: &[u8] = b"pir ypir keys v1";
+
+/// The key id of uploaded keys: the first [`KEY_ID_LEN`] bytes of
+/// `SHA-256("pir ypir keys v1" | bodies as sent)`.
+pub fn key_id_of(bodies: &KeyBodies) -> KeyId {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(KEY_DIGEST_DOMAIN);
+    for x in bodies.iter().flatten().flatten() {
+        hash.update(&x.to_le_bytes()[..ELEMENT_BYTES]);
+    }
+    let digest = hash.finalize();
+    let mut id = [0u8; KEY_ID_LEN];
+    id.copy_from_slice(&digest[..KEY_ID_LEN]);
+    id
+}
 
 /// A decoded query.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +129,8 @@ fn write_query(w: &mut Writer, version: &DbVersion, query: &Query) {
     w.u8(match query.keys {
         Keys::Inline(_) => KEYS_INLINE,
         Keys::ById => KEYS_BY_ID,
+        Keys::Upload(_) => KEYS_UPLOAD,
+        Keys::Cached => KEYS_CACHED,
     });
     w.bytes(&query.key_id);
     for &x in &query.c1 {
@@ -96,7 +139,7 @@ fn write_query(w: &mut Writer, version: &DbVersion, query: &Query) {
     for &x in &query.c2 {
         put_element(w, x);
     }
-    if let Keys::Inline(keys) = &query.keys {
+    if let Keys::Inline(keys) | Keys::Upload(keys) = &query.keys {
         for level in keys {
             for part in level {
                 for &x in part {
@@ -158,8 +201,8 @@ impl Codec<'_> for QueryBody {
         }
         let mode = r.u8()?;
         let need = match mode {
-            KEYS_INLINE => most,
-            KEYS_BY_ID => shape.query_bytes_by_id(),
+            KEYS_INLINE | KEYS_UPLOAD => most,
+            KEYS_BY_ID | KEYS_CACHED => shape.query_bytes_by_id(),
             other => {
                 return Err(Error::UnknownValue {
                     field: "YPIR key mode",
@@ -173,7 +216,7 @@ impl Codec<'_> for QueryBody {
             )));
         }
         let key_id = r.array::<KEY_ID_LEN>()?;
-        if mode == KEYS_BY_ID && key_id == [0; KEY_ID_LEN] {
+        if mode != KEYS_INLINE && key_id == [0; KEY_ID_LEN] {
             return Err(Error::Malformed("keys by id without a key id".into()));
         }
         let c1 = (0..shape.c1)
@@ -182,7 +225,7 @@ impl Codec<'_> for QueryBody {
         let c2 = (0..shape.c2)
             .map(|_| element(r))
             .collect::<Result<Vec<u64>, Error>>()?;
-        let keys = if mode == KEYS_INLINE {
+        let keys = if mode == KEYS_INLINE || mode == KEYS_UPLOAD {
             let mut keys = Vec::with_capacity(LEVELS);
             for &(_, digits) in &GADGET {
                 let mut level = Vec::with_capacity(digits);
@@ -195,9 +238,19 @@ impl Codec<'_> for QueryBody {
                 }
                 keys.push(level);
             }
-            Keys::Inline(keys)
-        } else {
+            if mode == KEYS_INLINE {
+                Keys::Inline(keys)
+            } else if key_id_of(&keys) == key_id {
+                Keys::Upload(keys)
+            } else {
+                return Err(Error::Malformed(
+                    "the key id of uploaded keys must be their digest".into(),
+                ));
+            }
+        } else if mode == KEYS_BY_ID {
             Keys::ById
+        } else {
+            Keys::Cached
         };
         Ok(Self {
             version,

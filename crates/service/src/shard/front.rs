@@ -205,10 +205,7 @@ impl<F: Fanout> Backend for Front<F> {
             match self.answer_chunk(chunk) {
                 Ok(answers) => out.extend(answers.into_iter().map(Ok)),
                 Err(error) => {
-                    let refusal = match &error {
-                        ShardError::Unavailable { .. } => Refusal::unavailable(error.to_string()),
-                        _ => Refusal::internal(error.to_string()),
-                    };
+                    let refusal = error.refusal();
                     out.extend(chunk.iter().map(|_| Err(refusal.clone())));
                 }
             }

@@ -25,6 +25,23 @@ use pir_keys::{PublicKey, SecretKey, PUBLIC_KEY_LEN, SIGNATURE_LEN};
 
 use super::ShardError;
 
+/// The map's file name in a sharded database directory (records, releases, breach).
+pub const MAP_FILE: &str = "shard-map.bin";
+
+/// The file of shard `k`'s rows, back to back, in the directory `dir`.
+pub fn part_path(dir: &std::path::Path, k: usize) -> std::path::PathBuf {
+    dir.join(format!("shard-{k}.part"))
+}
+
+/// What a sharded build writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardOptions {
+    /// `S`, the number of shards (1 to [`MAX_SHARDS`]).
+    pub shards: usize,
+    /// Write only this shard's part (and the map); `None` writes every part.
+    pub only: Option<usize>,
+}
+
 /// Most shards in one map.
 pub const MAX_SHARDS: usize = 256;
 /// Largest `about` a map carries.

@@ -80,3 +80,14 @@ pub enum ShardError {
     #[error(transparent)]
     Codec(#[from] pir_core::Error),
 }
+
+impl ShardError {
+    /// The client's error for a query this failed: `Unavailable` (HTTP 503) when a shard has
+    /// no live replica, an internal error otherwise (the client's query was fine).
+    pub fn refusal(&self) -> crate::signed::Refusal {
+        match self {
+            ShardError::Unavailable { .. } => crate::signed::Refusal::unavailable(self.to_string()),
+            _ => crate::signed::Refusal::internal(self.to_string()),
+        }
+    }
+}

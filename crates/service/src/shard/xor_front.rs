@@ -22,6 +22,17 @@ use crate::signed::{Backend, Refusal};
 /// The schemes a sharded XOR database answers (those of [`crate::Mirror`]).
 pub const SCHEMES: &[SchemeId] = crate::Mirror::SCHEMES;
 
+/// The scheme the shards of a map of `scheme` answer: QDP's shards answer the plain RAID-PIR
+/// query its front end derives from each QDP query (the front end plays the QDP server: the
+/// seeds are its state, the rows the shards'); the XOR schemes' shards answer their own.
+pub fn shard_scheme(scheme: SchemeId) -> SchemeId {
+    if scheme == SchemeId::Qdp {
+        SchemeId::RaidPir
+    } else {
+        scheme
+    }
+}
+
 /// A front end over the shards of one XOR database.
 pub struct XorFront<F> {
     map: ShardMap,
@@ -39,7 +50,8 @@ impl<F> std::fmt::Debug for XorFront<F> {
 }
 
 impl<F: Fanout> XorFront<F> {
-    /// The front end of `map` (a map of an XOR scheme): `keys[k]` are the keys of shard
+    /// The front end of `map` (a map of an XOR scheme, or of QDP, whose front end answers
+    /// through [`XorFront::answer_queries`] with RAID-PIR): `keys[k]` are the keys of shard
     /// `k`'s replicas; `description` is the reply to a manifest request (for a release, the
     /// signed manifest in its envelope, whose SHA-256 the caller has checked against the
     /// map's database id).
@@ -51,7 +63,7 @@ impl<F: Fanout> XorFront<F> {
     ) -> Result<Self, ShardError> {
         let combine = crate::registry::lookup(map.scheme)
             .map_or(Combine::NotYet("not a registered scheme"), |e| e.combine);
-        if combine != Combine::Xor || !SCHEMES.contains(&map.scheme) {
+        if combine != Combine::Xor || !SCHEMES.contains(&shard_scheme(map.scheme)) {
             return Err(ShardError::Combine(format!(
                 "{} shards are not served by an XOR front end",
                 map.scheme.name()
@@ -102,11 +114,12 @@ impl<F: Fanout> XorFront<F> {
     /// Asks every replica for its manifest (cheap: no database pass) and records which
     /// answer, so that `/health` sees replicas come and go without client traffic.
     pub fn probe(&self) {
-        self.gather.probe(self.map.scheme);
+        self.gather.probe(shard_scheme(self.map.scheme));
     }
 
-    /// The XORed answers to `queries` (all of `scheme`, at most [`MAX_BATCH`]).
-    fn answer_chunk(
+    /// The XORed answers to `queries` (all of `scheme`, at most [`MAX_BATCH`]): one batch
+    /// per shard, each part checked, the parts XORed.
+    pub fn answer_queries(
         &self,
         scheme: SchemeId,
         queries: &[Vec<u8>],
@@ -171,19 +184,14 @@ impl<F: Fanout> Backend for XorFront<F> {
                 .collect();
             for chunk in members.chunks(MAX_BATCH) {
                 let queries: Vec<Vec<u8>> = chunk.iter().map(|&i| prepared[i].1.clone()).collect();
-                match self.answer_chunk(scheme, &queries) {
+                match self.answer_queries(scheme, &queries) {
                     Ok(answers) => {
                         for (&i, answer) in chunk.iter().zip(answers) {
                             out[i] = Some(Ok(answer));
                         }
                     }
                     Err(error) => {
-                        let refusal = match &error {
-                            ShardError::Unavailable { .. } => {
-                                Refusal::unavailable(error.to_string())
-                            }
-                            _ => Refusal::internal(error.to_string()),
-                        };
+                        let refusal = error.refusal();
                         for &i in chunk {
                             out[i] = Some(Err(refusal.clone()));
                         }

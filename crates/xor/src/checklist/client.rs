@@ -418,3 +418,54 @@ impl<'a> Codec<'a> for Client {
         Ok(client)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// FNV-1a over 32-bit words: a fingerprint of a whole table.
+    fn fingerprint(words: impl Iterator<Item = u32>) -> u64 {
+        words.fold(0xcbf2_9ce4_8422_2325, |h, w| {
+            (h ^ u64::from(w)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    }
+
+    /// The client's preprocessing for a fixed master seed, pinned: every set's elements and
+    /// every index's two pointers. A faster expander or pointer builder must not change them
+    /// (values recorded from the first implementation, which fills the pointers by
+    /// [`Pointers::insert`]-equivalent rules; `pointers::tests` checks the builder against it).
+    #[test]
+    fn preprocessing_output_is_pinned() {
+        // 100,000 records: several buckets of the pointer builder, each flushed many times.
+        let params = Params::new(100_000, 4).unwrap();
+        let request = OfflineRequest {
+            master: *b"pinned-master-01",
+        };
+        let hints = vec![0u8; params.hint_bytes()];
+        let client = Client::new(params, &request, &hints).unwrap();
+        let (mut scratch, mut elements) = (Scratch::default(), Vec::new());
+        let mut all = Vec::new();
+        for key in client.keys.iter().flatten() {
+            params
+                .sets()
+                .elements(&client.ggm, key, &mut scratch, &mut elements);
+            // Elements are below B = 100,000.
+            all.extend(elements.iter().map(|&e| e as u32));
+        }
+        let pointers = (0..params.records()).flat_map(|x| {
+            let word = |rank| match rank {
+                Rank::Known(r) => r,
+                Rank::AtLeast(b) => 1 << 31 | b,
+            };
+            [
+                word(client.pointers.first(x)),
+                word(client.pointers.second(x)),
+            ]
+        });
+        assert_eq!(
+            (fingerprint(all.into_iter()), fingerprint(pointers)),
+            (3_320_360_331_275_091_221, 4_669_803_021_538_992_112)
+        );
+    }
+}

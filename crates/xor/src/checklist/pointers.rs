@@ -13,6 +13,8 @@
 //! expanding sets from its bound on (a few milliseconds at three million records), and all
 //! pointers are recomputed after `m / 4` lookups.
 
+use pir_kernels::stream::{StreamBuffer, LINE_WORDS};
+
 /// Flag of a lower bound.
 const STALE: u32 = 1 << 31;
 
@@ -97,7 +99,7 @@ impl Pointers {
     /// The pointers of a whole table at once, as [`Pointers::new`] and [`Pointers::insert`] of
     /// every (index, slot) pair would make them, but faster: see [`Builder`].
     pub fn builder(records: u64, slots: usize) -> Builder {
-        Builder::new(records, slots, BUCKET_SHIFT, PENDING)
+        Builder::new(records, slots, BUCKET_SHIFT, PENDING_LINES)
     }
 
     /// While filling from nothing: `slot` holds `x` (keeps the two smallest ranks).
@@ -185,14 +187,15 @@ impl Pointers {
     }
 }
 
-/// Indices per bucket of [`Builder`], as a power of two: 2^15 indices of 8 bytes, 256 KiB of
-/// pointers, which stay in L2 while a bucket's pending pairs are applied.
-const BUCKET_SHIFT: u32 = 15;
+/// Indices per bucket of [`Builder`], as a power of two: 2^14 indices of 8 bytes, 128 KiB of
+/// pointers, brought into L2 once per [`PENDING_LINES`] lines of pairs.
+const BUCKET_SHIFT: u32 = 14;
 
-/// Pairs a bucket of [`Builder`] holds before they are applied: 2^15 of 8 bytes (256 KiB),
-/// so that each bucket's pointers, once brought into L2, take as many pairs as they have
-/// indices.
-const PENDING: usize = 1 << 15;
+/// Lines of pairs (16 each) a bucket of [`Builder`] holds before they are applied: four pairs
+/// per index of the bucket (256 KiB), so that each line of pointers brought in takes about 32
+/// pairs (with one pair per index, 8, the pointers' cache misses cost a third of the build;
+/// four keep the waiting pairs at 16 bytes per index, 48 MB at three million records).
+const PENDING_LINES: usize = (4 << BUCKET_SHIFT) / LINE_WORDS;
 
 /// Fills the pointers of a whole table from its sets, given in increasing slot order
 /// ([`Builder::add_set`]), then [`Builder::finish`]es them into [`Pointers`] equal to what
@@ -203,10 +206,17 @@ const PENDING: usize = 1 << 15;
 /// slots, `key(h) = h + m` if `h < o(x)` else `h`, which orders slots exactly as their ranks
 /// do (`rank = key - o(x)`) and needs only `h < o(x)`, that is `(h + 1) B <= x m`: two
 /// multiplications. The ranks are computed once per index at the end. Both words of an index
-/// lie side by side, and the (index, key) pairs wait in buckets of nearby indices until
-/// enough have come to apply them inside L2: a set's elements are spread over the whole
-/// table, and pointing each one at once costs a cache miss per element (a third of the time
-/// at three million records). Keeping the two smallest keys does not depend on the order the
+/// lie side by side.
+///
+/// A set's elements are spread over the whole table, and pointing each one at once costs a
+/// cache miss per element, so the (index, slot) pairs wait in buckets of nearby indices until
+/// enough have come to apply them inside L2 (a radix pass). Each bucket collects a line of 16
+/// pairs in a small cached staging area, and full lines go to the waiting buffer with
+/// streaming stores ([`StreamBuffer`]): ordinary stores would read every line of the buffer
+/// in before writing it. A waiting pair is one `u32`: the index's offset in its bucket,
+/// whether the slot lies before `o(x)`, and the slot's offset from the *epoch* (every bucket is
+/// emptied when a slot no longer fits the bits left, which at these sizes never happens:
+/// 17 bits, `m` up to 131,072). Keeping the two smallest keys does not depend on the order the
 /// pairs come in, so the buckets change nothing in the result.
 pub struct Builder {
     /// The two smallest keys of each index; `2m` for none.
@@ -215,32 +225,45 @@ pub struct Builder {
     records: u64,
     /// Bucket of index `x`: `x >> shift`.
     shift: u32,
-    /// Pairs `x << 32 | key` waiting: bucket `k` holds `held[k]` of them from `k * capacity`
-    /// on. Empty when there is one bucket: then every pair is applied at once.
-    pending: Vec<u64>,
-    held: Vec<usize>,
+    /// Pairs `slot offset << (shift + 1) | before << shift | x offset` being collected: bucket
+    /// `k`'s line and how many it holds. Empty when there is one bucket: then every pair is
+    /// applied at once.
+    stage: Vec<[u32; LINE_WORDS]>,
+    staged: Vec<usize>,
+    /// Full lines waiting: bucket `k` holds `written[k]` of them from line `k * capacity` on.
+    pending: StreamBuffer,
+    written: Vec<usize>,
     capacity: usize,
+    /// Slot offsets below `span` fit a pair.
+    span: u32,
+    /// The slot pairs' offsets count from.
+    epoch: u32,
 }
 
 impl Builder {
     fn new(records: u64, slots: usize, shift: u32, capacity: usize) -> Self {
+        Self::with_span(records, slots, shift, capacity, 1 << (31 - shift))
+    }
+
+    /// Epochs `span` slots long (at most `2^(31 - shift)`): for tests of the epochs.
+    fn with_span(records: u64, slots: usize, shift: u32, capacity: usize, span: u32) -> Self {
         // slots <= MAX_HINTS = 2^28, so 2 slots fits a u32 below STALE.
         let m = slots as u32;
         // records <= 2^32: at most 2^32 >> shift buckets.
         let buckets = records.div_ceil(1 << shift) as usize;
-        let (pending, held) = if buckets > 1 {
-            (vec![0; buckets * capacity], vec![0; buckets])
-        } else {
-            (Vec::new(), Vec::new())
-        };
+        let buckets = if buckets > 1 { buckets } else { 0 };
         Self {
             keys: vec![[2 * m; 2]; records as usize],
             slots: m,
             records,
             shift,
-            pending,
-            held,
+            stage: vec![[0; LINE_WORDS]; buckets],
+            staged: vec![0; buckets],
+            pending: StreamBuffer::zeroed(buckets * capacity),
+            written: vec![0; buckets],
             capacity,
+            span,
+            epoch: 0,
         }
     }
 
@@ -252,50 +275,95 @@ impl Builder {
         let threshold = (slot as u64 + 1) * self.records;
         // slot < 2^28
         let slot = slot as u32;
-        let key = |x: u32| {
-            slot + if threshold <= u64::from(x) * m {
-                m as u32
-            } else {
-                0
-            }
-        };
-        if self.pending.is_empty() {
+        let before = |x: u32| u32::from(threshold <= u64::from(x) * m);
+        if self.stage.is_empty() {
             for &x in elements {
-                keep(&mut self.keys[x as usize], key(x));
+                keep(&mut self.keys[x as usize], slot + before(x) * self.slots);
             }
             return;
+        }
+        if slot.wrapping_sub(self.epoch) >= self.span {
+            self.flush();
+            self.epoch = slot;
         }
         // Fields in locals: the compiler cannot tell the buffers apart and would reload them.
         let Builder {
             keys,
+            slots,
             shift,
+            stage,
+            staged,
             pending,
-            held,
+            written,
             capacity,
+            epoch,
             ..
         } = self;
-        let (shift, capacity) = (*shift, *capacity);
+        let (shift, capacity, epoch, slots) = (*shift, *capacity, *epoch, *slots);
+        let mask = (1 << shift) - 1;
+        let offset = (slot - epoch) << (shift + 1);
         for &x in elements {
             let bucket = (x >> shift) as usize;
-            let count = held[bucket];
-            pending[bucket * capacity + count] = u64::from(x) << 32 | u64::from(key(x));
-            held[bucket] = count + 1;
-            if count + 1 == capacity {
-                apply(keys, &pending[bucket * capacity..][..capacity]);
-                held[bucket] = 0;
+            let count = staged[bucket];
+            // count < LINE_WORDS: a full line is written out at once below.
+            stage[bucket][count % LINE_WORDS] = offset | before(x) << shift | (x & mask);
+            if count + 1 < LINE_WORDS {
+                staged[bucket] = count + 1;
+                continue;
             }
+            staged[bucket] = 0;
+            let line = written[bucket];
+            pending.write_line(bucket * capacity + line, &stage[bucket]);
+            if line + 1 < capacity {
+                written[bucket] = line + 1;
+            } else {
+                written[bucket] = 0;
+                let words = &pending.read()[bucket * capacity * LINE_WORDS..];
+                apply(
+                    keys,
+                    bucket,
+                    shift,
+                    epoch,
+                    slots,
+                    &words[..capacity * LINE_WORDS],
+                );
+            }
+        }
+    }
+
+    /// Applies every waiting pair.
+    fn flush(&mut self) {
+        let Builder {
+            keys,
+            slots,
+            shift,
+            stage,
+            staged,
+            pending,
+            written,
+            capacity,
+            epoch,
+            ..
+        } = self;
+        let words = pending.read();
+        for (bucket, line) in stage.iter().enumerate() {
+            let waiting = &words[bucket * *capacity * LINE_WORDS..][..written[bucket] * LINE_WORDS];
+            apply(keys, bucket, *shift, *epoch, *slots, waiting);
+            apply(
+                keys,
+                bucket,
+                *shift,
+                *epoch,
+                *slots,
+                &line[..staged[bucket]],
+            );
+            (written[bucket], staged[bucket]) = (0, 0);
         }
     }
 
     /// The pointers: each key turned into its rank.
     pub fn finish(mut self) -> Pointers {
-        for (bucket, count) in self.held.iter_mut().enumerate() {
-            apply(
-                &mut self.keys,
-                &self.pending[bucket * self.capacity..][..*count],
-            );
-            *count = 0;
-        }
+        self.flush();
         let Builder {
             mut keys,
             slots,
@@ -323,12 +391,34 @@ impl Builder {
     }
 }
 
-/// Applies waiting pairs `x << 32 | key` to `keys`.
-fn apply(keys: &mut [[u32; 2]], pairs: &[u64]) {
+/// Applies the waiting pairs of `bucket` (made in `epoch`) to `keys`.
+fn apply(keys: &mut [[u32; 2]], bucket: usize, shift: u32, epoch: u32, m: u32, pairs: &[u32]) {
+    let first = bucket << shift;
+    let end = keys.len().min(first + (1 << shift));
+    let keys = &mut keys[first..end];
+    let mask = (1 << shift) - 1;
     for &pair in pairs {
-        // The high half is an index below B, the low half its key.
-        keep(&mut keys[(pair >> 32) as usize], pair as u32);
+        let slot = epoch + (pair >> (shift + 1));
+        // 0 or m: whether the slot lies before the index's start.
+        let wrap = m & 0u32.wrapping_sub(pair >> shift & 1);
+        // Pairs name indices below B: their offset lies inside the bucket.
+        keep_branchless(&mut keys[(pair & mask) as usize], slot + wrap);
     }
+}
+
+/// [`keep`] without branches: which way a key goes is unpredictable, and a mispredicted branch
+/// throws away the loads of the next pairs already under way.
+#[inline(always)]
+fn keep_branchless(entry: &mut [u32; 2], key: u32) {
+    let [k1, k2] = *entry;
+    let second = if key < k1 {
+        k1
+    } else if key == k1 {
+        k2
+    } else {
+        k2.min(key)
+    };
+    *entry = [k1.min(key), second];
 }
 
 /// Keeps `key` among the two smallest distinct keys of `entry`.
@@ -361,8 +451,10 @@ mod tests {
         ] {
             let mut inserted = Pointers::new(records, slots);
             let mut builder = Pointers::builder(records, slots);
-            // Buckets of 8 indices, applied every 5 pairs.
-            let mut bucketed = Builder::new(records, slots, 3, 5);
+            // Buckets of 8 indices, applied every 2 lines of 16 pairs; and new epochs every 3
+            // slots.
+            let mut bucketed = Builder::new(records, slots, 3, 2);
+            let mut epochs = Builder::with_span(records, slots, 3, 2, 3);
             for slot in 0..slots {
                 let set: Vec<u32> = (0..size)
                     .map(|_| rng.random_range(0..records) as u32)
@@ -372,6 +464,7 @@ mod tests {
                 }
                 builder.add_set(slot, &set);
                 bucketed.add_set(slot, &set);
+                epochs.add_set(slot, &set);
             }
             let built = builder.finish();
             assert!(
@@ -382,6 +475,11 @@ mod tests {
             assert!(
                 built.words == inserted.words,
                 "bucketed: {records} records, {slots} slots"
+            );
+            let built = epochs.finish();
+            assert!(
+                built.words == inserted.words,
+                "epochs: {records} records, {slots} slots"
             );
         }
     }

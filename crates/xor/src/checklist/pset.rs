@@ -189,10 +189,11 @@ impl Ggm {
             for (i, parents) in nodes[..width].chunks(CHUNK).enumerate() {
                 let n = parents.len();
                 let (left, right) = (&mut left[..n], &mut right[..n]);
-                left.copy_from_slice(parents);
-                right.copy_from_slice(parents);
-                self.aes[0].encrypt_blocks(left);
-                self.aes[1].encrypt_blocks(right);
+                // Buffer to buffer (no copies of the parents); the lengths are equal, `n`.
+                let encrypted = self.aes[0]
+                    .encrypt_blocks_b2b(parents, left)
+                    .and(self.aes[1].encrypt_blocks_b2b(parents, right));
+                debug_assert!(encrypted.is_ok());
                 let pairs = parents.iter().zip(left.iter()).zip(right.iter());
                 if leaves {
                     let out = words[2 * CHUNK * i..].chunks_exact_mut(2);
@@ -296,11 +297,9 @@ impl SetShape {
     /// no allocation, 4 bytes per element.
     pub fn elements_into(&self, ggm: &Ggm, key: &SetKey, scratch: &mut Scratch, out: &mut [u32]) {
         ggm.leaf_words(Block::from(key.seed), self.depth, self.size, scratch);
-        let (universe, shift) = (self.universe, key.shift);
-        for (slot, &word) in out.iter_mut().zip(&scratch.words) {
-            // An element is below B <= MAX_UNIVERSE = 2^32.
-            *slot = add_mod(leaf_value(word, universe), shift, universe) as u32;
-        }
+        // An element is below B <= MAX_UNIVERSE = 2^32, and the shift below B: the kernel
+        // computes exactly `add_mod(leaf_value(word, B), shift, B)`.
+        pir_kernels::range::scale_into_range_auto(&scratch.words, self.universe, key.shift, out);
     }
 
     /// The element at `position` alone (one root-to-leaf path).

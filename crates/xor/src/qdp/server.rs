@@ -373,6 +373,21 @@ impl PendingAnswer {
         self.partial.is_some()
     }
 
+    /// The plain RAID-PIR query `(server, seed, flips)` whose answer this is, for a server
+    /// that answers without holding the rows itself (the front end of a sharded database,
+    /// whose shards answer it over their rows); `None` when a precomputed partial answer came
+    /// with the seed (it would be lost: such a server keeps no queue).
+    pub fn into_query(self) -> Option<RaidQuery> {
+        if self.partial.is_some() {
+            return None;
+        }
+        Some(RaidQuery {
+            server: self.server,
+            seed: self.seed,
+            flips: self.flips,
+        })
+    }
+
     /// The RAID-PIR answer of `(seed, flips)`: the partial answer XOR the rows the flip chunks
     /// select, or the full RAID-PIR answer without a partial one.
     pub fn answer(self, db: &Database) -> Result<RaidAnswer, Error> {

@@ -1,0 +1,355 @@
+//! A sharded breach database behind its front end answers exactly as a whole breach server:
+//! with the same signing key, seed key and seed counter, every seed response, QDP answer,
+//! info and blinded point is byte for byte the whole server's, over the number of shards
+//! and the bucket boundaries; a part from another shard or another database is refused.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
+
+use std::sync::Arc;
+
+use pir_breach::blind::BlindingKey;
+use pir_breach::corpus::{CorpusFormat, CorpusStats, Sha1Entry};
+use pir_breach::database::{build_pairs, build_sha1, BreachDatabase, CredentialEntry, Sha1Layout};
+use pir_breach::front::{BreachFront, FrontConfig};
+use pir_breach::info::TAG_BLIND;
+use pir_breach::{BreachBackend, BreachConfig, BreachService};
+use pir_core::{Database, DbShape, SchemeId};
+use pir_keys::{PublicKey, SecretKey};
+use pir_service::qdp::BoxedSeedStore;
+use pir_service::shard::{Done, Fanout, ShardMap};
+use pir_service::{Handler, Mirror, MirrorService, SignedService};
+use pir_xor::qdp::{MemorySeedStore, PausePolicy, QdpClient, QdpConfig, SeedKey};
+use pir_xor::shard::ShardRows;
+use pir_xor::{Engine, EngineOptions};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+type Front = SignedService<BreachFront<Local>>;
+
+fn copy(key: &SecretKey) -> SecretKey {
+    SecretKey::from_pkcs8(key.pkcs8()).unwrap()
+}
+
+/// Shard replicas in process; shard `k`'s requests go to `shards[route[k]]`.
+struct Local {
+    shards: Vec<(Arc<MirrorService>, PublicKey)>,
+    route: Vec<usize>,
+}
+
+impl Fanout for Local {
+    fn send(&self, shard: usize, replica: usize, request: Arc<Vec<u8>>, done: Done) {
+        done(match (replica, self.shards.get(self.route[shard])) {
+            (0, Some((service, key))) => Ok((service.handle(&request).body, *key)),
+            _ => Err("no replica".into()),
+        });
+    }
+}
+
+/// Cuts `0..count` at `shards - 1` distinct random places.
+fn boundaries(rng: &mut ChaCha20Rng, count: u64, shards: usize) -> Vec<std::ops::Range<u64>> {
+    let mut cuts: Vec<u64> = Vec::new();
+    while cuts.len() + 1 < shards {
+        let cut = rng.random_range(1..count);
+        if !cuts.contains(&cut) {
+            cuts.push(cut);
+        }
+    }
+    cuts.sort_unstable();
+    let mut first = 0;
+    cuts.into_iter()
+        .chain([count])
+        .map(|cut| {
+            let range = first..cut;
+            first = cut;
+            range
+        })
+        .collect()
+}
+
+fn sha1_db(rng: &mut ChaCha20Rng, k: u32, entries: usize) -> BreachDatabase {
+    let mut list: Vec<Sha1Entry> = (0..entries)
+        .map(|_| Sha1Entry {
+            hash: rng.random(),
+            count: rng.random_range(1..1000),
+        })
+        .collect();
+    list.sort_by_key(|e| e.hash);
+    list.dedup_by_key(|e| e.hash);
+    let layout = Sha1Layout {
+        prefix_bits: Some(k),
+        entry_bits: 160,
+    };
+    build_sha1(CorpusFormat::Hibp, &list, &layout, &CorpusStats::default())
+        .unwrap()
+        .0
+}
+
+fn seed_store() -> BoxedSeedStore {
+    BoxedSeedStore(Box::new(MemorySeedStore::new()))
+}
+
+/// Shard `k` of `map` over `db`'s rows: a mirror of its buckets alone.
+fn shard_of(db: &Database, map: &ShardMap, k: usize) -> (Arc<MirrorService>, PublicKey) {
+    let shape = db.shape();
+    let b = shape.block_size();
+    let entry = map.shards[k];
+    let (from, to) = (
+        entry.first_row as usize,
+        (entry.first_row + entry.rows) as usize,
+    );
+    let part = Database::from_bytes(
+        DbShape::new((to - from) as u64, b).unwrap(),
+        &db.bytes()[from * b..to * b],
+    )
+    .unwrap();
+    let rows = ShardRows {
+        whole: shape,
+        first: from,
+    };
+    let engine = Engine::shard(part, rows, EngineOptions::default(), &|_, _| {}).unwrap();
+    let key = SecretKey::generate().unwrap();
+    let public = key.public();
+    let id = map.part_id(k).unwrap();
+    (
+        Arc::new(Mirror::new(engine, id, Vec::new()).serve(key)),
+        public,
+    )
+}
+
+/// Server `server` of `db`, whole and sharded at `ranges`, with the same keys and seeds.
+fn pair(
+    db: &BreachDatabase,
+    ranges: &[std::ops::Range<u64>],
+    server: usize,
+    blinding: Option<&BlindingKey>,
+) -> (BreachService, Front) {
+    let key = SecretKey::generate().unwrap();
+    let seed_key = [server as u8 + 9; 16];
+    let whole = BreachBackend::start(BreachConfig {
+        database: Database::from_bytes(db.database().shape(), db.database().bytes()).unwrap(),
+        header: db.header().encode().to_vec(),
+        server,
+        key: copy(&key),
+        blinding: blinding.cloned(),
+        qdp: QdpConfig {
+            queue_capacity: 0,
+            ..QdpConfig::default()
+        },
+        policy: PausePolicy::Always,
+        seed_key: SeedKey::from_bytes(seed_key),
+        seed_store: seed_store(),
+        flip_table: None,
+    })
+    .unwrap();
+    let map = pir_breach::shard::map_of(db, ranges);
+    let shards: Vec<_> = (0..ranges.len())
+        .map(|k| shard_of(db.database(), &map, k))
+        .collect();
+    let keys = shards.iter().map(|(_, key)| vec![*key]).collect();
+    let local = Local {
+        route: (0..shards.len()).collect(),
+        shards,
+    };
+    let front = front(map, server, &key, blinding, seed_key, keys, local);
+    (whole, front)
+}
+
+fn front(
+    map: ShardMap,
+    server: usize,
+    key: &SecretKey,
+    blinding: Option<&BlindingKey>,
+    seed_key: [u8; 16],
+    keys: Vec<Vec<PublicKey>>,
+    local: Local,
+) -> Front {
+    let config = FrontConfig {
+        map,
+        server,
+        key: copy(key),
+        blinding: blinding.cloned(),
+        qdp: QdpConfig::default(),
+        seed_key: SeedKey::from_bytes(seed_key),
+        seed_store: seed_store(),
+    };
+    SignedService::new(BreachFront::new(config, keys, local).unwrap(), copy(key))
+}
+
+fn request(db: &BreachDatabase, message: &[u8]) -> Vec<u8> {
+    pir_service::reply::request(
+        SchemeId::Qdp,
+        &db.header().database_id(),
+        &[message.to_vec()],
+    )
+}
+
+fn payload(body: &[u8]) -> Vec<u8> {
+    let envelope = pir_core::wire::decode_envelope(body, usize::MAX >> 1).unwrap();
+    let batch = pir_core::protocol::decode_answer_batch(envelope.body, 1 << 20).unwrap();
+    batch.answers[0].to_vec()
+}
+
+/// Reads `index` privately through the whole servers and the front ends, in lockstep,
+/// checking every reply is the same bytes; returns the block read.
+fn read_both(db: &BreachDatabase, servers: &[(BreachService, Front); 2], index: usize) -> Vec<u8> {
+    let client = QdpClient::new(*servers[0].0.backend().qdp().scheme());
+    let mut grants = Vec::new();
+    for (s, (whole, front)) in servers.iter().enumerate() {
+        let req = request(db, &client.seed_request(s).unwrap());
+        let (a, b) = (whole.handle(&req), front.handle(&req));
+        assert_eq!((a.status, &a.body), (b.status, &b.body), "seed response");
+        grants.push(client.read_seed_response(s, &payload(&a.body)).unwrap());
+    }
+    let (queries, state) = client.query(&[index], &grants).unwrap();
+    let mut answers = Vec::new();
+    for (s, (whole, front)) in servers.iter().enumerate() {
+        let req = request(db, &client.encode_query(&queries[s]));
+        let (a, b) = (whole.handle(&req), front.handle(&req));
+        assert_eq!(a.status, 200);
+        assert_eq!(a.body, b.body, "answer of server {s}");
+        answers.push(client.decode_answer(s, &payload(&b.body)).unwrap());
+        // The seed is spent at the front end too.
+        assert_eq!(front.handle(&req).status, 400);
+    }
+    client.decode(&state, &answers).unwrap().remove(0)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+    #[test]
+    fn sharded_answers_are_the_whole_servers(seed in any::<u64>(), k in 2u32..6, shards in 1usize..5) {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let db = sha1_db(&mut rng, k, 40);
+        let buckets = db.header().bucket_count() as u64;
+        let shards = shards.min(buckets as usize);
+        let ranges = boundaries(&mut rng, buckets, shards);
+        let servers = [pair(&db, &ranges, 0, None), pair(&db, &ranges, 1, None)];
+        for (whole, front) in &servers {
+            assert_eq!(Handler::hint(whole), Handler::hint(front), "the info");
+        }
+        for _ in 0..3 {
+            let index = rng.random_range(0..buckets as usize);
+            let block = read_both(&db, &servers, index);
+            prop_assert_eq!(&block[..], db.database().block(index));
+        }
+    }
+}
+
+#[test]
+fn blinded_requests_and_pairs_buckets_match_the_whole_server() {
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let key = BlindingKey::generate(&mut rng);
+    let entries = (0..50)
+        .map(|_| CredentialEntry::new(&key, &rng.random()))
+        .collect();
+    let (db, _) = build_pairs(
+        entries,
+        pir_breach::credential::HashKind::Sha256,
+        key.key_id(),
+        Some(3),
+        &CorpusStats::default(),
+    )
+    .unwrap();
+    let ranges = boundaries(&mut rng, 8, 3);
+    let servers = [
+        pair(&db, &ranges, 0, Some(&key)),
+        pair(&db, &ranges, 1, None),
+    ];
+    for index in [0, 5, 7] {
+        assert_eq!(read_both(&db, &servers, index), db.database().block(index));
+    }
+    let point = curve25519_dalek::ristretto::RistrettoPoint::hash_from_bytes::<sha2::Sha512>(b"x");
+    let mut message = vec![TAG_BLIND];
+    message.extend_from_slice(&point.compress().to_bytes());
+    let req = request(&db, &message);
+    let (whole, front) = &servers[0];
+    assert_eq!(whole.handle(&req).body, front.handle(&req).body);
+    // The other position holds no key and says so, as a whole server does.
+    assert_eq!(servers[1].1.handle(&req).status, 400);
+    // A blinding key of another database is refused at start.
+    let other = BlindingKey::generate(&mut rng);
+    let map = pir_breach::shard::map_of(&db, &ranges);
+    let config = FrontConfig {
+        map,
+        server: 0,
+        key: SecretKey::generate().unwrap(),
+        blinding: Some(other),
+        qdp: QdpConfig::default(),
+        seed_key: SeedKey::from_bytes([1; 16]),
+        seed_store: seed_store(),
+    };
+    let local = Local {
+        shards: Vec::new(),
+        route: Vec::new(),
+    };
+    let error = BreachFront::new(config, vec![vec![PublicKey([0; 32])]; 3], local).unwrap_err();
+    assert!(error.to_string().contains("blinding key"), "{error}");
+}
+
+#[test]
+fn parts_of_another_shard_or_database_are_refused() {
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let db = sha1_db(&mut rng, 3, 30);
+    let other = sha1_db(&mut rng, 3, 30);
+    let ranges = boundaries(&mut rng, 8, 2);
+    let map = pir_breach::shard::map_of(&db, &ranges);
+    let other_map = pir_breach::shard::map_of(&other, &ranges);
+    let key = SecretKey::generate().unwrap();
+    let client_query = |front: &Front| {
+        let client =
+            QdpClient::new(pir_breach::service::scheme_for(db.database().shape()).unwrap());
+        let seed = front.handle(&request(&db, &client.seed_request(0).unwrap()));
+        assert_eq!(seed.status, 200);
+        let mine = client.read_seed_response(0, &payload(&seed.body)).unwrap();
+        let theirs = client
+            .read_seed_response(
+                1,
+                &pir_xor::qdp::encode_seed_response(
+                    client.scheme(),
+                    &pir_xor::qdp::SeedGrant {
+                        server: 1,
+                        id: 1,
+                        seed: [4; 16],
+                    },
+                ),
+            )
+            .unwrap();
+        let (queries, _) = client.query(&[3], &[mine, theirs]).unwrap();
+        front.handle(&request(&db, &client.encode_query(&queries[0])))
+    };
+    // Shard 1 of another database, and shard 0 answering for shard 1.
+    for (shards, route) in [
+        (
+            vec![
+                shard_of(db.database(), &map, 0),
+                shard_of(other.database(), &other_map, 1),
+            ],
+            vec![0, 1],
+        ),
+        (
+            vec![
+                shard_of(db.database(), &map, 0),
+                shard_of(db.database(), &map, 1),
+            ],
+            vec![0, 0],
+        ),
+    ] {
+        let keys = shards.iter().map(|(_, key)| vec![*key]).collect();
+        let front = front(
+            map.clone(),
+            0,
+            &key,
+            None,
+            [2; 16],
+            keys,
+            Local { shards, route },
+        );
+        // Refused as a server error (the front end's log names the shard), never combined.
+        let reply = client_query(&front);
+        assert_eq!(reply.status, 500);
+        let envelope = pir_core::wire::decode_envelope(&reply.body, 1 << 16).unwrap();
+        assert_eq!(envelope.kind, pir_core::wire::MessageKind::Error);
+        assert!(!front.backend().xor().ops().ready(), "shard 1 is not live");
+    }
+}
