@@ -42,8 +42,9 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
     }
 
     /// Runs one batch of pending requests and the shuffle work it pays for; returns its
-    /// answers (empty if nothing was pending, or if every pending request waits for a
-    /// partition being shuffled: then one wave of shuffle work is run instead).
+    /// answers, one per request of the batch (empty if nothing was pending, or if the first
+    /// pending request's partition has a level whose read budget is spent: then one wave of
+    /// shuffle work is run instead).
     pub fn step(&mut self) -> Result<Vec<Answer>, OramError> {
         // The bound on pending work: no new reads while too many evictions are owed.
         while self.oram.shuffle_over_bound() {
