@@ -8,8 +8,7 @@
 //! of stopping every request while it runs.
 //!
 //! Reads never wait for a job. A job only reads its source levels until its new level is laid
-//! out, and writes only the target's other region, so the sources stay readable as they
-//! stand; once the job has read and opened every source (`Shuffler::held_levels`), its
+//! out and writes nothing before that, so the sources stay readable as they stand; once the job has read and opened every source (`Shuffler::held_levels`), its
 //! buffer holds them, and a batch reads nothing more of them (the store saw the job read
 //! them in full): a request whose block is there takes it from the buffer. A block a batch
 //! takes out of a running job (from a source, the client-side levels or the cache) is
