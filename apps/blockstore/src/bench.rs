@@ -49,6 +49,9 @@ pub struct Round {
     pub latencies: Vec<Duration>,
     /// Eviction-cache size after each batch.
     pub cache: Vec<usize>,
+    /// CPU seconds this process used during the round (user + system, every thread; NaN
+    /// where `/proc/self/stat` cannot be read).
+    pub cpu_s: f64,
 }
 
 /// The result.
@@ -124,6 +127,16 @@ impl OramReport {
         )
     }
 
+    /// CPU seconds per operation (this process, every thread), median round.
+    pub fn cpu_s_per_op(&self) -> f64 {
+        median(
+            self.rounds
+                .iter()
+                .map(|r| r.cpu_s / self.ops as f64)
+                .collect(),
+        )
+    }
+
     /// Latency percentile over all rounds.
     pub fn latency(&self, fraction: f64) -> Duration {
         let mut all: Vec<Duration> = self
@@ -192,6 +205,7 @@ pub(crate) fn round(
     let mut latencies = Vec::with_capacity(ops as usize);
     let mut cache = Vec::new();
     let mut next = 0u64;
+    let cpu_before = cpu_seconds();
     let begin = Instant::now();
     while (latencies.len() as u64) < ops {
         while started.len() < in_flight && next < ops {
@@ -219,6 +233,7 @@ pub(crate) fn round(
         cache.push(disk.oram().cache_len());
     }
     let elapsed = begin.elapsed();
+    let cpu_s = cpu_seconds() - cpu_before;
     let after = disk.oram().traffic();
     latencies.sort_unstable();
     Ok(Round {
@@ -232,7 +247,28 @@ pub(crate) fn round(
         },
         latencies,
         cache,
+        cpu_s,
     })
+}
+
+/// CPU seconds this process has used (user + system, every thread) from `/proc/self/stat`
+/// (fields 14 and 15, in `USER_HZ` = 100 ticks per second on every Linux user space), or NaN
+/// elsewhere. Time spent waiting for a core on a shared machine does not count.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // The command name (field 2) may hold spaces: count fields after its closing ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => (user + system) / 100.0,
+        _ => f64::NAN,
+    }
 }
 
 /// Writes a plain file of `size` random bytes (what a non-oblivious disk would hold) and

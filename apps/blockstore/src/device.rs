@@ -27,6 +27,14 @@ pub trait BlockDevice: Send + 'static {
     fn flush(&mut self) -> Result<Vec<Answer>, DiskError>;
     /// Flushes and closes cleanly.
     fn close(self) -> Result<(), DiskError>;
+    /// Background work owed (shuffle slot I/O), for the export's idle loop; none by default.
+    fn shuffle_owed(&self) -> usize {
+        0
+    }
+    /// Runs one wave of owed background work; returns whether there was any.
+    fn shuffle_some(&mut self) -> Result<bool, DiskError> {
+        Ok(false)
+    }
 }
 
 impl BlockDevice for Disk {
@@ -60,5 +68,13 @@ impl BlockDevice for Disk {
 
     fn close(self) -> Result<(), DiskError> {
         Disk::close(self)
+    }
+
+    fn shuffle_owed(&self) -> usize {
+        Disk::shuffle_owed(self)
+    }
+
+    fn shuffle_some(&mut self) -> Result<bool, DiskError> {
+        Disk::shuffle_some(self)
     }
 }

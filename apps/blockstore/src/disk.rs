@@ -12,6 +12,13 @@
 //! session (new nonces and epochs, made durable before any slot is written) and, if the last
 //! session did not close cleanly, rebuilds every partition before serving, so no slot read
 //! before the crash is read again.
+//!
+//! Background shuffling: level rebuilds are jobs the ORAM runs a wave at a time between
+//! batches ([`Disk::step`]) and while the caller is idle ([`Disk::shuffle_some`]). A rebuild
+//! writes only the region the durable state does not reference and changes nothing the state
+//! describes until its last write is done; [`Disk::flush`] finishes every owed rebuild before
+//! it syncs the stores and replaces `STATE`, so `STATE` never references a region being
+//! rebuilt, and a crash mid-rebuild leaves everything it references intact.
 
 use std::path::{Path, PathBuf};
 
@@ -533,6 +540,17 @@ impl Disk {
         self.client.oram.pending_len()
     }
 
+    /// Evictions (level rebuilds) owed: queued or running in the background.
+    pub fn shuffle_owed(&self) -> usize {
+        self.client.oram.shuffle_owed()
+    }
+
+    /// Runs one wave of owed shuffle I/O (for a caller with nothing else to do); returns
+    /// whether there was any.
+    pub fn shuffle_some(&mut self) -> Result<bool, DiskError> {
+        Ok(self.client.shuffle(true)?)
+    }
+
     fn commit(&mut self, clean: bool) -> Result<(), DiskError> {
         self.client.sync()?;
         let mut rng = ChaCha20Rng::from_rng(&mut rand::rng());
@@ -548,7 +566,8 @@ impl Disk {
         Ok(())
     }
 
-    /// Runs every queued request and makes all of them durable.
+    /// Runs every queued request and makes all of them durable (every owed rebuild is
+    /// finished first: `STATE` never references a region being rebuilt).
     pub fn flush(&mut self) -> Result<Vec<Answer>, DiskError> {
         let mut answers = Vec::new();
         while self.pending() > 0 {

@@ -1,9 +1,11 @@
 //! A synchronous driver: runs batches of an [`Oram`] against a [`SlotStore`].
 //!
 //! The driver does the I/O the core plans, in the order the core requires: a batch's reads,
-//! the answers, then the batch's evictions (each a read of the source levels and one write of
-//! the rebuilt level). Committing the client state is the caller's job (it owns the state
-//! file): call [`Client::sync`] first so every slot the state references is durable.
+//! its answers, then waves of background shuffle I/O (the evictions owed, as resumable jobs:
+//! [`crate::oram::shuffle`]) until the shuffle credit of that batch is spent. A rebuild is
+//! spread over many batches instead of stopping the next one while it runs. Committing the
+//! client state is the caller's job (it owns the state file): call [`Client::sync`] first,
+//! which finishes every owed job and makes every slot the state references durable.
 
 use rand::{CryptoRng, RngCore};
 
@@ -25,10 +27,6 @@ pub struct Client<S, R> {
     buffer: Vec<u8>,
     /// Largest eviction cache seen after a batch (the stash bound the tests check).
     pub peak_cache: usize,
-    /// Evictions owed by the last batch: they run before the next batch's reads (or a sync),
-    /// after its answers were released, the way ObliviStore shuffles in the background of
-    /// the requests rather than in front of them.
-    owed: Vec<u32>,
 }
 
 impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
@@ -40,17 +38,25 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
             rng,
             buffer: Vec::new(),
             peak_cache: 0,
-            owed: Vec::new(),
         }
     }
 
-    /// Runs one batch of pending requests; returns its answers (empty if nothing was pending).
-    /// The batch's evictions are owed until the next call (or [`Client::sync`]): every
-    /// partition read is still written before it is read again.
+    /// Runs one batch of pending requests and the shuffle work it pays for; returns its
+    /// answers, one per request of the batch (empty if nothing was pending, or if the first
+    /// pending request's partition has a level whose read budget is spent: then one wave of
+    /// shuffle work is run instead).
     pub fn step(&mut self) -> Result<Vec<Answer>, OramError> {
-        self.evict()?;
-        let Some(batch) = self.oram.begin_batch(MAX_BATCH, &mut self.rng)? else {
-            return Ok(Vec::new());
+        // The bound on pending work: no new reads while too many evictions are owed.
+        while self.oram.shuffle_over_bound() {
+            self.shuffle(true)?;
+        }
+        let batch = match self.oram.begin_batch(MAX_BATCH, &mut self.rng)? {
+            Some(batch) if !batch.is_empty() => batch,
+            other => {
+                debug_assert!(other.is_none_or(|b| b.reads.is_empty()));
+                self.shuffle(true)?;
+                return Ok(Vec::new());
+            }
         };
         self.buffer.clear();
         self.store.read(&batch.reads, &mut self.buffer)?;
@@ -58,58 +64,41 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
         let answers = self
             .oram
             .finish_batch(batch, &mut self.buffer, &mut self.rng)?;
-        // The cache is at its largest now, before the owed evictions drain it.
+        // The cache is at its largest now, before the evictions drain it.
         self.peak_cache = self.peak_cache.max(self.oram.cache_len());
-        self.owed = self.oram.eviction_targets(&read);
+        self.oram.queue_evictions(&read);
+        while self.shuffle(false)? {}
         Ok(answers)
     }
 
-    /// Runs the evictions owed by the last batch.
-    pub fn evict(&mut self) -> Result<(), OramError> {
-        let mut targets = std::mem::take(&mut self.owed);
-        // Waves of distinct partitions: their source levels are read in one go and their
-        // rebuilt levels written in one go (one round trip each to every remote store).
-        while !targets.is_empty() {
-            let mut wave = Vec::new();
-            let mut later = Vec::new();
-            for partition in targets {
-                if wave.contains(&partition) {
-                    later.push(partition);
-                } else {
-                    wave.push(partition);
-                }
-            }
-            self.write_wave(&wave)?;
-            targets = later;
+    /// Runs one wave of owed shuffle I/O: within the credit the batches gave it, or (`force`)
+    /// regardless. Returns whether there was one.
+    pub fn shuffle(&mut self, force: bool) -> Result<bool, OramError> {
+        let Some(wave) = self.oram.begin_shuffle(force, &mut self.rng)? else {
+            return Ok(false);
+        };
+        self.buffer.clear();
+        if !wave.reads.is_empty() {
+            self.store.read(&wave.reads, &mut self.buffer)?;
         }
-        self.peak_cache = self.peak_cache.max(self.oram.cache_len());
-        Ok(())
+        if !wave.writes.is_empty() {
+            let refs: Vec<(crate::oram::Extent, &[u8])> = wave
+                .writes
+                .iter()
+                .map(|w| (w.extent, w.bytes.as_slice()))
+                .collect();
+            self.store.write_many(&refs)?;
+        }
+        self.oram
+            .finish_shuffle(wave, &mut self.buffer, &mut self.rng)?;
+        Ok(true)
     }
 
-    fn write_wave(&mut self, partitions: &[u32]) -> Result<(), OramError> {
-        let plans: Vec<_> = partitions
-            .iter()
-            .map(|&p| self.oram.plan_write(p))
-            .collect();
-        let extents: Vec<_> = plans.iter().flat_map(|p| p.reads.iter().copied()).collect();
-        self.buffer.clear();
-        self.store.read(&extents, &mut self.buffer)?;
-        let slot = self.oram.geometry().sealed_slot() as usize;
-        let mut writes = Vec::new();
-        let mut at = 0;
-        for plan in plans {
-            let len: usize = plan.reads.iter().map(|e| e.slots as usize * slot).sum();
-            let part = &mut self.buffer[at..at + len];
-            at += len;
-            if let Some(write) = self.oram.finish_write(plan, part, &mut self.rng)? {
-                writes.push(write);
-            }
-        }
-        let refs: Vec<(crate::oram::Extent, &[u8])> = writes
-            .iter()
-            .map(|w| (w.extent, w.bytes.as_slice()))
-            .collect();
-        self.store.write_many(&refs)
+    /// Runs every owed eviction to completion.
+    pub fn evict(&mut self) -> Result<(), OramError> {
+        while self.shuffle(true)? {}
+        self.peak_cache = self.peak_cache.max(self.oram.cache_len());
+        Ok(())
     }
 
     /// Submits `requests` and runs batches until all are answered; answers in request order.

@@ -26,6 +26,9 @@ pub struct Level {
     /// Unread dummy slots, in random order (reading them in index order would let the store
     /// tell the real read apart).
     pub dummies: Vec<u32>,
+    /// Slots read since the level was built: its [`CONSUMED`] slots (for a level on the
+    /// store, every batch read of it; public, the store counts them too).
+    pub reads: u32,
 }
 
 impl Level {
@@ -53,6 +56,7 @@ impl Level {
             epoch,
             slots: contents,
             dummies,
+            reads: 0,
         }
     }
 
@@ -61,6 +65,13 @@ impl Level {
         self.filled = false;
         self.slots = Vec::new();
         self.dummies = Vec::new();
+        self.reads = 0;
+    }
+
+    /// Marks `slot` read (real or dummy; never read again before the level is rebuilt).
+    pub fn consume(&mut self, slot: u32) {
+        self.slots[slot as usize] = CONSUMED;
+        self.reads += 1;
     }
 
     /// Live real blocks in the level, with their slots.

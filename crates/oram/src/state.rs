@@ -201,6 +201,7 @@ fn read_partition(r: &mut Reader<'_>, g: &Geometry, n: usize) -> Result<Partitio
             let slots = g.slots(l) as usize;
             level.slots = read_u32s(r, slots)?;
             level.dummies = read_list(r, "unread dummies", slots)?;
+            level.reads = level.slots.iter().filter(|&&s| s == CONSUMED).count() as u32;
         }
         levels.push(level);
     }

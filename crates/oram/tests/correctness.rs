@@ -126,6 +126,8 @@ fn a_reopened_store_continues_and_an_unclean_one_reshuffles() {
         })
         .collect();
     c.run(writes).unwrap();
+    // A commit: every owed rebuild finished and synced, then the state written.
+    c.sync().unwrap();
     c.oram.mark_durable();
     let plain = state::encode(&c.oram, false);
     let store = c.store;

@@ -1,7 +1,11 @@
 //! What a store sees does not depend on what is asked: the slots read and written under a
 //! sequential scan, uniformly random blocks and one block asked again and again have the same
 //! distribution (two-sample chi-square tests on the store's view), and the test has the power
-//! to see a leak (a control trace that reads a repeated block's home again is flagged).
+//! to see a leak (a control trace that reads a repeated block's home again is flagged). The
+//! background shuffler's schedule (how many partitions each batch reads, how much shuffle
+//! I/O runs between batches) is compared the same way, under an open-loop client and under
+//! a closed-loop one (whose sending rate the store can time: TaoStore's critique of
+//! ObliviStore, which the schedule before reads of partitions being shuffled failed).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pir_oram::{Client, Extent, Geometry, MemoryStore, Op, Oram, Request};
@@ -186,4 +190,244 @@ fn compare(width: u32) {
         suspicious(stat, df),
         "the control leak was not seen: {stat}"
     );
+}
+
+/// The store's view of the background schedule under an open-loop client: 8 new requests
+/// before every step, whatever was answered (ObliviStore's model: when requests arrive is
+/// public, what they ask is not). Per step, the partitions the batch read and the shuffle
+/// pieces (multi-slot reads and writes) that ran; and the partitions read. A closed-loop
+/// client is `closed_loop` below.
+struct Schedule {
+    batch_sizes: Vec<u64>,
+    pieces: Vec<u64>,
+    partitions: Vec<u64>,
+    answered: u64,
+}
+
+fn schedule(workload: Workload, steps: u32, seed: u64) -> Schedule {
+    const IN_FLIGHT: u64 = 32;
+    const PER_STEP: u64 = 8;
+    let g = Geometry::new(512, BLOCKS, 1).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let oram = Oram::create(g.clone(), &mut rng).unwrap();
+    let mut store = MemoryStore::new(g.sealed_slot(), &[g.store_bytes(0)]);
+    store.log = Some(Vec::new());
+    let mut c = Client::new(oram, store, rng);
+    let mut pick = ChaCha20Rng::seed_from_u64(seed + 1000);
+    let mut view = Schedule {
+        batch_sizes: vec![0; IN_FLIGHT as usize + 1],
+        pieces: vec![0; 64],
+        partitions: vec![0; g.partitions as usize],
+        answered: 0,
+    };
+    let mut submitted = 0u64;
+    for _ in 0..steps {
+        for _ in 0..PER_STEP {
+            let block = match workload {
+                Workload::Sequential => (submitted % BLOCKS) as u32,
+                Workload::Random => pick.random_range(0..BLOCKS as u32),
+                Workload::RepeatOne => 7,
+            };
+            let op = if submitted.is_multiple_of(2) {
+                Op::Write(vec![submitted as u8; 512])
+            } else {
+                Op::Read
+            };
+            c.oram
+                .submit(Request {
+                    id: submitted,
+                    block,
+                    op,
+                })
+                .unwrap();
+            submitted += 1;
+        }
+        view.answered += c.step().unwrap().len() as u64;
+        let log = c.store.log.replace(Vec::new()).unwrap();
+        let mut read_now: Vec<u32> = Vec::new();
+        let mut pieces = 0usize;
+        for (write, e) in log {
+            let (partition, _, _) = locate(&g, e);
+            if e.slots == 1 && !write {
+                if !read_now.contains(&partition) {
+                    read_now.push(partition);
+                    view.partitions[partition as usize] += 1;
+                }
+            } else {
+                pieces += 1;
+            }
+        }
+        view.batch_sizes[read_now.len()] += 1;
+        view.pieces[pieces.min(63)] += 1;
+    }
+    view
+}
+
+/// Background shuffling keeps the store's view independent of the workload: batch sizes,
+/// shuffle I/O between batches and the partitions read have the same distribution under a
+/// scan, random blocks and one block asked again and again (8 new requests per step; see
+/// `schedule` for what an open-loop client means here).
+#[test]
+fn the_background_schedule_does_not_depend_on_the_workload() {
+    const STEPS: u32 = 3000;
+    let views = [
+        ("sequential", schedule(Workload::Sequential, STEPS, 11)),
+        ("random", schedule(Workload::Random, STEPS, 12)),
+        ("repeat-one", schedule(Workload::RepeatOne, STEPS, 13)),
+    ];
+    let reference = &views[1].1;
+    for (name, view) in &views {
+        // Every workload is served at the same rate (within 2%).
+        let ratio = view.answered as f64 / reference.answered as f64;
+        assert!((0.98..1.02).contains(&ratio), "{name}: answered {ratio}");
+        for (what, h, r) in [
+            ("batch sizes", &view.batch_sizes, &reference.batch_sizes),
+            ("shuffle pieces per step", &view.pieces, &reference.pieces),
+            ("partitions read", &view.partitions, &reference.partitions),
+        ] {
+            let (stat, df) = two_sample(h, r);
+            assert!(
+                !suspicious(stat, df),
+                "{name}: {what}: statistic {stat:.1} with {df} degrees of freedom"
+            );
+        }
+    }
+    // Power: had a request waited whenever an earlier request for its block waited (the
+    // rule before fake reads covered waiting requests), one blocked home would empty a whole
+    // repeat-one batch; a histogram with that shape is flagged.
+    let mut all_or_nothing = vec![0u64; reference.batch_sizes.len()];
+    let total: u64 = reference.batch_sizes.iter().sum();
+    let partial: u64 = reference.batch_sizes[1..reference.batch_sizes.len() - 1]
+        .iter()
+        .sum();
+    all_or_nothing[0] = partial / 4;
+    *all_or_nothing.last_mut().unwrap() = total - partial / 4;
+    let (stat, df) = two_sample(&all_or_nothing, &reference.batch_sizes);
+    assert!(
+        suspicious(stat, df),
+        "the control shape was not seen: {stat}"
+    );
+}
+
+/// The store's view under a closed-loop client: 32 requests in flight, and a new request is
+/// sent only when an answer comes back (so the client's sending rate is what the store can
+/// time). Per step: how many answers came back (the next batch's new requests), how many
+/// one-slot reads and shuffle pieces ran, and the partitions read.
+struct ClosedLoop {
+    answers: Vec<u64>,
+    slot_reads: Vec<u64>,
+    pieces: Vec<u64>,
+    partitions: Vec<u64>,
+    answered: u64,
+}
+
+fn closed_loop(workload: Workload, steps: u32, seed: u64) -> ClosedLoop {
+    const IN_FLIGHT: u64 = 32;
+    let g = Geometry::new(512, BLOCKS, 1).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let oram = Oram::create(g.clone(), &mut rng).unwrap();
+    let mut store = MemoryStore::new(g.sealed_slot(), &[g.store_bytes(0)]);
+    store.log = Some(Vec::new());
+    let mut c = Client::new(oram, store, rng);
+    let mut pick = ChaCha20Rng::seed_from_u64(seed + 1000);
+    let mut view = ClosedLoop {
+        answers: vec![0; IN_FLIGHT as usize + 1],
+        slot_reads: vec![0; 64],
+        pieces: vec![0; 64],
+        partitions: vec![0; g.partitions as usize],
+        answered: 0,
+    };
+    let mut submitted = 0u64;
+    let mut send = |c: &mut Client<MemoryStore, ChaCha20Rng>, submitted: &mut u64| {
+        let block = match workload {
+            Workload::Sequential => (*submitted % BLOCKS) as u32,
+            Workload::Random => pick.random_range(0..BLOCKS as u32),
+            Workload::RepeatOne => 7,
+        };
+        let op = if submitted.is_multiple_of(2) {
+            Op::Write(vec![*submitted as u8; 512])
+        } else {
+            Op::Read
+        };
+        c.oram
+            .submit(Request {
+                id: *submitted,
+                block,
+                op,
+            })
+            .unwrap();
+        *submitted += 1;
+    };
+    for _ in 0..IN_FLIGHT {
+        send(&mut c, &mut submitted);
+    }
+    for _ in 0..steps {
+        let answers = c.step().unwrap().len();
+        view.answered += answers as u64;
+        view.answers[answers.min(IN_FLIGHT as usize)] += 1;
+        let log = c.store.log.replace(Vec::new()).unwrap();
+        let (mut slot_reads, mut pieces) = (0usize, 0usize);
+        let mut read_now: Vec<u32> = Vec::new();
+        for (write, e) in log {
+            if e.slots == 1 && !write {
+                slot_reads += 1;
+                let (partition, _, _) = locate(&g, e);
+                if !read_now.contains(&partition) {
+                    read_now.push(partition);
+                    view.partitions[partition as usize] += 1;
+                }
+            } else {
+                pieces += 1;
+            }
+        }
+        // Buckets of 4 reads (a request reads one slot per filled level on the store).
+        view.slot_reads[(slot_reads / 4).min(63)] += 1;
+        view.pieces[pieces.min(63)] += 1;
+        // The closed loop: one new request per answer.
+        for _ in 0..answers {
+            send(&mut c, &mut submitted);
+        }
+    }
+    view
+}
+
+/// A closed-loop client (it sends the next request only when an answer came back) hammering
+/// one block is served at the same rate, with the same store view, as one asking random
+/// blocks or scanning: no request waits for a partition being shuffled, so no answer is held
+/// back by another request's partition (TaoStore's timing critique of ObliviStore).
+#[test]
+fn a_closed_loop_client_is_served_at_the_same_rate_whatever_it_asks() {
+    const STEPS: u32 = 3000;
+    let views = [
+        ("sequential", closed_loop(Workload::Sequential, STEPS, 21)),
+        ("random", closed_loop(Workload::Random, STEPS, 22)),
+        ("repeat-one", closed_loop(Workload::RepeatOne, STEPS, 23)),
+    ];
+    let reference = &views[1].1;
+    let mut differences = Vec::new();
+    for (name, view) in &views {
+        // Answers per step are what the store times (the client's next sends).
+        let ratio = view.answered as f64 / reference.answered as f64;
+        if !(0.98..1.02).contains(&ratio) {
+            differences.push(format!("{name}: answered {ratio:.3} of random's"));
+        }
+        for (what, h, r) in [
+            ("answers per step", &view.answers, &reference.answers),
+            (
+                "one-slot reads per step",
+                &view.slot_reads,
+                &reference.slot_reads,
+            ),
+            ("shuffle pieces per step", &view.pieces, &reference.pieces),
+            ("partitions read", &view.partitions, &reference.partitions),
+        ] {
+            let (stat, df) = two_sample(h, r);
+            if suspicious(stat, df) {
+                differences.push(format!(
+                    "{name}: {what}: statistic {stat:.1} with {df} degrees of freedom"
+                ));
+            }
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("; "));
 }

@@ -28,6 +28,9 @@ pub struct OramBenchPlan {
     pub scratch: Option<PathBuf>,
     /// The line describing this machine, printed first (`pir_bench::machine_line`).
     pub machine: String,
+    /// Print one JSON object (`ops_per_s`, `p50_ms`, `p99_ms`, `cpu_s_per_op`, ...) instead
+    /// of the report.
+    pub json: bool,
 }
 
 /// The benchmark's stores: directories, or `pir oram store` servers on 127.0.0.1 in this
@@ -87,13 +90,15 @@ pub async fn run(plan: OramBenchPlan) -> Result<()> {
         in_flight: crate::pir_oram::MAX_BATCH,
         dir: scratch.path().to_path_buf(),
     };
-    println!("{}", plan.machine);
-    println!(
-        "oblivious store: {} logical, 4 KiB blocks, {} {kind} in {}; filling every block once...",
-        human(size),
-        options.stores.len(),
-        scratch.path().display()
-    );
+    if !plan.json {
+        println!("{}", plan.machine);
+        println!(
+            "oblivious store: {} logical, 4 KiB blocks, {} {kind} in {}; filling every block once...",
+            human(size),
+            options.stores.len(),
+            scratch.path().display()
+        );
+    }
     let progress = super::bar(size);
     let block = u64::from(options.block);
     let bar = progress.clone();
@@ -108,8 +113,33 @@ pub async fn run(plan: OramBenchPlan) -> Result<()> {
         server.shutdown().await;
     }
     progress.finish_and_clear();
-    print_report(&options, &report);
+    if plan.json {
+        print_json(&options, &report);
+    } else {
+        print_report(&options, &report);
+    }
     Ok(())
+}
+
+/// One JSON row: medians over the rounds, CPU of this process (client and any in-process
+/// stores) per operation.
+fn print_json(options: &OramBenchOptions, report: &OramReport) {
+    let slot = u64::from(options.block) + u64::from(crate::pir_oram::params::SEAL_OVERHEAD);
+    println!(
+        "{{\"bench\":\"oram\",\"size\":{},\"block\":{},\"stores\":{},\"in_flight\":{},\"ops\":{},\"runs\":{},\"ops_per_s\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"cpu_s_per_op\":{:.7},\"bytes_per_op\":{:.0},\"peak_cache\":{}}}",
+        options.size,
+        options.block,
+        options.stores.len(),
+        options.in_flight,
+        report.ops,
+        report.rounds.len(),
+        report.ops_per_second(),
+        report.latency(0.5).as_secs_f64() * 1e3,
+        report.latency(0.99).as_secs_f64() * 1e3,
+        report.cpu_s_per_op(),
+        report.bytes_per_op(slot),
+        report.peak_cache,
+    );
 }
 
 fn print_report(options: &OramBenchOptions, report: &OramReport) {

@@ -6,7 +6,10 @@
 //! the export has one), send jobs to the worker and write replies as they come back (NBD
 //! allows any order). The worker takes every job queued so far (up to a flush), runs them as
 //! ORAM batches of up to 32 requests, and answers each job only after all of its block reads
-//! completed.
+//! completed. Level rebuilds run in the background: a wave at a time between batches, and
+//! while no job is queued the worker keeps shuffling a wave at a time, looking for new jobs
+//! between waves, so an idle export catches up and a busy one is never stopped for a whole
+//! rebuild.
 //!
 //! Bounds, so that a client cannot make the export work for nobody: each connection has at
 //! most [`ExportOptions::max_requests`] requests and [`ExportOptions::max_bytes`] bytes in
@@ -187,7 +190,16 @@ fn worker<D: BlockDevice>(
 ) -> Result<(), ExportError> {
     let mut broken: Option<String> = None;
     loop {
-        let Ok(first) = inbox.recv() else { break };
+        let first = match next_message(&inbox, &mut disk, broken.is_none()) {
+            Ok(Some(msg)) => msg,
+            Ok(None) => break,
+            Err(why) => {
+                tracing::error!("NBD export: the store failed: {why}; refusing further requests");
+                let _ = failed.send(Some(why.clone()));
+                broken = Some(why);
+                continue;
+            }
+        };
         let mut batch = vec![first];
         while !matches!(
             batch.last(),
@@ -242,6 +254,28 @@ fn worker<D: BlockDevice>(
     match broken {
         Some(why) => Err(ExportError::Failed(why)),
         None => Ok(disk.close()?),
+    }
+}
+
+/// The next message for the worker (`None`: every sender is gone). While none is queued and
+/// the store owes shuffle work (and `shuffle` is set), runs that work a wave at a time,
+/// checking for a message between waves. Returns the store's failure.
+fn next_message<D: BlockDevice>(
+    inbox: &mpsc::Receiver<Msg>,
+    disk: &mut D,
+    shuffle: bool,
+) -> Result<Option<Msg>, String> {
+    loop {
+        if !shuffle || disk.shuffle_owed() == 0 {
+            return Ok(inbox.recv().ok());
+        }
+        match inbox.try_recv() {
+            Ok(msg) => return Ok(Some(msg)),
+            Err(mpsc::TryRecvError::Disconnected) => return Ok(None),
+            Err(mpsc::TryRecvError::Empty) => {
+                disk.shuffle_some().map_err(|e| e.to_string())?;
+            }
+        }
     }
 }
 

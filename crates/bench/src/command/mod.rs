@@ -62,6 +62,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         runs: args.runs,
         scratch: args.scratch,
         machine: crate::machine_line(),
+        json: args.json,
     })
     .await
 }
