@@ -43,6 +43,7 @@
 pub mod dispatch;
 pub mod double;
 pub mod gaussian;
+pub mod inspire;
 pub mod lwe;
 pub mod notation;
 pub mod pack;
