@@ -197,6 +197,9 @@ SETS = [
     ("RLWE d=2048, q=q2", "YPIR second layer, YPIR+SP query, packing keys (secret reused)",
      2048, LOG_Q2, "268369921 x 249561089", 6.4, "ternary, reused", "ternary", TERNARY_SD,
      None, "unbounded"),
+    ("RLWE d=4096, q=q2", "InsPIRe query and packing keys (secret reused)",
+     4096, LOG_Q2, "268369921 x 249561089", 6.4, "ternary, reused", "ternary", TERNARY_SD,
+     None, "unbounded"),
 ]
 UNBOUNDED = 1 << 30  # more samples than any attack here uses (its optimum m is below 3n)
 
