@@ -176,12 +176,7 @@ impl InspireClient {
         let ring = &self.packer.ring;
         let modulus = 1i64 << MASK_BITS;
         let mut phases = Vec::with_capacity(state.location.entries);
-        for (j, (mask, body)) in ciphertexts
-            .iter()
-            .enumerate()
-            .take(last + 1)
-            .skip(first)
-        {
+        for (j, (mask, body)) in ciphertexts.iter().enumerate().take(last + 1).skip(first) {
             let signed: Vec<i64> = mask.iter().map(|&x| x as i64).collect();
             let mut product = rns::from_signed(&signed);
             rns::forward(ring, &mut product);
@@ -193,7 +188,8 @@ impl InspireClient {
                 if row < at || row >= at + state.location.entries {
                     continue;
                 }
-                let phase = ((body[k] as i64) << (MASK_BITS - BODY_BITS)) + rns::centered(product[k]);
+                let phase =
+                    ((body[k] as i64) << (MASK_BITS - BODY_BITS)) + rns::centered(product[k]);
                 phases.push(phase.rem_euclid(modulus));
             }
         }
@@ -203,7 +199,11 @@ impl InspireClient {
     /// Each of the record's packed values' distance from its entry, in units of `2^-26`
     /// (decoding tolerates `2^9`), for the test that measures the noise.
     #[cfg(test)]
-    pub(crate) fn noise(&self, state: &InspireQueryState, answer: &[u8]) -> Result<Vec<i64>, Error> {
+    pub(crate) fn noise(
+        &self,
+        state: &InspireQueryState,
+        answer: &[u8],
+    ) -> Result<Vec<i64>, Error> {
         let step = 1i64 << ROUND;
         Ok(self
             .row_phases(state, answer)?

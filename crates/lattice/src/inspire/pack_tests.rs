@@ -111,7 +111,15 @@ fn pack_case(c: &Case, error: &mut dyn FnMut() -> i64) -> (Vec<u64>, Vec<u64>) {
 #[test]
 fn packing_with_errorless_keys_is_the_exact_lwe_to_rlwe_map() {
     for (d, count, seed) in [(8, 8, 1), (16, 5, 2), (32, 32, 3), (64, 17, 4)] {
-        let c = case(d, count, Gadget { bits: 19, digits: 3 }, seed);
+        let c = case(
+            d,
+            count,
+            Gadget {
+                bits: 19,
+                digits: 3,
+            },
+            seed,
+        );
         let (phase, expected) = pack_case(&c, &mut || 0);
         assert_eq!(phase, expected, "d = {d}, {count} ciphertexts");
     }
@@ -120,7 +128,15 @@ fn packing_with_errorless_keys_is_the_exact_lwe_to_rlwe_map() {
 #[test]
 fn a_wrong_secret_or_body_changes_the_packed_phase() {
     // The known answer is not trivially met: perturbing one input moves the phase.
-    let mut c = case(16, 16, Gadget { bits: 19, digits: 3 }, 9);
+    let mut c = case(
+        16,
+        16,
+        Gadget {
+            bits: 19,
+            digits: 3,
+        },
+        9,
+    );
     let (phase, expected) = pack_case(&c, &mut || 0);
     assert_eq!(phase, expected);
     c.bodies[3] = (c.bodies[3] + 1) % rns::modulus();
@@ -132,9 +148,15 @@ fn a_wrong_secret_or_body_changes_the_packed_phase() {
 #[test]
 fn automorphism_of_coefficients_matches_its_definition() {
     // τ_5 on X (d = 4): X^5 = -X.
-    assert_eq!(automorphism_coefficients(&[0, 1, 0, 0], 5), vec![0, -1, 0, 0]);
+    assert_eq!(
+        automorphism_coefficients(&[0, 1, 0, 0], 5),
+        vec![0, -1, 0, 0]
+    );
     // τ_7 on X^2 (d = 4): X^14 = X^6 = -X^2.
-    assert_eq!(automorphism_coefficients(&[0, 0, 1, 0], 7), vec![0, 0, -1, 0]);
+    assert_eq!(
+        automorphism_coefficients(&[0, 0, 1, 0], 7),
+        vec![0, 0, -1, 0]
+    );
 }
 
 /// The largest `|phase - expected|` (centered) with Gaussian key errors.
@@ -155,7 +177,10 @@ fn packing_noise_stays_within_the_budget() {
     // d = 256 here (d = 4096 in `docs/single-server.md`): the variance is (d - 1) switches
     // of ℓ d (B²/12) σ² each, so the bound below scales as d.
     let d = 256;
-    let gadget = Gadget { bits: 19, digits: 3 };
+    let gadget = Gadget {
+        bits: 19,
+        digits: 3,
+    };
     let c = case(d, d, gadget, 5);
     let observed = noise(&c);
     let sigma = crate::params::SIGMA;

@@ -176,7 +176,9 @@ impl InspiRing {
     ) -> Result<PackingKeys, Error> {
         let d = self.dimension();
         if s.len() != d {
-            return Err(Error::InvalidParameter("secret of the wrong dimension".into()));
+            return Err(Error::InvalidParameter(
+                "secret of the wrong dimension".into(),
+            ));
         }
         let s_hat = forward_of(&self.ring, s);
         let mut one = |k: usize, masks: &[Rns]| -> Vec<Rns> {
@@ -271,7 +273,9 @@ impl Prepared {
         let ring = &packer.ring;
         let d = ring.dimension();
         if masks.is_empty() || masks.len() > d || masks.iter().any(|m| m[0].len() != d) {
-            return Err(Error::InvalidParameter("InspiRING packs 1 to d masks".into()));
+            return Err(Error::InvalidParameter(
+                "InspiRING packs 1 to d masks".into(),
+            ));
         }
         // Column y of L̂: (1/d) NTT(k ↦ M̂_k[y]).
         let mut columns: Vec<Rns> = Vec::with_capacity(d);
@@ -327,7 +331,9 @@ impl Prepared {
     pub fn key_offset(&self, packer: &InspiRing, keys: &PackingKeys) -> Result<Rns, Error> {
         let parts = packer.gadget.digits;
         if keys.g.len() != parts || keys.h.len() != parts {
-            return Err(Error::InvalidParameter("packing keys of the wrong shape".into()));
+            return Err(Error::InvalidParameter(
+                "packing keys of the wrong shape".into(),
+            ));
         }
         let (_, b) = packer.run(&self.chains, Some(keys));
         Ok(b)

@@ -57,10 +57,7 @@ impl InspireServer {
                 })
                 .collect();
             prepared.push(Prepared::new(&packer, &masks)?);
-            (input.progress)(
-                (first + D).min(shape.rows) as u64,
-                shape.rows as u64,
-            );
+            (input.progress)((first + D).min(shape.rows) as u64, shape.rows as u64);
         }
         let server = InspireServer {
             header,
@@ -174,7 +171,9 @@ impl InspireServer {
     /// out of NTT form and switched.
     fn pack(&self, offsets: &[Rns], bodies: &[u64]) -> Result<Vec<u8>, Error> {
         if offsets.len() != self.prepared.len() {
-            return Err(Error::InvalidParameter("key offsets of another database".into()));
+            return Err(Error::InvalidParameter(
+                "key offsets of another database".into(),
+            ));
         }
         let ring = &self.packer.ring;
         let ciphertexts: Vec<(Vec<u64>, Vec<u64>)> = self
