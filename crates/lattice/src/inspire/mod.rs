@@ -77,9 +77,9 @@ pub const MASK_BITS: u32 = 26;
 pub const BODY_BITS: u32 = 19;
 /// Most columns `m` (the first pass's noise bound, above).
 pub const MAX_COLUMNS: usize = 1 << 15;
-/// Most packed ciphertexts per answer: each keeps `d² · 8` bytes (128 MiB) of offline
-/// Horner coefficients and costs `d - 1` key switches when a client uploads keys, so 8 of
-/// them (records up to 64 KiB) take 1 GiB.
+/// Most packed ciphertexts per answer: each keeps `3 (d - 1) d · 8` bytes (384 MiB) of
+/// offline gadget digits (so that a key upload costs products, not NTTs), so 8 of them
+/// (records up to 64 KiB) take 3 GiB.
 pub const MAX_PACKED: usize = 8;
 /// Packed ciphertexts the layout may use beyond what one record needs, to shorten the query.
 pub const LAYOUT_PACKED: usize = 4;

@@ -72,12 +72,14 @@ pub struct PackingKeys {
     pub h: Vec<Rns>,
 }
 
-/// The offline work for one set of masks: the Horner coefficients of both chains and the
-/// packed ciphertext's final mask.
+/// The offline work for one set of masks: every key switch's gadget digits (NTT form; the
+/// body's part of the packing is linear in the key bodies with these as coefficients) and
+/// the packed ciphertext's final mask. `3 (d - 1)` ring elements: 384 MiB at `d = 4096`,
+/// traded for a key upload of `3 (d - 1)` products instead of `d - 1` switches' NTTs.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    /// `u_i` of chain 0 then chain 1 (NTT form), `d / 2` each.
-    chains: [Vec<Rns>; 2],
+    /// The digits of chain 0's switches, chain 1's, then the `τ_h` switch's.
+    digits: Vec<Vec<Rns>>,
     /// The packed ciphertext's mask (NTT form).
     a: Rns,
 }
@@ -223,45 +225,62 @@ impl InspiRing {
             .collect()
     }
 
-    /// One key switch of `(a, b)` (under `τ(s)`) to `s` with the key `(masks, bodies)`;
-    /// `b` is `None` for the mask-only (offline) chain.
-    fn switch(&self, a: &Rns, b: Option<&mut Rns>, masks: &[Rns], bodies: Option<&[Rns]>) -> Rns {
+    /// The mask of one key switch of a ciphertext with mask `a` (under `τ(s)`) to `s`, and
+    /// the gadget digits of `a` (NTT form) that the body's switch multiplies the key bodies by.
+    fn switch_mask(&self, a: &Rns, masks: &[Rns]) -> (Rns, Vec<Rns>) {
         let digits = self.digits(a);
         let mut out = rns::zero(self.dimension());
         let pairs: Vec<(&Rns, &Rns)> = digits.iter().zip(masks).collect();
         rns::mul_acc_many(&mut out, &pairs);
-        if let (Some(b), Some(bodies)) = (b, bodies) {
-            let pairs: Vec<(&Rns, &Rns)> = digits.iter().zip(bodies).collect();
-            rns::mul_acc_many(b, &pairs);
-        }
-        out
+        (out, digits)
     }
 
-    /// Runs both Horner chains and the last `τ_h`: the final mask, and the final body when
-    /// `keys` are given (else zero).
-    fn run(&self, prepared_chains: &[Vec<Rns>; 2], keys: Option<&PackingKeys>) -> (Rns, Rns) {
+    /// Runs both Horner chains and the last `τ_h` on the masks alone: the final mask, and
+    /// every switch's digits in order (chain 0's steps, chain 1's, then the `τ_h` switch).
+    fn offline(&self, chains: &[Vec<Rns>; 2]) -> (Rns, Vec<Vec<Rns>>) {
         let d = self.dimension();
-        let mut total_a = rns::zero(d);
-        let mut total_b = rns::zero(d);
-        for (j, chain) in prepared_chains.iter().enumerate() {
+        let mut total = rns::zero(d);
+        let mut all = Vec::with_capacity(d);
+        for (j, chain) in chains.iter().enumerate() {
             let n = chain.len();
             let mut a = chain[n - 1].clone();
-            let mut b = rns::zero(d);
             for u in chain[..n - 1].iter().rev() {
-                let moved = rns::permute(&a, &self.g);
-                b = rns::permute(&b, &self.g);
-                a = self.switch(&moved, Some(&mut b), &self.mask_g, keys.map(|k| &k.g[..]));
+                let (next, digits) = self.switch_mask(&rns::permute(&a, &self.g), &self.mask_g);
+                all.push(digits);
+                a = next;
                 rns::add_assign(&mut a, u);
             }
             if j == 1 {
-                let moved = rns::permute(&a, &self.h);
-                b = rns::permute(&b, &self.h);
-                a = self.switch(&moved, Some(&mut b), &self.mask_h, keys.map(|k| &k.h[..]));
+                let (next, digits) = self.switch_mask(&rns::permute(&a, &self.h), &self.mask_h);
+                all.push(digits);
+                a = next;
             }
-            rns::add_assign(&mut total_a, &a);
-            rns::add_assign(&mut total_b, &b);
+            rns::add_assign(&mut total, &a);
         }
-        (total_a, total_b)
+        (total, all)
+    }
+
+    /// The body the chains leave with `keys`: each step's body permuted like its mask, plus
+    /// its digits times the key bodies (`d - 1` permutations and `3 (d - 1)` products).
+    fn offset(&self, digits: &[Vec<Rns>], keys: &PackingKeys) -> Rns {
+        let d = self.dimension();
+        let steps = d / 2 - 1;
+        let mut total = rns::zero(d);
+        for j in 0..2 {
+            let mut b = rns::zero(d);
+            for step in &digits[j * steps..(j + 1) * steps] {
+                b = rns::permute(&b, &self.g);
+                let pairs: Vec<(&Rns, &Rns)> = step.iter().zip(&keys.g).collect();
+                rns::mul_acc_many(&mut b, &pairs);
+            }
+            if j == 1 {
+                b = rns::permute(&b, &self.h);
+                let pairs: Vec<(&Rns, &Rns)> = digits[2 * steps].iter().zip(&keys.h).collect();
+                rns::mul_acc_many(&mut b, &pairs);
+            }
+            rns::add_assign(&mut total, &b);
+        }
+        total
     }
 }
 
@@ -318,13 +337,19 @@ impl Prepared {
                 }
             }
         }
-        let (a, _) = packer.run(&chains, None);
-        Ok(Prepared { chains, a })
+        drop(columns);
+        let (a, digits) = packer.offline(&chains);
+        Ok(Prepared { digits, a })
     }
 
     /// The packed ciphertext's mask (NTT form).
     pub fn mask(&self) -> &Rns {
         &self.a
+    }
+
+    /// Bytes it keeps: the digits and the mask.
+    pub fn memory_bytes(&self) -> usize {
+        (self.digits.iter().map(Vec::len).sum::<usize>() + 1) * 8 * self.a[0].len()
     }
 
     /// The part of the body fixed by the client's keys (NTT form): computed once per key.
@@ -335,8 +360,7 @@ impl Prepared {
                 "packing keys of the wrong shape".into(),
             ));
         }
-        let (_, b) = packer.run(&self.chains, Some(keys));
-        Ok(b)
+        Ok(packer.offset(&self.digits, keys))
     }
 
     /// The packed ciphertext `(A, B)` (NTT form) for the LWE bodies `bodies` (mod `q`, at

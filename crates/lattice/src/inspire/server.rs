@@ -1,6 +1,7 @@
-//! The InsPIRe server: offline, the masks `H_i` by NTT and InspiRING's Horner coefficients
-//! for each block of 4096 rows; at a key upload, each block's key offset; per query, one pass
-//! over the database and one NTT per packed ciphertext.
+//! The InsPIRe server: offline, the masks `H_i` by NTT and InspiRING's chains for each block
+//! of 4096 rows (the mask and every switch's digits); at a key upload, each block's key
+//! offset (products of the stored digits and the key bodies); per query, one pass over the
+//! database and one NTT per packed ciphertext.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -81,7 +82,12 @@ impl InspireServer {
 
     /// Bytes in memory: the packed database and the offline packing work.
     pub fn memory_bytes(&self) -> usize {
-        self.db.memory_bytes() + self.prepared.len() * (D + 1) * D * 8
+        self.db.memory_bytes()
+            + self
+                .prepared
+                .iter()
+                .map(Prepared::memory_bytes)
+                .sum::<usize>()
     }
 
     /// The key offsets of a query: computed from uploaded keys (and kept under their id), or
