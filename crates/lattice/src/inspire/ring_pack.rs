@@ -368,9 +368,9 @@ impl Prepared {
     pub fn pack(&self, packer: &InspiRing, offset: &Rns, bodies: &[u64]) -> (Rns, Rns) {
         let d = packer.dimension();
         let mut b = rns::zero(d);
-        for i in 0..2 {
+        for (i, residues) in b.iter_mut().enumerate() {
             let q = u64::from(rns::q(i));
-            for (o, &x) in b[i].iter_mut().zip(bodies) {
+            for (o, &x) in residues.iter_mut().zip(bodies) {
                 *o = (x % q) as u32;
             }
         }

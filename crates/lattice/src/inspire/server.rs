@@ -22,6 +22,10 @@ use crate::ypir::keys::KeyCache;
 use crate::ypir::reversed;
 use crate::ypir::rns::{self, Rns};
 
+/// A client's key offsets, one per packed ciphertext (one inner vector: the key cache's
+/// shape).
+type Offsets = Arc<Vec<Vec<Rns>>>;
+
 /// An InsPIRe server: the packed database, the offline packing work and the clients' key
 /// offsets.
 #[derive(Debug)]
@@ -92,7 +96,7 @@ impl InspireServer {
 
     /// The key offsets of a query: computed from uploaded keys (and kept under their id), or
     /// the ones kept. Errors name no key id.
-    fn offsets_of(&self, query: &wire::Query) -> Result<Arc<Vec<Vec<Rns>>>, Error> {
+    fn offsets_of(&self, query: &wire::Query) -> Result<Offsets, Error> {
         let Some(bodies) = &query.keys else {
             return self.keys.get(&query.key_id, Instant::now());
         };
@@ -128,7 +132,7 @@ impl InspireServer {
     /// each), then each query's packing; a malformed query gets its own error.
     pub fn answer_batch(&self, queries: &[&[u8]]) -> Vec<Result<Vec<u8>, Error>> {
         // In order: a query's keys may come with an earlier query of the batch.
-        let decoded: Vec<Result<(wire::Query, Arc<Vec<Vec<Rns>>>), Error>> = queries
+        let decoded: Vec<Result<(wire::Query, Offsets), Error>> = queries
             .iter()
             .map(|q| {
                 let query = wire::decode_query(q, &self.shape, &self.header.version)?;

@@ -107,7 +107,10 @@ fn unknown_keys_are_refused_and_uploaded_again() {
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     let (state, first) = client.query(17, &mut rng).unwrap();
     let answer = server.answer(&first).unwrap();
-    assert_eq!(client.decode(&state, &answer).unwrap(), record(&bytes, 17, 1));
+    assert_eq!(
+        client.decode(&state, &answer).unwrap(),
+        record(&bytes, 17, 1)
+    );
     let policy = |expiry_s: u64, budget_bytes: usize| crate::single::KeyPolicy {
         expiry: std::time::Duration::from_secs(expiry_s),
         budget_bytes,
@@ -116,12 +119,18 @@ fn unknown_keys_are_refused_and_uploaded_again() {
     server.set_key_policy(policy(0, 1 << 30)).unwrap();
     let (_, later) = client.query(18, &mut rng).unwrap();
     let refused = server.answer(&later).unwrap_err();
-    assert!(matches!(refused, pir_core::Error::UnknownKey(_)), "{refused}");
+    assert!(
+        matches!(refused, pir_core::Error::UnknownKey(_)),
+        "{refused}"
+    );
     SingleClient::keys_lost(&client);
     let (state, again) = client.query(18, &mut rng).unwrap();
     assert_eq!(again.len(), first.len(), "the keys travel again");
     let answer = server.answer(&again).unwrap();
-    assert_eq!(client.decode(&state, &answer).unwrap(), record(&bytes, 18, 1));
+    assert_eq!(
+        client.decode(&state, &answer).unwrap(),
+        record(&bytes, 18, 1)
+    );
     assert_eq!(SingleClient::key_bytes(&client), wire::KEY_BYTES);
     // A zero budget keeps nothing: the upload itself is refused with a clear error.
     server.set_key_policy(policy(60, 0)).unwrap();

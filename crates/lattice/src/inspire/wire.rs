@@ -356,7 +356,7 @@ mod tests {
         let (most, q) = (max_element(), rns::modulus());
         assert_eq!(compress(q - 1), most);
         assert!(most << DROPPED_BITS <= q - 1 + (1 << (DROPPED_BITS - 1)));
-        assert!(most < 1 << QUERY_BITS && most >= 1 << (QUERY_BITS - 1));
+        assert!((1 << (QUERY_BITS - 1)..1 << QUERY_BITS).contains(&most));
         for x in [0, 1, 8191, 8192, 123_456_789_012, q - 1] {
             let back = expand(compress(x));
             let error = rns::centered((back + q - x) % q);
