@@ -194,7 +194,8 @@ SETS = [
      1280, 32.0, "2^32", 6.4, "uniform mod q", "uniform", 6.4, 1 << 21, "m <= 2^21 columns"),
     ("RLWE d=2048, q=2^32", "YPIR first layer (fresh ternary secret per query)",
      2048, 32.0, "2^32", 6.4, "ternary", "ternary", TERNARY_SD, 1 << 18, "m <= 2^18"),
-    ("RLWE d=4096, q=q2", "YPIR second layer, YPIR+SP query, packing keys (secret reused)",
+    ("RLWE d=4096, q=q2",
+     "YPIR second layer, YPIR+SP query, InsPIRe query, packing keys (secret reused)",
      4096, LOG_Q2, "268369921 x 249561089", 6.4, "ternary, reused", "ternary", TERNARY_SD,
      None, "unbounded"),
 ]

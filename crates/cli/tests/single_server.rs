@@ -177,7 +177,7 @@ fn scheme_limits_are_checked_at_build_time() {
     // YPIR serves them too, as YPIR+SP.
     assert!(
         built.contains(
-            "served by: simplepir, ypir (as YPIR+SP: records over 8 bytes) (not doublepir"
+            "served by: simplepir, ypir (as YPIR+SP: records over 8 bytes), inspire (not doublepir"
         ),
         "{built}"
     );

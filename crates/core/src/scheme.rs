@@ -51,6 +51,9 @@ pub enum SchemeId {
     /// hints are made in one pass over the database from per-row permutations; lookups read
     /// one record per row on each server; an update costs one XOR per changed record.
     SinglePass = 11,
+    /// InsPIRe (Mahdavi, Patel, Seo and Yeo 2025): one RLWE layer with its answer packed by
+    /// InspiRING (two key-switching keys, the packing's mask work offline); no hint download.
+    Inspire = 12,
     /// Reserved for a scheme under development (and the toy scheme of the service tests):
     /// no release build registers it, so every server refuses it until it gets an id of its
     /// own.
@@ -73,6 +76,7 @@ impl SchemeId {
             9 => Ok(Self::YpirSp),
             10 => Ok(Self::Checklist),
             11 => Ok(Self::SinglePass),
+            12 => Ok(Self::Inspire),
             254 => Ok(Self::Experimental),
             other => Err(Error::WrongScheme {
                 found: other,
@@ -96,6 +100,7 @@ impl SchemeId {
             Self::YpirSp => "ypir-sp",
             Self::Checklist => "checklist",
             Self::SinglePass => "singlepass",
+            Self::Inspire => "inspire",
             Self::Experimental => "experimental",
         }
     }

@@ -35,6 +35,7 @@ pub fn build_server_saved(
         Scheme::DoublePir => boxed(DoublePirServer::build(input)),
         Scheme::Ypir => boxed(YpirServer::build(input)),
         Scheme::YpirSp => boxed(YpirSpServer::build(input)),
+        Scheme::Inspire => boxed(crate::inspire::InspireServer::build(input)),
     }
 }
 
@@ -66,5 +67,6 @@ pub fn open_client(scheme: Scheme, hint: &[u8]) -> Result<Box<dyn SingleClient>,
         Scheme::DoublePir => Box::new(DoublePirClient::new(hint)?),
         Scheme::Ypir => Box::new(YpirClient::new(hint)?),
         Scheme::YpirSp => Box::new(YpirSpClient::new(hint)?),
+        Scheme::Inspire => Box::new(crate::inspire::InspireClient::new(hint)?),
     })
 }

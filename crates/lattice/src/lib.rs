@@ -44,6 +44,7 @@ pub mod dispatch;
 pub mod double;
 pub mod double_rows;
 pub mod gaussian;
+pub mod inspire;
 pub mod lwe;
 pub mod notation;
 pub mod pack;

@@ -95,6 +95,9 @@ pub enum Scheme {
     /// download, for records too large for YPIR ([`crate::ypir::sp`]). `Params::new` of
     /// [`Scheme::Ypir`] lays large records out with this one.
     YpirSp,
+    /// InsPIRe: one RLWE layer (`d = 4096`) with its answer packed by InspiRING; no hint
+    /// download ([`crate::inspire`]).
+    Inspire,
 }
 
 impl Scheme {
@@ -105,6 +108,7 @@ impl Scheme {
             SchemeId::DoublePir => Ok(Scheme::DoublePir),
             SchemeId::Ypir => Ok(Scheme::Ypir),
             SchemeId::YpirSp => Ok(Scheme::YpirSp),
+            SchemeId::Inspire => Ok(Scheme::Inspire),
             other => Err(Error::WrongScheme {
                 found: other as u8,
                 expected: SchemeId::SimplePir as u8,
@@ -125,6 +129,7 @@ impl Scheme {
             Scheme::DoublePir => SchemeId::DoublePir,
             Scheme::Ypir => SchemeId::Ypir,
             Scheme::YpirSp => SchemeId::YpirSp,
+            Scheme::Inspire => SchemeId::Inspire,
         }
     }
 }
@@ -188,6 +193,7 @@ pub fn p_for(m: u64, scheme: Scheme) -> Result<u32, Error> {
         Scheme::Ypir => 256,
         // YPIR+SP decodes from the packed layer: 16 data bits per entry at every width.
         Scheme::YpirSp => ypir::sp::P,
+        Scheme::Inspire => crate::inspire::P,
     })
 }
 
@@ -211,7 +217,7 @@ fn scheme_p(m: u64, scheme: Scheme) -> Result<u32, Error> {
     for b in (entry_bits(p).saturating_sub(1).max(1)..=entry_bits(p)).rev() {
         let power = 1u32 << b;
         let allowed = match scheme {
-            Scheme::SimplePir | Scheme::Ypir | Scheme::YpirSp => true,
+            Scheme::SimplePir | Scheme::Ypir | Scheme::YpirSp | Scheme::Inspire => true,
             Scheme::DoublePir => digits(power) == digits(p),
         };
         if allowed && data_bits_per_word(power) > data_bits_per_word(best) {
@@ -285,6 +291,7 @@ impl Params {
         match scheme {
             Scheme::Ypir => ypir::layout(records, record_bits),
             Scheme::YpirSp => ypir::sp::layout(records, record_bits),
+            Scheme::Inspire => crate::inspire::layout(records, record_bits),
             Scheme::SimplePir => Params::settle(scheme, |p| {
                 Params::with_modulus(scheme, records, record_bits, p)
             }),
@@ -308,7 +315,9 @@ impl Params {
         loop {
             let shape = layout(p)?;
             let width = match scheme {
-                Scheme::SimplePir | Scheme::Ypir | Scheme::YpirSp => u64::from(shape.columns),
+                Scheme::SimplePir | Scheme::Ypir | Scheme::YpirSp | Scheme::Inspire => {
+                    u64::from(shape.columns)
+                }
                 Scheme::DoublePir => u64::from(shape.columns.max(shape.rows)),
             };
             let next = scheme_p(width, scheme)?;
@@ -413,15 +422,20 @@ impl Params {
             Scheme::YpirSp => {
                 ypir::sp::SpShape::of(self)?;
             }
+            Scheme::Inspire => {
+                crate::inspire::Shape::of(self)?;
+            }
             Scheme::SimplePir | Scheme::DoublePir => {}
         }
-        if matches!(self.scheme, Scheme::Ypir | Scheme::YpirSp) {
+        if matches!(self.scheme, Scheme::Ypir | Scheme::YpirSp | Scheme::Inspire) {
             return self
                 .check_shape()
                 .map_err(|e| Error::Malformed(e.to_string()));
         }
         let width = match self.scheme {
-            Scheme::SimplePir | Scheme::Ypir | Scheme::YpirSp => u64::from(self.columns),
+            Scheme::SimplePir | Scheme::Ypir | Scheme::YpirSp | Scheme::Inspire => {
+                u64::from(self.columns)
+            }
             Scheme::DoublePir => u64::from(self.columns.max(self.rows)),
         };
         let limit = p_for(width, self.scheme).map_err(|e| Error::Malformed(e.to_string()))?;
@@ -466,6 +480,7 @@ impl Params {
         match self.scheme {
             Scheme::SimplePir | Scheme::DoublePir => LWE_N,
             Scheme::Ypir | Scheme::YpirSp => ypir::D1,
+            Scheme::Inspire => crate::inspire::D,
         }
     }
 

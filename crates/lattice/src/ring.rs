@@ -20,6 +20,10 @@ use pir_kernels::Backend;
 /// Ring dimension `d` (YPIR: 4096; the paper's 2048 is below 128 bits with this `q`), and the
 /// largest [`Ring::new`] builds.
 pub const RING_D: usize = 4096;
+
+/// The largest ring [`Ring::new`] makes: YPIR's and InsPIRe's `d = 4096` (both primes are
+/// `1 mod 8192`).
+pub const MAX_RING_D: usize = 4096;
 /// The two primes of `q` (each `≡ 1 mod 2d`, below `2^28`).
 pub const RNS_PRIMES: [u32; 2] = [268_369_921, 249_561_089];
 
@@ -41,15 +45,15 @@ pub struct Poly {
 }
 
 impl Ring {
-    /// The ring of dimension `d` (a power of two, 2 to [`RING_D`]) over [`RNS_PRIMES`].
+    /// The ring of dimension `d` (a power of two, 2 to [`MAX_RING_D`]) over [`RNS_PRIMES`].
     pub fn new(d: usize, backend: Backend) -> Result<Ring, Error> {
         let table = |q: u32| {
             NttTable::new(q, d)
                 .ok_or_else(|| Error::InvalidParameter(format!("no NTT for d = {d}, q = {q}")))
         };
-        if d > RING_D {
+        if d > MAX_RING_D {
             return Err(Error::InvalidParameter(format!(
-                "ring dimension {d} above {RING_D}"
+                "ring dimension {d} above {MAX_RING_D}"
             )));
         }
         let (q1, q2) = (u64::from(RNS_PRIMES[0]), u64::from(RNS_PRIMES[1]));

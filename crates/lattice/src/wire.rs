@@ -90,7 +90,7 @@ impl HintHeader {
         match self.params.scheme {
             Scheme::SimplePir => self.params.rows() * LWE_N,
             Scheme::DoublePir => self.params.digits() * LWE_N * LWE_N,
-            Scheme::Ypir | Scheme::YpirSp => 0,
+            Scheme::Ypir | Scheme::YpirSp | Scheme::Inspire => 0,
         }
     }
 
@@ -174,6 +174,7 @@ impl Codec<'_> for HintBody {
         let expected = match scheme {
             Scheme::SimplePir | Scheme::DoublePir => LWE_N,
             Scheme::Ypir | Scheme::YpirSp => crate::params::ypir::D1,
+            Scheme::Inspire => crate::inspire::D,
         };
         if usize::from(n) != expected {
             return Err(Error::Malformed(format!(
@@ -275,7 +276,7 @@ pub fn query_words(params: &Params) -> usize {
         Scheme::SimplePir => params.columns(),
         Scheme::DoublePir => params.columns() + params.entries_per_record() * params.rows(),
         // YPIR's query is not words: crate::ypir::wire.
-        Scheme::Ypir | Scheme::YpirSp => 0,
+        Scheme::Ypir | Scheme::YpirSp | Scheme::Inspire => 0,
     }
 }
 
@@ -328,7 +329,7 @@ pub fn answer_words(params: &Params) -> usize {
             kappa * LWE_N + params.entries_per_record() * (kappa * LWE_N + kappa)
         }
         // YPIR's answer is packed ciphertexts: crate::ypir::wire.
-        Scheme::Ypir | Scheme::YpirSp => 0,
+        Scheme::Ypir | Scheme::YpirSp | Scheme::Inspire => 0,
     }
 }
 
@@ -338,6 +339,7 @@ pub fn query_body_bytes(params: &Params) -> usize {
         Scheme::Ypir | Scheme::YpirSp => {
             crate::params::ypir::lengths_of(params).map_or(0, |l| l.query_bytes())
         }
+        Scheme::Inspire => crate::inspire::Shape::of(params).map_or(0, |s| s.query_bytes_upload()),
         _ => VERSION_LEN + 4 * query_words(params),
     }
 }
@@ -349,6 +351,7 @@ pub fn later_query_body_bytes(params: &Params) -> usize {
         Scheme::Ypir | Scheme::YpirSp => {
             crate::params::ypir::lengths_of(params).map_or(0, |l| l.query_bytes_by_id())
         }
+        Scheme::Inspire => crate::inspire::Shape::of(params).map_or(0, |s| s.query_bytes_cached()),
         _ => query_body_bytes(params),
     }
 }
@@ -359,6 +362,7 @@ pub fn answer_body_bytes(params: &Params) -> usize {
         Scheme::Ypir | Scheme::YpirSp => {
             crate::params::ypir::lengths_of(params).map_or(0, |l| l.answer_bytes())
         }
+        Scheme::Inspire => crate::inspire::Shape::of(params).map_or(0, |s| s.answer_bytes()),
         _ => 4 * answer_words(params),
     }
 }

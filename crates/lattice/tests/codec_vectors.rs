@@ -1,4 +1,5 @@
-//! `tests/vectors/{lattice_hint,lattice_query,lattice_answer,ypir_query,ypir_answer}/fail_*.hex`:
+//! `tests/vectors/{lattice_hint,lattice_query,lattice_answer,ypir_query,ypir_answer,inspire_query,
+//! inspire_answer}/fail_*.hex`:
 //! the lattice message bodies (inside the envelope) refuse damaged bytes for their stated
 //! reason, through the shared runner of `pir_core::codec`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -268,4 +269,98 @@ fn ypir_answer() {
         good[..1].to_vec(),
     ));
     check_fail_vectors::<ywire::AnswerBody>(&dir("ypir_answer"), &vectors, &shape());
+}
+
+/// A small made-up InsPIRe shape: the bodies' lengths depend only on these numbers.
+fn inspire_shape() -> pir_lattice::inspire::Shape {
+    pir_lattice::inspire::Shape {
+        rows: 1,
+        columns: 4,
+        padded_columns: 4,
+    }
+}
+
+#[test]
+fn inspire_query() {
+    use pir_lattice::inspire::wire as iwire;
+    let context = iwire::QueryContext {
+        shape: inspire_shape(),
+        version: VERSION,
+    };
+    let query = iwire::QueryBody {
+        version: VERSION,
+        query: iwire::Query {
+            key_id: [5; 16],
+            c: vec![1, 2, 3, (1 << 41) + 7],
+            keys: None,
+        },
+    };
+    let message = iwire::encode_query(&VERSION, &query.query);
+    let good = round_trip(&query, &context, Some(&message));
+    // version 0 | mode 32 | key id 33 | c 49..70 (4 × 42 bits).
+    assert_eq!(good.len(), 70);
+    assert_eq!(good.len(), inspire_shape().query_bytes_cached());
+    let mut vectors = length_vectors(
+        &good,
+        ["Truncated", "no version"],
+        Some(["WrongLength", "c one byte short"]),
+        ["WrongLength", "a byte after c"],
+    );
+    vectors.extend([
+        other_version(&good),
+        FailVector::new(
+            "unknown_mode",
+            "UnknownValue",
+            "key mode 1 (InsPIRe has modes 3 and 4)",
+            patch(&good, 32, 1, 1),
+        ),
+        FailVector::new(
+            "upload_without_keys",
+            "WrongLength",
+            "key mode 3 (keys uploaded, follow), none do",
+            patch(&good, 32, 1, 3),
+        ),
+        FailVector::new(
+            "zero_key_id",
+            "Malformed",
+            "keys cached, key id all zero",
+            patch(&patch(&good, 33, 8, 0), 41, 8, 0),
+        ),
+        FailVector::new(
+            "element_above_q",
+            "Malformed",
+            "first c element 2^42 - 1 (stands for a value past q)",
+            // c[1] = 2 keeps its low 6 bits in the same bytes.
+            patch(&good, 49, 6, ((1 << 42) - 1) | (2 << 42)),
+        ),
+    ]);
+    check_fail_vectors::<iwire::QueryBody>(&dir("inspire_query"), &vectors, &context);
+}
+
+#[test]
+fn inspire_answer() {
+    use pir_lattice::inspire::wire as iwire;
+    let answer = iwire::AnswerBody {
+        ciphertexts: vec![(
+            (0..4096).map(|i| i * 1009 % (1 << 26)).collect(),
+            (0..4096).map(|i| i * 7 % (1 << 19)).collect(),
+        )],
+    };
+    let good = round_trip(&answer, &inspire_shape(), None);
+    // One packed ciphertext: 4096 × 26 bits, then 4096 × 19 bits.
+    assert_eq!(good.len(), inspire_shape().answer_bytes());
+    assert_eq!(good.len(), 23040);
+    let mut vectors = length_vectors(
+        &good,
+        ["WrongLength", "no ciphertext"],
+        None,
+        ["WrongLength", "a byte after the ciphertext"],
+    );
+    vectors.push(FailVector::new(
+        "one_byte",
+        "WrongLength",
+        "one byte of 23040",
+        good[..1].to_vec(),
+    ));
+    check_fail_vectors::<iwire::AnswerBody>(&dir("inspire_answer"), &vectors, &inspire_shape());
 }

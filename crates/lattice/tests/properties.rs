@@ -65,7 +65,7 @@ fn setup_with(params: Params, data: &[u8]) -> (Server, Client) {
                 Client::Double(DoublePirClient::new(&saved.hint).unwrap()),
             )
         }
-        Scheme::Ypir | Scheme::YpirSp => {
+        Scheme::Ypir | Scheme::YpirSp | Scheme::Inspire => {
             panic!("YPIR is tested through the generic interface below")
         }
     };

@@ -612,3 +612,8 @@ pub fn deploy_ypir(fixture: &Fixture) -> Result<Deployment, Error> {
 pub fn deploy_ypir_sp(fixture: &Fixture) -> Result<Deployment, Error> {
     deploy_lattice(fixture, Scheme::YpirSp)
 }
+
+/// InsPIRe over one server.
+pub fn deploy_inspire(fixture: &Fixture) -> Result<Deployment, Error> {
+    deploy_lattice(fixture, Scheme::Inspire)
+}

@@ -95,6 +95,7 @@ impl Lattice {
         SchemeId::DoublePir,
         SchemeId::Ypir,
         SchemeId::YpirSp,
+        SchemeId::Inspire,
     ];
 
     /// Lays the records out, computes the hint (`progress(done, total)` follows it: this is

@@ -38,6 +38,9 @@ pub enum Combine {
 
 /// Why YPIR parts cannot be combined yet.
 const YPIR_SHARDS: &str = "YPIR combines before its packing step, at the front end: not done yet";
+/// Why InsPIRe parts cannot be combined yet.
+const INSPIRE_SHARDS: &str =
+    "InsPIRe combines before its packing step, at the front end: not done yet";
 
 /// Families of schemes, by what privacy rests on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -400,6 +403,26 @@ pub const STANDARD: &[SchemeEntry] = &[
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir_sp,
         combine: Combine::NotYet(YPIR_SHARDS),
+    },
+    SchemeEntry {
+        id: SchemeId::Inspire,
+        name: "InsPIRe",
+        family: Family::SingleServer,
+        servers: Servers::Exactly(1),
+        purpose: "records of any size up to 64 KiB and key-value lookups from one server with \
+                  no hint download and small queries (`pir serve --scheme inspire`): about \
+                  264 KB up and down per query at 1 GiB of 1-bit records once the one-time \
+                  keys (172 KB) are uploaded",
+        assumption: "ring-LWE is hard at d = 4096, q = 268369921 × 249561089 (log2 q = 55.9), \
+                     σ = 6.4, ternary secret (query and packing keys); then the server learns \
+                     nothing about which record or key you asked for. Your client's one-time \
+                     keys (uploaded with its first query, named by a key id after that) link \
+                     your queries to that server to each other for up to an hour, as a \
+                     session would, and reveal nothing about which records you asked for",
+        security: lattice_security(LatticeScheme::Inspire, &[security::RING.name]),
+        served_by: &[ServerKind::SingleServer],
+        deploy: conformance::deploy_inspire,
+        combine: Combine::NotYet(INSPIRE_SHARDS),
     },
 ];
 

@@ -207,5 +207,8 @@ fn registry_security_levels_are_the_estimates() {
             entry.name
         );
     }
-    assert_eq!(lattice, 4, "SimplePIR, DoublePIR, YPIR and YPIR+SP");
+    assert_eq!(
+        lattice, 5,
+        "SimplePIR, DoublePIR, YPIR, YPIR+SP and InsPIRe"
+    );
 }

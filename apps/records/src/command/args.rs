@@ -90,6 +90,9 @@ pub enum LatticeSchemeArg {
     /// records over 8 bytes (and key-value databases) are served with YPIR+SP, answers about
     /// 22.5 KB per 8 KiB of record. The server keeps more precomputed state.
     Ypir,
+    /// InsPIRe: no hint download and small queries (about 264 KB up and down at 1 GiB of
+    /// 1-bit records once the 172 KB of one-time keys are uploaded); records up to 64 KiB.
+    Inspire,
 }
 
 /// `pir serve`. Every setting can also come from a TOML file (`--config`; keys are the flag

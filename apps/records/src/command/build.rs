@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn small_records_are_served_by_every_scheme() {
         let line = served_by(&header(1000, 1), None).unwrap();
-        assert_eq!(line, "served by: simplepir, doublepir, ypir");
+        assert_eq!(line, "served by: simplepir, doublepir, ypir, inspire");
     }
 
     #[test]
@@ -170,7 +170,8 @@ mod tests {
         let line = served_by(&header(100, 100), None).unwrap();
         assert!(
             line.starts_with(
-                "served by: simplepir, ypir (as YPIR+SP: records over 8 bytes) (not doublepir: "
+                "served by: simplepir, ypir (as YPIR+SP: records over 8 bytes), inspire (not \
+                 doublepir: "
             ),
             "{line}"
         );

@@ -48,10 +48,11 @@ pub async fn run(command: RecordsCommand) -> Result<()> {
 
 impl LatticeSchemeArg {
     /// Every scheme, in the order `pir db build` lists them.
-    pub const ALL: [LatticeSchemeArg; 3] = [
+    pub const ALL: [LatticeSchemeArg; 4] = [
         LatticeSchemeArg::Simplepir,
         LatticeSchemeArg::Doublepir,
         LatticeSchemeArg::Ypir,
+        LatticeSchemeArg::Inspire,
     ];
 
     /// The scheme this flag names.
@@ -60,6 +61,7 @@ impl LatticeSchemeArg {
             LatticeSchemeArg::Simplepir => pir_lattice::Scheme::SimplePir,
             LatticeSchemeArg::Doublepir => pir_lattice::Scheme::DoublePir,
             LatticeSchemeArg::Ypir => pir_lattice::Scheme::Ypir,
+            LatticeSchemeArg::Inspire => pir_lattice::Scheme::Inspire,
         }
     }
 

@@ -84,7 +84,8 @@ pub struct BenchArgs {
     /// ypir runs YPIR+SP), or RECORDSxBYTES (e.g. 65536x32) for a quick run.
     #[arg(long, value_name = "NAME")]
     pub shape: Option<String>,
-    /// Modes: plain, four-russians, batched, and the single-server simplepir, doublepir, ypir
+    /// Modes: plain, four-russians, batched, and the single-server simplepir, doublepir, ypir,
+    /// inspire
     /// (comma-separated; lattice rows report answer time only, after the hint is built).
     /// `qdp` (alone) times the online step of RAID-PIR with query-dependent preprocessing
     /// for n = 2 and 3 (r = 2, c = n) next to plain and four-Russians RAID-PIR (--group) on

@@ -23,7 +23,7 @@ pub enum Choice {
     Schemes(Vec<String>),
     /// `qdp`.
     Qdp,
-    /// Some of `simplepir`, `doublepir`, `ypir`, in the order given.
+    /// Some of `simplepir`, `doublepir`, `ypir`, `inspire`, in the order given.
     Lattice(Vec<String>),
     /// Some of `plain`, `four-russians`, `batched` (checked when they are parsed).
     Xor,
@@ -59,14 +59,16 @@ pub fn choose(modes: &[String]) -> Result<Choice> {
     }
     let lattice: Vec<String> = modes
         .iter()
-        .filter(|m| matches!(m.as_str(), "simplepir" | "doublepir" | "ypir"))
+        .filter(|m| matches!(m.as_str(), "simplepir" | "doublepir" | "ypir" | "inspire"))
         .cloned()
         .collect();
     if lattice.is_empty() {
         return Ok(Choice::Xor);
     }
     if lattice.len() != modes.len() {
-        bail!("run the lattice modes (simplepir, doublepir, ypir) apart from the XOR modes");
+        bail!(
+            "run the lattice modes (simplepir, doublepir, ypir, inspire) apart from the XOR modes"
+        );
     }
     Ok(Choice::Lattice(lattice))
 }
@@ -326,6 +328,7 @@ fn bench_lattice(args: &BenchArgs, modes: &[String]) -> Result<()> {
             let scheme = match mode.as_str() {
                 "simplepir" => pir_lattice::Scheme::SimplePir,
                 "doublepir" => pir_lattice::Scheme::DoublePir,
+                "inspire" => pir_lattice::Scheme::Inspire,
                 _ => pir_lattice::Scheme::Ypir,
             };
             if batches.contains(&0) {
