@@ -11,6 +11,8 @@ use std::process::{Child, Command, Output, Stdio};
 use rand::{RngCore, SeedableRng};
 
 mod require;
+// Not every test binary that includes `support` checks for an external tool.
+#[allow(unused_imports)]
 pub use require::require;
 
 /// The `pir` binary built for this test run.
