@@ -95,6 +95,7 @@ pub mod backend;
 pub mod batch;
 #[cfg(any(test, feature = "bench-support"))]
 pub mod bench_support;
+pub mod keep;
 pub mod map;
 pub mod matvec;
 pub mod memory;

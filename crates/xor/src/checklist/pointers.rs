@@ -14,6 +14,7 @@
 //! pointers are recomputed after `m / 4` lookups.
 
 use pir_kernels::stream::{StreamBuffer, LINE_WORDS};
+use pir_kernels::Backend;
 
 /// Flag of a lower bound.
 const STALE: u32 = 1 << 31;
@@ -385,7 +386,8 @@ impl<const SHIFT: u32> Waiting<SHIFT> {
 }
 
 /// Applies the waiting pairs of `bucket` (made in `epoch`) to `keys` (padded to whole
-/// buckets).
+/// buckets), with the kernels' backend ([`pir_kernels::keep`]: 16 pairs at a time with
+/// AVX-512).
 fn apply<const SHIFT: u32>(
     keys: &mut [[u32; 2]],
     bucket: usize,
@@ -394,25 +396,7 @@ fn apply<const SHIFT: u32>(
     pairs: &[u32],
 ) {
     let keys = &mut keys[bucket << SHIFT..][..1 << SHIFT];
-    let mask = (1u32 << SHIFT) - 1;
-    for &pair in pairs {
-        let slot = epoch + (pair >> (SHIFT + 1));
-        // 0 or m: whether the slot lies before the index's start.
-        let wrap = m & 0u32.wrapping_sub(pair >> SHIFT & 1);
-        // The offset is below 2^SHIFT, the slice's length.
-        keep_branchless(&mut keys[(pair & mask) as usize], slot + wrap);
-    }
-}
-
-/// [`keep`] without branches: which way a key goes is unpredictable, and a mispredicted branch
-/// throws away the loads of the next pairs already under way. With `k1 <= k2`: the first is
-/// `min(k1, key)`; the second is `min(k2, max(k1, key))`, except that a key equal to `k1`
-/// leaves `k2` (the mask makes the maximum all ones then).
-#[inline(always)]
-fn keep_branchless(entry: &mut [u32; 2], key: u32) {
-    let [k1, k2] = *entry;
-    let repeated = 0u32.wrapping_sub(u32::from(key == k1));
-    *entry = [k1.min(key), k2.min(k1.max(key) | repeated)];
+    pir_kernels::keep::apply_pairs(Backend::current(), keys, SHIFT, epoch, m, pairs);
 }
 
 /// Keeps `key` among the two smallest distinct keys of `entry`.
@@ -442,7 +426,7 @@ mod tests {
                 for &key in &values {
                     let (mut a, mut b) = ([k1, k2], [k1, k2]);
                     keep(&mut a, key);
-                    keep_branchless(&mut b, key);
+                    pir_kernels::keep::keep_two(&mut b, key);
                     assert_eq!(a, b, "k1 {k1} k2 {k2} key {key}");
                 }
             }
