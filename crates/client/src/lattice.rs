@@ -371,7 +371,8 @@ mod tests {
             let later = session.fetch(&[30]).await.unwrap();
             assert_eq!(first.records[0], &records[3 * 12..4 * 12]);
             assert_eq!(later.records[0], &records[30 * 12..31 * 12]);
-            let keys = 7 * 36 * 2048;
+            // Seven bytes per element mod q2, one ring element per key part.
+            let keys = 7 * pir_lattice::params::ypir::key_parts() * pir_lattice::ring::RING_D;
             assert_eq!(first.request_bytes - later.request_bytes, keys);
             assert_eq!(first.reply_bytes, later.reply_bytes);
             service
