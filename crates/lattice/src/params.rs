@@ -22,6 +22,7 @@
 
 use pir_core::{Error, SchemeId};
 
+pub mod inspire;
 pub mod ypir;
 
 /// Bytes of a database version (a digest of the packed database), which every hint and query
@@ -193,7 +194,7 @@ pub fn p_for(m: u64, scheme: Scheme) -> Result<u32, Error> {
         Scheme::Ypir => 256,
         // YPIR+SP decodes from the packed layer: 16 data bits per entry at every width.
         Scheme::YpirSp => ypir::sp::P,
-        Scheme::Inspire => crate::inspire::P,
+        Scheme::Inspire => inspire::P,
     })
 }
 
@@ -291,7 +292,7 @@ impl Params {
         match scheme {
             Scheme::Ypir => ypir::layout(records, record_bits),
             Scheme::YpirSp => ypir::sp::layout(records, record_bits),
-            Scheme::Inspire => crate::inspire::layout(records, record_bits),
+            Scheme::Inspire => inspire::layout(records, record_bits),
             Scheme::SimplePir => Params::settle(scheme, |p| {
                 Params::with_modulus(scheme, records, record_bits, p)
             }),
@@ -423,7 +424,7 @@ impl Params {
                 ypir::sp::SpShape::of(self)?;
             }
             Scheme::Inspire => {
-                crate::inspire::Shape::of(self)?;
+                inspire::Shape::of(self)?;
             }
             Scheme::SimplePir | Scheme::DoublePir => {}
         }
@@ -480,7 +481,7 @@ impl Params {
         match self.scheme {
             Scheme::SimplePir | Scheme::DoublePir => LWE_N,
             Scheme::Ypir | Scheme::YpirSp => ypir::D1,
-            Scheme::Inspire => crate::inspire::D,
+            Scheme::Inspire => inspire::D,
         }
     }
 

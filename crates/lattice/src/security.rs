@@ -142,7 +142,7 @@ pub const RING: ParamSet = ParamSet {
 };
 
 // InsPIRe's ring is YPIR's second-layer ring, so one set states both.
-const _: () = assert!(crate::inspire::D == RING_D);
+const _: () = assert!(crate::params::inspire::D == RING_D);
 
 /// Every set, in the order of `docs/security.md`'s table and the script's output.
 pub const SETS: [ParamSet; 3] = [LWE, YPIR_FIRST, RING];

@@ -174,7 +174,7 @@ impl Codec<'_> for HintBody {
         let expected = match scheme {
             Scheme::SimplePir | Scheme::DoublePir => LWE_N,
             Scheme::Ypir | Scheme::YpirSp => crate::params::ypir::D1,
-            Scheme::Inspire => crate::inspire::D,
+            Scheme::Inspire => crate::params::inspire::D,
         };
         if usize::from(n) != expected {
             return Err(Error::Malformed(format!(
@@ -339,7 +339,9 @@ pub fn query_body_bytes(params: &Params) -> usize {
         Scheme::Ypir | Scheme::YpirSp => {
             crate::params::ypir::lengths_of(params).map_or(0, |l| l.query_bytes())
         }
-        Scheme::Inspire => crate::inspire::Shape::of(params).map_or(0, |s| s.query_bytes_upload()),
+        Scheme::Inspire => {
+            crate::params::inspire::Shape::of(params).map_or(0, |s| s.query_bytes_upload())
+        }
         _ => VERSION_LEN + 4 * query_words(params),
     }
 }
@@ -351,7 +353,9 @@ pub fn later_query_body_bytes(params: &Params) -> usize {
         Scheme::Ypir | Scheme::YpirSp => {
             crate::params::ypir::lengths_of(params).map_or(0, |l| l.query_bytes_by_id())
         }
-        Scheme::Inspire => crate::inspire::Shape::of(params).map_or(0, |s| s.query_bytes_cached()),
+        Scheme::Inspire => {
+            crate::params::inspire::Shape::of(params).map_or(0, |s| s.query_bytes_cached())
+        }
         _ => query_body_bytes(params),
     }
 }
@@ -362,7 +366,9 @@ pub fn answer_body_bytes(params: &Params) -> usize {
         Scheme::Ypir | Scheme::YpirSp => {
             crate::params::ypir::lengths_of(params).map_or(0, |l| l.answer_bytes())
         }
-        Scheme::Inspire => crate::inspire::Shape::of(params).map_or(0, |s| s.answer_bytes()),
+        Scheme::Inspire => {
+            crate::params::inspire::Shape::of(params).map_or(0, |s| s.answer_bytes())
+        }
         _ => 4 * answer_words(params),
     }
 }

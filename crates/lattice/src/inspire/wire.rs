@@ -28,23 +28,14 @@
 use pir_core::wire::{encode_envelope, MessageKind, Reader, Writer};
 use pir_core::{Codec, Error};
 
-use super::{Shape, BODY_BITS, D, DROPPED_BITS, GADGET, MASK_BITS, QUERY_BITS};
+use super::{Shape, BODY_BITS, D, DROPPED_BITS, MASK_BITS, QUERY_BITS};
 use crate::params::Scheme;
 use crate::wire::{DbVersion, VERSION_LEN};
 use crate::ypir::rns;
 
-/// Length of a key id.
-pub const KEY_ID_LEN: usize = 16;
+pub use crate::params::inspire::{ELEMENT_BYTES, HEADER_BYTES, KEY_BYTES, KEY_ID_LEN, KEY_POLYS};
 /// A key id: the digest of the key bodies ([`key_id_of`]).
 pub type KeyId = [u8; KEY_ID_LEN];
-/// Bytes of one key element.
-pub const ELEMENT_BYTES: usize = 7;
-/// Key polynomials: `K_g`'s digits then `K_h`'s.
-pub const KEY_POLYS: usize = 2 * GADGET.digits;
-/// Bytes of the key bodies in an upload.
-pub const KEY_BYTES: usize = ELEMENT_BYTES * KEY_POLYS * D;
-/// Bytes before `c`: version, mode, key id.
-pub const HEADER_BYTES: usize = VERSION_LEN + 1 + KEY_ID_LEN;
 
 const MODE_UPLOAD: u8 = 3;
 const MODE_CACHED: u8 = 4;
