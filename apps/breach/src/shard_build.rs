@@ -257,11 +257,14 @@ impl<T: Spilled> Spill<T> {
     /// Writes every entry `read` gives to a new spill file in `dir`.
     fn write(
         dir: &Path,
+        k: usize,
         read: impl FnOnce(
             &mut dyn FnMut(T) -> Result<(), BreachError>,
         ) -> Result<CorpusStats, BreachError>,
     ) -> Result<Self, BreachError> {
-        let path = dir.join(format!(".breach-spill-{}.tmp", std::process::id()));
+        // Named by shard and process: builds of other shards into a shared directory never
+        // meet.
+        let path = dir.join(format!(".breach-spill-{k}-{}.tmp", std::process::id()));
         let named = path.clone();
         let io = PathError::at(&named);
         let mut spill = Self {
@@ -347,9 +350,21 @@ pub fn build_part(
     map_key: &SecretKey,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(BuildReport, ShardMap, Footprint), BreachError> {
+    let Some(only) = shards.only else {
+        return Err(BreachError::Input(
+            "internal: a bounded build writes one part".into(),
+        ));
+    };
+    if only >= shards.shards {
+        // Refused before the corpus is read.
+        return Err(BreachError::Input(format!(
+            "--shard {only}: the database has shards 0 to {}",
+            shards.shards.saturating_sub(1)
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(PathError::at(dir))?;
     if options.format.is_sha1() {
-        let spill = Spill::<Sha1Entry>::write(dir, |sink| {
+        let spill = Spill::<Sha1Entry>::write(dir, only, |sink| {
             for_each_sha1(input, options.format, options.bad_lines, progress, sink)
         })?;
         finish(spill, dir, options, shards, map_key)
@@ -359,7 +374,7 @@ pub fn build_part(
                 "a pairs shard needs the blinding key every process uses".into(),
             ));
         };
-        let spill = Spill::<CredentialEntry>::write(dir, |sink| {
+        let spill = Spill::<CredentialEntry>::write(dir, only, |sink| {
             for_each_credential(input, options, key, progress, sink)
         })?;
         finish(spill, dir, options, shards, map_key)
@@ -394,10 +409,11 @@ fn finish<T: Spilled>(
         distinct += entries.len() as u64;
     }
     let plan = T::plan(options, distinct)?;
+    // Refused before the bucket passes: a shard the database will not have.
+    let ranges = checked_ranges(1u64 << plan.k, shards)?;
     let passes = BucketPasses::new(&spill, &plan, budget);
     footprint.windows = passes.windows.len();
     let mut header = passes.header(options, &mut footprint)?;
-    let ranges = checked_ranges(header.bucket_count() as u64, shards)?;
     let path = part_path(dir, only);
     let mut part_hashes = Vec::new();
     let mut failed = None;
