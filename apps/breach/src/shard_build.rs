@@ -21,7 +21,7 @@
 //!
 //! Memory: the histogram (`2^16` counters), one window's entries (the budget, or one
 //! histogram slot's entries where a slot alone holds more) and their compressed buckets.
-//! Disk: the spill (28 bytes per SHA-1 entry, 36 per credential) while building, then the
+//! Disk: the spill (28 bytes per SHA-1 entry, 24 per credential) while building, then the
 //! part. Reads: the corpus once, the spill `3 × windows` times.
 
 use std::fs::File;
@@ -89,7 +89,8 @@ trait Spilled: Copy + Ord {
         grouper: &mut Grouper,
         plan: &Plan,
     ) -> Result<u64, BreachError>;
-    /// The header (before its blocks are laid out) for `total` counted entries.
+    /// The header before its blocks are laid out: `spilled` entries read, `sum` the merged
+    /// entries' counts.
     fn header(
         options: &BuildOptions,
         plan: &Plan,
