@@ -366,7 +366,12 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
         return super::shard_breach::serve_front(host, &breach, map, keys, fanout, hedge).await;
     }
     if crate::shards_xor::is_xor(&map) {
-        return super::shard_xor::serve_front(host, &settings.db, map, keys, fanout).await;
+        let xor = super::shard_xor::XorFrontSettings {
+            dir: settings.db.clone(),
+            pinned,
+            keys,
+        };
+        return super::shard_xor::serve_front(host, xor, fanout).await;
     }
     let mut downloads = Vec::with_capacity(replicas.len());
     for k in 0..replicas.len() {
