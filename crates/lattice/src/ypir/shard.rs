@@ -402,6 +402,70 @@ impl Part {
     }
 }
 
+/// A shard's part message for a database of `shape` ([`YpirPacking::decode_part`]).
+pub(crate) fn decode_part(shape: &Shape, bytes: &[u8]) -> Result<Part, Error> {
+    let len = shape.leaves() * ELEMENT_BYTES + shape.entries * MASK_BYTES;
+    let body = crate::wire::open(bytes, Scheme::Ypir, MessageKind::Answer, len)?;
+    if body.len() != len {
+        return Err(Error::WrongLength(format!(
+            "a YPIR shard part of this database is {len} bytes, found {}",
+            body.len()
+        )));
+    }
+    let mut r = Reader::new(body);
+    let q = rns::modulus();
+    let bodies = (0..shape.leaves())
+        .map(|_| {
+            let mut le = [0u8; 8];
+            le[..ELEMENT_BYTES].copy_from_slice(r.take(ELEMENT_BYTES)?);
+            let x = u64::from_le_bytes(le);
+            if x >= q {
+                return Err(Error::Malformed("a leaf body at or above q2".into()));
+            }
+            Ok(x)
+        })
+        .collect::<Result<Vec<u64>, Error>>()?;
+    let masks = get_masks(&mut r, shape.entries)?;
+    r.finish()?;
+    Ok(Part { bodies, masks })
+}
+
+/// The whole database's header, shape and static leaf masks from the shards' offline parts
+/// (in shard order: their row groups must tile the database's, all under the same header).
+pub(crate) fn summed_masks(shards: &[ShardOffline]) -> Result<(HintHeader, Shape, Vec<Rns>), Error> {
+    let first = shards
+        .first()
+        .ok_or_else(|| Error::InvalidParameter("no shards".into()))?;
+    let header = first.header;
+    let shape = Shape::of(&header.params)?;
+    let mut next = 0;
+    let mut masks = vec![rns::zero(RING_D); shape.static_leaves()];
+    for (k, shard) in shards.iter().enumerate() {
+        if shard.header != header {
+            return Err(Error::DatabaseMismatch(format!(
+                "shard {k}'s offline part is for another database than shard 0's"
+            )));
+        }
+        if shard.groups.start != next {
+            return Err(Error::DatabaseMismatch(format!(
+                "shard {k} holds row groups {:?}, the previous shard ended at {next}",
+                shard.groups
+            )));
+        }
+        next = shard.groups.end;
+        for (sum, part) in masks.iter_mut().zip(&shard.masks) {
+            rns::add_assign(sum, part);
+        }
+    }
+    if next != shape.groups {
+        return Err(Error::DatabaseMismatch(format!(
+            "the shards hold row groups up to {next} of {}",
+            shape.groups
+        )));
+    }
+    Ok((header, shape, masks))
+}
+
 /// The front end's half of YPIR: the packing plan of the whole database (built from the
 /// shards' offline parts), the clients' keys, and the packing of the summed parts.
 #[derive(Debug)]
@@ -418,36 +482,7 @@ impl YpirPacking {
     /// groups must tile the database's, and all name the same header). Adds their partial
     /// static masks and builds the plan (the whole server's offline packing work).
     pub fn new(shards: &[ShardOffline]) -> Result<Self, Error> {
-        let first = shards
-            .first()
-            .ok_or_else(|| Error::InvalidParameter("no shards".into()))?;
-        let header = first.header;
-        let shape = Shape::of(&header.params)?;
-        let mut next = 0;
-        let mut masks = vec![rns::zero(RING_D); shape.static_leaves()];
-        for (k, shard) in shards.iter().enumerate() {
-            if shard.header != header {
-                return Err(Error::DatabaseMismatch(format!(
-                    "shard {k}'s offline part is for another database than shard 0's"
-                )));
-            }
-            if shard.groups.start != next {
-                return Err(Error::DatabaseMismatch(format!(
-                    "shard {k} holds row groups {:?}, the previous shard ended at {next}",
-                    shard.groups
-                )));
-            }
-            next = shard.groups.end;
-            for (sum, part) in masks.iter_mut().zip(&shard.masks) {
-                rns::add_assign(sum, part);
-            }
-        }
-        if next != shape.groups {
-            return Err(Error::DatabaseMismatch(format!(
-                "the shards hold row groups up to {next} of {}",
-                shape.groups
-            )));
-        }
+        let (header, shape, masks) = summed_masks(shards)?;
         let seed2 = header
             .seed2
             .ok_or_else(|| Error::Malformed("a YPIR header without its second seed".into()))?;
@@ -515,30 +550,7 @@ impl YpirPacking {
     /// A shard's part message (untrusted bytes: its length fixed by the shape, every value
     /// below its modulus).
     pub fn decode_part(&self, bytes: &[u8]) -> Result<Part, Error> {
-        let len = self.part_bytes() - pir_core::wire::HEADER_LEN;
-        let body = crate::wire::open(bytes, Scheme::Ypir, MessageKind::Answer, len)?;
-        if body.len() != len {
-            return Err(Error::WrongLength(format!(
-                "a YPIR shard part of this database is {len} bytes, found {}",
-                body.len()
-            )));
-        }
-        let mut r = Reader::new(body);
-        let q = rns::modulus();
-        let bodies = (0..self.shape.leaves())
-            .map(|_| {
-                let mut le = [0u8; 8];
-                le[..ELEMENT_BYTES].copy_from_slice(r.take(ELEMENT_BYTES)?);
-                let x = u64::from_le_bytes(le);
-                if x >= q {
-                    return Err(Error::Malformed("a leaf body at or above q2".into()));
-                }
-                Ok(x)
-            })
-            .collect::<Result<Vec<u64>, Error>>()?;
-        let masks = get_masks(&mut r, self.shape.entries)?;
-        r.finish()?;
-        Ok(Part { bodies, masks })
+        decode_part(&self.shape, bytes)
     }
 
     /// The answers to queries with keys `keys[j]` and summed parts `parts[j]`: the whole
