@@ -194,10 +194,7 @@ impl YpirShard {
             .map(|q| wire::decode_query(q, &lengths, &self.header.version))
             .collect();
         let valid: Vec<&Query> = decoded.iter().flatten().collect();
-        let vectors: Vec<&[u32]> = valid
-            .iter()
-            .map(|q| &q.c1[..self.shape.columns])
-            .collect();
+        let vectors: Vec<&[u32]> = valid.iter().map(|q| &q.c1[..self.shape.columns]).collect();
         let products = self.db.times_vectors(&vectors);
         let n = valid.len();
         let (e, width) = (self.shape.entries, self.groups.len());
@@ -275,7 +272,9 @@ fn get_masks(r: &mut Reader<'_>, count: usize) -> Result<Vec<Rns>, Error> {
                 for x in residues.iter_mut() {
                     *x = r.u32()?;
                     if *x >= rns::q(i) {
-                        return Err(Error::Malformed("a mask residue at or above its prime".into()));
+                        return Err(Error::Malformed(
+                            "a mask residue at or above its prime".into(),
+                        ));
                     }
                 }
             }
@@ -432,7 +431,9 @@ pub(crate) fn decode_part(shape: &Shape, bytes: &[u8]) -> Result<Part, Error> {
 
 /// The whole database's header, shape and static leaf masks from the shards' offline parts
 /// (in shard order: their row groups must tile the database's, all under the same header).
-pub(crate) fn summed_masks(shards: &[ShardOffline]) -> Result<(HintHeader, Shape, Vec<Rns>), Error> {
+pub(crate) fn summed_masks(
+    shards: &[ShardOffline],
+) -> Result<(HintHeader, Shape, Vec<Rns>), Error> {
     let first = shards
         .first()
         .ok_or_else(|| Error::InvalidParameter("no shards".into()))?;

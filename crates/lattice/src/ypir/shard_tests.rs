@@ -53,7 +53,10 @@ fn front_answers(packing: &YpirPacking, shards: &[YpirShard], queries: &[&[u8]])
         .iter()
         .map(|q| packing.decode_query(q).unwrap())
         .collect();
-    let keys: Vec<QueryKeys> = decoded.iter().map(|q| packing.keys_of(q).unwrap()).collect();
+    let keys: Vec<QueryKeys> = decoded
+        .iter()
+        .map(|q| packing.keys_of(q).unwrap())
+        .collect();
     let stripped: Vec<Vec<u8>> = decoded.iter().map(|q| packing.shard_query(q)).collect();
     let stripped: Vec<&[u8]> = stripped.iter().map(Vec::as_slice).collect();
     let mut sums: Vec<Option<Part>> = vec![None; queries.len()];
