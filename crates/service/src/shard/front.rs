@@ -218,7 +218,7 @@ fn slices_of(
 
 /// The hint download of a lattice database: `envelope(scheme, Manifest, about_len | about |
 /// hint)`, as [`crate::Lattice`] serves it.
-fn download_of(header: &HintHeader, about: &[u8], hint: &[u8]) -> Vec<u8> {
+pub(super) fn download_of(header: &HintHeader, about: &[u8], hint: &[u8]) -> Vec<u8> {
     let mut body = Writer::with_capacity(4 + about.len() + hint.len());
     body.u32(about.len() as u32);
     body.bytes(about);
