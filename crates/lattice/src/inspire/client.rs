@@ -186,15 +186,14 @@ impl InspireClient {
             let mut product = rns::mul(&product, &state.keys.secret);
             rns::inverse(ring, &mut product);
             let product = rns::crt(&product);
-            for k in 0..D {
-                let row = j * D + k;
-                if row < at || row >= at + state.location.entries {
-                    continue;
-                }
-                let body = body
-                    .get(k)
-                    .ok_or_else(|| Error::Malformed("an answer without the record's row".into()))?;
-                let phase = ((*body as i64) << (MASK_BITS - BODY_BITS)) + rns::centered(product[k]);
+            // The record's rows in this ciphertext.
+            let rows =
+                at.max(j * D) - j * D..(at + state.location.entries).min((j + 1) * D) - j * D;
+            let bodies = body
+                .get(rows.clone())
+                .ok_or_else(|| Error::Malformed("an answer without the record's rows".into()))?;
+            for (&body, &x) in bodies.iter().zip(&product[rows]) {
+                let phase = ((body as i64) << (MASK_BITS - BODY_BITS)) + rns::centered(x);
                 phases.push(phase.rem_euclid(modulus));
             }
         }
