@@ -415,7 +415,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         servers: Servers::Exactly(1),
         purpose: "records of any size up to 64 KiB and key-value lookups from one server with \
                   no hint download and small queries (`pir serve --scheme inspire`): about \
-                  264 KB up and down per query at 1 GiB of 1-bit records once the one-time \
+                  248 KB up and down per query at 1 GiB of 1-bit records once the one-time \
                   keys (172 KB) are uploaded",
         assumption: "ring-LWE is hard at d = 4096, q = 268369921 × 249561089 (log2 q = 55.9), \
                      σ = 6.4, ternary secret (query and packing keys); then the server learns \
