@@ -13,6 +13,8 @@
 //! compressed buckets. The full HIBP corpus (about 10^9 hashes) needs a machine with tens of
 //! GB; a streaming build of an already sorted corpus would not, and is not written yet.
 
+pub mod shard_build;
+
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
@@ -59,7 +61,7 @@ pub struct BuildOptions {
     /// id, agree.
     pub created_unix: Option<u64>,
     /// Corpus entries a build of one shard (`--shard K`) holds at once
-    /// ([`crate::shard_build`]); a build of the whole database holds them all.
+    /// ([`shard_build`]); a build of the whole database holds them all.
     pub window_entries: usize,
 }
 
@@ -75,7 +77,7 @@ impl BuildOptions {
             blinding_key: None,
             threads: 0,
             created_unix: None,
-            window_entries: crate::shard_build::DEFAULT_WINDOW_ENTRIES,
+            window_entries: shard_build::DEFAULT_WINDOW_ENTRIES,
         }
     }
 }
@@ -206,7 +208,7 @@ pub fn build_into<R: RngCore + CryptoRng + ?Sized>(
         if shards.only.is_some() {
             // One part: in bounded memory, never the whole database.
             let (report, map, _) =
-                crate::shard_build::build_part(input, dir, options, shards, map_key, progress)?;
+                shard_build::build_part(input, dir, options, shards, map_key, progress)?;
             return Ok((report, Some(map)));
         }
     }

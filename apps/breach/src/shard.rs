@@ -16,7 +16,7 @@
 //! The header names the block size (the largest compressed bucket) and the SHA-256 of every
 //! block, and the database id is the header's SHA-256: every build process needs the whole
 //! header. A build of every part ([`write`]) builds the database in memory as `pir breach
-//! build` does; a build of one part (`--shard K`, [`crate::shard_build`]) holds a bounded
+//! build` does; a build of one part (`--shard K`, [`crate::build::shard_build`]) holds a bounded
 //! window of the corpus at a time and stores only its part, with the same header and map.
 
 use std::path::Path;

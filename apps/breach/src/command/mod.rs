@@ -72,7 +72,7 @@ pub fn build_options(args: &BreachBuildArgs) -> Result<BuildOptions> {
     }
     options.created_unix = args.created_unix;
     options.window_entries =
-        args.memory_mib.saturating_mul(1 << 20) / crate::shard_build::BYTES_PER_HELD_ENTRY;
+        args.memory_mib.saturating_mul(1 << 20) / crate::build::shard_build::BYTES_PER_HELD_ENTRY;
     Ok(options)
 }
 
