@@ -460,6 +460,11 @@ pub fn lookup(id: SchemeId) -> Option<&'static SchemeEntry> {
     STANDARD.iter().find(|entry| entry.id == id)
 }
 
+/// How shard parts of `id` are combined by a front end (`NotYet` for an unregistered id).
+pub fn combine_of(id: SchemeId) -> Combine {
+    lookup(id).map_or(Combine::NotYet("not a registered scheme"), |e| e.combine)
+}
+
 /// The privacy assumptions of the schemes a command uses, as it prints them after
 /// `privacy: ` (`NAME: ASSUMPTION`, several joined by `; `).
 #[derive(Debug, Clone, Copy)]

@@ -61,8 +61,7 @@ impl<F: Fanout> Front<F> {
         downloads: &[Vec<u8>],
         fanout: F,
     ) -> Result<Self, ShardError> {
-        let combine = crate::registry::lookup(map.scheme)
-            .map_or(Combine::NotYet("not a registered scheme"), |e| e.combine);
+        let combine = crate::registry::combine_of(map.scheme);
         if combine != Combine::AddModQ || keys.len() != map.shards.len() {
             return Err(ShardError::Combine(format!(
                 "a front end serves SimplePIR or DoublePIR shards, one key list per shard ({:?}, \

@@ -59,8 +59,7 @@ impl<F: Fanout> YpirFront<F> {
         downloads: &[Vec<u8>],
         fanout: F,
     ) -> Result<Self, ShardError> {
-        let combine = crate::registry::lookup(map.scheme)
-            .map_or(Combine::NotYet("not a registered scheme"), |e| e.combine);
+        let combine = crate::registry::combine_of(map.scheme);
         if combine != Combine::AddThenPack
             || keys.len() != map.shards.len()
             || downloads.len() != map.shards.len()
