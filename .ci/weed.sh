@@ -21,6 +21,8 @@ dir="$(cd "$work" && go mod download -json "github.com/seaweedfs/seaweedfs@$VERS
 [ -n "$dir" ] || { echo "weed.sh: go mod download gave no Dir" >&2; exit 1; }
 cp -r "$dir" "$work/src"
 chmod -R u+w "$work/src"
-(cd "$work/src" && go build -o "$BIN_DIR/weed.tmp" ./weed)
+# -s -w: no symbol table or DWARF (Go's stack traces do not need them); less for the linker to
+# write for a binary this size.
+(cd "$work/src" && go build -ldflags='-s -w' -o "$BIN_DIR/weed.tmp" ./weed)
 mv "$BIN_DIR/weed.tmp" "$BIN_DIR/weed"
 echo "$VERSION" > "$STAMP"

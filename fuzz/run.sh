@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS (default 600) and reports executions and findings.
 #
-#   bash fuzz/run.sh [SECONDS] [TARGET...]
+#   bash fuzz/run.sh [--quick-build] [SECONDS] [TARGET...]
+#
+# --quick-build (CI's smoke run) builds for compile speed rather than fuzzing speed: opt-level 1,
+# no debug info and 16 codegen units per crate instead of cargo-fuzz's opt-level 3 and one unit.
+# Long runs leave it out.
 #
 # Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`). Each
 # target starts from a corpus seeded with the known-answer and fail_ vectors of tests/vectors
@@ -10,13 +14,19 @@
 # makes the script exit non-zero: add the input as a fail_ vector and fix the decoder.
 set -uo pipefail
 cd "$(dirname "$0")"
+build=(-O)
+if [ "${1:-}" = "--quick-build" ]; then
+  shift
+  build=(-O --codegen-units 16)
+  export CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false
+fi
 seconds="${1:-600}"
 shift || true
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
   mapfile -t targets < <(cargo +nightly fuzz list)
 fi
-cargo +nightly fuzz build -O >/dev/null 2>&1 || cargo +nightly fuzz build -O || exit 1
+cargo +nightly fuzz build "${build[@]}" >/dev/null 2>&1 || cargo +nightly fuzz build "${build[@]}" || exit 1
 
 seeds="$(mktemp -d)"
 trap 'rm -rf "$seeds"' EXIT
@@ -42,7 +52,7 @@ for target in "${targets[@]}"; do
   extra=()
   # Hand-written seeds for targets whose inputs are text (config files): fuzz/seeds/TARGET.
   if [ -d "seeds/$target" ]; then extra=("seeds/$target"); fi
-  cargo +nightly fuzz run -O "$target" "corpus/$target" "$seeds" "${extra[@]}" -- \
+  cargo +nightly fuzz run "${build[@]}" "$target" "corpus/$target" "$seeds" "${extra[@]}" -- \
     -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1
   status=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
