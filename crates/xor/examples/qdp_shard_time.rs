@@ -64,7 +64,7 @@ fn main() {
         engines[0].russians_group()
     );
     let (mut before, mut after, mut offline) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
+    for round in 0..rounds {
         let seed: [u8; 16] = rng.random();
         let mut flips = BitVec::zeros(raid.chunk_len(0));
         for i in 0..flips.len() {
@@ -81,17 +81,27 @@ fn main() {
         let (mut t_before, mut t_after, mut t_offline) = (0.0, 0.0, 0.0);
         for engine in &engines {
             pool.install(|| {
-                let start = Instant::now();
-                let full = engine.answer(&engine.prepare(SchemeId::RaidPir, &body).unwrap());
-                t_before += start.elapsed().as_secs_f64();
+                // The offline half first, as a shard does it: before the query exists.
                 let start = Instant::now();
                 let (_, prepared) = engine.prepare_order(&order).unwrap();
                 let mut partial = engine.answer(&prepared);
                 t_offline += start.elapsed().as_secs_f64();
-                let start = Instant::now();
-                let online = engine.answer(&engine.prepare_online(&body).unwrap());
-                pir_kernels::xor_into(&mut partial, &online);
-                t_after += start.elapsed().as_secs_f64();
+                // Before and after alternated, the order flipped every round.
+                let mut full = Vec::new();
+                let mut online = Vec::new();
+                for step in 0..2 {
+                    let start = Instant::now();
+                    if (step + round) % 2 == 0 {
+                        full = engine.answer(&engine.prepare(SchemeId::RaidPir, &body).unwrap());
+                        t_before += start.elapsed().as_secs_f64();
+                    } else {
+                        online = partial.clone();
+                        let half = engine.answer(&engine.prepare_online(&body).unwrap());
+                        pir_kernels::xor_into(&mut online, &half);
+                        t_after += start.elapsed().as_secs_f64();
+                    }
+                }
+                partial = online;
                 assert_eq!(partial, full, "the two halves are the full answer");
             });
         }
