@@ -33,15 +33,18 @@ fn copy(key: &SecretKey) -> SecretKey {
     SecretKey::from_pkcs8(key.pkcs8()).unwrap()
 }
 
+/// A shard replica in process and its key.
+type Replica = (Arc<MirrorService>, PublicKey);
+
 /// Shard replicas in process; shard `k`'s requests go to `shards[route[k]]`.
 #[derive(Clone)]
 struct Local {
-    shards: Arc<Mutex<Vec<(Arc<MirrorService>, PublicKey)>>>,
+    shards: Arc<Mutex<Vec<Replica>>>,
     route: Vec<usize>,
 }
 
 impl Local {
-    fn new(shards: Vec<(Arc<MirrorService>, PublicKey)>, route: Vec<usize>) -> Self {
+    fn new(shards: Vec<Replica>, route: Vec<usize>) -> Self {
         Self {
             shards: Arc::new(Mutex::new(shards)),
             route,
