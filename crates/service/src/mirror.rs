@@ -277,20 +277,21 @@ impl Backend for Mirror {
                 Ok(MirrorPrepared::Order(key, prepared))
             }
             (Holding::Whole(engine), Some(qdp)) if scheme == SchemeId::RaidPir => {
+                // Taken even if the query then fails its checks: an entry is used at most
+                // once (a replayed query scans in full, to the same bytes).
                 let partial = Self::partials(qdp).take(query);
-                match partial {
-                    Some(partial) => {
-                        qdp.precomputed.fetch_add(1, Ordering::Relaxed);
-                        Ok(MirrorPrepared::Online(
-                            partial,
-                            engine.prepare_online(query)?,
-                        ))
-                    }
-                    None => {
-                        qdp.fallback.fetch_add(1, Ordering::Relaxed);
-                        Ok(MirrorPrepared::Query(engine.prepare(scheme, query)?))
-                    }
-                }
+                let (prepared, counter) = match partial {
+                    Some(partial) => (
+                        MirrorPrepared::Online(partial, engine.prepare_online(query)?),
+                        &qdp.precomputed,
+                    ),
+                    None => (
+                        MirrorPrepared::Query(engine.prepare(scheme, query)?),
+                        &qdp.fallback,
+                    ),
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                Ok(prepared)
             }
             (Holding::Whole(engine), _) => {
                 Ok(MirrorPrepared::Query(engine.prepare(scheme, query)?))
