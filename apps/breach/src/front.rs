@@ -24,8 +24,8 @@
 //! `(server, seed, flips)` of this server position: the seed this
 //! position chose and its flip chunk, which the other position's seed pads, exactly what a
 //! whole server of this position holds when it answers; it learns no more. The seeds are
-//! drawn by the front end and never leave it except to the client that asked and, in its
-//! query, to the shards of the same position (one operator's). The other position's front end
+//! drawn by the front end and never leave it except to the client that asked and, in the
+//! orders and the queries, to the shards of the same position (one operator's). The other position's front end
 //! and shards must be another operator's, as with two unsharded servers. A client's seed
 //! request and its query must reach the same front end (the issued seeds live there).
 
