@@ -12,19 +12,24 @@
 //! answer of `(seed, flips)` is exactly what a QDP server returns for that query, so a client
 //! cannot tell the front end from a whole server.
 //!
-//! What it costs: the front end keeps no queue of precomputed partial answers (it holds no
-//! rows), so the shards do the whole RAID-PIR scan online, where a whole QDP server does half
-//! of it ahead of time. Handing the shards the seeds to precompute ahead of their queries
-//! needs a message of its own: later work.
+//! QDP's offline half stays on the shards ([`BreachFront::precompute`]): the front end draws
+//! seeds ahead of its clients, as a whole server does, and sends every shard a batch of
+//! precompute orders (`pir_xor::qdp_shard`: the seed and this position, no query); each
+//! shard computes the seed's partial answer over its rows and keeps it (bounded), and the
+//! front end queues the seeds once every shard has taken the orders (their signed, empty
+//! answers). A query of a queued seed then costs each shard only its rows of the flip chunk;
+//! a shard that lost the partial answer (restarted, evicted) scans in full, to the same bytes.
 //!
-//! Privacy: a shard receives `(server, seed, flips)` of this server position: the seed this
+//! Privacy: a shard receives the orders (this position's seeds, before any query) and
+//! `(server, seed, flips)` of this server position: the seed this
 //! position chose and its flip chunk, which the other position's seed pads, exactly what a
 //! whole server of this position holds when it answers; it learns no more. The seeds are
-//! drawn by the front end and never leave it except to the client that asked and, in its
-//! query, to the shards of the same position (one operator's). The other position's front end
+//! drawn by the front end and never leave it except to the client that asked and, in the
+//! orders and the queries, to the shards of the same position (one operator's). The other position's front end
 //! and shards must be another operator's, as with two unsharded servers. A client's seed
 //! request and its query must reach the same front end (the issued seeds live there).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -34,7 +39,7 @@ use pir_keys::SecretKey;
 use pir_service::qdp::{check_writable, qdp_refusal, BoxedSeedStore, TICK};
 use pir_service::shard::{Fanout, ShardError, ShardMap, XorFront};
 use pir_service::{Backend, Refusal};
-use pir_xor::qdp::{self, QdpConfig, QdpServer, SeedKey};
+use pir_xor::qdp::{self, PausePolicy, PrecomputeJob, QdpConfig, QdpServer, SeedKey};
 use pir_xor::RaidPir;
 
 use crate::blind::BlindingKey;
@@ -52,7 +57,8 @@ pub struct FrontConfig {
     pub key: SecretKey,
     /// The blinding key, on the position that answers blinded requests.
     pub blinding: Option<BlindingKey>,
-    /// Issued seeds' lifetimes (the queue capacity is ignored: the front end keeps none).
+    /// Issued seeds' lifetimes and the queue of seeds whose partial answers the shards hold
+    /// (0 keeps none: every query is a full scan on the shards).
     pub qdp: QdpConfig,
     /// Seeds are derived from this key (draw a fresh one at every start).
     pub seed_key: SeedKey,
@@ -74,7 +80,15 @@ pub struct BreachFront<F> {
     server: usize,
     blinding: Option<BlindingKey>,
     description: Vec<u8>,
+    /// Client queries being answered (the precompute rounds yield to them, as a whole
+    /// server's worker does under [`PRECOMPUTE_POLICY`]).
+    busy: AtomicUsize,
 }
+
+/// When the front end's precompute rounds pause: the whole server's default.
+pub const PRECOMPUTE_POLICY: PausePolicy = PausePolicy::Half {
+    threshold_percent: 50,
+};
 
 impl<F> std::fmt::Debug for BreachFront<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -113,10 +127,7 @@ impl<F: Fanout> BreachFront<F> {
             &header.encode(),
             &config.key,
         )?;
-        let qdp = QdpConfig {
-            queue_capacity: 0,
-            ..config.qdp
-        };
+        let qdp = config.qdp;
         // As a whole server does: a store that cannot be written stops the start, not every
         // later seed request.
         let mut seed_store = config.seed_store;
@@ -135,7 +146,65 @@ impl<F: Fanout> BreachFront<F> {
             server: config.server,
             blinding: config.blinding,
             description,
+            busy: AtomicUsize::new(0),
         })
+    }
+
+    /// Whether a precompute round would run now: the queue has room and no client query is
+    /// waiting on the shards, or the queue is under [`PRECOMPUTE_POLICY`]'s threshold.
+    pub fn wants_precompute(&self) -> bool {
+        let busy = self.busy.load(Ordering::Relaxed) > 0;
+        !self.seeds().qdp.should_pause(PRECOMPUTE_POLICY, busy)
+    }
+
+    /// Seeds queued whose partial answers the shards hold.
+    pub fn queue_len(&self) -> usize {
+        self.seeds().qdp.queue_len()
+    }
+
+    /// One precompute round: draws up to [`MAX_BATCH`] seeds (as many as the queue has room
+    /// for), sends their orders to every shard in one batch, and queues them once every
+    /// shard's signed answer says it took them. Returns how many were queued. On a failure
+    /// the seeds are dropped unissued (a seed is never used twice; nothing else is lost).
+    /// Blocks on the shards: the runtime calls it from a thread of its own.
+    pub fn precompute(&self) -> Result<usize, ShardError> {
+        let (jobs, precomputer) = {
+            let mut seeds = self.seeds();
+            let room = seeds
+                .qdp
+                .config()
+                .queue_capacity
+                .saturating_sub(seeds.qdp.queue_len())
+                .min(MAX_BATCH);
+            let mut jobs: Vec<PrecomputeJob> = Vec::with_capacity(room);
+            while jobs.len() < room {
+                match seeds.qdp.begin_precompute() {
+                    Ok(Some(job)) => jobs.push(job),
+                    Ok(None) => break,
+                    Err(e) => return Err(ShardError::Combine(format!("QDP seeds: {e}"))),
+                }
+            }
+            (jobs, seeds.qdp.precomputer())
+        };
+        if jobs.is_empty() {
+            return Ok(0);
+        }
+        let orders: Vec<Vec<u8>> = jobs.iter().map(PrecomputeJob::order).collect();
+        let acks = self.xor.answer_queries(SchemeId::Qdp, &orders)?;
+        if acks.iter().any(|ack| !ack.is_empty()) {
+            return Err(ShardError::Combine(
+                "a shard answered a precompute order with bytes".into(),
+            ));
+        }
+        let mut seeds = self.seeds();
+        let mut queued = 0;
+        for job in jobs {
+            let queued_now = precomputer
+                .delegate(job)
+                .is_ok_and(|entry| seeds.qdp.finish_precompute(entry));
+            queued += usize::from(queued_now);
+        }
+        Ok(queued)
     }
 
     /// The fan-out underneath (hedging, deadlines, probes, `/health`'s coverage).
@@ -172,6 +241,39 @@ impl<F: Fanout> BreachFront<F> {
             .into_query()
             .ok_or_else(|| Refusal::internal("a front end's seed came with a partial answer"))?;
         Ok(self.raid.encode_query(&query))
+    }
+
+    /// The answers to a batch of prepared messages: the seed responses and blinded points as
+    /// they are, the queries from the shards' XORed parts.
+    fn answer_now(&self, prepared: Vec<FrontPrepared>) -> Vec<Result<Vec<u8>, Refusal>> {
+        let mut out: Vec<Option<Result<Vec<u8>, Refusal>>> = Vec::with_capacity(prepared.len());
+        let mut queries = Vec::new();
+        for p in prepared {
+            match p {
+                FrontPrepared::Ready(bytes) => out.push(Some(Ok(bytes))),
+                FrontPrepared::Shards(body) => {
+                    queries.push((out.len(), body));
+                    out.push(None);
+                }
+            }
+        }
+        // Concurrent clients' queries reach every shard together, one batch per chunk.
+        for chunk in queries.chunks(MAX_BATCH) {
+            let bodies: Vec<Vec<u8>> = chunk.iter().map(|(_, body)| body.clone()).collect();
+            let answers = self
+                .xor
+                .answer_queries(SchemeId::RaidPir, &bodies)
+                .map_err(|e: ShardError| e.refusal());
+            for (k, (slot, _)) in chunk.iter().enumerate() {
+                out[*slot] = Some(match &answers {
+                    Ok(answers) => Ok(answers[k].clone()),
+                    Err(refusal) => Err(refusal.clone()),
+                });
+            }
+        }
+        out.into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(Refusal::internal("a query was not answered"))))
+            .collect()
     }
 }
 
@@ -215,41 +317,25 @@ impl<F: Fanout> Backend for BreachFront<F> {
         }
     }
     fn answer_batch(&self, prepared: Vec<FrontPrepared>) -> Vec<Result<Vec<u8>, Refusal>> {
-        let mut out: Vec<Option<Result<Vec<u8>, Refusal>>> = Vec::with_capacity(prepared.len());
-        let mut queries = Vec::new();
-        for p in prepared {
-            match p {
-                FrontPrepared::Ready(bytes) => out.push(Some(Ok(bytes))),
-                FrontPrepared::Shards(body) => {
-                    queries.push((out.len(), body));
-                    out.push(None);
-                }
-            }
-        }
-        // Concurrent clients' queries reach every shard together, one batch per chunk.
-        for chunk in queries.chunks(MAX_BATCH) {
-            let bodies: Vec<Vec<u8>> = chunk.iter().map(|(_, body)| body.clone()).collect();
-            let answers = self
-                .xor
-                .answer_queries(SchemeId::RaidPir, &bodies)
-                .map_err(|e: ShardError| e.refusal());
-            for (k, (slot, _)) in chunk.iter().enumerate() {
-                out[*slot] = Some(match &answers {
-                    Ok(answers) => Ok(answers[k].clone()),
-                    Err(refusal) => Err(refusal.clone()),
-                });
-            }
-        }
-        out.into_iter()
-            .map(|a| a.unwrap_or_else(|| Err(Refusal::internal("a query was not answered"))))
-            .collect()
+        self.busy.fetch_add(1, Ordering::Relaxed);
+        let out = self.answer_now(prepared);
+        self.busy.fetch_sub(1, Ordering::Relaxed);
+        out
     }
     fn gauges(&self) -> Vec<pir_service::metrics::Gauge> {
-        vec![(
-            "pir_qdp_issued_seeds",
-            "Seeds handed out and not yet used or expired.",
-            self.seeds().qdp.issued_len() as u64,
-        )]
+        let seeds = self.seeds();
+        vec![
+            (
+                "pir_qdp_issued_seeds",
+                "Seeds handed out and not yet used or expired.",
+                seeds.qdp.issued_len() as u64,
+            ),
+            (
+                "pir_qdp_queue_depth",
+                "Seeds whose partial answers the shards hold, ready to hand out.",
+                seeds.qdp.queue_len() as u64,
+            ),
+        ]
     }
     fn health(&self) -> String {
         let map = self.xor.map();

@@ -1,11 +1,13 @@
 //! A sharded breach database behind its front end answers exactly as a whole breach server:
 //! with the same signing key, seed key and seed counter, every seed response, QDP answer,
 //! info and blinded point is byte for byte the whole server's, over the number of shards
-//! and the bucket boundaries; a part from another shard or another database is refused.
+//! and the bucket boundaries, whether the shards precomputed the seed's partial answer
+//! (QDP's offline half, `pir_xor::qdp_shard`) or scan in full (an unknown seed, a restarted
+//! shard); a part from another shard or another database is refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pir_breach::blind::BlindingKey;
 use pir_breach::corpus::{CorpusFormat, CorpusStats, Sha1Entry};
@@ -13,7 +15,7 @@ use pir_breach::database::{build_pairs, build_sha1, BreachDatabase, CredentialEn
 use pir_breach::front::{BreachFront, FrontConfig};
 use pir_breach::info::TAG_BLIND;
 use pir_breach::{BreachBackend, BreachConfig, BreachService};
-use pir_core::{Database, DbShape, SchemeId};
+use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
 use pir_keys::{PublicKey, SecretKey};
 use pir_service::qdp::BoxedSeedStore;
 use pir_service::shard::{Done, Fanout, ShardMap};
@@ -31,16 +33,49 @@ fn copy(key: &SecretKey) -> SecretKey {
     SecretKey::from_pkcs8(key.pkcs8()).unwrap()
 }
 
+/// A shard replica in process and its key.
+type Replica = (Arc<MirrorService>, PublicKey);
+
 /// Shard replicas in process; shard `k`'s requests go to `shards[route[k]]`.
+#[derive(Clone)]
 struct Local {
-    shards: Vec<(Arc<MirrorService>, PublicKey)>,
+    shards: Arc<Mutex<Vec<Replica>>>,
     route: Vec<usize>,
+}
+
+impl Local {
+    fn new(shards: Vec<Replica>, route: Vec<usize>) -> Self {
+        Self {
+            shards: Arc::new(Mutex::new(shards)),
+            route,
+        }
+    }
+
+    /// The shard services, in order.
+    fn services(&self) -> Vec<Arc<MirrorService>> {
+        let shards = self.shards.lock().unwrap();
+        shards.iter().map(|(service, _)| service.clone()).collect()
+    }
+
+    /// Replaces shard `k`'s service (a restart: its partial answers are gone).
+    fn restart(&self, k: usize, service: Arc<MirrorService>) {
+        self.shards.lock().unwrap()[k].0 = service;
+    }
+
+    /// `(precomputed, full scans)` summed over the shards.
+    fn counts(&self) -> (u64, u64) {
+        self.services().iter().fold((0, 0), |(p, f), service| {
+            let (dp, df) = service.backend().qdp_counts();
+            (p + dp, f + df)
+        })
+    }
 }
 
 impl Fanout for Local {
     fn send(&self, shard: usize, replica: usize, request: Arc<Vec<u8>>, done: Done) {
-        done(match (replica, self.shards.get(self.route[shard])) {
-            (0, Some((service, key))) => Ok((service.handle(&request).body, *key)),
+        let target = self.shards.lock().unwrap().get(self.route[shard]).cloned();
+        done(match (replica, target) {
+            (0, Some((service, key))) => Ok((service.handle(&request).body, key)),
             _ => Err("no replica".into()),
         });
     }
@@ -89,8 +124,18 @@ fn seed_store() -> BoxedSeedStore {
     BoxedSeedStore(Box::new(MemorySeedStore::new()))
 }
 
-/// Shard `k` of `map` over `db`'s rows: a mirror of its buckets alone.
+/// Shard `k` of `map` over `db`'s rows: a mirror of its buckets alone, with a fresh key.
 fn shard_of(db: &Database, map: &ShardMap, k: usize) -> (Arc<MirrorService>, PublicKey) {
+    shard_keyed(db, map, k, &SecretKey::generate().unwrap())
+}
+
+/// Shard `k` of `map` over `db`'s rows, signing with `key`, taking QDP precompute orders.
+fn shard_keyed(
+    db: &Database,
+    map: &ShardMap,
+    k: usize,
+    key: &SecretKey,
+) -> (Arc<MirrorService>, PublicKey) {
     let shape = db.shape();
     let b = shape.block_size();
     let entry = map.shards[k];
@@ -108,13 +153,10 @@ fn shard_of(db: &Database, map: &ShardMap, k: usize) -> (Arc<MirrorService>, Pub
         first: from,
     };
     let engine = Engine::shard(part, rows, EngineOptions::default(), &|_, _| {}).unwrap();
-    let key = SecretKey::generate().unwrap();
     let public = key.public();
     let id = map.part_id(k).unwrap();
-    (
-        Arc::new(Mirror::new(engine, id, Vec::new()).serve(key)),
-        public,
-    )
+    let mirror = Mirror::new(engine, id, Vec::new()).with_qdp_partials(100);
+    (Arc::new(mirror.serve(copy(key))), public)
 }
 
 /// Server `server` of `db`, whole and sharded at `ranges`, with the same keys and seeds.
@@ -124,6 +166,17 @@ fn pair(
     server: usize,
     blinding: Option<&BlindingKey>,
 ) -> (BreachService, Front) {
+    let (whole, front, _) = pair_with(db, ranges, server, blinding);
+    (whole, front)
+}
+
+/// [`pair`], with the shards' fan-out and secret keys (to restart a shard).
+fn pair_with(
+    db: &BreachDatabase,
+    ranges: &[std::ops::Range<u64>],
+    server: usize,
+    blinding: Option<&BlindingKey>,
+) -> (BreachService, Front, (Local, Vec<SecretKey>)) {
     let key = SecretKey::generate().unwrap();
     let seed_key = [server as u8 + 9; 16];
     let whole = BreachBackend::start(BreachConfig {
@@ -132,6 +185,7 @@ fn pair(
         server,
         key: copy(&key),
         blinding: blinding.cloned(),
+        // Seeds issued in counter order, as the front end's queue issues them.
         qdp: QdpConfig {
             queue_capacity: 0,
             ..QdpConfig::default()
@@ -143,16 +197,16 @@ fn pair(
     })
     .unwrap();
     let map = pir_breach::shard::map_of(db, ranges);
+    let secrets: Vec<SecretKey> = (0..ranges.len())
+        .map(|_| SecretKey::generate().unwrap())
+        .collect();
     let shards: Vec<_> = (0..ranges.len())
-        .map(|k| shard_of(db.database(), &map, k))
+        .map(|k| shard_keyed(db.database(), &map, k, &secrets[k]))
         .collect();
     let keys = shards.iter().map(|(_, key)| vec![*key]).collect();
-    let local = Local {
-        route: (0..shards.len()).collect(),
-        shards,
-    };
-    let front = front(map, server, &key, blinding, seed_key, keys, local);
-    (whole, front)
+    let local = Local::new(shards, (0..ranges.len()).collect());
+    let front = front(map, server, &key, blinding, seed_key, keys, local.clone());
+    (whole, front, (local, secrets))
 }
 
 fn front(
@@ -279,10 +333,7 @@ fn blinded_requests_and_pairs_buckets_match_the_whole_server() {
         seed_key: SeedKey::from_bytes([1; 16]),
         seed_store: seed_store(),
     };
-    let local = Local {
-        shards: Vec::new(),
-        route: Vec::new(),
-    };
+    let local = Local::new(Vec::new(), Vec::new());
     let error = BreachFront::new(config, vec![vec![PublicKey([0; 32])]; 3], local).unwrap_err();
     assert!(error.to_string().contains("blinding key"), "{error}");
 }
@@ -343,8 +394,11 @@ fn parts_of_another_shard_or_database_are_refused() {
             None,
             [2; 16],
             keys,
-            Local { shards, route },
+            Local::new(shards, route),
         );
+        // The precompute orders' acknowledgements are checked as parts are: nothing queued.
+        assert!(front.backend().precompute().is_err());
+        assert_eq!(front.backend().queue_len(), 0);
         // Refused as a server error (the front end's log names the shard), never combined.
         let reply = client_query(&front);
         assert_eq!(reply.status, 500);
@@ -352,4 +406,111 @@ fn parts_of_another_shard_or_database_are_refused() {
         assert_eq!(envelope.kind, pir_core::wire::MessageKind::Error);
         assert!(!front.backend().xor().ops().ready(), "shard 1 is not live");
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10))]
+    /// QDP's offline half on the shards: answers of precomputed seeds, of seeds issued before
+    /// any order (full scans) and of a restarted shard (its partial answers lost) are all the
+    /// whole server's, over S = 1, 2, 3 and the bucket boundaries.
+    #[test]
+    fn precomputed_and_fallback_answers_are_the_whole_servers(
+        seed in any::<u64>(),
+        k in 2u32..6,
+        shards in 1usize..4,
+    ) {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let db = sha1_db(&mut rng, k, 40);
+        let buckets = db.header().bucket_count() as u64;
+        let shards = shards.min(buckets as usize);
+        let ranges = boundaries(&mut rng, buckets, shards);
+        let (w0, f0, (l0, _)) = pair_with(&db, &ranges, 0, None);
+        let (w1, f1, (l1, secrets1)) = pair_with(&db, &ranges, 1, None);
+        let servers = [(w0, f0), (w1, f1)];
+        let mut index = || rng.random_range(0..buckets as usize);
+        // No orders yet: the first seeds are full scans on every shard.
+        let i = index();
+        prop_assert_eq!(&read_both(&db, &servers, i)[..], db.database().block(i));
+        prop_assert_eq!(l0.counts(), (0, shards as u64));
+        // Orders sent: the next seeds come from the queue, precomputed on every shard.
+        for (_, front) in &servers {
+            let queued = front.backend().precompute().unwrap();
+            prop_assert_eq!(queued, 64, "one round: a full batch of orders");
+            prop_assert_eq!(front.backend().queue_len(), 64);
+        }
+        for _ in 0..2 {
+            let i = index();
+            prop_assert_eq!(&read_both(&db, &servers, i)[..], db.database().block(i));
+        }
+        prop_assert_eq!(l0.counts(), (2 * shards as u64, shards as u64));
+        // Position 1's last shard restarts: its partial answers are gone, it scans in full.
+        let last = shards - 1;
+        let map = pir_breach::shard::map_of(&db, &ranges);
+        l1.restart(last, shard_keyed(db.database(), &map, last, &secrets1[last]).0);
+        let i = index();
+        prop_assert_eq!(&read_both(&db, &servers, i)[..], db.database().block(i));
+        let s = shards as u64;
+        // The other shards finished from their partial answers; the new one scanned in full.
+        prop_assert_eq!(l1.counts(), (2 * (s - 1) + (s - 1), (s - 1) + 1));
+        prop_assert_eq!(l0.counts(), (3 * s, s));
+    }
+}
+
+#[test]
+fn a_shard_takes_orders_once_and_scans_in_full_otherwise() {
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    let db = sha1_db(&mut rng, 4, 40);
+    let ranges = boundaries(&mut rng, 16, 2);
+    let map = pir_breach::shard::map_of(&db, &ranges);
+    let (shard, _) = shard_of(db.database(), &map, 1);
+    let id = map.part_id(1).unwrap();
+    let raid = pir_breach::service::scheme_for(db.database().shape()).unwrap();
+    let batch = |scheme: SchemeId, bodies: &[Vec<u8>]| {
+        let body = pir_core::protocol::encode_query_batch(&id, bodies);
+        let request =
+            pir_core::wire::encode_envelope(scheme, pir_core::wire::MessageKind::Query, &body);
+        let reply = shard.handle(&request);
+        let answers = if reply.status == 200 {
+            payload_all(&reply.body)
+        } else {
+            Vec::new()
+        };
+        (reply.status, answers)
+    };
+    let seed = [7u8; 16];
+    let query = raid.encode_query(&pir_xor::RaidQuery {
+        server: 0,
+        seed,
+        flips: vec![pir_core::bits::BitVec::zeros(raid.chunk_len(0))],
+    });
+    let (status, full) = batch(SchemeId::RaidPir, std::slice::from_ref(&query));
+    assert_eq!((status, shard.backend().qdp_counts()), (200, (0, 1)));
+    let order = pir_xor::qdp_shard::encode_order(&raid, 0, &seed);
+    let (status, acks) = batch(SchemeId::Qdp, std::slice::from_ref(&order));
+    assert_eq!((status, acks), (200, vec![Vec::new()]));
+    // Precomputed once, then (replayed) a full scan: the same bytes both times.
+    for counts in [(1, 1), (1, 2)] {
+        let (status, answer) = batch(SchemeId::RaidPir, std::slice::from_ref(&query));
+        assert_eq!((status, &answer), (200, &full));
+        assert_eq!(shard.backend().qdp_counts(), counts);
+    }
+    // A malformed order is refused, and a mirror without partial answers refuses orders.
+    assert_eq!(batch(SchemeId::Qdp, &[order[..20].to_vec()]).0, 400);
+    let plain = Mirror::plain(
+        Database::from_bytes(db.database().shape(), db.database().bytes()).unwrap(),
+        id,
+        Vec::new(),
+    )
+    .serve(SecretKey::generate().unwrap());
+    let body = pir_core::protocol::encode_query_batch(&id, &[order]);
+    let request =
+        pir_core::wire::encode_envelope(SchemeId::Qdp, pir_core::wire::MessageKind::Query, &body);
+    assert_ne!(plain.handle(&request).status, 200);
+}
+
+/// Every answer of a reply's batch.
+fn payload_all(body: &[u8]) -> Vec<Vec<u8>> {
+    let envelope = pir_core::wire::decode_envelope(body, usize::MAX >> 1).unwrap();
+    let batch = pir_core::protocol::decode_answer_batch(envelope.body, 1 << 20).unwrap();
+    batch.answers.iter().map(|a| a.to_vec()).collect()
 }

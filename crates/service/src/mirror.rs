@@ -2,11 +2,18 @@
 //! [`pir_xor::engine::Engine`] in one pass per batch, and the signed manifest for manifest
 //! requests.
 //!
+//! A shard of a sharded breach database ([`Mirror::with_qdp_partials`]) also takes QDP
+//! precompute orders from its front end ([`pir_xor::qdp_shard`]): it computes the partial
+//! answer of each order's seed over its rows, keeps it (bounded, oldest evicted first), and
+//! answers the plain RAID-PIR query of that seed with the flip chunks' rows only.
+//!
 //! Privacy: a query selects rows with bits that are uniformly random to a mirror unless all
 //! of the mirrors of one query (Chor) or `r` of them (RAID-PIR) collude; the engine's work and
 //! answer size depend on the shape and the scheme, never on the index.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use pir_core::protocol::{MAX_BATCH, RELEASE_ID_LEN};
 use pir_core::wire::{self, MessageKind};
@@ -15,6 +22,7 @@ use pir_core::{Database, Error, SchemeId};
 use pir_keys::SecretKey;
 use pir_xor::engine::{Engine, EngineOptions, Prepared};
 use pir_xor::held::HeldChunks;
+use pir_xor::qdp_shard::{PartialKey, ShardPartials};
 
 use crate::signed::{Backend, Refusal, SignedService};
 
@@ -37,6 +45,28 @@ pub struct Mirror {
     manifest: Vec<u8>,
     description: Vec<u8>,
     legacy_files: BTreeMap<String, (usize, usize)>,
+    /// A breach shard's QDP partial answers (`None`: QDP orders are refused).
+    qdp: Option<QdpPartials>,
+}
+
+/// A shard's QDP partial answers and how its RAID-PIR answers used them.
+struct QdpPartials {
+    store: Mutex<ShardPartials>,
+    /// Answers finished from a stored partial answer (the online half only).
+    precomputed: AtomicU64,
+    /// RAID-PIR answers with no stored partial answer (a full scan).
+    fallback: AtomicU64,
+}
+
+/// A query of a [`Mirror`] after [`Backend::prepare`].
+#[derive(Debug)]
+pub enum MirrorPrepared {
+    /// A query answered as it is.
+    Query(Prepared),
+    /// A QDP precompute order: its answer is stored under the key, the client gets none.
+    Order(PartialKey, Prepared),
+    /// The online half of a RAID-PIR query whose partial answer was stored.
+    Online(Vec<u8>, Prepared),
 }
 
 impl std::fmt::Debug for Mirror {
@@ -69,7 +99,39 @@ impl Mirror {
             manifest,
             description,
             legacy_files: BTreeMap::new(),
+            qdp: None,
         }
+    }
+
+    /// The mirror of a breach shard: it also takes QDP precompute orders (scheme QDP) and
+    /// keeps up to `capacity` partial answers ([`pir_xor::qdp_shard`]). Only a mirror
+    /// holding a whole engine takes them.
+    pub fn with_qdp_partials(mut self, capacity: usize) -> Self {
+        if matches!(self.holding, Holding::Whole(_)) {
+            self.qdp = Some(QdpPartials {
+                store: Mutex::new(ShardPartials::new(capacity)),
+                precomputed: AtomicU64::new(0),
+                fallback: AtomicU64::new(0),
+            });
+        }
+        self
+    }
+
+    /// RAID-PIR answers finished from a stored QDP partial answer and answered by a full
+    /// scan, since the start (`(0, 0)` without [`Mirror::with_qdp_partials`]).
+    pub fn qdp_counts(&self) -> (u64, u64) {
+        self.qdp.as_ref().map_or((0, 0), |q| {
+            (
+                q.precomputed.load(Ordering::Relaxed),
+                q.fallback.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// The partial answers, locked.
+    fn partials(q: &QdpPartials) -> MutexGuard<'_, ShardPartials> {
+        // Every ShardPartials method leaves it consistent, so a poisoned lock is usable.
+        q.store.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A chunk-only RAID-PIR mirror: it keeps only `held`'s chunks and refuses queries that
@@ -176,10 +238,10 @@ impl Mirror {
 }
 
 impl Backend for Mirror {
-    type Prepared = Prepared;
+    type Prepared = MirrorPrepared;
 
     fn accepts(&self, scheme: SchemeId) -> bool {
-        Self::SCHEMES.contains(&scheme)
+        Self::SCHEMES.contains(&scheme) || (scheme == SchemeId::Qdp && self.qdp.is_some())
     }
     fn database_id(&self) -> &[u8; RELEASE_ID_LEN] {
         &self.release_id
@@ -200,21 +262,101 @@ impl Backend for Mirror {
     fn description(&self) -> &[u8] {
         &self.description
     }
-    fn prepare(&self, scheme: SchemeId, query: &[u8]) -> Result<Prepared, Refusal> {
-        match &self.holding {
+    fn prepare(&self, scheme: SchemeId, query: &[u8]) -> Result<MirrorPrepared, Refusal> {
+        match (&self.holding, &self.qdp) {
             // Not held here: the client asked the wrong mirror, it sent nothing malformed.
-            Holding::Chunks(held) => held.prepare(scheme, query).map_err(|e| match e {
-                Error::InvalidParameter(why) => Refusal::unsupported(why),
-                other => other.into(),
-            }),
-            Holding::Whole(engine) => Ok(engine.prepare(scheme, query)?),
+            (Holding::Chunks(held), _) => held
+                .prepare(scheme, query)
+                .map(MirrorPrepared::Query)
+                .map_err(|e| match e {
+                    Error::InvalidParameter(why) => Refusal::unsupported(why),
+                    other => other.into(),
+                }),
+            (Holding::Whole(engine), Some(_)) if scheme == SchemeId::Qdp => {
+                let (key, prepared) = engine.prepare_order(query)?;
+                Ok(MirrorPrepared::Order(key, prepared))
+            }
+            (Holding::Whole(engine), Some(qdp)) if scheme == SchemeId::RaidPir => {
+                // Taken even if the query then fails its checks: an entry is used at most
+                // once (a replayed query scans in full, to the same bytes).
+                let partial = Self::partials(qdp).take(query);
+                let (prepared, counter) = match partial {
+                    Some(partial) => (
+                        MirrorPrepared::Online(partial, engine.prepare_online(query)?),
+                        &qdp.precomputed,
+                    ),
+                    None => (
+                        MirrorPrepared::Query(engine.prepare(scheme, query)?),
+                        &qdp.fallback,
+                    ),
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                Ok(prepared)
+            }
+            (Holding::Whole(engine), _) => {
+                Ok(MirrorPrepared::Query(engine.prepare(scheme, query)?))
+            }
         }
     }
-    fn answer_batch(&self, prepared: Vec<Prepared>) -> Vec<Result<Vec<u8>, Refusal>> {
-        match &self.holding {
-            Holding::Chunks(held) => prepared.iter().map(|p| Ok(held.answer(p))).collect(),
-            Holding::Whole(engine) => engine.answer_batch(&prepared).into_iter().map(Ok).collect(),
-        }
+    fn answer_batch(&self, prepared: Vec<MirrorPrepared>) -> Vec<Result<Vec<u8>, Refusal>> {
+        let inner: Vec<&Prepared> = prepared
+            .iter()
+            .map(|p| match p {
+                MirrorPrepared::Query(p)
+                | MirrorPrepared::Order(_, p)
+                | MirrorPrepared::Online(_, p) => p,
+            })
+            .collect();
+        let answers: Vec<Vec<u8>> = match &self.holding {
+            Holding::Chunks(held) => inner.iter().map(|p| held.answer(p)).collect(),
+            // Orders and queries share the engine's passes.
+            Holding::Whole(engine) => engine.answer_batch_refs(&inner),
+        };
+        prepared
+            .into_iter()
+            .zip(answers)
+            .map(|(p, answer)| match p {
+                MirrorPrepared::Query(_) => Ok(answer),
+                MirrorPrepared::Order(key, _) => {
+                    if let Some(qdp) = &self.qdp {
+                        Self::partials(qdp).insert(key, answer);
+                    }
+                    Ok(Vec::new())
+                }
+                MirrorPrepared::Online(mut partial, _) => {
+                    if partial.len() != answer.len() {
+                        return Err(Refusal::internal(
+                            "a stored QDP partial answer has another size",
+                        ));
+                    }
+                    pir_kernels::xor_into(&mut partial, &answer);
+                    Ok(partial)
+                }
+            })
+            .collect()
+    }
+    fn gauges(&self) -> Vec<crate::metrics::Gauge> {
+        let Some(qdp) = &self.qdp else {
+            return Vec::new();
+        };
+        let (precomputed, fallback) = self.qdp_counts();
+        vec![
+            (
+                "pir_qdp_shard_partials",
+                "QDP partial answers this shard holds for seeds not yet queried.",
+                Self::partials(qdp).len() as u64,
+            ),
+            (
+                "pir_qdp_precomputed_answers",
+                "RAID-PIR answers finished from a stored QDP partial answer (running total).",
+                precomputed,
+            ),
+            (
+                "pir_qdp_fallback_scans",
+                "RAID-PIR answers scanned in full: no stored partial answer (running total).",
+                fallback,
+            ),
+        ]
     }
     fn health(&self) -> String {
         let shape = self.shape();

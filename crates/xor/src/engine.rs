@@ -282,6 +282,24 @@ impl Engine {
         Ok(prepared)
     }
 
+    /// A RAID-PIR query for position `server` of `raid` with its whole-database per-chunk
+    /// `selection` (already checked against the query shape), localized to a shard's rows as
+    /// [`Engine::prepare`] does (`crate::qdp_shard`'s precompute orders and online halves).
+    pub(crate) fn prepare_raid(
+        &self,
+        raid: RaidPir,
+        server: usize,
+        selection: Vec<BitVec>,
+    ) -> Prepared {
+        let mut prepared = Prepared::raid(raid, server, selection);
+        if let Some(rows) = self.shard {
+            prepared.selection =
+                rows.localize(&prepared.selection, self.database.shape().block_count());
+            prepared.shard = Some(rows);
+        }
+        prepared
+    }
+
     /// [`Engine::prepare`] against the shape queries are made for.
     fn prepare_whole(&self, scheme: SchemeId, body: &[u8]) -> Result<Prepared, Error> {
         let shape = self.query_shape();

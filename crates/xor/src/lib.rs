@@ -27,6 +27,8 @@
 //! - [`engine`]: the fast server path: parallel SIMD scans, four-Russians tables and batches;
 //!   [`shard`]: a shard's engine answers for its own rows of a larger database;
 //!   [`shard_sets`]: a shard's part of Checklist, SinglePass and DPF answers.
+//! - [`qdp_shard`]: QDP's offline half on shards: the front end's precompute orders and a
+//!   shard's partial answers.
 //! - [`held`]: chunk-only RAID-PIR mirrors ([`held::HeldChunks`]): only some chunks, with
 //!   tables only for them.
 //!
@@ -46,6 +48,7 @@ pub mod engine;
 pub mod held;
 pub mod offline;
 pub mod qdp;
+pub mod qdp_shard;
 pub mod raid;
 pub mod serve;
 pub mod shard;

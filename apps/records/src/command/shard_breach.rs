@@ -1,7 +1,8 @@
 //! `pir front serve` for a sharded breach database (`pir breach build --shards`): the front
 //! end is one of the two breach servers to clients (`pir breach check`, `pir breach proxy`),
 //! issuing the QDP seeds itself and sending each query's plain RAID-PIR form to every shard
-//! (`pir_breach::front`). Its shards are served by `pir shard serve` as XOR shards.
+//! (`pir_breach::front`). Its shards are served by `pir shard serve` as XOR shards; a thread
+//! here sends them the seeds to precompute ahead of the queries (`BreachFront::precompute`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -65,6 +66,7 @@ pub(super) async fn serve_front(
     let service =
         Arc::new(SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()));
     super::keep_probing(&service, |service| service.backend().xor().probe());
+    keep_precomputing(&service)?;
     let info = ReleaseInfo {
         id: map.database_id,
         version: 1,
@@ -95,6 +97,35 @@ pub(super) async fn serve_front(
         ]
     })
     .await
+}
+
+/// Runs the front end's precompute rounds on a thread of their own (they block on the
+/// shards) while the service lives: a round when the queue wants one, else a short wait.
+fn keep_precomputing(service: &Arc<SignedService<BreachFront<HttpsFanout>>>) -> Result<()> {
+    let weak = Arc::downgrade(service);
+    std::thread::Builder::new()
+        .name("pir-qdp-front".into())
+        .spawn(move || {
+            while let Some(service) = weak.upgrade() {
+                let front = service.backend();
+                let wait = if !front.wants_precompute() {
+                    std::time::Duration::from_millis(100)
+                } else {
+                    match front.precompute() {
+                        Ok(_) => std::time::Duration::ZERO,
+                        Err(error) => {
+                            // The front end's log names the shard; no query is involved.
+                            pir_host::status!("QDP precompute round failed ({error}); retrying");
+                            pir_service::qdp::TICK
+                        }
+                    }
+                };
+                drop(service);
+                std::thread::sleep(wait);
+            }
+        })
+        .context("starting the QDP precompute thread")?;
+    Ok(())
 }
 
 /// Where the seed counter lives, for the start-up lines.

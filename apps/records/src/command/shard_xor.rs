@@ -3,7 +3,8 @@
 //! batches that name its part id; the front end serves the release's manifest and releases
 //! list as a mirror does, and answers with the XOR of the shards' checked parts.
 //! A breach database's shards (`pir breach build --shards`) are served by the same
-//! `serve_shard`: they answer plain RAID-PIR over their buckets.
+//! `serve_shard`: they answer plain RAID-PIR over their buckets, and take their front end's
+//! QDP precompute orders (a query of an ordered seed costs them only its flip chunk's rows).
 //!
 //! Both reload on SIGHUP as a whole mirror does (`pir_host::serve`): the shard opens the part
 //! the map in its directory names now and serves it beside the one it served, which is
@@ -58,7 +59,11 @@ impl pir_host::Kind for XorShard {
             return Ok((vec![served.clone()], map));
         }
         let options = pir_xor::EngineOptions::default();
-        let mirror = shards_xor::open_shard(&self.dir, &map, k, options)?;
+        let mut mirror = shards_xor::open_shard(&self.dir, &map, k, options)?;
+        if crate::shards::is_breach(&map) {
+            // QDP's offline half: the front end's precompute orders (pir_xor::qdp_shard).
+            mirror = mirror.with_qdp_partials(pir_xor::qdp_shard::DEFAULT_SHARD_PARTIALS);
+        }
         let service = Arc::new(
             mirror
                 .serve(at.key_copy()?)

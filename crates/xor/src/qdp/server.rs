@@ -12,13 +12,23 @@ pub struct PrecomputeJob {
     seed: FreshSeed,
 }
 
-/// A seed with the partial answer of its non-flip chunks. Not `Clone`: an entry is issued once.
+impl PrecomputeJob {
+    /// The precompute order of this job's seed for the shards of a sharded database
+    /// ([`crate::qdp_shard::encode_order`]): each shard computes its rows' partial answer.
+    pub fn order(&self) -> Vec<u8> {
+        crate::qdp_shard::encode_order(&self.raid, self.server, &self.seed.seed)
+    }
+}
+
+/// A seed with the partial answer of its non-flip chunks, or (an entry of a front end,
+/// [`Precomputer::delegate`]) a seed whose partial answer its shards hold. Not `Clone`: an
+/// entry is issued once.
 pub struct PrecomputedEntry {
     raid: RaidPir,
     server: usize,
     id: u64,
     seed: Seed,
-    partial: RaidAnswer,
+    partial: Option<RaidAnswer>,
 }
 
 impl std::fmt::Debug for PrecomputedEntry {
@@ -57,7 +67,27 @@ impl Precomputer {
             server: self.server,
             id: job.seed.id,
             seed: job.seed.seed,
-            partial,
+            partial: Some(partial),
+        })
+    }
+
+    /// The entry of `job` for a server that holds no rows (the front end of a sharded
+    /// database): its partial answer is computed by the shards, each over its rows, from the
+    /// order [`PrecomputeJob::order`] the front end sent them (`crate::qdp_shard`). The entry
+    /// queues and issues as a computed one; its query comes back as the plain RAID-PIR query
+    /// ([`PendingAnswer::into_query`]) that the shards finish with their partial answers.
+    pub fn delegate(&self, job: PrecomputeJob) -> Result<PrecomputedEntry, Error> {
+        if job.raid != self.raid || job.server != self.server {
+            return Err(Error::InvalidParameter(
+                "precompute job belongs to another QDP server".into(),
+            ));
+        }
+        Ok(PrecomputedEntry {
+            raid: self.raid,
+            server: self.server,
+            id: job.seed.id,
+            seed: job.seed.seed,
+            partial: None,
         })
     }
 
@@ -224,7 +254,7 @@ impl<S: SeedStore> QdpServer<S> {
     /// Step 2: issues the oldest precomputed seed, or a fresh one if the queue is empty.
     pub fn issue(&mut self) -> Result<SeedGrant, QdpError> {
         let (mut id, mut seed, mut partial) = match self.queue.pop_front() {
-            Some(entry) => (entry.id, entry.seed, Some(entry.partial)),
+            Some(entry) => (entry.id, entry.seed, entry.partial),
             None => {
                 let fresh = self.source.next_seed()?;
                 (fresh.id, fresh.seed, None)
@@ -375,8 +405,9 @@ impl PendingAnswer {
 
     /// The plain RAID-PIR query `(server, seed, flips)` whose answer this is, for a server
     /// that answers without holding the rows itself (the front end of a sharded database,
-    /// whose shards answer it over their rows); `None` when a precomputed partial answer came
-    /// with the seed (it would be lost: such a server keeps no queue).
+    /// whose shards answer it over their rows, finishing it with the partial answers they
+    /// precomputed for its seed, if they did: [`crate::qdp_shard`]); `None` when a partial
+    /// answer computed here came with the seed (it would be lost).
     pub fn into_query(self) -> Option<RaidQuery> {
         if self.partial.is_some() {
             return None;
