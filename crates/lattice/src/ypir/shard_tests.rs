@@ -8,7 +8,7 @@ use rand_chacha::ChaCha20Rng;
 use super::*;
 use crate::params::Params;
 use crate::records::record;
-use crate::single::SingleClient;
+use crate::single::{SingleClient, SingleServer};
 use crate::ypir::tests::{database_for, serve};
 use crate::ypir::{YpirClient, YpirServer};
 
@@ -33,8 +33,8 @@ fn shard(params: Params, bytes: &[u8], groups: Range<usize>, version: u8) -> (Yp
     .unwrap()
 }
 
-/// `shards` random group ranges tiling `0..groups`.
-fn cuts(rng: &mut ChaCha20Rng, groups: usize, shards: usize) -> Vec<Range<usize>> {
+/// `shards` random unit ranges tiling `0..groups` (YPIR+SP's tests cut rows with it).
+pub(in crate::ypir) fn cuts(rng: &mut ChaCha20Rng, groups: usize, shards: usize) -> Vec<Range<usize>> {
     let mut at = vec![0, groups];
     while at.len() < shards + 1 {
         let c = rng.random_range(1..groups);
@@ -46,9 +46,13 @@ fn cuts(rng: &mut ChaCha20Rng, groups: usize, shards: usize) -> Vec<Range<usize>
     at.windows(2).map(|w| w[0]..w[1]).collect()
 }
 
-/// The front end's answers to `queries` over `shards`: each query's keys taken in order, the
-/// stripped query sent to every shard, the parts summed and packed.
-fn front_answers(packing: &YpirPacking, shards: &[YpirShard], queries: &[&[u8]]) -> Vec<Vec<u8>> {
+/// The front end's answers to `queries` over `shards` (YPIR's or YPIR+SP's): each query's
+/// keys taken in order, the stripped query sent to every shard, the parts summed and packed.
+pub(in crate::ypir) fn front_answers<S: SingleServer>(
+    packing: &YpirPacking,
+    shards: &[S],
+    queries: &[&[u8]],
+) -> Vec<Vec<u8>> {
     let decoded: Vec<Query> = queries
         .iter()
         .map(|q| packing.decode_query(q).unwrap())
@@ -60,11 +64,11 @@ fn front_answers(packing: &YpirPacking, shards: &[YpirShard], queries: &[&[u8]])
     let stripped: Vec<Vec<u8>> = decoded.iter().map(|q| packing.shard_query(q)).collect();
     let stripped: Vec<&[u8]> = stripped.iter().map(Vec::as_slice).collect();
     let mut sums: Vec<Option<Part>> = vec![None; queries.len()];
-    for shard in shards {
+    for (k, shard) in shards.iter().enumerate() {
         for (sum, part) in sums.iter_mut().zip(shard.answer_batch(&stripped)) {
             let part = part.unwrap();
-            assert_eq!(part.len(), packing.part_bytes());
-            let part = packing.decode_part(&part).unwrap();
+            assert_eq!(part.len(), packing.part_bytes(k));
+            let part = packing.decode_part(k, &part).unwrap();
             match sum {
                 Some(sum) => sum.add(&part).unwrap(),
                 None => *sum = Some(part),
@@ -104,6 +108,8 @@ fn row_shards_pack_to_the_whole_answer_byte_for_byte() {
         let (packing, first) =
             packing.get_or_insert_with(|| (YpirPacking::new(&offline).unwrap(), masks.clone()));
         assert!(masks == *first, "{ranges:?}: the static masks differ");
+        // The plan is this split's too: only the shards' units differ.
+        packing.units = offline.iter().map(|o| o.units.clone()).collect();
         client.keys_lost();
         let indices = [0, records - 1, rng.random_range(0..records)];
         let made: Vec<_> = indices
@@ -165,15 +171,16 @@ fn parts_of_another_database_or_malformed_are_refused() {
         },
     );
     let part = a.answer_batch(&[&stripped]).pop().unwrap().unwrap();
-    assert!(decode_part(&shape, &part).is_ok());
-    assert!(decode_part(&shape, &part[..part.len() - 1]).is_err());
+    let (shape, half) = (Layout::Ypir(shape), 0..groups / 2);
+    assert!(decode_part(&shape, &half, &part).is_ok());
+    assert!(decode_part(&shape, &half, &part[..part.len() - 1]).is_err());
     let mut body = part.clone();
     body[pir_core::wire::HEADER_LEN..pir_core::wire::HEADER_LEN + ELEMENT_BYTES].fill(0xff);
-    assert!(decode_part(&shape, &body).is_err());
+    assert!(decode_part(&shape, &half, &body).is_err());
     let mut mask = part.clone();
     let at = mask.len() - 4;
     mask[at..].copy_from_slice(&u32::MAX.to_le_bytes());
-    assert!(decode_part(&shape, &mask).is_err());
+    assert!(decode_part(&shape, &half, &mask).is_err());
     // A shard of another version refuses the query, so a front end of another database
     // gets no part from it.
     assert!(other.answer_batch(&[&stripped]).pop().unwrap().is_err());
