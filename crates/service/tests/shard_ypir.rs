@@ -19,9 +19,10 @@ use rand_chacha::ChaCha20Rng;
 
 /// One-byte records: the smallest YPIR layout (4096 row groups of one row).
 const RECORDS: u64 = 3000;
-/// YPIR+SP's records (over 8 bytes): 200 records of 100 bytes, 50 rows each, in 4 columns.
-const SP_RECORDS: u64 = 200;
-const SP_BYTES: usize = 100;
+/// YPIR+SP's records (over 8 bytes): 60 records of 20 bytes, 10 rows each, in one column
+/// (600 rows: a small packing plan).
+const SP_RECORDS: u64 = 60;
+const SP_BYTES: usize = 20;
 
 fn copy(key: &SecretKey) -> SecretKey {
     SecretKey::from_pkcs8(key.pkcs8()).unwrap()
@@ -54,6 +55,7 @@ impl Fanout for Local {
 }
 
 struct Built {
+    records: Vec<u8>,
     whole: LatticeService,
     map: ShardMap,
     shards: Vec<Vec<(Arc<LatticeService>, PublicKey)>>,
@@ -129,6 +131,7 @@ fn build(seed: u64, shards: usize, version: u8, key: &SecretKey, sp: bool) -> Bu
         services.push(vec![(Arc::new(lattice.serve(shard_key)), public)]);
     }
     Built {
+        records,
         whole,
         map,
         shards: services,
@@ -165,14 +168,15 @@ fn request_and_state(
     client: &dyn SingleClient,
     index: u64,
     rng: &mut ChaCha20Rng,
-) -> (pir_lattice::single::QueryState, Vec<u8>) {
+) -> (pir_lattice::QueryState, Vec<u8>) {
     let (state, query) = client.query(index, rng).unwrap();
     let batch = pir_core::protocol::encode_query_batch(&client.header().version, &[query]);
     let request = pir_core::wire::encode_envelope(
         client.header().params.scheme.id(),
         pir_core::wire::MessageKind::Query,
         &batch,
-    )
+    );
+    (state, request)
 }
 
 fn client_of(download: &[u8]) -> Box<dyn SingleClient> {
@@ -254,4 +258,59 @@ fn ypir_parts_pack_to_the_whole_answer_and_wrong_parts_are_refused() {
         seen: Seen::default(),
     };
     assert!(YpirFront::new(built.map.clone(), keys_of(&built), &swapped, fanout).is_err());
+}
+
+/// YPIR+SP (records over 8 bytes) on S = 1, 2, 3 shards at random row boundaries (within
+/// records): the front end's hint and signed replies are the whole server's byte for byte,
+/// and each reply decodes to its record; a shard answering in another's place, a front end
+/// of another database and swapped offline parts are refused.
+#[test]
+fn ypir_sp_parts_pack_to_the_whole_answer_and_wrong_parts_are_refused() {
+    let key = SecretKey::generate().unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    for shards in 1..=3 {
+        let built = build(20 + shards as u64, shards, 5, &key, true);
+        assert_eq!(built.map.scheme, pir_core::SchemeId::YpirSp);
+        let (front, _, mode) = front(&built, &key);
+        let download = front.hint().unwrap();
+        assert_eq!(&download[..], &built.whole.hint().unwrap()[..]);
+        let client = client_of(&download);
+        for index in [0, SP_RECORDS - 1, rng.random_range(0..SP_RECORDS)] {
+            let (state, request) = request_and_state(&*client, index, &mut rng);
+            let reply = front.handle(&request);
+            assert_eq!(reply.status, 200);
+            let whole = built.whole.handle(&request).body;
+            assert_eq!(reply.body, whole, "{:?}", built.map.shards);
+            let signed = pir_service::reply::open_signed(
+                &reply.body,
+                &request,
+                &built.map.database_id,
+                &key.public(),
+                1 << 20,
+            )
+            .unwrap();
+            let record = client.decode(&state, signed.answers[0]).unwrap();
+            let at = index as usize * SP_BYTES;
+            assert_eq!(record, built.records[at..at + SP_BYTES], "record {index}");
+        }
+        if shards < 2 {
+            continue;
+        }
+        // Shard 1's replica answers for shard 0 and the other way round: refused.
+        let mut swap: Vec<usize> = (0..shards).collect();
+        swap.swap(0, 1);
+        *mode.lock().unwrap() = (swap, false);
+        assert_eq!(front.handle(&request(&*client, 17, &mut rng)).status, 500);
+        let fanout = || Local {
+            shards: built.shards.clone(),
+            mode: Mode::new(Mutex::new(((0..shards).collect(), false))),
+            seen: Seen::default(),
+        };
+        let mut other = built.map.clone();
+        other.database_id = [6; 32];
+        assert!(YpirFront::new(other, keys_of(&built), &built.downloads, fanout()).is_err());
+        let mut swapped = built.downloads.clone();
+        swapped.swap(0, 1);
+        assert!(YpirFront::new(built.map.clone(), keys_of(&built), &swapped, fanout()).is_err());
+    }
 }

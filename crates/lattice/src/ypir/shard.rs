@@ -326,21 +326,30 @@ impl YpirShard {
                 encode_part(Scheme::Ypir, &bodies, &masks)
             })
             .collect();
-        let mut parts = parts.into_iter();
-        decoded
-            .into_iter()
-            .map(|query| {
-                query.and_then(|_| {
-                    parts
-                        .next()
-                        .ok_or_else(|| Error::InvalidParameter("a query without a part".into()))
-                })
-            })
-            .collect()
+        in_order(decoded, parts)
     }
 }
 
 crate::single::single_server!(YpirShard);
+
+/// Each query's part in the order of `decoded` (`parts` are those of its valid queries, in
+/// order); a query that failed to decode keeps its error.
+pub(super) fn in_order(
+    decoded: Vec<Result<Query, Error>>,
+    parts: impl IntoIterator<Item = Vec<u8>>,
+) -> Vec<Result<Vec<u8>, Error>> {
+    let mut parts = parts.into_iter();
+    decoded
+        .into_iter()
+        .map(|query| {
+            query.and_then(|_| {
+                parts
+                    .next()
+                    .ok_or_else(|| Error::InvalidParameter("a query without a part".into()))
+            })
+        })
+        .collect()
+}
 
 fn put_masks(w: &mut Writer, masks: &[Rns]) {
     for mask in masks {
@@ -659,7 +668,11 @@ impl YpirPacking {
             c2: query.c2.clone(),
             keys: Keys::Cached,
         };
-        wire::encode_query(self.layout.lengths().scheme, &self.header.version, &stripped)
+        wire::encode_query(
+            self.layout.lengths().scheme,
+            &self.header.version,
+            &stripped,
+        )
     }
 
     /// Shard `shard`'s part message (untrusted bytes: its length fixed by the shape and the

@@ -34,7 +34,11 @@ fn shard(params: Params, bytes: &[u8], groups: Range<usize>, version: u8) -> (Yp
 }
 
 /// `shards` random unit ranges tiling `0..groups` (YPIR+SP's tests cut rows with it).
-pub(in crate::ypir) fn cuts(rng: &mut ChaCha20Rng, groups: usize, shards: usize) -> Vec<Range<usize>> {
+pub(in crate::ypir) fn cuts(
+    rng: &mut ChaCha20Rng,
+    groups: usize,
+    shards: usize,
+) -> Vec<Range<usize>> {
     let mut at = vec![0, groups];
     while at.len() < shards + 1 {
         let c = rng.random_range(1..groups);
@@ -110,24 +114,41 @@ fn row_shards_pack_to_the_whole_answer_byte_for_byte() {
         assert!(masks == *first, "{ranges:?}: the static masks differ");
         // The plan is this split's too: only the shards' units differ.
         packing.units = offline.iter().map(|o| o.units.clone()).collect();
-        client.keys_lost();
-        let indices = [0, records - 1, rng.random_range(0..records)];
-        let made: Vec<_> = indices
-            .iter()
-            .map(|&i| client.query(i, &mut rng).unwrap())
-            .collect();
-        let queries: Vec<&[u8]> = made.iter().map(|(_, q)| q.as_slice()).collect();
-        let expected = whole.answer_batch(&queries);
-        let answers = front_answers(packing, &servers, &queries);
-        for (((answer, expected), (state, _)), &i) in
-            answers.iter().zip(expected).zip(&made).zip(&indices)
-        {
-            assert_eq!(*answer, expected.unwrap(), "{ranges:?}, record {i}");
-            assert_eq!(
-                client.decode(state, answer).unwrap(),
-                record(&bytes, i, bits)
-            );
-        }
+        let answers = |queries: &[&[u8]]| front_answers(packing, &servers, queries);
+        ask_whole_and_front(&whole, &client, answers, &bytes, bits, &mut rng);
+    }
+}
+
+/// The first, the last and a random record of `bytes` (records of `bits`) asked in one
+/// batch (keys uploaded by the first query, named by id in the others) of the whole server
+/// and of a front end over shards (`front`): the answers are the same byte for byte and each
+/// decodes to its record.
+pub(in crate::ypir) fn ask_whole_and_front(
+    whole: &dyn SingleServer,
+    client: &dyn SingleClient,
+    front: impl Fn(&[&[u8]]) -> Vec<Vec<u8>>,
+    bytes: &[u8],
+    bits: u32,
+    rng: &mut ChaCha20Rng,
+) {
+    client.keys_lost();
+    let records = whole.header().params.records;
+    let indices = [0, records - 1, rng.random_range(0..records)];
+    let made: Vec<_> = indices
+        .iter()
+        .map(|&i| client.query(i, rng).unwrap())
+        .collect();
+    let queries: Vec<&[u8]> = made.iter().map(|(_, q)| q.as_slice()).collect();
+    let expected = whole.answer_batch(&queries);
+    let answers = front(&queries);
+    for (((answer, expected), (state, _)), &i) in
+        answers.iter().zip(expected).zip(&made).zip(&indices)
+    {
+        assert_eq!(*answer, expected.unwrap(), "record {i}");
+        assert_eq!(
+            client.decode(state, answer).unwrap(),
+            record(bytes, i, bits)
+        );
     }
 }
 

@@ -149,7 +149,11 @@ impl YpirSpServer {
 /// per query, the bodies `T_i = (D c)_i mod q2` of `db`'s rows, CRT-combined. `db` holds the
 /// whole matrix (the server) or a shard's rows of it ([`super::sp_shard`]): row `i`'s body
 /// comes from row `i` alone.
-pub(super) fn first_pass(db: &ZpMatrix, shape: &SpShape, queries: &[&wire::Query]) -> Vec<Vec<u64>> {
+pub(super) fn first_pass(
+    db: &ZpMatrix,
+    shape: &SpShape,
+    queries: &[&wire::Query],
+) -> Vec<Vec<u64>> {
     let columns = db.vector_len();
     let residues: Vec<Vec<u32>> = queries
         .iter()

@@ -31,7 +31,7 @@ use pir_core::Error;
 use pir_kernels::Backend;
 
 use super::rns::Rns;
-use super::shard::{encode_offline, encode_part};
+use super::shard::{encode_offline, encode_part, in_order};
 use super::sp::SpShape;
 use super::sp_server::{first_pass, masks};
 use super::wire::{self, Query};
@@ -110,19 +110,10 @@ impl YpirSpShard {
             .map(|q| wire::decode_query(q, &lengths, &self.header.version))
             .collect();
         let valid: Vec<&Query> = decoded.iter().flatten().collect();
-        let mut parts = first_pass(&self.db, &self.shape, &valid)
+        let parts = first_pass(&self.db, &self.shape, &valid)
             .into_iter()
             .map(|bodies| encode_part(Scheme::YpirSp, &bodies, &[]));
-        decoded
-            .into_iter()
-            .map(|query| {
-                query.and_then(|_| {
-                    parts
-                        .next()
-                        .ok_or_else(|| Error::InvalidParameter("a query without a part".into()))
-                })
-            })
-            .collect()
+        in_order(decoded, parts)
     }
 }
 
