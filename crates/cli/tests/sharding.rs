@@ -249,21 +249,7 @@ fn double_pir_shards_behind_a_front_end() {
     assert!(built.contains("in 3 shards"), "{built}");
     assert!(built.contains("shard 2: matrix rows"), "{built}");
     assert!(built.contains("served by: doublepir"), "{built}");
-    let shards: Vec<Proc> = (0..3)
-        .map(|k| shard(&dir, k, &p(&format!("s{k}.key"))))
-        .collect();
-    let mut args: Vec<String> = ["front", "serve", "--db", &dir, "--map-key", &p("map.pub")]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    for (k, process) in shards.iter().enumerate() {
-        args.push("--shard".into());
-        args.push(format!("{k}={}={}", process.url(), p(&format!("s{k}.pub"))));
-    }
-    args.extend(["--key", &p("front.key"), "--listen", "127.0.0.1:0"].map(String::from));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let front = Proc::start(&args, "https://");
-    let server = format!("{}={}", front.url(), p("front.pub"));
+    let (_shards, front, server) = front_over(&dir, 3, &p);
     for index in [0usize, 1234, 2999] {
         let out = run(&[
             "get",

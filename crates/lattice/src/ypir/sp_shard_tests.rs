@@ -2,36 +2,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 use super::*;
 use crate::params::Params;
-use crate::records::record;
-use crate::single::SingleClient;
-use crate::ypir::shard::tests::{ask_whole_and_front, cuts, front_answers};
+use crate::ypir::shard::tests::{ask_whole_and_front, build_part, cuts, front_answers, SEEDS};
 use crate::ypir::shard::{ShardOffline, YpirPacking, SHARD_KEY_ID};
 use crate::ypir::tests::{database_for, serve};
 use crate::ypir::wire::Keys;
 use crate::ypir::{YpirSpClient, YpirSpServer};
 
-const SEEDS: [crate::prg::Seed; 2] = [[1; 16], [2; 16]];
-
-/// Shard `rows` of `bytes` (its part cut as a row part), built.
+/// Shard `rows` of `bytes`, built.
 fn shard(params: Params, bytes: &[u8], rows: Range<usize>, version: u8) -> (YpirSpShard, Saved) {
-    let part = crate::double_rows::row_part(&params, bytes, &rows).unwrap();
-    YpirSpShard::build_rows(
-        BuildInput {
-            params,
-            records: &part,
-            seeds: SEEDS,
-            version: [version; 32],
-            saved: None,
-            progress: &mut |_, _| {},
-        },
-        rows,
-    )
-    .unwrap()
+    build_part(YpirSpShard::build_rows, params, bytes, rows, version)
 }
 
 /// For S = 1, 2, 3 shards on random row boundaries (within records: a record's 10 entries
@@ -66,7 +50,7 @@ fn sp_row_shards_pack_to_the_whole_answer_byte_for_byte() {
         let packing = YpirPacking::new(&offline).unwrap();
         assert_eq!(packing.header(), whole.header());
         let answers = |queries: &[&[u8]]| front_answers(&packing, &servers, queries);
-        ask_whole_and_front(&whole, &client, answers, &bytes, bits, &mut rng);
+        ask_whole_and_front(&whole, &client, answers, &bytes, &mut rng);
     }
 }
 
