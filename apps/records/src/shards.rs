@@ -7,7 +7,8 @@
 //!                     and per shard its first row, row count and the SHA-256 of its part
 //! DIR/shard-K.part    shard K's records: SimplePIR, whole matrix columns (a record range,
 //!                     back to back); DoublePIR and YPIR, a range of matrix rows
-//!                     (pir_lattice::double_rows::row_part; YPIR's whole row groups)
+//!                     (pir_lattice::double_rows::row_part; YPIR's whole row groups, and
+//!                     YPIR+SP's rows for records over 8 bytes)
 //! ```
 //!
 //! SimplePIR shards split on whole columns of its matrix (runs of consecutive records): the
@@ -42,12 +43,14 @@ fn params_of(header: &DbHeader, scheme: Scheme) -> Result<Params, RecordsError> 
         .map_err(|e| RecordsError::Input(format!("{} cannot serve it: {e}", scheme.id().name())))
 }
 
-/// The lattice scheme of a map's shards (SimplePIR, DoublePIR or YPIR).
+/// The lattice scheme of a map's shards (SimplePIR, DoublePIR or YPIR): the scheme a whole
+/// server is asked for (`--scheme ypir` lays records over 8 bytes out for YPIR+SP, whose map
+/// names YPIR+SP).
 fn scheme_of(map: &ShardMap) -> Result<Scheme, RecordsError> {
     match map.scheme {
         SchemeId::SimplePir => Ok(Scheme::SimplePir),
         SchemeId::DoublePir => Ok(Scheme::DoublePir),
-        SchemeId::Ypir => Ok(Scheme::Ypir),
+        SchemeId::Ypir | SchemeId::YpirSp => Ok(Scheme::Ypir),
         other => Err(RecordsError::Malformed(format!(
             "shards of {} are not lattice shards",
             other.name()
@@ -68,23 +71,16 @@ pub fn write(
         let path = path.to_path_buf();
         move |source| RecordsError::Io { path, source }
     };
+    // YPIR lays records over 8 bytes out for YPIR+SP: the map names the scheme served.
     let params = params_of(header, scheme)?;
-    if params.scheme != scheme {
-        return Err(RecordsError::Input(format!(
-            "records of {} bytes are served with {}, whose shards are not built yet (YPIR \
-             shards take records of up to 8 bytes)",
-            header.record_size,
-            params.scheme.id().name()
-        )));
-    }
-    let (rows, unit) = match scheme {
+    let (rows, unit) = match params.scheme {
         // YPIR: whole row groups (a record's `e` rows), so that each shard holds whole
         // columns of the second layer.
         Scheme::Ypir => (
             params.rows() as u64,
             params.entries_per_record().max(1) as u64,
         ),
-        Scheme::DoublePir => (
+        Scheme::DoublePir | Scheme::YpirSp => (
             params.rows() as u64,
             split::double_pir_unit(&params, shards),
         ),
@@ -107,7 +103,7 @@ pub fn write(
         });
     }
     let map = ShardMap {
-        scheme: scheme.id(),
+        scheme: params.scheme.id(),
         database_id: header.version(scheme.id().name()),
         rows,
         row_bytes: header.record_size as u32,
@@ -129,7 +125,10 @@ fn part_of(
     rows: &std::ops::Range<u64>,
 ) -> Result<Vec<u8>, RecordsError> {
     let bad = |e: String| RecordsError::Malformed(e);
-    if matches!(params.scheme, Scheme::DoublePir | Scheme::Ypir) {
+    if matches!(
+        params.scheme,
+        Scheme::DoublePir | Scheme::Ypir | Scheme::YpirSp
+    ) {
         let rows = split::double_pir_rows(params, rows).map_err(|e| bad(e.to_string()))?;
         return pir_lattice::double_rows::row_part(params, payload, &rows)
             .map_err(|e| bad(e.to_string()));

@@ -249,21 +249,7 @@ fn double_pir_shards_behind_a_front_end() {
     assert!(built.contains("in 3 shards"), "{built}");
     assert!(built.contains("shard 2: matrix rows"), "{built}");
     assert!(built.contains("served by: doublepir"), "{built}");
-    let shards: Vec<Proc> = (0..3)
-        .map(|k| shard(&dir, k, &p(&format!("s{k}.key"))))
-        .collect();
-    let mut args: Vec<String> = ["front", "serve", "--db", &dir, "--map-key", &p("map.pub")]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    for (k, process) in shards.iter().enumerate() {
-        args.push("--shard".into());
-        args.push(format!("{k}={}={}", process.url(), p(&format!("s{k}.pub"))));
-    }
-    args.extend(["--key", &p("front.key"), "--listen", "127.0.0.1:0"].map(String::from));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let front = Proc::start(&args, "https://");
-    let server = format!("{}={}", front.url(), p("front.pub"));
+    let (_shards, front, server) = front_over(&dir, 3, &p);
     for index in [0usize, 1234, 2999] {
         let out = run(&[
             "get",
@@ -310,21 +296,7 @@ fn ypir_shards_behind_a_front_end() {
     ]);
     assert!(built.contains("shard 1: matrix rows"), "{built}");
     assert!(built.contains("served by: ypir"), "{built}");
-    let shards: Vec<Proc> = (0..2)
-        .map(|k| shard(&dir, k, &p(&format!("s{k}.key"))))
-        .collect();
-    let mut args: Vec<String> = ["front", "serve", "--db", &dir, "--map-key", &p("map.pub")]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    for (k, process) in shards.iter().enumerate() {
-        args.push("--shard".into());
-        args.push(format!("{k}={}={}", process.url(), p(&format!("s{k}.pub"))));
-    }
-    args.extend(["--key", &p("front.key"), "--listen", "127.0.0.1:0"].map(String::from));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let front = Proc::start(&args, "https://");
-    let server = format!("{}={}", front.url(), p("front.pub"));
+    let (_shards, front, server) = front_over(&dir, 2, &p);
     for index in [0usize, 1234, 2999] {
         let out = run(&[
             "get",
@@ -339,5 +311,88 @@ fn ypir_shards_behind_a_front_end() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("ypir"), "{err}");
     }
+    drop(front);
+}
+
+/// `n` shard servers of `dir` (keys `sK.key` of `p`) and a front end over them (key
+/// `front.key`, map pinned to `map.pub`): the processes and the front end's `--server` spec.
+fn front_over(dir: &str, n: usize, p: &dyn Fn(&str) -> String) -> (Vec<Proc>, Proc, String) {
+    let shards: Vec<Proc> = (0..n)
+        .map(|k| shard(dir, k, &p(&format!("s{k}.key"))))
+        .collect();
+    let mut args: Vec<String> = ["front", "serve", "--db", dir, "--map-key", &p("map.pub")]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (k, process) in shards.iter().enumerate() {
+        args.push("--shard".into());
+        args.push(format!("{k}={}={}", process.url(), p(&format!("s{k}.pub"))));
+    }
+    args.extend(["--key", &p("front.key"), "--listen", "127.0.0.1:0"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let front = Proc::start(&args, "https://");
+    let server = format!("{}={}", front.url(), p("front.pub"));
+    (shards, front, server)
+}
+
+/// YPIR+SP shards (`pir db build --shards 2 --scheme ypir` of records over 8 bytes, and of a
+/// key-value database): ranges of the matrix's rows behind YPIR's front end; `pir get` gives
+/// the records (the last one trimmed) and `pir get --lookup` the values.
+#[test]
+fn ypir_sp_shards_behind_a_front_end() {
+    let scratch = Scratch::with_keys(&["front", "s0", "s1", "map"]);
+    let p = |n: &str| scratch.path(n);
+    // 150 records of 24 bytes, the last one 10 bytes short.
+    let data: Vec<u8> = (0..150 * 24 - 10).map(|i| (i * 31 % 251) as u8).collect();
+    std::fs::write(p("records.bin"), &data).unwrap();
+    let mut kv = String::new();
+    for i in 0..40 {
+        kv.push_str(&format!("user{i},value of user {i}\n"));
+    }
+    std::fs::write(p("kv.txt"), kv).unwrap();
+    for (input, dir) in [
+        (["--records", "records.bin"], "sharded"),
+        (["--kv", "kv.txt"], "kv"),
+    ] {
+        let mut args = vec![
+            "db".to_string(),
+            "build".into(),
+            input[0].into(),
+            p(input[1]),
+        ];
+        if input[0] == "--records" {
+            args.extend(["--record-size".into(), "24".into()]);
+        }
+        args.extend(["--shards", "2", "--scheme", "ypir", "--key"].map(String::from));
+        args.extend([p("map.key"), "--out".into(), p(dir)]);
+        let built = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(built.contains("shard 1: matrix rows"), "{built}");
+        assert!(built.contains("served by: ypir-sp"), "{built}");
+    }
+    let get = |what: &[&str], server: &str| {
+        let mut args = vec!["get"];
+        args.extend_from_slice(what);
+        args.extend(["--server", server, "--cache-dir"]);
+        let cache = p("cache");
+        args.push(&cache);
+        run(&args)
+    };
+    let (shards, front, server) = front_over(&p("sharded"), 2, &p);
+    for index in [0usize, 77, 149] {
+        let out = get(&[&index.to_string()], &server);
+        assert!(out.status.success(), "{index}: {out:?}");
+        let end = ((index + 1) * 24).min(data.len());
+        assert_eq!(out.stdout, &data[index * 24..end], "record {index}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("ypir"), "{err}");
+    }
+    drop(front);
+    drop(shards);
+    let (_shards, front, server) = front_over(&p("kv"), 2, &p);
+    let found = get(&["--lookup", "user17"], &server);
+    assert!(found.status.success(), "{found:?}");
+    assert_eq!(found.stdout, b"value of user 17");
+    let missing = get(&["--lookup", "nobody"], &server);
+    assert_eq!(missing.status.code(), Some(4), "{missing:?}");
     drop(front);
 }

@@ -180,17 +180,14 @@ impl Lattice {
                 let (server, offline) = pir_lattice::DoublePirServer::build_rows(input, slice)?;
                 (Box::new(server), offline)
             }
-            // Records over 8 bytes are laid out for YPIR+SP, whose shards are not built.
             Scheme::Ypir if params.scheme == Scheme::Ypir => {
                 let (server, offline) = pir_lattice::ypir::YpirShard::build_rows(input, slice)?;
                 (Box::new(server), offline)
             }
+            // Records over 8 bytes are laid out for YPIR+SP: its shards hold whole rows.
             Scheme::Ypir => {
-                return Err(Error::InvalidParameter(
-                    "records over 8 bytes are served with YPIR+SP, whose shards are not built \
-                     yet"
-                    .into(),
-                ))
+                let (server, offline) = pir_lattice::ypir::YpirSpShard::build_rows(input, slice)?;
+                (Box::new(server), offline)
             }
             _ => {
                 let (server, offline) = pir_lattice::SimplePirServer::build_columns(input, slice)?;

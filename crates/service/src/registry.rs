@@ -32,16 +32,14 @@ pub enum Combine {
     /// The sum mod `q = 2^32` of the parts' words (lattice answer messages, and hints):
     /// SimplePIR's shards split the matrix's columns, DoublePIR's its rows.
     AddModQ,
-    /// YPIR: the sum mod `q2` of the parts' leaf bodies and masks (shards split the matrix's
-    /// rows), then packed with the client's keys at the front end (`shard::YpirFront`).
+    /// YPIR and YPIR+SP: the sum mod `q2` of the parts' leaf bodies and masks (shards split
+    /// the matrix's rows; a YPIR+SP part holds its rows' leaves, the others zero), then
+    /// packed with the client's keys at the front end (`shard::YpirFront`).
     AddThenPack,
     /// Not combinable yet, and why.
     NotYet(&'static str),
 }
 
-/// Why YPIR+SP parts cannot be combined yet.
-const YPIR_SP_SHARDS: &str =
-    "YPIR+SP combines before its packing step, at the front end: not done yet";
 /// Why InsPIRe parts cannot be combined yet.
 const INSPIRE_SHARDS: &str =
     "InsPIRe combines before its packing step, at the front end: not done yet";
@@ -406,7 +404,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         security: lattice_security(LatticeScheme::YpirSp, &[security::RING.name]),
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir_sp,
-        combine: Combine::NotYet(YPIR_SP_SHARDS),
+        combine: Combine::AddThenPack,
     },
     SchemeEntry {
         id: SchemeId::Inspire,

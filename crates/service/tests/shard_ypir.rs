@@ -1,4 +1,4 @@
-//! YPIR row shards through the front end (`YpirFront`), on random row boundaries: the signed
+//! YPIR and YPIR+SP row shards through the front end (`YpirFront`), on random row boundaries: the signed
 //! replies (a key upload, then a query naming the keys by id) are byte for byte a whole YPIR
 //! server's with the same key, and the hint download too; a shard is sent the query without
 //! the client's keys; a part of another shard or another database is refused, and a shard
@@ -19,6 +19,10 @@ use rand_chacha::ChaCha20Rng;
 
 /// One-byte records: the smallest YPIR layout (4096 row groups of one row).
 const RECORDS: u64 = 3000;
+/// YPIR+SP's records (over 8 bytes): 60 records of 20 bytes, 10 rows each, in one column
+/// (600 rows: a small packing plan).
+const SP_RECORDS: u64 = 60;
+const SP_BYTES: usize = 20;
 
 fn copy(key: &SecretKey) -> SecretKey {
     SecretKey::from_pkcs8(key.pkcs8()).unwrap()
@@ -51,33 +55,41 @@ impl Fanout for Local {
 }
 
 struct Built {
+    records: Vec<u8>,
     whole: LatticeService,
     map: ShardMap,
     shards: Vec<Vec<(Arc<LatticeService>, PublicKey)>>,
     downloads: Vec<Vec<u8>>,
 }
 
-fn database(records: &[u8], version: u8) -> LatticeDatabase<'_> {
+fn database(records: &[u8], record_bytes: usize, version: u8) -> LatticeDatabase<'_> {
     LatticeDatabase {
         scheme: Scheme::Ypir,
         records,
-        record_count: records.len() as u64,
-        record_bytes: 1,
+        record_count: (records.len() / record_bytes) as u64,
+        record_bytes,
         seeds: [[3; 16], [4; 16]],
         version: [version; 32],
         about: b"the records".to_vec(),
     }
 }
 
-/// The whole server and `shards` shard services on random row group boundaries.
-fn build(seed: u64, shards: usize, version: u8, key: &SecretKey) -> Built {
+/// The whole server and `shards` shard services on random row boundaries: YPIR's (one-byte
+/// records, whole row groups) or, with `sp`, YPIR+SP's (single rows, within records).
+fn build(seed: u64, shards: usize, version: u8, key: &SecretKey, sp: bool) -> Built {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut records = vec![0u8; RECORDS as usize];
+    let (count, size) = if sp {
+        (SP_RECORDS, SP_BYTES)
+    } else {
+        (RECORDS, 1)
+    };
+    let mut records = vec![0u8; count as usize * size];
     rng.fill_bytes(&mut records);
-    let whole = Lattice::new(database(&records, version), &mut |_, _| {})
+    let whole = Lattice::new(database(&records, size, version), &mut |_, _| {})
         .unwrap()
         .serve(copy(key));
-    let params = Params::new(Scheme::Ypir, RECORDS, 8).unwrap();
+    let params = Params::new(Scheme::Ypir, count, 8 * size as u32).unwrap();
+    assert_eq!(params.scheme == Scheme::YpirSp, sp);
     let rows = params.rows() as u64;
     let mut cuts = vec![0, rows];
     while cuts.len() < shards + 1 {
@@ -88,10 +100,10 @@ fn build(seed: u64, shards: usize, version: u8, key: &SecretKey) -> Built {
     }
     cuts.sort_unstable();
     let map = ShardMap {
-        scheme: Scheme::Ypir.id(),
+        scheme: params.scheme.id(),
         database_id: [version; 32],
         rows,
-        row_bytes: 1,
+        row_bytes: size as u32,
         about: b"the records".to_vec(),
         shards: cuts
             .windows(2)
@@ -109,8 +121,8 @@ fn build(seed: u64, shards: usize, version: u8, key: &SecretKey) -> Built {
     for (k, entry) in map.shards.iter().enumerate() {
         let slice = split::double_pir_rows(&params, &entry.range()).unwrap();
         let part = pir_lattice::double_rows::row_part(&params, &records, &slice).unwrap();
-        let mut db = database(&part, version);
-        db.record_count = RECORDS;
+        let mut db = database(&part, size, version);
+        db.record_count = count;
         let (lattice, _) =
             Lattice::shard(db, slice, map.part_id(k).unwrap(), None, &mut |_, _| {}).unwrap();
         downloads.push(lattice.download().to_vec());
@@ -119,6 +131,7 @@ fn build(seed: u64, shards: usize, version: u8, key: &SecretKey) -> Built {
         services.push(vec![(Arc::new(lattice.serve(shard_key)), public)]);
     }
     Built {
+        records,
         whole,
         map,
         shards: services,
@@ -147,13 +160,23 @@ fn keys_of(built: &Built) -> Vec<Vec<PublicKey>> {
 
 /// A request for record `index` from `client`.
 fn request(client: &dyn SingleClient, index: u64, rng: &mut ChaCha20Rng) -> Vec<u8> {
-    let (_, query) = client.query(index, rng).unwrap();
+    request_and_state(client, index, rng).1
+}
+
+/// A request for record `index` from `client`, and the state that decodes its answer.
+fn request_and_state(
+    client: &dyn SingleClient,
+    index: u64,
+    rng: &mut ChaCha20Rng,
+) -> (pir_lattice::QueryState, Vec<u8>) {
+    let (state, query) = client.query(index, rng).unwrap();
     let batch = pir_core::protocol::encode_query_batch(&client.header().version, &[query]);
-    pir_core::wire::encode_envelope(
-        Scheme::Ypir.id(),
+    let request = pir_core::wire::encode_envelope(
+        client.header().params.scheme.id(),
         pir_core::wire::MessageKind::Query,
         &batch,
-    )
+    );
+    (state, request)
 }
 
 fn client_of(download: &[u8]) -> Box<dyn SingleClient> {
@@ -165,7 +188,7 @@ fn client_of(download: &[u8]) -> Box<dyn SingleClient> {
 fn ypir_parts_pack_to_the_whole_answer_and_wrong_parts_are_refused() {
     let key = SecretKey::generate().unwrap();
     let shards = 3;
-    let built = build(7, shards, 5, &key);
+    let built = build(7, shards, 5, &key, false);
     let (front, seen, mode) = front(&built, &key);
     let download = front.hint().unwrap();
     assert_eq!(&download[..], &built.whole.hint().unwrap()[..]);
@@ -235,4 +258,59 @@ fn ypir_parts_pack_to_the_whole_answer_and_wrong_parts_are_refused() {
         seen: Seen::default(),
     };
     assert!(YpirFront::new(built.map.clone(), keys_of(&built), &swapped, fanout).is_err());
+}
+
+/// YPIR+SP (records over 8 bytes) on S = 1, 2, 3 shards at random row boundaries (within
+/// records): the front end's hint and signed replies are the whole server's byte for byte,
+/// and each reply decodes to its record; a shard answering in another's place, a front end
+/// of another database and swapped offline parts are refused.
+#[test]
+fn ypir_sp_parts_pack_to_the_whole_answer_and_wrong_parts_are_refused() {
+    let key = SecretKey::generate().unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    for shards in 1..=3 {
+        let built = build(20 + shards as u64, shards, 5, &key, true);
+        assert_eq!(built.map.scheme, pir_core::SchemeId::YpirSp);
+        let (front, _, mode) = front(&built, &key);
+        let download = front.hint().unwrap();
+        assert_eq!(&download[..], &built.whole.hint().unwrap()[..]);
+        let client = client_of(&download);
+        for index in [0, SP_RECORDS - 1, rng.random_range(0..SP_RECORDS)] {
+            let (state, request) = request_and_state(&*client, index, &mut rng);
+            let reply = front.handle(&request);
+            assert_eq!(reply.status, 200);
+            let whole = built.whole.handle(&request).body;
+            assert_eq!(reply.body, whole, "{:?}", built.map.shards);
+            let signed = pir_service::reply::open_signed(
+                &reply.body,
+                &request,
+                &built.map.database_id,
+                &key.public(),
+                1 << 20,
+            )
+            .unwrap();
+            let record = client.decode(&state, signed.answers[0]).unwrap();
+            let at = index as usize * SP_BYTES;
+            assert_eq!(record, built.records[at..at + SP_BYTES], "record {index}");
+        }
+        if shards < 2 {
+            continue;
+        }
+        // Shard 1's replica answers for shard 0 and the other way round: refused.
+        let mut swap: Vec<usize> = (0..shards).collect();
+        swap.swap(0, 1);
+        *mode.lock().unwrap() = (swap, false);
+        assert_eq!(front.handle(&request(&*client, 17, &mut rng)).status, 500);
+        let fanout = || Local {
+            shards: built.shards.clone(),
+            mode: Mode::new(Mutex::new(((0..shards).collect(), false))),
+            seen: Seen::default(),
+        };
+        let mut other = built.map.clone();
+        other.database_id = [6; 32];
+        assert!(YpirFront::new(other, keys_of(&built), &built.downloads, fanout()).is_err());
+        let mut swapped = built.downloads.clone();
+        swapped.swap(0, 1);
+        assert!(YpirFront::new(built.map.clone(), keys_of(&built), &swapped, fanout()).is_err());
+    }
 }

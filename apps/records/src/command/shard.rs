@@ -298,6 +298,7 @@ pub(super) async fn serve_shard(args: &ShardServeArgs) -> Result<()> {
     let unit = match map.scheme {
         pir_core::SchemeId::DoublePir => "doublepir matrix rows",
         pir_core::SchemeId::Ypir => "ypir matrix rows",
+        pir_core::SchemeId::YpirSp => "ypir+sp matrix rows",
         _ => "records",
     };
     pir_host::serve_static(host, service, "the shard", |running, key| {
@@ -384,7 +385,10 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
         downloads.push(download);
     }
     let shards = replicas.len();
-    if map.scheme == pir_core::SchemeId::Ypir {
+    if matches!(
+        map.scheme,
+        pir_core::SchemeId::Ypir | pir_core::SchemeId::YpirSp
+    ) {
         status!("building the packing plan from the shards' offline parts");
         let front = YpirFront::new(map.clone(), keys, &downloads, fanout)?.with_hedge(hedge);
         let service = Arc::new(

@@ -74,6 +74,7 @@ pub mod server;
 pub mod shard;
 pub mod sp;
 mod sp_server;
+pub mod sp_shard;
 pub mod tree;
 pub mod wire;
 
@@ -83,6 +84,7 @@ pub use server::YpirServer;
 pub use shard::{YpirPacking, YpirShard};
 pub use sp::{YpirSpClient, YpirSpQueryState};
 pub use sp_server::YpirSpServer;
+pub use sp_shard::YpirSpShard;
 
 use pir_core::Error;
 use rand::CryptoRng;

@@ -23,6 +23,11 @@
 //!   masks    e × (4096 u32 | 4096 u32) partial masks of the dynamic leaves, as above
 //! ```
 //!
+//! YPIR+SP ([`super::sp_shard`]) shards the same way on single rows, whose leaves are whole:
+//! a leaf is one row, so a shard's offline part holds its rows' masks (the static leaves
+//! `rows`) and its part only its rows' bodies (no dynamic masks); the front end sums them
+//! into the leaves they cover (the other shards' leaves zero) and packs as for YPIR.
+//!
 //! A shard is sent the client's query without its keys: `c1` and `c2` in a query message
 //! whose key mode is "cached" under [`SHARD_KEY_ID`], the same id for every client. The front
 //! end keeps the clients' keys (uploads, cache, expiry) and never forwards them, so a shard
@@ -42,14 +47,16 @@ use rayon::prelude::*;
 use super::keys::{KeySet, KeyStore};
 use super::rns::{self, Rns};
 use super::server::{first_layer_masks, inner, pack_answers, second_pass, DynamicMask, OFFSET};
+use super::sp::{SpShape, MAX_TREES};
 use super::tree::{Packer, Plan};
-use super::wire::{self, Keys, Query};
+use super::wire::{self, Keys, Lengths, Query};
 use super::{
     centered_rescaled, rescale, reversed, Shape, ELEMENT_BYTES, KIND_A2, MAX_RECORD_ENTRIES,
 };
 use crate::lwe::ZpMatrix;
 use crate::params::ypir::D1;
-use crate::params::Scheme;
+use crate::params::{Params, Scheme};
+use crate::prg::Seed;
 use crate::ring::{Ring, RING_D};
 use crate::single::{BuildInput, KeyPolicy, Saved};
 use crate::wire::HintHeader;
@@ -59,11 +66,93 @@ use crate::wire::HintHeader;
 pub const SHARD_KEY_ID: wire::KeyId = [0x5a; wire::KEY_ID_LEN];
 
 /// Bytes of one mask on the wire (two residue vectors of `d` words).
-const MASK_BYTES: usize = 2 * RING_D * 4;
+pub(super) const MASK_BYTES: usize = 2 * RING_D * 4;
 /// Largest header message in an offline part.
 const MAX_HEADER_BYTES: usize = 4096;
-/// Largest offline part body: the header, the group range and `e d1` masks.
-const MAX_OFFLINE_BODY: usize = 4 + MAX_HEADER_BYTES + 8 + MAX_RECORD_ENTRIES * D1 * MASK_BYTES;
+/// Largest offline part body: the header, the unit range and the masks (YPIR: `e d1`;
+/// YPIR+SP: one per row, at most [`MAX_TREES`]` d`).
+const MAX_OFFLINE_BODY: usize = 4
+    + MAX_HEADER_BYTES
+    + 8
+    + if MAX_RECORD_ENTRIES * D1 > MAX_TREES * RING_D {
+        MAX_RECORD_ENTRIES * D1
+    } else {
+        MAX_TREES * RING_D
+    } * MASK_BYTES;
+
+/// The shape of a sharded database as the packing sees it: YPIR's (shards split row groups,
+/// every shard adds to every leaf) or YPIR+SP's (shards split rows, each leaf is one row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    Ypir(Shape),
+    Sp(SpShape),
+}
+
+impl Layout {
+    fn of(params: &Params) -> Result<Self, Error> {
+        match params.scheme {
+            Scheme::YpirSp => Ok(Layout::Sp(SpShape::of(params)?)),
+            _ => Ok(Layout::Ypir(Shape::of(params)?)),
+        }
+    }
+
+    fn lengths(&self) -> Lengths {
+        match self {
+            Layout::Ypir(shape) => shape.lengths(),
+            Layout::Sp(shape) => shape.lengths(),
+        }
+    }
+
+    /// What shards split: YPIR's row groups, YPIR+SP's rows.
+    fn units(&self) -> usize {
+        match self {
+            Layout::Ypir(shape) => shape.groups,
+            Layout::Sp(shape) => shape.rows,
+        }
+    }
+
+    /// Matrix rows per unit.
+    fn rows_per_unit(&self) -> usize {
+        match self {
+            Layout::Ypir(shape) => shape.entries.max(1),
+            Layout::Sp(_) => 1,
+        }
+    }
+
+    fn leaves(&self) -> usize {
+        match self {
+            Layout::Ypir(shape) => shape.leaves(),
+            Layout::Sp(shape) => shape.rows,
+        }
+    }
+
+    fn static_leaves(&self) -> usize {
+        match self {
+            Layout::Ypir(shape) => shape.static_leaves(),
+            Layout::Sp(shape) => shape.rows,
+        }
+    }
+
+    /// The leaves whose bodies and static masks a shard of `units` sends: YPIR, every leaf
+    /// (each a sum over the row groups); YPIR+SP, its rows' (a leaf is a row).
+    fn leaves_of(&self, units: &Range<usize>, static_only: bool) -> Range<usize> {
+        match self {
+            Layout::Ypir(_) if static_only => 0..self.static_leaves(),
+            Layout::Ypir(_) => 0..self.leaves(),
+            Layout::Sp(_) => units.clone(),
+        }
+    }
+
+    /// The seed of the packing's key masks: YPIR's second, YPIR+SP's only one.
+    fn packing_seed(&self, header: &HintHeader) -> Result<Seed, Error> {
+        match self {
+            Layout::Ypir(_) => header
+                .seed2
+                .ok_or_else(|| Error::Malformed("a YPIR header without its second seed".into())),
+            Layout::Sp(_) => Ok(header.seed),
+        }
+    }
+}
 
 /// One shard of a YPIR database: its rows of `D`, its columns of the static rows, its blocks
 /// of `A2`.
@@ -234,24 +323,33 @@ impl YpirShard {
                 let mut bodies: Vec<u64> = static_bodies.iter().map(|row| row[j]).collect();
                 bodies.extend(t_rows.iter().map(|row| inner(backend, row, c2, *sums)));
                 let masks: Vec<Rns> = t_rows.iter().map(|row| self.partial_mask(row)).collect();
-                encode_part(&bodies, &masks)
+                encode_part(Scheme::Ypir, &bodies, &masks)
             })
             .collect();
-        let mut parts = parts.into_iter();
-        decoded
-            .into_iter()
-            .map(|query| {
-                query.and_then(|_| {
-                    parts
-                        .next()
-                        .ok_or_else(|| Error::InvalidParameter("a query without a part".into()))
-                })
-            })
-            .collect()
+        in_order(decoded, parts)
     }
 }
 
 crate::single::single_server!(YpirShard);
+
+/// Each query's part in the order of `decoded` (`parts` are those of its valid queries, in
+/// order); a query that failed to decode keeps its error.
+pub(super) fn in_order(
+    decoded: Vec<Result<Query, Error>>,
+    parts: impl IntoIterator<Item = Vec<u8>>,
+) -> Vec<Result<Vec<u8>, Error>> {
+    let mut parts = parts.into_iter();
+    decoded
+        .into_iter()
+        .map(|query| {
+            query.and_then(|_| {
+                parts
+                    .next()
+                    .ok_or_else(|| Error::InvalidParameter("a query without a part".into()))
+            })
+        })
+        .collect()
+}
 
 fn put_masks(w: &mut Writer, masks: &[Rns]) {
     for mask in masks {
@@ -283,41 +381,51 @@ fn get_masks(r: &mut Reader<'_>, count: usize) -> Result<Vec<Rns>, Error> {
         .collect()
 }
 
-fn encode_offline(header: &HintHeader, groups: &Range<usize>, masks: &[Rns]) -> Vec<u8> {
+/// A shard's offline part: `units` are its row groups (YPIR) or rows (YPIR+SP).
+pub(super) fn encode_offline(header: &HintHeader, units: &Range<usize>, masks: &[Rns]) -> Vec<u8> {
+    let scheme = header.params.scheme;
     let header = header.encode();
     let mut w = Writer::with_capacity(12 + header.len() + masks.len() * MASK_BYTES);
     // A header message is about 100 bytes and a group index below MAX_GROUPS: both fit.
     w.u32(header.len() as u32);
     w.bytes(&header);
-    w.u32(groups.start as u32);
-    w.u32(groups.end as u32);
+    w.u32(units.start as u32);
+    w.u32(units.end as u32);
     put_masks(&mut w, masks);
-    encode_envelope(Scheme::Ypir.id(), MessageKind::Manifest, &w.into_bytes())
+    encode_envelope(scheme.id(), MessageKind::Manifest, &w.into_bytes())
 }
 
-fn encode_part(bodies: &[u64], masks: &[Rns]) -> Vec<u8> {
+/// A shard's part of one query's answer: its leaf bodies and dynamic masks.
+pub(super) fn encode_part(scheme: Scheme, bodies: &[u64], masks: &[Rns]) -> Vec<u8> {
     let mut w = Writer::with_capacity(bodies.len() * ELEMENT_BYTES + masks.len() * MASK_BYTES);
     for &x in bodies {
         w.bytes(&x.to_le_bytes()[..ELEMENT_BYTES]);
     }
     put_masks(&mut w, masks);
-    encode_envelope(Scheme::Ypir.id(), MessageKind::Answer, &w.into_bytes())
+    encode_envelope(scheme.id(), MessageKind::Answer, &w.into_bytes())
 }
 
-/// A shard's offline part, decoded: the whole database's header, the shard's row groups and
-/// its partial masks of the static leaves.
+/// A shard's offline part, decoded: the whole database's header, the shard's units (YPIR's
+/// row groups, YPIR+SP's rows) and its partial masks of the static leaves.
 #[derive(Debug, Clone)]
 pub struct ShardOffline {
     header: HintHeader,
-    groups: Range<usize>,
+    layout: Layout,
+    units: Range<usize>,
     masks: Vec<Rns>,
 }
 
 impl ShardOffline {
-    /// Decodes an offline part (untrusted bytes: lengths checked before allocating, every
-    /// residue below its prime).
+    /// Decodes an offline part of a YPIR or YPIR+SP shard (untrusted bytes: lengths checked
+    /// before allocating, every residue below its prime).
     pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
-        let body = crate::wire::open(bytes, Scheme::Ypir, MessageKind::Manifest, MAX_OFFLINE_BODY)?;
+        let envelope = pir_core::wire::decode_envelope(bytes, MAX_OFFLINE_BODY)?;
+        let scheme = if envelope.scheme == Scheme::YpirSp.id() {
+            Scheme::YpirSp
+        } else {
+            Scheme::Ypir
+        };
+        let body = crate::wire::open(bytes, scheme, MessageKind::Manifest, MAX_OFFLINE_BODY)?;
         let mut r = Reader::new(body);
         let len = r.u32()? as usize;
         if len > MAX_HEADER_BYTES {
@@ -326,31 +434,32 @@ impl ShardOffline {
                 limit: MAX_HEADER_BYTES,
             });
         }
-        let (header, matrix) = crate::wire::decode_hint(r.take(len)?, Scheme::Ypir)?;
+        let (header, matrix) = crate::wire::decode_hint(r.take(len)?, scheme)?;
         if matrix.is_some() {
             return Err(Error::Malformed(
                 "a YPIR shard's offline part holds a hint matrix".into(),
             ));
         }
-        let shape = Shape::of(&header.params)?;
-        let groups = r.u32()? as usize..r.u32()? as usize;
-        if groups.start >= groups.end || groups.end > shape.groups {
+        let layout = Layout::of(&header.params)?;
+        let units = r.u32()? as usize..r.u32()? as usize;
+        if units.start >= units.end || units.end > layout.units() {
             return Err(Error::Malformed(format!(
-                "row groups {groups:?} of a database of {}",
-                shape.groups
+                "units {units:?} of a database of {}",
+                layout.units()
             )));
         }
-        let count = shape.static_leaves();
+        let count = layout.leaves_of(&units, true).len();
         if r.remaining() != count * MASK_BYTES {
             return Err(Error::WrongLength(format!(
-                "a YPIR shard's offline part holds {count} masks of {MASK_BYTES} bytes"
+                "this shard's offline part holds {count} masks of {MASK_BYTES} bytes"
             )));
         }
         let masks = get_masks(&mut r, count)?;
         r.finish()?;
         Ok(Self {
             header,
-            groups,
+            layout,
+            units,
             masks,
         })
     }
@@ -360,9 +469,15 @@ impl ShardOffline {
         &self.header
     }
 
-    /// The shard's row groups.
+    /// The shard's units: YPIR's row groups, YPIR+SP's rows.
     pub fn groups(&self) -> Range<usize> {
-        self.groups.clone()
+        self.units.clone()
+    }
+
+    /// The shard's matrix rows.
+    pub fn rows(&self) -> Range<usize> {
+        let e = self.layout.rows_per_unit();
+        self.units.start * e..self.units.end * e
     }
 }
 
@@ -401,78 +516,86 @@ impl Part {
     }
 }
 
-/// A shard's part message for a database of `shape` ([`YpirPacking::decode_part`]).
-pub(crate) fn decode_part(shape: &Shape, bytes: &[u8]) -> Result<Part, Error> {
-    let len = shape.leaves() * ELEMENT_BYTES + shape.entries * MASK_BYTES;
-    let body = crate::wire::open(bytes, Scheme::Ypir, MessageKind::Answer, len)?;
+/// The part message of a shard of `units` of a database of `layout`, placed among the whole
+/// database's leaves (the other shards' leaves zero).
+fn decode_part(layout: &Layout, units: &Range<usize>, bytes: &[u8]) -> Result<Part, Error> {
+    let leaves = layout.leaves_of(units, false);
+    let dynamic = layout.leaves() - layout.static_leaves();
+    let len = part_body_bytes(layout, units);
+    let scheme = layout.lengths().scheme;
+    let body = crate::wire::open(bytes, scheme, MessageKind::Answer, len)?;
     if body.len() != len {
         return Err(Error::WrongLength(format!(
-            "a YPIR shard part of this database is {len} bytes, found {}",
+            "this shard's part is {len} bytes, found {}",
             body.len()
         )));
     }
     let mut r = Reader::new(body);
     let q = rns::modulus();
-    let bodies = (0..shape.leaves())
-        .map(|_| {
-            let mut le = [0u8; 8];
-            le[..ELEMENT_BYTES].copy_from_slice(r.take(ELEMENT_BYTES)?);
-            let x = u64::from_le_bytes(le);
-            if x >= q {
-                return Err(Error::Malformed("a leaf body at or above q2".into()));
-            }
-            Ok(x)
-        })
-        .collect::<Result<Vec<u64>, Error>>()?;
-    let masks = get_masks(&mut r, shape.entries)?;
+    let mut bodies = vec![0u64; layout.leaves()];
+    for x in &mut bodies[leaves] {
+        let mut le = [0u8; 8];
+        le[..ELEMENT_BYTES].copy_from_slice(r.take(ELEMENT_BYTES)?);
+        *x = u64::from_le_bytes(le);
+        if *x >= q {
+            return Err(Error::Malformed("a leaf body at or above q2".into()));
+        }
+    }
+    let masks = get_masks(&mut r, dynamic)?;
     r.finish()?;
     Ok(Part { bodies, masks })
 }
 
-/// The whole database's header, shape and static leaf masks from the shards' offline parts
-/// (in shard order: their row groups must tile the database's, all under the same header).
-pub(crate) fn summed_masks(
-    shards: &[ShardOffline],
-) -> Result<(HintHeader, Shape, Vec<Rns>), Error> {
+/// Bytes of the body of a part from a shard of `units`.
+fn part_body_bytes(layout: &Layout, units: &Range<usize>) -> usize {
+    let dynamic = layout.leaves() - layout.static_leaves();
+    layout.leaves_of(units, false).len() * ELEMENT_BYTES + dynamic * MASK_BYTES
+}
+
+/// The whole database's header, layout and static leaf masks from the shards' offline parts
+/// (in shard order: their units must tile the database's, all under the same header).
+fn summed_masks(shards: &[ShardOffline]) -> Result<(HintHeader, Layout, Vec<Rns>), Error> {
     let first = shards
         .first()
         .ok_or_else(|| Error::InvalidParameter("no shards".into()))?;
-    let header = first.header;
-    let shape = Shape::of(&header.params)?;
+    let (header, layout) = (first.header, first.layout);
     let mut next = 0;
-    let mut masks = vec![rns::zero(RING_D); shape.static_leaves()];
+    let mut masks = vec![rns::zero(RING_D); layout.static_leaves()];
     for (k, shard) in shards.iter().enumerate() {
         if shard.header != header {
             return Err(Error::DatabaseMismatch(format!(
                 "shard {k}'s offline part is for another database than shard 0's"
             )));
         }
-        if shard.groups.start != next {
+        if shard.units.start != next {
             return Err(Error::DatabaseMismatch(format!(
-                "shard {k} holds row groups {:?}, the previous shard ended at {next}",
-                shard.groups
+                "shard {k} holds units {:?}, the previous shard ended at {next}",
+                shard.units
             )));
         }
-        next = shard.groups.end;
-        for (sum, part) in masks.iter_mut().zip(&shard.masks) {
+        next = shard.units.end;
+        let leaves = layout.leaves_of(&shard.units, true);
+        for (sum, part) in masks[leaves].iter_mut().zip(&shard.masks) {
             rns::add_assign(sum, part);
         }
     }
-    if next != shape.groups {
+    if next != layout.units() {
         return Err(Error::DatabaseMismatch(format!(
-            "the shards hold row groups up to {next} of {}",
-            shape.groups
+            "the shards hold units up to {next} of {}",
+            layout.units()
         )));
     }
-    Ok((header, shape, masks))
+    Ok((header, layout, masks))
 }
 
-/// The front end's half of YPIR: the packing plan of the whole database (built from the
-/// shards' offline parts), the clients' keys, and the packing of the summed parts.
+/// The front end's half of YPIR (and YPIR+SP): the packing plan of the whole database (built
+/// from the shards' offline parts), the clients' keys, and the packing of the summed parts.
 #[derive(Debug)]
 pub struct YpirPacking {
     header: HintHeader,
-    shape: Shape,
+    layout: Layout,
+    /// Each shard's units.
+    units: Vec<Range<usize>>,
     packer: Packer,
     plan: Plan,
     keys: KeyStore,
@@ -483,12 +606,10 @@ impl YpirPacking {
     /// groups must tile the database's, and all name the same header). Adds their partial
     /// static masks and builds the plan (the whole server's offline packing work).
     pub fn new(shards: &[ShardOffline]) -> Result<Self, Error> {
-        let (header, shape, masks) = summed_masks(shards)?;
-        let seed2 = header
-            .seed2
-            .ok_or_else(|| Error::Malformed("a YPIR header without its second seed".into()))?;
-        let packer = Packer::new(Ring::new(RING_D, Backend::current())?, &seed2)?;
-        let plan = packer.plan(shape.leaves(), shape.static_leaves(), &|k| {
+        let (header, layout, masks) = summed_masks(shards)?;
+        let seed = layout.packing_seed(&header)?;
+        let packer = Packer::new(Ring::new(RING_D, Backend::current())?, &seed)?;
+        let plan = packer.plan(layout.leaves(), layout.static_leaves(), &|k| {
             masks
                 .get(k)
                 .cloned()
@@ -496,7 +617,8 @@ impl YpirPacking {
         })?;
         Ok(Self {
             header,
-            shape,
+            layout,
+            units: shards.iter().map(|s| s.units.clone()).collect(),
             packer,
             plan,
             keys: KeyStore::default(),
@@ -518,16 +640,17 @@ impl YpirPacking {
         self.keys.set_policy(policy)
     }
 
-    /// Bytes of a shard's part message (envelope included): what a shard sends per query.
-    pub fn part_bytes(&self) -> usize {
-        pir_core::wire::HEADER_LEN
-            + self.shape.leaves() * ELEMENT_BYTES
-            + self.shape.entries * MASK_BYTES
+    /// Bytes of shard `shard`'s part message (envelope included): what it sends per query
+    /// (0 for no such shard).
+    pub fn part_bytes(&self, shard: usize) -> usize {
+        self.units.get(shard).map_or(0, |units| {
+            pir_core::wire::HEADER_LEN + part_body_bytes(&self.layout, units)
+        })
     }
 
     /// A client's query message, checked as a whole server checks it.
     pub fn decode_query(&self, query: &[u8]) -> Result<Query, Error> {
-        wire::decode_query(query, &self.shape.lengths(), &self.header.version)
+        wire::decode_query(query, &self.layout.lengths(), &self.header.version)
     }
 
     /// The query's keys: converted and kept (inline keys, uploads) or found (by id, cached),
@@ -545,13 +668,21 @@ impl YpirPacking {
             c2: query.c2.clone(),
             keys: Keys::Cached,
         };
-        wire::encode_query(Scheme::Ypir, &self.header.version, &stripped)
+        wire::encode_query(
+            self.layout.lengths().scheme,
+            &self.header.version,
+            &stripped,
+        )
     }
 
-    /// A shard's part message (untrusted bytes: its length fixed by the shape, every value
-    /// below its modulus).
-    pub fn decode_part(&self, bytes: &[u8]) -> Result<Part, Error> {
-        decode_part(&self.shape, bytes)
+    /// Shard `shard`'s part message (untrusted bytes: its length fixed by the shape and the
+    /// shard's units, every value below its modulus), among the whole database's leaves.
+    pub fn decode_part(&self, shard: usize, bytes: &[u8]) -> Result<Part, Error> {
+        let units = self
+            .units
+            .get(shard)
+            .ok_or_else(|| Error::InvalidParameter(format!("no shard {shard}")))?;
+        decode_part(&self.layout, units, bytes)
     }
 
     /// The answers to queries with keys `keys[j]` and summed parts `parts[j]`: the whole
@@ -561,7 +692,7 @@ impl YpirPacking {
         if keys.len() != parts.len() {
             return Err(Error::InvalidParameter("one part per query's keys".into()));
         }
-        let static_leaves = self.shape.static_leaves();
+        let static_leaves = self.layout.static_leaves();
         let bodies: Vec<Vec<u64>> = parts.iter().map(|p| p.bodies.clone()).collect();
         let dynamic_masks: Vec<_> = parts
             .iter()
@@ -582,7 +713,7 @@ impl YpirPacking {
         pack_answers(
             &self.packer,
             &self.plan,
-            &self.shape.lengths(),
+            &self.layout.lengths(),
             &bodies,
             &keys,
             &masks,
@@ -592,4 +723,4 @@ impl YpirPacking {
 
 #[cfg(test)]
 #[path = "shard_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -7,34 +7,46 @@ use rand_chacha::ChaCha20Rng;
 
 use super::*;
 use crate::params::Params;
-use crate::records::record;
-use crate::single::SingleClient;
-use crate::ypir::tests::{database_for, serve};
+use crate::single::{SingleClient, SingleServer};
+use crate::ypir::tests::{ask_in_one_batch, database_for, serve};
 use crate::ypir::{YpirClient, YpirServer};
 
-const SEEDS: [crate::prg::Seed; 2] = [[1; 16], [2; 16]];
+pub(in crate::ypir) const SEEDS: [crate::prg::Seed; 2] = [[1; 16], [2; 16]];
 
 /// Shard `groups` of `bytes` (its part cut as a DoublePIR row part), built.
 fn shard(params: Params, bytes: &[u8], groups: Range<usize>, version: u8) -> (YpirShard, Saved) {
     let e = params.entries_per_record();
     let rows = groups.start * e..groups.end * e;
-    let part = crate::double_rows::row_part(&params, bytes, &rows).unwrap();
-    YpirShard::build_rows(
-        BuildInput {
-            params,
-            records: &part,
-            seeds: SEEDS,
-            version: [version; 32],
-            saved: None,
-            progress: &mut |_, _| {},
-        },
-        rows,
-    )
-    .unwrap()
+    build_part(YpirShard::build_rows, params, bytes, rows, version)
 }
 
-/// `shards` random group ranges tiling `0..groups`.
-fn cuts(rng: &mut ChaCha20Rng, groups: usize, shards: usize) -> Vec<Range<usize>> {
+/// The shard of matrix rows `rows` of `bytes` (its part cut as a row part) that `build`
+/// builds (YPIR's or YPIR+SP's).
+pub(in crate::ypir) fn build_part<S>(
+    build: fn(BuildInput<'_>, Range<usize>) -> Result<(S, Saved), Error>,
+    params: Params,
+    bytes: &[u8],
+    rows: Range<usize>,
+    version: u8,
+) -> (S, Saved) {
+    let part = crate::double_rows::row_part(&params, bytes, &rows).unwrap();
+    let input = BuildInput {
+        params,
+        records: &part,
+        seeds: SEEDS,
+        version: [version; 32],
+        saved: None,
+        progress: &mut |_, _| {},
+    };
+    build(input, rows).unwrap()
+}
+
+/// `shards` random unit ranges tiling `0..groups` (YPIR+SP's tests cut rows with it).
+pub(in crate::ypir) fn cuts(
+    rng: &mut ChaCha20Rng,
+    groups: usize,
+    shards: usize,
+) -> Vec<Range<usize>> {
     let mut at = vec![0, groups];
     while at.len() < shards + 1 {
         let c = rng.random_range(1..groups);
@@ -46,9 +58,13 @@ fn cuts(rng: &mut ChaCha20Rng, groups: usize, shards: usize) -> Vec<Range<usize>
     at.windows(2).map(|w| w[0]..w[1]).collect()
 }
 
-/// The front end's answers to `queries` over `shards`: each query's keys taken in order, the
-/// stripped query sent to every shard, the parts summed and packed.
-fn front_answers(packing: &YpirPacking, shards: &[YpirShard], queries: &[&[u8]]) -> Vec<Vec<u8>> {
+/// The front end's answers to `queries` over `shards` (YPIR's or YPIR+SP's): each query's
+/// keys taken in order, the stripped query sent to every shard, the parts summed and packed.
+pub(in crate::ypir) fn front_answers<S: SingleServer>(
+    packing: &YpirPacking,
+    shards: &[S],
+    queries: &[&[u8]],
+) -> Vec<Vec<u8>> {
     let decoded: Vec<Query> = queries
         .iter()
         .map(|q| packing.decode_query(q).unwrap())
@@ -60,11 +76,11 @@ fn front_answers(packing: &YpirPacking, shards: &[YpirShard], queries: &[&[u8]])
     let stripped: Vec<Vec<u8>> = decoded.iter().map(|q| packing.shard_query(q)).collect();
     let stripped: Vec<&[u8]> = stripped.iter().map(Vec::as_slice).collect();
     let mut sums: Vec<Option<Part>> = vec![None; queries.len()];
-    for shard in shards {
+    for (k, shard) in shards.iter().enumerate() {
         for (sum, part) in sums.iter_mut().zip(shard.answer_batch(&stripped)) {
             let part = part.unwrap();
-            assert_eq!(part.len(), packing.part_bytes());
-            let part = packing.decode_part(&part).unwrap();
+            assert_eq!(part.len(), packing.part_bytes(k));
+            let part = packing.decode_part(k, &part).unwrap();
             match sum {
                 Some(sum) => sum.add(&part).unwrap(),
                 None => *sum = Some(part),
@@ -104,24 +120,30 @@ fn row_shards_pack_to_the_whole_answer_byte_for_byte() {
         let (packing, first) =
             packing.get_or_insert_with(|| (YpirPacking::new(&offline).unwrap(), masks.clone()));
         assert!(masks == *first, "{ranges:?}: the static masks differ");
-        client.keys_lost();
-        let indices = [0, records - 1, rng.random_range(0..records)];
-        let made: Vec<_> = indices
-            .iter()
-            .map(|&i| client.query(i, &mut rng).unwrap())
-            .collect();
-        let queries: Vec<&[u8]> = made.iter().map(|(_, q)| q.as_slice()).collect();
-        let expected = whole.answer_batch(&queries);
-        let answers = front_answers(packing, &servers, &queries);
-        for (((answer, expected), (state, _)), &i) in
-            answers.iter().zip(expected).zip(&made).zip(&indices)
-        {
-            assert_eq!(*answer, expected.unwrap(), "{ranges:?}, record {i}");
-            assert_eq!(
-                client.decode(state, answer).unwrap(),
-                record(&bytes, i, bits)
-            );
-        }
+        // The plan is this split's too: only the shards' units differ.
+        packing.units = offline.iter().map(|o| o.units.clone()).collect();
+        let answers = |queries: &[&[u8]]| front_answers(packing, &servers, queries);
+        ask_whole_and_front(&whole, &client, answers, &bytes, &mut rng);
+    }
+}
+
+/// The first, the last and a random record asked in one batch (keys uploaded by the first
+/// query, named by id in the others) of the whole server, whose answers decode to the records
+/// of `bytes`, and of a front end over shards (`front`): the answers are the same byte for
+/// byte.
+pub(in crate::ypir) fn ask_whole_and_front(
+    whole: &dyn SingleServer,
+    client: &dyn SingleClient,
+    front: impl Fn(&[&[u8]]) -> Vec<Vec<u8>>,
+    bytes: &[u8],
+    rng: &mut ChaCha20Rng,
+) {
+    let asked = ask_in_one_batch(whole, client, bytes, rng);
+    let queries: Vec<&[u8]> = asked.iter().map(|(q, _)| q.as_slice()).collect();
+    let answers = front(&queries);
+    assert_eq!(answers.len(), asked.len());
+    for ((_, expected), answer) in asked.iter().zip(&answers) {
+        assert!(answer == expected, "the front end's answer differs");
     }
 }
 
@@ -165,15 +187,16 @@ fn parts_of_another_database_or_malformed_are_refused() {
         },
     );
     let part = a.answer_batch(&[&stripped]).pop().unwrap().unwrap();
-    assert!(decode_part(&shape, &part).is_ok());
-    assert!(decode_part(&shape, &part[..part.len() - 1]).is_err());
+    let (shape, half) = (Layout::Ypir(shape), 0..groups / 2);
+    assert!(decode_part(&shape, &half, &part).is_ok());
+    assert!(decode_part(&shape, &half, &part[..part.len() - 1]).is_err());
     let mut body = part.clone();
     body[pir_core::wire::HEADER_LEN..pir_core::wire::HEADER_LEN + ELEMENT_BYTES].fill(0xff);
-    assert!(decode_part(&shape, &body).is_err());
+    assert!(decode_part(&shape, &half, &body).is_err());
     let mut mask = part.clone();
     let at = mask.len() - 4;
     mask[at..].copy_from_slice(&u32::MAX.to_le_bytes());
-    assert!(decode_part(&shape, &mask).is_err());
+    assert!(decode_part(&shape, &half, &mask).is_err());
     // A shard of another version refuses the query, so a front end of another database
     // gets no part from it.
     assert!(other.answer_batch(&[&stripped]).pop().unwrap().is_err());

@@ -59,7 +59,7 @@ impl YpirSpServer {
                 }
                 masks
             }
-            None => masks(&ring, &db, &shape, &seed, input.progress)?,
+            None => masks(&ring, &db, &shape, rows, &seed, input.progress)?,
         };
         let packer = Packer::new(ring, &seed)?;
         let plan = packer.plan(rows, rows, &|k| {
@@ -105,33 +105,8 @@ impl YpirSpServer {
                 Ok((query, keys))
             })
             .collect();
-        let columns = self.db.vector_len();
-        let residues: Vec<Vec<u32>> = decoded
-            .iter()
-            .flatten()
-            .flat_map(|(query, _)| {
-                (0..2).map(|i| {
-                    let q = u64::from(rns::q(i));
-                    let mut r: Vec<u32> = query.c2[..self.shape.columns]
-                        .iter()
-                        .map(|&x| (x % q) as u32)
-                        .collect();
-                    r.resize(columns, 0);
-                    r
-                })
-            })
-            .collect();
-        let vectors: Vec<&[u32]> = residues.iter().map(|r| r.as_slice()).collect();
-        let sums = self.db.times_wide(&vectors);
-        let k = vectors.len();
-        let (q0, q1) = (u64::from(rns::q(0)), u64::from(rns::q(1)));
-        let bodies: Vec<Vec<u64>> = (0..k / 2)
-            .map(|j| {
-                sums.chunks_exact(k)
-                    .map(|row| rns::crt_one((row[2 * j] % q0) as u32, (row[2 * j + 1] % q1) as u32))
-                    .collect()
-            })
-            .collect();
+        let valid: Vec<&wire::Query> = decoded.iter().flatten().map(|(query, _)| query).collect();
+        let bodies = first_pass(&self.db, &self.shape, &valid);
         let keys: Vec<&KeySet> = decoded.iter().flatten().map(|(_, keys)| &**keys).collect();
         let mut answers = self.finish(&keys, &bodies).into_iter();
         decoded
@@ -170,18 +145,57 @@ impl YpirSpServer {
     }
 }
 
-/// `H`: row `i` holds `H_i = Σ_u D̃_{i,u} a_u` in NTT form (both primes' residues, 4096
-/// words), rows in parallel.
-fn masks(
+/// The first pass for a batch of queries (both residues of each in one pass over `db`):
+/// per query, the bodies `T_i = (D c)_i mod q2` of `db`'s rows, CRT-combined. `db` holds the
+/// whole matrix (the server) or a shard's rows of it ([`super::sp_shard`]): row `i`'s body
+/// comes from row `i` alone.
+pub(super) fn first_pass(
+    db: &ZpMatrix,
+    shape: &SpShape,
+    queries: &[&wire::Query],
+) -> Vec<Vec<u64>> {
+    let columns = db.vector_len();
+    let residues: Vec<Vec<u32>> = queries
+        .iter()
+        .flat_map(|query| {
+            (0..2).map(|i| {
+                let q = u64::from(rns::q(i));
+                let mut r: Vec<u32> = query.c2[..shape.columns]
+                    .iter()
+                    .map(|&x| (x % q) as u32)
+                    .collect();
+                r.resize(columns, 0);
+                r
+            })
+        })
+        .collect();
+    let vectors: Vec<&[u32]> = residues.iter().map(|r| r.as_slice()).collect();
+    let sums = db.times_wide(&vectors);
+    let k = vectors.len();
+    let (q0, q1) = (u64::from(rns::q(0)), u64::from(rns::q(1)));
+    (0..k / 2)
+        .map(|j| {
+            sums.chunks_exact(k)
+                .map(|row| rns::crt_one((row[2 * j] % q0) as u32, (row[2 * j + 1] % q1) as u32))
+                .collect()
+        })
+        .collect()
+}
+
+/// `H` of `db`'s `rows` rows (the whole matrix, or a shard's rows: row `i`'s mask comes from
+/// row `i` alone): row `i` holds `H_i = Σ_u D̃_{i,u} a_u` in NTT form (both primes'
+/// residues, 4096 words), rows in parallel.
+pub(super) fn masks(
     ring: &Ring,
     db: &ZpMatrix,
     shape: &SpShape,
+    rows: usize,
     seed: &Seed,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Vec<u32>, Error> {
     let blocks = query_blocks(ring, seed, shape)?;
     let words = 2 * RING_D;
-    let mut out = vec![0u32; shape.rows * words];
+    let mut out = vec![0u32; rows * words];
     let chunk_rows = 256;
     for (chunk_index, chunk) in out.chunks_mut(chunk_rows * words).enumerate() {
         chunk
@@ -196,8 +210,8 @@ fn masks(
                 out[RING_D..].copy_from_slice(&mask[1]);
             });
         progress(
-            ((chunk_index + 1) * chunk_rows).min(shape.rows) as u64,
-            shape.rows as u64,
+            ((chunk_index + 1) * chunk_rows).min(rows) as u64,
+            rows as u64,
         );
     }
     Ok(out)

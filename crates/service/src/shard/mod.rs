@@ -15,8 +15,9 @@
 //!   hedged. SimplePIR and DoublePIR. [`xor_front`], the same for the XOR schemes of a
 //!   release (Chor, RAID-PIR, DPF), whose shards run `pir_xor::Engine::shard`; [`checklist`],
 //!   a Checklist database's (Safe Browsing buckets) shard parts and per-bucket front end over
-//!   [`XorFront`]. [`ypir_front`], YPIR's: the shards' parts are added and then packed with
-//!   the clients' keys, which only the front end holds ([`Combine::AddThenPack`]).
+//!   [`XorFront`]. [`ypir_front`], YPIR's and YPIR+SP's: the shards' parts are added and
+//!   then packed with the clients' keys, which only the front end holds
+//!   ([`Combine::AddThenPack`]).
 //! - [`ops`]: which replicas are live (`/health`'s shard coverage), the hedge delay, and the
 //!   per-shard counters and latency histogram of `/metrics`.
 //!

@@ -1,13 +1,15 @@
-//! The front end of a YPIR database's row shards ([`Combine::AddThenPack`]): the shards
-//! answer everything before YPIR's packing step over their rows
-//! ([`pir_lattice::ypir::YpirShard`]); the front end keeps the clients' one-time keys, sends
-//! every shard the query without them, adds the parts mod `q2` and packs the sums
+//! The front end of a YPIR or YPIR+SP database's row shards ([`Combine::AddThenPack`]): the
+//! shards answer everything before the packing step over their rows
+//! ([`pir_lattice::ypir::YpirShard`], [`pir_lattice::ypir::YpirSpShard`]); the front end
+//! keeps the clients' one-time keys, sends every shard the query without them, adds the parts
+//! mod `q2` (a YPIR+SP part holds only its rows' leaves) and packs the sums
 //! ([`pir_lattice::ypir::YpirPacking`]), so its answer is the whole server's byte for byte.
 //!
 //! At start it reads every shard's offline part (its partial masks of the static leaves, in
 //! the shard's hint download) and builds the packing plan from their sum: the whole server's
-//! offline packing work, about 250 MB per record entry whatever the database size. Clients
-//! download the header-only hint a whole YPIR server serves.
+//! offline packing work, whatever the database size (YPIR: about 250 MB per record entry;
+//! YPIR+SP: about 495 MiB per packed ciphertext). Clients download the header-only hint a
+//! whole server serves.
 //!
 //! Privacy: a shard receives `c1` and `c2` under a key id that is the same for every client
 //! (never the client's keys or key id): less than a whole server receives. The front end
@@ -32,7 +34,7 @@ use super::{Fanout, ShardError, ShardMap};
 use crate::lattice::{parse_download, MAX_QUERIES_PER_REQUEST};
 use crate::signed::{Backend, Refusal};
 
-/// A front end over the row shards of one YPIR database.
+/// A front end over the row shards of one YPIR or YPIR+SP database.
 pub struct YpirFront<F> {
     map: ShardMap,
     packing: YpirPacking,
@@ -50,7 +52,7 @@ impl<F> std::fmt::Debug for YpirFront<F> {
 }
 
 impl<F: Fanout> YpirFront<F> {
-    /// The front end of `map` (a YPIR map: its rows are the matrix's rows): `keys[k]` are the
+    /// The front end of `map` (a YPIR or YPIR+SP map: its rows are the matrix's rows): `keys[k]` are the
     /// keys of shard `k`'s replicas, `downloads[k]` shard `k`'s hint download (its `about`
     /// must be the map's, its offline part for the map's database and shard `k`'s rows).
     pub fn new(
@@ -65,7 +67,7 @@ impl<F: Fanout> YpirFront<F> {
             || downloads.len() != map.shards.len()
         {
             return Err(ShardError::Combine(format!(
-                "a YPIR front end serves YPIR shards, one key list and hint download per shard \
+                "a YPIR front end serves YPIR or YPIR+SP shards, one key list and hint download per shard \
                  ({combine:?}, {} key lists and {} downloads for {} shards)",
                 keys.len(),
                 downloads.len(),
@@ -81,15 +83,15 @@ impl<F: Fanout> YpirFront<F> {
                 return Err(wrong("its hint download is for another database".into()));
             }
             let part = ShardOffline::decode(hint).map_err(|e| wrong(e.to_string()))?;
-            let e = part.header().params.entries_per_record() as u64;
-            let groups = part.groups();
+            let rows = part.rows();
             let expected = map.shards[shard].range();
             if part.header().version != map.database_id
-                || groups.start as u64 * e != expected.start
-                || groups.end as u64 * e != expected.end
+                || part.header().params.scheme.id() != map.scheme
+                || rows.start as u64 != expected.start
+                || rows.end as u64 != expected.end
             {
                 return Err(wrong(format!(
-                    "its offline part is for another database or rows (row groups {groups:?})"
+                    "its offline part is for another database or rows (rows {rows:?})"
                 )));
             }
             offline.push(part);
@@ -167,7 +169,10 @@ impl<F: Fanout> YpirFront<F> {
                 ))
             })
             .collect();
-        let max_part = self.packing.part_bytes();
+        let max_part = (0..self.map.shards.len())
+            .map(|k| self.packing.part_bytes(k))
+            .max()
+            .unwrap_or(0);
         let parts = self
             .gather
             .gather(self.map.scheme, &requests, queries.len(), max_part)?;
@@ -181,7 +186,7 @@ impl<F: Fanout> YpirFront<F> {
                     .ok_or_else(|| wrong("too few parts".into()))?;
                 let part = self
                     .packing
-                    .decode_part(bytes)
+                    .decode_part(shard, bytes)
                     .map_err(|e| wrong(e.to_string()))?;
                 match &mut sum {
                     Some(sum) => sum.add(&part).map_err(|e| wrong(e.to_string()))?,
