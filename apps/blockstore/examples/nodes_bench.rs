@@ -20,7 +20,7 @@ struct Cli {
 enum Top {
     /// `pir oram ...` (the benchmark starts `oram node`).
     #[command(subcommand)]
-    Oram(OramCommand),
+    Oram(Box<OramCommand>),
     /// The benchmark.
     Bench {
         size: String,
@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     match cli.command {
-        Top::Oram(command) => runtime.block_on(pir_blockstore::command::run(command))?,
+        Top::Oram(command) => runtime.block_on(pir_blockstore::command::run(*command))?,
         Top::Bench {
             size,
             nodes,
