@@ -4,7 +4,9 @@
 //! object put back are caught, and `kill -9` of the server loses no flushed write.
 //!
 //! The store reads its endpoint and credentials from the process environment, so the tests
-//! run one at a time (each with its own server) and set the environment under a lock.
+//! run one at a time and set the environment under a lock. The four checks share one server
+//! (each under its own prefix, with its own state file): a weed start takes about 15 s on an
+//! idle machine, and CI's time is short.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -33,7 +35,6 @@ use rand_chacha::ChaCha20Rng;
 use require::require;
 
 const BUCKET: &str = "pir-oram-test";
-const PREFIX: &str = "disk/one";
 const INSTALL: &str = "bash .ci/weed.sh builds SeaweedFS's weed into ~/.cache/pir-ci/bin";
 
 /// One test at a time: the store's settings are the process environment.
@@ -283,6 +284,8 @@ struct Fixture {
     dir: tempfile::TempDir,
     runtime: tokio::runtime::Runtime,
     objects: Arc<dyn ObjectStore>,
+    /// The object prefix and state file name of the check running now ([`Fixture::check`]).
+    prefix: String,
     _serial: std::sync::MutexGuard<'static, ()>,
 }
 
@@ -322,17 +325,23 @@ fn fixture() -> Option<Fixture> {
         dir,
         runtime,
         objects: Arc::new(objects),
+        prefix: String::from("disk/one"),
         _serial: serial,
     })
 }
 
 impl Fixture {
+    /// The next check's store: a prefix and a state file of its own on the same server.
+    fn check(&mut self, name: &str) {
+        self.prefix = format!("disk/{name}");
+    }
+
     fn state(&self) -> PathBuf {
-        self.dir.path().join("state")
+        self.dir.path().join(self.prefix.replace('/', "-"))
     }
 
     fn init(&self, size: u64, block: u32) -> Result<(), DiskError> {
-        let store = StoreSpec::parse(&format!("s3://{BUCKET}/{PREFIX}"))?;
+        let store = StoreSpec::parse(&format!("s3://{BUCKET}/{}", self.prefix))?;
         Disk::init(
             &self.state(),
             size,
@@ -350,7 +359,7 @@ impl Fixture {
     /// Every object under the prefix, with its bytes (two listing levels: the marker, and
     /// `p<partition>/l<level>r<region>`).
     fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
-        let prefix = ObjectPath::from(PREFIX);
+        let prefix = ObjectPath::from(self.prefix.as_str());
         self.runtime.block_on(async {
             let top = self
                 .objects
@@ -434,25 +443,37 @@ fn pir(f: &Fixture, args: &[&str]) -> anyhow::Result<()> {
     f.runtime.block_on(command::run(cli.oram))
 }
 
+/// The four checks on one server, in order (the restarts of the last one end it).
 #[test]
-fn data_goes_in_and_out_as_level_objects_without_plaintext() {
-    let Some(f) = fixture() else { return };
+fn the_s3_store_against_a_real_server() {
+    let Some(mut f) = fixture() else { return };
+    f.check("in-and-out");
+    data_goes_in_and_out_as_level_objects_without_plaintext(&f);
+    f.check("changed");
+    a_changed_object_is_caught(&f);
+    f.check("older");
+    an_older_copy_of_an_object_put_back_is_caught(&f);
+    f.check("killed");
+    kill_9_of_the_object_server_loses_no_flushed_write(&mut f);
+}
+
+fn data_goes_in_and_out_as_level_objects_without_plaintext(f: &Fixture) {
     let state = f.state().display().to_string();
-    let store = format!("s3://{BUCKET}/{PREFIX}");
+    let store = format!("s3://{BUCKET}/{}", f.prefix);
     let init = [
         "init", "--state", &state, "--size", "512KiB", "--block", "1KiB",
     ];
-    pir(&f, &[&init[..], &["--store", &store]].concat()).unwrap();
+    pir(f, &[&init[..], &["--store", &store]].concat()).unwrap();
     let input = f.dir.path().join("in.bin");
     let output = f.dir.path().join("out.bin");
     let piece = random(70_001, 9);
     std::fs::write(&input, &piece).unwrap();
     let (input, output) = (input.to_str().unwrap(), output.to_str().unwrap());
-    pir(&f, &["put", "--state", &state, "--at", "5000", input]).unwrap();
+    pir(f, &["put", "--state", &state, "--at", "5000", input]).unwrap();
     let get = [
         "get", "--state", &state, "--at", "5000", "--length", "70001", output,
     ];
-    pir(&f, &get).unwrap();
+    pir(f, &get).unwrap();
     assert_eq!(std::fs::read(output).unwrap(), piece);
 
     // The NBD export over the object store: a write, a flush, a read back.
@@ -473,13 +494,13 @@ fn data_goes_in_and_out_as_level_objects_without_plaintext() {
         running.stop().await.unwrap();
     });
 
-    let data = fill(&f, 1);
+    let data = fill(f, 1);
     assert_eq!(f.read_all().unwrap(), data);
 
     let objects = f.snapshot();
     let slot = u64::from(BLOCK) + 28;
     for (name, bytes) in &objects {
-        let leaf = name.strip_prefix(&format!("{PREFIX}/")).unwrap();
+        let leaf = name.strip_prefix(&format!("{}/", f.prefix)).unwrap();
         if leaf == pir_blockstore::s3::MARKER {
             continue;
         }
@@ -499,7 +520,7 @@ fn data_goes_in_and_out_as_level_objects_without_plaintext() {
         &f.dir.path().join("other"),
         SIZE,
         BLOCK,
-        &[StoreSpec::parse(&format!("s3://{BUCKET}/{PREFIX}")).unwrap()],
+        &[StoreSpec::parse(&format!("s3://{BUCKET}/{}", f.prefix)).unwrap()],
         Some(f.runtime.handle()),
     );
     let refused = other.unwrap_err().to_string();
@@ -507,11 +528,9 @@ fn data_goes_in_and_out_as_level_objects_without_plaintext() {
     assert_eq!(f.read_all().unwrap(), data);
 }
 
-#[test]
-fn a_changed_object_is_caught() {
-    let Some(f) = fixture() else { return };
+fn a_changed_object_is_caught(f: &Fixture) {
     f.init(SIZE, BLOCK).unwrap();
-    fill(&f, 2);
+    fill(f, 2);
     // One flipped byte in every slot of every level object: whichever slot a read touches
     // first fails authentication.
     let slot = BLOCK as usize + 28;
@@ -528,13 +547,11 @@ fn a_changed_object_is_caught() {
     assert!(is_tampered(&result), "{:?}", result.map(|d| d.len()));
 }
 
-#[test]
-fn an_older_copy_of_an_object_put_back_is_caught() {
-    let Some(f) = fixture() else { return };
+fn an_older_copy_of_an_object_put_back_is_caught(f: &Fixture) {
     f.init(SIZE, BLOCK).unwrap();
-    fill(&f, 3);
+    fill(f, 3);
     let old = f.snapshot();
-    let new_data = fill(&f, 4);
+    let new_data = fill(f, 4);
     let new = f.snapshot();
     let state = std::fs::read(f.state()).unwrap();
     let changed: Vec<&String> = new
@@ -564,9 +581,7 @@ fn an_older_copy_of_an_object_put_back_is_caught() {
     assert!(caught > 0, "no older copy was caught");
 }
 
-#[test]
-fn kill_9_of_the_object_server_loses_no_flushed_write() {
-    let Some(mut f) = fixture() else { return };
+fn kill_9_of_the_object_server_loses_no_flushed_write(f: &mut Fixture) {
     f.init(SIZE, BLOCK).unwrap();
     let data = random(SIZE as usize, 5);
     let mut disk = f.open().unwrap();

@@ -13,6 +13,8 @@
 //! compressed buckets. The full HIBP corpus (about 10^9 hashes) needs a machine with tens of
 //! GB; a streaming build of an already sorted corpus would not, and is not written yet.
 
+pub mod shard_build;
+
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
@@ -58,6 +60,9 @@ pub struct BuildOptions {
     /// build one shard each give the same time, so that their headers, and so the database
     /// id, agree.
     pub created_unix: Option<u64>,
+    /// Corpus entries a build of one shard (`--shard K`) holds at once
+    /// ([`shard_build`]); a build of the whole database holds them all.
+    pub window_entries: usize,
 }
 
 impl BuildOptions {
@@ -72,6 +77,7 @@ impl BuildOptions {
             blinding_key: None,
             threads: 0,
             created_unix: None,
+            window_entries: shard_build::DEFAULT_WINDOW_ENTRIES,
         }
     }
 }
@@ -193,6 +199,19 @@ pub fn build_into<R: RngCore + CryptoRng + ?Sized>(
             )));
         }
     }
+    if let Output::Shards {
+        dir,
+        options: shards,
+        map_key,
+    } = output
+    {
+        if shards.only.is_some() {
+            // One part: in bounded memory, never the whole database.
+            let (report, map, _) =
+                shard_build::build_part(input, dir, options, shards, map_key, progress)?;
+            return Ok((report, Some(map)));
+        }
+    }
     let (mut db, corpus, prefix_reason, key) = if options.format.is_sha1() {
         let (entries, corpus) =
             read_sha1_corpus(input, options.format, options.bad_lines, progress)?;
@@ -267,6 +286,23 @@ fn read_pairs_file(
     key: &BlindingKey,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Vec<CredentialEntry>, CorpusStats), BreachError> {
+    let mut entries = Vec::new();
+    let stats = for_each_credential(input, options, key, progress, &mut |e| {
+        entries.push(e);
+        Ok(())
+    })?;
+    Ok((entries, stats))
+}
+
+/// Calls `sink` with the entry of every credential of a pairs corpus, in file order,
+/// hashing and blinding them in parallel batches (holding one batch at a time).
+pub(crate) fn for_each_credential(
+    input: &Path,
+    options: &BuildOptions,
+    key: &BlindingKey,
+    progress: &mut dyn FnMut(u64, u64),
+    sink: &mut dyn FnMut(CredentialEntry) -> Result<(), BreachError>,
+) -> Result<CorpusStats, BreachError> {
     let file = std::fs::File::open(input).map_err(PathError::at(input))?;
     let size = file.metadata().map_err(PathError::at(input))?.len();
     let mut progress = Progress::new(progress, size);
@@ -275,9 +311,15 @@ fn read_pairs_file(
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let mut entries = Vec::new();
     let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(HASH_BATCH);
     let source = input.display().to_string();
+    let mut flush = |batch: &mut Vec<(Vec<u8>, Vec<u8>)>| -> Result<(), BreachError> {
+        for e in hash_batch(batch, &options.credential_hash, key, threads)? {
+            sink(e)?;
+        }
+        batch.clear();
+        Ok(())
+    };
     read_pair_lines(
         BufReader::new(file),
         &source,
@@ -286,15 +328,14 @@ fn read_pairs_file(
         &mut |user, password| {
             batch.push((user.to_vec(), password.to_vec()));
             if batch.len() == HASH_BATCH {
-                entries.extend(hash_batch(&batch, &options.credential_hash, key, threads)?);
-                batch.clear();
+                flush(&mut batch)?;
             }
             Ok(())
         },
     )?;
-    entries.extend(hash_batch(&batch, &options.credential_hash, key, threads)?);
+    flush(&mut batch)?;
     progress.finish();
-    Ok((entries, book.stats))
+    Ok(book.stats)
 }
 
 /// Credential entries of a batch, computed on up to `threads` threads.

@@ -415,7 +415,10 @@ impl Sha1Collector {
     }
 }
 
-/// Reads a SHA-1 corpus (HIBP lines, or a password list) from `reader` into `collector`.
+/// What receives each entry of a SHA-1 corpus, as read (not merged).
+pub(crate) type Sha1Sink<'a> = dyn FnMut(Sha1Entry) -> Result<(), BreachError> + 'a;
+
+/// Reads a SHA-1 corpus (HIBP lines, or a password list) from `reader` into `sink`.
 /// `prefix` is the 20-bit prefix of an HIBP per-prefix file, `None` otherwise.
 pub(crate) fn read_sha1_lines(
     reader: impl BufRead,
@@ -423,7 +426,7 @@ pub(crate) fn read_sha1_lines(
     format: CorpusFormat,
     prefix: Option<u32>,
     book: &mut LineBook,
-    collector: &mut Sha1Collector,
+    sink: &mut Sha1Sink<'_>,
     progress: &mut Progress<'_>,
 ) -> Result<u64, BreachError> {
     each_line(reader, source, book, progress, |book, number, text| {
@@ -438,7 +441,7 @@ pub(crate) fn read_sha1_lines(
         match parsed {
             Ok(Some(entry)) => {
                 book.stats.entry_lines += 1;
-                collector.add(entry.hash, entry.count);
+                sink(entry)?;
             }
             Ok(None) => book.stats.skipped_lines += 1,
             Err(message) => book.bad(source, number, message)?,
@@ -480,16 +483,45 @@ pub fn read_sha1_corpus(
     policy: BadLines,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Vec<Sha1Entry>, CorpusStats), BreachError> {
+    let mut collector = Sha1Collector::default();
+    let stats = for_each_sha1(path, format, policy, progress, &mut |e| {
+        collector.add(e.hash, e.count);
+        Ok(())
+    })?;
+    Ok((collector.into_sorted(), stats))
+}
+
+/// Calls `sink` with every entry of the SHA-1 corpus at `path` as read (in file order,
+/// duplicates not merged), holding nothing else: what a build in bounded memory reads.
+pub(crate) fn for_each_sha1(
+    path: &Path,
+    format: CorpusFormat,
+    policy: BadLines,
+    progress: &mut dyn FnMut(u64, u64),
+    sink: &mut Sha1Sink<'_>,
+) -> Result<CorpusStats, BreachError> {
     if !format.is_sha1() {
         return Err(BreachError::Input(
             "username:password corpora are read with for_each_pair".into(),
         ));
     }
     let meta = std::fs::metadata(path).map_err(PathError::at(path))?;
+    let mut book = LineBook::new(policy);
     if !meta.is_dir() {
         let reader = BufReader::new(File::open(path).map_err(PathError::at(path))?);
         let source = path.display().to_string();
-        return read_sha1_reader(reader, &source, format, policy, meta.len(), progress);
+        let mut progress = Progress::new(progress, meta.len());
+        read_sha1_lines(
+            reader,
+            &source,
+            format,
+            None,
+            &mut book,
+            sink,
+            &mut progress,
+        )?;
+        progress.finish();
+        return Ok(book.stats);
     }
     if format != CorpusFormat::Hibp {
         return Err(BreachError::Input(format!(
@@ -497,8 +529,6 @@ pub fn read_sha1_corpus(
             path.display()
         )));
     }
-    let mut book = LineBook::new(policy);
-    let mut collector = Sha1Collector::default();
     let files = hibp_prefix_files(path)?;
     let total = files.iter().map(|f| f.size).sum();
     let mut progress = Progress::new(progress, total);
@@ -516,17 +546,18 @@ pub fn read_sha1_corpus(
             format,
             Some(prefix),
             &mut book,
-            &mut collector,
+            sink,
             &mut progress,
         )?;
         progress.next_file(size);
     }
     progress.finish();
-    Ok((collector.into_sorted(), book.stats))
+    Ok(book.stats)
 }
 
 /// A SHA-1 corpus of one file (not a directory of per-prefix files) from `reader`, `total`
 /// bytes long and named `source` in errors: the entries sorted by hash with duplicates merged.
+#[cfg(test)]
 pub(crate) fn read_sha1_reader(
     reader: impl BufRead,
     source: &str,
@@ -544,7 +575,10 @@ pub(crate) fn read_sha1_reader(
         format,
         None,
         &mut book,
-        &mut collector,
+        &mut |e| {
+            collector.add(e.hash, e.count);
+            Ok(())
+        },
         &mut progress,
     )?;
     progress.finish();

@@ -92,9 +92,25 @@ pub fn build_sha1(
             "build_sha1 builds hibp and passwords databases".into(),
         ));
     }
+    let (k, w, codec, reason) = sha1_plan(layout, entries.len() as u64)?;
+    let mut grouper = Grouper::new(codec, 0..1usize << k);
+    push_sha1(&mut grouper, entries, k, w)?;
+    let total_count = entries
+        .iter()
+        .fold(0u64, |acc, e| acc.saturating_add(e.count));
+    let header = sha1_header(corpus, k, w, stats_from(corpus_stats, total_count));
+    Ok((lay_out(grouper.finish()?, header)?, reason))
+}
+
+/// `k`, the kept value bits `w`, the bucket codec, and why this `k`, of a SHA-1 database of
+/// `distinct` hashes.
+pub(crate) fn sha1_plan(
+    layout: &Sha1Layout,
+    distinct: u64,
+) -> Result<(u32, u32, BucketCodec, String), BreachError> {
     let (k, reason) = prefix_bits(
         layout.prefix_bits,
-        entries.len() as u64,
+        distinct,
         layout.entry_bits.div_ceil(8) as usize + 4,
         MAX_SHA1_PREFIX_BITS,
     )?;
@@ -105,9 +121,16 @@ pub fn build_sha1(
         )));
     }
     let w = layout.entry_bits - k;
-    let codec = BucketCodec::new(w, true)?;
-    let bucket_count = 1usize << k;
-    let mut grouper = Grouper::new(codec, bucket_count);
+    Ok((k, w, BucketCodec::new(w, true)?, reason))
+}
+
+/// Pushes SHA-1 entries (sorted by hash, no hash twice) into their buckets.
+pub(crate) fn push_sha1(
+    grouper: &mut Grouper,
+    entries: &[Sha1Entry],
+    k: u32,
+    w: u32,
+) -> Result<(), BreachError> {
     for e in entries {
         let bucket = bits_u64(&e.hash, 0, k as usize) as usize;
         let value = extract_value(&e.hash, k as usize, w as usize);
@@ -119,10 +142,12 @@ pub fn build_sha1(
             },
         )?;
     }
-    let total_count = entries
-        .iter()
-        .fold(0u64, |acc, e| acc.saturating_add(e.count));
-    let header = DbHeader {
+    Ok(())
+}
+
+/// The header of a SHA-1 database before its blocks are laid out.
+pub(crate) fn sha1_header(corpus: CorpusFormat, k: u32, w: u32, stats: BuildStats) -> DbHeader {
+    DbHeader {
         corpus,
         hash: HashKind::Sha1,
         prefix_bits: k,
@@ -131,9 +156,8 @@ pub fn build_sha1(
         block_size: LINE,
         key_id: [0; KEY_ID_BYTES],
         blocks_sha256: [0; 32],
-        stats: stats_from(corpus_stats, total_count),
-    };
-    Ok((grouper.finish(header)?, reason))
+        stats,
+    }
 }
 
 /// Builds a pairs database from credential entries (any order; duplicates are merged).
@@ -153,34 +177,61 @@ pub fn build_pairs(
     let total_count = entries.len() as u64;
     entries.sort_unstable();
     entries.dedup();
-    let (k, reason) = prefix_bits(
-        prefix_bits_wanted,
-        entries.len() as u64,
+    let (k, reason) = pairs_plan(prefix_bits_wanted, entries.len() as u64)?;
+    let mut grouper = Grouper::new(BucketCodec::new(TAG_BITS, false)?, 0..1usize << k);
+    push_pairs(&mut grouper, &mut entries, k)?;
+    let header = pairs_header(hash, k, key_id, stats_from(corpus_stats, total_count));
+    Ok((lay_out(grouper.finish()?, header)?, reason))
+}
+
+/// `k` and why, for a pairs database of `distinct` distinct entries.
+pub(crate) fn pairs_plan(wanted: Option<u32>, distinct: u64) -> Result<(u32, String), BreachError> {
+    prefix_bits(
+        wanted,
+        distinct,
         (TAG_BITS / 8) as usize,
         MAX_PAIRS_PREFIX_BITS,
-    )?;
-    let bucket_of = |e: &CredentialEntry| {
-        if k == 0 {
-            0
-        } else {
-            (e.hash_prefix >> (32 - k)) as usize
-        }
-    };
+    )
+}
+
+/// The bucket of a credential entry among `2^k`.
+pub(crate) fn pairs_bucket(e: &CredentialEntry, k: u32) -> usize {
+    if k == 0 {
+        0
+    } else {
+        (e.hash_prefix >> (32 - k)) as usize
+    }
+}
+
+/// Pushes credential entries (no entry twice) into their buckets, sorting them first.
+pub(crate) fn push_pairs(
+    grouper: &mut Grouper,
+    entries: &mut Vec<CredentialEntry>,
+    k: u32,
+) -> Result<(), BreachError> {
     // Within a bucket, tags must be sorted; sorting by (hash prefix, tag) does not give that.
-    entries.sort_unstable_by_key(|e| (bucket_of(e), e.tag));
-    entries.dedup_by(|a, b| bucket_of(a) == bucket_of(b) && a.tag == b.tag);
-    let codec = BucketCodec::new(TAG_BITS, false)?;
-    let mut grouper = Grouper::new(codec, 1usize << k);
-    for e in &entries {
+    entries.sort_unstable_by_key(|e| (pairs_bucket(e, k), e.tag));
+    entries.dedup_by(|a, b| pairs_bucket(a, k) == pairs_bucket(b, k) && a.tag == b.tag);
+    for e in entries.iter() {
         grouper.push(
-            bucket_of(e),
+            pairs_bucket(e, k),
             Entry {
                 value: e.tag,
                 count: 1,
             },
         )?;
     }
-    let header = DbHeader {
+    Ok(())
+}
+
+/// The header of a pairs database before its blocks are laid out.
+pub(crate) fn pairs_header(
+    hash: HashKind,
+    k: u32,
+    key_id: [u8; KEY_ID_BYTES],
+    stats: BuildStats,
+) -> DbHeader {
+    DbHeader {
         corpus: CorpusFormat::Pairs,
         hash,
         prefix_bits: k,
@@ -189,9 +240,8 @@ pub fn build_pairs(
         block_size: LINE,
         key_id,
         blocks_sha256: [0; 32],
-        stats: stats_from(corpus_stats, total_count),
-    };
-    Ok((grouper.finish(header)?, reason))
+        stats,
+    }
 }
 
 fn prefix_bits(
@@ -215,7 +265,7 @@ fn prefix_bits(
     }
 }
 
-fn stats_from(corpus: &CorpusStats, total_count: u64) -> BuildStats {
+pub(crate) fn stats_from(corpus: &CorpusStats, total_count: u64) -> BuildStats {
     BuildStats {
         input_lines: corpus.lines,
         skipped_lines: corpus.skipped_lines,
@@ -228,45 +278,61 @@ fn stats_from(corpus: &CorpusStats, total_count: u64) -> BuildStats {
     }
 }
 
-/// Collects entries bucket by bucket (in increasing bucket order) and encodes each bucket as
-/// soon as it is complete, so only compressed buckets are kept.
-struct Grouper {
+/// Collects entries bucket by bucket (in increasing bucket order) over a range of buckets
+/// and encodes each bucket as soon as it is complete, so only compressed buckets are kept.
+pub(crate) struct Grouper {
     codec: BucketCodec,
-    bucket_count: usize,
-    encoded: Vec<Vec<u8>>,
+    next: usize,
+    end: usize,
+    grouped: Grouped,
     current: Vec<Entry>,
-    min: u64,
-    max: u64,
-    entries: u64,
+}
+
+/// A range of buckets, encoded, and their entry counts.
+#[derive(Debug, Default)]
+pub(crate) struct Grouped {
+    /// The encoded buckets, in order.
+    pub(crate) encoded: Vec<Vec<u8>>,
+    /// The fewest entries of a bucket (`u64::MAX` for no bucket).
+    pub(crate) min: u64,
+    /// The most entries of a bucket.
+    pub(crate) max: u64,
+    /// The entries of every bucket.
+    pub(crate) entries: u64,
 }
 
 impl Grouper {
-    fn new(codec: BucketCodec, bucket_count: usize) -> Self {
+    pub(crate) fn new(codec: BucketCodec, buckets: std::ops::Range<usize>) -> Self {
         Self {
             codec,
-            bucket_count,
-            encoded: Vec::with_capacity(bucket_count),
+            next: buckets.start,
+            end: buckets.end,
+            grouped: Grouped {
+                encoded: Vec::with_capacity(buckets.len()),
+                min: u64::MAX,
+                max: 0,
+                entries: 0,
+            },
             current: Vec::new(),
-            min: u64::MAX,
-            max: 0,
-            entries: 0,
         }
     }
 
     fn flush(&mut self) -> Result<(), BreachError> {
-        self.encoded.push(self.codec.encode(&self.current)?);
+        let g = &mut self.grouped;
+        g.encoded.push(self.codec.encode(&self.current)?);
         let n = self.current.len() as u64;
-        (self.min, self.max, self.entries) = (self.min.min(n), self.max.max(n), self.entries + n);
+        (g.min, g.max, g.entries) = (g.min.min(n), g.max.max(n), g.entries + n);
         self.current.clear();
+        self.next += 1;
         Ok(())
     }
 
     /// Adds an entry of `bucket`; equal values in a row (truncated hashes) merge their counts.
-    fn push(&mut self, bucket: usize, entry: Entry) -> Result<(), BreachError> {
-        if bucket < self.encoded.len() {
+    pub(crate) fn push(&mut self, bucket: usize, entry: Entry) -> Result<(), BreachError> {
+        if bucket < self.next || bucket >= self.end {
             return Err(BreachError::Input("entries must be sorted by hash".into()));
         }
-        while self.encoded.len() < bucket {
+        while self.next < bucket {
             self.flush()?;
         }
         match self.current.last_mut() {
@@ -278,47 +344,53 @@ impl Grouper {
         Ok(())
     }
 
-    /// Encodes the remaining buckets, chooses the block size (the largest bucket, rounded up
-    /// to 64 bytes) and lays the blocks out.
-    fn finish(mut self, mut header: DbHeader) -> Result<BreachDatabase, BreachError> {
-        while self.encoded.len() < self.bucket_count {
+    /// Encodes the remaining buckets of the range.
+    pub(crate) fn finish(mut self) -> Result<Grouped, BreachError> {
+        while self.next < self.end {
             self.flush()?;
         }
-        let longest = self
-            .encoded
-            .iter()
-            .map(Vec::len)
-            .max()
-            .unwrap_or(0)
-            .max(BLOCK_HEADER_BYTES);
-        let block_size = longest.div_ceil(LINE) * LINE;
-        if block_size > MAX_BLOCK_SIZE {
-            return Err(BreachError::Input(format!(
-                "the largest bucket needs {block_size} bytes, above the {MAX_BLOCK_SIZE}-byte block \
-                 limit; use more prefix bits"
-            )));
-        }
-        header.block_size = block_size;
-        header.stats.entries = self.entries;
-        header.stats.min_bucket = self.min.min(self.max);
-        header.stats.max_bucket = self.max;
-        let mut database = Database::zeroed(header.shape()?);
-        {
-            let Some(region) = database.try_bytes_mut() else {
-                return Err(BreachError::Input(
-                    "internal: a zeroed database is owned".into(),
-                ));
-            };
-            for (block, bytes) in region.chunks_exact_mut(block_size).zip(&self.encoded) {
-                block[..bytes.len()].copy_from_slice(bytes);
-            }
-        }
-        header.blocks_sha256 = Sha256::digest(database.bytes()).into();
-        header
-            .validate()
-            .map_err(|e| BreachError::Input(format!("internal: {e}")))?;
-        Ok(BreachDatabase { header, database })
+        Ok(self.grouped)
     }
+}
+
+/// The block size for buckets of at most `longest` encoded bytes: rounded up to 64 bytes,
+/// refused above the block limit.
+pub(crate) fn block_size_for(longest: usize) -> Result<usize, BreachError> {
+    let block_size = longest.max(BLOCK_HEADER_BYTES).div_ceil(LINE) * LINE;
+    if block_size > MAX_BLOCK_SIZE {
+        return Err(BreachError::Input(format!(
+            "the largest bucket needs {block_size} bytes, above the {MAX_BLOCK_SIZE}-byte block \
+             limit; use more prefix bits"
+        )));
+    }
+    Ok(block_size)
+}
+
+/// Chooses the block size (the largest bucket, rounded up to 64 bytes) and lays the blocks
+/// of every bucket out under `header`.
+fn lay_out(grouped: Grouped, mut header: DbHeader) -> Result<BreachDatabase, BreachError> {
+    let longest = grouped.encoded.iter().map(Vec::len).max().unwrap_or(0);
+    let block_size = block_size_for(longest)?;
+    header.block_size = block_size;
+    header.stats.entries = grouped.entries;
+    header.stats.min_bucket = grouped.min.min(grouped.max);
+    header.stats.max_bucket = grouped.max;
+    let mut database = Database::zeroed(header.shape()?);
+    {
+        let Some(region) = database.try_bytes_mut() else {
+            return Err(BreachError::Input(
+                "internal: a zeroed database is owned".into(),
+            ));
+        };
+        for (block, bytes) in region.chunks_exact_mut(block_size).zip(&grouped.encoded) {
+            block[..bytes.len()].copy_from_slice(bytes);
+        }
+    }
+    header.blocks_sha256 = Sha256::digest(database.bytes()).into();
+    header
+        .validate()
+        .map_err(|e| BreachError::Input(format!("internal: {e}")))?;
+    Ok(BreachDatabase { header, database })
 }
 
 /// A caller-supplied region (a memory map) seen from `offset` for `len` bytes.

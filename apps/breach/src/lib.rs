@@ -29,7 +29,8 @@
 //!   naming a deployment's two servers.
 //! - [`shard`]: the database in shards by hash-prefix range (`pir breach build --shards`)
 //!   and [`front::BreachFront`]: a server position whose rows are on shards (it plays the
-//!   QDP server; the shards answer plain RAID-PIR over their rows).
+//!   QDP server; the shards answer plain RAID-PIR over their rows); [`build::shard_build`]: one
+//!   shard built in bounded memory (`--shard K`).
 //! - [`service`]: one of the two servers (QDP from `pir-service` plus the blinding step) and
 //!   its signed [`info::Info`]; [`client::BreachSession`]: the client of both servers.
 //! - [`command`]: the `pir breach` commands (flags, settings, `pir breach serve` as a

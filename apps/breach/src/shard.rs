@@ -15,10 +15,9 @@
 //! Buckets are numbered by hash prefix, so a range of buckets is a range of hash prefixes.
 //! The header names the block size (the largest compressed bucket) and the SHA-256 of every
 //! block, and the database id is the header's SHA-256: every build process needs the whole
-//! header. Here each process builds the database in memory as `pir breach build` does and
-//! writes only the parts it is asked for (`--shard K`), so the storage and the serving are
-//! per shard but the build's memory is not (yet): a two-pass build that keeps only its
-//! prefix range (a first pass for the bucket sizes and the blocks' hash) is later work.
+//! header. A build of every part ([`write`]) builds the database in memory as `pir breach
+//! build` does; a build of one part (`--shard K`, [`crate::build::shard_build`]) holds a bounded
+//! window of the corpus at a time and stores only its part, with the same header and map.
 
 use std::path::Path;
 
@@ -47,26 +46,63 @@ pub fn ranges(buckets: u64, shards: usize) -> Result<Vec<std::ops::Range<u64>>, 
 
 /// The map of `db` cut at `ranges` (the parts hashed, nothing written).
 pub fn map_of(db: &BreachDatabase, ranges: &[std::ops::Range<u64>]) -> ShardMap {
-    let header = db.header();
-    let b = header.block_size;
+    let b = db.header().block_size;
     let bytes = db.database().bytes();
+    let hashes = ranges
+        .iter()
+        .map(|rows| pir_keys::sha256(&bytes[rows.start as usize * b..rows.end as usize * b]));
+    map_from(db.header(), ranges, hashes)
+}
+
+/// The map of the database of `header` cut at `ranges`, whose parts hash to `part_hashes`.
+pub(crate) fn map_from(
+    header: &DbHeader,
+    ranges: &[std::ops::Range<u64>],
+    part_hashes: impl IntoIterator<Item = [u8; 32]>,
+) -> ShardMap {
     ShardMap {
         scheme: SchemeId::Qdp,
         database_id: header.database_id(),
         rows: header.bucket_count() as u64,
-        row_bytes: b as u32,
+        row_bytes: header.block_size as u32,
         about: header.encode().to_vec(),
         shards: ranges
             .iter()
+            .zip(part_hashes)
             .enumerate()
-            .map(|(k, rows)| ShardEntry {
+            .map(|(k, (rows, part_hash))| ShardEntry {
                 id: k as u16,
                 first_row: rows.start,
                 rows: rows.end - rows.start,
-                part_hash: pir_keys::sha256(&bytes[rows.start as usize * b..rows.end as usize * b]),
+                part_hash,
             })
             .collect(),
     }
+}
+
+/// The ranges of `options.shards` shards over `buckets`, refusing a `--shard K` that is not
+/// one of them.
+pub(crate) fn checked_ranges(
+    buckets: u64,
+    options: ShardOptions,
+) -> Result<Vec<std::ops::Range<u64>>, BreachError> {
+    let ranges = ranges(buckets, options.shards)?;
+    if let Some(k) = options.only.filter(|&k| k >= ranges.len()) {
+        return Err(BreachError::Input(format!(
+            "--shard {k}: the database has shards 0 to {}",
+            ranges.len() - 1
+        )));
+    }
+    Ok(ranges)
+}
+
+/// Signs `map` with `key` and writes it as `DIR/shard-map.bin`.
+pub(crate) fn write_map(dir: &Path, map: &ShardMap, key: &SecretKey) -> Result<(), BreachError> {
+    let path = dir.join(MAP_FILE);
+    let bytes = map.clone().sign(key).to_bytes();
+    pir_fs::write_atomic(&path, |file| std::io::Write::write_all(file, &bytes))
+        .map_err(pir_fs::PathError::at(&path))?;
+    Ok(())
 }
 
 /// Writes `db` into `dir` as the parts `options` asks for and the map signed by `key`.
@@ -77,13 +113,7 @@ pub fn write(
     options: ShardOptions,
     key: &SecretKey,
 ) -> Result<ShardMap, BreachError> {
-    let ranges = ranges(db.header().bucket_count() as u64, options.shards)?;
-    if let Some(k) = options.only.filter(|&k| k >= ranges.len()) {
-        return Err(BreachError::Input(format!(
-            "--shard {k}: the database has shards 0 to {}",
-            ranges.len() - 1
-        )));
-    }
+    let ranges = checked_ranges(db.header().bucket_count() as u64, options)?;
     std::fs::create_dir_all(dir).map_err(pir_fs::PathError::at(dir))?;
     let map = map_of(db, &ranges);
     let b = db.header().block_size;
@@ -96,10 +126,7 @@ pub fn write(
         pir_fs::write_atomic(&path, |file| std::io::Write::write_all(file, part))
             .map_err(pir_fs::PathError::at(&path))?;
     }
-    let path = dir.join(MAP_FILE);
-    let bytes = map.clone().sign(key).to_bytes();
-    pir_fs::write_atomic(&path, |file| std::io::Write::write_all(file, &bytes))
-        .map_err(pir_fs::PathError::at(&path))?;
+    write_map(dir, &map, key)?;
     Ok(map)
 }
 

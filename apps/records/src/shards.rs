@@ -6,8 +6,8 @@
 //!                     database version, its rows, the whole database's header as `about`,
 //!                     and per shard its first row, row count and the SHA-256 of its part
 //! DIR/shard-K.part    shard K's records: SimplePIR, whole matrix columns (a record range,
-//!                     back to back); DoublePIR, a range of matrix rows
-//!                     (pir_lattice::double_rows::row_part)
+//!                     back to back); DoublePIR and YPIR, a range of matrix rows
+//!                     (pir_lattice::double_rows::row_part; YPIR's whole row groups)
 //! ```
 //!
 //! SimplePIR shards split on whole columns of its matrix (runs of consecutive records): the
@@ -42,11 +42,12 @@ fn params_of(header: &DbHeader, scheme: Scheme) -> Result<Params, RecordsError> 
         .map_err(|e| RecordsError::Input(format!("{} cannot serve it: {e}", scheme.id().name())))
 }
 
-/// The lattice scheme of a map's shards (SimplePIR or DoublePIR).
+/// The lattice scheme of a map's shards (SimplePIR, DoublePIR or YPIR).
 fn scheme_of(map: &ShardMap) -> Result<Scheme, RecordsError> {
     match map.scheme {
         SchemeId::SimplePir => Ok(Scheme::SimplePir),
         SchemeId::DoublePir => Ok(Scheme::DoublePir),
+        SchemeId::Ypir => Ok(Scheme::Ypir),
         other => Err(RecordsError::Malformed(format!(
             "shards of {} are not lattice shards",
             other.name()
@@ -55,7 +56,7 @@ fn scheme_of(map: &ShardMap) -> Result<Scheme, RecordsError> {
 }
 
 /// Writes the database `header`/`payload` into `dir` as `shards` shard files of `scheme`
-/// (SimplePIR or DoublePIR) and the map, signed by `key`. Returns the map.
+/// (SimplePIR, DoublePIR or YPIR) and the map, signed by `key`. Returns the map.
 pub fn write(
     dir: &Path,
     (header, payload): (&DbHeader, &[u8]),
@@ -68,7 +69,21 @@ pub fn write(
         move |source| RecordsError::Io { path, source }
     };
     let params = params_of(header, scheme)?;
+    if params.scheme != scheme {
+        return Err(RecordsError::Input(format!(
+            "records of {} bytes are served with {}, whose shards are not built yet (YPIR \
+             shards take records of up to 8 bytes)",
+            header.record_size,
+            params.scheme.id().name()
+        )));
+    }
     let (rows, unit) = match scheme {
+        // YPIR: whole row groups (a record's `e` rows), so that each shard holds whole
+        // columns of the second layer.
+        Scheme::Ypir => (
+            params.rows() as u64,
+            params.entries_per_record().max(1) as u64,
+        ),
         Scheme::DoublePir => (
             params.rows() as u64,
             split::double_pir_unit(&params, shards),
@@ -114,7 +129,7 @@ fn part_of(
     rows: &std::ops::Range<u64>,
 ) -> Result<Vec<u8>, RecordsError> {
     let bad = |e: String| RecordsError::Malformed(e);
-    if params.scheme == Scheme::DoublePir {
+    if matches!(params.scheme, Scheme::DoublePir | Scheme::Ypir) {
         let rows = split::double_pir_rows(params, rows).map_err(|e| bad(e.to_string()))?;
         return pir_lattice::double_rows::row_part(params, payload, &rows)
             .map_err(|e| bad(e.to_string()));
@@ -192,7 +207,7 @@ pub fn open_shard(
     let params = params_of(&header, scheme)?;
     let bad = |e: String| RecordsError::Malformed(format!("shard {k}: {e}"));
     let slice = match scheme {
-        Scheme::DoublePir => split::double_pir_rows(&params, &entry.range()),
+        Scheme::DoublePir | Scheme::Ypir => split::double_pir_rows(&params, &entry.range()),
         _ => split::simple_pir_columns(&params, &entry.range()),
     }
     .map_err(|e| bad(e.to_string()))?;

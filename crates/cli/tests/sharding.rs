@@ -281,3 +281,63 @@ fn double_pir_shards_behind_a_front_end() {
     }
     drop(front);
 }
+
+/// YPIR shards (`pir db build --shards 2 --scheme ypir`: whole row groups of the matrix)
+/// behind a front end that keeps the clients' keys and runs the packing: `pir get` gives the
+/// records (each `pir get` uploads its keys to the front end, never to a shard).
+#[test]
+fn ypir_shards_behind_a_front_end() {
+    let scratch = Scratch::with_keys(&["front", "s0", "s1", "map"]);
+    let p = |n: &str| scratch.path(n);
+    let data: Vec<u8> = (0..3000).map(|i| (i * 37 % 253) as u8).collect();
+    std::fs::write(p("records.bin"), &data).unwrap();
+    let dir = p("sharded");
+    let built = ok(&[
+        "db",
+        "build",
+        "--records",
+        &p("records.bin"),
+        "--record-size",
+        "1",
+        "--shards",
+        "2",
+        "--scheme",
+        "ypir",
+        "--key",
+        &p("map.key"),
+        "--out",
+        &dir,
+    ]);
+    assert!(built.contains("shard 1: matrix rows"), "{built}");
+    assert!(built.contains("served by: ypir"), "{built}");
+    let shards: Vec<Proc> = (0..2)
+        .map(|k| shard(&dir, k, &p(&format!("s{k}.key"))))
+        .collect();
+    let mut args: Vec<String> = ["front", "serve", "--db", &dir, "--map-key", &p("map.pub")]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (k, process) in shards.iter().enumerate() {
+        args.push("--shard".into());
+        args.push(format!("{k}={}={}", process.url(), p(&format!("s{k}.pub"))));
+    }
+    args.extend(["--key", &p("front.key"), "--listen", "127.0.0.1:0"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let front = Proc::start(&args, "https://");
+    let server = format!("{}={}", front.url(), p("front.pub"));
+    for index in [0usize, 1234, 2999] {
+        let out = run(&[
+            "get",
+            &index.to_string(),
+            "--server",
+            &server,
+            "--cache-dir",
+            &p("cache"),
+        ]);
+        assert!(out.status.success(), "{index}: {out:?}");
+        assert_eq!(out.stdout, [data[index]], "record {index}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("ypir"), "{err}");
+    }
+    drop(front);
+}

@@ -254,10 +254,15 @@ multiversioned! {
                         a.chunks_exact_mut(2 * t).zip(w.iter().zip(w_shoup))
                     {
                         let (low, high) = block.split_at_mut(t);
-                        for (x, y) in low.iter_mut().zip(high.iter_mut()) {
-                            let (u, v) = (*x, *y);
-                            *x = add_mod(u, v, q);
-                            *y = mul_shoup(sub_mod(u, v, q), s, s_shoup, q);
+                        // Runs of 16 (t is a power of two of at least 16 here): a fixed trip
+                        // count vectorises; the loop over the whole run stayed scalar (the
+                        // inverse transform took 14x the forward one at d = 4096).
+                        for (x16, y16) in low.chunks_exact_mut(16).zip(high.chunks_exact_mut(16)) {
+                            for (x, y) in x16.iter_mut().zip(y16.iter_mut()) {
+                                let (u, v) = (*x, *y);
+                                *x = add_mod(u, v, q);
+                                *y = mul_shoup(sub_mod(u, v, q), s, s_shoup, q);
+                            }
                         }
                     }
                 }

@@ -3,8 +3,8 @@
 //! `cargo run --release --example inspire_vs_ypir -- RECORDS RECORD_BITS [ROUNDS]`
 //! (for 1 GiB of 1-bit records: `8589934592 1`; of 64-byte records: `16777216 512`).
 //! Prints the bytes of a first query (with the one-time keys), a later query and an answer,
-//! the server's offline time, the first (key-uploading) answer's time, and the median of the
-//! later answers. Run it with `RAYON_NUM_THREADS=1` for one core.
+//! the server's offline time, the first query's client time (it makes the keys), the first
+//! (key-uploading) answer's time, and the median of the later answers. Run it with `RAYON_NUM_THREADS=1` for one core.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use pir_lattice::params::Params;
 use pir_lattice::{build_server, open_client, Scheme, SingleClient, SingleServer};
@@ -41,14 +41,17 @@ fn main() {
         let offline = t.elapsed();
         drop(bytes);
         let client = open_client(params.scheme, &hint).unwrap();
+        let t = Instant::now();
         let (_, first) = client.query(1, &mut rng).unwrap();
+        let keygen = t.elapsed();
         let t = Instant::now();
         let answer = server.answer_batch(&[&first]).pop().unwrap().unwrap();
         let first_time = t.elapsed();
         let (_, later) = client.query(2, &mut rng).unwrap();
         println!(
             "{name} ({}): rows {} columns {}; offline {:.1} s; server memory {} MiB; first query \
-             {} B (keys {} B), later query {} B, answer {} B; first answer (key upload) {:.0} ms",
+             {} B (keys {} B), later query {} B, answer {} B; first query (client, key \
+             generation) {:.0} ms; first answer (key upload) {:.0} ms",
             params.scheme.id().name(),
             params.rows,
             params.columns,
@@ -58,6 +61,7 @@ fn main() {
             client.key_bytes(),
             later.len(),
             answer.len(),
+            keygen.as_secs_f64() * 1e3,
             first_time.as_secs_f64() * 1e3
         );
         sides.push(Side {

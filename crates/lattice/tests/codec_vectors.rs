@@ -341,26 +341,31 @@ fn inspire_query() {
 fn inspire_answer() {
     use pir_lattice::inspire::wire as iwire;
     let answer = iwire::AnswerBody {
-        ciphertexts: vec![(
-            (0..4096).map(|i| i * 1009 % (1 << 26)).collect(),
-            (0..4096).map(|i| i * 7 % (1 << 19)).collect(),
-        )],
+        ciphertexts: vec![((0..4096).map(|i| i * 1009 % (1 << 25)).collect(), vec![7])],
     };
     let good = round_trip(&answer, &inspire_shape(), None);
-    // One packed ciphertext: 4096 × 26 bits, then 4096 × 19 bits.
+    // One packed ciphertext: 4096 × 25 bits, then one row's body of 18 bits.
     assert_eq!(good.len(), inspire_shape().answer_bytes());
-    assert_eq!(good.len(), 23040);
+    assert_eq!(good.len(), 12_803);
     let mut vectors = length_vectors(
         &good,
         ["WrongLength", "no ciphertext"],
         None,
         ["WrongLength", "a byte after the ciphertext"],
     );
-    vectors.push(FailVector::new(
-        "one_byte",
-        "WrongLength",
-        "one byte of 23040",
-        good[..1].to_vec(),
-    ));
+    vectors.extend([
+        FailVector::new(
+            "one_byte",
+            "WrongLength",
+            "one byte of 12803",
+            good[..1].to_vec(),
+        ),
+        FailVector::new(
+            "body_padding_set",
+            "Malformed",
+            "a bit set past the body's 18 bits in its last byte",
+            patch(&good, 12_802, 1, 0x04),
+        ),
+    ]);
     check_fail_vectors::<iwire::AnswerBody>(&dir("inspire_answer"), &vectors, &inspire_shape());
 }

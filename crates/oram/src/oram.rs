@@ -603,7 +603,8 @@ impl Oram {
             }
             None if entry.from == Where::Buffer => {
                 self.partitions[entry.partition as usize].real -= 1;
-                self.shuffler.take(entry.partition, block)
+                self.shuffler
+                    .take(entry.partition, block, self.geometry.block_size as usize)
             }
             None if self.loc[block as usize] == LOC_NOWHERE => {
                 Ok(vec![0u8; self.geometry.block_size as usize])

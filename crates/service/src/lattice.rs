@@ -138,11 +138,13 @@ impl Lattice {
         Ok((Self::assemble(server, &offline, &database.about), offline))
     }
 
-    /// A shard of a SimplePIR or DoublePIR database: `slice` is the range of the matrix
-    /// that the scheme's answer is additive over, and `database.records` holds only its
-    /// bytes. SimplePIR: matrix *columns* (runs of consecutive records), the bytes
-    /// [`pir_lattice::simple::column_bytes`]; DoublePIR: matrix *rows* (strided sets of
-    /// records), the part [`pir_lattice::double_rows::row_part`]. `record_count`, `version`
+    /// A shard of a SimplePIR, DoublePIR or YPIR database: `slice` is the range of the
+    /// matrix that the scheme's answer is additive over, and `database.records` holds only
+    /// its bytes. SimplePIR: matrix *columns* (runs of consecutive records), the bytes
+    /// [`pir_lattice::simple::column_bytes`]; DoublePIR and YPIR: matrix *rows* (strided sets
+    /// of records; YPIR's whole row groups), the part [`pir_lattice::double_rows::row_part`].
+    /// A YPIR shard's hint download holds its offline part and its answers are parts before
+    /// the packing step ([`pir_lattice::ypir::shard`]), for `crate::shard::YpirFront`. `record_count`, `version`
     /// and `about` are the whole database's. Its hint and answers are its part of the whole
     /// ones (`crate::shard` says why they add up), and its query batches must name `part_id`
     /// (`crate::shard::ShardMap::part_id`), so it answers only as this shard of this database.
@@ -153,11 +155,13 @@ impl Lattice {
         saved: Option<pir_lattice::Saved>,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<(Self, pir_lattice::Saved), Error> {
-        if !matches!(database.scheme, Scheme::SimplePir | Scheme::DoublePir)
-            || database.about.len() > MAX_ABOUT_BYTES
+        if !matches!(
+            database.scheme,
+            Scheme::SimplePir | Scheme::DoublePir | Scheme::Ypir
+        ) || database.about.len() > MAX_ABOUT_BYTES
         {
             return Err(Error::InvalidParameter(
-                "only SimplePIR and DoublePIR databases are sharded so far".into(),
+                "only SimplePIR, DoublePIR and YPIR databases are sharded so far".into(),
             ));
         }
         let record_bits = u32::try_from(database.record_bytes * 8)
@@ -175,6 +179,18 @@ impl Lattice {
             Scheme::DoublePir => {
                 let (server, offline) = pir_lattice::DoublePirServer::build_rows(input, slice)?;
                 (Box::new(server), offline)
+            }
+            // Records over 8 bytes are laid out for YPIR+SP, whose shards are not built.
+            Scheme::Ypir if params.scheme == Scheme::Ypir => {
+                let (server, offline) = pir_lattice::ypir::YpirShard::build_rows(input, slice)?;
+                (Box::new(server), offline)
+            }
+            Scheme::Ypir => {
+                return Err(Error::InvalidParameter(
+                    "records over 8 bytes are served with YPIR+SP, whose shards are not built \
+                     yet"
+                    .into(),
+                ))
             }
             _ => {
                 let (server, offline) = pir_lattice::SimplePirServer::build_columns(input, slice)?;

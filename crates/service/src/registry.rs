@@ -32,12 +32,16 @@ pub enum Combine {
     /// The sum mod `q = 2^32` of the parts' words (lattice answer messages, and hints):
     /// SimplePIR's shards split the matrix's columns, DoublePIR's its rows.
     AddModQ,
+    /// YPIR: the sum mod `q2` of the parts' leaf bodies and masks (shards split the matrix's
+    /// rows), then packed with the client's keys at the front end (`shard::YpirFront`).
+    AddThenPack,
     /// Not combinable yet, and why.
     NotYet(&'static str),
 }
 
-/// Why YPIR parts cannot be combined yet.
-const YPIR_SHARDS: &str = "YPIR combines before its packing step, at the front end: not done yet";
+/// Why YPIR+SP parts cannot be combined yet.
+const YPIR_SP_SHARDS: &str =
+    "YPIR+SP combines before its packing step, at the front end: not done yet";
 /// Why InsPIRe parts cannot be combined yet.
 const INSPIRE_SHARDS: &str =
     "InsPIRe combines before its packing step, at the front end: not done yet";
@@ -383,7 +387,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         ),
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir,
-        combine: Combine::NotYet(YPIR_SHARDS),
+        combine: Combine::AddThenPack,
     },
     SchemeEntry {
         id: SchemeId::YpirSp,
@@ -402,7 +406,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         security: lattice_security(LatticeScheme::YpirSp, &[security::RING.name]),
         served_by: &[ServerKind::SingleServer],
         deploy: conformance::deploy_ypir_sp,
-        combine: Combine::NotYet(YPIR_SHARDS),
+        combine: Combine::NotYet(YPIR_SP_SHARDS),
     },
     SchemeEntry {
         id: SchemeId::Inspire,
@@ -411,7 +415,7 @@ pub const STANDARD: &[SchemeEntry] = &[
         servers: Servers::Exactly(1),
         purpose: "records of any size up to 64 KiB and key-value lookups from one server with \
                   no hint download and small queries (`pir serve --scheme inspire`): about \
-                  264 KB up and down per query at 1 GiB of 1-bit records once the one-time \
+                  248 KB up and down per query at 1 GiB of 1-bit records once the one-time \
                   keys (172 KB) are uploaded",
         assumption: "ring-LWE is hard at d = 4096, q = 268369921 × 249561089 (log2 q = 55.9), \
                      σ = 6.4, ternary secret (query and packing keys); then the server learns \
@@ -454,6 +458,11 @@ pub fn standard() -> &'static [SchemeEntry] {
 /// The entry of `id`, if this build serves it.
 pub fn lookup(id: SchemeId) -> Option<&'static SchemeEntry> {
     STANDARD.iter().find(|entry| entry.id == id)
+}
+
+/// How shard parts of `id` are combined by a front end (`NotYet` for an unregistered id).
+pub fn combine_of(id: SchemeId) -> Combine {
+    lookup(id).map_or(Combine::NotYet("not a registered scheme"), |e| e.combine)
 }
 
 /// The privacy assumptions of the schemes a command uses, as it prints them after

@@ -132,6 +132,10 @@ pub struct BreachBuildArgs {
     /// --shard, so that every process's header, and so the database id, is the same).
     #[arg(long, value_name = "UNIX")]
     pub created_unix: Option<u64>,
+    /// With --shard: about how much memory the build's window of the corpus may take, in MiB
+    /// (the build reads its spill of the corpus once per window of this size).
+    #[arg(long, value_name = "MIB", requires = "shard", default_value_t = 1024)]
+    pub memory_mib: usize,
     /// Do not draw a progress bar.
     #[arg(long)]
     pub quiet: bool,

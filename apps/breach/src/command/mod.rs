@@ -71,6 +71,8 @@ pub fn build_options(args: &BreachBuildArgs) -> Result<BuildOptions> {
         options.blinding_key = Some(BlindingKey::load(path)?);
     }
     options.created_unix = args.created_unix;
+    options.window_entries =
+        args.memory_mib.saturating_mul(1 << 20) / crate::build::shard_build::BYTES_PER_HELD_ENTRY;
     Ok(options)
 }
 

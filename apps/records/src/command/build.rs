@@ -15,9 +15,10 @@ pub(super) fn build(args: &DbBuildArgs) -> Result<()> {
         let scheme = match args.scheme {
             None | Some(LatticeSchemeArg::Simplepir) => pir_lattice::Scheme::SimplePir,
             Some(LatticeSchemeArg::Doublepir) => pir_lattice::Scheme::DoublePir,
+            Some(LatticeSchemeArg::Ypir) => pir_lattice::Scheme::Ypir,
             Some(_) => bail!(
-                "sharded databases are served with SimplePIR or DoublePIR so far (YPIR's \
-                 packing step at the front end is not built yet)"
+                "sharded databases are served with SimplePIR, DoublePIR or YPIR so far \
+                 (InsPIRe's packing step at the front end is not built yet)"
             ),
         };
         let key = args.key.as_deref();

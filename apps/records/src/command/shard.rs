@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use pir_host::settings::{Common, CommonArgs};
 use pir_host::{status, Host};
 use pir_keys::{PublicKey, SecretKey};
-use pir_service::shard::{Front, Hedge};
+use pir_service::shard::{Front, Hedge, YpirFront};
 use pir_service::SignedService;
 use serde::{Deserialize, Serialize};
 
@@ -24,8 +24,9 @@ pub enum ShardCommand {
     /// front end (`pir front serve`).
     ///
     /// Every query reaches every shard: SimplePIR shards get their own columns of it,
-    /// DoublePIR shards all of it, as a single server would receive it; the shard answers for
-    /// its own records only.
+    /// DoublePIR shards all of it, as a single server would receive it, YPIR shards all of it
+    /// but the client's keys (the front end keeps them and packs the answer); the shard
+    /// answers for its own records only.
     Serve(ShardServeArgs),
 }
 
@@ -244,7 +245,7 @@ pub(super) fn build(
     );
     // SimplePIR shards hold record ranges; DoublePIR shards ranges of its matrix's rows.
     let unit = match scheme {
-        pir_lattice::Scheme::DoublePir => "matrix rows",
+        pir_lattice::Scheme::DoublePir | pir_lattice::Scheme::Ypir => "matrix rows",
         _ => "records",
     };
     for shard in &map.shards {
@@ -296,6 +297,7 @@ pub(super) async fn serve_shard(args: &ShardServeArgs) -> Result<()> {
     let entry = map.shards[k];
     let unit = match map.scheme {
         pir_core::SchemeId::DoublePir => "doublepir matrix rows",
+        pir_core::SchemeId::Ypir => "ypir matrix rows",
         _ => "records",
     };
     pir_host::serve_static(host, service, "the shard", |running, key| {
@@ -366,7 +368,12 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
         return super::shard_breach::serve_front(host, &breach, map, keys, fanout, hedge).await;
     }
     if crate::shards_xor::is_xor(&map) {
-        return super::shard_xor::serve_front(host, &settings.db, map, keys, fanout).await;
+        let xor = super::shard_xor::XorFrontSettings {
+            dir: settings.db.clone(),
+            pinned,
+            keys,
+        };
+        return super::shard_xor::serve_front(host, xor, fanout).await;
     }
     let mut downloads = Vec::with_capacity(replicas.len());
     for k in 0..replicas.len() {
@@ -376,12 +383,45 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
             .map_err(|why| anyhow::anyhow!("shard {k} has no live replica ({why})"))?;
         downloads.push(download);
     }
+    let shards = replicas.len();
+    if map.scheme == pir_core::SchemeId::Ypir {
+        status!("building the packing plan from the shards' offline parts");
+        let front = YpirFront::new(map.clone(), keys, &downloads, fanout)?.with_hedge(hedge);
+        let service = Arc::new(
+            SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()),
+        );
+        super::keep_probing(&service, |service| service.backend().probe());
+        return serve_lattice_front(
+            host,
+            service,
+            &map,
+            shards,
+            replicas.iter().map(Vec::len).sum(),
+        )
+        .await;
+    }
     let front = Front::new(map.clone(), keys, &downloads, fanout)?.with_hedge(hedge);
     let service =
         Arc::new(SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()));
     super::keep_probing(&service, |service| service.backend().probe());
-    let shards = replicas.len();
-    let count: usize = replicas.iter().map(Vec::len).sum();
+    serve_lattice_front(
+        host,
+        service,
+        &map,
+        shards,
+        replicas.iter().map(Vec::len).sum(),
+    )
+    .await
+}
+
+/// Serves a lattice front end (`service`) of `map`'s `shards` shards and `count` replicas.
+async fn serve_lattice_front<B: pir_service::Backend + Send + Sync + 'static>(
+    host: Host,
+    service: Arc<SignedService<B>>,
+    map: &pir_service::shard::ShardMap,
+    shards: usize,
+    count: usize,
+) -> Result<()> {
     let scheme = pir_lattice::Scheme::from_id(map.scheme)?;
     pir_host::serve_static(host, service, "the front end", |running, key| {
         vec![

@@ -10,7 +10,7 @@ use rand::{CryptoRng, Rng};
 
 use super::ring_pack::InspiRing;
 use super::wire::{self, KeyBodies, KeyId};
-use super::{Shape, BODY_BITS, D, GADGET, KIND_KEY, KIND_QUERY, MASK_BITS, P_BITS};
+use super::{Shape, BODY_BITS, CENTER, D, GADGET, KIND_KEY, KIND_QUERY, MASK_BITS, P, P_BITS};
 use crate::gaussian::ErrorSampler;
 use crate::params::{Location, Scheme};
 use crate::prg::Seed;
@@ -144,11 +144,14 @@ impl InspireClient {
         let ring = &self.packer.ring;
         let q = rns::modulus();
         let delta = q >> P_BITS;
-        let mut c = Vec::with_capacity(self.shape.padded_columns);
+        let columns = self.shape.columns;
+        let mut c = Vec::with_capacity(columns);
         for (u, a) in self.blocks.iter().enumerate() {
             let mut minus_a_s = rns::sub(&rns::zero(D), &rns::mul(a, &keys.secret));
             rns::inverse(ring, &mut minus_a_s);
-            for (j, x) in rns::crt(&minus_a_s).into_iter().enumerate() {
+            // Only the first m coefficients meet a column: the rest are not sent.
+            let used = (columns - u * D).min(D);
+            for (j, x) in rns::crt(&minus_a_s).into_iter().take(used).enumerate() {
                 let e = i64::from(self.sampler.sample(rng));
                 let mut v = (i128::from(x) + i128::from(e)).rem_euclid(i128::from(q)) as u64;
                 if u * D + j == location.column {
@@ -167,7 +170,7 @@ impl InspireClient {
         Ok((InspireQueryState { keys, location }, message))
     }
 
-    /// The phases (mod `2^26`) of the record's rows.
+    /// The phases (mod `2^25`) of the record's rows.
     fn row_phases(&self, state: &InspireQueryState, answer: &[u8]) -> Result<Vec<i64>, Error> {
         let ciphertexts = wire::decode_answer(answer, &self.shape)?;
         let at = state.location.row;
@@ -183,21 +186,22 @@ impl InspireClient {
             let mut product = rns::mul(&product, &state.keys.secret);
             rns::inverse(ring, &mut product);
             let product = rns::crt(&product);
-            for k in 0..D {
-                let row = j * D + k;
-                if row < at || row >= at + state.location.entries {
-                    continue;
-                }
-                let phase =
-                    ((body[k] as i64) << (MASK_BITS - BODY_BITS)) + rns::centered(product[k]);
+            // The record's rows in this ciphertext.
+            let rows =
+                at.max(j * D) - j * D..(at + state.location.entries).min((j + 1) * D) - j * D;
+            let bodies = body
+                .get(rows.clone())
+                .ok_or_else(|| Error::Malformed("an answer without the record's rows".into()))?;
+            for (&body, &x) in bodies.iter().zip(&product[rows]) {
+                let phase = ((body as i64) << (MASK_BITS - BODY_BITS)) + rns::centered(x);
                 phases.push(phase.rem_euclid(modulus));
             }
         }
         Ok(phases)
     }
 
-    /// Each of the record's packed values' distance from its entry, in units of `2^-26`
-    /// (decoding tolerates `2^9`), for the test that measures the noise.
+    /// Each of the record's packed values' distance from its entry, in units of `2^-25`
+    /// (decoding tolerates `2^8`), for the test that measures the noise.
     #[cfg(test)]
     pub(crate) fn noise(
         &self,
@@ -224,13 +228,14 @@ impl InspireClient {
         let entries: Vec<u32> = self
             .row_phases(state, answer)?
             .into_iter()
-            .map(|x| (((x + (1 << (ROUND - 1))) >> ROUND) & ((1 << P_BITS) - 1)) as u32)
+            // The server packs entries less p / 2 (see `crate::inspire`): add it back.
+            .map(|x| (((x + (1 << (ROUND - 1))) >> ROUND) + CENTER as i64) as u32 & (P - 1))
             .collect();
         records::assemble(&self.header.params, &state.location, &entries)
     }
 }
 
-/// Bits the packed phase (mod `2^26`) carries below an entry.
+/// Bits the packed phase (mod `2^25`) carries below an entry.
 const ROUND: u32 = MASK_BITS - P_BITS;
 
 // The first query to a server uploads the keys; `keys_lost` uploads them again.

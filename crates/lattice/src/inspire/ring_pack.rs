@@ -261,24 +261,45 @@ impl InspiRing {
     }
 
     /// The body the chains leave with `keys`: each step's body permuted like its mask, plus
-    /// its digits times the key bodies (`d - 1` permutations and `3 (d - 1)` products).
+    /// its digits times the key bodies (`d - 1` permutations and `3 (d - 1)` products). Per
+    /// residue, in 64-bit accumulators reduced only when another step could overflow them
+    /// (a key upload's cost was its `%`, one per coefficient and step).
     fn offset(&self, digits: &[Vec<Rns>], keys: &PackingKeys) -> Rns {
         let d = self.dimension();
         let steps = d / 2 - 1;
         let mut total = rns::zero(d);
-        for j in 0..2 {
-            let mut b = rns::zero(d);
-            for step in &digits[j * steps..(j + 1) * steps] {
-                b = rns::permute(&b, &self.g);
-                let pairs: Vec<(&Rns, &Rns)> = step.iter().zip(&keys.g).collect();
-                rns::mul_acc_many(&mut b, &pairs);
+        for (i, out) in total.iter_mut().enumerate() {
+            let q = u64::from(rns::q(i));
+            let mut b = vec![0u64; d];
+            let mut moved = vec![0u64; d];
+            for j in 0..2 {
+                b.fill(0);
+                // Terms below 2^56 each in `b` (a reduced value counts as one): 255 fit.
+                let mut terms = 0usize;
+                let chain = digits[j * steps..(j + 1) * steps]
+                    .iter()
+                    .map(|step| (step, &self.g[i], &keys.g));
+                let last = (j == 1).then(|| (&digits[2 * steps], &self.h[i], &keys.h));
+                for (step, permutation, key) in chain.chain(last) {
+                    for (o, &from) in moved.iter_mut().zip(permutation.iter()) {
+                        *o = b[from as usize];
+                    }
+                    std::mem::swap(&mut b, &mut moved);
+                    if terms + step.len() > 255 {
+                        b.iter_mut().for_each(|x| *x %= q);
+                        terms = 1;
+                    }
+                    for (digit, key) in step.iter().zip(key) {
+                        for ((x, &a), &k) in b.iter_mut().zip(&digit[i]).zip(&key[i]) {
+                            *x += u64::from(a) * u64::from(k);
+                        }
+                    }
+                    terms += step.len();
+                }
+                for (o, &x) in out.iter_mut().zip(&b) {
+                    *o = ((u64::from(*o) + x % q) % q) as u32;
+                }
             }
-            if j == 1 {
-                b = rns::permute(&b, &self.h);
-                let pairs: Vec<(&Rns, &Rns)> = digits[2 * steps].iter().zip(&keys.h).collect();
-                rns::mul_acc_many(&mut b, &pairs);
-            }
-            rns::add_assign(&mut total, &b);
         }
         total
     }

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::client::{packer, query_blocks};
 use super::ring_pack::{InspiRing, PackingKeys, Prepared};
-use super::{wire, Shape, D, GADGET};
+use super::{wire, Shape, CENTER, D, GADGET};
 use crate::lwe::ZpMatrix;
 use crate::params::Scheme;
 use crate::ring::Ring;
@@ -58,7 +58,7 @@ impl InspireServer {
                 .map(|row| {
                     let mut values = vec![0u32; shape.padded_columns];
                     db.row_values(row, &mut values);
-                    row_mask(&packer.ring, &blocks, &values)
+                    row_mask(&packer.ring, &blocks, &values[..shape.columns])
                 })
                 .collect();
             prepared.push(Prepared::new(&packer, &masks)?);
@@ -161,16 +161,23 @@ impl InspireServer {
         let sums = self.db.times_wide(&vectors);
         let k = vectors.len();
         let (q0, q1) = (u64::from(rns::q(0)), u64::from(rns::q(1)));
+        let q = rns::modulus();
         let mut next = 0;
         decoded
             .into_iter()
             .map(|item| {
-                let (_, offsets) = item?;
+                let (query, offsets) = item?;
                 let j = next;
                 next += 1;
+                // The entries are packed less p / 2: Σ_j (D_ij - p/2) c_j.
+                let shift = centering(&query.c);
                 let bodies: Vec<u64> = sums
                     .chunks_exact(k)
-                    .map(|row| rns::crt_one((row[2 * j] % q0) as u32, (row[2 * j + 1] % q1) as u32))
+                    .map(|row| {
+                        let t =
+                            rns::crt_one((row[2 * j] % q0) as u32, (row[2 * j + 1] % q1) as u32);
+                        (t + shift) % q
+                    })
                     .collect();
                 self.pack(&offsets[0], &bodies)
             })
@@ -198,7 +205,7 @@ impl InspireServer {
                 (rns::crt(&a), rns::crt(&b))
             })
             .collect();
-        Ok(wire::encode_answer(&ciphertexts))
+        Ok(wire::encode_answer(&ciphertexts, &self.shape))
     }
 
     /// Answers one query.
@@ -209,12 +216,26 @@ impl InspireServer {
     }
 }
 
-/// The mask polynomial (NTT form) of a row of database values over the query's blocks:
-/// `Σ_u ṽ_u a_u`, `ṽ_u` the reversed polynomial of block `u` of the row.
+/// `-(p/2) Σ_j c_j mod q` for the query elements `c` as sent: what centering the entries
+/// adds to every row's body.
+fn centering(c: &[u64]) -> u64 {
+    let q = u128::from(rns::modulus());
+    let sum = c
+        .iter()
+        .fold(0u128, |acc, &x| (acc + u128::from(wire::expand(x))) % q);
+    ((q - sum * u128::from(CENTER) % q) % q) as u64
+}
+
+/// The mask polynomial (NTT form) of a row of database values (its `m` columns) over the
+/// query's blocks: `Σ_u ṽ_u a_u`, `ṽ_u` the reversed polynomial of block `u` of the row's
+/// centered entries `D_ij - p/2` (the last block padded with zeros).
 fn row_mask(ring: &Ring, blocks: &[Rns], values: &[u32]) -> Rns {
     let mut acc = rns::zero(D);
     for (u, block) in values.chunks(D).enumerate() {
-        let signed: Vec<i64> = block.iter().map(|&v| i64::from(v)).collect();
+        let signed: Vec<i64> = block
+            .iter()
+            .map(|&v| i64::from(v) - i64::from(CENTER))
+            .collect();
         let mut v = rns::from_signed(&reversed(&signed, D));
         rns::forward(ring, &mut v);
         rns::mul_acc_many(&mut acc, &[(&v, &blocks[u])]);

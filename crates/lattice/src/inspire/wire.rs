@@ -9,15 +9,17 @@
 //!   keys      u8                    3 = upload: key bodies follow c, keep them under key_id;
 //!                                   4 = cached: the keys uploaded before under key_id
 //!   key_id    16 B                  the keys' digest (key_id_of), never all zero
-//!   c         42 bits × m'          little-endian bit string; element x stands for
-//!                                   x · 2^14 mod q (x · 2^14 < q + 2^14); m' = m rounded up
-//!                                   to a multiple of 4096
+//!   c         42 bits × m           little-endian bit string; element x stands for
+//!                                   x · 2^14 mod q (x · 2^14 < q + 2^14): the first m
+//!                                   body coefficients of the query's ⌈m / 4096⌉ RLWE
+//!                                   ciphertexts (the rest meet no column)
 //!   keys      7 B × 6 · 4096        mode 3 only: bodies of K_g (3 digits) then K_h (3),
 //!                                   coefficients mod q, little-endian, each below q
 //!
-//! answer (kind Answer), per packed ciphertext (ceil(ℓ / 4096)):
-//!   mask      4096 × 26 bits        little-endian bit string
-//!   body      4096 × 19 bits
+//! answer (kind Answer), per packed ciphertext k < ceil(ℓ / 4096):
+//!   mask      4096 × 25 bits        little-endian bit string
+//!   body      r_k × 18 bits         r_k = min(4096, ℓ - 4096 k): the coefficients that hold
+//!                                   a row (the rest are never read)
 //! ```
 //!
 //! The key id is the first 16 bytes of `SHA-256("pir inspire keys v1" | key bodies as sent)`,
@@ -28,7 +30,7 @@
 use pir_core::wire::{encode_envelope, MessageKind, Reader, Writer};
 use pir_core::{Codec, Error};
 
-use super::{Shape, BODY_BITS, D, DROPPED_BITS, MASK_BITS, QUERY_BITS};
+use super::{Shape, BODY_BITS, D, DROPPED_BITS, MASK_BITS, MASK_BYTES, QUERY_BITS};
 use crate::params::Scheme;
 use crate::wire::{DbVersion, VERSION_LEN};
 use crate::ypir::rns;
@@ -97,6 +99,18 @@ fn put_bits(out: &mut Vec<u8>, values: impl Iterator<Item = u64>, bits: u32) {
     }
     if filled > 0 {
         out.push(acc as u8);
+    }
+}
+
+/// Refuses a bit string of `count` values of `bits` whose last byte has bits set past them
+/// (one encoding per message).
+fn check_padding(bytes: &[u8], count: usize, bits: u32) -> Result<(), Error> {
+    let used = (count * bits as usize) % 8;
+    match bytes.last() {
+        Some(&last) if used != 0 && last >> used != 0 => Err(Error::Malformed(
+            "bits set past the last value of a bit string".into(),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -194,8 +208,9 @@ impl Codec<'_> for QueryBody {
         if key_id == [0; KEY_ID_LEN] {
             return Err(Error::Malformed("a query without a key id".into()));
         }
-        let c_bytes = r.take((shape.padded_columns * QUERY_BITS as usize).div_ceil(8))?;
-        let c = get_bits(c_bytes, shape.padded_columns, QUERY_BITS);
+        let c_bytes = r.take(shape.c_bytes())?;
+        check_padding(c_bytes, shape.columns, QUERY_BITS)?;
+        let c = get_bits(c_bytes, shape.columns, QUERY_BITS);
         let most = max_element();
         if c.iter().any(|&x| x > most) {
             return Err(Error::Malformed("a query element at or above q".into()));
@@ -251,10 +266,11 @@ pub fn decode_query(bytes: &[u8], shape: &Shape, version: &DbVersion) -> Result<
 /// A packed ciphertext as received: switched mask and body coefficients.
 pub type Switched = (Vec<u64>, Vec<u64>);
 
-/// An answer message from packed ciphertexts `(a, b)` (coefficients in `[0, q)`).
-pub fn encode_answer(ciphertexts: &[(Vec<u64>, Vec<u64>)]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(ciphertexts.len() * super::PACKED_BYTES);
-    for (a, b) in ciphertexts {
+/// An answer message from packed ciphertexts `(a, b)` (coefficients in `[0, q)`): each
+/// mask whole, each body's coefficients up to its rows in `shape`.
+pub fn encode_answer(ciphertexts: &[(Vec<u64>, Vec<u64>)], shape: &Shape) -> Vec<u8> {
+    let mut out = Vec::with_capacity(shape.answer_bytes());
+    for (k, (a, b)) in ciphertexts.iter().enumerate() {
         put_bits(
             &mut out,
             a.iter()
@@ -264,6 +280,7 @@ pub fn encode_answer(ciphertexts: &[(Vec<u64>, Vec<u64>)]) -> Vec<u8> {
         put_bits(
             &mut out,
             b.iter()
+                .take(shape.rows_of(k))
                 .map(|&x| u64::from(rns::switch_modulus(x, BODY_BITS))),
             BODY_BITS,
         );
@@ -274,7 +291,8 @@ pub fn encode_answer(ciphertexts: &[(Vec<u64>, Vec<u64>)]) -> Vec<u8> {
 /// The body of an answer: per packed ciphertext, its switched mask and body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnswerBody {
-    /// Per packed ciphertext, mask (26 bits a coefficient) and body (19 bits).
+    /// Per packed ciphertext, mask (4096 coefficients of 25 bits) and body (one of 18 bits
+    /// per row it holds).
     pub ciphertexts: Vec<Switched>,
 }
 
@@ -298,17 +316,16 @@ impl Codec<'_> for AnswerBody {
                 r.remaining()
             )));
         }
-        let body = r.take(need)?;
-        let mask_bytes = D * MASK_BITS as usize / 8;
-        let ciphertexts = body
-            .chunks_exact(super::PACKED_BYTES)
-            .map(|c| {
-                (
-                    get_bits(&c[..mask_bytes], D, MASK_BITS),
-                    get_bits(&c[mask_bytes..], D, BODY_BITS),
-                )
-            })
-            .collect();
+        let mut ciphertexts = Vec::with_capacity(shape.packed());
+        for k in 0..shape.packed() {
+            let mask = r.take(MASK_BYTES)?;
+            let body = r.take(shape.packed_bytes(k) - MASK_BYTES)?;
+            check_padding(body, shape.rows_of(k), BODY_BITS)?;
+            ciphertexts.push((
+                get_bits(mask, D, MASK_BITS),
+                get_bits(body, shape.rows_of(k), BODY_BITS),
+            ));
+        }
         Ok(Self { ciphertexts })
     }
 }
@@ -331,7 +348,7 @@ mod tests {
 
     #[test]
     fn bit_strings_round_trip() {
-        for bits in [19u32, 26, 42] {
+        for bits in [18u32, 25, 42] {
             let values: Vec<u64> = (0..D as u64)
                 .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & ((1 << bits) - 1))
                 .collect();
@@ -340,6 +357,17 @@ mod tests {
             assert_eq!(out.len(), D * bits as usize / 8);
             assert_eq!(get_bits(&out, D, bits), values);
         }
+    }
+
+    #[test]
+    fn bits_set_past_the_last_value_are_refused() {
+        let mut out = Vec::new();
+        put_bits(&mut out, [1u64, 2, 3].into_iter(), QUERY_BITS);
+        assert_eq!(out.len(), 16);
+        assert!(check_padding(&out, 3, QUERY_BITS).is_ok());
+        *out.last_mut().unwrap() |= 0x40;
+        assert!(check_padding(&out, 3, QUERY_BITS).is_err());
+        assert!(check_padding(&[0xff], 1, 8).is_ok(), "no padding bits");
     }
 
     #[test]

@@ -14,6 +14,9 @@ pub const D: usize = 4096;
 pub const P_BITS: u32 = 16;
 /// `p`.
 pub const P: u32 = 1 << P_BITS;
+/// `p / 2`: the server packs each entry less this (a signed value in `[-p/2, p/2)`), which
+/// halves the first pass's worst-case noise; the client adds it back.
+pub const CENTER: u32 = P / 2;
 /// `log2` of the base of the key-switching gadget of `K_g` and `K_h` (balanced).
 pub const GADGET_BITS: u32 = 19;
 /// Digits of that gadget.
@@ -23,9 +26,9 @@ pub const DROPPED_BITS: u32 = 14;
 /// Bits of a query element on the wire: `ceil(log2 (q / 2^14))`.
 pub const QUERY_BITS: u32 = 42;
 /// Bits of a packed ciphertext's mask coefficients after modulus switching.
-pub const MASK_BITS: u32 = 26;
-/// Bits of a packed ciphertext's body coefficients after modulus switching.
-pub const BODY_BITS: u32 = 19;
+pub const MASK_BITS: u32 = 25;
+/// Bits of a packed ciphertext's body coefficients after modulus switching: `P_BITS + 2`.
+pub const BODY_BITS: u32 = 18;
 /// Most columns `m` (the first pass's noise bound, above).
 pub const MAX_COLUMNS: usize = 1 << 15;
 /// Most packed ciphertexts per answer: each keeps `3 (d - 1) d · 8` bytes (384 MiB) of
@@ -34,7 +37,13 @@ pub const MAX_COLUMNS: usize = 1 << 15;
 pub const MAX_PACKED: usize = 8;
 /// Packed ciphertexts the layout may use beyond what one record needs, to shorten the query.
 pub const LAYOUT_PACKED: usize = 4;
-/// Bytes of one packed ciphertext in an answer.
+/// What the layout counts each packed ciphertext as beyond its bytes on the wire, in bytes:
+/// each costs the server 384 MiB and its share of a key upload, so one more is taken only
+/// when it saves more than this.
+pub const PACKED_WEIGHT: u64 = 2048;
+/// Bytes of a packed ciphertext's mask in an answer (its body has one coefficient per row).
+pub const MASK_BYTES: usize = D * MASK_BITS as usize / 8;
+/// Bytes of a full packed ciphertext (4096 rows) in an answer.
 pub const PACKED_BYTES: usize = D * (MASK_BITS + BODY_BITS) as usize / 8;
 /// Length of a key id.
 pub const KEY_ID_LEN: usize = 16;
@@ -54,7 +63,8 @@ pub struct Shape {
     pub rows: usize,
     /// `m`, columns.
     pub columns: usize,
-    /// `m` rounded up to whole blocks of 4096: the query's length.
+    /// `m` rounded up to whole blocks of 4096: the RLWE ciphertexts the query's elements
+    /// come from (it sends only the first `m`).
     pub padded_columns: usize,
 }
 
@@ -81,9 +91,19 @@ impl Shape {
         self.rows.div_ceil(D)
     }
 
+    /// Rows (packed values) of packed ciphertext `k`: 4096, fewer in the last.
+    pub fn rows_of(&self, k: usize) -> usize {
+        self.rows.saturating_sub(k * D).min(D)
+    }
+
+    /// Bytes of the query's elements: `m` of [`QUERY_BITS`].
+    pub fn c_bytes(&self) -> usize {
+        (self.columns * QUERY_BITS as usize).div_ceil(8)
+    }
+
     /// Bytes of a query body that names keys uploaded before.
     pub fn query_bytes_cached(&self) -> usize {
-        HEADER_BYTES + (self.padded_columns * QUERY_BITS as usize).div_ceil(8)
+        HEADER_BYTES + self.c_bytes()
     }
 
     /// Bytes of a query body that uploads the keys.
@@ -91,15 +111,22 @@ impl Shape {
         self.query_bytes_cached() + KEY_BYTES
     }
 
+    /// Bytes of packed ciphertext `k` in an answer: its mask, and a body coefficient per
+    /// row it holds.
+    pub fn packed_bytes(&self, k: usize) -> usize {
+        MASK_BYTES + (self.rows_of(k) * BODY_BITS as usize).div_ceil(8)
+    }
+
     /// Bytes of an answer body.
     pub fn answer_bytes(&self) -> usize {
-        self.packed() * PACKED_BYTES
+        (0..self.packed()).map(|k| self.packed_bytes(k)).sum()
     }
 }
 
 /// InsPIRe's layout of `records` records of `record_bits` bits: `p = 2^16`, and among the
 /// layouts with at most [`LAYOUT_PACKED`] packed ciphertexts more than one record needs, the
-/// one with the fewest bytes up and down (`5.25 m' + 23040 ⌈ℓ / 4096⌉`).
+/// one with the fewest bytes up and down (`5.25 m + 12800 ⌈ℓ / 4096⌉ + 2.25 ℓ`), each
+/// packed ciphertext counted [`PACKED_WEIGHT`] bytes more.
 pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
     let probe = Params {
         scheme: Scheme::Inspire,
@@ -133,8 +160,13 @@ pub fn layout(records: u64, record_bits: u32) -> Result<Params, Error> {
         if m > MAX_COLUMNS as u64 {
             continue;
         }
-        let up = (m.next_multiple_of(d) * u64::from(QUERY_BITS)).div_ceil(8);
-        let bytes = up + (PACKED_BYTES * packed) as u64;
+        let shape = Shape {
+            rows: (groups.div_ceil(m) * entries) as usize,
+            columns: m as usize,
+            padded_columns: m.next_multiple_of(d) as usize,
+        };
+        let bytes =
+            (shape.c_bytes() + shape.answer_bytes()) as u64 + PACKED_WEIGHT * shape.packed() as u64;
         if best.is_none_or(|(b, _)| bytes < b) {
             best = Some((bytes, m));
         }

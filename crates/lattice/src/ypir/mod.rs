@@ -71,6 +71,7 @@ pub mod client;
 pub mod keys;
 pub(crate) mod rns;
 pub mod server;
+pub mod shard;
 pub mod sp;
 mod sp_server;
 pub mod tree;
@@ -79,6 +80,7 @@ pub mod wire;
 pub use client::{YpirClient, YpirQueryState};
 pub use keys::KeyPolicy;
 pub use server::YpirServer;
+pub use shard::{YpirPacking, YpirShard};
 pub use sp::{YpirSpClient, YpirSpQueryState};
 pub use sp_server::YpirSpServer;
 

@@ -268,31 +268,10 @@ impl YpirServer {
                 (t_rows, c2, sums)
             })
             .collect();
-        // Second pass: bodies of every leaf. Static rows four at a time: the four stay in
-        // cache while every query's `c2` passes them once.
-        let static_bodies: Vec<Vec<u64>> = self
-            .second
-            .par_chunks(4 * groups)
-            .flat_map_iter(|quad| {
-                let rows: Vec<&[u32]> = quad.chunks(groups).collect();
-                let mut out = vec![Vec::with_capacity(prepared.len()); rows.len()];
-                for (_, c2, sums) in &prepared {
-                    match <[&[u32]; 4]>::try_from(rows.as_slice()) {
-                        Ok(four) => {
-                            for (o, sum) in out.iter_mut().zip(inner4(backend, four, c2, *sums)) {
-                                o.push(sum);
-                            }
-                        }
-                        Err(_) => {
-                            for (o, row) in out.iter_mut().zip(&rows) {
-                                o.push(inner(backend, row, c2, *sums));
-                            }
-                        }
-                    }
-                }
-                out
-            })
-            .collect();
+        // Second pass: bodies of every leaf.
+        let queries: Vec<(&Rns, [u64; 2])> =
+            prepared.iter().map(|(_, c2, sums)| (c2, *sums)).collect();
+        let static_bodies = second_pass(backend, &self.second, groups, &queries);
         let bodies: Vec<Vec<u64>> = prepared
             .iter()
             .enumerate()
@@ -345,13 +324,47 @@ impl YpirServer {
     }
 }
 
+/// The second pass over the static rows `second` (rows of `width` values, offset form) for
+/// every query's `(c2 residues, their sums)`: `out[r][j]`, the body of static leaf `r` for
+/// query `j`. Rows four at a time: the four stay in cache while every query's `c2` passes them
+/// once.
+pub(super) fn second_pass(
+    backend: Backend,
+    second: &[u32],
+    width: usize,
+    queries: &[(&Rns, [u64; 2])],
+) -> Vec<Vec<u64>> {
+    second
+        .par_chunks(4 * width.max(1))
+        .flat_map_iter(|quad| {
+            let rows: Vec<&[u32]> = quad.chunks(width.max(1)).collect();
+            let mut out = vec![Vec::with_capacity(queries.len()); rows.len()];
+            for &(c2, sums) in queries {
+                match <[&[u32]; 4]>::try_from(rows.as_slice()) {
+                    Ok(four) => {
+                        for (o, sum) in out.iter_mut().zip(inner4(backend, four, c2, sums)) {
+                            o.push(sum);
+                        }
+                    }
+                    Err(_) => {
+                        for (o, row) in out.iter_mut().zip(&rows) {
+                            o.push(inner(backend, row, c2, sums));
+                        }
+                    }
+                }
+            }
+            out
+        })
+        .collect()
+}
+
 /// The offset that makes the second layer's centered values unsigned.
-const OFFSET: i64 = 1 << (RESCALED_BITS - 1);
+pub(super) const OFFSET: i64 = 1 << (RESCALED_BITS - 1);
 
 /// `Σ_g (row[g] - 2^15) c2[g] mod q`, both primes, for `row` in offset form: each product of
 /// a value below `2^16` and a residue below `2^28` is below `2^44`, at most `2^17` of them
 /// sum below `2^61` (`sums` are the residues' sums, for the offset).
-fn inner(backend: Backend, row: &[u32], c2: &Rns, sums: [u64; 2]) -> u64 {
+pub(super) fn inner(backend: Backend, row: &[u32], c2: &Rns, sums: [u64; 2]) -> u64 {
     let n = row.len().min(c2[0].len()).min(c2[1].len());
     let (s0, s1) = matvec::dot_pair(backend, &row[..n], &c2[0][..n], &c2[1][..n]);
     reduce_inner(s0, s1, sums)
@@ -393,7 +406,7 @@ pub(crate) fn row_mask(ring: &Ring, a2: &[Rns], row: impl Iterator<Item = i64>) 
 /// `H1` rescaled: row `i` holds the coefficients of `H_i = Σ_u D̃'_{i,u} a1_u` mod `2^32`,
 /// rounded to `Z_{2^16}`. By NTT over the two primes (exact: see [`BLOCKS_PER_REDUCTION`]),
 /// rows in parallel.
-fn first_layer_masks(
+pub(super) fn first_layer_masks(
     db: &ZpMatrix,
     shape: &Shape,
     seed: &Seed,

@@ -59,6 +59,10 @@ pub const FORCED_WAVE_SLOTS: u64 = 4 * SHUFFLE_CHUNK as u64;
 /// The shuffler runs this much faster than the mean rate work arrives at, so that owed work
 /// drains instead of drifting up to the bound.
 pub const OVERDRIVE: f64 = 1.25;
+/// Most bytes of spare buffers the shuffler keeps for reuse (write pieces and job buffers;
+/// client memory only). Reusing them saves an allocation, its page faults and the zeroing of
+/// every piece and job: about a tenth of the CPU per request at 1 GiB (docs/benchmarks.md).
+const SPARE_BYTES: usize = 8 << 20;
 
 /// Slots of the next piece of a level with `rest` slots left: [`SHUFFLE_CHUNK`], or all of
 /// them when one more would be left. Never a one-slot piece: one-slot reads are a batch's,
@@ -106,7 +110,11 @@ struct Job {
     chunks: Vec<Chunk>,
     next_read: usize,
     reals: Vec<u32>,
-    data: HashMap<u32, Vec<u8>>,
+    /// The blocks the job holds: where each one's contents start in `plain`.
+    data: HashMap<u32, usize>,
+    /// The held blocks' contents, back to back: one buffer per job, reused
+    /// ([`Shuffler::spare_jobs`]), instead of one allocation per block.
+    plain: Vec<u8>,
     built: Option<Built>,
     next_write: u32,
     /// Blocks a batch took from the job's buffer or sources after the level was laid out:
@@ -126,6 +134,10 @@ pub(crate) struct Shuffler {
     pub(crate) priority: Option<u32>,
     credit: f64,
     mean_cost: f64,
+    /// Write-piece buffers handed back by finished waves, for the next pieces.
+    spare_writes: Vec<Vec<u8>>,
+    /// Buffers of installed jobs (cleared), for the next jobs.
+    spare_jobs: Vec<(HashMap<u32, usize>, Vec<u8>)>,
 }
 
 impl Shuffler {
@@ -163,19 +175,53 @@ impl Shuffler {
         }
     }
 
-    /// A batch reads `block` from a level the partition's running job holds: its contents
-    /// from the job's buffer, and the job no longer places it.
-    pub(crate) fn take(&mut self, partition: u32, block: u32) -> Result<Vec<u8>, OramError> {
+    /// A batch reads `block` (of `size` bytes) from a level the partition's running job
+    /// holds: its contents from the job's buffer, and the job no longer places it.
+    pub(crate) fn take(
+        &mut self,
+        partition: u32,
+        block: u32,
+        size: usize,
+    ) -> Result<Vec<u8>, OramError> {
         let data = self
             .running
             .iter()
             .find(|j| j.partition == partition)
-            .and_then(|j| j.data.get(&block).cloned())
+            .and_then(|j| {
+                let at = *j.data.get(&block)?;
+                j.plain.get(at..at + size).map(<[u8]>::to_vec)
+            })
             .ok_or(OramError::Internal(
                 "a held block is not in the shuffle buffer",
             ))?;
         self.release(partition, block);
         Ok(data)
+    }
+
+    /// Bytes of spare buffers held.
+    fn spare_bytes(&self) -> usize {
+        let writes: usize = self.spare_writes.iter().map(Vec::capacity).sum();
+        let jobs: usize = self.spare_jobs.iter().map(|(_, p)| p.capacity()).sum();
+        writes + jobs
+    }
+
+    /// Keeps a finished write piece's buffer for reuse, within [`SPARE_BYTES`].
+    fn keep_write(&mut self, bytes: Vec<u8>) {
+        if self.spare_bytes() + bytes.capacity() <= SPARE_BYTES {
+            self.spare_writes.push(bytes);
+        }
+    }
+
+    /// A buffer of `len` bytes for a write piece. Its contents are stale (a reused buffer's
+    /// old ciphertext): the caller overwrites every byte (every slot is sealed in full).
+    fn write_buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut bytes = self.spare_writes.pop().unwrap_or_default();
+        if bytes.len() >= len {
+            bytes.truncate(len);
+        } else {
+            bytes.resize(len, 0);
+        }
+        bytes
     }
 
     fn is_running(&self, partition: u32) -> bool {
@@ -297,8 +343,17 @@ impl Oram {
                 want,
             });
         }
+        let ShuffleWave {
+            reads,
+            writes,
+            read_by,
+            completes,
+        } = wave;
+        for write in writes {
+            self.shuffler.keep_write(write.bytes);
+        }
         let mut offset = 0;
-        for (extent, &(partition, chunk)) in wave.reads.iter().zip(&wave.read_by) {
+        for (extent, &(partition, chunk)) in reads.iter().zip(&read_by) {
             let len = extent.slots as usize * slot_bytes;
             self.open_chunk(partition, chunk, &mut sealed[offset..offset + len])?;
             offset += len;
@@ -307,7 +362,7 @@ impl Oram {
                 self.build(at, rng)?;
             }
         }
-        for partition in wave.completes {
+        for partition in completes {
             let at = self.job_index(partition)?;
             let job = self.shuffler.running.swap_remove(at);
             self.install(job, rng)?;
@@ -358,6 +413,17 @@ impl Oram {
     ) -> Result<Option<usize>, OramError> {
         let plan = self.plan_write(partition);
         let local = self.geometry.local_levels();
+        if plan.target < local {
+            // Every source is a client-side level (sources are below the target): nothing to
+            // read or write on the store, and no batch runs before it is done, so it is
+            // rebuilt at once, moving the blocks instead of copying them through a job.
+            // (7 evictions in 8 are of this kind.)
+            self.shuffler.mean_cost -= self.shuffler.mean_cost / 256.0;
+            return match self.finish_write(plan, &mut [], rng)? {
+                None => Ok(None),
+                Some(_) => Err(OramError::Internal("a client-side level was written out")),
+            };
+        }
         let store_levels = plan.sources.iter().copied().filter(|&l| l >= local);
         let mut chunks = Vec::new();
         for (level, extent) in store_levels.zip(&plan.reads) {
@@ -384,6 +450,11 @@ impl Oram {
         let cost: u64 = plan.reads.iter().map(|e| u64::from(e.slots)).sum::<u64>() + written;
         // A running mean over about the last 256 jobs.
         self.shuffler.mean_cost += (cost as f64 - self.shuffler.mean_cost) / 256.0;
+        // Room for every block the level can hold: no rehashing or regrowing while it fills.
+        let (mut data, mut plain) = self.shuffler.spare_jobs.pop().unwrap_or_default();
+        let capacity = self.geometry.capacity(plan.target) as usize;
+        data.reserve(capacity);
+        plain.reserve(capacity * self.geometry.block_size as usize);
         self.shuffler.running.push(Job {
             partition,
             target: plan.target,
@@ -392,7 +463,8 @@ impl Oram {
             chunks,
             next_read: 0,
             reals: Vec::new(),
-            data: HashMap::new(),
+            data,
+            plain,
             built: None,
             next_write: 0,
             dead: Vec::new(),
@@ -400,44 +472,44 @@ impl Oram {
         let at = self.shuffler.running.len() - 1;
         if self.shuffler.running[at].chunks.is_empty() {
             self.build(at, rng)?;
-            if plan.target < local {
-                let job = self.shuffler.running.swap_remove(at);
-                self.install(job, rng)?;
-                return Ok(None);
-            }
         }
         Ok(Some(at))
     }
 
     /// Adds job `at`'s next piece of I/O to the wave; returns its slots.
     fn advance(&mut self, at: usize, wave: &mut ShuffleWave) -> Result<u64, OramError> {
-        let job = &mut self.shuffler.running[at];
-        if job.next_read < job.chunks.len() {
-            let chunk = &job.chunks[job.next_read];
-            wave.reads.push(chunk.extent);
-            wave.read_by.push((job.partition, job.next_read));
-            job.next_read += 1;
-            return Ok(u64::from(chunk.extent.slots));
-        }
-        let Some(built) = &job.built else {
-            // Its last read is in this wave already; it is built when the wave completes.
-            return Ok(0);
+        let sh = &mut self.shuffler;
+        let job = &sh.running[at];
+        let read_all = job.next_read == job.chunks.len();
+        let Some(total) = job
+            .built
+            .as_ref()
+            .filter(|_| read_all)
+            .map(|built| built.level.slots.len() as u32)
+        else {
+            return Ok(Self::advance_read(&mut sh.running[at], wave));
         };
-        let total = built.level.slots.len() as u32;
         let first = job.next_write;
         let take = piece(total - first);
         let slot_bytes = self.geometry.sealed_slot() as usize;
-        let zeros = vec![0u8; self.geometry.block_size as usize];
-        let mut bytes = vec![0u8; take as usize * slot_bytes];
+        let size = self.geometry.block_size as usize;
+        let zeros = vec![0u8; size];
+        let mut bytes = sh.write_buffer(take as usize * slot_bytes);
+        let job = &mut sh.running[at];
+        let built = job
+            .built
+            .as_ref()
+            .ok_or(OramError::Internal("a job writes before it is built"))?;
         for (i, slot) in (first..first + take).enumerate() {
             let block = built.level.slots[slot as usize];
-            // A block a batch took after the layout is a dummy now (`install`).
-            let plain = if block == DUMMY || job.dead.contains(&block) {
-                &zeros
-            } else {
-                job.data
-                    .get(&block)
-                    .ok_or(OramError::Internal("a rebuilt block has no data"))?
+            let plain = match job.data.get(&block) {
+                Some(&at) => job
+                    .plain
+                    .get(at..at + size)
+                    .ok_or(OramError::Internal("a held block is past the job's buffer"))?,
+                // A block a batch took after the layout is a dummy now (`install`).
+                None if block == DUMMY || job.dead.contains(&block) => &zeros,
+                None => return Err(OramError::Internal("a rebuilt block has no data")),
             };
             let place = SlotPlace {
                 partition: job.partition,
@@ -466,6 +538,18 @@ impl Oram {
         }
         wave.writes.push(LevelWrite { extent, bytes });
         Ok(u64::from(take))
+    }
+
+    /// Adds `job`'s next source read to the wave (0 slots when its last read is in this wave
+    /// already: it is built when the wave completes).
+    fn advance_read(job: &mut Job, wave: &mut ShuffleWave) -> u64 {
+        let Some(chunk) = job.chunks.get(job.next_read) else {
+            return 0;
+        };
+        wave.reads.push(chunk.extent);
+        wave.read_by.push((job.partition, job.next_read));
+        job.next_read += 1;
+        u64::from(chunk.extent.slots)
     }
 
     /// Opens the real slots of one chunk read into the job.
@@ -504,7 +588,8 @@ impl Oram {
                     slot,
                 })?;
             job.reals.push(block);
-            job.data.insert(block, plain.to_vec());
+            job.data.insert(block, job.plain.len());
+            job.plain.extend_from_slice(plain);
         }
         Ok(())
     }
@@ -522,7 +607,8 @@ impl Oram {
                     .get(&block)
                     .ok_or(OramError::Internal("a client-side block has no data"))?;
                 job.reals.push(block);
-                job.data.insert(block, contents.clone());
+                job.data.insert(block, job.plain.len());
+                job.plain.extend_from_slice(contents);
             }
         }
         if let Some(block) = job.new_block {
@@ -531,7 +617,8 @@ impl Oram {
                 .get(&block)
                 .ok_or(OramError::Internal("an evicted block is not in the cache"))?;
             job.reals.push(block);
-            job.data.insert(block, contents.clone());
+            job.data.insert(block, job.plain.len());
+            job.plain.extend_from_slice(contents);
         }
         if job.reals.len() > self.geometry.capacity(job.target) as usize {
             return Err(OramError::Internal("a rebuilt level is over capacity"));
@@ -590,9 +677,23 @@ impl Oram {
             }
         }
         if job.target < local {
-            self.local_data.extend(job.data);
+            // Not reached: such jobs are rebuilt at once (`start_job`); kept correct anyway.
+            let size = self.geometry.block_size as usize;
+            for (&block, &at) in &job.data {
+                let contents = job
+                    .plain
+                    .get(at..at + size)
+                    .ok_or(OramError::Internal("a held block is past the job's buffer"))?;
+                self.local_data.insert(block, contents.to_vec());
+            }
         }
         self.partitions[p].levels[job.target] = built.level;
+        job.data.clear();
+        job.plain.clear();
+        let sh = &mut self.shuffler;
+        if sh.spare_bytes() + job.plain.capacity() <= SPARE_BYTES {
+            sh.spare_jobs.push((job.data, job.plain));
+        }
         Ok(())
     }
 }

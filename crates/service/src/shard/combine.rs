@@ -15,6 +15,9 @@ impl Combine {
             (Combine::AddModQ, None) => Err(ShardError::Combine(
                 "adding lattice answers needs the database shape".into(),
             )),
+            (Combine::AddThenPack, _) => Err(ShardError::Combine(
+                "YPIR parts are added and packed by its front end (shard::YpirFront)".into(),
+            )),
             (Combine::NotYet(why), _) => Err(ShardError::Combine(why.into())),
         }
     }

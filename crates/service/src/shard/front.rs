@@ -61,8 +61,7 @@ impl<F: Fanout> Front<F> {
         downloads: &[Vec<u8>],
         fanout: F,
     ) -> Result<Self, ShardError> {
-        let combine = crate::registry::lookup(map.scheme)
-            .map_or(Combine::NotYet("not a registered scheme"), |e| e.combine);
+        let combine = crate::registry::combine_of(map.scheme);
         if combine != Combine::AddModQ || keys.len() != map.shards.len() {
             return Err(ShardError::Combine(format!(
                 "a front end serves SimplePIR or DoublePIR shards, one key list per shard ({:?}, \
@@ -218,7 +217,7 @@ fn slices_of(
 
 /// The hint download of a lattice database: `envelope(scheme, Manifest, about_len | about |
 /// hint)`, as [`crate::Lattice`] serves it.
-fn download_of(header: &HintHeader, about: &[u8], hint: &[u8]) -> Vec<u8> {
+pub(super) fn download_of(header: &HintHeader, about: &[u8], hint: &[u8]) -> Vec<u8> {
     let mut body = Writer::with_capacity(4 + about.len() + hint.len());
     body.u32(about.len() as u32);
     body.bytes(about);

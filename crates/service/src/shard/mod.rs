@@ -15,7 +15,8 @@
 //!   hedged. SimplePIR and DoublePIR. [`xor_front`], the same for the XOR schemes of a
 //!   release (Chor, RAID-PIR, DPF), whose shards run `pir_xor::Engine::shard`; [`checklist`],
 //!   a Checklist database's (Safe Browsing buckets) shard parts and per-bucket front end over
-//!   [`XorFront`].
+//!   [`XorFront`]. [`ypir_front`], YPIR's: the shards' parts are added and then packed with
+//!   the clients' keys, which only the front end holds ([`Combine::AddThenPack`]).
 //! - [`ops`]: which replicas are live (`/health`'s shard coverage), the hedge delay, and the
 //!   per-shard counters and latency histogram of `/metrics`.
 //!
@@ -49,12 +50,14 @@ pub mod map;
 pub mod ops;
 pub mod split;
 pub mod xor_front;
+pub mod ypir_front;
 
 pub use combine::Combine;
 pub use front::{Done, Fanout, Front, ReplicaReply};
 pub use map::{ShardEntry, ShardMap, SignedShardMap};
 pub use ops::{Coverage, Hedge, Ops};
 pub use xor_front::XorFront;
+pub use ypir_front::YpirFront;
 
 /// Why a shard map, a part or a combination is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -62,8 +62,7 @@ impl<F: Fanout> XorFront<F> {
         description: Vec<u8>,
         fanout: F,
     ) -> Result<Self, ShardError> {
-        let combine = crate::registry::lookup(map.scheme)
-            .map_or(Combine::NotYet("not a registered scheme"), |e| e.combine);
+        let combine = crate::registry::combine_of(map.scheme);
         let served =
             SCHEMES.contains(&shard_scheme(map.scheme)) || map.scheme == SchemeId::Checklist;
         if combine != Combine::Xor || !served {
