@@ -11,7 +11,16 @@
 //! Durability: `FLUSH(epoch)` flushes the disk (stores synced, node state written), then
 //! writes `STATE.epoch` atomically; a node that failed a request refuses every later one
 //! until it is restarted (it then reopens at its last flush).
+//!
+//! Batching: a batch's reads are answered at once, its writes may wait in memory for a later
+//! message ([`MAX_BATCH`] accesses per ORAM batch: a message's reads, then the oldest waiting
+//! writes up to a whole number of ORAM batches), so a node with fewer reads than writes per
+//! message (2 nodes: about 16 and 18 of 32) runs one full ORAM batch per message, not a full
+//! one and a tiny one. A read of a slot with a waiting write answers that write's bytes;
+//! `FLUSH` runs every waiting write first. What the node's stores see stays a function of
+//! the messages' public counts.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -22,7 +31,7 @@ use pir_core::Codec;
 use pir_keys::PublicKey;
 use pir_oram::balance::NodeOps;
 use pir_oram::node_protocol::{NodeInfo, NodeRequest};
-use pir_oram::{Op, OramError, Request};
+use pir_oram::{Op, OramError, Request, MAX_BATCH};
 use pir_service::{Handler, Metrics, Reply};
 
 use crate::Disk;
@@ -79,6 +88,9 @@ struct Inner {
     id: [u8; 16],
     epoch: u64,
     next_id: u64,
+    /// Writes received but not yet given to the disk (slot and block, oldest first): fewer
+    /// than [`MAX_BATCH`] plus one message's writes.
+    held: VecDeque<(u32, Vec<u8>)>,
     /// Why the node stopped serving (a failed disk operation), if it did.
     broken: Option<String>,
 }
@@ -117,6 +129,7 @@ impl NodeService {
                 disk,
                 epoch: read_epoch(state),
                 next_id: 0,
+                held: VecDeque::new(),
                 broken: None,
             }),
             metrics: Metrics::default(),
@@ -129,6 +142,7 @@ impl NodeService {
         if let Some(why) = &inner.broken {
             return Err(crate::DiskError::Usage(why.clone()));
         }
+        submit_held(&mut inner, usize::MAX)?;
         inner.disk.flush().map(|_| ())
     }
 
@@ -157,7 +171,14 @@ impl NodeService {
                 reads,
                 writes,
                 data,
-            } => batch(&mut inner, &reads, &writes, &data.concat()),
+            } => {
+                // Decoded, the written blocks are one piece (the encoder may send several).
+                let data = match data.as_slice() {
+                    [one] => std::borrow::Cow::Borrowed(*one),
+                    pieces => std::borrow::Cow::Owned(pieces.concat()),
+                };
+                batch(&mut inner, &reads, &writes, &data)
+            }
             NodeRequest::Flush(epoch) => self.flush_to(&mut inner, epoch),
         };
         if let Err(NodeFailure::Disk(why)) = &result {
@@ -169,8 +190,10 @@ impl NodeService {
     }
 
     fn flush_to(&self, inner: &mut Inner, epoch: u64) -> Result<Vec<u8>, NodeFailure> {
+        submit_held(inner, usize::MAX).map_err(disk_failure)?;
+        // The answers are those of the waiting writes just given to the disk: empty.
         let answers = inner.disk.flush().map_err(disk_failure)?;
-        debug_assert!(answers.is_empty());
+        debug_assert!(answers.iter().all(|a| a.data.is_empty()));
         if epoch > inner.epoch {
             let path = epoch_path(&self.state);
             pir_fs::write_atomic_bytes(&path, format!("{epoch}\n").as_bytes())
@@ -192,7 +215,26 @@ fn disk_failure(e: crate::DiskError) -> NodeFailure {
     NodeFailure::Disk(e.to_string())
 }
 
-/// Reads then writes node-blocks; the reply is the read blocks, in order.
+/// Gives the disk up to `count` of the waiting writes, oldest first.
+fn submit_held(inner: &mut Inner, count: usize) -> Result<(), crate::DiskError> {
+    for _ in 0..count {
+        let Some((slot, block)) = inner.held.pop_front() else {
+            break;
+        };
+        let request = Request {
+            id: inner.next_id,
+            block: slot,
+            op: Op::Write(block),
+        };
+        inner.next_id += 1;
+        inner.disk.submit(request)?;
+    }
+    Ok(())
+}
+
+/// Reads then writes node-blocks; the reply is the read blocks, in order. The reads run now,
+/// with the oldest waiting writes up to a whole number of ORAM batches (at least as many as
+/// the reads need, and enough that fewer than a batch of writes is left waiting).
 fn batch(
     inner: &mut Inner,
     reads: &[u32],
@@ -211,6 +253,24 @@ fn batch(
             "written bytes that are not whole blocks".into(),
         ));
     }
+    // A slot with a waiting write reads as that write (the newest: the balancer writes a
+    // slot once between checkpoints, and a flush empties the queue, but be exact anyway).
+    let waiting: Vec<Option<usize>> = reads
+        .iter()
+        .map(|&slot| inner.held.iter().rposition(|(s, _)| *s == slot))
+        .collect();
+    let mut out = vec![0u8; reads.len() * b];
+    for (i, at) in waiting.iter().enumerate() {
+        if let Some(at) = *at {
+            out[i * b..(i + 1) * b].copy_from_slice(&inner.held[at].1);
+        }
+    }
+    inner.held.extend(
+        writes
+            .iter()
+            .zip(data.chunks_exact(b))
+            .map(|(&s, d)| (s, d.to_vec())),
+    );
     let first = inner.next_id;
     for (i, &slot) in reads.iter().enumerate() {
         let request = Request {
@@ -220,20 +280,16 @@ fn batch(
         };
         inner.disk.submit(request).map_err(disk_failure)?;
     }
-    for (i, &slot) in writes.iter().enumerate() {
-        let request = Request {
-            id: first + (reads.len() + i) as u64,
-            block: slot,
-            op: Op::Write(data[i * b..(i + 1) * b].to_vec()),
-        };
-        inner.disk.submit(request).map_err(disk_failure)?;
-    }
-    inner.next_id += (reads.len() + writes.len()) as u64;
-    let mut out = vec![0u8; reads.len() * b];
+    inner.next_id += reads.len() as u64;
+    let batches = reads
+        .len()
+        .div_ceil(MAX_BATCH)
+        .max((reads.len() + inner.held.len()) / MAX_BATCH);
+    submit_held(inner, batches * MAX_BATCH - reads.len()).map_err(disk_failure)?;
     while inner.disk.pending() > 0 {
         for answer in inner.disk.step().map_err(disk_failure)? {
             let i = answer.id.wrapping_sub(first) as usize;
-            if i < reads.len() && answer.data.len() == b {
+            if i < reads.len() && waiting[i].is_none() && answer.data.len() == b {
                 out[i * b..(i + 1) * b].copy_from_slice(&answer.data);
             }
         }
@@ -392,5 +448,58 @@ impl NodeClient {
     pub fn flush(&self, epoch: u64) -> Result<(), OramError> {
         let body = NodeRequest::Flush(epoch).to_bytes();
         self.all(vec![body; self.nodes]).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn ask(node: &NodeService, request: NodeRequest<'_>) -> Vec<u8> {
+        let body = request.to_bytes();
+        let body = wire::encode_envelope(SchemeId::OramStore, MessageKind::Query, &body);
+        node.handle(&body).unwrap()
+    }
+
+    /// Writes that wait for a later message are read back from memory, flushed by `FLUSH`,
+    /// and read back from the disk after it (and after a batch that runs them).
+    #[test]
+    fn waiting_writes_read_back_before_and_after_a_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("node");
+        let b = 512usize;
+        let stores = [crate::StoreSpec::Dir(dir.path().join("store"))];
+        Disk::init(&state, 256 * b as u64, b as u32, &stores, None).unwrap();
+        let node = NodeService::new(&state, Disk::open(&state, None).unwrap()).unwrap();
+        let block = |s: u32| vec![s as u8; b];
+        let batch = |reads: Vec<u32>, writes: Vec<u32>, data: &[u8]| {
+            ask(
+                &node,
+                NodeRequest::Batch {
+                    reads,
+                    writes,
+                    data: vec![data],
+                },
+            )
+        };
+        // No reads: all 40 writes wait (more than a batch: a whole batch runs, 8 wait).
+        let slots: Vec<u32> = (10..50).collect();
+        let data: Vec<u8> = slots.iter().flat_map(|&s| block(s)).collect();
+        assert!(batch(Vec::new(), slots.clone(), &data).is_empty());
+        assert_eq!(node.inner.lock().unwrap().held.len(), 8);
+        let got = batch(vec![12, 49, 3], Vec::new(), &[]);
+        assert_eq!(got, [block(12), block(49), vec![0; b]].concat());
+        assert!(node.inner.lock().unwrap().held.is_empty());
+        let slots: Vec<u32> = (100..140).collect();
+        let data: Vec<u8> = slots.iter().flat_map(|&s| block(s)).collect();
+        batch(Vec::new(), slots, &data);
+        assert_eq!(node.inner.lock().unwrap().held.len(), 8);
+        ask(&node, NodeRequest::Flush(1));
+        assert!(node.inner.lock().unwrap().held.is_empty());
+        assert_eq!(batch(vec![139], Vec::new(), &[]), block(139));
+        let got = batch(vec![48, 10], vec![60], &block(60));
+        assert_eq!(got, [block(48), block(10)].concat());
+        assert_eq!(batch(vec![60], Vec::new(), &[]), block(60));
     }
 }

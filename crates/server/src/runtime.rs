@@ -20,7 +20,7 @@
 //! release as-is, for clients that do not speak PIR (upPIR, Cappos 2013, section 4.2). Those
 //! downloads are not private; the CLI says so.
 //!
-//! Answers are computed by one batcher thread that owns a rayon pool of `workers` threads:
+//! Answers are computed by one batcher thread, the first of a rayon pool of `workers` threads:
 //! requests that arrive within `batch_window` of the first one waiting (up to `max_batch`
 //! requests) are answered together in one pass over the database
 //! ([`Handler::handle_many`]), so concurrent clients share the memory bandwidth instead of
@@ -341,11 +341,6 @@ pub async fn start<H: Handler + ?Sized>(
 ) -> std::io::Result<RunningServer> {
     // First, so that a stop signal during start-up is already drained, not fatal.
     let signals = StopSignals::listen();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(options.workers.max(1))
-        .thread_name(|i| format!("pir-scan-{i}"))
-        .build()
-        .map_err(std::io::Error::other)?;
     let (jobs, queue) = std::sync::mpsc::sync_channel(QUEUE_LIMIT);
     let batch_service = service.clone();
     let waiting = Arc::new(AtomicUsize::new(0));
@@ -353,9 +348,29 @@ pub async fn start<H: Handler + ?Sized>(
     let abandoned = Arc::new(AtomicU64::new(0));
     let batch_abandoned = abandoned.clone();
     let (window, max_batch) = (options.batch_window, options.max_batch.max(1));
+    let workers = options.workers.max(1);
+    let (built, pool_built) = std::sync::mpsc::sync_channel(1);
     std::thread::Builder::new()
         .name("pir-batcher".into())
         .spawn(move || {
+            // The batcher is the pool's first thread (`use_current_thread`): a pass runs on
+            // it directly, not on a worker it wakes and then waits for, and with one worker
+            // (the ORAM servers) no other thread is involved at all.
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(workers)
+                .use_current_thread()
+                .thread_name(|i| format!("pir-scan-{i}"))
+                .build();
+            let pool = match pool {
+                Ok(pool) => {
+                    let _ = built.send(Ok(()));
+                    pool
+                }
+                Err(e) => {
+                    let _ = built.send(Err(std::io::Error::other(e)));
+                    return;
+                }
+            };
             batcher(
                 batch_service,
                 queue,
@@ -366,6 +381,10 @@ pub async fn start<H: Handler + ?Sized>(
                 max_batch,
             )
         })?;
+    // A blocking wait, but a short one, once per start: the thread builds its pool and says.
+    pool_built
+        .recv()
+        .map_err(|_| std::io::Error::other("the batcher thread stopped at its start"))??;
     let limit = options
         .max_request_bytes
         .map_or(service.max_request_bytes(), |cap| {
