@@ -455,8 +455,7 @@ fn the_s3_store_against_a_real_server() {
     let Some(mut f) = fixture() else { return };
     // Where the time goes (on stderr, shown with --nocapture or on failure): weed's start-up
     // is most of this test's wall time.
-    let mut phase =
-        |name: &str| eprintln!("s3 test: {name} at {:.1} s", start.elapsed().as_secs_f64());
+    let phase = |name: &str| eprintln!("s3 test: {name} at {:.1} s", start.elapsed().as_secs_f64());
     phase("weed serving");
     f.check("in-and-out");
     data_goes_in_and_out_as_level_objects_without_plaintext(&f);

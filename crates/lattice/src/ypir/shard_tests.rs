@@ -20,10 +20,14 @@ fn shard(params: Params, bytes: &[u8], groups: Range<usize>, version: u8) -> (Yp
     build_part(YpirShard::build_rows, params, bytes, rows, version)
 }
 
+/// A shard's builder over matrix rows (YPIR's or YPIR+SP's `build_rows`).
+pub(in crate::ypir) type BuildRows<S> =
+    fn(BuildInput<'_>, Range<usize>) -> Result<(S, Saved), Error>;
+
 /// The shard of matrix rows `rows` of `bytes` (its part cut as a row part) that `build`
 /// builds (YPIR's or YPIR+SP's).
 pub(in crate::ypir) fn build_part<S>(
-    build: fn(BuildInput<'_>, Range<usize>) -> Result<(S, Saved), Error>,
+    build: BuildRows<S>,
     params: Params,
     bytes: &[u8],
     rows: Range<usize>,
