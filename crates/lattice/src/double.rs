@@ -26,7 +26,7 @@ use pir_kernels::matvec::{self, Packing};
 use rand::CryptoRng;
 
 use crate::gaussian::ErrorSampler;
-use crate::lwe::{self, ZpMatrix};
+use crate::lwe::{self, Words, ZpMatrix};
 use crate::params::{self, Location, Params, Scheme, LWE_N};
 use crate::prg::{self, Seed};
 use crate::records;
@@ -40,7 +40,7 @@ pub struct DoublePirServer {
     header: HintHeader,
     db: ZpMatrix,
     hint_digits: ZpMatrix,
-    a2: Vec<u32>,
+    a2: Words,
     a2_sums: Vec<u32>,
     /// The rows of the whole matrix this server holds (all of them unless it is a shard).
     rows: std::ops::Range<usize>,
@@ -86,7 +86,7 @@ impl DoublePirServer {
         };
         let seed2 = input.seeds[1];
         let hint_digits = digits_of_columns(&params, &h1, count, LWE_N)?;
-        let mut a2 = vec![0u32; count * LWE_N];
+        let mut a2 = Words::zeroed(count * LWE_N);
         prg::expand_rows(&seed2, rows.start, &mut a2);
         let mut a2_sums = vec![0u32; LWE_N];
         lwe::add_rows(&mut a2_sums, &a2);
