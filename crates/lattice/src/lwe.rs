@@ -420,4 +420,24 @@ mod tests {
             assert_eq!(h[r * LWE_N + col], expect);
         }
     }
+
+    #[test]
+    fn words_in_huge_pages_hold_what_small_ones_do() {
+        for len in [0, 17, HUGE_WORDS - 1, HUGE_WORDS, HUGE_WORDS + 5] {
+            let mut words = Words::zeroed(len);
+            assert_eq!(words.len(), len);
+            assert!(words.iter().all(|&w| w == 0));
+            assert_eq!(
+                words.as_ptr() as usize % 64,
+                0,
+                "{len} words off a cache line"
+            );
+            for (i, w) in words.iter_mut().enumerate() {
+                *w = (i as u32).wrapping_mul(0x9e37_79b9);
+            }
+            let copy = words.clone();
+            assert_eq!(&copy[..], &words[..]);
+            assert_eq!(matches!(words, Words::Huge(..)), len >= HUGE_WORDS);
+        }
+    }
 }
