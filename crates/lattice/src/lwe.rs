@@ -48,7 +48,7 @@ impl std::ops::Deref for Words {
             Words::Lines(lines) => lines,
             // A map starts a page; its fallback (a heap `Vec<u8>` of at least 2 MiB) is 16-byte
             // aligned by the allocator: either way a whole number of aligned `u32`s.
-            Words::Huge(buffer, len) => &bytemuck::cast_slice(&buffer[..len * 4])[..],
+            Words::Huge(buffer, len) => bytemuck::cast_slice(&buffer[..len * 4]),
         }
     }
 }
