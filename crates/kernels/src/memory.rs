@@ -113,6 +113,11 @@ pub fn read(region: &[u8]) -> u64 {
     read_with(Backend::current(), region)
 }
 
+/// [`read`] of the bytes of `words` (a packed matrix as the kernels hold it).
+pub fn read_words(words: &[u32]) -> u64 {
+    read(bytemuck::cast_slice(words))
+}
+
 /// Reads `region` with every thread of the current rayon pool (each a contiguous share).
 pub fn read_parallel(region: &[u8]) -> u64 {
     let backend = Backend::current();

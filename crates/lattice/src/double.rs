@@ -22,11 +22,11 @@
 //! secrets; the server's work and answer size do not depend on the index.
 
 use pir_core::Error;
-use pir_kernels::matvec::Packing;
+use pir_kernels::matvec::{self, Packing};
 use rand::CryptoRng;
 
 use crate::gaussian::ErrorSampler;
-use crate::lwe::{self, ZpMatrix};
+use crate::lwe::{self, Words, ZpMatrix};
 use crate::params::{self, Location, Params, Scheme, LWE_N};
 use crate::prg::{self, Seed};
 use crate::records;
@@ -40,7 +40,7 @@ pub struct DoublePirServer {
     header: HintHeader,
     db: ZpMatrix,
     hint_digits: ZpMatrix,
-    a2: Vec<u32>,
+    a2: Words,
     a2_sums: Vec<u32>,
     /// The rows of the whole matrix this server holds (all of them unless it is a shard).
     rows: std::ops::Range<usize>,
@@ -86,7 +86,7 @@ impl DoublePirServer {
         };
         let seed2 = input.seeds[1];
         let hint_digits = digits_of_columns(&params, &h1, count, LWE_N)?;
-        let mut a2 = vec![0u32; count * LWE_N];
+        let mut a2 = Words::zeroed(count * LWE_N);
         prg::expand_rows(&seed2, rows.start, &mut a2);
         let mut a2_sums = vec![0u32; LWE_N];
         lwe::add_rows(&mut a2_sums, &a2);
@@ -179,22 +179,62 @@ impl DoublePirServer {
         let mut answers = Vec::with_capacity(queries.len());
         for (q, query) in queries.iter().enumerate() {
             let a1: Vec<u32> = (0..rows).map(|i| first[i * k1 + q]).collect();
-            let y = digits_of_columns(params, &a1, rows, 1)?;
-            let mut words = y.times_dense(&self.a2, &self.a2_sums, None);
-            let c2_here: Vec<&[u32]> = query[columns..]
-                .chunks_exact(whole_rows)
-                .map(|c2| &c2[mine.clone()])
-                .collect();
-            let y_c2 = y.times_vectors(&c2_here);
+            // Y = Decomp(a1ᵀ), one vector of ℓ digits per k (uncentered: the shift is
+            // applied once per product below, as `ZpMatrix` does).
+            let y = digit_vectors(params, &a1);
+            let y_refs: Vec<&[u32]> = y.iter().map(Vec::as_slice).collect();
+            let mut words = vec![0u32; kappa * LWE_N];
+            matvec::vectors_times_dense(&y_refs, &self.a2, LWE_N, &mut words);
+            let center = params.center();
+            for row in words.chunks_exact_mut(LWE_N) {
+                for (h, &s) in row.iter_mut().zip(&self.a2_sums) {
+                    *h = h.wrapping_sub(center.wrapping_mul(s));
+                }
+            }
             for j in 0..per_record {
                 let column = q * per_record + j;
+                let c2 = &query[columns + j * whole_rows..][..whole_rows][mine.clone()];
+                let sum = c2.iter().fold(0u32, |s, &x| s.wrapping_add(x));
+                let shift = center.wrapping_mul(sum);
                 words.extend((0..kappa * LWE_N).map(|r| second[r * k2 + column]));
-                words.extend((0..kappa).map(|k| y_c2[k * per_record + j]));
+                words.extend(y.iter().map(|digits| {
+                    let dot = digits
+                        .iter()
+                        .zip(c2)
+                        .fold(0u32, |s, (&d, &x)| s.wrapping_add(d.wrapping_mul(x)));
+                    dot.wrapping_sub(shift)
+                }));
             }
             answers.push(wire::encode_answer(Scheme::DoublePir, &words));
         }
         Ok(answers)
     }
+}
+
+/// `Decomp(xᵀ)` of the first answer `x` (`ℓ` words): `κ` vectors, vector `k` holding digit
+/// `k` of every entry (uncentered). At `p = 256` the digits are the bytes of each word.
+fn digit_vectors(params: &Params, x: &[u32]) -> Vec<Vec<u32>> {
+    let p = params.p.max(2);
+    let kappa = params.digits();
+    let mut y = vec![vec![0u32; x.len()]; kappa];
+    if p.is_power_of_two() {
+        let (bits, mask) = (p.trailing_zeros(), p - 1);
+        for (k, digits) in y.iter_mut().enumerate() {
+            let shift = bits * k as u32;
+            for (d, &v) in digits.iter_mut().zip(x) {
+                *d = v.checked_shr(shift).unwrap_or(0) & mask;
+            }
+        }
+    } else {
+        for (i, &v) in x.iter().enumerate() {
+            let mut v = v;
+            for digits in y.iter_mut() {
+                digits[i] = v % p;
+                v /= p;
+            }
+        }
+    }
+    y
 }
 
 /// `Decomp(Xᵀ)` for an `rows × width` matrix `X` over `Z_q`: a `κ·width × rows` matrix over

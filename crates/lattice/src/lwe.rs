@@ -8,11 +8,73 @@
 
 use pir_kernels::aligned::LineAligned;
 use pir_kernels::matvec::{self, PackedMatrix, Packing};
+use pir_kernels::memory::HugeBuffer;
 use rand::CryptoRng;
 
 use crate::gaussian::{uniform_secret, ErrorSampler};
 use crate::params::LWE_N;
 use crate::prg::{self, Seed};
+
+/// Words from which [`Words`] asks for huge pages (2 MiB, one huge page).
+const HUGE_WORDS: usize = 1 << 19;
+
+/// Zeroed words on whole cache lines; from [`HUGE_WORDS`] on, in an anonymous map that asks
+/// for transparent huge pages (page-aligned, so on whole lines too). A server reads its
+/// matrices end to end on every answer, and in 4 KiB pages each page costs a TLB miss (a
+/// nested page walk in a VM): one core read 1.34 GB in huge pages in 292 ms and in 4 KiB
+/// pages in 516 ms on the loaded Xeon VM of docs/benchmarks.md (issue 37).
+pub(crate) enum Words {
+    /// Small matrices: an ordinary line-aligned allocation.
+    Lines(LineAligned),
+    /// Large ones: a map of `4 len` bytes.
+    Huge(HugeBuffer, usize),
+}
+
+impl Words {
+    /// `len` zero words.
+    pub(crate) fn zeroed(len: usize) -> Words {
+        if len < HUGE_WORDS {
+            Words::Lines(LineAligned::zeroed(len))
+        } else {
+            Words::Huge(HugeBuffer::zeroed(len * 4), len)
+        }
+    }
+}
+
+impl std::ops::Deref for Words {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        match self {
+            Words::Lines(lines) => lines,
+            // A map starts a page; its fallback (a heap `Vec<u8>` of at least 2 MiB) is 16-byte
+            // aligned by the allocator: either way a whole number of aligned `u32`s.
+            Words::Huge(buffer, len) => bytemuck::cast_slice(&buffer[..len * 4]),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Words {
+    fn deref_mut(&mut self) -> &mut [u32] {
+        match self {
+            Words::Lines(lines) => lines,
+            Words::Huge(buffer, len) => bytemuck::cast_slice_mut(&mut buffer[..*len * 4]),
+        }
+    }
+}
+
+impl Clone for Words {
+    fn clone(&self) -> Words {
+        let mut copy = Words::zeroed(self.len());
+        copy.copy_from_slice(self);
+        copy
+    }
+}
+
+impl std::fmt::Debug for Words {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Words({})", self.len())
+    }
+}
 
 /// Rows per tile of [`ZpMatrix::from_tiles`].
 pub const TILE_ROWS: usize = 32;
@@ -23,7 +85,7 @@ pub const TILE_ROWS: usize = 32;
 pub struct ZpMatrix {
     /// On whole cache lines: unaligned rows cost 4 AVX2 vectors over 1 GiB 4% (172 ms, 179
     /// ms from a `Vec`).
-    words: LineAligned,
+    words: Words,
     rows: usize,
     columns: usize,
     words_per_row: usize,
@@ -43,7 +105,7 @@ impl ZpMatrix {
         pack: impl FnOnce(&mut [u32], usize),
     ) -> Self {
         let words_per_row = packing.words_per_row(columns);
-        let mut words = LineAligned::zeroed(rows * words_per_row);
+        let mut words = Words::zeroed(rows * words_per_row);
         pack(&mut words, words_per_row);
         ZpMatrix {
             words,
@@ -356,6 +418,26 @@ mod tests {
                 s.wrapping_add(centered(c).wrapping_mul(a[c * LWE_N + col]))
             });
             assert_eq!(h[r * LWE_N + col], expect);
+        }
+    }
+
+    #[test]
+    fn words_in_huge_pages_hold_what_small_ones_do() {
+        for len in [0, 17, HUGE_WORDS - 1, HUGE_WORDS, HUGE_WORDS + 5] {
+            let mut words = Words::zeroed(len);
+            assert_eq!(words.len(), len);
+            assert!(words.iter().all(|&w| w == 0));
+            assert_eq!(
+                words.as_ptr() as usize % 64,
+                0,
+                "{len} words off a cache line"
+            );
+            for (i, w) in words.iter_mut().enumerate() {
+                *w = (i as u32).wrapping_mul(0x9e37_79b9);
+            }
+            let copy = words.clone();
+            assert_eq!(&copy[..], &words[..]);
+            assert_eq!(matches!(words, Words::Huge(..)), len >= HUGE_WORDS);
         }
     }
 }

@@ -24,7 +24,9 @@
 //!   Rows whose vectors would not stay in L2 are cut into column blocks (each block's
 //!   vectors at most half this CPU's L2), every row passing one block before the next.
 //! - [`matmul_add`]: `H += M[:, c0..c0+T] A` for a block of `T` rows of a dense `A` (`n` columns):
-//!   hint computation (`D A`) and DoublePIR's answer-side products.
+//!   hint computation (`D A`).
+//! - [`vectors_times_dense`]: `H += Y A` for a few short vectors `Y` (unpacked words) and a
+//!   dense `A`: DoublePIR's answer-side `Y A2`.
 //!
 //! Each has a `_with(backend, ...)` form; the plain form uses [`Backend::current`]. The
 //! portable backend is the reference; the AVX2 and AVX-512 ones are tested against it.
@@ -721,7 +723,10 @@ mod dot;
 pub use dot::{dot_pair, dot_pair4};
 
 mod matmul;
-pub use matmul::{matmul_add, matmul_add_with};
+pub use matmul::{
+    matmul_add, matmul_add_with, vectors_times_dense, vectors_times_dense_with, DENSE_GROUP,
+    DENSE_VECTORS,
+};
 
 #[cfg(test)]
 mod tests;

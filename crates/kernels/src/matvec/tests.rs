@@ -112,6 +112,35 @@ proptest! {
 
 proptest! {
     #[test]
+    fn vectors_times_dense_matches_naive(
+        rows in 0usize..11,
+        n in 1usize..40,
+        k in 1usize..7,
+        seed in any::<u32>(),
+    ) {
+        let word = |i: usize, salt: u32| (i as u32 ^ seed ^ salt).wrapping_mul(0x9e37_79b9).rotate_left(salt);
+        let a: Vec<u32> = (0..rows * n).map(|i| word(i, 3)).collect();
+        let ys: Vec<Vec<u32>> = (0..k).map(|v| (0..rows).map(|i| word(i, 11 + v as u32)).collect()).collect();
+        let refs: Vec<&[u32]> = ys.iter().map(Vec::as_slice).collect();
+        let start: Vec<u32> = (0..k * n).map(|i| i as u32 * 7).collect();
+        let mut expect = start.clone();
+        for (v, y) in ys.iter().enumerate() {
+            for (i, &w) in y.iter().enumerate() {
+                for c in 0..n {
+                    expect[v * n + c] = expect[v * n + c].wrapping_add(w.wrapping_mul(a[i * n + c]));
+                }
+            }
+        }
+        for backend in Backend::available() {
+            let mut h = start.clone();
+            vectors_times_dense_with(backend, &refs, &a, n, &mut h);
+            prop_assert_eq!(&h, &expect, "{:?}", backend);
+        }
+    }
+}
+
+proptest! {
+    #[test]
     fn dot_pair_matches_plain_sums(row in proptest::collection::vec(any::<u32>(), 0..300), seed in any::<u32>()) {
         let a: Vec<u32> = (0..row.len() as u32).map(|i| (i ^ seed).wrapping_mul(0x9e37_79b9)).collect();
         let b: Vec<u32> = a.iter().map(|v| v.rotate_left(7)).collect();
@@ -187,5 +216,40 @@ fn big_rows(bits: u32) {
                 assert_eq!(&col, expect, "{backend:?} bits={bits} K={k_all} k={k}");
             }
         }
+    }
+}
+
+#[test]
+fn vectors_times_dense_splits_rows_over_tasks() {
+    // 1,031 rows: more than one task's 256 on a pool of several threads (in a pool of one,
+    // the single-task path), whole groups of 4 and a ragged last one; 37 columns leave a tail.
+    let (rows, n) = (1_031usize, 37usize);
+    let a: Vec<u32> = (0..rows * n)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761))
+        .collect();
+    let ys: Vec<Vec<u32>> = (0..4u32)
+        .map(|k| {
+            (0..rows as u32)
+                .map(|i| (i ^ k).wrapping_mul(0x85eb_ca6b))
+                .collect()
+        })
+        .collect();
+    let refs: Vec<&[u32]> = ys.iter().map(Vec::as_slice).collect();
+    let mut expect = vec![0u32; 4 * n];
+    for (k, y) in ys.iter().enumerate() {
+        for (i, &w) in y.iter().enumerate() {
+            for c in 0..n {
+                expect[k * n + c] = expect[k * n + c].wrapping_add(w.wrapping_mul(a[i * n + c]));
+            }
+        }
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    for backend in Backend::available() {
+        let mut h = vec![0u32; 4 * n];
+        pool.install(|| vectors_times_dense_with(backend, &refs, &a, n, &mut h));
+        assert_eq!(h, expect, "{backend:?}");
     }
 }
