@@ -88,9 +88,11 @@ fn two_shards_of_two_replicas_behind_a_front_end() {
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let front = Proc::start(&args, "https://");
-    // The privacy line, then the admin listener's.
-    let _ = front.next_line();
-    let admin_line = front.next_line();
+    // The privacy and signal lines, then the admin listener's.
+    let admin_line = (0..3)
+        .map(|_| front.next_line())
+        .find(|line| line.starts_with("admin"))
+        .expect("the admin listener's line");
     let admin = admin_line
         .split("http://")
         .nth(1)

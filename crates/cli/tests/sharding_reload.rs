@@ -1,8 +1,10 @@
-//! A sharded release upgraded in place under steady fetches: new files in the shards' and
-//! the front end's directory, SIGHUP to each shard replica, then to the front end (and to
-//! the whole mirror beside it); every `pir fetch` running meanwhile succeeds with the old or
-//! the new file, and fetches after the upgrade get the new one. Real processes over HTTPS on
-//! 127.0.0.1.
+//! Sharded databases upgraded in place under steady queries: new files in the shards' and
+//! the front end's directory, SIGHUP to each shard replica, then to the front end; every
+//! query running meanwhile succeeds with the old or the new version's answer, and queries
+//! after the upgrade get the new one; a damaged map's reload is refused and serving goes on.
+//! A release (`pir fetch`, a whole mirror beside the front end) and a SimplePIR database
+//! (`pir get`); the breach front end's upgrade is in `sharding_breach.rs`. Real processes
+//! over HTTPS on 127.0.0.1.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
@@ -12,40 +14,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use support::{ok, run, Mirror, Proc, World};
+use support::{front_args, install, ok, release_build, run, Mirror, Proc, Scratch, World};
 
 const FILE: &str = "docs/README";
 
 /// `pir release build` of the world's source into `out` as release `version`.
 fn build(world: &World, out: &str, version: &str, extra: &[&str]) {
-    let (src, key) = (world.path("src"), world.path("vendor.key"));
-    let mut args = vec![
-        "release",
-        "build",
-        &src,
-        "--key",
-        &key,
-        "--out",
-        out,
-        "--block-size",
-        "4096",
-        "--release-version",
-        version,
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    ok(&args);
-}
-
-/// Puts every file of `from` into `to`, each by a rename (a server's memory map of the file
-/// it replaces stays valid).
-fn install(from: &str, to: &str) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let staged = Path::new(to).join(format!(".new-{}", entry.file_name().to_string_lossy()));
-        std::fs::copy(entry.path(), &staged).unwrap();
-        std::fs::rename(&staged, Path::new(to).join(entry.file_name())).unwrap();
-    }
+    release_build(world.dir.path(), out, version, extra);
 }
 
 fn shard(dir: &str, k: usize, key: &str) -> Proc {
@@ -79,21 +54,12 @@ fn a_sharded_release_reloads_on_sighup_without_failed_fetches() {
         shard(&sharded, 0, &p("s0.key")),
         shard(&sharded, 1, &p("s1.key")),
     ];
-    let mut args = vec!["front", "serve", "--db", &sharded, "--map-key"];
-    let (vendor_pub, s0, s1) = (p("vendor.pub"), shards[0].url(), shards[1].url());
-    let r0 = format!("0={s0}={}", p("s0.pub"));
-    let r1 = format!("1={s1}={}", p("s1.pub"));
-    let front_key = p("front.key");
-    args.extend([
-        &vendor_pub,
-        "--shard",
-        &r0,
-        "--shard",
-        &r1,
-        "--key",
-        &front_key,
-    ]);
-    args.extend(["--listen", "127.0.0.1:0"]);
+    let vendor_pub = p("vendor.pub");
+    let replicas: Vec<_> = (shards.iter().enumerate())
+        .map(|(k, s)| (k, s.url(), p(&format!("s{k}.pub"))))
+        .collect();
+    let args = front_args(&sharded, &vendor_pub, &replicas, &p("front.key"), &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let front = Proc::start(&args, "https://");
     let mirror = Mirror::start(&whole, &p("m0.key"), &[]);
     let list = world.mirror_list(
@@ -164,4 +130,76 @@ fn a_sharded_release_reloads_on_sighup_without_failed_fetches() {
     let line = shards[1].hangup();
     assert!(line.starts_with("reload failed"), "{line}");
     assert_eq!(fetch(&p("still")), new);
+}
+
+#[test]
+fn a_sharded_lattice_database_reloads_on_sighup_without_failed_gets() {
+    let scratch = Scratch::with_keys(&["front", "s0", "s1", "map"]);
+    let p = |n: &str| scratch.path(n);
+    // 300 records of 5 bytes; version 2 has other bytes in every record.
+    let records = |salt: u8| -> Vec<u8> {
+        (0..300 * 5)
+            .map(|i: usize| (i * 37 % 251) as u8 ^ salt)
+            .collect()
+    };
+    let (old, new) = (records(0), records(0x5a));
+    let build = |out: &str, data: &[u8]| {
+        std::fs::write(p("records.bin"), data).unwrap();
+        let (records, key) = (p("records.bin"), p("map.key"));
+        let args = ["db", "build", "--records", &records, "--record-size", "5"];
+        ok(&[&args[..], &["--shards", "2", "--key", &key, "--out", out]].concat());
+    };
+    let dir = p("sharded");
+    build(&dir, &old);
+    let shards = [shard(&dir, 0, &p("s0.key")), shard(&dir, 1, &p("s1.key"))];
+    let replicas: Vec<_> = (shards.iter().enumerate())
+        .map(|(k, s)| (k, s.url(), p(&format!("s{k}.pub"))))
+        .collect();
+    let args = front_args(&dir, &p("map.pub"), &replicas, &p("front.key"), &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let front = Proc::start(&args, "https://");
+    let (server, cache) = (format!("{}={}", front.url(), p("front.pub")), p("cache"));
+    let get = move |index: usize| {
+        let out = run(&["get", &index.to_string(), "--server", &server, "--cache-dir", &cache]);
+        assert!(out.status.success(), "record {index}: {out:?}");
+        out.stdout
+    };
+    let record = |data: &[u8], index: usize| data[index * 5..(index + 1) * 5].to_vec();
+    assert_eq!(get(7), record(&old, 7));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let steady = {
+        let (stop, get, old, new) = (stop.clone(), get.clone(), old.clone(), new.clone());
+        std::thread::spawn(move || {
+            let mut got = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let index = 1 + got % 298;
+                let answer = get(index);
+                assert!(
+                    answer == record(&old, index) || answer == record(&new, index),
+                    "record {index}: neither version's bytes"
+                );
+                got += 1;
+            }
+            got
+        })
+    };
+    build(&p("sharded2"), &new);
+    install(&p("sharded2"), &dir);
+    for s in &shards {
+        let line = s.hangup();
+        assert!(line.contains("1 part(s) added, 1 retired"), "{line}");
+    }
+    let line = front.hangup();
+    assert!(line.contains("1 version(s) added, 1 retired"), "{line}");
+    assert_eq!(get(7), record(&new, 7));
+    stop.store(true, Ordering::SeqCst);
+    let got = steady.join().expect("a get failed during the upgrade");
+    assert!(got >= 1, "no get ran during the upgrade");
+
+    // A damaged map: a shard's reload fails and it serves on.
+    std::fs::write(Path::new(&dir).join("shard-map.bin"), b"damaged").unwrap();
+    let line = shards[0].hangup();
+    assert!(line.starts_with("reload failed"), "{line}");
+    assert_eq!(get(8), record(&new, 8));
 }

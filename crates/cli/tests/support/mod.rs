@@ -49,6 +49,63 @@ pub fn ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `pir release build` of the source in `dir` (its `src`, signed with its `vendor.key`) into
+/// `out` as release `version`, 4096-byte blocks, then `extra` (`--created-unix`,
+/// `--shards`...): the release every sharding test builds. Its standard output.
+pub fn release_build(dir: &Path, out: &str, version: &str, extra: &[&str]) -> String {
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let (src, key) = (path("src"), path("vendor.key"));
+    let mut args = vec![
+        "release",
+        "build",
+        &src,
+        "--key",
+        &key,
+        "--out",
+        out,
+        "--block-size",
+        "4096",
+        "--release-version",
+        version,
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    ok(&args)
+}
+
+/// Puts every file of directory `from` into directory `to`, each by a rename (a server's
+/// memory map of the file it replaces stays valid): a new database version installed under
+/// servers that reload on SIGHUP.
+pub fn install(from: &str, to: &str) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let staged = Path::new(to).join(format!(".new-{}", entry.file_name().to_string_lossy()));
+        std::fs::copy(entry.path(), &staged).unwrap();
+        std::fs::rename(&staged, Path::new(to).join(entry.file_name())).unwrap();
+    }
+}
+
+/// The command line of `pir front serve` of `dir` (map signed by `map_pub`) over `replicas`
+/// (shard, URL, key file), with `key`, on a free port, then `extra`.
+pub fn front_args(
+    dir: &str,
+    map_pub: &str,
+    replicas: &[(usize, String, String)],
+    key: &str,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut args: Vec<String> = ["front", "serve", "--db", dir, "--map-key", map_pub]
+        .map(String::from)
+        .to_vec();
+    for (k, url, public) in replicas {
+        args.push("--shard".into());
+        args.push(format!("{k}={url}={public}"));
+    }
+    args.extend(["--key", key, "--listen", "127.0.0.1:0"].map(String::from));
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
 /// A source directory with files of assorted sizes (deterministic from a seed).
 pub fn write_source(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(42);
