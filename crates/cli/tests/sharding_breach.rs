@@ -301,7 +301,11 @@ fn a_sharded_breach_database_reloads_on_sighup_without_failed_checks() {
     };
     let list2 = p("v2.txt");
     std::fs::write(&list2, corpus("b") + fresh + "\n").unwrap();
-    build(&list2, &p("sharded2"), &["--shards", "2", "--key", &p("map.key")]);
+    build(
+        &list2,
+        &p("sharded2"),
+        &["--shards", "2", "--key", &p("map.key")],
+    );
     std::fs::create_dir(p("whole2")).unwrap();
     build(&list2, &p("whole2/pw.db"), &[]);
     install(&p("sharded2"), &dir);

@@ -160,7 +160,14 @@ fn a_sharded_lattice_database_reloads_on_sighup_without_failed_gets() {
     let front = Proc::start(&args, "https://");
     let (server, cache) = (format!("{}={}", front.url(), p("front.pub")), p("cache"));
     let get = move |index: usize| {
-        let out = run(&["get", &index.to_string(), "--server", &server, "--cache-dir", &cache]);
+        let out = run(&[
+            "get",
+            &index.to_string(),
+            "--server",
+            &server,
+            "--cache-dir",
+            &cache,
+        ]);
         assert!(out.status.success(), "record {index}: {out:?}");
         out.stdout
     };

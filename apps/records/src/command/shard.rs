@@ -289,10 +289,28 @@ pub(super) async fn serve_shard(args: &ShardServeArgs) -> Result<()> {
     let (dir, scheme) = (settings.db.clone(), map.scheme);
     if crate::shards_xor::is_xor(&map) || crate::shards::is_breach(&map) {
         let part = super::shard_xor::XorPart;
-        return pir_host::serve(host, PartShard { dir, k, scheme, part }).await;
+        return pir_host::serve(
+            host,
+            PartShard {
+                dir,
+                k,
+                scheme,
+                part,
+            },
+        )
+        .await;
     }
     let part = LatticePart;
-    pir_host::serve(host, PartShard { dir, k, scheme, part }).await
+    pir_host::serve(
+        host,
+        PartShard {
+            dir,
+            k,
+            scheme,
+            part,
+        },
+    )
+    .await
 }
 
 /// The parts of a SimplePIR, DoublePIR or YPIR database: each shard's part of the hint is
@@ -383,9 +401,23 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
         return pir_host::serve(host, FrontEnd { replicas, version }).await;
     }
     if map.scheme == pir_core::SchemeId::Ypir {
-        return pir_host::serve(host, FrontEnd { replicas, version: YpirVersion }).await;
+        return pir_host::serve(
+            host,
+            FrontEnd {
+                replicas,
+                version: YpirVersion,
+            },
+        )
+        .await;
     }
-    pir_host::serve(host, FrontEnd { replicas, version: SumVersion }).await
+    pir_host::serve(
+        host,
+        FrontEnd {
+            replicas,
+            version: SumVersion,
+        },
+    )
+    .await
 }
 
 /// The versions of a SimplePIR or DoublePIR database: the hint served is the sum of the
@@ -404,8 +436,13 @@ impl Version for SumVersion {
         at: &Opening<'_, Self::Backend>,
     ) -> Result<(ReleaseInfo, Self::Backend)> {
         let downloads = replicas.fanout.hints(map)?;
-        let front = Front::new(map.clone(), replicas.keys.to_vec(), &downloads, replicas.shared())?
-            .with_hedge(replicas.hedge);
+        let front = Front::new(
+            map.clone(),
+            replicas.keys.to_vec(),
+            &downloads,
+            replicas.shared(),
+        )?
+        .with_hedge(replicas.hedge);
         Ok((lattice_info(map, at.version(0, 1)), front))
     }
 
@@ -436,9 +473,13 @@ impl Version for YpirVersion {
     ) -> Result<(ReleaseInfo, Self::Backend)> {
         let downloads = replicas.fanout.hints(map)?;
         status!("building the packing plan from the shards' offline parts");
-        let front =
-            YpirFront::new(map.clone(), replicas.keys.to_vec(), &downloads, replicas.shared())?
-                .with_hedge(replicas.hedge);
+        let front = YpirFront::new(
+            map.clone(),
+            replicas.keys.to_vec(),
+            &downloads,
+            replicas.shared(),
+        )?
+        .with_hedge(replicas.hedge);
         Ok((lattice_info(map, at.version(0, 1)), front))
     }
 
