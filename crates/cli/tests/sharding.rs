@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{fails_with, ok, run, Proc, Scratch};
+use support::{fails_with, get_record, ok, run, Proc, Scratch};
 
 /// `pir shard serve` of shard `k` of `dir` with `key` on a free port.
 fn shard(dir: &str, k: usize, key: &str) -> Proc {
@@ -104,16 +104,7 @@ fn two_shards_of_two_replicas_behind_a_front_end() {
     assert!(health.contains("covered=2/2"), "{health}");
     let server = format!("{}={}", front.url(), p("front.pub"));
     let cache = p("cache");
-    let get = |index: usize| {
-        run(&[
-            "get",
-            &index.to_string(),
-            "--server",
-            &server,
-            "--cache-dir",
-            &cache,
-        ])
-    };
+    let get = |index: usize| get_record(&server, &cache, index);
     let expect = |index: usize| data[index * 5..((index + 1) * 5).min(data.len())].to_vec();
 
     for index in [0, 999, 1000, 1337, 1999] {
@@ -267,14 +258,7 @@ fn double_pir_shards_behind_a_front_end() {
     let front = Proc::start(&args, "https://");
     let server = format!("{}={}", front.url(), p("front.pub"));
     for index in [0usize, 1234, 2999] {
-        let out = run(&[
-            "get",
-            &index.to_string(),
-            "--server",
-            &server,
-            "--cache-dir",
-            &p("cache"),
-        ]);
+        let out = get_record(&server, &p("cache"), index);
         assert!(out.status.success(), "{index}: {out:?}");
         let expect = &data[index * 4..((index + 1) * 4).min(data.len())];
         assert_eq!(out.stdout, expect, "record {index}");
@@ -328,14 +312,7 @@ fn ypir_shards_behind_a_front_end() {
     let front = Proc::start(&args, "https://");
     let server = format!("{}={}", front.url(), p("front.pub"));
     for index in [0usize, 1234, 2999] {
-        let out = run(&[
-            "get",
-            &index.to_string(),
-            "--server",
-            &server,
-            "--cache-dir",
-            &p("cache"),
-        ]);
+        let out = get_record(&server, &p("cache"), index);
         assert!(out.status.success(), "{index}: {out:?}");
         assert_eq!(out.stdout, [data[index]], "record {index}");
         let err = String::from_utf8_lossy(&out.stderr);

@@ -15,7 +15,7 @@ use std::process::{Output, Stdio};
 use pir_breach::corpus::password_sha1;
 use pir_breach::database::BreachDatabase;
 use pir_breach::range::{range_response, RangePrefix};
-use support::{front_args, install, ok, pir, run, Proc, Scratch};
+use support::{install, ok, pir, reload_sharded, run, start_front, Proc, Scratch, Steady};
 
 const HITS: [&str; 4] = ["password", "123456", "letmein", "dragon"];
 const MISSES: [&str; 2] = ["miss-6b1f0e0c8a2d", "miss-not-in-any-list"];
@@ -70,9 +70,7 @@ fn shard(dir: &str, k: usize, key: &str) -> Proc {
 
 /// `pir front serve` of `dir` as breach server 0 over `replicas` (shard, URL, key file).
 fn front(dir: &str, map_pub: &str, replicas: &[(usize, String, String)], key: &str) -> Proc {
-    let args = front_args(dir, map_pub, replicas, key, &["--server", "0"]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Proc::start(&args, "https://")
+    start_front(dir, map_pub, replicas, key, &["--server", "0"])
 }
 
 /// `pir breach serve` of `db` as server `server`.
@@ -286,17 +284,11 @@ fn a_sharded_breach_database_reloads_on_sighup_without_failed_checks() {
     assert_eq!(check(&both, fresh).status.code(), Some(0));
 
     // Version 2 adds a password; checks of version 1 run on throughout the upgrade.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let steady = {
-        let (stop, both, old) = (stop.clone(), both.clone(), old.clone());
-        std::thread::spawn(move || {
-            let mut checked = 0;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                let out = check_with(&["--servers", &both, "--db", &old], "password");
-                assert_eq!(out.status.code(), Some(5), "a check failed: {out:?}");
-                checked += 1;
-            }
-            checked
+        let (both, old) = (both.clone(), old.clone());
+        Steady::start(move |_| {
+            let out = check_with(&["--servers", &both, "--db", &old], "password");
+            assert_eq!(out.status.code(), Some(5), "a check failed: {out:?}");
         })
     };
     let list2 = p("v2.txt");
@@ -309,17 +301,10 @@ fn a_sharded_breach_database_reloads_on_sighup_without_failed_checks() {
     std::fs::create_dir(p("whole2")).unwrap();
     build(&list2, &p("whole2/pw.db"), &[]);
     install(&p("sharded2"), &dir);
-    for a in &shards {
-        let line = a.hangup();
-        assert!(line.contains("1 part(s) added, 1 retired"), "{line}");
-    }
-    let line = f0.hangup();
-    assert!(line.contains("1 database(s) added, 1 retired"), "{line}");
+    reload_sharded(&shards, &f0, "database(s)");
     install(&p("whole2"), &p(""));
     assert!(s1.hangup().starts_with("reloaded"));
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let checked = steady.join().expect("a check failed during the upgrade");
-    assert!(checked >= 1, "no check ran during the upgrade");
+    steady.stop();
     // New checks see version 2; version 1 is still answered while it is retired.
     assert_eq!(check(&both, fresh).status.code(), Some(5));
     let out = check_with(&["--servers", &both, "--db", &old], fresh);

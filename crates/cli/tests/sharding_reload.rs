@@ -11,10 +11,11 @@
 mod support;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
-use support::{front_args, install, ok, release_build, run, Mirror, Proc, Scratch, World};
+use support::{
+    get_record, install, ok, release_build, reload_sharded, run, start_front, Mirror, Proc,
+    Scratch, Steady, World,
+};
 
 const FILE: &str = "docs/README";
 
@@ -58,9 +59,7 @@ fn a_sharded_release_reloads_on_sighup_without_failed_fetches() {
     let replicas: Vec<_> = (shards.iter().enumerate())
         .map(|(k, s)| (k, s.url(), p(&format!("s{k}.pub"))))
         .collect();
-    let args = front_args(&sharded, &vendor_pub, &replicas, &p("front.key"), &[]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let front = Proc::start(&args, "https://");
+    let front = start_front(&sharded, &vendor_pub, &replicas, &p("front.key"), &[]);
     let mirror = Mirror::start(&whole, &p("m0.key"), &[]);
     let list = world.mirror_list(
         "mirrors.pir",
@@ -94,36 +93,23 @@ fn a_sharded_release_reloads_on_sighup_without_failed_fetches() {
     build(&world, &p("whole2"), "2", &[]);
 
     // Steady fetches while the release changes under them.
-    let stop = Arc::new(AtomicBool::new(false));
     let steady = {
-        let (stop, fetch, out) = (stop.clone(), fetch.clone(), p("steady"));
+        let (fetch, out) = (fetch.clone(), p("steady"));
         let (old, new) = (old.clone(), new.clone());
-        std::thread::spawn(move || {
-            let mut fetched = 0;
-            while !stop.load(Ordering::SeqCst) {
-                let got = fetch(&out);
-                assert!(got == old || got == new, "neither release's file");
-                fetched += 1;
-            }
-            fetched
+        Steady::start(move |_| {
+            let got = fetch(&out);
+            assert!(got == old || got == new, "neither release's file");
         })
     };
     install(&p("sharded2"), &sharded);
-    for s in &shards {
-        let line = s.hangup();
-        assert!(line.contains("1 part(s) added, 1 retired"), "{line}");
-    }
-    let line = front.hangup();
-    assert!(line.contains("1 release(s) added, 1 retired"), "{line}");
+    reload_sharded(&shards, &front, "release(s)");
     install(&p("whole2"), &whole);
     let line = mirror.hangup();
     assert!(line.starts_with("reloaded"), "{line}");
     let line = shards[0].hangup();
     assert!(line.contains("0 part(s) added, 1 retired"), "{line}");
     assert_eq!(fetch(&p("after")), new);
-    stop.store(true, Ordering::SeqCst);
-    let fetched = steady.join().expect("a fetch failed during the upgrade");
-    assert!(fetched >= 1, "no fetch ran during the upgrade");
+    steady.stop();
 
     // A damaged map: the reload fails, the shard serves on.
     std::fs::write(Path::new(&sharded).join("shard-map.bin"), b"damaged").unwrap();
@@ -155,54 +141,32 @@ fn a_sharded_lattice_database_reloads_on_sighup_without_failed_gets() {
     let replicas: Vec<_> = (shards.iter().enumerate())
         .map(|(k, s)| (k, s.url(), p(&format!("s{k}.pub"))))
         .collect();
-    let args = front_args(&dir, &p("map.pub"), &replicas, &p("front.key"), &[]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let front = Proc::start(&args, "https://");
+    let front = start_front(&dir, &p("map.pub"), &replicas, &p("front.key"), &[]);
     let (server, cache) = (format!("{}={}", front.url(), p("front.pub")), p("cache"));
     let get = move |index: usize| {
-        let out = run(&[
-            "get",
-            &index.to_string(),
-            "--server",
-            &server,
-            "--cache-dir",
-            &cache,
-        ]);
+        let out = get_record(&server, &cache, index);
         assert!(out.status.success(), "record {index}: {out:?}");
         out.stdout
     };
     let record = |data: &[u8], index: usize| data[index * 5..(index + 1) * 5].to_vec();
     assert_eq!(get(7), record(&old, 7));
 
-    let stop = Arc::new(AtomicBool::new(false));
     let steady = {
-        let (stop, get, old, new) = (stop.clone(), get.clone(), old.clone(), new.clone());
-        std::thread::spawn(move || {
-            let mut got = 0;
-            while !stop.load(Ordering::SeqCst) {
-                let index = 1 + got % 298;
-                let answer = get(index);
-                assert!(
-                    answer == record(&old, index) || answer == record(&new, index),
-                    "record {index}: neither version's bytes"
-                );
-                got += 1;
-            }
-            got
+        let (get, old, new) = (get.clone(), old.clone(), new.clone());
+        Steady::start(move |n| {
+            let index = 1 + n % 298;
+            let answer = get(index);
+            assert!(
+                answer == record(&old, index) || answer == record(&new, index),
+                "record {index}: neither version's bytes"
+            );
         })
     };
     build(&p("sharded2"), &new);
     install(&p("sharded2"), &dir);
-    for s in &shards {
-        let line = s.hangup();
-        assert!(line.contains("1 part(s) added, 1 retired"), "{line}");
-    }
-    let line = front.hangup();
-    assert!(line.contains("1 version(s) added, 1 retired"), "{line}");
+    reload_sharded(&shards, &front, "version(s)");
     assert_eq!(get(7), record(&new, 7));
-    stop.store(true, Ordering::SeqCst);
-    let got = steady.join().expect("a get failed during the upgrade");
-    assert!(got >= 1, "no get ran during the upgrade");
+    steady.stop();
 
     // A damaged map: a shard's reload fails and it serves on.
     std::fs::write(Path::new(&dir).join("shard-map.bin"), b"damaged").unwrap();

@@ -420,102 +420,81 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
     .await
 }
 
-/// The versions of a SimplePIR or DoublePIR database: the hint served is the sum of the
-/// shards' hints of the version's parts, fetched when the version is opened.
-struct SumVersion;
+/// A lattice front end's backend, built from the shards' hint downloads of a version's
+/// parts: SimplePIR's and DoublePIR's [`Front`] sums their hints, YPIR's [`YpirFront`]
+/// builds its packing plan from their offline parts.
+trait Combined: pir_service::Backend + Sized {
+    /// The backend of `map` over `replicas`, `downloads[k]` shard `k`'s.
+    fn build(map: &ShardMap, replicas: &Replicas<'_>, downloads: &[Vec<u8>]) -> Result<Self>;
+    /// Asks every replica whether it is up.
+    fn probe(&self);
+}
 
-impl Version for SumVersion {
-    type Backend = Front<Shared>;
-    const UNIT: &'static str = "version(s)";
-
-    fn open(
-        &self,
-        _dir: &Path,
-        map: &ShardMap,
-        replicas: &Replicas<'_>,
-        at: &Opening<'_, Self::Backend>,
-    ) -> Result<(ReleaseInfo, Self::Backend)> {
-        let downloads = replicas.fanout.hints(map)?;
-        let front = Front::new(
-            map.clone(),
-            replicas.keys.to_vec(),
-            &downloads,
-            replicas.shared(),
-        )?
-        .with_hedge(replicas.hedge);
-        Ok((lattice_info(map, at.version(0, 1)), front))
+impl Combined for Front<Shared> {
+    fn build(map: &ShardMap, replicas: &Replicas<'_>, downloads: &[Vec<u8>]) -> Result<Self> {
+        let (keys, fanout) = (replicas.keys.to_vec(), replicas.shared());
+        Ok(Front::new(map.clone(), keys, downloads, fanout)?.with_hedge(replicas.hedge))
     }
-
-    fn probe(backend: &Self::Backend) {
-        backend.probe();
-    }
-
-    fn started(&self, map: &ShardMap, addr: SocketAddr, key: &SecretKey) -> Vec<String> {
-        lattice_lines(map, addr, key)
+    fn probe(&self) {
+        Front::probe(self);
     }
 }
 
-/// The versions of a YPIR database: the packing plan is built from the shards' offline
-/// parts of the version's parts, fetched when the version is opened (a retired version's
-/// plan is held until it is dropped).
-struct YpirVersion;
-
-impl Version for YpirVersion {
-    type Backend = YpirFront<Shared>;
-    const UNIT: &'static str = "version(s)";
-
-    fn open(
-        &self,
-        _dir: &Path,
-        map: &ShardMap,
-        replicas: &Replicas<'_>,
-        at: &Opening<'_, Self::Backend>,
-    ) -> Result<(ReleaseInfo, Self::Backend)> {
-        let downloads = replicas.fanout.hints(map)?;
+impl Combined for YpirFront<Shared> {
+    fn build(map: &ShardMap, replicas: &Replicas<'_>, downloads: &[Vec<u8>]) -> Result<Self> {
         status!("building the packing plan from the shards' offline parts");
-        let front = YpirFront::new(
-            map.clone(),
-            replicas.keys.to_vec(),
-            &downloads,
-            replicas.shared(),
-        )?
-        .with_hedge(replicas.hedge);
-        Ok((lattice_info(map, at.version(0, 1)), front))
+        let (keys, fanout) = (replicas.keys.to_vec(), replicas.shared());
+        Ok(YpirFront::new(map.clone(), keys, downloads, fanout)?.with_hedge(replicas.hedge))
+    }
+    fn probe(&self) {
+        YpirFront::probe(self);
+    }
+}
+
+/// The versions of a lattice database: each opened from the shards' hint downloads of its
+/// parts, fetched by part id when it is opened (a retired version's state, a YPIR packing
+/// plan included, is held until it is dropped).
+struct LatticeVersion<B>(std::marker::PhantomData<fn() -> B>);
+
+impl<B: Combined> Version for LatticeVersion<B> {
+    type Backend = B;
+    const UNIT: &'static str = "version(s)";
+
+    fn open(
+        &self,
+        _dir: &Path,
+        map: &ShardMap,
+        replicas: &Replicas<'_>,
+        at: &Opening<'_, B>,
+    ) -> Result<(ReleaseInfo, B)> {
+        let downloads = replicas.fanout.hints(map)?;
+        let info = ReleaseInfo {
+            id: map.database_id,
+            version: at.version(0, 1),
+            expires_unix: u64::MAX,
+        };
+        Ok((info, B::build(map, replicas, &downloads)?))
     }
 
-    fn probe(backend: &Self::Backend) {
+    fn probe(backend: &B) {
         backend.probe();
     }
 
     fn started(&self, map: &ShardMap, addr: SocketAddr, key: &SecretKey) -> Vec<String> {
-        lattice_lines(map, addr, key)
+        vec![
+            format!(
+                "serving {} at https://{addr} (database version {}, {} shards, key {})",
+                map.scheme.name(),
+                hex::encode(map.database_id),
+                map.shards.len(),
+                key.public().fingerprint()
+            ),
+            format!(
+                "privacy: {}",
+                pir_service::registry::Privacy::of(map.scheme)
+            ),
+        ]
     }
-}
-
-/// A lattice database version's releases-list entry: its id, as a whole server lists it.
-fn lattice_info(map: &ShardMap, version: u64) -> ReleaseInfo {
-    ReleaseInfo {
-        id: map.database_id,
-        version,
-        expires_unix: u64::MAX,
-    }
-}
-
-/// The start-up lines of a lattice front end of `map`.
-fn lattice_lines(map: &ShardMap, addr: SocketAddr, key: &SecretKey) -> Vec<String> {
-    vec![
-        format!(
-            "serving {} at https://{addr} (database version {}, {} shards, key {})",
-            map.scheme.name(),
-            hex::encode(map.database_id),
-            map.shards.len(),
-            key.public().fingerprint()
-        ),
-        format!(
-            "privacy: {}",
-            pir_service::registry::Privacy::of(map.scheme)
-        ),
-    ]
 }
 
 /// The replicas of each of `shards` shards from `K=URL=SHARD.pub` arguments; every shard
