@@ -401,23 +401,11 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
         return pir_host::serve(host, FrontEnd { replicas, version }).await;
     }
     if map.scheme == pir_core::SchemeId::Ypir {
-        return pir_host::serve(
-            host,
-            FrontEnd {
-                replicas,
-                version: YpirVersion,
-            },
-        )
-        .await;
+        let version = LatticeVersion::<YpirFront<Shared>>(std::marker::PhantomData);
+        return pir_host::serve(host, FrontEnd { replicas, version }).await;
     }
-    pir_host::serve(
-        host,
-        FrontEnd {
-            replicas,
-            version: SumVersion,
-        },
-    )
-    .await
+    let version = LatticeVersion::<Front<Shared>>(std::marker::PhantomData);
+    pir_host::serve(host, FrontEnd { replicas, version }).await
 }
 
 /// A lattice front end's backend, built from the shards' hint downloads of a version's
