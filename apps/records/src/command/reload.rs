@@ -53,6 +53,18 @@ pub(super) struct PartShard<P> {
     pub part: P,
 }
 
+impl<P: Part> PartShard<P> {
+    /// Shard `k` of `dir`, of `scheme`, its parts opened by `part`.
+    pub fn new(dir: PathBuf, k: usize, scheme: SchemeId, part: P) -> Self {
+        Self {
+            dir,
+            k,
+            scheme,
+            part,
+        }
+    }
+}
+
 /// Reads the map in `dir` (signed by `pinned` if given) and checks that it is of `scheme`.
 fn map_of(dir: &Path, pinned: Option<&PublicKey>, scheme: SchemeId) -> Result<ShardMap> {
     let map = crate::shards::read_map(dir, pinned)?;

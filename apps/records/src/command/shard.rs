@@ -289,28 +289,9 @@ pub(super) async fn serve_shard(args: &ShardServeArgs) -> Result<()> {
     let (dir, scheme) = (settings.db.clone(), map.scheme);
     if crate::shards_xor::is_xor(&map) || crate::shards::is_breach(&map) {
         let part = super::shard_xor::XorPart;
-        return pir_host::serve(
-            host,
-            PartShard {
-                dir,
-                k,
-                scheme,
-                part,
-            },
-        )
-        .await;
+        return pir_host::serve(host, PartShard::new(dir, k, scheme, part)).await;
     }
-    let part = LatticePart;
-    pir_host::serve(
-        host,
-        PartShard {
-            dir,
-            k,
-            scheme,
-            part,
-        },
-    )
-    .await
+    pir_host::serve(host, PartShard::new(dir, k, scheme, LatticePart)).await
 }
 
 /// The parts of a SimplePIR, DoublePIR or YPIR database: each shard's part of the hint is
