@@ -258,13 +258,13 @@ impl HttpsFanout {
         })
     }
 
-    /// Shard `k`'s hint download from the first replica that gives it.
-    pub async fn hint(&self, k: usize) -> Result<Vec<u8>, String> {
+    /// Shard `k`'s hint download of its part `part_id`, from the first replica that gives it.
+    pub async fn hint(&self, k: usize, part_id: &[u8; 32]) -> Result<Vec<u8>, String> {
         let mut why = String::from("no replica given");
         for &(index, _) in &self.replicas[k] {
             match self
                 .transport
-                .hint(index, pir_service::lattice::MAX_DOWNLOAD)
+                .hint_of(index, part_id, pir_service::lattice::MAX_DOWNLOAD)
                 .await
             {
                 Ok(download) => return Ok(download),
@@ -272,6 +272,28 @@ impl HttpsFanout {
             }
         }
         Err(why)
+    }
+
+    /// Every shard's hint download of the part `map` names, waited for on this thread: call
+    /// it off the runtime's threads (a server kind's opening runs on a blocking thread).
+    pub fn hints(&self, map: &ShardMap) -> Result<Vec<Vec<u8>>, RecordsError> {
+        let mut downloads = Vec::with_capacity(map.shards.len());
+        for k in 0..map.shards.len() {
+            let part_id = map
+                .part_id(k)
+                .ok_or_else(|| RecordsError::Malformed(format!("the map has no shard {k}")))?;
+            let download = self
+                .runtime
+                .block_on(self.hint(k, &part_id))
+                .map_err(|why| {
+                    RecordsError::Input(format!(
+                        "shard {k} has no live replica serving its part of database {} ({why})",
+                        hex::encode(&map.database_id[..8])
+                    ))
+                })?;
+            downloads.push(download);
+        }
+        Ok(downloads)
     }
 }
 

@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{fails_with, ok, run, Proc, Scratch};
+use support::{fails_with, get_record, ok, run, Proc, Scratch};
 
 /// `pir shard serve` of shard `k` of `dir` with `key` on a free port.
 fn shard(dir: &str, k: usize, key: &str) -> Proc {
@@ -88,9 +88,11 @@ fn two_shards_of_two_replicas_behind_a_front_end() {
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let front = Proc::start(&args, "https://");
-    // The privacy line, then the admin listener's.
-    let _ = front.next_line();
-    let admin_line = front.next_line();
+    // The privacy and signal lines, then the admin listener's.
+    let admin_line = (0..3)
+        .map(|_| front.next_line())
+        .find(|line| line.starts_with("admin"))
+        .expect("the admin listener's line");
     let admin = admin_line
         .split("http://")
         .nth(1)
@@ -102,16 +104,7 @@ fn two_shards_of_two_replicas_behind_a_front_end() {
     assert!(health.contains("covered=2/2"), "{health}");
     let server = format!("{}={}", front.url(), p("front.pub"));
     let cache = p("cache");
-    let get = |index: usize| {
-        run(&[
-            "get",
-            &index.to_string(),
-            "--server",
-            &server,
-            "--cache-dir",
-            &cache,
-        ])
-    };
+    let get = |index: usize| get_record(&server, &cache, index);
     let expect = |index: usize| data[index * 5..((index + 1) * 5).min(data.len())].to_vec();
 
     for index in [0, 999, 1000, 1337, 1999] {
@@ -251,14 +244,7 @@ fn double_pir_shards_behind_a_front_end() {
     assert!(built.contains("served by: doublepir"), "{built}");
     let (_shards, front, server) = front_over(&dir, 3, &p);
     for index in [0usize, 1234, 2999] {
-        let out = run(&[
-            "get",
-            &index.to_string(),
-            "--server",
-            &server,
-            "--cache-dir",
-            &p("cache"),
-        ]);
+        let out = get_record(&server, &p("cache"), index);
         assert!(out.status.success(), "{index}: {out:?}");
         let expect = &data[index * 4..((index + 1) * 4).min(data.len())];
         assert_eq!(out.stdout, expect, "record {index}");
@@ -298,14 +284,7 @@ fn ypir_shards_behind_a_front_end() {
     assert!(built.contains("served by: ypir"), "{built}");
     let (_shards, front, server) = front_over(&dir, 2, &p);
     for index in [0usize, 1234, 2999] {
-        let out = run(&[
-            "get",
-            &index.to_string(),
-            "--server",
-            &server,
-            "--cache-dir",
-            &p("cache"),
-        ]);
+        let out = get_record(&server, &p("cache"), index);
         assert!(out.status.success(), "{index}: {out:?}");
         assert_eq!(out.stdout, [data[index]], "record {index}");
         let err = String::from_utf8_lossy(&out.stderr);

@@ -15,7 +15,7 @@ use std::process::{Output, Stdio};
 use pir_breach::corpus::password_sha1;
 use pir_breach::database::BreachDatabase;
 use pir_breach::range::{range_response, RangePrefix};
-use support::{ok, pir, run, Proc, Scratch};
+use support::{install, ok, pir, reload_sharded, run, start_front, Proc, Scratch, Steady};
 
 const HITS: [&str; 4] = ["password", "123456", "letmein", "dragon"];
 const MISSES: [&str; 2] = ["miss-6b1f0e0c8a2d", "miss-not-in-any-list"];
@@ -70,16 +70,7 @@ fn shard(dir: &str, k: usize, key: &str) -> Proc {
 
 /// `pir front serve` of `dir` as breach server 0 over `replicas` (shard, URL, key file).
 fn front(dir: &str, map_pub: &str, replicas: &[(usize, String, String)], key: &str) -> Proc {
-    let mut args: Vec<String> = ["front", "serve", "--db", dir, "--map-key", map_pub]
-        .map(String::from)
-        .to_vec();
-    for (k, url, public) in replicas {
-        args.push("--shard".into());
-        args.push(format!("{k}={url}={public}"));
-    }
-    args.extend(["--server", "0", "--key", key, "--listen", "127.0.0.1:0"].map(String::from));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Proc::start(&args, "https://")
+    start_front(dir, map_pub, replicas, key, &["--server", "0"])
 }
 
 /// `pir breach serve` of `db` as server `server`.
@@ -118,8 +109,14 @@ fn servers(out: &str, s0: (&Proc, &str), s1: (&Proc, &str)) -> String {
 
 /// `pir breach check --servers SERVERS` of `password` on standard input.
 fn check(servers: &str, password: &str) -> Output {
+    check_with(&["--servers", servers], password)
+}
+
+/// `pir breach check` with `args` of `password` on standard input.
+fn check_with(args: &[&str], password: &str) -> Output {
     let mut child = pir()
-        .args(["breach", "check", "--servers", servers])
+        .args(["breach", "check"])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -257,6 +254,67 @@ fn a_sharded_breach_database_answers_as_whole_servers() {
     // The front end's answer is refused (its log names shard 1), so no verdict is printed.
     assert!(stderr.contains("server 0 refused"), "{stderr}");
     assert!(out.stdout.is_empty(), "{out:?}");
+}
+
+/// The database id a breach front end's or server's first line names.
+fn served_id(process: &Proc) -> String {
+    let line = &process.first_line;
+    let id = line.split("serving database ").nth(1).unwrap_or_default();
+    id.split([' ', ',']).next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_sharded_breach_database_reloads_on_sighup_without_failed_checks() {
+    let s = Scratch::with_keys(&["map", "s1", "f0", "a0", "a1"]);
+    let p = |n: &str| s.path(n);
+    let (list, dir, db) = (p("v1.txt"), p("sharded"), p("pw.db"));
+    std::fs::write(&list, corpus("a")).unwrap();
+    build(&list, &dir, &["--shards", "2", "--key", &p("map.key")]);
+    build(&list, &db, &[]);
+    let shards = [shard(&dir, 0, &p("a0.key")), shard(&dir, 1, &p("a1.key"))];
+    let replicas: Vec<_> = (shards.iter().enumerate())
+        .map(|(k, a)| (k, a.url(), p(&format!("a{k}.pub"))))
+        .collect();
+    let f0 = front(&dir, &p("map.pub"), &replicas, &p("f0.key"));
+    let s1 = whole(&db, "1", &p("s1.key"));
+    let both = servers(&p("servers"), (&f0, &p("f0.pub")), (&s1, &p("s1.pub")));
+    let old = served_id(&f0);
+    assert_eq!(old.len(), 64, "{}", f0.first_line);
+    let fresh = "fresh-in-version-two";
+    assert_eq!(check(&both, fresh).status.code(), Some(0));
+
+    // Version 2 adds a password; checks of version 1 run on throughout the upgrade.
+    let steady = {
+        let (both, old) = (both.clone(), old.clone());
+        Steady::start(move |_| {
+            let out = check_with(&["--servers", &both, "--db", &old], "password");
+            assert_eq!(out.status.code(), Some(5), "a check failed: {out:?}");
+        })
+    };
+    let list2 = p("v2.txt");
+    std::fs::write(&list2, corpus("b") + fresh + "\n").unwrap();
+    build(
+        &list2,
+        &p("sharded2"),
+        &["--shards", "2", "--key", &p("map.key")],
+    );
+    std::fs::create_dir(p("whole2")).unwrap();
+    build(&list2, &p("whole2/pw.db"), &[]);
+    install(&p("sharded2"), &dir);
+    reload_sharded(&shards, &f0, "database(s)");
+    install(&p("whole2"), &p(""));
+    assert!(s1.hangup().starts_with("reloaded"));
+    steady.stop();
+    // New checks see version 2; version 1 is still answered while it is retired.
+    assert_eq!(check(&both, fresh).status.code(), Some(5));
+    let out = check_with(&["--servers", &both, "--db", &old], fresh);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    // A damaged map: the front end's reload fails and it serves on.
+    std::fs::write(Path::new(&dir).join("shard-map.bin"), b"damaged").unwrap();
+    let line = f0.hangup();
+    assert!(line.starts_with("reload failed"), "{line}");
+    assert_eq!(check(&both, fresh).status.code(), Some(5));
 }
 
 /// Plain HTTP GET of `path` from `addr`; the body of a 200 reply.

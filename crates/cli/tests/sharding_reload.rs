@@ -1,51 +1,27 @@
-//! A sharded release upgraded in place under steady fetches: new files in the shards' and
-//! the front end's directory, SIGHUP to each shard replica, then to the front end (and to
-//! the whole mirror beside it); every `pir fetch` running meanwhile succeeds with the old or
-//! the new file, and fetches after the upgrade get the new one. Real processes over HTTPS on
-//! 127.0.0.1.
+//! Sharded databases upgraded in place under steady queries: new files in the shards' and
+//! the front end's directory, SIGHUP to each shard replica, then to the front end; every
+//! query running meanwhile succeeds with the old or the new version's answer, and queries
+//! after the upgrade get the new one; a damaged map's reload is refused and serving goes on.
+//! A release (`pir fetch`, a whole mirror beside the front end) and a SimplePIR database
+//! (`pir get`); the breach front end's upgrade is in `sharding_breach.rs`. Real processes
+//! over HTTPS on 127.0.0.1.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
 mod support;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
-use support::{ok, run, Mirror, Proc, World};
+use support::{
+    get_record, install, ok, release_build, reload_sharded, run, start_front, Mirror, Proc,
+    Scratch, Steady, World,
+};
 
 const FILE: &str = "docs/README";
 
 /// `pir release build` of the world's source into `out` as release `version`.
 fn build(world: &World, out: &str, version: &str, extra: &[&str]) {
-    let (src, key) = (world.path("src"), world.path("vendor.key"));
-    let mut args = vec![
-        "release",
-        "build",
-        &src,
-        "--key",
-        &key,
-        "--out",
-        out,
-        "--block-size",
-        "4096",
-        "--release-version",
-        version,
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    ok(&args);
-}
-
-/// Puts every file of `from` into `to`, each by a rename (a server's memory map of the file
-/// it replaces stays valid).
-fn install(from: &str, to: &str) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let staged = Path::new(to).join(format!(".new-{}", entry.file_name().to_string_lossy()));
-        std::fs::copy(entry.path(), &staged).unwrap();
-        std::fs::rename(&staged, Path::new(to).join(entry.file_name())).unwrap();
-    }
+    release_build(world.dir.path(), out, version, extra);
 }
 
 fn shard(dir: &str, k: usize, key: &str) -> Proc {
@@ -79,22 +55,11 @@ fn a_sharded_release_reloads_on_sighup_without_failed_fetches() {
         shard(&sharded, 0, &p("s0.key")),
         shard(&sharded, 1, &p("s1.key")),
     ];
-    let mut args = vec!["front", "serve", "--db", &sharded, "--map-key"];
-    let (vendor_pub, s0, s1) = (p("vendor.pub"), shards[0].url(), shards[1].url());
-    let r0 = format!("0={s0}={}", p("s0.pub"));
-    let r1 = format!("1={s1}={}", p("s1.pub"));
-    let front_key = p("front.key");
-    args.extend([
-        &vendor_pub,
-        "--shard",
-        &r0,
-        "--shard",
-        &r1,
-        "--key",
-        &front_key,
-    ]);
-    args.extend(["--listen", "127.0.0.1:0"]);
-    let front = Proc::start(&args, "https://");
+    let vendor_pub = p("vendor.pub");
+    let replicas: Vec<_> = (shards.iter().enumerate())
+        .map(|(k, s)| (k, s.url(), p(&format!("s{k}.pub"))))
+        .collect();
+    let front = start_front(&sharded, &vendor_pub, &replicas, &p("front.key"), &[]);
     let mirror = Mirror::start(&whole, &p("m0.key"), &[]);
     let list = world.mirror_list(
         "mirrors.pir",
@@ -128,40 +93,84 @@ fn a_sharded_release_reloads_on_sighup_without_failed_fetches() {
     build(&world, &p("whole2"), "2", &[]);
 
     // Steady fetches while the release changes under them.
-    let stop = Arc::new(AtomicBool::new(false));
     let steady = {
-        let (stop, fetch, out) = (stop.clone(), fetch.clone(), p("steady"));
+        let (fetch, out) = (fetch.clone(), p("steady"));
         let (old, new) = (old.clone(), new.clone());
-        std::thread::spawn(move || {
-            let mut fetched = 0;
-            while !stop.load(Ordering::SeqCst) {
-                let got = fetch(&out);
-                assert!(got == old || got == new, "neither release's file");
-                fetched += 1;
-            }
-            fetched
+        Steady::start(move |_| {
+            let got = fetch(&out);
+            assert!(got == old || got == new, "neither release's file");
         })
     };
     install(&p("sharded2"), &sharded);
-    for s in &shards {
-        let line = s.hangup();
-        assert!(line.contains("1 part(s) added, 1 retired"), "{line}");
-    }
-    let line = front.hangup();
-    assert!(line.contains("1 release(s) added, 1 retired"), "{line}");
+    reload_sharded(&shards, &front, "release(s)");
     install(&p("whole2"), &whole);
     let line = mirror.hangup();
     assert!(line.starts_with("reloaded"), "{line}");
     let line = shards[0].hangup();
     assert!(line.contains("0 part(s) added, 1 retired"), "{line}");
     assert_eq!(fetch(&p("after")), new);
-    stop.store(true, Ordering::SeqCst);
-    let fetched = steady.join().expect("a fetch failed during the upgrade");
-    assert!(fetched >= 1, "no fetch ran during the upgrade");
+    steady.stop();
 
     // A damaged map: the reload fails, the shard serves on.
     std::fs::write(Path::new(&sharded).join("shard-map.bin"), b"damaged").unwrap();
     let line = shards[1].hangup();
     assert!(line.starts_with("reload failed"), "{line}");
     assert_eq!(fetch(&p("still")), new);
+}
+
+#[test]
+fn a_sharded_lattice_database_reloads_on_sighup_without_failed_gets() {
+    let scratch = Scratch::with_keys(&["front", "s0", "s1", "map"]);
+    let p = |n: &str| scratch.path(n);
+    // 300 records of 5 bytes; version 2 has other bytes in every record.
+    let records = |salt: u8| -> Vec<u8> {
+        (0..300 * 5)
+            .map(|i: usize| (i * 37 % 251) as u8 ^ salt)
+            .collect()
+    };
+    let (old, new) = (records(0), records(0x5a));
+    let build = |out: &str, data: &[u8]| {
+        std::fs::write(p("records.bin"), data).unwrap();
+        let (records, key) = (p("records.bin"), p("map.key"));
+        let args = ["db", "build", "--records", &records, "--record-size", "5"];
+        ok(&[&args[..], &["--shards", "2", "--key", &key, "--out", out]].concat());
+    };
+    let dir = p("sharded");
+    build(&dir, &old);
+    let shards = [shard(&dir, 0, &p("s0.key")), shard(&dir, 1, &p("s1.key"))];
+    let replicas: Vec<_> = (shards.iter().enumerate())
+        .map(|(k, s)| (k, s.url(), p(&format!("s{k}.pub"))))
+        .collect();
+    let front = start_front(&dir, &p("map.pub"), &replicas, &p("front.key"), &[]);
+    let (server, cache) = (format!("{}={}", front.url(), p("front.pub")), p("cache"));
+    let get = move |index: usize| {
+        let out = get_record(&server, &cache, index);
+        assert!(out.status.success(), "record {index}: {out:?}");
+        out.stdout
+    };
+    let record = |data: &[u8], index: usize| data[index * 5..(index + 1) * 5].to_vec();
+    assert_eq!(get(7), record(&old, 7));
+
+    let steady = {
+        let (get, old, new) = (get.clone(), old.clone(), new.clone());
+        Steady::start(move |n| {
+            let index = 1 + n % 298;
+            let answer = get(index);
+            assert!(
+                answer == record(&old, index) || answer == record(&new, index),
+                "record {index}: neither version's bytes"
+            );
+        })
+    };
+    build(&p("sharded2"), &new);
+    install(&p("sharded2"), &dir);
+    reload_sharded(&shards, &front, "version(s)");
+    assert_eq!(get(7), record(&new, 7));
+    steady.stop();
+
+    // A damaged map: a shard's reload fails and it serves on.
+    std::fs::write(Path::new(&dir).join("shard-map.bin"), b"damaged").unwrap();
+    let line = shards[0].hangup();
+    assert!(line.starts_with("reload failed"), "{line}");
+    assert_eq!(get(8), record(&new, 8));
 }

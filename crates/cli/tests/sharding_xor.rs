@@ -8,7 +8,7 @@
 
 mod support;
 
-use support::{ok, run, Mirror, Proc, World};
+use support::{ok, release_build, run, Mirror, Proc, World};
 
 /// `pir shard serve` of shard `k` of `dir` with `key` on a free port.
 fn shard(dir: &str, k: usize, key: &str) -> Proc {
@@ -32,25 +32,8 @@ fn shard(dir: &str, k: usize, key: &str) -> Proc {
 /// `pir release build` of the world's source into `out` with fixed version and creation
 /// time (so that every build signs the same manifest), and `extra` flags.
 fn build(world: &World, out: &str, created: &str, extra: &[&str]) -> String {
-    let (src, key) = (world.path("src"), world.path("vendor.key"));
-    let mut args = vec![
-        "release",
-        "build",
-        &src,
-        "--key",
-        &key,
-        "--out",
-        out,
-        "--block-size",
-        "4096",
-        "--release-version",
-        "7",
-        "--created-unix",
-        created,
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    ok(&args)
+    let extra = [&["--created-unix", created][..], extra].concat();
+    release_build(world.dir.path(), out, "7", &extra)
 }
 
 /// Builds the sharded release `sharded` and the same release whole (`whole`), checking the

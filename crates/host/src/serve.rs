@@ -192,7 +192,16 @@ impl<K: Kind + ?Sized> Change<'_, K> {
 /// SIGHUP: versions the reload no longer opens are retired (served `retire_after` more,
 /// then dropped); a reload that fails changes nothing.
 pub async fn serve<K: Kind>(host: Host, kind: K) -> Result<()> {
-    let (releases, opened) = kind.open(&host.opening(None, 0))?;
+    let (host, kind) = (Arc::new(host), Arc::new(kind));
+    // Opened on a blocking thread, as at a reload: opening reads files, computes hints and
+    // may wait on the network (a front end's shards), none of which belongs on the runtime's
+    // threads.
+    let (releases, opened) = {
+        let (host, kind) = (host.clone(), kind.clone());
+        tokio::task::spawn_blocking(move || kind.open(&host.opening(None, 0)))
+            .await
+            .context("opening the databases")??
+    };
     let set = Arc::new(ReleaseSet::new(releases, host.metrics.clone())?);
     kind.installed(&set, &opened);
     let running = host.start(set.clone(), K::WHAT).await?;
@@ -203,7 +212,7 @@ pub async fn serve<K: Kind>(host: Host, kind: K) -> Result<()> {
         key: &host.key,
     });
     announce(&running, lines);
-    let reloader = tokio::spawn(reload_on_hangup(Arc::new(host), Arc::new(kind), set));
+    let reloader = tokio::spawn(reload_on_hangup(host, kind, set));
     running.run_until_signal().await;
     reloader.abort();
     Ok(())

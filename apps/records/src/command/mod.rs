@@ -11,6 +11,7 @@ use anyhow::Result;
 mod args;
 mod build;
 mod get;
+mod reload;
 mod serve;
 mod shard;
 mod shard_breach;

@@ -1,19 +1,21 @@
 //! `pir shard serve` (one replica of one shard) and `pir front serve` (the front end every
 //! client talks to), two server kinds on `pir-host`, and `pir db build --shards`.
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use pir_host::settings::{Common, CommonArgs};
-use pir_host::{status, Host};
+use pir_host::{status, Host, Opening};
 use pir_keys::{PublicKey, SecretKey};
-use pir_service::shard::{Front, Hedge, YpirFront};
-use pir_service::SignedService;
+use pir_service::shard::{Front, Hedge, ShardMap, YpirFront};
+use pir_service::ReleaseInfo;
 use serde::{Deserialize, Serialize};
 
+use super::reload::{FrontEnd, FrontReplicas, Part, PartShard, Replicas, Shared, Version};
 use crate::shards::{self, HttpsFanout};
 use crate::DbHeader;
 
@@ -284,34 +286,34 @@ pub(super) async fn serve_shard(args: &ShardServeArgs) -> Result<()> {
     if pir_safebrowsing::shard::is_safebrowsing(&map) {
         return pir_safebrowsing::command::serve_shard(host, &settings.db, map, k).await;
     }
+    let (dir, scheme) = (settings.db.clone(), map.scheme);
     if crate::shards_xor::is_xor(&map) || crate::shards::is_breach(&map) {
-        return super::shard_xor::serve_shard(host, &settings.db, map, k).await;
+        let part = super::shard_xor::XorPart;
+        return pir_host::serve(host, PartShard::new(dir, k, scheme, part)).await;
     }
-    status!("computing shard {k}'s part of the hint");
-    let lattice = shards::open_shard(&settings.db, &map, k, &mut |_, _| {})?;
-    let service = Arc::new(
-        lattice
-            .serve(host.key_copy()?)
-            .with_metrics(host.metrics.clone()),
-    );
-    let entry = map.shards[k];
-    let unit = match map.scheme {
-        pir_core::SchemeId::DoublePir => "doublepir matrix rows",
-        pir_core::SchemeId::Ypir => "ypir matrix rows",
-        pir_core::SchemeId::YpirSp => "ypir+sp matrix rows",
-        _ => "records",
-    };
-    pir_host::serve_static(host, service, "the shard", |running, key| {
-        vec![format!(
-            "serving shard {k} ({unit} {} to {}) of database version {} at https://{} (key {})",
-            entry.first_row,
-            entry.first_row + entry.rows - 1,
-            hex::encode(map.database_id),
-            running.addr,
-            key.public().fingerprint()
-        )]
-    })
-    .await
+    pir_host::serve(host, PartShard::new(dir, k, scheme, LatticePart)).await
+}
+
+/// The parts of a SimplePIR, DoublePIR or YPIR database: each shard's part of the hint is
+/// computed when its part is opened (at start and at every reload that names a new part).
+struct LatticePart;
+
+impl Part for LatticePart {
+    type Backend = pir_service::Lattice;
+
+    fn open(&self, dir: &Path, map: &ShardMap, k: usize) -> Result<pir_service::Lattice> {
+        status!("computing shard {k}'s part of the hint");
+        Ok(shards::open_shard(dir, map, k, &mut |_, _| {})?)
+    }
+
+    fn rows(&self, map: &ShardMap) -> &'static str {
+        match map.scheme {
+            pir_core::SchemeId::DoublePir => "doublepir matrix rows",
+            pir_core::SchemeId::Ypir => "ypir matrix rows",
+            pir_core::SchemeId::YpirSp => "ypir+sp matrix rows",
+            _ => "records",
+        }
+    }
 }
 
 /// `pir front serve`.
@@ -360,87 +362,112 @@ pub(super) async fn serve_front(args: &FrontServeArgs) -> Result<()> {
         )
         .await;
     }
+    let replicas = FrontReplicas {
+        dir: settings.db.clone(),
+        pinned,
+        scheme: map.scheme,
+        keys,
+        fanout: Arc::new(fanout),
+        hedge,
+    };
     if crate::shards::is_breach(&map) {
-        let breach = super::shard_breach::BreachFrontSettings {
-            server: settings.server,
-            blinding_key: settings.blinding_key.as_deref(),
-            seed_state: settings.seed_state.as_deref(),
-        };
-        return super::shard_breach::serve_front(host, &breach, map, keys, fanout, hedge).await;
+        let version = super::shard_breach::BreachVersion::new(
+            settings.server,
+            settings.blinding_key.as_deref(),
+            settings.seed_state.as_deref(),
+        );
+        return pir_host::serve(host, FrontEnd { replicas, version }).await;
     }
     if crate::shards_xor::is_xor(&map) {
-        let xor = super::shard_xor::XorFrontSettings {
-            dir: settings.db.clone(),
-            pinned,
-            keys,
-        };
-        return super::shard_xor::serve_front(host, xor, fanout).await;
+        let version = super::shard_xor::XorVersion;
+        return pir_host::serve(host, FrontEnd { replicas, version }).await;
     }
-    let mut downloads = Vec::with_capacity(replicas.len());
-    for k in 0..replicas.len() {
-        let download = fanout
-            .hint(k)
-            .await
-            .map_err(|why| anyhow::anyhow!("shard {k} has no live replica ({why})"))?;
-        downloads.push(download);
-    }
-    let shards = replicas.len();
     if matches!(
         map.scheme,
         pir_core::SchemeId::Ypir | pir_core::SchemeId::YpirSp
     ) {
-        status!("building the packing plan from the shards' offline parts");
-        let front = YpirFront::new(map.clone(), keys, &downloads, fanout)?.with_hedge(hedge);
-        let service = Arc::new(
-            SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()),
-        );
-        super::keep_probing(&service, |service| service.backend().probe());
-        return serve_lattice_front(
-            host,
-            service,
-            &map,
-            shards,
-            replicas.iter().map(Vec::len).sum(),
-        )
-        .await;
+        let version = LatticeVersion::<YpirFront<Shared>>(std::marker::PhantomData);
+        return pir_host::serve(host, FrontEnd { replicas, version }).await;
     }
-    let front = Front::new(map.clone(), keys, &downloads, fanout)?.with_hedge(hedge);
-    let service =
-        Arc::new(SignedService::new(front, host.key_copy()?).with_metrics(host.metrics.clone()));
-    super::keep_probing(&service, |service| service.backend().probe());
-    serve_lattice_front(
-        host,
-        service,
-        &map,
-        shards,
-        replicas.iter().map(Vec::len).sum(),
-    )
-    .await
+    let version = LatticeVersion::<Front<Shared>>(std::marker::PhantomData);
+    pir_host::serve(host, FrontEnd { replicas, version }).await
 }
 
-/// Serves a lattice front end (`service`) of `map`'s `shards` shards and `count` replicas.
-async fn serve_lattice_front<B: pir_service::Backend + Send + Sync + 'static>(
-    host: Host,
-    service: Arc<SignedService<B>>,
-    map: &pir_service::shard::ShardMap,
-    shards: usize,
-    count: usize,
-) -> Result<()> {
-    let scheme = pir_lattice::Scheme::from_id(map.scheme)?;
-    pir_host::serve_static(host, service, "the front end", |running, key| {
+/// A lattice front end's backend, built from the shards' hint downloads of a version's
+/// parts: SimplePIR's and DoublePIR's [`Front`] sums their hints, YPIR's [`YpirFront`]
+/// builds its packing plan from their offline parts.
+trait Combined: pir_service::Backend + Sized {
+    /// The backend of `map` over `replicas`, `downloads[k]` shard `k`'s.
+    fn build(map: &ShardMap, replicas: &Replicas<'_>, downloads: &[Vec<u8>]) -> Result<Self>;
+    /// Asks every replica whether it is up.
+    fn probe(&self);
+}
+
+impl Combined for Front<Shared> {
+    fn build(map: &ShardMap, replicas: &Replicas<'_>, downloads: &[Vec<u8>]) -> Result<Self> {
+        let (keys, fanout) = (replicas.keys.to_vec(), replicas.shared());
+        Ok(Front::new(map.clone(), keys, downloads, fanout)?.with_hedge(replicas.hedge))
+    }
+    fn probe(&self) {
+        Front::probe(self);
+    }
+}
+
+impl Combined for YpirFront<Shared> {
+    fn build(map: &ShardMap, replicas: &Replicas<'_>, downloads: &[Vec<u8>]) -> Result<Self> {
+        status!("building the packing plan from the shards' offline parts");
+        let (keys, fanout) = (replicas.keys.to_vec(), replicas.shared());
+        Ok(YpirFront::new(map.clone(), keys, downloads, fanout)?.with_hedge(replicas.hedge))
+    }
+    fn probe(&self) {
+        YpirFront::probe(self);
+    }
+}
+
+/// The versions of a lattice database: each opened from the shards' hint downloads of its
+/// parts, fetched by part id when it is opened (a retired version's state, a YPIR packing
+/// plan included, is held until it is dropped).
+struct LatticeVersion<B>(std::marker::PhantomData<fn() -> B>);
+
+impl<B: Combined> Version for LatticeVersion<B> {
+    type Backend = B;
+    const UNIT: &'static str = "version(s)";
+
+    fn open(
+        &self,
+        _dir: &Path,
+        map: &ShardMap,
+        replicas: &Replicas<'_>,
+        at: &Opening<'_, B>,
+    ) -> Result<(ReleaseInfo, B)> {
+        let downloads = replicas.fanout.hints(map)?;
+        let info = ReleaseInfo {
+            id: map.database_id,
+            version: at.version(0, 1),
+            expires_unix: u64::MAX,
+        };
+        Ok((info, B::build(map, replicas, &downloads)?))
+    }
+
+    fn probe(backend: &B) {
+        backend.probe();
+    }
+
+    fn started(&self, map: &ShardMap, addr: SocketAddr, key: &SecretKey) -> Vec<String> {
         vec![
             format!(
-                "serving {} at https://{} (database version {}, {shards} shards, {count} \
-                 replicas, key {})",
+                "serving {} at https://{addr} (database version {}, {} shards, key {})",
                 map.scheme.name(),
-                running.addr,
                 hex::encode(map.database_id),
+                map.shards.len(),
                 key.public().fingerprint()
             ),
-            format!("privacy: {}", crate::lookup::privacy(scheme)),
+            format!(
+                "privacy: {}",
+                pir_service::registry::Privacy::of(map.scheme)
+            ),
         ]
-    })
-    .await
+    }
 }
 
 /// The replicas of each of `shards` shards from `K=URL=SHARD.pub` arguments; every shard

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::process::{Output, Stdio};
 
-use super::support::{ok, pir, write_source, Mirror, Proc, Scratch};
+use super::support::{ok, pir, release_build, write_source, Mirror, Proc, Scratch};
 use super::{free_port, open_up, select, template, values, Cluster};
 
 /// Plays the chart as release `name` of `cluster`'s image for the database directory
@@ -68,25 +68,8 @@ pub(super) fn fetch_through_a_front_end(cluster: &Cluster, scratch: &Scratch) {
         .as_secs()
         .to_string();
     let build = |out: &str, extra: &[&str]| {
-        let (src, key) = (scratch.path("src"), scratch.path("vendor.key"));
-        let mut args = vec![
-            "release",
-            "build",
-            &src,
-            "--key",
-            &key,
-            "--out",
-            out,
-            "--block-size",
-            "4096",
-            "--release-version",
-            "7",
-            "--created-unix",
-            &created,
-            "--quiet",
-        ];
-        args.extend_from_slice(extra);
-        ok(&args);
+        let extra = [&["--created-unix", created.as_str()][..], extra].concat();
+        release_build(scratch.dir.path(), out, "7", &extra);
     };
     build(&scratch.path("db/rel"), &["--shards", "2"]);
     build(&scratch.path("whole-rel"), &[]);

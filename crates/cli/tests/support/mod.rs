@@ -49,6 +49,119 @@ pub fn ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `pir release build` of the source in `dir` (its `src`, signed with its `vendor.key`) into
+/// `out` as release `version`, 4096-byte blocks, then `extra` (`--created-unix`,
+/// `--shards`...): the release every sharding test builds. Its standard output.
+pub fn release_build(dir: &Path, out: &str, version: &str, extra: &[&str]) -> String {
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let (src, key) = (path("src"), path("vendor.key"));
+    let mut args = vec![
+        "release",
+        "build",
+        &src,
+        "--key",
+        &key,
+        "--out",
+        out,
+        "--block-size",
+        "4096",
+        "--release-version",
+        version,
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    ok(&args)
+}
+
+/// Puts every file of directory `from` into directory `to`, each by a rename (a server's
+/// memory map of the file it replaces stays valid): a new database version installed under
+/// servers that reload on SIGHUP.
+pub fn install(from: &str, to: &str) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let staged = Path::new(to).join(format!(".new-{}", entry.file_name().to_string_lossy()));
+        std::fs::copy(entry.path(), &staged).unwrap();
+        std::fs::rename(&staged, Path::new(to).join(entry.file_name())).unwrap();
+    }
+}
+
+/// `pir front serve` of `dir` (map signed by `map_pub`) over `replicas` (shard, URL, key
+/// file), with `key`, on a free port, then `extra`.
+pub fn start_front(
+    dir: &str,
+    map_pub: &str,
+    replicas: &[(usize, String, String)],
+    key: &str,
+    extra: &[&str],
+) -> Proc {
+    let mut args: Vec<String> = ["front", "serve", "--db", dir, "--map-key", map_pub]
+        .map(String::from)
+        .to_vec();
+    for (k, url, public) in replicas {
+        args.push("--shard".into());
+        args.push(format!("{k}={url}={public}"));
+    }
+    args.extend(["--key", key, "--listen", "127.0.0.1:0"].map(String::from));
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Proc::start(&args, "https://")
+}
+
+/// `pir get INDEX --server SERVER --cache-dir CACHE` (`SERVER` is `URL=KEY.pub`).
+pub fn get_record(server: &str, cache: &str, index: usize) -> Output {
+    let index = index.to_string();
+    run(&["get", &index, "--server", server, "--cache-dir", cache])
+}
+
+/// The rolling upgrade of a sharded database whose new files are installed: SIGHUP to every
+/// shard replica (each adds its new part and retires the old one), then to the front end
+/// (adding one version, called `unit` in its reload line, and retiring the old one).
+pub fn reload_sharded(shards: &[Proc], front: &Proc, unit: &str) {
+    for shard in shards {
+        let line = shard.hangup();
+        assert!(line.contains("1 part(s) added, 1 retired"), "{line}");
+    }
+    let line = front.hangup();
+    assert!(
+        line.contains(&format!("1 {unit} added, 1 retired")),
+        "{line}"
+    );
+}
+
+/// Queries run over and over on a thread while a test changes the servers under them (an
+/// upgrade): each query asserts its own answer.
+pub struct Steady {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<usize>,
+}
+
+impl Steady {
+    /// Starts running `query(n)` for n = 0, 1, 2...
+    pub fn start(mut query: impl FnMut(usize) + Send + 'static) -> Steady {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut ran = 0;
+            while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                query(ran);
+                ran += 1;
+            }
+            ran
+        });
+        Steady { stop, thread }
+    }
+
+    /// Stops the queries; fails the test if one failed or none ran.
+    pub fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let ran = self
+            .thread
+            .join()
+            .expect("a query failed during the upgrade");
+        assert!(ran >= 1, "no query ran during the upgrade");
+    }
+}
+
 /// A source directory with files of assorted sizes (deterministic from a seed).
 pub fn write_source(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(42);
