@@ -11,6 +11,10 @@
 //! DIR/index.bin      the list index a proxy downloads (in the clear), whose buckets say
 //!                    where each bucket's rows lie (its id, its record count, in order)
 //! DIR/shard-K.part   shard K's rows, 32 bytes each
+//! DIR/waterfall.bin  what `--update` needs that the index does not say: prologue
+//!                    "PIRsbrWS" | format version u16 = 1 | base u32 | ratio u8
+//!                    | dead_percent u8 | next bucket id u64 (checked: with the index and
+//!                    the parts it must make the database the map names)
 //! ```
 //!
 //! Each bucket's part id for shard `k` is `pir_service::shard::checklist::bucket_part_id`: a
@@ -22,7 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, ensure, Context, Result};
-use pir_core::wire::{Reader, Writer};
+use pir_core::wire::{Prologue, Reader, Writer};
 use pir_core::SchemeId;
 use pir_keys::SecretKey;
 use pir_service::checklist::Role;
@@ -36,6 +40,13 @@ use crate::list::{ListDatabase, ListIndex, RECORD_BYTES};
 
 /// The list index's file name in a sharded database directory.
 pub const INDEX_FILE: &str = "index.bin";
+/// The waterfall state's file name in a sharded database directory.
+pub const STATE_FILE: &str = "waterfall.bin";
+/// First bytes and format version of the waterfall state.
+const STATE_PROLOGUE: Prologue = Prologue {
+    magic: b"PIRsbrWS",
+    version: 1,
+};
 /// Largest index read (a prefix and a byte per record: 64 Mi records are 320 MiB).
 const MAX_INDEX_BYTES: u64 = 400 << 20;
 
@@ -73,6 +84,73 @@ impl About {
             version,
             name,
         })
+    }
+}
+
+/// What an update needs of a database that its index does not say: the waterfall's merge
+/// policy and its next bucket id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct State {
+    /// Level-0 bucket size.
+    pub base: u32,
+    /// Buckets per level before they merge.
+    pub ratio: u8,
+    /// Share of dead records that makes a bucket merge.
+    pub dead_percent: u8,
+    /// The id the next bucket made gets.
+    pub next_id: u64,
+}
+
+impl State {
+    /// The state of a new database's policy (`Policy::with_base(base)`) at `next_id`.
+    pub fn new(base: usize, next_id: u64) -> Self {
+        let policy = pir_xor::checklist::waterfall::Policy::with_base(base);
+        Self {
+            // base <= u32::MAX: checked when a database is built or read.
+            base: policy.base.min(u32::MAX as usize) as u32,
+            ratio: policy.ratio.min(255) as u8,
+            dead_percent: policy.dead_percent.min(100) as u8,
+            next_id,
+        }
+    }
+
+    /// The state of `list`.
+    pub fn of(list: &ListDatabase) -> Self {
+        let waterfall = list.waterfall();
+        let policy = waterfall.policy();
+        // All bounded when the database was built or read (the database file holds them in
+        // these widths).
+        Self {
+            base: policy.base.min(u32::MAX as usize) as u32,
+            ratio: policy.ratio.min(255) as u8,
+            dead_percent: policy.dead_percent.min(100) as u8,
+            next_id: waterfall.next_id(),
+        }
+    }
+
+    /// The file's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(32);
+        STATE_PROLOGUE.write(&mut w);
+        w.u32(self.base);
+        w.u8(self.ratio);
+        w.u8(self.dead_percent);
+        w.u64(self.next_id);
+        w.into_bytes()
+    }
+
+    /// Reads the file's bytes (what they say is checked with the rest of the database).
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        STATE_PROLOGUE.read(&mut r)?;
+        let state = Self {
+            base: r.u32()?,
+            ratio: r.u8()?,
+            dead_percent: r.u8()?,
+            next_id: r.u64()?,
+        };
+        ensure!(r.remaining() == 0, "trailing bytes after the waterfall state");
+        Ok(state)
     }
 }
 
@@ -171,6 +249,7 @@ pub fn write(
         }
     }
     write(&dir.join(INDEX_FILE), &list.index().encode())?;
+    write(&dir.join(STATE_FILE), &State::of(list).encode())?;
     let signed = map.clone().sign(key);
     write(&dir.join(MAP_FILE), &pir_core::Codec::to_bytes(&signed))?;
     Ok(map)

@@ -1,5 +1,5 @@
 //! A sharded Safe Browsing database end to end: `pir safebrowsing build --shards 2` (and the
-//! same shard built alone with `--shard 1`), each server position played by its own front end
+//! same shards built alone, one process each, with `--shard K`), each server position played by its own front end
 //! (`pir front serve --server 0|1`) over its own two `pir shard serve` processes, and the
 //! unchanged `pir safebrowsing proxy` through the front ends: the same list update and the
 //! same verdicts (Checklist, DPF and SinglePass) as through two whole servers, as real
@@ -159,28 +159,33 @@ fn the_proxy_through_front_ends_gives_the_whole_servers_verdicts() {
     );
     assert!(built.contains("in 2 shards"), "{built}");
     assert!(built.contains("420 full hashes"), "{built}");
-    // Shard 1 built by its own process: the same part, index and map, and no part 0.
-    let own = d.join("own1");
-    build_lists(
-        d,
-        &own,
-        &[
-            "--shards",
-            "2",
-            "--shard",
-            "1",
-            "--key",
-            key.to_str().unwrap(),
-        ],
-    );
-    for file in ["shard-1.part", "index.bin", "shard-map.bin"] {
+    // Each shard built by its own process (bounded memory): the same parts, index, state
+    // and map.
+    let own = d.join("own");
+    for k in ["1", "0"] {
+        let alone = build_lists(
+            d,
+            &own,
+            &["--shards", "2", "--shard", k, "--key", key.to_str().unwrap()],
+        );
+        assert!(alone.contains("420 full hashes"), "{alone}");
+        if k == "1" {
+            assert!(!own.join("shard-0.part").exists());
+        }
+    }
+    for file in [
+        "shard-0.part",
+        "shard-1.part",
+        "index.bin",
+        "waterfall.bin",
+        "shard-map.bin",
+    ] {
         assert_eq!(
             std::fs::read(own.join(file)).unwrap(),
             std::fs::read(sharded.join(file)).unwrap(),
             "{file}"
         );
     }
-    assert!(!own.join("shard-0.part").exists());
     // --update of a sharded directory is refused, saying so.
     let refused = support::run(&[
         "safebrowsing",

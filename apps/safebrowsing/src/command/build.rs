@@ -12,6 +12,10 @@ use crate::list::{BuildReport, ListDatabase, Threat, UpdateReport};
 /// `pir safebrowsing build`.
 pub(super) fn build(args: &SbBuildArgs) -> Result<()> {
     let files = list_files(args)?;
+    if let (Some(_), Some(_), false) = (args.shards, args.shard, args.update) {
+        // One shard in bounded memory: the lists are streamed, never held whole.
+        return super::shard::build_one(args, &files, &database_name(args, &files));
+    }
     let texts = files
         .iter()
         .map(|(threat, path)| {

@@ -3,7 +3,7 @@
 //! serve` (server 0 or 1 to the unchanged proxy: the list index in the clear, each bucket's
 //! Checklist info, and every answer the XOR of the shards' checked parts).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,15 +16,15 @@ use pir_service::shard::{Fanout, Hedge, ShardMap, XorFront};
 use pir_service::{ReleaseSet, ServedRelease, SignedService};
 
 use super::{SbBuildArgs, PRIVACY};
-use crate::list::ListDatabase;
+use crate::list::{ListDatabase, Threat};
 use crate::shard::{self, About};
 
 /// How often a front end asks every shard replica for its description (`/health`'s
 /// coverage without client traffic; no pass over the records).
 const PROBE_EVERY: Duration = Duration::from_secs(2);
 
-/// `pir safebrowsing build --shards S [--shard K] --key MAP.key --out DIR` of `db`.
-pub(super) fn build(args: &SbBuildArgs, db: &ListDatabase) -> Result<()> {
+/// `--shards S`, `--shard K` and `--key MAP.key` of `args`: the options and the map's key.
+fn shard_options(args: &SbBuildArgs) -> Result<(ShardOptions, SecretKey)> {
     let Some(shards) = args.shards else {
         bail!("--shard and --key go with --shards S");
     };
@@ -36,13 +36,76 @@ pub(super) fn build(args: &SbBuildArgs, db: &ListDatabase) -> Result<()> {
         shards: usize::from(shards),
         only: args.shard,
     };
+    Ok((options, key))
+}
+
+/// `pir safebrowsing build --shards S --shard K --key MAP.key --out DIR` of the lists
+/// `files`: shard K alone, in bounded memory (`crate::shard_build`).
+pub(super) fn build_one(args: &SbBuildArgs, files: &[(Threat, PathBuf)], name: &str) -> Result<()> {
+    let (options, key) = shard_options(args)?;
+    let built = crate::shard_build::build_part(
+        &args.out,
+        name,
+        files,
+        args.bucket_base,
+        options,
+        &key,
+        crate::shard_build::DEFAULT_WINDOW_ENTRIES,
+    )?;
+    let lists: Vec<String> = built
+        .reports
+        .iter()
+        .zip(&built.counts)
+        .map(|((threat, report), (_, n))| {
+            format!(
+                "{threat} {n} from {} entries ({} duplicates)",
+                report.entries, report.duplicates
+            )
+        })
+        .collect();
+    println!(
+        "database {} (list {name:?}, version 0): {} full hashes ({}) in 1 bucket (DPF below \
+         {}); id {}; built in {} window(s) of at most {} entries",
+        args.out.display(),
+        built.map.rows,
+        lists.join("; "),
+        built.base.saturating_mul(4),
+        hex::encode(&built.map.database_id[..8]),
+        built.windows,
+        built.peak_window_entries
+    );
+    for ((threat, report), (_, path)) in built.reports.iter().zip(files) {
+        if report.skipped_count > 0 {
+            println!(
+                "skipped {} lines of the {threat} list {} that are not URLs or hosts:",
+                report.skipped_count,
+                path.display()
+            );
+            for (line, why) in &report.skipped {
+                println!("  line {line}: {why}");
+            }
+        }
+    }
+    print_map(args, &built.map, name, 0, &key);
+    Ok(())
+}
+
+/// `pir safebrowsing build --shards S [--shard K] --key MAP.key --out DIR` of `db`.
+pub(super) fn build(args: &SbBuildArgs, db: &ListDatabase) -> Result<()> {
+    let (options, key) = shard_options(args)?;
     let map = shard::write(&args.out, db, options, &key)?;
+    print_map(args, &map, db.name(), db.version(), &key);
+    Ok(())
+}
+
+/// What a sharded build prints of the map it wrote.
+fn print_map(args: &SbBuildArgs, map: &ShardMap, name: &str, version: u64, key: &SecretKey) {
     println!(
         "sharded database {} (list {:?}, version {}): {} records of every bucket in {} shards \
          (database {})",
         args.out.display(),
-        db.name(),
-        db.version(),
+        name,
+        version,
         map.rows,
         map.shards.len(),
         hex::encode(&map.database_id[..8])
@@ -65,7 +128,6 @@ pub(super) fn build(args: &SbBuildArgs, db: &ListDatabase) -> Result<()> {
         "shard map signed by {} (pin it with `pir front serve --map-key`)",
         key.public().fingerprint()
     );
-    Ok(())
 }
 
 /// Serves shard `k` of the Safe Browsing database in `dir` (`map` read from it).
