@@ -28,10 +28,10 @@ use std::sync::Arc;
 use anyhow::{bail, ensure, Context, Result};
 use pir_core::wire::{Prologue, Reader, Writer};
 use pir_core::SchemeId;
-use pir_keys::SecretKey;
+use pir_keys::{PublicKey, SecretKey};
 use pir_service::checklist::Role;
 use pir_service::shard::checklist::{bucket_part_id, ChecklistFront, ChecklistShard};
-use pir_service::shard::map::{part_path, ShardOptions, MAP_FILE};
+use pir_service::shard::map::{part_path, ShardOptions, SignedShardMap, MAP_FILE};
 use pir_service::shard::{Fanout, ShardEntry, ShardMap, XorFront};
 use pir_service::ReleaseInfo;
 use pir_xor::checklist::Params;
@@ -149,7 +149,10 @@ impl State {
             dead_percent: r.u8()?,
             next_id: r.u64()?,
         };
-        ensure!(r.remaining() == 0, "trailing bytes after the waterfall state");
+        ensure!(
+            r.remaining() == 0,
+            "trailing bytes after the waterfall state"
+        );
         Ok(state)
     }
 }
@@ -228,8 +231,6 @@ pub fn write(
     options: ShardOptions,
     key: &SecretKey,
 ) -> Result<ShardMap> {
-    let rows: u64 = list.buckets().iter().map(|b| b.len() as u64).sum();
-    let ranges = pir_service::shard::split::split_rows(rows, options.shards, 1)?;
     if let Some(k) = options.only {
         ensure!(
             k < options.shards,
@@ -237,22 +238,137 @@ pub fn write(
             options.shards - 1
         );
     }
+    let (map, _) = write_parts(dir, list, options.shards, key, |k, _| {
+        options.only.is_none_or(|only| only == k)
+    })?;
+    Ok(map)
+}
+
+/// Writes `list`, the next version of the sharded database of `old` in `dir`, over it: the
+/// parts that differ from `old`'s (the others are already in `dir`, checked when `old` was
+/// read), then the index, the state and the map signed by `key`, last. The map and the
+/// shards rewritten.
+pub fn write_update(
+    dir: &Path,
+    list: &ListDatabase,
+    old: &ShardMap,
+    key: &SecretKey,
+) -> Result<(ShardMap, Vec<usize>)> {
+    write_parts(dir, list, old.shards.len(), key, |k, entry| {
+        old.shards.get(k) != Some(entry)
+    })
+}
+
+/// Writes the parts of `list` in `shards` shards that `wanted` picks, then the index, the
+/// state and the signed map; the map and the parts written.
+fn write_parts(
+    dir: &Path,
+    list: &ListDatabase,
+    shards: usize,
+    key: &SecretKey,
+    wanted: impl Fn(usize, &ShardEntry) -> bool,
+) -> Result<(ShardMap, Vec<usize>)> {
+    let rows: u64 = list.buckets().iter().map(|b| b.len() as u64).sum();
+    let ranges = pir_service::shard::split::split_rows(rows, shards, 1)?;
     let (map, parts) = split(list, &ranges)?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let write = |path: &Path, bytes: &[u8]| {
         pir_fs::write_atomic_bytes(path, bytes)
             .with_context(|| format!("writing {}", path.display()))
     };
-    for (k, part) in parts.iter().enumerate() {
-        if options.only.is_none_or(|only| only == k) {
+    let mut written = Vec::new();
+    for ((k, part), entry) in parts.iter().enumerate().zip(&map.shards) {
+        if wanted(k, entry) {
             write(&part_path(dir, k), part)?;
+            written.push(k);
         }
     }
     write(&dir.join(INDEX_FILE), &list.index().encode())?;
     write(&dir.join(STATE_FILE), &State::of(list).encode())?;
     let signed = map.clone().sign(key);
     write(&dir.join(MAP_FILE), &pir_core::Codec::to_bytes(&signed))?;
-    Ok(map)
+    Ok((map, written))
+}
+
+/// Reads and checks the signed map in `dir` (signed by `expected` when given).
+pub fn read_map(dir: &Path, expected: Option<&PublicKey>) -> Result<ShardMap> {
+    Ok(read_signed_map(dir, expected)?.0)
+}
+
+/// [`read_map`], and who signed the map.
+pub fn read_signed_map(dir: &Path, expected: Option<&PublicKey>) -> Result<(ShardMap, PublicKey)> {
+    let path = dir.join(MAP_FILE);
+    let size = std::fs::metadata(&path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    // A map holds at most MAX_SHARDS entries and MAX_ABOUT bytes of about.
+    ensure!(
+        size <= 1 << 20,
+        "{}: too large for a shard map",
+        path.display()
+    );
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let signed = <SignedShardMap as pir_core::Codec>::from_bytes(&bytes, &())
+        .with_context(|| format!("{}", path.display()))?;
+    let map = signed
+        .verify(expected)
+        .with_context(|| format!("{}", path.display()))?;
+    ensure!(
+        is_safebrowsing(map),
+        "{}: not the map of a Safe Browsing database",
+        path.display()
+    );
+    Ok((map.clone(), signed.signer))
+}
+
+/// The whole database the sharded directory `dir` holds (`map` read from it): its index,
+/// every part (each checked against the map) and its waterfall state, put back together
+/// and checked to be the database the map names. Holds the whole database, as an update of
+/// a database file does.
+pub fn read_database(dir: &Path, map: &ShardMap) -> Result<ListDatabase> {
+    let (index, _) = read_index(dir, map)?;
+    let path = dir.join(STATE_FILE);
+    let state = std::fs::read(&path)
+        .map_err(anyhow::Error::from)
+        .and_then(|bytes| State::decode(&bytes))
+        .with_context(|| {
+            format!(
+                "{}: a sharded database built by an older pir cannot be updated; build it \
+                 again with --shards",
+                path.display()
+            )
+        })?;
+    let total = map.rows.checked_mul(RECORD_BYTES as u64);
+    ensure!(
+        total.is_some_and(|t| t <= (crate::list::MAX_ENTRIES * RECORD_BYTES) as u64),
+        "the shard map's rows are too many for a list"
+    );
+    let mut records = Vec::with_capacity(total.unwrap_or(0) as usize);
+    for (k, entry) in map.shards.iter().enumerate() {
+        let path = part_path(dir, k);
+        let size = std::fs::metadata(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .len();
+        ensure!(
+            Some(size) == entry.rows.checked_mul(RECORD_BYTES as u64),
+            "{} is not shard {k}'s part (wrong size)",
+            path.display()
+        );
+        let part = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        ensure!(
+            pir_keys::sha256(&part) == entry.part_hash,
+            "{} is not shard {k}'s part of this database (its hash differs from the map's)",
+            path.display()
+        );
+        records.extend_from_slice(&part);
+    }
+    let about = About::decode(&map.about)?;
+    Ok(ListDatabase::assemble(
+        &index,
+        &about.name,
+        &records,
+        &state,
+    )?)
 }
 
 /// The index of the database `map` describes, from its bytes: its hash must be the map's,
@@ -370,3 +486,7 @@ fn release(id: [u8; 32], version: u64) -> ReleaseInfo {
         expires_unix: u64::MAX,
     }
 }
+
+#[cfg(test)]
+#[path = "shard_tests.rs"]
+mod tests;

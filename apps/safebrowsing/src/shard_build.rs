@@ -497,7 +497,12 @@ fn finish(
     w.bytes(&database_id);
     w.u64(0);
     // dpf_below = base x ratio, at most u32::MAX (`ListDatabase::dpf_below`).
-    w.u32(layout.base.saturating_mul(usize::from(RATIO)).min(u32::MAX as usize) as u32);
+    w.u32(
+        layout
+            .base
+            .saturating_mul(usize::from(RATIO))
+            .min(u32::MAX as usize) as u32,
+    );
     w.u8(layout.sources.bits());
     w.u16(1);
     w.u64(0);
