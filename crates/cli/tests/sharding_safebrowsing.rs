@@ -170,7 +170,14 @@ fn the_proxy_through_front_ends_gives_the_whole_servers_verdicts() {
         let alone = build_lists(
             d,
             &own,
-            &["--shards", "2", "--shard", k, "--key", key.to_str().unwrap()],
+            &[
+                "--shards",
+                "2",
+                "--shard",
+                k,
+                "--key",
+                key.to_str().unwrap(),
+            ],
         );
         assert!(alone.contains("420 full hashes"), "{alone}");
         if k == "1" {
@@ -297,7 +304,10 @@ fn the_proxy_through_front_ends_gives_the_whole_servers_verdicts() {
     }
     // Past the shards' retirement: the old parts are gone.
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let (newmal, gone) = (listed("http://newmal.example/"), listed("http://mal105.example/"));
+    let (newmal, gone) = (
+        listed("http://newmal.example/"),
+        listed("http://mal105.example/"),
+    );
     let prefixes: Vec<&[u8]> = vec![&newmal[..4], &gone[..4], &phishing[..4], &malware[..4]];
     for scheme in ["checklist", "dpf"] {
         let through_fronts = proxy_with(&front_servers, &["--scheme", scheme]);

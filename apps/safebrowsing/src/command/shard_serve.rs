@@ -287,11 +287,14 @@ struct FrontOpened<F> {
     index: Bytes,
     xor: Arc<XorFront<Shared<F>>>,
     /// The buckets served already, and what they answer over once installed.
-    kept: Vec<(
-        Arc<SignedService<FrontBucket<F>>>,
-        Arc<ChecklistFront<Shared<F>>>,
-    )>,
+    kept: Vec<Kept<F>>,
 }
+
+/// A bucket served already, and the front it answers over once the new version is installed.
+type Kept<F> = (
+    Arc<SignedService<FrontBucket<F>>>,
+    Arc<ChecklistFront<Shared<F>>>,
+);
 
 impl<F: Fanout> pir_host::Kind for SbFront<F> {
     type Backend = FrontBucket<F>;
