@@ -32,6 +32,7 @@ pub mod local;
 pub mod proto;
 pub mod proxy;
 pub mod shard;
+pub mod shard_build;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod url;

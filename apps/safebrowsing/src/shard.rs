@@ -11,6 +11,10 @@
 //! DIR/index.bin      the list index a proxy downloads (in the clear), whose buckets say
 //!                    where each bucket's rows lie (its id, its record count, in order)
 //! DIR/shard-K.part   shard K's rows, 32 bytes each
+//! DIR/waterfall.bin  what `--update` needs that the index does not say: prologue
+//!                    "PIRsbrWS" | format version u16 = 1 | base u32 | ratio u8
+//!                    | dead_percent u8 | next bucket id u64 (checked: with the index and
+//!                    the parts it must make the database the map names)
 //! ```
 //!
 //! Each bucket's part id for shard `k` is `pir_service::shard::checklist::bucket_part_id`: a
@@ -22,12 +26,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, ensure, Context, Result};
-use pir_core::wire::{Reader, Writer};
+use pir_core::wire::{Prologue, Reader, Writer};
 use pir_core::SchemeId;
-use pir_keys::SecretKey;
+use pir_keys::{PublicKey, SecretKey};
 use pir_service::checklist::Role;
 use pir_service::shard::checklist::{bucket_part_id, ChecklistFront, ChecklistShard};
-use pir_service::shard::map::{part_path, ShardOptions, MAP_FILE};
+use pir_service::shard::map::{part_path, ShardOptions, SignedShardMap, MAP_FILE};
 use pir_service::shard::{Fanout, ShardEntry, ShardMap, XorFront};
 use pir_service::ReleaseInfo;
 use pir_xor::checklist::Params;
@@ -36,6 +40,13 @@ use crate::list::{ListDatabase, ListIndex, RECORD_BYTES};
 
 /// The list index's file name in a sharded database directory.
 pub const INDEX_FILE: &str = "index.bin";
+/// The waterfall state's file name in a sharded database directory.
+pub const STATE_FILE: &str = "waterfall.bin";
+/// First bytes and format version of the waterfall state.
+const STATE_PROLOGUE: Prologue = Prologue {
+    magic: b"PIRsbrWS",
+    version: 1,
+};
 /// Largest index read (a prefix and a byte per record: 64 Mi records are 320 MiB).
 const MAX_INDEX_BYTES: u64 = 400 << 20;
 
@@ -73,6 +84,76 @@ impl About {
             version,
             name,
         })
+    }
+}
+
+/// What an update needs of a database that its index does not say: the waterfall's merge
+/// policy and its next bucket id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct State {
+    /// Level-0 bucket size.
+    pub base: u32,
+    /// Buckets per level before they merge.
+    pub ratio: u8,
+    /// Share of dead records that makes a bucket merge.
+    pub dead_percent: u8,
+    /// The id the next bucket made gets.
+    pub next_id: u64,
+}
+
+impl State {
+    /// The state of a new database's policy (`Policy::with_base(base)`) at `next_id`.
+    pub fn new(base: usize, next_id: u64) -> Self {
+        let policy = pir_xor::checklist::waterfall::Policy::with_base(base);
+        Self {
+            // base <= u32::MAX: checked when a database is built or read.
+            base: policy.base.min(u32::MAX as usize) as u32,
+            ratio: policy.ratio.min(255) as u8,
+            dead_percent: policy.dead_percent.min(100) as u8,
+            next_id,
+        }
+    }
+
+    /// The state of `list`.
+    pub fn of(list: &ListDatabase) -> Self {
+        let waterfall = list.waterfall();
+        let policy = waterfall.policy();
+        // All bounded when the database was built or read (the database file holds them in
+        // these widths).
+        Self {
+            base: policy.base.min(u32::MAX as usize) as u32,
+            ratio: policy.ratio.min(255) as u8,
+            dead_percent: policy.dead_percent.min(100) as u8,
+            next_id: waterfall.next_id(),
+        }
+    }
+
+    /// The file's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(32);
+        STATE_PROLOGUE.write(&mut w);
+        w.u32(self.base);
+        w.u8(self.ratio);
+        w.u8(self.dead_percent);
+        w.u64(self.next_id);
+        w.into_bytes()
+    }
+
+    /// Reads the file's bytes (what they say is checked with the rest of the database).
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        STATE_PROLOGUE.read(&mut r)?;
+        let state = Self {
+            base: r.u32()?,
+            ratio: r.u8()?,
+            dead_percent: r.u8()?,
+            next_id: r.u64()?,
+        };
+        ensure!(
+            r.remaining() == 0,
+            "trailing bytes after the waterfall state"
+        );
+        Ok(state)
     }
 }
 
@@ -150,8 +231,6 @@ pub fn write(
     options: ShardOptions,
     key: &SecretKey,
 ) -> Result<ShardMap> {
-    let rows: u64 = list.buckets().iter().map(|b| b.len() as u64).sum();
-    let ranges = pir_service::shard::split::split_rows(rows, options.shards, 1)?;
     if let Some(k) = options.only {
         ensure!(
             k < options.shards,
@@ -159,21 +238,137 @@ pub fn write(
             options.shards - 1
         );
     }
+    let (map, _) = write_parts(dir, list, options.shards, key, |k, _| {
+        options.only.is_none_or(|only| only == k)
+    })?;
+    Ok(map)
+}
+
+/// Writes `list`, the next version of the sharded database of `old` in `dir`, over it: the
+/// parts that differ from `old`'s (the others are already in `dir`, checked when `old` was
+/// read), then the index, the state and the map signed by `key`, last. The map and the
+/// shards rewritten.
+pub fn write_update(
+    dir: &Path,
+    list: &ListDatabase,
+    old: &ShardMap,
+    key: &SecretKey,
+) -> Result<(ShardMap, Vec<usize>)> {
+    write_parts(dir, list, old.shards.len(), key, |k, entry| {
+        old.shards.get(k) != Some(entry)
+    })
+}
+
+/// Writes the parts of `list` in `shards` shards that `wanted` picks, then the index, the
+/// state and the signed map; the map and the parts written.
+fn write_parts(
+    dir: &Path,
+    list: &ListDatabase,
+    shards: usize,
+    key: &SecretKey,
+    wanted: impl Fn(usize, &ShardEntry) -> bool,
+) -> Result<(ShardMap, Vec<usize>)> {
+    let rows: u64 = list.buckets().iter().map(|b| b.len() as u64).sum();
+    let ranges = pir_service::shard::split::split_rows(rows, shards, 1)?;
     let (map, parts) = split(list, &ranges)?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let write = |path: &Path, bytes: &[u8]| {
         pir_fs::write_atomic_bytes(path, bytes)
             .with_context(|| format!("writing {}", path.display()))
     };
-    for (k, part) in parts.iter().enumerate() {
-        if options.only.is_none_or(|only| only == k) {
+    let mut written = Vec::new();
+    for ((k, part), entry) in parts.iter().enumerate().zip(&map.shards) {
+        if wanted(k, entry) {
             write(&part_path(dir, k), part)?;
+            written.push(k);
         }
     }
     write(&dir.join(INDEX_FILE), &list.index().encode())?;
+    write(&dir.join(STATE_FILE), &State::of(list).encode())?;
     let signed = map.clone().sign(key);
     write(&dir.join(MAP_FILE), &pir_core::Codec::to_bytes(&signed))?;
-    Ok(map)
+    Ok((map, written))
+}
+
+/// Reads and checks the signed map in `dir` (signed by `expected` when given).
+pub fn read_map(dir: &Path, expected: Option<&PublicKey>) -> Result<ShardMap> {
+    Ok(read_signed_map(dir, expected)?.0)
+}
+
+/// [`read_map`], and who signed the map.
+pub fn read_signed_map(dir: &Path, expected: Option<&PublicKey>) -> Result<(ShardMap, PublicKey)> {
+    let path = dir.join(MAP_FILE);
+    let size = std::fs::metadata(&path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    // A map holds at most MAX_SHARDS entries and MAX_ABOUT bytes of about.
+    ensure!(
+        size <= 1 << 20,
+        "{}: too large for a shard map",
+        path.display()
+    );
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let signed = <SignedShardMap as pir_core::Codec>::from_bytes(&bytes, &())
+        .with_context(|| format!("{}", path.display()))?;
+    let map = signed
+        .verify(expected)
+        .with_context(|| format!("{}", path.display()))?;
+    ensure!(
+        is_safebrowsing(map),
+        "{}: not the map of a Safe Browsing database",
+        path.display()
+    );
+    Ok((map.clone(), signed.signer))
+}
+
+/// The whole database the sharded directory `dir` holds (`map` read from it): its index,
+/// every part (each checked against the map) and its waterfall state, put back together
+/// and checked to be the database the map names. Holds the whole database, as an update of
+/// a database file does.
+pub fn read_database(dir: &Path, map: &ShardMap) -> Result<ListDatabase> {
+    let (index, _) = read_index(dir, map)?;
+    let path = dir.join(STATE_FILE);
+    let state = std::fs::read(&path)
+        .map_err(anyhow::Error::from)
+        .and_then(|bytes| State::decode(&bytes))
+        .with_context(|| {
+            format!(
+                "{}: a sharded database built by an older pir cannot be updated; build it \
+                 again with --shards",
+                path.display()
+            )
+        })?;
+    let total = map.rows.checked_mul(RECORD_BYTES as u64);
+    ensure!(
+        total.is_some_and(|t| t <= (crate::list::MAX_ENTRIES * RECORD_BYTES) as u64),
+        "the shard map's rows are too many for a list"
+    );
+    let mut records = Vec::with_capacity(total.unwrap_or(0) as usize);
+    for (k, entry) in map.shards.iter().enumerate() {
+        let path = part_path(dir, k);
+        let size = std::fs::metadata(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .len();
+        ensure!(
+            Some(size) == entry.rows.checked_mul(RECORD_BYTES as u64),
+            "{} is not shard {k}'s part (wrong size)",
+            path.display()
+        );
+        let part = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        ensure!(
+            pir_keys::sha256(&part) == entry.part_hash,
+            "{} is not shard {k}'s part of this database (its hash differs from the map's)",
+            path.display()
+        );
+        records.extend_from_slice(&part);
+    }
+    let about = About::decode(&map.about)?;
+    Ok(ListDatabase::assemble(
+        &index,
+        &about.name,
+        &records,
+        &state,
+    )?)
 }
 
 /// The index of the database `map` describes, from its bytes: its hash must be the map's,
@@ -291,3 +486,7 @@ fn release(id: [u8; 32], version: u64) -> ReleaseInfo {
         expires_unix: u64::MAX,
     }
 }
+
+#[cfg(test)]
+#[path = "shard_tests.rs"]
+mod tests;

@@ -1,5 +1,5 @@
 //! A sharded Safe Browsing database end to end: `pir safebrowsing build --shards 2` (and the
-//! same shard built alone with `--shard 1`), each server position played by its own front end
+//! same shards built alone, one process each, with `--shard K`), each server position played by its own front end
 //! (`pir front serve --server 0|1`) over its own two `pir shard serve` processes, and the
 //! unchanged `pir safebrowsing proxy` through the front ends: the same list update and the
 //! same verdicts (Checklist, DPF and SinglePass) as through two whole servers, as real
@@ -62,6 +62,10 @@ fn shard(dir: &Path, db: &Path, k: usize, name: &str) -> (Process, String) {
             &key,
             "--listen",
             "127.0.0.1:0",
+            // Old parts dropped within a second of a reload: a front end that still asked
+            // for them would fail.
+            "--retire-seconds",
+            "0",
         ],
         " at ",
     );
@@ -159,29 +163,41 @@ fn the_proxy_through_front_ends_gives_the_whole_servers_verdicts() {
     );
     assert!(built.contains("in 2 shards"), "{built}");
     assert!(built.contains("420 full hashes"), "{built}");
-    // Shard 1 built by its own process: the same part, index and map, and no part 0.
-    let own = d.join("own1");
-    build_lists(
-        d,
-        &own,
-        &[
-            "--shards",
-            "2",
-            "--shard",
-            "1",
-            "--key",
-            key.to_str().unwrap(),
-        ],
-    );
-    for file in ["shard-1.part", "index.bin", "shard-map.bin"] {
+    // Each shard built by its own process (bounded memory): the same parts, index, state
+    // and map.
+    let own = d.join("own");
+    for k in ["1", "0"] {
+        let alone = build_lists(
+            d,
+            &own,
+            &[
+                "--shards",
+                "2",
+                "--shard",
+                k,
+                "--key",
+                key.to_str().unwrap(),
+            ],
+        );
+        assert!(alone.contains("420 full hashes"), "{alone}");
+        if k == "1" {
+            assert!(!own.join("shard-0.part").exists());
+        }
+    }
+    for file in [
+        "shard-0.part",
+        "shard-1.part",
+        "index.bin",
+        "waterfall.bin",
+        "shard-map.bin",
+    ] {
         assert_eq!(
             std::fs::read(own.join(file)).unwrap(),
             std::fs::read(sharded.join(file)).unwrap(),
             "{file}"
         );
     }
-    assert!(!own.join("shard-0.part").exists());
-    // --update of a sharded directory is refused, saying so.
+    // --update keeps the shard count.
     let refused = support::run(&[
         "safebrowsing",
         "build",
@@ -190,15 +206,16 @@ fn the_proxy_through_front_ends_gives_the_whole_servers_verdicts() {
         sharded.to_str().unwrap(),
         "--update",
         "--shards",
-        "2",
+        "3",
         "--key",
         key.to_str().unwrap(),
     ]);
     assert!(!refused.status.success());
-
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("holds 2 shards, not 3"), "{said}");
     let (_offline, _online, whole_servers) = deployment(d, &whole);
-    let (front0, _shards0) = front(d, &sharded, 0);
-    let (front1, _shards1) = front(d, &sharded, 1);
+    let (front0, shards0) = front(d, &sharded, 0);
+    let (front1, shards1) = front(d, &sharded, 1);
     let front_servers = d.join("fronts.txt");
     let spec = |url: &str, i: usize| format!("{url}={}", d.join(format!("f{i}.pub")).display());
     ok(&[
@@ -251,5 +268,57 @@ fn the_proxy_through_front_ends_gives_the_whole_servers_verdicts() {
             expected,
             "{scheme}"
         );
+    }
+
+    // The lists change: the sharded directory is updated in place, every shard replica
+    // reloads, then the front ends; a new proxy through them sees version 1.
+    let mut kept: String = (0..300)
+        .filter(|k| !(100..110).contains(k))
+        .map(|k| format!("mal{k}.example\n"))
+        .collect();
+    kept.push_str("newmal.example\n");
+    std::fs::write(d.join("malware.txt"), kept).unwrap();
+    let threat = |kind: &str| format!("{kind}={}", d.join(format!("{kind}.txt")).display());
+    let updated = ok(&[
+        "safebrowsing",
+        "build",
+        "--threat",
+        &threat("malware"),
+        "--out",
+        sharded.to_str().unwrap(),
+        "--update",
+        "--shards",
+        "2",
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert!(updated.contains("version 1"), "{updated}");
+    assert!(updated.contains("1 added, 10 removed"), "{updated}");
+    for shard in shards0.iter().chain(&shards1) {
+        let line = shard.hangup();
+        assert!(line.starts_with("reloaded: shard"), "{line}");
+    }
+    for front in [&front0, &front1] {
+        let line = front.hangup();
+        assert!(line.starts_with("reloaded: list version 1"), "{line}");
+    }
+    // Past the shards' retirement: the old parts are gone.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (newmal, gone) = (
+        listed("http://newmal.example/"),
+        listed("http://mal105.example/"),
+    );
+    let prefixes: Vec<&[u8]> = vec![&newmal[..4], &gone[..4], &phishing[..4], &malware[..4]];
+    for scheme in ["checklist", "dpf"] {
+        let through_fronts = proxy_with(&front_servers, &["--scheme", scheme]);
+        let mut found = verdicts(&through_fronts.url, &prefixes);
+        found.sort();
+        let mut expected = vec![
+            (proto::MALWARE_THREAT, newmal.to_vec()),
+            (proto::MALWARE_THREAT, malware.to_vec()),
+            (proto::SOCIAL_ENGINEERING, phishing.to_vec()),
+        ];
+        expected.sort();
+        assert_eq!(found, expected, "{scheme}");
     }
 }

@@ -12,6 +12,10 @@ use crate::list::{BuildReport, ListDatabase, Threat, UpdateReport};
 /// `pir safebrowsing build`.
 pub(super) fn build(args: &SbBuildArgs) -> Result<()> {
     let files = list_files(args)?;
+    if let (Some(_), Some(_), false) = (args.shards, args.shard, args.update) {
+        // One shard in bounded memory: the lists are streamed, never held whole.
+        return super::shard::build_one(args, &files, &database_name(args, &files));
+    }
     let texts = files
         .iter()
         .map(|(threat, path)| {
@@ -24,20 +28,19 @@ pub(super) fn build(args: &SbBuildArgs) -> Result<()> {
         .zip(&texts)
         .map(|((threat, _), text)| (*threat, text.as_str()))
         .collect();
-    if args.shards.is_some() && args.update {
-        bail!(
-            "--update with --shards is not supported yet: build each version whole with \
-             --shards into its own directory"
-        );
-    }
-    let (db, reports) = if args.update {
+    let (db, reports) = if args.update && args.shards.is_some() {
+        // Writes the shards that change, then the index and the map.
+        super::shard::update(args, &sources)?
+    } else if args.update {
         update(args, &sources)?
     } else {
         ListDatabase::build_lists(&database_name(args, &files), &sources, args.bucket_base)
             .context("building the database")?
     };
     if args.shards.is_some() {
-        super::shard::build(args, &db)?;
+        if !args.update {
+            super::shard::build(args, &db)?;
+        }
     } else {
         pir_fs::write_atomic_bytes(&args.out, &db.to_bytes())
             .with_context(|| format!("writing {}", args.out.display()))?;

@@ -20,6 +20,7 @@ mod firefox;
 mod proxy;
 mod serve;
 mod shard;
+mod shard_serve;
 
 pub use args::{
     SafeBrowsingCommand, SbBuildArgs, SbFirefoxArgs, SbProxyArgs, SbScheme, SbServeArgs,
@@ -29,7 +30,7 @@ pub use build::update_summary;
 pub use firefox::{firefox_prefs, write_firefox_profile};
 pub use proxy::state_dir;
 pub use serve::bucket_release;
-pub use shard::{serve_front as serve_front_end, serve_shard};
+pub use shard_serve::{serve_front as serve_front_end, serve_shard};
 
 /// What users must trust, printed by every command that talks to the servers: the
 /// registry's entries of the schemes a Safe Browsing server answers.

@@ -86,6 +86,53 @@ pub(super) fn read_sources(r: &mut Reader<'_>) -> Result<Lists, Error> {
 }
 
 impl ListDatabase {
+    /// The database `index` describes, from what the index does not hold: its `name`, every
+    /// bucket's `records` back to back in the index's order, and the waterfall's `state`.
+    /// Its digest must be the index's database id, which checks all of them (a sharded
+    /// database's parts are put back together this way for `--update`).
+    pub fn assemble(
+        index: &ListIndex,
+        name: &str,
+        records: &[u8],
+        state: &crate::shard::State,
+    ) -> Result<Self, ListError> {
+        let what = "the sharded database";
+        let rows: usize = index.buckets.iter().map(|b| b.len()).sum();
+        if records.len() != rows * RECORD_BYTES || name.len() > MAX_NAME {
+            return Err(malformed(what, "its parts do not hold the index's records"));
+        }
+        let mut w = Writer::with_capacity(DB_PROLOGUE.len() + 96 + name.len() + 33 * rows);
+        DB_PROLOGUE.write(&mut w);
+        // name <= MAX_NAME (checked above); the index's bucket count and record counts are
+        // bounded as the database file's when it is read.
+        w.u16(name.len() as u16);
+        w.bytes(name.as_bytes());
+        w.u64(index.version);
+        w.u64(state.next_id);
+        w.u32(state.base);
+        w.u8(state.ratio);
+        w.u8(state.dead_percent);
+        w.u8(index.sources.bits());
+        w.u16(index.buckets.len() as u16);
+        let mut at = 0;
+        for bucket in &index.buckets {
+            let n = bucket.len();
+            w.u64(bucket.id);
+            w.u32(n as u32);
+            w.bytes(&records[at..at + n * RECORD_BYTES]);
+            at += n * RECORD_BYTES;
+            for l in &bucket.lists {
+                w.u8(l.bits());
+            }
+        }
+        w.bytes(&index.database_id);
+        let db = Self::from_bytes(&w.into_bytes(), &()).map_err(|e| malformed(what, e))?;
+        if db.index() != *index {
+            return Err(malformed(what, "its index is not the one its parts make"));
+        }
+        Ok(db)
+    }
+
     /// Everything the digest covers.
     pub(super) fn content(&self) -> Vec<u8> {
         let w8 = &self.waterfall;

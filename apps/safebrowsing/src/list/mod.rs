@@ -523,6 +523,11 @@ impl ListDatabase {
             .collect()
     }
 
+    /// The waterfall the buckets are kept in (its policy and next bucket id).
+    pub fn waterfall(&self) -> &Waterfall {
+        &self.waterfall
+    }
+
     /// The database id (of this version).
     pub fn id(&self) -> [u8; 32] {
         self.id

@@ -19,6 +19,8 @@ pub struct Process {
     pub child: Child,
     pub url: String,
     pub lines: Vec<String>,
+    /// The lines it prints after `lines`, read on a thread of their own.
+    rest: std::sync::mpsc::Receiver<String>,
 }
 
 impl Process {
@@ -65,8 +67,37 @@ impl Process {
             }
         };
         // Keep draining stdout so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in reader.by_ref() {});
-        Self { child, url, lines }
+        let (send, rest) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in reader.by_ref().map_while(Result::ok) {
+                let _ = send.send(line);
+            }
+        });
+        Self {
+            child,
+            url,
+            lines,
+            rest,
+        }
+    }
+
+    /// Sends SIGHUP (reload) and waits (at most a minute) for the line reporting the reload.
+    #[allow(dead_code)]
+    pub fn hangup(&self) -> String {
+        let sent = std::process::Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -HUP failed");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.rest.recv_timeout(left) {
+                Ok(line) if line.starts_with("reload") => return line,
+                Ok(_) => continue,
+                Err(e) => panic!("no reload report within a minute: {e}"),
+            }
+        }
     }
 }
 
