@@ -19,7 +19,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
-use pir_oram::{Client, Extent, Geometry, Op, Oram, OramError, Request, SlotStore};
+use pir_oram::{reuse_buffer, Client, Extent, Geometry, Op, Oram, OramError, Request, SlotStore};
 use rand::{Rng, RngCore};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -40,6 +40,18 @@ impl SlotStore for SlotFile {
     fn read(&mut self, extents: &[Extent], out: &mut Vec<u8>) -> Result<(), OramError> {
         let start = Instant::now();
         let result = self.read_all(extents, out);
+        let spent = start.elapsed().as_secs_f64();
+        if extents.iter().all(|e| e.slots == 1) {
+            self.batch_read_s += spent;
+        } else {
+            self.shuffle_read_s += spent;
+        }
+        result
+    }
+
+    fn read_reusing(&mut self, extents: &[Extent], out: &mut Vec<u8>) -> Result<usize, OramError> {
+        let start = Instant::now();
+        let result = self.read_into(extents, out);
         let spent = start.elapsed().as_secs_f64();
         if extents.iter().all(|e| e.slots == 1) {
             self.batch_read_s += spent;
@@ -74,6 +86,23 @@ impl SlotFile {
                 .map_err(|err| OramError::Store(err.to_string()))?;
         }
         Ok(())
+    }
+}
+
+impl SlotFile {
+    /// [`SlotStore::read_reusing`]: overwrites the front of `out` (zeroing only growth).
+    fn read_into(&mut self, extents: &[Extent], out: &mut Vec<u8>) -> Result<usize, OramError> {
+        let slots: u64 = extents.iter().map(|e| u64::from(e.slots)).sum();
+        let buffer = reuse_buffer(out, (slots * self.slot) as usize);
+        let mut at = 0;
+        for e in extents {
+            let len = (u64::from(e.slots) * self.slot) as usize;
+            self.file
+                .read_exact_at(&mut buffer[at..at + len], e.first_slot * self.slot)
+                .map_err(|err| OramError::Store(err.to_string()))?;
+            at += len;
+        }
+        Ok(at)
     }
 }
 
