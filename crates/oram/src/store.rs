@@ -189,6 +189,15 @@ mod tests {
         assert_eq!(log.len(), 6);
         assert_eq!(log[..2], log[2..4]);
         assert_eq!(log[..2], log[4..]);
-        assert!(store.read_reusing(&[Extent { store: 2, first_slot: 0, slots: 1 }], &mut short).is_err());
+        assert!(store
+            .read_reusing(
+                &[Extent {
+                    store: 2,
+                    first_slot: 0,
+                    slots: 1
+                }],
+                &mut short
+            )
+            .is_err());
     }
 }
