@@ -352,6 +352,14 @@ impl<S: SlotStore> SlotStore for Counted<S> {
         self.inner.read(extents, out)
     }
 
+    fn read_reusing(&mut self, extents: &[Extent], out: &mut Vec<u8>) -> Result<usize, OramError> {
+        self.wait();
+        for e in extents {
+            self.note(e, false);
+        }
+        self.inner.read_reusing(extents, out)
+    }
+
     fn write(&mut self, extent: Extent, bytes: &[u8]) -> Result<(), OramError> {
         self.wait();
         self.note(&extent, true);

@@ -94,6 +94,20 @@ impl SlotStore for FileStores {
         Ok(())
     }
 
+    fn read_reusing(&mut self, extents: &[Extent], out: &mut Vec<u8>) -> Result<usize, OramError> {
+        let total: u64 = extents.iter().map(|e| u64::from(e.slots)).sum::<u64>() * self.slot_bytes;
+        let buffer = pir_oram::reuse_buffer(out, total as usize);
+        let mut at = 0;
+        for e in extents {
+            let (file, dir) = self.file(e.store)?;
+            let len = (u64::from(e.slots) * self.slot_bytes) as usize;
+            file.read_exact_at(&mut buffer[at..at + len], e.first_slot * self.slot_bytes)
+                .map_err(|err| io(dir, err))?;
+            at += len;
+        }
+        Ok(at)
+    }
+
     fn write(&mut self, extent: Extent, bytes: &[u8]) -> Result<(), OramError> {
         let (file, dir) = self.file(extent.store)?;
         if bytes.len() as u64 != u64::from(extent.slots) * self.slot_bytes {

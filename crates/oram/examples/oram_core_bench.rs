@@ -3,7 +3,11 @@
 //! 4 KiB reads and writes, half each, 32 in flight) driven through [`Client`] on one slot file
 //! with one `pread`/`pwrite` per extent, as a directory store does. Prints one JSON row per
 //! round with what the store moved per operation and how full the batches were, so two
-//! schedules can be compared on the work they do, not only on the time it took.
+//! schedules can be compared on the work they do, not only on the time it took; and where the
+//! wall time per operation went (`wall_us_per_op`): in the store's batch reads (one-slot
+//! extents), its shuffle reads, its writes, and the rest (`core`: sealing, opening,
+//! scheduling). With one thread and 32 requests in flight every request of a step waits for
+//! the whole step, so these shares are where requests wait.
 //!
 //! Uses only the `Client` and `Oram` calls every schedule has, so the same file builds against
 //! older commits of the crate.
@@ -15,19 +19,65 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
-use pir_oram::{Client, Extent, Geometry, Op, Oram, OramError, Request, SlotStore};
+use pir_oram::{reuse_buffer, Client, Extent, Geometry, Op, Oram, OramError, Request, SlotStore};
 use rand::{Rng, RngCore};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
-/// One sparse file of sealed slots.
+/// One sparse file of sealed slots, with the wall time spent in its calls: where a step's
+/// time goes (the store's copies against the core's own work), for any schedule.
 struct SlotFile {
     file: File,
     slot: u64,
+    /// Seconds in reads of one-slot extents only (a batch's reads), in other reads (shuffle
+    /// pieces), and in writes.
+    batch_read_s: f64,
+    shuffle_read_s: f64,
+    write_s: f64,
 }
 
 impl SlotStore for SlotFile {
     fn read(&mut self, extents: &[Extent], out: &mut Vec<u8>) -> Result<(), OramError> {
+        let start = Instant::now();
+        let result = self.read_all(extents, out);
+        let spent = start.elapsed().as_secs_f64();
+        if extents.iter().all(|e| e.slots == 1) {
+            self.batch_read_s += spent;
+        } else {
+            self.shuffle_read_s += spent;
+        }
+        result
+    }
+
+    fn read_reusing(&mut self, extents: &[Extent], out: &mut Vec<u8>) -> Result<usize, OramError> {
+        let start = Instant::now();
+        let result = self.read_into(extents, out);
+        let spent = start.elapsed().as_secs_f64();
+        if extents.iter().all(|e| e.slots == 1) {
+            self.batch_read_s += spent;
+        } else {
+            self.shuffle_read_s += spent;
+        }
+        result
+    }
+
+    fn write(&mut self, extent: Extent, bytes: &[u8]) -> Result<(), OramError> {
+        let start = Instant::now();
+        let result = self
+            .file
+            .write_all_at(bytes, extent.first_slot * self.slot)
+            .map_err(|err| OramError::Store(err.to_string()));
+        self.write_s += start.elapsed().as_secs_f64();
+        result
+    }
+
+    fn sync(&mut self) -> Result<(), OramError> {
+        Ok(())
+    }
+}
+
+impl SlotFile {
+    fn read_all(&mut self, extents: &[Extent], out: &mut Vec<u8>) -> Result<(), OramError> {
         for e in extents {
             let start = out.len();
             out.resize(start + (u64::from(e.slots) * self.slot) as usize, 0);
@@ -37,15 +87,22 @@ impl SlotStore for SlotFile {
         }
         Ok(())
     }
+}
 
-    fn write(&mut self, extent: Extent, bytes: &[u8]) -> Result<(), OramError> {
-        self.file
-            .write_all_at(bytes, extent.first_slot * self.slot)
-            .map_err(|err| OramError::Store(err.to_string()))
-    }
-
-    fn sync(&mut self) -> Result<(), OramError> {
-        Ok(())
+impl SlotFile {
+    /// [`SlotStore::read_reusing`]: overwrites the front of `out` (zeroing only growth).
+    fn read_into(&mut self, extents: &[Extent], out: &mut Vec<u8>) -> Result<usize, OramError> {
+        let slots: u64 = extents.iter().map(|e| u64::from(e.slots)).sum();
+        let buffer = reuse_buffer(out, (slots * self.slot) as usize);
+        let mut at = 0;
+        for e in extents {
+            let len = (u64::from(e.slots) * self.slot) as usize;
+            self.file
+                .read_exact_at(&mut buffer[at..at + len], e.first_slot * self.slot)
+                .map_err(|err| OramError::Store(err.to_string()))?;
+            at += len;
+        }
+        Ok(at)
     }
 }
 
@@ -91,6 +148,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = SlotFile {
         file,
         slot: g.sealed_slot(),
+        batch_read_s: 0.0,
+        shuffle_read_s: 0.0,
+        write_s: 0.0,
     };
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let oram = Oram::create(g.clone(), &mut rng)?;
@@ -116,6 +176,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fill_s = fill.elapsed().as_secs_f64();
     for round in 0..rounds {
         let before = client.oram.traffic().clone();
+        let store_before = (
+            client.store.batch_read_s,
+            client.store.shuffle_read_s,
+            client.store.write_s,
+        );
         let mut started: HashMap<u64, Instant> = HashMap::new();
         let mut latencies = Vec::with_capacity(ops as usize);
         let (mut next, mut steps, mut batches, mut short) = (0u64, 0u64, 0u64, 0u64);
@@ -154,10 +219,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let cpu = cpu_seconds() - cpu;
         let t = client.oram.traffic();
         let per = |a: u64, b: u64| (a - b) as f64 / ops as f64;
+        let us = |now: f64, then: f64| (now - then) * 1e6 / ops as f64;
+        let s = &client.store;
+        let (batch_read, shuffle_read, write) = (
+            us(s.batch_read_s, store_before.0),
+            us(s.shuffle_read_s, store_before.1),
+            us(s.write_s, store_before.2),
+        );
+        let core = elapsed * 1e6 / ops as f64 - batch_read - shuffle_read - write;
         latencies.sort_unstable();
         let at = |f: f64| latencies[((latencies.len() - 1) as f64 * f) as usize].as_secs_f64();
         println!(
-            "{{\"round\":{round},\"fill_s\":{fill_s:.1},\"ops_per_s\":{:.0},\"cpu_us_per_op\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"slots_read_per_op\":{:.1},\"extents_read_per_op\":{:.2},\"slots_written_per_op\":{:.1},\"extents_written_per_op\":{:.2},\"steps\":{steps},\"batches\":{batches},\"short_steps\":{short},\"cache\":{}}}",
+            "{{\"round\":{round},\"fill_s\":{fill_s:.1},\"ops_per_s\":{:.0},\"cpu_us_per_op\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"slots_read_per_op\":{:.1},\"extents_read_per_op\":{:.2},\"slots_written_per_op\":{:.1},\"extents_written_per_op\":{:.2},\"steps\":{steps},\"batches\":{batches},\"short_steps\":{short},\"cache\":{},\"wall_us_per_op\":{{\"batch_read\":{batch_read:.1},\"shuffle_read\":{shuffle_read:.1},\"write\":{write:.1},\"core\":{core:.1}}}}}",
             ops as f64 / elapsed,
             cpu * 1e6 / ops as f64,
             at(0.5) * 1e3,

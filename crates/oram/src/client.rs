@@ -58,12 +58,11 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
                 return Ok(Vec::new());
             }
         };
-        self.buffer.clear();
-        self.store.read(&batch.reads, &mut self.buffer)?;
+        let n = self.store.read_reusing(&batch.reads, &mut self.buffer)?;
         let read = batch.partitions();
         let answers = self
             .oram
-            .finish_batch(batch, &mut self.buffer, &mut self.rng)?;
+            .finish_batch(batch, &mut self.buffer[..n], &mut self.rng)?;
         // The cache is at its largest now, before the evictions drain it.
         self.peak_cache = self.peak_cache.max(self.oram.cache_len());
         self.oram.queue_evictions(&read);
@@ -77,9 +76,9 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
         let Some(wave) = self.oram.begin_shuffle(force, &mut self.rng)? else {
             return Ok(false);
         };
-        self.buffer.clear();
+        let mut n = 0;
         if !wave.reads.is_empty() {
-            self.store.read(&wave.reads, &mut self.buffer)?;
+            n = self.store.read_reusing(&wave.reads, &mut self.buffer)?;
         }
         if !wave.writes.is_empty() {
             let refs: Vec<(crate::oram::Extent, &[u8])> = wave
@@ -90,7 +89,7 @@ impl<S: SlotStore, R: RngCore + CryptoRng> Client<S, R> {
             self.store.write_many(&refs)?;
         }
         self.oram
-            .finish_shuffle(wave, &mut self.buffer, &mut self.rng)?;
+            .finish_shuffle(wave, &mut self.buffer[..n], &mut self.rng)?;
         Ok(true)
     }
 

@@ -39,4 +39,4 @@ pub use client::{Client, MAX_BATCH};
 pub use error::OramError;
 pub use oram::{Answer, Extent, Op, Oram, Request, Traffic};
 pub use params::Geometry;
-pub use store::{MemoryStore, SlotStore};
+pub use store::{reuse_buffer, MemoryStore, SlotStore};

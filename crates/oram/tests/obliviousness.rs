@@ -200,6 +200,9 @@ fn compare(width: u32) {
 struct Schedule {
     batch_sizes: Vec<u64>,
     pieces: Vec<u64>,
+    /// Per step: how often a shuffle piece read follows a piece write (the order of the
+    /// pieces: the driver runs each wave's reads, then its writes, whatever was asked).
+    turns: Vec<u64>,
     partitions: Vec<u64>,
     answered: u64,
 }
@@ -217,6 +220,7 @@ fn schedule(workload: Workload, steps: u32, seed: u64) -> Schedule {
     let mut view = Schedule {
         batch_sizes: vec![0; IN_FLIGHT as usize + 1],
         pieces: vec![0; 64],
+        turns: vec![0; 64],
         partitions: vec![0; g.partitions as usize],
         answered: 0,
     };
@@ -245,7 +249,7 @@ fn schedule(workload: Workload, steps: u32, seed: u64) -> Schedule {
         view.answered += c.step().unwrap().len() as u64;
         let log = c.store.log.replace(Vec::new()).unwrap();
         let mut read_now: Vec<u32> = Vec::new();
-        let mut pieces = 0usize;
+        let (mut pieces, mut turns, mut last_write) = (0usize, 0usize, false);
         for (write, e) in log {
             let (partition, _, _) = locate(&g, e);
             if e.slots == 1 && !write {
@@ -255,10 +259,13 @@ fn schedule(workload: Workload, steps: u32, seed: u64) -> Schedule {
                 }
             } else {
                 pieces += 1;
+                turns += usize::from(last_write && !write);
+                last_write = write;
             }
         }
         view.batch_sizes[read_now.len()] += 1;
         view.pieces[pieces.min(63)] += 1;
+        view.turns[turns.min(63)] += 1;
     }
     view
 }
@@ -283,6 +290,7 @@ fn the_background_schedule_does_not_depend_on_the_workload() {
         for (what, h, r) in [
             ("batch sizes", &view.batch_sizes, &reference.batch_sizes),
             ("shuffle pieces per step", &view.pieces, &reference.pieces),
+            ("piece reads after writes", &view.turns, &reference.turns),
             ("partitions read", &view.partitions, &reference.partitions),
         ] {
             let (stat, df) = two_sample(h, r);
