@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use pir_core::Codec;
 
-use super::{open_database, SbBuildArgs};
-use crate::list::{BuildReport, ListDatabase, Threat, UpdateReport};
+use super::{open_database, update_summary, SbBuildArgs};
+use crate::list::{BuildReport, ListDatabase, Threat};
 
 /// `pir safebrowsing build`.
 pub(super) fn build(args: &SbBuildArgs) -> Result<()> {
@@ -111,33 +111,6 @@ fn database_name(args: &SbBuildArgs, files: &[(Threat, PathBuf)]) -> String {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "list".into()),
     }
-}
-
-/// What one update `step` that made `db` changed, and what it costs clients: hints for the
-/// records of the new buckets large enough to be hinted, DPF lookups for the others.
-pub fn update_summary(db: &ListDatabase, step: &UpdateReport) -> String {
-    let created: Vec<usize> = db
-        .buckets()
-        .iter()
-        .filter(|b| step.created.contains(&b.id))
-        .map(|b| b.len())
-        .collect();
-    let hinted: usize = created.iter().filter(|&&n| n >= db.dpf_below()).sum();
-    let by_dpf: usize = created.iter().filter(|&&n| n < db.dpf_below()).sum();
-    format!(
-        "version {} of list {:?}: {} added, {} removed, {} moved between lists; {} bucket(s) \
-         made, {} dropped; a client fetches hints for {hinted} records ({:.1} % of re-hinting \
-         all {}) and looks up {by_dpf} by DPF",
-        db.version(),
-        db.name(),
-        step.added,
-        step.removed,
-        step.relisted,
-        step.created.len(),
-        step.dropped.len(),
-        100.0 * hinted as f64 / db.len().max(1) as f64,
-        db.len()
-    )
 }
 
 /// The line `build` prints about the database it wrote to `out`.

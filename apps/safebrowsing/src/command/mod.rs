@@ -12,7 +12,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use pir_keys::PublicKey;
 
-use crate::list::{ListDatabase, Threat};
+use crate::list::{ListDatabase, Threat, UpdateReport};
 
 mod args;
 mod build;
@@ -26,7 +26,6 @@ pub use args::{
     SafeBrowsingCommand, SbBuildArgs, SbFirefoxArgs, SbProxyArgs, SbScheme, SbServeArgs,
     SbServeSettings, SbServersArgs,
 };
-pub use build::update_summary;
 pub use firefox::{firefox_prefs, write_firefox_profile};
 pub use proxy::state_dir;
 pub use serve::bucket_release;
@@ -100,6 +99,33 @@ fn write_servers(args: &SbServersArgs) -> Result<()> {
     println!("servers file {}:", args.out.display());
     print!("{text}");
     Ok(())
+}
+
+/// What one update `step` that made `db` changed, and what it costs clients: hints for the
+/// records of the new buckets large enough to be hinted, DPF lookups for the others.
+pub fn update_summary(db: &ListDatabase, step: &UpdateReport) -> String {
+    let created: Vec<usize> = db
+        .buckets()
+        .iter()
+        .filter(|b| step.created.contains(&b.id))
+        .map(|b| b.len())
+        .collect();
+    let hinted: usize = created.iter().filter(|&&n| n >= db.dpf_below()).sum();
+    let by_dpf: usize = created.iter().filter(|&&n| n < db.dpf_below()).sum();
+    format!(
+        "version {} of list {:?}: {} added, {} removed, {} moved between lists; {} bucket(s) \
+         made, {} dropped; a client fetches hints for {hinted} records ({:.1} % of re-hinting \
+         all {}) and looks up {by_dpf} by DPF",
+        db.version(),
+        db.name(),
+        step.added,
+        step.removed,
+        step.relisted,
+        step.created.len(),
+        step.dropped.len(),
+        100.0 * hinted as f64 / db.len().max(1) as f64,
+        db.len()
+    )
 }
 
 #[cfg(test)]

@@ -120,7 +120,7 @@ pub(super) fn update(
     let (db, reports, step) = before
         .update_lists(sources)
         .context("updating the database")?;
-    println!("{}", super::build::update_summary(&db, &step));
+    println!("{}", super::update_summary(&db, &step));
     let (map, written) = shard::write_update(&args.out, &db, &old, &key)?;
     println!(
         "shards written again: {} of {} (the others' rows did not change)",

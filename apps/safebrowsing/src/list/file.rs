@@ -94,7 +94,7 @@ impl ListDatabase {
         index: &ListIndex,
         name: &str,
         records: &[u8],
-        state: &crate::shard::State,
+        state: &super::WaterfallState,
     ) -> Result<Self, ListError> {
         let what = "the sharded database";
         let rows: usize = index.buckets.iter().map(|b| b.len()).sum();

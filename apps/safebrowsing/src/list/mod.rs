@@ -575,6 +575,48 @@ fn prefix_of(hash: &[u8]) -> [u8; PREFIX_BYTES] {
     prefix
 }
 
+/// What an update needs of a database that its index does not say: the waterfall's merge
+/// policy and its next bucket id (`crate::shard` writes it beside a sharded database).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaterfallState {
+    /// Level-0 bucket size.
+    pub base: u32,
+    /// Buckets per level before they merge.
+    pub ratio: u8,
+    /// Share of dead records that makes a bucket merge.
+    pub dead_percent: u8,
+    /// The id the next bucket made gets.
+    pub next_id: u64,
+}
+
+impl WaterfallState {
+    /// The state of a new database's policy (`Policy::with_base(base)`) at `next_id`.
+    pub fn new(base: usize, next_id: u64) -> Self {
+        let policy = pir_xor::checklist::waterfall::Policy::with_base(base);
+        Self {
+            // base <= u32::MAX: checked when a database is built or read.
+            base: policy.base.min(u32::MAX as usize) as u32,
+            ratio: policy.ratio.min(255) as u8,
+            dead_percent: policy.dead_percent.min(100) as u8,
+            next_id,
+        }
+    }
+
+    /// The state of `list`.
+    pub fn of(list: &ListDatabase) -> Self {
+        let waterfall = list.waterfall();
+        let policy = waterfall.policy();
+        // All bounded when the database was built or read (the database file holds them in
+        // these widths).
+        Self {
+            base: policy.base.min(u32::MAX as usize) as u32,
+            ratio: policy.ratio.min(255) as u8,
+            dead_percent: policy.dead_percent.min(100) as u8,
+            next_id: waterfall.next_id(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -111,6 +111,7 @@ impl<F: Fanout> Gather<F> {
         for (shard, keys) in self.keys.iter().enumerate() {
             for replica in 0..keys.len() {
                 let ops = self.ops.clone();
+                let ticket = ops.ticket();
                 self.fanout.send(
                     shard,
                     replica,
@@ -120,7 +121,7 @@ impl<F: Fanout> Gather<F> {
                             wire::decode_envelope(&bytes, bytes.len())
                                 .is_ok_and(|e| e.kind != MessageKind::Error)
                         });
-                        ops.set_live(shard, replica, live);
+                        ops.set_live(shard, replica, ticket, live);
                     }),
                 );
             }
@@ -210,13 +211,13 @@ impl<F: Fanout> Gather<F> {
                 Ok(part) => {
                     let took = p.sent[replica].map_or(Duration::ZERO, |at| at.elapsed());
                     self.ops.answered(k, took);
-                    self.ops.set_live(k, replica, true);
+                    self.ops.set_live(k, replica, self.ops.ticket(), true);
                     parts[k] = Some(part);
                 }
                 Err(error) => {
                     tracing::warn!(shard = k, replica, %error, "a shard replica failed; trying the next");
                     self.ops.failed(k);
-                    self.ops.set_live(k, replica, false);
+                    self.ops.set_live(k, replica, self.ops.ticket(), false);
                     if !matches!(p.why, Some(ShardError::WrongPart { .. })) {
                         p.why = Some(error);
                     }

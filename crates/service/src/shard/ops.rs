@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -41,7 +41,12 @@ type Counter = (&'static str, &'static str, fn(&ShardOps) -> &AtomicU64);
 /// One shard's replicas and counters.
 #[derive(Debug)]
 struct ShardOps {
-    live: Vec<AtomicBool>,
+    /// Per replica, the latest observation applied: its ticket ([`Ops::ticket`]) shifted left
+    /// by one, with the low bit set if it was seen answering. `fetch_max` applies an
+    /// observation only if it was started after the one shown, in one atomic step: a probe
+    /// sent before a replica went down and answered after a later probe saw it down does not
+    /// mark it live again.
+    live: Vec<AtomicU64>,
     /// From sending the part to its valid signed answer.
     seconds: Histogram,
     /// The latest answer times, microseconds (for the hedge delay).
@@ -57,6 +62,8 @@ struct ShardOps {
 pub struct Ops {
     shards: Vec<ShardOps>,
     hedge: Hedge,
+    /// The last ticket given out ([`Ops::ticket`]).
+    tickets: AtomicU64,
 }
 
 /// One shard's replica coverage, as `/health` reports it.
@@ -76,7 +83,8 @@ impl Ops {
             shards: replicas
                 .iter()
                 .map(|&n| ShardOps {
-                    live: (0..n).map(|_| AtomicBool::new(true)).collect(),
+                    // Ticket 0, seen answering.
+                    live: (0..n).map(|_| AtomicU64::new(1)).collect(),
                     seconds: Histogram::new(&LATENCY_BUCKETS),
                     recent: Mutex::new(VecDeque::with_capacity(RECENT)),
                     retries: AtomicU64::new(0),
@@ -86,13 +94,21 @@ impl Ops {
                 })
                 .collect(),
             hedge,
+            tickets: AtomicU64::new(0),
         }
     }
 
-    /// Records whether replica `replica` of shard `shard` answered (a valid part or a probe).
-    pub fn set_live(&self, shard: usize, replica: usize, live: bool) {
-        if let Some(flag) = self.shards.get(shard).and_then(|s| s.live.get(replica)) {
-            flag.store(live, Ordering::Relaxed);
+    /// A ticket for an observation of a replica started now (later ones are larger).
+    pub fn ticket(&self) -> u64 {
+        self.tickets.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Records whether replica `replica` of shard `shard` answered (a valid part or a probe)
+    /// to the observation of `ticket`, unless one started later was recorded already.
+    pub fn set_live(&self, shard: usize, replica: usize, ticket: u64, live: bool) {
+        if let Some(seen) = self.shards.get(shard).and_then(|s| s.live.get(replica)) {
+            // Tickets stay far below 2^63 (one per request or probe).
+            seen.fetch_max(ticket << 1 | u64::from(live), Ordering::Relaxed);
         }
     }
 
@@ -101,7 +117,11 @@ impl Ops {
         self.shards
             .iter()
             .map(|s| Coverage {
-                live: s.live.iter().filter(|l| l.load(Ordering::Relaxed)).count(),
+                live: s
+                    .live
+                    .iter()
+                    .filter(|l| l.load(Ordering::Relaxed) & 1 == 1)
+                    .count(),
                 configured: s.live.len(),
             })
             .collect()
@@ -116,7 +136,7 @@ impl Ops {
         let n = s.live.len().max(1);
         let rotated = (0..s.live.len()).map(|i| (i + turn) % n);
         let (mut live, down): (Vec<usize>, Vec<usize>) =
-            rotated.partition(|&r| s.live[r].load(Ordering::Relaxed));
+            rotated.partition(|&r| s.live[r].load(Ordering::Relaxed) & 1 == 1);
         live.extend(down);
         live
     }
@@ -294,7 +314,7 @@ mod tests {
     fn live_replicas_come_first_and_rotate() {
         let ops = Ops::new(&[3], Hedge::Off);
         assert_eq!(ops.order(0, 1), vec![1, 2, 0]);
-        ops.set_live(0, 2, false);
+        ops.set_live(0, 2, ops.ticket(), false);
         assert_eq!(ops.order(0, 1), vec![1, 0, 2]);
         assert_eq!(
             ops.coverage(),
