@@ -550,4 +550,4 @@ fn finish(
 
 #[cfg(test)]
 #[path = "shard_build_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -5,13 +5,13 @@
 use super::*;
 use crate::list::ListDatabase;
 
-/// `n` hosts `{prefix}{k}.example`, one a line.
-fn hosts(prefix: &str, range: Range<usize>) -> String {
+/// `n` hosts `{prefix}{k}.example`, one a line (the update tests' lists too).
+pub(crate) fn hosts(prefix: &str, range: Range<usize>) -> String {
     range.map(|k| format!("{prefix}{k}.example\n")).collect()
 }
 
 /// Every file of `dir`, by name, sorted.
-fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| {

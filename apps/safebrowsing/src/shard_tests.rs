@@ -5,27 +5,7 @@
 
 use super::*;
 use crate::list::Threat;
-
-/// Hosts `{prefix}{k}.example` for k in `range`, one a line.
-fn hosts(prefix: &str, range: Range<usize>) -> String {
-    range.map(|k| format!("{prefix}{k}.example\n")).collect()
-}
-
-/// Every file of `dir` by name, sorted.
-fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    out.sort();
-    out
-}
+use crate::shard_build::tests::{files_of, hosts};
 
 #[test]
 fn a_sharded_update_is_the_whole_update_sharded() {
