@@ -81,6 +81,15 @@ pub const DOUBLE_PIR_MAX_RECORD_ENTRIES: u32 = 64;
 /// is `ℓ = sqrt(N e)/e`) at the cost of answer time ([`Params::double_pir_wide`]).
 pub const DOUBLE_PIR_SECOND_LAYER_SHARE: u64 = 4;
 
+/// ... and at most `1/8` of the bytes the first layer reads. Every pass of a one-entry
+/// record's answer does one multiply-add per byte it reads, so its time is its bytes: the
+/// second layer reads `Decomp(H1ᵀ)` (`κ n ℓ` digits) and `A2` (`ℓ n` words), and at 1 GiB of
+/// 1-bit records this rule halves `ℓ` against the multiply-add rule's (13,107 rows instead of
+/// 26,214): 10 % fewer bytes per answer (1.21 GB instead of 1.34) for a query 41 % larger
+/// (380 KB instead of 269 KB; docs/benchmarks.md). Records of many entries do `e` multiply-adds
+/// per digit of `Decomp(H1ᵀ)`, and for them the multiply-add rule is the tighter one.
+pub const DOUBLE_PIR_SECOND_LAYER_BYTES_SHARE: u64 = 8;
+
 /// The two lattice schemes of this crate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheme {
@@ -336,7 +345,8 @@ impl Params {
     /// (`M'c2` for each of the `e` queries `c2`, and `Y'A2`), which at `ℓ ≈ m` is several
     /// times the first. The query is `m + e ℓ` words. So `g` is the query-optimal
     /// `sqrt(G) / e`, lowered until the second layer costs at most
-    /// `1 /` [`DOUBLE_PIR_SECOND_LAYER_SHARE`] of the first (`m >= share · (e + 1) κ n`), but
+    /// `1 /` [`DOUBLE_PIR_SECOND_LAYER_SHARE`] of the first (`m >= share · (e + 1) κ n`) and
+    /// reads at most `1 /` [`DOUBLE_PIR_SECOND_LAYER_BYTES_SHARE`] of its bytes, but
     /// kept high enough that `m` stays within the widest table entry whose `p` has the same
     /// `κ` (a wider `m` would grow the hint and the answer by a digit).
     pub fn double_pir_wide(records: u64, record_bits: u32, p: u32) -> Result<Params, Error> {
@@ -349,9 +359,15 @@ impl Params {
         let query_optimal = (integer_sqrt(groups) / entries).max(1);
         let cheap_second_layer =
             groups / (DOUBLE_PIR_SECOND_LAYER_SHARE * (entries + 1) * kappa * LWE_N as u64);
+        // In bytes, with `w` elements packed per word: the first layer reads `e G` elements,
+        // the second `(κ + w) n ℓ` elements' worth (`κ n ℓ` digits and `ℓ n` words of `A2`).
+        let per_word = u64::from(32 / element_bits(p));
+        let few_second_layer_bytes =
+            groups / (DOUBLE_PIR_SECOND_LAYER_BYTES_SHARE * (kappa + per_word) * LWE_N as u64);
         let widest = widest_columns_with_digits(digits(p));
         let per_column = query_optimal
             .min(cheap_second_layer)
+            .min(few_second_layer_bytes)
             .max(groups.div_ceil(widest))
             .clamp(1, most_per_column.max(1));
         Params::from_layout(Scheme::DoublePir, records, record_bits, p, per_column)

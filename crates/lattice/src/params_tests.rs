@@ -102,6 +102,25 @@ fn double_pir_is_wide_so_the_second_layer_is_cheap() {
 }
 
 #[test]
+fn one_entry_records_keep_the_second_layer_to_an_eighth_of_the_bytes() {
+    // 1 GiB of 1-bit records: 2^30 entries of 8 bits, four per word. The multiply-add rule
+    // alone allows 26,214 rows; the bytes rule halves them.
+    let shape = Params::new(Scheme::DoublePir, 1 << 33, 1).unwrap();
+    shape.validate().unwrap();
+    assert_eq!(
+        (shape.p, shape.digits(), shape.rows, shape.columns),
+        (256, 4, 13_107, 81_922)
+    );
+    // second layer: κ n ℓ digits of one byte and ℓ n words of A2
+    let second = (4 + 4) * LWE_N as u64 * u64::from(shape.rows);
+    let first = u64::from(shape.rows) * u64::from(shape.columns);
+    assert!(second * DOUBLE_PIR_SECOND_LAYER_BYTES_SHARE <= first);
+    // one row fewer per column would break it: the layout is as tall as the rule allows
+    let taller = (4 + 4) * LWE_N as u64 * (u64::from(shape.rows) + 1);
+    assert!(taller * DOUBLE_PIR_SECOND_LAYER_BYTES_SHARE > first);
+}
+
+#[test]
 fn p_is_a_power_of_two_only_where_it_packs_denser() {
     for scheme in [Scheme::SimplePir, Scheme::DoublePir] {
         // 991 .. 276: 10 stored bits per 9 data bits, three per word; 256 packs four
