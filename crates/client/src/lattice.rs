@@ -168,55 +168,60 @@ impl<T: Transport> LatticeSession<T> {
             ));
         }
         let cached = cache_dir.map(|dir| cache_path(dir, &key, &announced.version));
-        let mut from_cache = false;
-        let mut download = None;
-        if let Some(path) = &cached {
-            if let Ok(bytes) = std::fs::read(path) {
-                from_cache = true;
-                download = Some(bytes);
-            }
-        }
-        let download = match download {
-            Some(bytes) => bytes,
-            None => {
-                let bytes = match &id {
-                    Some(id) => transport.hint_of(0, id, MAX_DOWNLOAD).await,
-                    None => transport.hint(0, MAX_DOWNLOAD).await,
-                }
-                .map_err(SessionError::transport(0))?;
-                if let Ok(envelope) = wire::decode_envelope(&bytes, MAX_HEADER_REPLY) {
-                    if envelope.kind == MessageKind::Error {
-                        return Err(refusal(envelope.body));
+        let mut cached_bytes = cached.as_ref().and_then(|path| std::fs::read(path).ok());
+        loop {
+            let from_cache = cached_bytes.is_some();
+            let download = match cached_bytes.take() {
+                Some(bytes) => bytes,
+                None => {
+                    let bytes = match &id {
+                        Some(id) => transport.hint_of(0, id, MAX_DOWNLOAD).await,
+                        None => transport.hint(0, MAX_DOWNLOAD).await,
                     }
+                    .map_err(SessionError::transport(0))?;
+                    if let Ok(envelope) = wire::decode_envelope(&bytes, MAX_HEADER_REPLY) {
+                        if envelope.kind == MessageKind::Error {
+                            return Err(refusal(envelope.body));
+                        }
+                    }
+                    bytes
                 }
-                bytes
+            };
+            let opened = parse_download(&download).map_err(bad).and_then(|(s, about, hint)| {
+                if s != scheme {
+                    return Err(bad(
+                        "the hint is for another scheme than the server announces",
+                    ));
+                }
+                let client = pir_lattice::open_client(scheme, hint).map_err(bad)?;
+                if *client.header() != announced {
+                    return Err(bad(
+                        "the hint does not match the database the server announces",
+                    ));
+                }
+                Ok((about.to_vec(), client))
+            });
+            let (about, client) = match opened {
+                Ok(opened) => opened,
+                // A cached hint that no longer fits (damaged, or cached before the server
+                // laid the same database out anew, as an upgrade that changes a scheme's
+                // layout does): download it again.
+                Err(_) if from_cache => continue,
+                Err(e) => return Err(e),
+            };
+            if let (Some(path), false) = (&cached, from_cache) {
+                store(path, &download)?;
             }
-        };
-        let (hint_scheme, about, hint) = parse_download(&download).map_err(bad)?;
-        if hint_scheme != scheme {
-            return Err(bad(
-                "the hint is for another scheme than the server announces",
-            ));
+            return Ok(Self {
+                transport,
+                key,
+                header: *client.header(),
+                about,
+                client,
+                from_cache,
+                hint_bytes: download.len(),
+            });
         }
-        let client = pir_lattice::open_client(scheme, hint).map_err(bad)?;
-        let header = *client.header();
-        if header != announced {
-            return Err(bad(
-                "the hint does not match the database the server announces",
-            ));
-        }
-        if let (Some(path), false) = (&cached, from_cache) {
-            store(path, &download)?;
-        }
-        Ok(Self {
-            transport,
-            key,
-            header,
-            about: about.to_vec(),
-            client,
-            from_cache,
-            hint_bytes: download.len(),
-        })
     }
 
     /// The transport the session talks through.
@@ -388,6 +393,62 @@ mod tests {
             assert_eq!(again.records[0], &records[7 * 12..8 * 12]);
             assert_eq!(again.request_bytes, first.request_bytes);
         });
+    }
+
+    /// A cached hint that does not fit what the server announces for the same database
+    /// version (laid out anew by an upgraded server, or damaged) is downloaded again, not an
+    /// error; the fresh download replaces it.
+    #[test]
+    fn a_cached_hint_that_no_longer_fits_is_downloaded_again() {
+        let records: Vec<u8> = (0..64u32 * 8).map(|i| (i * 7 + 3) as u8).collect();
+        let lattice = |count: u64| {
+            pir_service::Lattice::new(
+                pir_service::lattice::LatticeDatabase {
+                    scheme: Scheme::DoublePir,
+                    records: &records[..count as usize * 8],
+                    record_count: count,
+                    record_bytes: 8,
+                    seeds: [[4; 16], [5; 16]],
+                    version: [6; 32],
+                    about: Vec::new(),
+                },
+                &mut |_, _| {},
+            )
+            .unwrap()
+        };
+        // Same version, another shape: what a layout change leaves in a client's cache.
+        let other = lattice(40);
+        let served = lattice(64);
+        let key = pir_keys::SecretKey::generate().unwrap();
+        let public = key.public();
+        let dir = std::env::temp_dir().join(format!("pir-hint-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = cache_path(&dir, &public, &[6; 32]);
+        let fresh = served.download().to_vec();
+        let service = std::sync::Arc::new(served.serve(key));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for stale in [other.download().to_vec(), b"not a hint".to_vec()] {
+            std::fs::write(&path, &stale).unwrap();
+            runtime.block_on(async {
+                let transport = crate::LocalTransport::new(vec![service.clone()]);
+                let session = LatticeSession::open_with(transport, public, Some(&dir))
+                    .await
+                    .unwrap();
+                assert!(!session.hint_from_cache());
+                let got = session.fetch(&[50]).await.unwrap();
+                assert_eq!(got.records[0], &records[50 * 8..51 * 8]);
+                assert_eq!(std::fs::read(&path).unwrap(), fresh);
+                // The next session takes the fresh copy from the cache.
+                let transport = crate::LocalTransport::new(vec![service.clone()]);
+                let again = LatticeSession::open_with(transport, public, Some(&dir))
+                    .await
+                    .unwrap();
+                assert!(again.hint_from_cache());
+            });
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
