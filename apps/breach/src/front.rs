@@ -29,8 +29,9 @@
 //! whole server of this position holds when it answers; it learns no more. The seeds are
 //! drawn by the front end and never leave it except to the client that asked and, in the
 //! orders and the queries, to the shards of the same position (one operator's). The other
-//! position's front end and shards must be another operator's, as with two unsharded servers. A client's seed
-//! request and its query must reach the same front end (the issued seeds live there).
+//! position's front end and shards must be another operator's, as with two unsharded
+//! servers. A client's seed request and its query must reach the same front end (the issued
+//! seeds live there).
 //! Every replica of a shard of position `s` receives the same orders, those a whole server
 //! of position `s` draws; which replica a query is sent to first depends on which replicas
 //! took its seed's orders (the front end's state from before the seed was issued) and on

@@ -326,7 +326,7 @@ impl<F: Fanout> Gather<F> {
                     parts[k].push((replica, part));
                 }
                 Err(error) => {
-                    tracing::warn!(shard = k, replica, %error, "a shard replica failed an order to every replica");
+                    tracing::warn!(shard = k, replica, %error, "a shard replica failed a broadcast");
                     self.replica_failed(k, replica, ticket);
                     if !matches!(why[k], Some(ShardError::WrongPart { .. })) {
                         why[k] = Some(error);
