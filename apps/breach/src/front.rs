@@ -13,24 +13,34 @@
 //! cannot tell the front end from a whole server.
 //!
 //! QDP's offline half stays on the shards ([`BreachFront::precompute`]): the front end draws
-//! seeds ahead of its clients, as a whole server does, and sends every shard a batch of
-//! precompute orders (`pir_xor::qdp_shard`: the seed and this position, no query); each
-//! shard computes the seed's partial answer over its rows and keeps it (bounded), and the
-//! front end queues the seeds once every shard has taken the orders (their signed, empty
-//! answers). A query of a queued seed then costs each shard only its rows of the flip chunk;
-//! a shard that lost the partial answer (restarted, evicted) scans in full, to the same bytes.
+//! seeds ahead of its clients, as a whole server does, and sends every live replica of every
+//! shard a batch of precompute orders (`pir_xor::qdp_shard`: the seed and this position, no
+//! query; [`XorFront::answer_everywhere`]); each replica computes the seed's partial answer
+//! over its rows and keeps it (bounded), and the front end queues the seeds once at least one
+//! replica of every shard has taken the orders (their signed, empty answers). It records
+//! which replicas did when some did not ([`Holders`]), and a query of such a seed is sent
+//! first to a live replica that holds its partial answer. A query of a queued seed then costs
+//! the replica only its rows of the flip chunk; a replica without the partial answer (down
+//! or failing during the round, restarted, evicted) scans in full, to the same bytes.
 //!
-//! Privacy: a shard receives the orders (this position's seeds, before any query) and
+//! Privacy: a shard replica receives the orders (this position's seeds, before any query) and
 //! `(server, seed, flips)` of this server position: the seed this
 //! position chose and its flip chunk, which the other position's seed pads, exactly what a
 //! whole server of this position holds when it answers; it learns no more. The seeds are
 //! drawn by the front end and never leave it except to the client that asked and, in the
-//! orders and the queries, to the shards of the same position (one operator's). The other position's front end
-//! and shards must be another operator's, as with two unsharded servers. A client's seed
-//! request and its query must reach the same front end (the issued seeds live there).
+//! orders and the queries, to the shards of the same position (one operator's). The other
+//! position's front end and shards must be another operator's, as with two unsharded
+//! servers. A client's seed request and its query must reach the same front end (the issued
+//! seeds live there).
+//! Every replica of a shard of position `s` receives the same orders, those a whole server
+//! of position `s` draws; which replica a query is sent to first depends on which replicas
+//! took its seed's orders (the front end's state from before the seed was issued) and on
+//! liveness, never on the index asked for, and the record holds seeds and replica numbers
+//! only. Nothing of either is logged.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use pir_core::protocol::MAX_BATCH;
@@ -40,6 +50,7 @@ use pir_service::qdp::{check_writable, qdp_refusal, BoxedSeedStore, TICK};
 use pir_service::shard::{Fanout, ShardError, ShardMap, XorFront};
 use pir_service::{Backend, Refusal};
 use pir_xor::qdp::{self, PausePolicy, PrecomputeJob, QdpConfig, QdpServer, SeedKey};
+use pir_xor::qdp_shard::{key_of, PartialKey};
 use pir_xor::RaidPir;
 
 use crate::blind::BlindingKey;
@@ -83,6 +94,91 @@ pub struct BreachFront<F> {
     /// Client queries being answered (the precompute rounds yield to them, as a whole
     /// server's worker does under [`PRECOMPUTE_POLICY`]).
     busy: AtomicUsize,
+    /// Which replicas took the orders of seeds that not every replica took.
+    holders: Mutex<Holders>,
+}
+
+/// Per shard, the replicas that acknowledged a round's precompute orders (shared by the
+/// round's seeds).
+pub type Acked = Arc<Vec<Vec<usize>>>;
+
+/// The replicas holding the partial answers of seeds whose orders some live replica did not
+/// take (one was down or failed the round), keyed by the orders' key (the plain query's
+/// params and seed, [`key_of`]): a query of such a seed goes first to a replica that holds
+/// its partial answer. Seeds every replica took are not recorded (any replica will do).
+/// Bounded like a shard's store: the oldest record is dropped first, which loses only the
+/// preference (a replica without the partial answer scans in full, to the same bytes).
+/// Holds seeds and replica numbers only, never anything of a query.
+#[derive(Debug)]
+pub struct Holders {
+    capacity: usize,
+    by_key: HashMap<PartialKey, Acked>,
+    /// Keys in insertion order; keys already taken are skipped when dropped.
+    order: VecDeque<PartialKey>,
+}
+
+impl Holders {
+    /// At most `capacity` records.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            by_key: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    /// Records that `acked[k]` are the replicas of shard `k` holding `key`'s partial answer.
+    pub fn insert(&mut self, key: PartialKey, acked: Acked) {
+        if self.capacity == 0 {
+            return;
+        }
+        while self.order.len() >= self.capacity {
+            if let Some(old) = self.order.pop_front() {
+                self.by_key.remove(&old);
+            }
+        }
+        self.order.push_back(key);
+        self.by_key.insert(key, acked);
+    }
+
+    /// The replicas holding `key`'s partial answer, taken (a seed is queried once); `None`
+    /// when not recorded.
+    pub fn take(&mut self, key: &PartialKey) -> Option<Acked> {
+        self.by_key.remove(key)
+    }
+
+    /// Seeds recorded.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Whether no seed is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+}
+
+/// Per shard and replica, how many of a batch's seeds the replica holds the partial answer
+/// of (a seed not recorded counts for every replica); empty when no seed is recorded.
+fn held_counts(acked: &[Option<Acked>], replicas: &[usize]) -> Vec<Vec<u32>> {
+    if acked.iter().all(Option::is_none) {
+        return Vec::new();
+    }
+    replicas
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| {
+            (0..n)
+                .map(|r| {
+                    let holds = |a: &Option<Acked>| {
+                        a.as_ref()
+                            .is_none_or(|a| a.get(k).is_some_and(|of| of.contains(&r)))
+                    };
+                    acked.iter().filter(|a| holds(a)).count() as u32
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// When the front end's precompute rounds pause: the whole server's default.
@@ -103,8 +199,9 @@ impl<F> std::fmt::Debug for BreachFront<F> {
 pub enum FrontPrepared {
     /// A seed response or a blinded point, already complete.
     Ready(Vec<u8>),
-    /// A plain RAID-PIR query body for every shard.
-    Shards(Vec<u8>),
+    /// A plain RAID-PIR query body for every shard, and per shard the replicas holding its
+    /// seed's partial answer (`None`: every replica, or none, or not known).
+    Shards(Vec<u8>, Option<Acked>),
 }
 
 impl<F: Fanout> BreachFront<F> {
@@ -136,6 +233,9 @@ impl<F: Fanout> BreachFront<F> {
             .map_err(|e| BreachError::Input(format!("QDP seeds: {e}")))?;
         let xor = XorFront::new(config.map, keys, Vec::new(), fanout)
             .map_err(|e| BreachError::Input(e.to_string()))?;
+        // As many as a shard keeps partial answers for by default: a queue and the issued
+        // seeds.
+        let holders = Holders::new(qdp.queue_capacity + qdp.issued_capacity);
         Ok(Self {
             xor,
             seeds: Mutex::new(Seeds {
@@ -147,6 +247,7 @@ impl<F: Fanout> BreachFront<F> {
             blinding: config.blinding,
             description,
             busy: AtomicUsize::new(0),
+            holders: Mutex::new(holders),
         })
     }
 
@@ -163,10 +264,15 @@ impl<F: Fanout> BreachFront<F> {
     }
 
     /// One precompute round: draws up to [`MAX_BATCH`] seeds (as many as the queue has room
-    /// for), sends their orders to every shard in one batch, and queues them once every
-    /// shard's signed answer says it took them. Returns how many were queued. On a failure
-    /// the seeds are dropped unissued (a seed is never used twice; nothing else is lost).
-    /// Blocks on the shards: the runtime calls it from a thread of its own.
+    /// for), sends their orders in one batch to every live replica of every shard, and
+    /// queues them once at least one replica of every shard has said, in a signed answer,
+    /// that it took them. A replica that is down, fails or sends a wrong acknowledgement is
+    /// counted and marked down (it scans in full for these seeds); when some replica did not
+    /// take the orders, the front end records which did ([`Holders`]) and sends the seeds'
+    /// queries to those first. Returns how many were queued. On a failure (a shard with no
+    /// replica that took them) the seeds are dropped unissued (a seed is never used twice;
+    /// nothing else is lost). Blocks on the shards (every replica's reply, or the fan-out's
+    /// deadlines): the runtime calls it from a thread of its own.
     pub fn precompute(&self) -> Result<usize, ShardError> {
         let (jobs, precomputer) = {
             let mut seeds = self.seeds();
@@ -190,21 +296,49 @@ impl<F: Fanout> BreachFront<F> {
             return Ok(0);
         }
         let orders: Vec<Vec<u8>> = jobs.iter().map(PrecomputeJob::order).collect();
-        let acks = self.xor.answer_queries(SchemeId::Qdp, &orders)?;
-        if acks.iter().any(|ack| !ack.is_empty()) {
-            return Err(ShardError::Combine(
-                "a shard answered a precompute order with bytes".into(),
-            ));
+        let parts = self.xor.answer_everywhere(SchemeId::Qdp, &orders)?;
+        let mut acked: Vec<Vec<usize>> = Vec::with_capacity(parts.len());
+        for (k, of_shard) in parts.iter().enumerate() {
+            // A replica that signed bytes in its acknowledgement is not one that took them.
+            let took: Vec<usize> = of_shard
+                .iter()
+                .filter(|(_, answers)| answers.iter().all(Vec::is_empty))
+                .map(|&(replica, _)| replica)
+                .collect();
+            if took.is_empty() {
+                return Err(ShardError::WrongPart {
+                    shard: k,
+                    why: "it answered a precompute order with bytes".into(),
+                });
+            }
+            acked.push(took);
         }
+        let everywhere = (acked.iter().enumerate()).all(|(k, a)| a.len() == self.xor.replicas(k));
+        let acked = Arc::new(acked);
         let mut seeds = self.seeds();
+        let mut holders = self.holders();
         let mut queued = 0;
-        for job in jobs {
+        for (job, order) in jobs.into_iter().zip(&orders) {
             let queued_now = precomputer
                 .delegate(job)
                 .is_ok_and(|entry| seeds.qdp.finish_precompute(entry));
+            if let (true, false, Some(key)) = (queued_now, everywhere, key_of(order)) {
+                holders.insert(key, acked.clone());
+            }
             queued += usize::from(queued_now);
         }
         Ok(queued)
+    }
+
+    /// Seeds whose orders some replica did not take, with the replicas that did.
+    pub fn holders_len(&self) -> usize {
+        self.holders().len()
+    }
+
+    /// The record of which replicas took which seeds' orders.
+    fn holders(&self) -> std::sync::MutexGuard<'_, Holders> {
+        // Every Holders method leaves it consistent, so a poisoned lock is usable.
+        self.holders.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The fan-out underneath (hedging, deadlines, probes, `/health`'s coverage).
@@ -234,13 +368,16 @@ impl<F: Fanout> BreachFront<F> {
         seeds
     }
 
-    /// The plain RAID-PIR query body of a QDP query (its seed taken: answered once).
-    fn to_raid(&self, message: &[u8]) -> Result<Vec<u8>, Refusal> {
+    /// The plain RAID-PIR query body of a QDP query (its seed taken: answered once), and the
+    /// replicas holding its seed's partial answer, if recorded.
+    fn to_raid(&self, message: &[u8]) -> Result<FrontPrepared, Refusal> {
         let pending = self.seeds().qdp.take_query(message).map_err(qdp_refusal)?;
         let query = pending
             .into_query()
             .ok_or_else(|| Refusal::internal("a front end's seed came with a partial answer"))?;
-        Ok(self.raid.encode_query(&query))
+        let body = self.raid.encode_query(&query);
+        let acked = key_of(&body).and_then(|key| self.holders().take(&key));
+        Ok(FrontPrepared::Shards(body, acked))
     }
 
     /// The answers to a batch of prepared messages: the seed responses and blinded points as
@@ -251,20 +388,26 @@ impl<F: Fanout> BreachFront<F> {
         for p in prepared {
             match p {
                 FrontPrepared::Ready(bytes) => out.push(Some(Ok(bytes))),
-                FrontPrepared::Shards(body) => {
-                    queries.push((out.len(), body));
+                FrontPrepared::Shards(body, acked) => {
+                    queries.push((out.len(), body, acked));
                     out.push(None);
                 }
             }
         }
-        // Concurrent clients' queries reach every shard together, one batch per chunk.
+        let replicas: Vec<usize> = (0..self.xor.map().shards.len())
+            .map(|k| self.xor.replicas(k))
+            .collect();
+        // Concurrent clients' queries reach every shard together, one batch per chunk, first
+        // at the replicas holding the most of its seeds' partial answers.
         for chunk in queries.chunks(MAX_BATCH) {
-            let bodies: Vec<Vec<u8>> = chunk.iter().map(|(_, body)| body.clone()).collect();
+            let bodies: Vec<Vec<u8>> = chunk.iter().map(|(_, body, _)| body.clone()).collect();
+            let acked: Vec<Option<Acked>> = chunk.iter().map(|(_, _, a)| a.clone()).collect();
+            let held = held_counts(&acked, &replicas);
             let answers = self
                 .xor
-                .answer_queries(SchemeId::RaidPir, &bodies)
+                .answer_queries_held(SchemeId::RaidPir, &bodies, &held)
                 .map_err(|e: ShardError| e.refusal());
-            for (k, (slot, _)) in chunk.iter().enumerate() {
+            for (k, (slot, _, _)) in chunk.iter().enumerate() {
                 out[*slot] = Some(match &answers {
                     Ok(answers) => Ok(answers[k].clone()),
                     Err(refusal) => Err(refusal.clone()),
@@ -309,7 +452,7 @@ impl<F: Fanout> Backend for BreachFront<F> {
                 .handle_seed_request(message)
                 .map(FrontPrepared::Ready)
                 .map_err(qdp_refusal),
-            Some(&qdp::TAG_QUERY) => self.to_raid(message).map(FrontPrepared::Shards),
+            Some(&qdp::TAG_QUERY) => self.to_raid(message),
             Some(other) => Err(Refusal::bad_request(format!(
                 "unknown QDP message tag {other}"
             ))),

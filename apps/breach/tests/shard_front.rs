@@ -3,7 +3,9 @@
 //! info and blinded point is byte for byte the whole server's, over the number of shards
 //! and the bucket boundaries, whether the shards precomputed the seed's partial answer
 //! (QDP's offline half, `pir_xor::qdp_shard`) or scan in full (an unknown seed, a restarted
-//! shard); a part from another shard or another database is refused.
+//! shard); with two replicas per shard, every replica takes the orders, and a round with a
+//! replica down still queues its seeds; a part from another shard or another database is
+//! refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
@@ -19,7 +21,7 @@ use pir_core::{Database, DbShape, MultiServerScheme, SchemeId};
 use pir_keys::{PublicKey, SecretKey};
 use pir_service::qdp::BoxedSeedStore;
 use pir_service::shard::{Done, Fanout, ShardMap};
-use pir_service::{Handler, Mirror, MirrorService, SignedService};
+use pir_service::{Backend, Handler, Mirror, MirrorService, SignedService};
 use pir_xor::qdp::{MemorySeedStore, PausePolicy, QdpClient, QdpConfig, SeedKey};
 use pir_xor::shard::ShardRows;
 use pir_xor::{Engine, EngineOptions};
@@ -36,18 +38,35 @@ fn copy(key: &SecretKey) -> SecretKey {
 /// A shard replica in process and its key.
 type Replica = (Arc<MirrorService>, PublicKey);
 
-/// Shard replicas in process; shard `k`'s requests go to `shards[route[k]]`.
+/// Shard replicas in process; replica `r` of shard `k` is `shards[route[k][r]]`, unless
+/// that one is down.
 #[derive(Clone)]
 struct Local {
     shards: Arc<Mutex<Vec<Replica>>>,
-    route: Vec<usize>,
+    route: Vec<Vec<usize>>,
+    down: Arc<Mutex<Vec<usize>>>,
 }
 
 impl Local {
+    /// One replica per shard: shard `k`'s is `shards[route[k]]`.
     fn new(shards: Vec<Replica>, route: Vec<usize>) -> Self {
+        Self::replicated(shards, route.into_iter().map(|i| vec![i]).collect())
+    }
+
+    fn replicated(shards: Vec<Replica>, route: Vec<Vec<usize>>) -> Self {
         Self {
             shards: Arc::new(Mutex::new(shards)),
             route,
+            down: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// Takes `shards[i]` down (it fails every request) or brings it back.
+    fn set_down(&self, i: usize, down: bool) {
+        let mut set = self.down.lock().unwrap();
+        set.retain(|&d| d != i);
+        if down {
+            set.push(i);
         }
     }
 
@@ -57,12 +76,12 @@ impl Local {
         shards.iter().map(|(service, _)| service.clone()).collect()
     }
 
-    /// Replaces shard `k`'s service (a restart: its partial answers are gone).
+    /// Replaces `shards[k]`'s service (a restart: its partial answers are gone).
     fn restart(&self, k: usize, service: Arc<MirrorService>) {
         self.shards.lock().unwrap()[k].0 = service;
     }
 
-    /// `(precomputed, full scans)` summed over the shards.
+    /// `(precomputed, full scans)` summed over the shards (and their replicas).
     fn counts(&self) -> (u64, u64) {
         self.services().iter().fold((0, 0), |(p, f), service| {
             let (dp, df) = service.backend().qdp_counts();
@@ -73,12 +92,21 @@ impl Local {
 
 impl Fanout for Local {
     fn send(&self, shard: usize, replica: usize, request: Arc<Vec<u8>>, done: Done) {
-        let target = self.shards.lock().unwrap().get(self.route[shard]).cloned();
-        done(match (replica, target) {
-            (0, Some((service, key))) => Ok((service.handle(&request).body, key)),
-            _ => Err("no replica".into()),
+        let index = self.route.get(shard).and_then(|r| r.get(replica)).copied();
+        let up = index.filter(|i| !self.down.lock().unwrap().contains(i));
+        let target = up.and_then(|i| self.shards.lock().unwrap().get(i).cloned());
+        done(match target {
+            Some((service, key)) => Ok((service.handle(&request).body, key)),
+            None => Err("no replica".into()),
         });
     }
+}
+
+/// The QDP partial answers `service` holds, from its `/metrics` gauge.
+fn partials(service: &MirrorService) -> u64 {
+    let gauges = service.backend().gauges();
+    let gauge = gauges.iter().find(|g| g.0 == "pir_qdp_shard_partials");
+    gauge.expect("a breach shard's gauge").2
 }
 
 /// Cuts `0..count` at `shards - 1` distinct random places.
@@ -177,6 +205,18 @@ fn pair_with(
     server: usize,
     blinding: Option<&BlindingKey>,
 ) -> (BreachService, Front, (Local, Vec<SecretKey>)) {
+    pair_replicated(db, ranges, server, blinding, 1)
+}
+
+/// [`pair_with`] with `replicas` replicas per shard, each with its own key: replica `r` of
+/// shard `k` is the fan-out's `shards[k * replicas + r]`.
+fn pair_replicated(
+    db: &BreachDatabase,
+    ranges: &[std::ops::Range<u64>],
+    server: usize,
+    blinding: Option<&BlindingKey>,
+    replicas: usize,
+) -> (BreachService, Front, (Local, Vec<SecretKey>)) {
     let key = SecretKey::generate().unwrap();
     let seed_key = [server as u8 + 9; 16];
     let whole = BreachBackend::start(BreachConfig {
@@ -197,14 +237,20 @@ fn pair_with(
     })
     .unwrap();
     let map = pir_breach::shard::map_of(db, ranges);
-    let secrets: Vec<SecretKey> = (0..ranges.len())
+    let secrets: Vec<SecretKey> = (0..ranges.len() * replicas)
         .map(|_| SecretKey::generate().unwrap())
         .collect();
-    let shards: Vec<_> = (0..ranges.len())
-        .map(|k| shard_keyed(db.database(), &map, k, &secrets[k]))
+    let shards: Vec<_> = (0..ranges.len() * replicas)
+        .map(|i| shard_keyed(db.database(), &map, i / replicas, &secrets[i]))
         .collect();
-    let keys = shards.iter().map(|(_, key)| vec![*key]).collect();
-    let local = Local::new(shards, (0..ranges.len()).collect());
+    let route: Vec<Vec<usize>> = (0..ranges.len())
+        .map(|k| (k * replicas..(k + 1) * replicas).collect())
+        .collect();
+    let keys = route
+        .iter()
+        .map(|of_shard| of_shard.iter().map(|&i| shards[i].1).collect())
+        .collect();
+    let local = Local::replicated(shards, route);
     let front = front(map, server, &key, blinding, seed_key, keys, local.clone());
     (whole, front, (local, secrets))
 }
@@ -454,6 +500,94 @@ proptest! {
         prop_assert_eq!(l1.counts(), (2 * (s - 1) + (s - 1), (s - 1) + 1));
         prop_assert_eq!(l0.counts(), (3 * s, s));
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(6))]
+    /// With two replicas per shard, every replica takes every precompute order, so a query of
+    /// a queued seed is finished from a partial answer whichever replica it reaches (the
+    /// replicas take turns), and the answers stay the whole servers'.
+    #[test]
+    fn every_replica_takes_the_orders(seed in any::<u64>(), k in 2u32..5, shards in 1usize..4) {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let db = sha1_db(&mut rng, k, 40);
+        let buckets = db.header().bucket_count() as u64;
+        let shards = shards.min(buckets as usize);
+        let ranges = boundaries(&mut rng, buckets, shards);
+        let (w0, f0, (l0, _)) = pair_replicated(&db, &ranges, 0, None, 2);
+        let (w1, f1, (l1, _)) = pair_replicated(&db, &ranges, 1, None, 2);
+        let servers = [(w0, f0), (w1, f1)];
+        for ((_, front), local) in servers.iter().zip([&l0, &l1]) {
+            prop_assert_eq!(front.backend().precompute().unwrap(), 64);
+            prop_assert_eq!(front.backend().queue_len(), 64);
+            // Every replica of every shard holds every seed's partial answer, so the front
+            // end records no preference.
+            for service in local.services() {
+                prop_assert_eq!(partials(&service), 64);
+            }
+            prop_assert_eq!(front.backend().holders_len(), 0);
+        }
+        for _ in 0..4 {
+            let i = rng.random_range(0..buckets as usize);
+            prop_assert_eq!(&read_both(&db, &servers, i)[..], db.database().block(i));
+        }
+        let s = shards as u64;
+        for local in [&l0, &l1] {
+            prop_assert_eq!(local.counts(), (4 * s, 0), "no full scan");
+            // Both replicas of each shard were used (turns), each from its own orders.
+            for service in local.services() {
+                prop_assert!(service.backend().qdp_counts().0 > 0);
+            }
+        }
+    }
+}
+
+/// A replica down during a precompute round: the round still queues the seeds (the other
+/// replica of its shard took them), the front end records which replicas hold them and
+/// sends their queries there even once the replica is back, and a query whose holder is down
+/// goes to the other replica, which scans in full; every answer is the whole servers'. A
+/// shard with no replica left fails the round and queues nothing.
+#[test]
+fn a_round_with_a_replica_down_queues_and_prefers_the_holders() {
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    let db = sha1_db(&mut rng, 4, 40);
+    let ranges = boundaries(&mut rng, 16, 2);
+    let (w0, f0, (l0, _)) = pair_replicated(&db, &ranges, 0, None, 2);
+    let (w1, f1, (_l1, _)) = pair_replicated(&db, &ranges, 1, None, 2);
+    // Replica 1 of shard 0 of position 0 (`shards[1]`) is down for the round.
+    l0.set_down(1, true);
+    assert_eq!(f0.backend().precompute().unwrap(), 64);
+    assert_eq!(f1.backend().precompute().unwrap(), 64);
+    let partial_counts: Vec<u64> = l0.services().iter().map(|s| partials(s)).collect();
+    assert_eq!(partial_counts, vec![64, 0, 64, 64]);
+    assert_eq!(f0.backend().holders_len(), 64);
+    assert_eq!(f1.backend().holders_len(), 0);
+    let coverage = f0.backend().xor().ops().coverage();
+    assert_eq!((coverage[0].live, coverage[1].live), (1, 2));
+    // Back, and seen live again: still not asked for these seeds (turns would ask it for
+    // every other batch).
+    l0.set_down(1, false);
+    f0.backend().xor().probe();
+    assert_eq!(f0.backend().xor().ops().coverage()[0].live, 2);
+    let servers = [(w0, f0), (w1, f1)];
+    for i in [0, 5, 9, 15] {
+        assert_eq!(read_both(&db, &servers, i), db.database().block(i));
+    }
+    let services = l0.services();
+    assert_eq!(services[0].backend().qdp_counts(), (4, 0));
+    assert_eq!(services[1].backend().qdp_counts(), (0, 0));
+    assert_eq!(l0.counts(), (8, 0));
+    assert_eq!(servers[0].1.backend().holders_len(), 60);
+    // The holder down: the other replica answers, by a full scan, the same bytes.
+    l0.set_down(0, true);
+    servers[0].1.backend().xor().probe();
+    assert_eq!(read_both(&db, &servers, 3), db.database().block(3));
+    assert_eq!(services[1].backend().qdp_counts(), (0, 1));
+    // Both replicas of shard 0 down: the round fails and queues nothing.
+    l0.set_down(1, true);
+    let queued = servers[0].1.backend().queue_len();
+    assert!(servers[0].1.backend().precompute().is_err());
+    assert_eq!(servers[0].1.backend().queue_len(), queued);
 }
 
 #[test]

@@ -2,9 +2,10 @@
 //! the front end's directory, SIGHUP to each shard replica, then to the front end; every
 //! query running meanwhile succeeds with the old or the new version's answer, and queries
 //! after the upgrade get the new one; a damaged map's reload is refused and serving goes on.
-//! A release (`pir fetch`, a whole mirror beside the front end) and a SimplePIR database
-//! (`pir get`); the breach front end's upgrade is in `sharding_breach.rs`. Real processes
-//! over HTTPS on 127.0.0.1.
+//! A release (`pir fetch`, a whole mirror beside the front end), a SimplePIR database and a
+//! YPIR and a YPIR+SP one (`pir get`; the YPIR front end reads the shards' offline parts of
+//! the new parts and builds a new packing plan at its reload); the breach front end's upgrade
+//! is in `sharding_breach.rs`. Real processes over HTTPS on 127.0.0.1.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly on purpose
 
@@ -173,4 +174,89 @@ fn a_sharded_lattice_database_reloads_on_sighup_without_failed_gets() {
     let line = shards[0].hangup();
     assert!(line.starts_with("reload failed"), "{line}");
     assert_eq!(get(8), record(&new, 8));
+}
+
+/// YPIR (records of 1 byte) and YPIR+SP (records of 24 bytes) shards and their front end
+/// upgraded under steady `pir get`s: the front end's reload reads the shards' offline parts
+/// of the new version's parts and builds a new packing plan, and keeps the old version's
+/// (its queries still go to the shards' old parts) while it is retired. No get fails; each
+/// gets the old or the new record, and the new one after the upgrade. The smallest YPIR
+/// layout (any database this small is padded to it): most of the time is the shards'
+/// offline parts and the front end's plans, built at start and again at the reload.
+fn a_sharded_ypir_database_reloads(record_size: usize, records: usize, served_by: &str) {
+    let scratch = Scratch::with_keys(&["front", "s0", "s1", "map"]);
+    let p = |n: &str| scratch.path(n);
+    let data = |salt: u8| -> Vec<u8> {
+        (0..records * record_size)
+            .map(|i: usize| (i * 37 % 251) as u8 ^ salt)
+            .collect()
+    };
+    let (old, new) = (data(0), data(0x5a));
+    let size = record_size.to_string();
+    let build = |out: &str, data: &[u8]| {
+        std::fs::write(p("records.bin"), data).unwrap();
+        let (records, key) = (p("records.bin"), p("map.key"));
+        let args = ["db", "build", "--records", &records, "--record-size", &size];
+        let rest = [
+            "--shards", "2", "--scheme", "ypir", "--key", &key, "--out", out,
+        ];
+        let built = ok(&[&args[..], &rest[..]].concat());
+        assert!(
+            built.contains(&format!("served by: {served_by}")),
+            "{built}"
+        );
+    };
+    let dir = p("sharded");
+    build(&dir, &old);
+    let shards = [shard(&dir, 0, &p("s0.key")), shard(&dir, 1, &p("s1.key"))];
+    let replicas: Vec<_> = (shards.iter().enumerate())
+        .map(|(k, s)| (k, s.url(), p(&format!("s{k}.pub"))))
+        .collect();
+    let front = start_front(&dir, &p("map.pub"), &replicas, &p("front.key"), &[]);
+    let (server, cache) = (format!("{}={}", front.url(), p("front.pub")), p("cache"));
+    let get = move |index: usize| {
+        let out = get_record(&server, &cache, index);
+        assert!(out.status.success(), "record {index}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("ypir"), "{err}");
+        out.stdout
+    };
+    let record = move |data: &[u8], index: usize| {
+        data[index * record_size..(index + 1) * record_size].to_vec()
+    };
+    let last = records - 1;
+    assert_eq!(get(last), record(&old, last));
+
+    let steady = {
+        let (get, old, new) = (get.clone(), old.clone(), new.clone());
+        Steady::start(move |n| {
+            let index = n * 7 % records;
+            let answer = get(index);
+            assert!(
+                answer == record(&old, index) || answer == record(&new, index),
+                "record {index}: neither version's bytes"
+            );
+        })
+    };
+    build(&p("sharded2"), &new);
+    install(&p("sharded2"), &dir);
+    reload_sharded(&shards, &front, "version(s)");
+    steady.stop();
+    for index in [0, last] {
+        assert_eq!(
+            get(index),
+            record(&new, index),
+            "record {index} after the upgrade"
+        );
+    }
+}
+
+#[test]
+fn a_sharded_ypir_database_reloads_on_sighup_without_failed_gets() {
+    a_sharded_ypir_database_reloads(1, 500, "ypir");
+}
+
+#[test]
+fn a_sharded_ypir_sp_database_reloads_on_sighup_without_failed_gets() {
+    a_sharded_ypir_database_reloads(24, 60, "ypir-sp");
 }

@@ -26,7 +26,7 @@ use super::{ShardError, ShardMap};
 use crate::lattice::{parse_download, MAX_QUERIES_PER_REQUEST};
 use crate::signed::{Backend, Refusal};
 
-pub use super::gather::{Done, Fanout, ReplicaReply, DEFAULT_DEADLINE};
+pub use super::gather::{Done, Fanout, ReplicaParts, ReplicaReply, DEFAULT_DEADLINE};
 
 /// A front end over the shards of one SimplePIR or DoublePIR database.
 pub struct Front<F> {

@@ -4,6 +4,10 @@
 //! that has not answered after the hedge delay is joined by the next one (a hedge), and the
 //! first valid signed part wins. Shared by the SimplePIR front end ([`super::Front`]) and the
 //! XOR one ([`super::XorFront`]), which differ only in how they combine the parts.
+//!
+//! [`Gather::broadcast`] sends a batch to every live replica of every shard instead, for
+//! messages that change a replica's state (a breach front end's QDP precompute orders): a
+//! later query may reach any replica.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -19,6 +23,8 @@ use super::ShardError;
 
 /// What a replica sent back: its reply envelope and its key, or why it sent none.
 pub type ReplicaReply = Result<(Vec<u8>, PublicKey), String>;
+/// One shard's valid parts from every replica that sent one: `(replica, answers)`.
+pub type ReplicaParts = Vec<(usize, Vec<Vec<u8>>)>;
 /// Called exactly once with a replica's reply, from any thread.
 pub type Done = Box<dyn FnOnce(ReplicaReply) + Send>;
 
@@ -137,18 +143,21 @@ impl<F: Fanout> Gather<F> {
         count: usize,
         max_answer: usize,
     ) -> Result<Vec<Vec<Vec<u8>>>, ShardError> {
-        self.gather_for(scheme, &self.part_ids, requests, count, max_answer)
+        self.gather_for(scheme, &self.part_ids, requests, (count, max_answer), &[])
     }
 
     /// [`Gather::gather`] of batches naming `ids[k]` for shard `k` rather than its part id
-    /// (a Checklist list's shards serve one part per bucket).
+    /// (a Checklist list's shards serve one part per bucket), of `count` queries whose
+    /// answers are at most `max_answer` bytes, asking first, among the live replicas of
+    /// shard `k`, those with the larger `held[k][replica]` (empty: no preference; see
+    /// [`super::Ops`]'s order).
     pub(crate) fn gather_for(
         &self,
         scheme: SchemeId,
         ids: &[[u8; 32]],
         requests: &[Arc<Vec<u8>>],
-        count: usize,
-        max_answer: usize,
+        (count, max_answer): (usize, usize),
+        held: &[Vec<u32>],
     ) -> Result<Vec<Vec<Vec<u8>>>, ShardError> {
         if ids.len() != requests.len() || requests.len() != self.keys.len() {
             return Err(ShardError::Combine(format!(
@@ -163,7 +172,9 @@ impl<F: Fanout> Gather<F> {
         let (tx, rx) = mpsc::channel();
         let mut pending: Vec<Pending> = (0..requests.len())
             .map(|k| {
-                let order = self.ops.order(k, turn);
+                let order = self
+                    .ops
+                    .order_held(k, turn, held.get(k).map_or(&[], Vec::as_slice));
                 Pending {
                     sent: vec![None; order.len()],
                     order,
@@ -231,6 +242,119 @@ impl<F: Fanout> Gather<F> {
             }
         }
         Ok(parts.into_iter().flatten().collect())
+    }
+
+    /// Every live replica's checked part of the batch `requests[k]` (of `count` queries,
+    /// answers at most `max_answer` bytes; every replica of a shard none of whose replicas is
+    /// live): per shard, the replicas that sent a valid signed part, each with its part. No
+    /// retries or hedges (every replica is asked at once); the replies are awaited until
+    /// each came or failed, or the deadline passed. A replica that failed, sent a wrong part
+    /// or missed the deadline is counted as failed and marked down. Fails only if a shard
+    /// has no valid part at all. For messages that change a replica's state and must reach
+    /// every replica (a breach front end's precompute orders).
+    pub(crate) fn broadcast(
+        &self,
+        scheme: SchemeId,
+        requests: &[Arc<Vec<u8>>],
+        (count, max_answer): (usize, usize),
+    ) -> Result<Vec<ReplicaParts>, ShardError> {
+        if requests.len() != self.keys.len() {
+            return Err(ShardError::Combine(format!(
+                "{} requests for {} shards",
+                requests.len(),
+                self.keys.len()
+            )));
+        }
+        let deadline = Instant::now() + self.deadline;
+        let (tx, rx) = mpsc::channel();
+        // Per shard, per replica asked: when, under which ticket, and whether it replied.
+        let mut asked: Vec<Vec<(usize, Instant, u64, bool)>> = Vec::with_capacity(requests.len());
+        for (k, request) in requests.iter().enumerate() {
+            let order = self.ops.order(k, 0);
+            let live: Vec<usize> = order
+                .iter()
+                .copied()
+                .filter(|&r| self.ops.is_live(k, r))
+                .collect();
+            let targets = if live.is_empty() { order } else { live };
+            if targets.is_empty() {
+                self.ops.unavailable(k);
+                return Err(no_replica(k, "no replica given".into()));
+            }
+            let mut of_shard = Vec::with_capacity(targets.len());
+            for replica in targets {
+                of_shard.push((replica, Instant::now(), self.ops.ticket(), false));
+                let tx = tx.clone();
+                self.fanout.send(
+                    k,
+                    replica,
+                    request.clone(),
+                    Box::new(move |reply| {
+                        // Past the deadline nobody listens.
+                        let _ = tx.send((k, replica, reply));
+                    }),
+                );
+            }
+            asked.push(of_shard);
+        }
+        // Once every callback has run or been dropped, the channel closes.
+        drop(tx);
+        let mut parts: Vec<ReplicaParts> = vec![Vec::new(); requests.len()];
+        let mut why: Vec<Option<ShardError>> = vec![None; requests.len()];
+        let mut out: usize = asked.iter().map(Vec::len).sum();
+        while out > 0 {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            let Ok((k, replica, reply)) = rx.recv_timeout(wait) else {
+                break; // the deadline passed, or the rest were dropped unanswered
+            };
+            let Some(slot) = asked[k].iter_mut().find(|a| a.0 == replica && !a.3) else {
+                continue; // a fan-out that called back twice
+            };
+            slot.3 = true;
+            out -= 1;
+            let (sent, ticket) = (slot.1, slot.2);
+            let checked = reply
+                .map_err(|why| no_replica(k, why))
+                .and_then(|(bytes, key)| {
+                    let part = (scheme, count, max_answer);
+                    self.check_part(k, part, &self.part_ids[k], &requests[k], &bytes, &key)
+                });
+            match checked {
+                Ok(part) => {
+                    self.ops.answered(k, sent.elapsed());
+                    self.ops.set_live(k, replica, ticket, true);
+                    parts[k].push((replica, part));
+                }
+                Err(error) => {
+                    tracing::warn!(shard = k, replica, %error, "a shard replica failed a broadcast");
+                    self.replica_failed(k, replica, ticket);
+                    if !matches!(why[k], Some(ShardError::WrongPart { .. })) {
+                        why[k] = Some(error);
+                    }
+                }
+            }
+        }
+        for (k, of_shard) in asked.iter().enumerate() {
+            for &(replica, _, ticket, _) in of_shard.iter().filter(|a| !a.3) {
+                tracing::warn!(shard = k, replica, "a shard replica sent no reply in time");
+                self.replica_failed(k, replica, ticket);
+            }
+        }
+        for (k, of_shard) in parts.iter().enumerate() {
+            if of_shard.is_empty() {
+                self.ops.unavailable(k);
+                return Err(why[k].take().unwrap_or_else(|| {
+                    no_replica(k, format!("no valid part within {:?}", self.deadline))
+                }));
+            }
+        }
+        Ok(parts)
+    }
+
+    /// Counts replica `replica` of shard `k` as failed, and down as of `ticket`.
+    fn replica_failed(&self, k: usize, replica: usize, ticket: u64) {
+        self.ops.failed(k);
+        self.ops.set_live(k, replica, ticket, false);
     }
 
     /// Asks the next replica of shard `k`, if one is left; sets the next hedge time.

@@ -54,7 +54,7 @@ pub mod xor_front;
 pub mod ypir_front;
 
 pub use combine::Combine;
-pub use front::{Done, Fanout, Front, ReplicaReply};
+pub use front::{Done, Fanout, Front, ReplicaParts, ReplicaReply};
 pub use map::{ShardEntry, ShardMap, SignedShardMap};
 pub use ops::{Coverage, Hedge, Ops};
 pub use xor_front::XorFront;

@@ -130,6 +130,13 @@ impl Ops {
     /// Shard `shard`'s replicas in the order to ask them: live ones first, each group rotated
     /// by `turn` so that replicas share the load.
     pub(crate) fn order(&self, shard: usize, turn: usize) -> Vec<usize> {
+        self.order_held(shard, turn, &[])
+    }
+
+    /// [`Ops::order`], and within the live replicas those with the larger `held[replica]`
+    /// first (a breach front end's count of the batch's seeds whose partial answers the
+    /// replica acknowledged); an empty or short `held` counts 0 for the replicas it lacks.
+    pub(crate) fn order_held(&self, shard: usize, turn: usize, held: &[u32]) -> Vec<usize> {
         let Some(s) = self.shards.get(shard) else {
             return Vec::new();
         };
@@ -137,8 +144,18 @@ impl Ops {
         let rotated = (0..s.live.len()).map(|i| (i + turn) % n);
         let (mut live, down): (Vec<usize>, Vec<usize>) =
             rotated.partition(|&r| s.live[r].load(Ordering::Relaxed) & 1 == 1);
+        // Stable: replicas holding as many keep their rotation.
+        live.sort_by_key(|&r| std::cmp::Reverse(held.get(r).copied().unwrap_or(0)));
         live.extend(down);
         live
+    }
+
+    /// Whether replica `replica` of shard `shard` was last seen answering.
+    pub(crate) fn is_live(&self, shard: usize, replica: usize) -> bool {
+        self.shards
+            .get(shard)
+            .and_then(|s| s.live.get(replica))
+            .is_some_and(|l| l.load(Ordering::Relaxed) & 1 == 1)
     }
 
     /// How long to wait for shard `shard`'s answer before hedging, if at all.
@@ -323,6 +340,18 @@ mod tests {
                 configured: 3
             }]
         );
+    }
+
+    #[test]
+    fn replicas_holding_more_come_first_among_the_live() {
+        let ops = Ops::new(&[3], Hedge::Off);
+        assert_eq!(ops.order_held(0, 1, &[0, 0, 5]), vec![2, 1, 0]);
+        assert_eq!(ops.order_held(0, 1, &[3, 3, 0]), vec![1, 0, 2]);
+        assert_eq!(ops.order_held(0, 1, &[]), ops.order(0, 1));
+        // A down replica stays last, however much it holds.
+        ops.set_live(0, 2, ops.ticket(), false);
+        assert!(!ops.is_live(0, 2) && ops.is_live(0, 0));
+        assert_eq!(ops.order_held(0, 0, &[0, 0, 9]), vec![0, 1, 2]);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use pir_core::{DbShape, SchemeId};
 use pir_keys::PublicKey;
 
 use super::combine::{self, Combine};
-use super::gather::Gather;
+use super::gather::{Gather, ReplicaParts};
 use super::ops::{Hedge, Ops};
 use super::{Fanout, ShardError, ShardMap};
 use crate::signed::{Backend, Refusal};
@@ -126,21 +126,67 @@ impl<F: Fanout> XorFront<F> {
         scheme: SchemeId,
         queries: &[Vec<u8>],
     ) -> Result<Vec<Vec<u8>>, ShardError> {
-        let requests: Vec<Arc<Vec<u8>>> = self
-            .gather
+        self.answer_queries_held(scheme, queries, &[])
+    }
+
+    /// [`XorFront::answer_queries`], asking first, among the live replicas of shard `k`,
+    /// those with the larger `held[k][replica]` (a breach front end's count of the batch's
+    /// seeds whose precompute orders the replica acknowledged, [`XorFront::answer_everywhere`];
+    /// empty: no preference). A replica preferred but down is asked only after the live ones.
+    pub fn answer_queries_held(
+        &self,
+        scheme: SchemeId,
+        queries: &[Vec<u8>],
+        held: &[Vec<u32>],
+    ) -> Result<Vec<Vec<u8>>, ShardError> {
+        let requests = self.requests(scheme, queries);
+        let parts = self.gather.gather_for(
+            scheme,
+            self.gather.part_ids(),
+            &requests,
+            (queries.len(), self.max_answer()),
+            held,
+        )?;
+        xor_parts(&parts, queries.len())
+    }
+
+    /// `queries` (all of `scheme`, at most [`MAX_BATCH`]) sent as one batch to every live
+    /// replica of every shard at once (every replica of a shard none of whose replicas is
+    /// live), for messages that change a replica's state, which a later query may reach any
+    /// replica for (a breach front end's precompute orders). Returns, per shard, the replicas
+    /// whose valid signed part came (each part checked as [`XorFront::answer_queries`]
+    /// checks it), with their answers; a replica that failed is counted and marked down. An
+    /// error only if a shard has no replica with a valid part.
+    pub fn answer_everywhere(
+        &self,
+        scheme: SchemeId,
+        queries: &[Vec<u8>],
+    ) -> Result<Vec<ReplicaParts>, ShardError> {
+        let requests = self.requests(scheme, queries);
+        self.gather
+            .broadcast(scheme, &requests, (queries.len(), self.max_answer()))
+    }
+
+    /// Every shard's request of `queries`: one batch naming its part id.
+    fn requests(&self, scheme: SchemeId, queries: &[Vec<u8>]) -> Vec<Arc<Vec<u8>>> {
+        self.gather
             .part_ids()
             .iter()
             .map(|id| {
                 let batch = protocol::encode_query_batch(id, queries);
                 Arc::new(wire::encode_envelope(scheme, MessageKind::Query, &batch))
             })
-            .collect();
-        // The longest XOR answer: a RAID-PIR per-chunk answer, one block per chunk.
-        let max_answer = pir_xor::raid::MAX_CHUNKS * self.shape.block_size();
-        let parts = self
-            .gather
-            .gather(scheme, &requests, queries.len(), max_answer)?;
-        xor_parts(&parts, queries.len())
+            .collect()
+    }
+
+    /// The longest XOR answer: a RAID-PIR per-chunk answer, one block per chunk.
+    fn max_answer(&self) -> usize {
+        pir_xor::raid::MAX_CHUNKS * self.shape.block_size()
+    }
+
+    /// Shard `k`'s replica count (its keys).
+    pub fn replicas(&self, k: usize) -> usize {
+        self.ops().coverage().get(k).map_or(0, |c| c.configured)
     }
 
     /// The XORed answers to `queries` (all of `scheme`, at most [`MAX_BATCH`]) sent to shard
@@ -160,9 +206,13 @@ impl<F: Fanout> XorFront<F> {
                 Arc::new(wire::encode_envelope(scheme, MessageKind::Query, &batch))
             })
             .collect();
-        let parts =
-            self.gather
-                .gather_for(scheme, part_ids, &requests, queries.len(), max_answer)?;
+        let parts = self.gather.gather_for(
+            scheme,
+            part_ids,
+            &requests,
+            (queries.len(), max_answer),
+            &[],
+        )?;
         xor_parts(&parts, queries.len())
     }
 }

@@ -5,11 +5,15 @@
 //! mod `q2` (a YPIR+SP part holds only its rows' leaves) and packs the sums
 //! ([`pir_lattice::ypir::YpirPacking`]), so its answer is the whole server's byte for byte.
 //!
-//! At start it reads every shard's offline part (its partial masks of the static leaves, in
-//! the shard's hint download) and builds the packing plan from their sum: the whole server's
-//! offline packing work, whatever the database size (YPIR: about 250 MB per record entry;
-//! YPIR+SP: about 495 MiB per packed ciphertext). Clients download the header-only hint a
-//! whole server serves.
+//! A `YpirFront` serves one database version. Building it ([`YpirFront::new`]) takes every
+//! shard's offline part of that version (its partial masks of the static leaves, in the
+//! hint download of the shard's part for the version) and builds the packing plan from their
+//! sum: the whole server's offline packing work, whatever the database size (YPIR: about
+//! 250 MB per record entry; YPIR+SP: about 495 MiB per packed ciphertext). The server builds
+//! one at start and a new one at every reload that names a new version (the shards' offline
+//! parts of the new parts fetched again, a new plan built), and holds the old one, plan
+//! included, until the retired version is dropped; a reload of the same version keeps the
+//! front end it has. Clients download the header-only hint a whole server serves.
 //!
 //! Privacy: a shard receives `c1` and `c2` under a key id that is the same for every client
 //! (never the client's keys or key id): less than a whole server receives. The front end
