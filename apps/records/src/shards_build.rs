@@ -198,7 +198,12 @@ pub fn write_one(
         let part = file;
         let mut payload = Sha256::new();
         let mut parts: Vec<Sha256> = cuts.iter().map(|_| Sha256::new()).collect();
-        let end = cuts.iter().map(Cut::end).max().unwrap_or(0).max(payload_len);
+        let end = cuts
+            .iter()
+            .map(Cut::end)
+            .max()
+            .unwrap_or(0)
+            .max(payload_len);
         let mut chunk = vec![0u8; CHUNK];
         let mut at = 0u64;
         let mut source = &records.file;
@@ -216,7 +221,8 @@ pub fn write_one(
             }
             chunk[from_file..want].fill(0);
             let window = at..at + want as u64;
-            let bytes = |run: Range<u64>| &chunk[(run.start - at) as usize..(run.end - at) as usize];
+            let bytes =
+                |run: Range<u64>| &chunk[(run.start - at) as usize..(run.end - at) as usize];
             if at < payload_len {
                 payload.update(bytes(at..window.end.min(payload_len)));
             }
@@ -303,7 +309,10 @@ mod tests {
         let all = shards::write(whole.path(), (&header, &payload), scheme, shards, &key);
         let input = whole.path().join("records.bin");
         std::fs::write(&input, data).unwrap();
-        let what = format!("{scheme:?}, {} bytes of {size}-byte records, S = {shards}", data.len());
+        let what = format!(
+            "{scheme:?}, {} bytes of {size}-byte records, S = {shards}",
+            data.len()
+        );
         for only in 0..shards {
             let one = tempfile::tempdir().unwrap();
             let mut file = RecordsFile::open(&input).unwrap();
@@ -348,26 +357,26 @@ mod tests {
     /// record size are padded alike.
     #[test]
     fn one_shard_is_what_the_whole_build_writes_for_it() {
-        let shapes: [(Scheme, usize, usize); 9] = [
+        let shapes: [(Scheme, usize, usize); 7] = [
             (Scheme::SimplePir, 2999, 3),
-            (Scheme::SimplePir, 40_001, 1),
             (Scheme::SimplePir, 1234, 100),
-            (Scheme::DoublePir, 5003, 1),
+            (Scheme::DoublePir, 3001, 9),
             (Scheme::DoublePir, 1661, 5),
             (Scheme::DoublePir, 2243, 25),
-            (Scheme::DoublePir, 6301, 70),
             (Scheme::Ypir, 7001, 1),
             (Scheme::Ypir, 4321, 100),
         ];
-        let mut sharded = 0;
+        let mut unshardable = Vec::new();
         for (scheme, len, size) in shapes {
             let data = records(len);
             for shards in 1..=4 {
-                sharded += usize::from(same_both_ways(&data, size, scheme, shards));
+                if !same_both_ways(&data, size, scheme, shards) {
+                    unshardable.push(format!("{scheme:?} {len}/{size} S = {shards}"));
+                }
             }
         }
         // Every shape splits into up to 4 shards.
-        assert_eq!(sharded, shapes.len() * 4);
+        assert!(unshardable.is_empty(), "{unshardable:?}");
     }
 
     /// The strided cut hands out the same bytes whatever the chunk boundaries.
@@ -406,7 +415,10 @@ mod tests {
         let error = write_one(&out, &mut file, 4, SEEDS, (Scheme::SimplePir, 2, 2), &key)
             .unwrap_err()
             .to_string();
-        assert_eq!(error, "there is no shard 2 of 2 (shards are numbered 0 to 1)");
+        assert_eq!(
+            error,
+            "there is no shard 2 of 2 (shards are numbered 0 to 1)"
+        );
         // A file that shrinks while it is read is an error naming it, not a short part.
         std::fs::write(&input, records(10)).unwrap();
         let error = write_one(&out, &mut file, 4, SEEDS, (Scheme::SimplePir, 2, 0), &key)

@@ -262,12 +262,16 @@ mod tests {
             error(format!("{full} --shard 2")),
             "--shard 2: there is no such shard of 2 (they are numbered 0 to 1)"
         );
-        assert!(error(format!("{base} --matrix-seeds {SEEDS} --shards 2 --shard 0"))
-            .ends_with("give --key MAP.key (the same in every process)"));
+        assert!(error(format!(
+            "{base} --matrix-seeds {SEEDS} --shards 2 --shard 0"
+        ))
+        .ends_with("give --key MAP.key (the same in every process)"));
         assert!(error(format!("{base} --key {key} --shards 2 --shard 0"))
             .ends_with("give --matrix-seeds HEX (the same in every process)"));
-        assert!(error(format!("{base} --key {key} --matrix-seeds 00ff --shards 2 --shard 0"))
-            .starts_with("--matrix-seeds takes 64 hex digits"));
+        assert!(error(format!(
+            "{base} --key {key} --matrix-seeds 00ff --shards 2 --shard 0"
+        ))
+        .starts_with("--matrix-seeds takes 64 hex digits"));
         assert!(error(format!("{full} --shard 0 --scheme inspire"))
             .starts_with("sharded databases are served with SimplePIR, DoublePIR or YPIR"));
         // Limits are checked before anything is read or written: DoublePIR records are at
