@@ -434,3 +434,44 @@ mod tests {
         assert_eq!(error, "the records file is empty");
     }
 }
+
+/// The memory figure of docs/sharding.md: `PIR_MEASURE_FILE=rec.bin /usr/bin/time -v
+/// TEST_BINARY --ignored --exact shards_build::measure::one_shard` (and `::whole`), run by
+/// hand (not in CI: it reads a file of hundreds of MiB).
+#[cfg(test)]
+mod measure {
+    use super::*;
+
+    fn input() -> (std::path::PathBuf, SecretKey, tempfile::TempDir) {
+        let path = std::env::var_os("PIR_MEASURE_FILE").expect("PIR_MEASURE_FILE=records file");
+        let key = SecretKey::generate().unwrap();
+        (path.into(), key, tempfile::tempdir().unwrap())
+    }
+
+    #[test]
+    #[ignore = "a measurement over a large file, run by hand"]
+    fn one_shard() {
+        let (path, key, out) = input();
+        let mut file = RecordsFile::open(&path).unwrap();
+        let seeds = [[1; 16], [2; 16]];
+        write_one(
+            out.path(),
+            &mut file,
+            32,
+            seeds,
+            (Scheme::SimplePir, 4, 1),
+            &key,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    #[ignore = "a measurement over a large file, run by hand"]
+    fn whole() {
+        let (path, key, out) = input();
+        let data = std::fs::read(&path).unwrap();
+        let mut rng = rand::rng();
+        let (header, payload) = crate::build_records(&data, 32, &mut rng).unwrap();
+        crate::shards::write(out.path(), (&header, &payload), Scheme::SimplePir, 4, &key).unwrap();
+    }
+}
