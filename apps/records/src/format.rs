@@ -290,29 +290,52 @@ pub fn build_records(
     record_size: usize,
     rng: &mut impl CryptoRng,
 ) -> Result<(DbHeader, Vec<u8>), RecordsError> {
+    let mut matrix_seeds = [[0u8; 16]; 2];
+    for seed in &mut matrix_seeds {
+        rng.fill_bytes(seed);
+    }
+    // The header checks the size and the record size before the payload is allocated.
+    let shape = records_header(data.len() as u64, record_size, [0; 32], matrix_seeds)?;
+    let mut payload = data.to_vec();
+    payload.resize(shape.records as usize * record_size, 0);
+    let header = DbHeader {
+        payload_hash: Sha256::digest(&payload).into(),
+        ..shape
+    };
+    Ok((header, payload))
+}
+
+/// The header [`build_records`] gives a records file of `len` bytes, `record_size` bytes per
+/// record (the last one zero-padded), whose zero-padded payload hashes to `payload_hash`, with
+/// the LWE matrices' seeds `matrix_seeds`: what a build that streams the file rather than
+/// reading it whole ([`crate::shards_build`]) needs. An error for an empty file or a record
+/// size out of range.
+pub fn records_header(
+    len: u64,
+    record_size: usize,
+    payload_hash: [u8; 32],
+    matrix_seeds: [[u8; 16]; 2],
+) -> Result<DbHeader, RecordsError> {
     if record_size == 0 || record_size > MAX_RECORD_SIZE {
         return Err(RecordsError::Input(format!(
             "record size must be 1 to {MAX_RECORD_SIZE} bytes"
         )));
     }
-    if data.is_empty() {
+    if len == 0 {
         return Err(RecordsError::Input("the records file is empty".into()));
     }
-    let records = data.len().div_ceil(record_size);
-    let mut payload = data.to_vec();
-    payload.resize(records * record_size, 0);
-    let last_len = data.len() - (records - 1) * record_size;
-    let header = finish_header(
-        DbKind::Records,
+    let records = len.div_ceil(record_size as u64);
+    let last_len = (len - (records - 1) * record_size as u64) as usize;
+    Ok(DbHeader {
+        kind: DbKind::Records,
         record_size,
-        records as u64,
+        records,
         last_len,
-        records as u64,
-        [0; 16],
-        &payload,
-        rng,
-    );
-    Ok((header, payload))
+        entries: records,
+        cuckoo_seed: [0; 16],
+        matrix_seeds,
+        payload_hash,
+    })
 }
 
 /// Fills in the random matrix seeds and the payload hash.

@@ -17,6 +17,8 @@
 //!   computed and saved (progress and notes go to the caller, which logs them).
 //! - [`shards`]: a database split into shards (`pir db build --shards`), one shard's server
 //!   state, and the front end's fan-out to the shards' replicas over HTTPS;
+//!   [`shards_build`]: one shard's part and the map from one pass over the records file
+//!   (`pir db build --shards S --shard K`, no process holding the whole database);
 //!   [`shards_xor`]: the same for a sharded release (`pir release build --shards`), whose
 //!   shards answer Chor, RAID-PIR and DPF and whose parts the front end XORs.
 //! - [`command`]: `pir db build`, `pir serve`, `pir get`, `pir shard serve` and `pir front
@@ -35,7 +37,10 @@ pub mod lookup;
 pub mod offline;
 pub mod serve;
 pub mod shards;
+pub mod shards_build;
 pub mod shards_xor;
 
 pub use cuckoo::{build_key_values, parse_key_values};
-pub use format::{build_records, scheme_fits, DbHeader, DbKind, RecordDb, RecordsError};
+pub use format::{
+    build_records, records_header, scheme_fits, DbHeader, DbKind, RecordDb, RecordsError,
+};

@@ -71,23 +71,7 @@ pub fn write(
         let path = path.to_path_buf();
         move |source| RecordsError::Io { path, source }
     };
-    // YPIR lays records over 8 bytes out for YPIR+SP: the map names the scheme served.
-    let params = params_of(header, scheme)?;
-    let (rows, unit) = match params.scheme {
-        // YPIR: whole row groups (a record's `e` rows), so that each shard holds whole
-        // columns of the second layer.
-        Scheme::Ypir => (
-            params.rows() as u64,
-            params.entries_per_record().max(1) as u64,
-        ),
-        Scheme::DoublePir | Scheme::YpirSp => (
-            params.rows() as u64,
-            split::double_pir_unit(&params, shards),
-        ),
-        _ => (header.records, split::simple_pir_unit(&params)),
-    };
-    let ranges = split::split_rows(rows, shards, unit)
-        .map_err(|e| RecordsError::Input(format!("{e} (fewer shards or more records)")))?;
+    let (params, rows, ranges) = layout(header, scheme, shards)?;
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let mut entries = Vec::with_capacity(shards);
     for (k, rows) in ranges.iter().enumerate() {
@@ -110,11 +94,43 @@ pub fn write(
         about: header.encode().to_vec(),
         shards: entries,
     };
+    write_map(dir, &map, key)?;
+    Ok(map)
+}
+
+/// How `header`'s database splits into `shards` shards of `scheme`: its parameters (YPIR lays
+/// records over 8 bytes out for YPIR+SP), the map's row count, and each shard's rows.
+pub(crate) fn layout(
+    header: &DbHeader,
+    scheme: Scheme,
+    shards: usize,
+) -> Result<(Params, u64, Vec<std::ops::Range<u64>>), RecordsError> {
+    let params = params_of(header, scheme)?;
+    let (rows, unit) = match params.scheme {
+        // YPIR: whole row groups (a record's `e` rows), so that each shard holds whole
+        // columns of the second layer.
+        Scheme::Ypir => (
+            params.rows() as u64,
+            params.entries_per_record().max(1) as u64,
+        ),
+        Scheme::DoublePir | Scheme::YpirSp => (
+            params.rows() as u64,
+            split::double_pir_unit(&params, shards),
+        ),
+        _ => (header.records, split::simple_pir_unit(&params)),
+    };
+    let ranges = split::split_rows(rows, shards, unit)
+        .map_err(|e| RecordsError::Input(format!("{e} (fewer shards or more records)")))?;
+    Ok((params, rows, ranges))
+}
+
+/// Signs `map` with `key` and writes it to `dir`'s [`MAP_FILE`] (atomically). Ed25519
+/// signatures are deterministic, so the same map and key give the same file.
+pub(crate) fn write_map(dir: &Path, map: &ShardMap, key: &SecretKey) -> Result<(), RecordsError> {
     let path = dir.join(MAP_FILE);
     let bytes = map.clone().sign(key).to_bytes();
     pir_fs::write_atomic(&path, |file| std::io::Write::write_all(file, &bytes))
-        .map_err(io(&path))?;
-    Ok(map)
+        .map_err(|source| RecordsError::Io { path, source })
 }
 
 /// The bytes of `payload` that shard `rows` holds: SimplePIR, records `rows` (whole matrix

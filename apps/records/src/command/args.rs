@@ -45,6 +45,10 @@ pub enum DbCommand {
     /// Keys are placed by cuckoo hashing with two public hash functions, so a lookup always
     /// fetches both candidate records and the server cannot tell keys, present or missing,
     /// apart. Values are padded to the longest one.
+    ///
+    /// With --shards S: a directory of S shard parts and their signed map; with --shard K as
+    /// well, only K's part and the map, read from the records file without holding the
+    /// database (one process per shard: give each the same --key and --matrix-seeds).
     Build(DbBuildArgs),
 }
 
@@ -64,13 +68,24 @@ pub struct DbBuildArgs {
     /// The database file to write (with --shards: the directory of the shards and their map).
     #[arg(long, value_name = "DB")]
     pub out: PathBuf,
-    /// Split the database into this many shards (SimplePIR, or DoublePIR with `--scheme
-    /// doublepir`), for `pir shard serve` and `pir front serve`.
+    /// Split the database into this many shards (SimplePIR, or DoublePIR or YPIR with
+    /// `--scheme`), for `pir shard serve` and `pir front serve`.
     #[arg(long, value_name = "S", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub shards: Option<u16>,
-    /// With --shards: the key that signs the shard map (default: a new one, used once).
+    /// With --shards: write only shard K's part (DIR/shard-K.part) and the map, reading the
+    /// records file once without holding the database (records only, not --kv). Every process
+    /// given the same file, --record-size, --shards, --scheme, --key and --matrix-seeds writes
+    /// the same map (compare them), and the part --shards alone writes for K.
+    #[arg(long, value_name = "K", requires = "shards")]
+    pub shard: Option<u16>,
+    /// With --shards: the key that signs the shard map (default: a new one, used once;
+    /// required with --shard).
     #[arg(long, value_name = "KEY", requires = "shards")]
     pub key: Option<PathBuf>,
+    /// The seeds of the public LWE matrices, 64 hex digits (default: random; required with
+    /// --shard, the same in every process: draw them once, e.g. `openssl rand -hex 32`).
+    #[arg(long, value_name = "HEX", conflicts_with = "kv")]
+    pub matrix_seeds: Option<String>,
     /// The scheme this database is for: refuse to build it (naming the scheme that fits) if
     /// that scheme cannot serve it. Without it, the schemes that can are listed.
     #[arg(long, value_enum)]

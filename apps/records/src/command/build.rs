@@ -8,19 +8,14 @@ use crate::{DbHeader, DbKind};
 
 /// `pir db build`.
 pub(super) fn build(args: &DbBuildArgs) -> Result<()> {
+    if let Some(only) = args.shard {
+        return super::shard::build_one(args, usize::from(only));
+    }
     let (header, payload) = read_input(args)?;
     // Every scheme's limits are checked now, not first when `pir serve` starts.
     let served = served_by(&header, args.scheme)?;
     if let Some(shards) = args.shards {
-        let scheme = match args.scheme {
-            None | Some(LatticeSchemeArg::Simplepir) => pir_lattice::Scheme::SimplePir,
-            Some(LatticeSchemeArg::Doublepir) => pir_lattice::Scheme::DoublePir,
-            Some(LatticeSchemeArg::Ypir) => pir_lattice::Scheme::Ypir,
-            Some(_) => bail!(
-                "sharded databases are served with SimplePIR, DoublePIR or YPIR so far \
-                 (InsPIRe's packing step at the front end is not built yet)"
-            ),
-        };
+        let scheme = shard_scheme(args.scheme)?;
         let key = args.key.as_deref();
         let input = (&header, payload.as_slice());
         return super::shard::build(&args.out, input, scheme, shards.into(), key);
@@ -48,6 +43,43 @@ pub(super) fn build(args: &DbBuildArgs) -> Result<()> {
     Ok(())
 }
 
+/// The lattice scheme of a sharded build's `--scheme` (default SimplePIR).
+pub(super) fn shard_scheme(scheme: Option<LatticeSchemeArg>) -> Result<pir_lattice::Scheme> {
+    Ok(match scheme {
+        None | Some(LatticeSchemeArg::Simplepir) => pir_lattice::Scheme::SimplePir,
+        Some(LatticeSchemeArg::Doublepir) => pir_lattice::Scheme::DoublePir,
+        Some(LatticeSchemeArg::Ypir) => pir_lattice::Scheme::Ypir,
+        Some(_) => bail!(
+            "sharded databases are served with SimplePIR, DoublePIR or YPIR so far \
+             (InsPIRe's packing step at the front end is not built yet)"
+        ),
+    })
+}
+
+/// `--matrix-seeds HEX`: the seeds of `A` and `A2`, 16 bytes each.
+pub(super) fn matrix_seeds(hex_digits: &str) -> Result<[[u8; 16]; 2]> {
+    let bytes = hex::decode(hex_digits.trim())
+        .ok()
+        .filter(|bytes| bytes.len() == 32)
+        .context("--matrix-seeds takes 64 hex digits (32 bytes: the seeds of A and A2)")?;
+    let mut seeds = [[0u8; 16]; 2];
+    seeds[0].copy_from_slice(&bytes[..16]);
+    seeds[1].copy_from_slice(&bytes[16..]);
+    Ok(seeds)
+}
+
+/// The note printed when the last record is shorter than the others.
+pub(super) fn note_padding(header: &DbHeader) {
+    if header.last_len < header.record_size {
+        println!(
+            "note: the last record (number {}) has {} bytes; it is zero-padded to {}",
+            header.records - 1,
+            header.last_len,
+            header.record_size
+        );
+    }
+}
+
 /// The database's header and payload from `--records` or `--kv`.
 fn read_input(args: &DbBuildArgs) -> Result<(DbHeader, Vec<u8>)> {
     let mut rng = rand::rng();
@@ -58,14 +90,11 @@ fn read_input(args: &DbBuildArgs) -> Result<(DbHeader, Vec<u8>)> {
                 .context("--records needs --record-size BYTES")?;
             let data =
                 std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            let (header, payload) = crate::build_records(&data, size, &mut rng)?;
-            if header.last_len < size {
-                println!(
-                    "note: the last record (number {}) has {} bytes; it is zero-padded to {size}",
-                    header.records - 1,
-                    header.last_len
-                );
+            let (mut header, payload) = crate::build_records(&data, size, &mut rng)?;
+            if let Some(seeds) = &args.matrix_seeds {
+                header.matrix_seeds = matrix_seeds(seeds)?;
             }
+            note_padding(&header);
             Ok((header, payload))
         }
         (None, Some(path)) => {
@@ -158,6 +187,108 @@ mod tests {
         crate::build_records(&vec![7; records * size], size, &mut rng)
             .unwrap()
             .0
+    }
+
+    /// `pir db build` with these flags after `pir`.
+    fn parse(flags: &str) -> Result<DbBuildArgs, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            command: super::super::RecordsCommand,
+        }
+        let words = ["pir", "db", "build"].into_iter().chain(flags.split(' '));
+        match <Cli as clap::Parser>::try_parse_from(words)?.command {
+            super::super::RecordsCommand::Db(super::super::DbCommand::Build(args)) => Ok(args),
+            _ => unreachable!("`pir db build` parses as a build"),
+        }
+    }
+
+    const SEEDS: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+    /// `--shard K` processes write the part and map that `--shards S` alone writes with the
+    /// same seeds and key (DoublePIR, a file that is not a whole number of records).
+    #[test]
+    fn shard_builds_from_the_command_match_the_whole_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name).display().to_string();
+        let data: Vec<u8> = (0..3001u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        std::fs::write(at("records.bin"), &data).unwrap();
+        pir_keys::SecretKey::generate()
+            .unwrap()
+            .save(&dir.path().join("map.key"))
+            .unwrap();
+        let common = format!(
+            "--records {} --record-size 5 --shards 3 --scheme doublepir --key {} \
+             --matrix-seeds {SEEDS}",
+            at("records.bin"),
+            at("map.key")
+        );
+        let common = common.split_whitespace().collect::<Vec<_>>().join(" ");
+        build(&parse(&format!("{common} --out {}", at("whole"))).unwrap()).unwrap();
+        for k in 0..3 {
+            let out = at(&format!("one{k}"));
+            build(&parse(&format!("{common} --shard {k} --out {out}")).unwrap()).unwrap();
+            for file in [format!("shard-{k}.part"), "shard-map.bin".to_string()] {
+                let whole = std::fs::read(dir.path().join("whole").join(&file)).unwrap();
+                let one = std::fs::read(std::path::Path::new(&out).join(&file)).unwrap();
+                assert!(whole == one, "shard {k}: {file} differs");
+            }
+        }
+        let map = crate::shards::read_map(&dir.path().join("one1"), None).unwrap();
+        let header = DbHeader::decode(&map.about).unwrap();
+        assert_eq!(header.matrix_seeds, matrix_seeds(SEEDS).unwrap());
+        assert_eq!((header.records, header.last_len), (601, 1));
+    }
+
+    /// What a `--shard` build cannot do is refused, saying why and what to give instead.
+    #[test]
+    fn shard_builds_refuse_what_other_processes_cannot_repeat() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = dir.path().join("records.bin");
+        std::fs::write(&records, vec![1u8; 5000]).unwrap();
+        std::fs::write(dir.path().join("pairs.txt"), "a,1\nb,2\n").unwrap();
+        let key = dir.path().join("map.key");
+        pir_keys::SecretKey::generate().unwrap().save(&key).unwrap();
+        let (records, key) = (records.display(), key.display());
+        let out = dir.path().join("out");
+        let out = out.display();
+        let error = |flags: String| {
+            let args = parse(&flags).unwrap();
+            build(&args).unwrap_err().to_string()
+        };
+        let base = format!("--records {records} --record-size 10 --out {out}");
+        let full = format!("{base} --key {key} --matrix-seeds {SEEDS} --shards 2");
+        assert_eq!(
+            error(format!("{full} --shard 2")),
+            "--shard 2: there is no such shard of 2 (they are numbered 0 to 1)"
+        );
+        assert!(error(format!(
+            "{base} --matrix-seeds {SEEDS} --shards 2 --shard 0"
+        ))
+        .ends_with("give --key MAP.key (the same in every process)"));
+        assert!(error(format!("{base} --key {key} --shards 2 --shard 0"))
+            .ends_with("give --matrix-seeds HEX (the same in every process)"));
+        assert!(error(format!(
+            "{base} --key {key} --matrix-seeds 00ff --shards 2 --shard 0"
+        ))
+        .starts_with("--matrix-seeds takes 64 hex digits"));
+        assert!(error(format!("{full} --shard 0 --scheme inspire"))
+            .starts_with("sharded databases are served with SimplePIR, DoublePIR or YPIR"));
+        // Limits are checked before anything is read or written: DoublePIR records are at
+        // most 72 bytes.
+        let large = format!("--records {records} --record-size 100 --out {out}");
+        let large = format!("{large} --key {key} --matrix-seeds {SEEDS} --shards 2");
+        assert!(error(format!("{large} --shard 0 --scheme doublepir"))
+            .starts_with("doublepir cannot serve 50 records of 100 bytes"));
+        assert!(!dir.path().join("out").exists());
+        // A key-value database needs every key in the process that places them.
+        let kv = dir.path().join("pairs.txt");
+        let kv = format!("--kv {} --out {out} --key {key} --shards 2", kv.display());
+        assert!(error(format!("{kv} --shard 0"))
+            .starts_with("--shard cannot build one part of a key-value database"));
+        // Without --shards, --shard does not parse; nor do seeds with --kv.
+        assert!(parse(&format!("{base} --shard 0")).is_err());
+        assert!(parse(&format!("{kv} --matrix-seeds {SEEDS}")).is_err());
     }
 
     #[test]
