@@ -187,20 +187,22 @@ impl<T: Transport> LatticeSession<T> {
                     bytes
                 }
             };
-            let opened = parse_download(&download).map_err(bad).and_then(|(s, about, hint)| {
-                if s != scheme {
-                    return Err(bad(
-                        "the hint is for another scheme than the server announces",
-                    ));
-                }
-                let client = pir_lattice::open_client(scheme, hint).map_err(bad)?;
-                if *client.header() != announced {
-                    return Err(bad(
-                        "the hint does not match the database the server announces",
-                    ));
-                }
-                Ok((about.to_vec(), client))
-            });
+            let opened = parse_download(&download)
+                .map_err(bad)
+                .and_then(|(s, about, hint)| {
+                    if s != scheme {
+                        return Err(bad(
+                            "the hint is for another scheme than the server announces",
+                        ));
+                    }
+                    let client = pir_lattice::open_client(scheme, hint).map_err(bad)?;
+                    if *client.header() != announced {
+                        return Err(bad(
+                            "the hint does not match the database the server announces",
+                        ));
+                    }
+                    Ok((about.to_vec(), client))
+                });
             let (about, client) = match opened {
                 Ok(opened) => opened,
                 // A cached hint that no longer fits (damaged, or cached before the server
