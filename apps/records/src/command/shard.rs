@@ -241,62 +241,8 @@ pub(super) fn build(
     Ok(())
 }
 
-/// `pir db build --shards S --shard K`: shard K's part and the map, from one pass over the
-/// records file (`crate::shards_build`); refuses what other processes could not repeat.
-pub(super) fn build_one(args: &super::DbBuildArgs, only: usize) -> Result<()> {
-    let Some(shards) = args.shards.map(usize::from) else {
-        bail!("--shard K needs --shards S (the shard count, the same in every process)");
-    };
-    if args.kv.is_some() {
-        bail!(
-            "--shard cannot build one part of a key-value database: cuckoo hashing places \
-             every key, so each part depends on all of them; build all parts at once with \
-             --shards {shards} (without --shard)"
-        );
-    }
-    if only >= shards {
-        bail!(
-            "--shard {only}: there is no such shard of {shards} (they are numbered 0 to {})",
-            shards - 1
-        );
-    }
-    let missing = [
-        (args.key.is_none(), "--key MAP.key"),
-        (args.matrix_seeds.is_none(), "--matrix-seeds HEX"),
-    ];
-    if let Some((_, flag)) = missing.iter().find(|(absent, _)| *absent) {
-        bail!(
-            "--shard builds one part of a database that other processes build too: give \
-             {flag} (the same in every process)"
-        );
-    }
-    let (Some(path), Some(size)) = (&args.records, args.record_size) else {
-        bail!("--shard needs --records FILE --record-size BYTES");
-    };
-    let scheme = super::build::shard_scheme(args.scheme)?;
-    let seeds = super::build::matrix_seeds(args.matrix_seeds.as_deref().unwrap_or_default())?;
-    let key_path = args.key.as_deref().unwrap_or(Path::new(""));
-    let key =
-        SecretKey::load(key_path).with_context(|| format!("reading {}", key_path.display()))?;
-    let mut records = crate::shards_build::RecordsFile::open(path)?;
-    // Every scheme's limits are checked before the file is read, as for a whole build.
-    let shape = records.header(size, seeds)?;
-    super::build::served_by(&shape, args.scheme)?;
-    let map = crate::shards_build::write_one(
-        &args.out,
-        &mut records,
-        size,
-        seeds,
-        (scheme, shards, only),
-        &key,
-    )?;
-    super::build::note_padding(&shape);
-    print_built(&args.out, &shape, &map, Some(only), &key);
-    Ok(())
-}
-
 /// What a sharded build wrote: all parts, or only part `only`.
-fn print_built(
+pub(super) fn print_built(
     out: &Path,
     header: &DbHeader,
     map: &ShardMap,
