@@ -34,6 +34,18 @@ fn shard(dir: &str, k: usize, key: &str) -> Proc {
     )
 }
 
+/// Shards 0 and 1 of the sharded database in `dir` (keys `s0` and `s1` of `scratch`) and a
+/// front end over them (key `front`, the map's key `map`).
+fn serve_two_shards(scratch: &Scratch, dir: &str) -> ([Proc; 2], Proc) {
+    let p = |n: &str| scratch.path(n);
+    let shards = [shard(dir, 0, &p("s0.key")), shard(dir, 1, &p("s1.key"))];
+    let replicas: Vec<_> = (shards.iter().enumerate())
+        .map(|(k, s)| (k, s.url(), p(&format!("s{k}.pub"))))
+        .collect();
+    let front = start_front(dir, &p("map.pub"), &replicas, &p("front.key"), &[]);
+    (shards, front)
+}
+
 #[test]
 fn a_sharded_release_reloads_on_sighup_without_failed_fetches() {
     let world = World::new(1);
@@ -138,11 +150,7 @@ fn a_sharded_lattice_database_reloads_on_sighup_without_failed_gets() {
     };
     let dir = p("sharded");
     build(&dir, &old);
-    let shards = [shard(&dir, 0, &p("s0.key")), shard(&dir, 1, &p("s1.key"))];
-    let replicas: Vec<_> = (shards.iter().enumerate())
-        .map(|(k, s)| (k, s.url(), p(&format!("s{k}.pub"))))
-        .collect();
-    let front = start_front(&dir, &p("map.pub"), &replicas, &p("front.key"), &[]);
+    let (shards, front) = serve_two_shards(&scratch, &dir);
     let (server, cache) = (format!("{}={}", front.url(), p("front.pub")), p("cache"));
     let get = move |index: usize| {
         let out = get_record(&server, &cache, index);
@@ -208,11 +216,7 @@ fn a_sharded_ypir_database_reloads(record_size: usize, records: usize, served_by
     };
     let dir = p("sharded");
     build(&dir, &old);
-    let shards = [shard(&dir, 0, &p("s0.key")), shard(&dir, 1, &p("s1.key"))];
-    let replicas: Vec<_> = (shards.iter().enumerate())
-        .map(|(k, s)| (k, s.url(), p(&format!("s{k}.pub"))))
-        .collect();
-    let front = start_front(&dir, &p("map.pub"), &replicas, &p("front.key"), &[]);
+    let (shards, front) = serve_two_shards(&scratch, &dir);
     let (server, cache) = (format!("{}={}", front.url(), p("front.pub")), p("cache"));
     let get = move |index: usize| {
         let out = get_record(&server, &cache, index);
