@@ -86,16 +86,7 @@ pub fn write(
             part_hash: pir_keys::sha256(&part),
         });
     }
-    let map = ShardMap {
-        scheme: params.scheme.id(),
-        database_id: header.version(scheme.id().name()),
-        rows,
-        row_bytes: header.record_size as u32,
-        about: header.encode().to_vec(),
-        shards: entries,
-    };
-    write_map(dir, &map, key)?;
-    Ok(map)
+    write_map(dir, header, (&params, scheme), rows, entries, key)
 }
 
 /// How `header`'s database splits into `shards` shards of `scheme`: its parameters (YPIR lays
@@ -124,13 +115,31 @@ pub(crate) fn layout(
     Ok((params, rows, ranges))
 }
 
-/// Signs `map` with `key` and writes it to `dir`'s [`MAP_FILE`] (atomically). Ed25519
-/// signatures are deterministic, so the same map and key give the same file.
-pub(crate) fn write_map(dir: &Path, map: &ShardMap, key: &SecretKey) -> Result<(), RecordsError> {
+/// The map of `header`'s database laid out by `params` (for `scheme`: the database version
+/// names the scheme asked for, the map the one that lays it out), `rows` rows in all and the
+/// shards `entries`, signed with `key` and written to `dir`'s [`MAP_FILE`] (atomically).
+/// Ed25519 signatures are deterministic, so the same map and key give the same file.
+pub(crate) fn write_map(
+    dir: &Path,
+    header: &DbHeader,
+    (params, scheme): (&Params, Scheme),
+    rows: u64,
+    entries: Vec<ShardEntry>,
+    key: &SecretKey,
+) -> Result<ShardMap, RecordsError> {
+    let map = ShardMap {
+        scheme: params.scheme.id(),
+        database_id: header.version(scheme.id().name()),
+        rows,
+        row_bytes: header.record_size as u32,
+        about: header.encode().to_vec(),
+        shards: entries,
+    };
     let path = dir.join(MAP_FILE);
     let bytes = map.clone().sign(key).to_bytes();
     pir_fs::write_atomic(&path, |file| std::io::Write::write_all(file, &bytes))
-        .map_err(|source| RecordsError::Io { path, source })
+        .map_err(|source| RecordsError::Io { path, source })?;
+    Ok(map)
 }
 
 /// The bytes of `payload` that shard `rows` holds: SimplePIR, records `rows` (whole matrix

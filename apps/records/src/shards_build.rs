@@ -272,16 +272,7 @@ pub fn write_one(
             part_hash: hash.finalize().into(),
         })
         .collect();
-    let map = ShardMap {
-        scheme: params.scheme.id(),
-        database_id: header.version(scheme.id().name()),
-        rows,
-        row_bytes: header.record_size as u32,
-        about: header.encode().to_vec(),
-        shards: entries,
-    };
-    write_map(dir, &map, key)?;
-    Ok(map)
+    write_map(dir, &header, (&params, scheme), rows, entries, key)
 }
 
 #[cfg(test)]
